@@ -1,0 +1,170 @@
+/**
+ * One error root with a stable `code`. Callers branch on `code`, never on message text; the CLI
+ * maps codes to exit codes and prints `message`, which is always one readable sentence and never
+ * contains a secret.
+ */
+
+export type ErrorCode =
+  // The service answered with an error status (spec §7).
+  | 'bad_request' // 400
+  | 'unauthorized' // 401: missing or invalid credentials
+  | 'insufficient_credits' // 402: agent message reserve
+  | 'forbidden' // 403: agent API not enabled
+  | 'not_found' // 404: request or session missing or owned by another account
+  | 'model_unavailable' // 404 on the options catalog: model hidden or unavailable
+  | 'session_busy' // 409 on agent messages
+  | 'conflict' // 409 elsewhere (an Idempotency-Key still being processed)
+  | 'idempotency_mismatch' // 422 on a reused Idempotency-Key with another body
+  | 'unprocessable' // 422
+  | 'request_timeout' // 408
+  | 'rate_limited' // 429
+  | 'backend_unavailable' // 502
+  | 'server_error' // other 5xx
+  | 'http_error' // any other unexpected status
+  // The exchange did not complete.
+  | 'network' // connection refused, reset, DNS, TLS
+  | 'timeout' // connect, header or body timeout
+  | 'aborted' // the caller's AbortSignal fired
+  | 'indeterminate_submission' // a credit-spending POST may or may not have been processed
+  | 'invalid_response' // the service answered with a body that breaks the spec
+  // Local problems, found before anything is sent.
+  | 'invalid_input' // a request body breaks a rule of the spec
+  | 'invalid_file' // a local file is not an acceptable input
+  | 'config' // configuration missing or malformed
+  | 'credentials'; // credentials missing, malformed or insecurely stored
+
+export interface GenpipeErrorOptions {
+  status?: number | undefined;
+  detail?: string | undefined;
+  requestId?: string | undefined;
+  /** Seconds or milliseconds are not mixed: this is always milliseconds. */
+  retryAfterMs?: number | undefined;
+  cause?: unknown;
+}
+
+export class GenpipeError extends Error {
+  override readonly name: string = 'GenpipeError';
+  readonly code: ErrorCode;
+  readonly status: number | undefined;
+  /** `detail` of the service's ErrorResponse (spec §2.1), when it sent one. */
+  readonly detail: string | undefined;
+  readonly requestId: string | undefined;
+  readonly retryAfterMs: number | undefined;
+
+  constructor(code: ErrorCode, message: string, options: GenpipeErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.status = options.status;
+    this.detail = options.detail;
+    this.requestId = options.requestId;
+    this.retryAfterMs = options.retryAfterMs;
+  }
+}
+
+/** One problem with an input, located by its path inside the body (or a file, in later layers). */
+export interface InputIssue {
+  path: string;
+  message: string;
+}
+
+/** A request body broke a rule of the spec; raised before any request is sent. */
+export class InvalidInputError extends GenpipeError {
+  override readonly name = 'InvalidInputError';
+  readonly issues: readonly InputIssue[];
+
+  constructor(what: string, issues: readonly InputIssue[]) {
+    const first = issues[0];
+    const summary = first ? `${first.path ? `${first.path}: ` : ''}${first.message}` : 'invalid';
+    const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : '';
+    super('invalid_input', `Invalid ${what}: ${summary}${more}.`);
+    this.issues = issues;
+  }
+}
+
+/**
+ * A credit-spending POST failed in a way that does not tell whether the service processed it.
+ * It is never resent blindly: the runner reconciles it through the key and body hash.
+ */
+export class IndeterminateSubmissionError extends GenpipeError {
+  override readonly name = 'IndeterminateSubmissionError';
+  readonly idempotencyKey: string | undefined;
+  readonly bodyHash: string;
+  readonly method: string;
+  readonly path: string;
+
+  constructor(args: { method: string; path: string; idempotencyKey: string | undefined; bodyHash: string; status?: number | undefined; cause: unknown }) {
+    super(
+      'indeterminate_submission',
+      `The submission to ${args.method} ${args.path} may or may not have been accepted by the service` +
+        (args.status === undefined ? '' : ` (it answered ${args.status})`) +
+        '; it was not resent, to avoid paying twice.',
+      { status: args.status, cause: args.cause },
+    );
+    this.idempotencyKey = args.idempotencyKey;
+    this.bodyHash = args.bodyHash;
+    this.method = args.method;
+    this.path = args.path;
+  }
+}
+
+const STATUS_CODES: Record<number, ErrorCode> = {
+  400: 'bad_request',
+  401: 'unauthorized',
+  402: 'insufficient_credits',
+  403: 'forbidden',
+  404: 'not_found',
+  408: 'request_timeout',
+  409: 'conflict',
+  422: 'unprocessable',
+  429: 'rate_limited',
+  502: 'backend_unavailable',
+};
+
+const STATUS_SENTENCES: Partial<Record<ErrorCode, string>> = {
+  bad_request: 'The service refused the request as malformed',
+  unauthorized: 'The service refused the credentials (missing or invalid key id or secret)',
+  insufficient_credits: 'The account has too few credits for this agent message',
+  forbidden: 'The agent API is not enabled for this account',
+  not_found: 'Not found, or owned by another account',
+  session_busy: 'The agent session is busy with another turn',
+  conflict: 'The service is still processing a request with this Idempotency-Key',
+  idempotency_mismatch: 'This Idempotency-Key was already used with a different request body',
+  unprocessable: 'The service refused the request body',
+  request_timeout: 'The service timed out waiting for the request',
+  rate_limited: 'The service is throttling requests (429)',
+  backend_unavailable: 'The service backend is temporarily unavailable (502)',
+  server_error: 'The service failed with a server error',
+};
+
+/**
+ * Maps an error status of spec §7 to a typed error. `context` tells apart the cases where one
+ * status means different things on different endpoints.
+ */
+export function errorFromStatus(
+  status: number,
+  detail: string | undefined,
+  context: { endpoint: 'options-catalog' | 'agent-messages' | 'idempotent-submit' | 'other'; retryAfterMs?: number | undefined; requestId?: string | undefined },
+): GenpipeError {
+  let code: ErrorCode = STATUS_CODES[status] ?? (status >= 500 ? 'server_error' : 'http_error');
+  if (status === 404 && context.endpoint === 'options-catalog') code = 'model_unavailable';
+  if (status === 409 && (context.endpoint === 'agent-messages' || detail?.includes('session_busy'))) code = 'session_busy';
+  if (status === 422 && context.endpoint === 'idempotent-submit' && /idempot/i.test(detail ?? '')) code = 'idempotency_mismatch';
+  const sentence =
+    code === 'model_unavailable'
+      ? 'The character-sheet model is hidden or unavailable (the options catalog answered 404)'
+      : (STATUS_SENTENCES[code] ?? `The service answered with status ${status}`);
+  const message = detail ? `${sentence}: ${oneLine(detail)}` : sentence;
+  return new GenpipeError(code, `${message.replace(/[.]$/, '')}.`, {
+    status,
+    detail,
+    requestId: context.requestId,
+    retryAfterMs: context.retryAfterMs,
+  });
+}
+
+function oneLine(text: string): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > 300 ? `${flat.slice(0, 297)}...` : flat;
+}
+
+export const isGenpipeError = (error: unknown): error is GenpipeError => error instanceof GenpipeError;

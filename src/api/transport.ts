@@ -1,0 +1,233 @@
+/**
+ * The HTTP transport: one place that sends requests, applies auth, timeouts and retries, and turns
+ * every failure into a typed GenpipeError. The undici Dispatcher is injected (house style 8): a
+ * keep-alive Agent by default, a MockAgent in unit tests.
+ */
+import { createHash } from 'node:crypto';
+import { Agent, request, type Dispatcher } from 'undici';
+import type * as z from 'zod';
+import type { ClientConfig } from './config.js';
+import { errorFromStatus, GenpipeError, IndeterminateSubmissionError } from './errors.js';
+import { backoffDelay, classifyTransportError, decideRetry, outcomeErrorCode, parseRetryAfter, type AttemptOutcome, type CallSafety } from './retry.js';
+import { abortError, sleep } from './sleep.js';
+import { ErrorResponse } from './wire.js';
+import { issuesFromZod } from '../util/zod-issues.js';
+
+export type AuthSurface = 'key' | 'legacy' | 'none';
+export type HttpMethod = 'GET' | 'POST' | 'PUT';
+
+/** Which endpoint family a call belongs to, where one status means different things (§7). */
+export type EndpointKind = 'options-catalog' | 'agent-messages' | 'idempotent-submit' | 'other';
+
+export interface CallOptions<T> {
+  method: HttpMethod;
+  /** Absolute URL. */
+  url: string;
+  auth: AuthSurface;
+  /** JSON body. */
+  json?: unknown;
+  /** Raw body, for uploads. */
+  bytes?: Uint8Array;
+  headers?: Record<string, string>;
+  /** Schema of a JSON success body; omit for bodies that are ignored. */
+  schema?: z.ZodType<T>;
+  safety: CallSafety;
+  endpoint?: EndpointKind;
+  /** The request this call is about, for error reporting. */
+  requestId?: string;
+  signal?: AbortSignal | undefined;
+}
+
+export interface CallResult<T> {
+  status: number;
+  data: T;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+/** One HTTP exchange, reported after it ends (for stats and debug logs; never carries headers). */
+export interface ExchangeEvent {
+  method: HttpMethod;
+  url: string;
+  attempt: number;
+  status?: number;
+  error?: string;
+  durationMs: number;
+}
+
+export interface TransportOptions {
+  config: Pick<ClientConfig, 'credentials' | 'timeouts' | 'retry'>;
+  dispatcher?: Dispatcher;
+  random?: () => number;
+  now?: () => number;
+  onExchange?: (event: ExchangeEvent) => void;
+  userAgent?: string;
+}
+
+/** Largest JSON response body accepted, in bytes. */
+const MAX_JSON_BYTES = 16 * 1024 * 1024;
+
+export const sha256Hex = (data: string | Uint8Array): string => createHash('sha256').update(data).digest('hex');
+
+/** Creates the default keep-alive dispatcher with the configured connect timeout. */
+export function createDefaultDispatcher(connectTimeoutMs: number): Dispatcher {
+  return new Agent({ connect: { timeout: connectTimeoutMs }, keepAliveTimeout: 10_000, connections: 128 });
+}
+
+export class Transport {
+  readonly dispatcher: Dispatcher;
+  readonly #ownsDispatcher: boolean;
+  readonly #options: TransportOptions;
+  readonly #random: () => number;
+  readonly #now: () => number;
+
+  constructor(options: TransportOptions) {
+    this.#options = options;
+    this.#ownsDispatcher = options.dispatcher === undefined;
+    this.dispatcher = options.dispatcher ?? createDefaultDispatcher(options.config.timeouts.connectMs);
+    this.#random = options.random ?? Math.random;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** Closes the dispatcher when the transport created it. */
+  async close(): Promise<void> {
+    if (this.#ownsDispatcher) await this.dispatcher.close();
+  }
+
+  async call<T = unknown>(options: CallOptions<T>): Promise<CallResult<T>> {
+    const { config } = this.#options;
+    const headers: Record<string, string> = {
+      accept: 'application/json',
+      'user-agent': this.#options.userAgent ?? 'genpipe/0.1',
+      ...options.headers,
+    };
+    let body: string | Uint8Array | undefined;
+    if (options.json !== undefined) {
+      body = JSON.stringify(options.json);
+      headers['content-type'] = 'application/json';
+    } else if (options.bytes !== undefined) {
+      body = options.bytes;
+    }
+    if (options.auth !== 'none') {
+      const credentials = config.credentials;
+      if (!credentials) throw new GenpipeError('credentials', 'This call needs credentials, and none are configured.');
+      if (options.auth === 'key') headers.authorization = credentials.authorization();
+      else Object.assign(headers, credentials.legacyHeaders());
+    }
+    const safety = options.safety;
+    if (safety.kind === 'spends' && safety.idempotencyKey !== undefined) headers['idempotency-key'] = safety.idempotencyKey;
+    const path = new URL(options.url).pathname;
+
+    for (let attempt = 0; ; attempt++) {
+      if (options.signal?.aborted) throw abortError(options.signal);
+      const started = this.#now();
+      let outcome: AttemptOutcome;
+      let failure: GenpipeError;
+      let retryAfterMs: number | undefined;
+      try {
+        const response = await request(options.url, {
+          method: options.method,
+          headers,
+          body: body ?? null,
+          dispatcher: this.dispatcher,
+          signal: options.signal ?? null,
+          headersTimeout: config.timeouts.headersMs,
+          bodyTimeout: config.timeouts.bodyMs,
+        });
+        const text = await readText(response.body, MAX_JSON_BYTES);
+        const status = response.statusCode;
+        this.#report({ method: options.method, url: options.url, attempt, status, durationMs: this.#now() - started });
+        if (status >= 200 && status < 300) {
+          return { status, data: this.#parseSuccess(text, options, path), headers: response.headers };
+        }
+        retryAfterMs = parseRetryAfter(headerValue(response.headers['retry-after']), this.#now(), config.retry.maxRetryAfterMs);
+        outcome = { kind: 'status', status };
+        failure = errorFromStatus(status, detailOf(text), { endpoint: options.endpoint ?? 'other', retryAfterMs, requestId: options.requestId });
+      } catch (error) {
+        if (error instanceof GenpipeError) throw error;
+        outcome = classifyTransportError(error, options.signal?.aborted === true);
+        this.#report({ method: options.method, url: options.url, attempt, error: outcome.kind, durationMs: this.#now() - started });
+        if (outcome.kind === 'aborted') throw abortError(options.signal);
+        failure = new GenpipeError(
+          outcomeErrorCode(outcome),
+          outcome.kind === 'timeout'
+            ? `${options.method} ${path} timed out.`
+            : `${options.method} ${path} failed: ${describeNetworkError(error)}.`,
+          { cause: error, requestId: options.requestId },
+        );
+      }
+
+      const decision = decideRetry(outcome, safety);
+      if (decision.retry && attempt + 1 < config.retry.maxAttempts) {
+        const delay = retryAfterMs ?? backoffDelay(attempt, config.retry, this.#random);
+        await sleep(delay, options.signal);
+        continue;
+      }
+      if (!decision.retry && decision.indeterminate) {
+        throw new IndeterminateSubmissionError({
+          method: options.method,
+          path,
+          idempotencyKey: safety.kind === 'spends' ? safety.idempotencyKey : undefined,
+          bodyHash: sha256Hex(body ?? ''),
+          status: outcome.kind === 'status' ? outcome.status : undefined,
+          cause: failure,
+        });
+      }
+      throw failure;
+    }
+  }
+
+  #parseSuccess<T>(text: string, options: CallOptions<T>, path: string): T {
+    if (!options.schema) return undefined as T;
+    let json: unknown;
+    try {
+      json = text === '' ? undefined : JSON.parse(text);
+    } catch (error) {
+      throw new GenpipeError('invalid_response', `${options.method} ${path} answered with a body that is not JSON.`, { cause: error });
+    }
+    const parsed = options.schema.safeParse(json);
+    if (!parsed.success) {
+      const issue = issuesFromZod(parsed.error)[0];
+      throw new GenpipeError('invalid_response', `${options.method} ${path} answered with a body that breaks the spec: ${issue?.path || '(body)'}: ${issue?.message ?? 'invalid'}.`, {
+        cause: parsed.error,
+      });
+    }
+    return parsed.data;
+  }
+
+  #report(event: ExchangeEvent): void {
+    this.#options.onExchange?.(event);
+  }
+}
+
+async function readText(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += (chunk as Buffer).length;
+    if (size > maxBytes) {
+      body.destroy();
+      throw new GenpipeError('invalid_response', `The response body is larger than ${maxBytes} bytes.`);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function detailOf(text: string): string | undefined {
+  try {
+    const parsed = ErrorResponse.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data.detail : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function describeNetworkError(error: unknown): string {
+  const code = (error as { code?: unknown }).code;
+  const message = error instanceof Error ? error.message : String(error);
+  return typeof code === 'string' ? `${code} (${message})` : message;
+}

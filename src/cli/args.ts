@@ -1,0 +1,58 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { ConfigFlags } from '../api/config.js';
+import { GenpipeError } from '../api/errors.js';
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** Flags every command that talks to the service accepts. */
+export const CONNECTION_OPTIONS = {
+  config: { type: 'string' },
+  'base-url': { type: 'string' },
+  'platform-url': { type: 'string' },
+  'cdn-url': { type: 'string' },
+  vendor: { type: 'string' },
+  credentials: { type: 'string' },
+} as const satisfies Options;
+
+export const CONNECTION_HELP = `Connection options:
+  --config FILE        config file (YAML or JSON); also GENPIPE_CONFIG
+  --base-url URL       main API address; also GENPIPE_BASE_URL
+  --platform-url URL   platform address (defaults to --base-url); also GENPIPE_PLATFORM_URL
+  --cdn-url URL        agent media address (defaults to --base-url); also GENPIPE_CDN_URL
+  --vendor NAME        vendor path segment (default "vendor"); also GENPIPE_VENDOR
+  --credentials FILE   key_id:key_secret file (mode 600); or set HF_KEY, HF_CREDENTIALS,
+                       or HF_API_KEY with HF_API_SECRET`;
+
+export type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: O; allowPositionals: true; strict: true }>>;
+
+/** Parses argv strictly; an unknown flag or a missing value is invalid input (exit 2). */
+export function parse<O extends Options>(argv: readonly string[], options: O, command: string): Parsed<O> {
+  try {
+    return parseArgs({ args: [...argv], options, allowPositionals: true, strict: true });
+  } catch (error) {
+    const message = (error as Error).message.replace(/\. To specify a positional argument.*$/s, '');
+    throw new GenpipeError('invalid_input', `${message.replace(/\.$/, '')} (genpipe ${command} --help lists the options).`);
+  }
+}
+
+export function connectionFlags(values: Record<string, unknown>): ConfigFlags {
+  const str = (key: string): string | undefined => (typeof values[key] === 'string' ? (values[key] as string) : undefined);
+  return {
+    config: str('config'),
+    baseUrl: str('base-url'),
+    platformUrl: str('platform-url'),
+    cdnUrl: str('cdn-url'),
+    vendor: str('vendor'),
+    credentialsFile: str('credentials'),
+  };
+}
+
+export function positional(positionals: readonly string[], index: number, name: string, command: string): string {
+  const value = positionals[index];
+  if (value === undefined || value === '') throw new GenpipeError('invalid_input', `genpipe ${command} needs ${name}.`);
+  return value;
+}
+
+export function noExtraPositionals(positionals: readonly string[], expected: number, command: string): void {
+  if (positionals.length > expected) throw new GenpipeError('invalid_input', `Unexpected argument "${positionals[expected]}" for genpipe ${command}.`);
+}

@@ -1,0 +1,69 @@
+import { GenpipeError } from '../../api/errors.js';
+import { TIERS, type Tier } from '../../api/wire.js';
+import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT } from '../exit-codes.js';
+import { openClient } from '../open-client.js';
+
+export const catalogCommand: Command = {
+  name: 'catalog',
+  summary: 'show the character-sheet options catalog or the marketing presets',
+  help: `Usage:
+  genpipe catalog options [--tier TIER] [--json]   character-sheet options (no credentials needed)
+  genpipe catalog presets [--json]                 every visible marketing preset, all pages
+
+Tiers: ${TIERS.join(', ')}
+
+${CONNECTION_HELP}`,
+  async run(argv, io) {
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, tier: { type: 'string' }, json: { type: 'boolean' } }, 'catalog');
+    const what = positional(positionals, 0, 'what to show: options or presets', 'catalog');
+    noExtraPositionals(positionals, 1, 'catalog');
+    if (what === 'options') {
+      const tier = values.tier;
+      if (tier !== undefined && !(TIERS as readonly string[]).includes(tier)) {
+        throw new GenpipeError('invalid_input', `Unknown tier "${tier}"; tiers are ${TIERS.join(', ')}.`);
+      }
+      const client = openClient(connectionFlags(values), io, { requireCredentials: false });
+      try {
+        const catalog = await client.options.fetch({ signal: io.signal });
+        const categories = tier ? catalog.categories.filter((c) => c.tiers.includes(tier as Tier)) : catalog.categories;
+        if (values.json) {
+          io.out(JSON.stringify({ config_revision: catalog.config_revision, categories }, null, 2));
+          return EXIT.ok;
+        }
+        io.out(`config_revision ${String(catalog.config_revision)}${tier ? `, tier ${tier}` : ''}: ${categories.length} categories`);
+        for (const category of categories) {
+          io.out(`\n${category.key} (${category.label}): up to ${category.max}; tiers ${category.tiers.join(', ')}`);
+          for (const option of category.options) {
+            if (tier && option.tiers !== null && !option.tiers.includes(tier)) continue;
+            const notes = [option.slot ? `slot ${option.slot}` : '', option.exclusive ? 'exclusive' : '', option.tiers ? `only ${option.tiers.join(', ')}` : '', option.color ?? '']
+              .filter(Boolean)
+              .join('; ');
+            io.out(`  ${option.key}  ${option.label}${notes ? `  [${notes}]` : ''}`);
+          }
+        }
+        return EXIT.ok;
+      } finally {
+        await client.close();
+      }
+    }
+    if (what === 'presets') {
+      if (values.tier !== undefined) throw new GenpipeError('invalid_input', '--tier applies to genpipe catalog options only.');
+      const client = openClient(connectionFlags(values), io);
+      try {
+        const presets = [];
+        for await (const preset of client.marketingImage.presets({ signal: io.signal })) presets.push(preset);
+        if (values.json) io.out(JSON.stringify(presets, null, 2));
+        else {
+          io.out(`${presets.length} presets`);
+          for (const preset of presets) io.out(`${preset.id}  ${preset.name}`);
+        }
+        return EXIT.ok;
+      } finally {
+        await client.close();
+      }
+    }
+    throw new GenpipeError('invalid_input', `Unknown catalog "${what}"; use options or presets.`);
+  },
+};

@@ -1,0 +1,34 @@
+import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT } from '../exit-codes.js';
+import { openClient } from '../open-client.js';
+
+export const statusCommand: Command = {
+  name: 'status',
+  summary: 'show the status and outputs of one request',
+  help: `Usage: genpipe status <request_id> [--json]
+
+${CONNECTION_HELP}`,
+  async run(argv, io) {
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, json: { type: 'boolean' } }, 'status');
+    const requestId = positional(positionals, 0, 'a request id', 'status');
+    noExtraPositionals(positionals, 1, 'status');
+    const client = openClient(connectionFlags(values), io);
+    try {
+      const status = await client.requests.status(requestId, { signal: io.signal });
+      if (values.json) {
+        io.out(JSON.stringify(status, null, 2));
+        return EXIT.ok;
+      }
+      io.out(`${status.request_id}: ${status.status}`);
+      if (status.error) io.out(`error: ${status.error}`);
+      for (const image of status.images ?? []) io.out(`image: ${image.url}`);
+      if (status.video) io.out(`video: ${status.video.url}`);
+      if (status.audio) io.out(`audio: ${status.audio.url}`);
+      for (const audio of status.audios ?? []) io.out(`audio: ${audio.url}`);
+      return EXIT.ok;
+    } finally {
+      await client.close();
+    }
+  },
+};

@@ -1,0 +1,85 @@
+/**
+ * The genpipe command line: a thin shell that parses arguments, calls the library and returns an
+ * exit code. Expected failures print one sentence; only a bug prints more, and only with
+ * GENPIPE_DEBUG=1.
+ */
+import { GenpipeError, InvalidInputError } from '../api/errors.js';
+import type { Command } from './command.js';
+import { cancelCommand } from './commands/cancel.js';
+import { catalogCommand } from './commands/catalog.js';
+import { statusCommand } from './commands/status.js';
+import { EXIT, exitCodeFor } from './exit-codes.js';
+import { processIO, type CliIO } from './io.js';
+import { redact } from '../util/redact.js';
+
+export const VERSION = '0.1.0';
+
+/** Every command, in the order `genpipe --help` lists them. */
+export const COMMANDS: readonly Command[] = [catalogCommand, statusCommand, cancelCommand];
+
+export function usage(): string {
+  const width = Math.max(...COMMANDS.map((c) => c.name.length));
+  return `genpipe ${VERSION}: run YAML pipeline manifests against the Generation Service API.
+
+Usage: genpipe <command> [options]
+
+Commands:
+${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n')}
+
+Run "genpipe <command> --help" for a command's options.
+Exit codes: 0 ok, 1 failed, 2 invalid input, 3 budget reached, 4 locked,
+            5 service unavailable or credentials refused, 70 internal error, 130 interrupted.`;
+}
+
+/** Runs genpipe with `argv` (without node and the script) and returns the exit code. */
+export async function main(argv: readonly string[], io?: CliIO): Promise<number> {
+  const controller = new AbortController();
+  const ownIO = io === undefined;
+  const theIO = io ?? processIO(controller.signal);
+  const onSignal = (): void => controller.abort(new Error('interrupted'));
+  if (ownIO) {
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+  }
+  try {
+    return await dispatch(argv, theIO);
+  } catch (error) {
+    return report(error, theIO);
+  } finally {
+    if (ownIO) {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
+  }
+}
+
+async function dispatch(argv: readonly string[], io: CliIO): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    io.out(usage());
+    return name === undefined ? EXIT.invalidInput : EXIT.ok;
+  }
+  if (name === '--version' || name === '-v') {
+    io.out(VERSION);
+    return EXIT.ok;
+  }
+  const command = COMMANDS.find((c) => c.name === name);
+  if (!command) throw new GenpipeError('invalid_input', `Unknown command "${name}"; run genpipe --help for the list.`);
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.out(command.help);
+    return EXIT.ok;
+  }
+  return command.run(rest, io);
+}
+
+function report(error: unknown, io: CliIO): number {
+  if (error instanceof GenpipeError) {
+    io.err(`genpipe: ${error.message}`);
+    if (error instanceof InvalidInputError) for (const issue of error.issues.slice(1)) io.err(`  ${issue.path}: ${issue.message}`);
+    return exitCodeFor(error.code);
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  io.err(`genpipe: internal error: ${message} (this is a bug in genpipe; rerun with GENPIPE_DEBUG=1 for details).`);
+  if (io.env.GENPIPE_DEBUG === '1' && error instanceof Error && error.stack) io.err(redact(error.stack));
+  return EXIT.internal;
+}

@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { main, usage } from '../../src/cli/main.js';
+import type { CliIO } from '../../src/cli/io.js';
+
+function capture(env: NodeJS.ProcessEnv = {}): CliIO & { stdout: string[]; stderr: string[] } {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  return { stdout, stderr, out: (t) => stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+}
+
+describe('genpipe CLI shell', () => {
+  it('prints usage with every command and the exit codes for --help, exit 0', async () => {
+    const io = capture();
+    expect(await main(['--help'], io)).toBe(0);
+    expect(io.stdout.join('\n')).toBe(usage());
+    expect(usage()).toMatch(/catalog[\s\S]*status[\s\S]*cancel/);
+    expect(usage()).toContain('2 invalid input');
+  });
+
+  it('refuses an unknown command with one sentence and exit 2', async () => {
+    const io = capture();
+    expect(await main(['frobnicate'], io)).toBe(2);
+    expect(io.stderr).toEqual(['genpipe: Unknown command "frobnicate"; run genpipe --help for the list.']);
+  });
+
+  it('refuses an unknown flag with exit 2 and no stack trace', async () => {
+    const io = capture();
+    expect(await main(['status', 'abc', '--bogus'], io)).toBe(2);
+    expect(io.stderr.join('\n')).toMatch(/^genpipe: Unknown option '--bogus'/);
+    expect(io.stderr.join('\n')).not.toMatch(/\bat .*\.(ts|js):\d+/);
+  });
+
+  it('refuses a missing positional argument with exit 2', async () => {
+    const io = capture();
+    expect(await main(['cancel'], io)).toBe(2);
+    expect(io.stderr).toEqual(['genpipe: genpipe cancel needs a request id.']);
+  });
+
+  it('refuses to run without an address, naming how to set one, exit 2', async () => {
+    const io = capture({ HF_KEY: 'id:secret-value' });
+    expect(await main(['status', '00000000-0000-4000-8000-000000000001'], io)).toBe(2);
+    expect(io.stderr[0]).toContain('--base-url');
+  });
+
+  it('refuses to call an authenticated endpoint without credentials, exit 2', async () => {
+    const io = capture({ GENPIPE_BASE_URL: 'http://127.0.0.1:9' });
+    expect(await main(['status', '00000000-0000-4000-8000-000000000001'], io)).toBe(2);
+    expect(io.stderr[0]).toMatch(/No credentials: set HF_KEY/);
+  });
+
+  it('reports an unreachable service in one sentence with exit 5', async () => {
+    const io = capture({ GENPIPE_BASE_URL: 'http://127.0.0.1:9', HF_KEY: 'id:secret-value', GENPIPE_CONFIG: '' });
+    const code = await main(['catalog', 'options'], io);
+    expect(code).toBe(5);
+    expect(io.stderr).toHaveLength(1);
+    expect(io.stderr[0]).toMatch(/^genpipe: GET \/models\/vendor\/ai-influencer\/options failed: ECONNREFUSED/);
+  });
+});
