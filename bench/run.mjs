@@ -1,0 +1,28 @@
+#!/usr/bin/env node
+// Runs every bench/*.bench.mjs in its own child process, one after another (they measure, so they
+// must not share the two cores), then prints each one's figures. Each benchmark writes
+// bench/results/<name>.json itself. `npm run bench -- NAME` runs only the benchmarks whose file
+// name contains NAME.
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const filter = process.argv[2] ?? '';
+const files = readdirSync(here)
+  .filter((f) => f.endsWith('.bench.mjs') && f.includes(filter))
+  .sort();
+if (files.length === 0) {
+  console.error(`no benchmark matches "${filter}"`);
+  process.exit(2);
+}
+let failed = 0;
+for (const file of files) {
+  console.log(`\n=== ${file}`);
+  const started = Date.now();
+  const result = spawnSync(process.execPath, ['--expose-gc', join(here, file)], { stdio: 'inherit' });
+  console.log(`=== ${file}: ${result.status === 0 ? 'ok' : `FAILED (exit ${result.status})`} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  if (result.status !== 0) failed++;
+}
+process.exit(failed === 0 ? 0 : 1);
