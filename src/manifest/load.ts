@@ -1,0 +1,168 @@
+/**
+ * Loads a manifest: safe YAML with locations, the zod schema, then the checks a schema cannot
+ * express (references between steps, cycles, template paths, allow-listed environment variables).
+ * Every problem is collected, not only the first, each at its `file:line:col`.
+ */
+import { readFileSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { loadYaml, YamlSyntaxError, type YamlSource } from '../util/yaml-source.js';
+import { formatPath } from '../util/zod-issues.js';
+import { ManifestError, type ManifestProblem } from './errors.js';
+import { Manifest, type Step } from './schema.js';
+import { nearest } from './suggest.js';
+import { compileTemplate, TemplateError, type CompiledTemplate, type TemplateRef } from './template.js';
+import { problemsFromZod } from './zod-locate.js';
+
+/** Largest manifest accepted, in bytes. */
+export const MAX_MANIFEST_BYTES = 1024 * 1024;
+/** Largest number of YAML aliases resolved (alias bombs). */
+export const MAX_ALIASES = 100;
+
+export interface LoadedManifest {
+  manifest: Manifest;
+  /** The manifest file, as given. */
+  file: string;
+  /** Its folder: relative paths (CSV files, local images) are resolved against it. */
+  dir: string;
+  source: YamlSource;
+  /** Each step's input, compiled once. */
+  templates: ReadonlyMap<string, CompiledTemplate>;
+  /** Step ids in an order where every step comes after the steps it depends on. */
+  order: readonly string[];
+}
+
+/** Roots a template may read besides the step's axes. */
+const FIXED_ROOTS = ['vars', 'env', 'upstream'] as const;
+
+export function loadManifestFile(file: string): LoadedManifest {
+  let text: string;
+  try {
+    const size = statSync(file).size;
+    if (size > MAX_MANIFEST_BYTES) {
+      throw new ManifestError([{ location: { file, line: 1, col: 1 }, path: '', message: `the manifest is ${size} bytes, over the limit of ${MAX_MANIFEST_BYTES}` }]);
+    }
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    if (error instanceof ManifestError) throw error;
+    throw new ManifestError([{ location: { file, line: 1, col: 1 }, path: '', message: `cannot read the manifest: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}` }]);
+  }
+  return loadManifestText(text, file);
+}
+
+export function loadManifestText(text: string, file: string): LoadedManifest {
+  let source: YamlSource;
+  try {
+    source = loadYaml(text, file, { maxBytes: MAX_MANIFEST_BYTES, maxAliasCount: MAX_ALIASES });
+  } catch (error) {
+    if (error instanceof YamlSyntaxError) throw new ManifestError(error.problems.map((p) => ({ location: p.location, path: '', message: p.message })));
+    throw error;
+  }
+  if (source.value === null || typeof source.value !== 'object' || Array.isArray(source.value)) {
+    throw new ManifestError([{ location: source.locate([]), path: '', message: 'a manifest is a mapping with version, name and steps' }]);
+  }
+  const parsed = Manifest.safeParse(source.value);
+  if (!parsed.success) throw new ManifestError(problemsFromZod(parsed.error, source, Manifest));
+  const manifest = parsed.data;
+
+  const problems: ManifestProblem[] = [];
+  const at = (path: readonly (string | number)[], message: string, atKey = false): void => {
+    problems.push({ location: source.locate(path, atKey), path: formatPath(path), message });
+  };
+  const stepIds = Object.keys(manifest.steps);
+  const templates = new Map<string, CompiledTemplate>();
+
+  for (const [id, step] of Object.entries(manifest.steps)) {
+    const base = ['steps', id];
+    checkReferences(id, step, stepIds, (path, message) => at([...base, ...path], message));
+    if (step.model !== 'agent') {
+      if (step.replies) at([...base, 'replies'], 'replies apply to agent steps only');
+      if (step.conversation) at([...base, 'conversation'], 'conversation applies to agent steps only');
+    }
+    if (step.model === 'agent' && typeof step.input?.content !== 'string') at([...base, 'input'], 'an agent step needs input.content, the message to send');
+    // Templates: syntax now, and every root they read must exist.
+    const axes = new Set([...Object.keys(step.matrix ?? {}), ...(step.include ?? []).flatMap((e) => Object.keys(e))]);
+    try {
+      const compiled = compileTemplate(step.input ?? {}, []);
+      templates.set(id, compiled);
+      for (const ref of compiled.refs) checkRef(ref, step, axes, manifest, (message) => at([...base, 'input'], message));
+    } catch (error) {
+      if (!(error instanceof TemplateError)) throw error;
+      at([...base, 'input', ...error.at], error.message);
+    }
+    if (step.conversation) {
+      try {
+        for (const ref of compileTemplate(step.conversation).refs) checkRef(ref, step, axes, manifest, (message) => at([...base, 'conversation'], message));
+      } catch (error) {
+        if (!(error instanceof TemplateError)) throw error;
+        at([...base, 'conversation'], error.message);
+      }
+    }
+  }
+  const order = topologicalOrder(manifest, (path, message) => at(path, message));
+  if (problems.length > 0) throw new ManifestError(problems);
+  return { manifest, file, dir: dirname(resolve(file)), source, templates, order };
+}
+
+function checkReferences(id: string, step: Step, stepIds: readonly string[], report: (path: (string | number)[], message: string) => void): void {
+  const check = (target: string, path: (string | number)[]): void => {
+    if (target === id) report(path, `step "${id}" cannot depend on itself`);
+    else if (!stepIds.includes(target)) {
+      const suggestion = nearest(target, stepIds);
+      report(path, `no step "${target}"${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
+    }
+  };
+  step.needs?.forEach((target, i) => check(target, ['needs', i]));
+  if (step.for_each) check(step.for_each, ['for_each']);
+}
+
+function checkRef(ref: TemplateRef, step: Step, axes: ReadonlySet<string>, manifest: Manifest, report: (message: string) => void): void {
+  const [root, second] = ref.segments;
+  if (typeof root !== 'string') return;
+  if (root === 'vars') {
+    if (typeof second === 'string' && !(manifest.vars && Object.hasOwn(manifest.vars, second))) {
+      const suggestion = nearest(second, Object.keys(manifest.vars ?? {}));
+      report(`{{ ${ref.expression} }}: no var "${second}"${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
+    }
+    return;
+  }
+  if (root === 'env') {
+    if (typeof second !== 'string' || !(manifest.env ?? []).includes(second)) {
+      report(`{{ ${ref.expression} }}: environment variable ${String(second)} is not allow-listed; add it to the manifest's env list`);
+    }
+    return;
+  }
+  if (root === 'upstream') {
+    if (!step.for_each) report(`{{ ${ref.expression} }}: upstream is only available in a for_each step`);
+    return;
+  }
+  if (!axes.has(root)) {
+    const known = [...axes, ...FIXED_ROOTS];
+    const suggestion = nearest(root, known);
+    report(`{{ ${ref.expression} }}: "${root}" is not an axis of this step, vars, env or upstream${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
+  }
+}
+
+/** Orders steps so that dependencies come first; reports each cycle once. */
+function topologicalOrder(manifest: Manifest, report: (path: (string | number)[], message: string) => void): string[] {
+  const deps = new Map<string, string[]>();
+  for (const [id, step] of Object.entries(manifest.steps)) {
+    const targets = [...(step.needs ?? []), ...(step.for_each ? [step.for_each] : [])].filter((t) => t !== id && Object.hasOwn(manifest.steps, t));
+    deps.set(id, targets);
+  }
+  const order: string[] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (id: string, trail: string[]): void => {
+    if (state.get(id) === 'done') return;
+    if (state.get(id) === 'visiting') {
+      const cycle = [...trail.slice(trail.indexOf(id)), id];
+      report(['steps', id], `dependency cycle: ${cycle.join(' -> ')}`);
+      return;
+    }
+    state.set(id, 'visiting');
+    for (const target of deps.get(id) ?? []) visit(target, [...trail, id]);
+    state.set(id, 'done');
+    order.push(id);
+  };
+  for (const id of deps.keys()) visit(id, []);
+  return order;
+}

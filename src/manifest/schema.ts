@@ -1,0 +1,113 @@
+/**
+ * The manifest language: one YAML document describing generation steps and the sweeps over them.
+ * This zod schema is the single definition; `schemas/manifest.schema.json` is generated from it
+ * (`npm run schemas`) so that editors autocomplete manifests.
+ */
+import * as z from 'zod';
+import { VARIATION_INDEX_MAX } from '../api/wire.js';
+
+/** Built-in model names; a step may also name a raw endpoint path such as `/vendor/new-model`. */
+export const MODEL_NAMES = ['character-sheet', 'marketing-image', 'agent', 'dop', 'soul', 'speak', 'soul-standard'] as const;
+export type ModelName = (typeof MODEL_NAMES)[number];
+
+const identifier = (what: string) =>
+  z.string().regex(/^[a-z][a-z0-9_-]{0,62}$/, `${what} must start with a lowercase letter and use only a-z, 0-9, - and _ (at most 63 characters)`);
+
+const scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+
+/** An integer range, both ends included: `{range: {from: 1, to: 100, step: 1}}`. */
+export const RangeAxis = z.strictObject({
+  range: z
+    .strictObject({
+      from: z.int().min(-VARIATION_INDEX_MAX).max(VARIATION_INDEX_MAX),
+      to: z.int().min(-VARIATION_INDEX_MAX).max(VARIATION_INDEX_MAX),
+      step: z.int().min(1).max(VARIATION_INDEX_MAX).optional(),
+    })
+    .refine((r) => r.to >= r.from, { message: 'range.to must be at least range.from' }),
+});
+
+/** Rows of a CSV file (header row required), optionally filtered: `{csv: data/rows.csv, where: {region: EU}}`. */
+export const CsvAxis = z.strictObject({
+  csv: z.string().min(1),
+  where: z.record(z.string(), z.union([scalar, z.array(scalar).min(1)])).optional(),
+});
+
+/** Marketing presets resolved live from the preset catalog at plan time: `{presets: {name: "Summer*", limit: 3}}`. */
+export const PresetsAxis = z.strictObject({
+  presets: z.strictObject({
+    name: z.string().min(1).optional(),
+    limit: z.int().min(1).max(10_000).optional(),
+  }),
+});
+
+/** One sweep axis: an explicit list, an integer range, CSV rows or catalog presets. */
+export const Axis = z.union([z.array(z.union([scalar, z.record(z.string(), z.unknown())])).min(1), RangeAxis, CsvAxis, PresetsAxis]);
+export type Axis = z.infer<typeof Axis>;
+
+const FailurePolicy = z.enum(['continue', 'stop']);
+/** nsfw: skip the instance, or re-roll it with the next variation_index (or seed). */
+const NsfwPolicy = z.enum(['skip', 'reroll']);
+
+const Polling = z.strictObject({
+  initial_ms: z.int().min(100).max(600_000).optional(),
+  max_ms: z.int().min(100).max(3_600_000).optional(),
+});
+
+export const Step = z.strictObject({
+  /** A built-in model, or a raw endpoint path (starting with /) for models the catalog adds later. */
+  model: z.union([z.enum(MODEL_NAMES), z.string().regex(/^\/[A-Za-z0-9._~\-/{}]+$/, 'a raw model path must start with / and contain only URL path characters')]),
+  /** The templated request body (for dop, soul and speak: the `params` object). */
+  input: z.record(z.string(), z.unknown()).optional(),
+  /** Sweep axes, crossed (cartesian product) unless zipped. */
+  matrix: z.record(identifier('an axis name'), Axis).optional(),
+  /** Groups of axes that advance together instead of being crossed; each group's axes must have the same length. */
+  zip: z.array(z.array(identifier('an axis name')).min(2)).optional(),
+  /** GitHub-Actions-like: extend matching combinations, or add new ones. */
+  include: z.array(z.record(z.string(), z.unknown())).optional(),
+  /** GitHub-Actions-like: drop every combination that matches all of an entry's values. */
+  exclude: z.array(z.record(z.string(), z.unknown()).refine((e) => Object.keys(e).length > 0, 'an exclude entry needs at least one key')).optional(),
+  /** Steps whose every instance must finish before this step starts. */
+  needs: z.array(identifier('a step id')).optional(),
+  /** One instance per completed instance of that step, crossed with this step's own axes. */
+  for_each: identifier('a step id').optional(),
+  concurrency: z.int().min(1).max(1_000).optional(),
+  retries: z.int().min(0).max(20).optional(),
+  on_failure: FailurePolicy.optional(),
+  on_nsfw: NsfwPolicy.optional(),
+  /** Agent steps: scripted replies to the agent's clarifying questions, in order. */
+  replies: z.array(z.string().min(1)).optional(),
+  /** Agent steps: the logical conversation (templated); instances with the same value share one session. */
+  conversation: z.string().min(1).optional(),
+  /** Overrides the price table for this step, in US$ per instance. */
+  price_usd: z.number().min(0).optional(),
+});
+export type Step = z.infer<typeof Step>;
+
+export const Defaults = z.strictObject({
+  concurrency: z.int().min(1).max(1_000).optional(),
+  retries: z.int().min(0).max(20).optional(),
+  polling: Polling.optional(),
+  output: z.strictObject({ dir: z.string().min(1).optional() }).optional(),
+  budget_usd: z.number().positive().optional(),
+  on_failure: FailurePolicy.optional(),
+  on_nsfw: NsfwPolicy.optional(),
+  max_failures: z.int().min(1).optional(),
+});
+export type Defaults = z.infer<typeof Defaults>;
+
+export const Manifest = z.strictObject({
+  /** For editors; ignored by genpipe. */
+  $schema: z.string().optional(),
+  version: z.literal(1),
+  name: identifier('the pipeline name'),
+  description: z.string().optional(),
+  defaults: Defaults.optional(),
+  /** Values templates can read as `{{ vars.NAME }}`. */
+  vars: z.record(z.string(), z.unknown()).optional(),
+  /** Environment variables templates may read as `{{ env.NAME }}`; any other is refused. */
+  env: z.array(z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'must be an environment variable name in upper case')).optional(),
+  /** US$ per instance, by model name or raw path; character-sheet is US$0.05 unless overridden. */
+  prices: z.record(z.string(), z.number().min(0)).optional(),
+  steps: z.record(identifier('a step id'), Step).refine((steps) => Object.keys(steps).length > 0, 'a manifest needs at least one step'),
+});
+export type Manifest = z.infer<typeof Manifest>;

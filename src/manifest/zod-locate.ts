@@ -1,0 +1,85 @@
+/**
+ * Turns zod issues into located manifest problems: every issue at its `file:line:col`, the right
+ * branch of a union chosen, and unknown keys answered with the nearest valid key.
+ */
+import type * as z from 'zod';
+import { formatPath } from '../util/zod-issues.js';
+import type { YamlSource } from '../util/yaml-source.js';
+import type { ManifestProblem } from './errors.js';
+import { nearest } from './suggest.js';
+
+type Def = { type: string; shape?: Record<string, z.ZodType>; valueType?: z.ZodType; innerType?: z.ZodType; options?: z.ZodType[]; element?: z.ZodType };
+const defOf = (schema: z.ZodType): Def => (schema as unknown as { _zod: { def: Def } })._zod.def;
+
+/** The keys an object schema accepts at `path`, or [] when the path does not lead to one. */
+export function knownKeysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
+  const candidates = resolve(schema, path);
+  return [...new Set(candidates.flatMap((s) => Object.keys(defOf(s).shape ?? {})))];
+}
+
+function resolve(schema: z.ZodType, path: readonly PropertyKey[]): z.ZodType[] {
+  const def = defOf(schema);
+  if (def.innerType && ['optional', 'nullable', 'default', 'prefault', 'readonly', 'catch', 'nonoptional'].includes(def.type)) return resolve(def.innerType, path);
+  if (def.type === 'union' && def.options) return def.options.flatMap((o) => resolve(o, path));
+  if (path.length === 0) return def.type === 'object' ? [schema] : [];
+  const [head, ...rest] = path;
+  if (def.type === 'object' && def.shape && typeof head === 'string' && def.shape[head]) return resolve(def.shape[head], rest);
+  if (def.type === 'record' && def.valueType) return resolve(def.valueType, rest);
+  if (def.type === 'array' && def.element && typeof head === 'number') return resolve(def.element, rest);
+  return [];
+}
+
+type Issue = z.core.$ZodIssue;
+
+/** Picks the union branch the value was meant for: the one that got furthest into it. */
+function bestBranch(branches: readonly (readonly Issue[])[]): readonly Issue[] {
+  let best: readonly Issue[] = branches[0] ?? [];
+  let bestScore = -1;
+  for (const branch of branches) {
+    const rootTypeMismatch = branch.some((i) => i.path.length === 0 && i.code === 'invalid_type');
+    const depth = Math.max(0, ...branch.map((i) => i.path.length));
+    const score = (rootTypeMismatch ? 0 : 1000) + depth * 10 - branch.length;
+    if (score > bestScore) {
+      best = branch;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
+export function problemsFromZod(error: z.ZodError, source: YamlSource, schema: z.ZodType, prefix: readonly PropertyKey[] = []): ManifestProblem[] {
+  const out: ManifestProblem[] = [];
+  const visit = (issue: Issue, base: readonly PropertyKey[]): void => {
+    const path = [...base, ...issue.path];
+    if (issue.code === 'invalid_union' && 'errors' in issue && issue.errors.length > 0) {
+      for (const inner of bestBranch(issue.errors)) visit(inner, path);
+      return;
+    }
+    if (issue.code === 'unrecognized_keys') {
+      const known = knownKeysAt(schema, path.slice(prefix.length));
+      for (const key of issue.keys) {
+        const suggestion = nearest(key, known);
+        out.push({
+          location: source.locate([...path, key], true),
+          path: formatPath([...path, key]),
+          message: `unknown key "${key}"${suggestion ? `; did you mean "${suggestion}"?` : known.length > 0 ? `; valid keys are ${known.join(', ')}` : ''}`,
+        });
+      }
+      return;
+    }
+    if (issue.code === 'invalid_key') {
+      const inner = 'issues' in issue ? issue.issues[0] : undefined;
+      out.push({ location: source.locate(path, true), path: formatPath(path), message: inner?.message ?? issue.message });
+      return;
+    }
+    out.push({ location: source.locate(path), path: formatPath(path), message: friendly(issue) });
+  };
+  for (const issue of error.issues) visit(issue, prefix);
+  return out;
+}
+
+function friendly(issue: Issue): string {
+  if (issue.code === 'invalid_type' && issue.message.includes('received undefined')) return `is required (${issue.expected})`;
+  if (issue.code === 'invalid_value' && 'values' in issue) return `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
+  return issue.message;
+}

@@ -1,0 +1,84 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { resolveAxis } from '../../src/manifest/axes.js';
+import { CsvError, readCsv } from '../../src/manifest/csv.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'genpipe-csv-'));
+const file = (name: string, text: string): string => {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+};
+
+describe('CSV rows', () => {
+  it('reads a header row and one record per line, remembering each line', () => {
+    const { columns, rows } = readCsv(file('ok.csv', '\uFEFFsku,prompt\nA1,"red, shoes"\n\nB2,blue\n'));
+    expect(columns).toEqual(['sku', 'prompt']);
+    expect(rows).toEqual([
+      { line: 2, values: { sku: 'A1', prompt: 'red, shoes' } },
+      { line: 4, values: { sku: 'B2', prompt: 'blue' } },
+    ]);
+  });
+
+  it('locates a short row by row and column', () => {
+    try {
+      readCsv(file('short.csv', 'a,b\n1,2\n3\n'), 'short.csv');
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(CsvError);
+      expect((error as CsvError).location).toEqual({ file: 'short.csv', line: 3, col: 2 });
+    }
+  });
+
+  it('locates an unclosed quote', () => {
+    expect(() => readCsv(file('quote.csv', 'a,b\n1,"2\n'), 'quote.csv')).toThrow(/Quote Not Closed/);
+  });
+
+  it('refuses a header that repeats a column, naming its column number', () => {
+    try {
+      readCsv(file('dup.csv', 'a,b,a\n1,2,3\n'), 'dup.csv');
+      expect.unreachable();
+    } catch (error) {
+      expect((error as CsvError).location).toEqual({ file: 'dup.csv', line: 1, col: 3 });
+      expect((error as CsvError).message).toMatch(/repeats the name "a"/);
+    }
+  });
+
+  it('filters rows with where, and refuses a where column that does not exist', async () => {
+    const path = file('where.csv', 'region,sku\nEU,1\nUS,2\nEU,3\nAPAC,4\n');
+    const eu = await resolveAxis('row', { csv: path, where: { region: 'EU' } }, { dir });
+    expect(eu.length).toBe(2);
+    expect(eu.value(1)).toEqual({ region: 'EU', sku: '3' });
+    expect(eu.label(1)).toBe('4');
+    const two = await resolveAxis('row', { csv: path, where: { region: ['US', 'APAC'] } }, { dir });
+    expect([0, 1].map((i) => (two.value(i) as { sku: string }).sku)).toEqual(['2', '4']);
+    await expect(resolveAxis('row', { csv: path, where: { country: 'FR' } }, { dir })).rejects.toThrow(/no column "country"/);
+    await expect(resolveAxis('row', { csv: path, where: { region: 'MARS' } }, { dir })).rejects.toThrow(/no row/);
+  });
+
+  it('resolves CSV paths against the manifest folder', async () => {
+    file('rel.csv', 'a\n1\n');
+    expect((await resolveAxis('row', { csv: 'rel.csv' }, { dir })).length).toBe(1);
+  });
+});
+
+describe('preset axes', () => {
+  const presets = async () => [
+    { id: '11111111-1111-4111-8111-111111111111', type: 'ads' as const, name: 'Summer Beach' },
+    { id: '22222222-2222-4222-8222-222222222222', type: 'ads' as const, name: 'Winter Cabin' },
+    { id: '33333333-3333-4333-8333-333333333333', type: 'ads' as const, name: 'summer city' },
+  ];
+
+  it('filters by a case-insensitive name glob and a limit', async () => {
+    const axis = await resolveAxis('preset', { presets: { name: 'summer*' } }, { dir, presets });
+    expect([0, 1].map((i) => axis.label(i))).toEqual(['"Summer Beach"', '"summer city"']);
+    expect((await resolveAxis('preset', { presets: { limit: 1 } }, { dir, presets })).length).toBe(1);
+  });
+
+  it('refuses a glob that matches nothing, and a plan without a preset source', async () => {
+    await expect(resolveAxis('preset', { presets: { name: 'Autumn*' } }, { dir, presets })).rejects.toThrow(/no visible preset matches/);
+    await expect(resolveAxis('preset', { presets: {} }, { dir })).rejects.toThrow(/preset catalog/);
+  });
+});
