@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { resolveAxis, type ResolvedAxis } from '../../src/manifest/axes.js';
+import type { Axis } from '../../src/manifest/schema.js';
 import { expandMatrix, MatrixError, productSize, type MatrixSpec } from '../../src/plan/matrix.js';
 
-const list = (name: string, values: unknown[]): Promise<ResolvedAxis> => resolveAxis(name, values, { dir: '.' });
+const list = (name: string, values: Axis & unknown[]): Promise<ResolvedAxis> => resolveAxis(name, values, { dir: '.' });
 const labels = (spec: MatrixSpec): string[] => [...expandMatrix(spec)].map((c) => c.label);
 
 describe('matrix expansion', () => {
