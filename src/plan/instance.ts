@@ -1,0 +1,28 @@
+/** Stable instance ids, canonical inputs and idempotency keys. */
+import { createHash } from 'node:crypto';
+
+/** `sheets[tier=cats,seed=3,variation_index=2]`; a step without axes is just `sheets`. */
+export const instanceId = (step: string, label: string): string => (label === '' ? step : `${step}[${label}]`);
+
+/** A for_each instance: the upstream id first, then the step's own axes. */
+export const downstreamId = (step: string, upstreamId: string, label: string): string => `${step}[${upstreamId}${label === '' ? '' : `,${label}`}]`;
+
+/** JSON with object keys sorted at every level, so equal inputs give equal text. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(',')}]`;
+  const keys = Object.keys(value)
+    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+    .sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+}
+
+/**
+ * The Idempotency-Key of an instance, from the pipeline name, the instance id and the canonical
+ * input: the same manifest planned twice gives the same keys, and any change to an input (a new
+ * variation, a re-roll) gives a new key.
+ */
+export function idempotencyKey(pipeline: string, id: string, canonicalInput: string): string {
+  const digest = createHash('sha256').update(pipeline).update('\u0000').update(id).update('\u0000').update(canonicalInput).digest('hex');
+  return `gp1-${digest.slice(0, 40)}`;
+}

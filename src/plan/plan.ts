@@ -1,0 +1,299 @@
+/**
+ * Expansion of a loaded manifest into a plan: a DAG of steps whose instances are generated lazily
+ * (memory stays flat as sweeps grow), each with a stable id, a canonical input and an idempotency
+ * key. Building the plan validates every instance against its model's request rules, the
+ * character-sheet selection against the live options catalog included, before anything runs.
+ */
+import { isAbsolute, resolve } from 'node:path';
+import { InvalidInputError, type InputIssue } from '../api/errors.js';
+import { checkLocalImage } from '../api/local-image.js';
+import type { OptionsCatalog } from '../api/wire.js';
+import { AxisError, resolveAxis, type PresetSource, type ResolvedAxis } from '../manifest/axes.js';
+import { CsvError } from '../manifest/csv.js';
+import { ManifestError, type ManifestProblem } from '../manifest/errors.js';
+import type { LoadedManifest } from '../manifest/load.js';
+import type { Step } from '../manifest/schema.js';
+import { TemplateError, type CompiledTemplate, type PathSegment, type Scope } from '../manifest/template.js';
+import { isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models/registry.js';
+import { formatPath } from '../util/zod-issues.js';
+import { canonicalJson, downstreamId, idempotencyKey, instanceId } from './instance.js';
+import { expandMatrix, MatrixError, productSize, type MatrixSpec } from './matrix.js';
+
+export interface PlanOptions {
+  /** Fetches the options catalog; called only when a character-sheet step has a selection. */
+  catalog?: (() => Promise<OptionsCatalog>) | undefined;
+  /** Lists visible presets; called only when a step has a preset axis. */
+  presets?: PresetSource | undefined;
+  /** Environment for `{{ env.X }}`; only the manifest's allow-listed names are read. */
+  env?: NodeJS.ProcessEnv | undefined;
+  /** Most problems reported; the rest are counted. Default 100. */
+  maxProblems?: number | undefined;
+}
+
+export interface StepPlan {
+  id: string;
+  model: string;
+  spec: ModelSpec;
+  step: Step;
+  needs: readonly string[];
+  forEach: string | undefined;
+  matrix: MatrixSpec;
+  /** Instances of this step: its own combinations, times the upstream's instances for for_each. */
+  count: number;
+  /** US$ per instance, or undefined when no price is known. */
+  priceUsd: number | undefined;
+  /** True when the input reads upstream outputs, so the final body (and key) is known only at run time. */
+  readsUpstreamOutputs: boolean;
+}
+
+export interface PlannedInstance {
+  id: string;
+  step: string;
+  /** Sweep values, as templates saw them. */
+  values: Record<string, unknown>;
+  /** The upstream instance, for for_each steps. */
+  upstream?: string | undefined;
+  /** The validated request body; local image paths are kept, to be uploaded at run time. */
+  body: unknown;
+  canonical: string;
+  /** Undefined when the body depends on upstream outputs; the runner derives it from the real body. */
+  key: string | undefined;
+}
+
+export interface CostEstimate {
+  /** Sum over steps with a known price. */
+  knownUsd: number;
+  /** Instances whose price is unknown (shown as "unknown", never as $0). */
+  unknownInstances: number;
+}
+
+export class Plan {
+  constructor(
+    readonly loaded: LoadedManifest,
+    readonly steps: readonly StepPlan[],
+    private readonly scopeBase: Scope,
+  ) {}
+
+  get name(): string {
+    return this.loaded.manifest.name;
+  }
+
+  get totalInstances(): number {
+    return this.steps.reduce((n, s) => n + s.count, 0);
+  }
+
+  step(id: string): StepPlan {
+    const step = this.steps.find((s) => s.id === id);
+    if (!step) throw new Error(`no step ${id} in the plan`);
+    return step;
+  }
+
+  estimate(): CostEstimate {
+    let knownUsd = 0;
+    let unknownInstances = 0;
+    for (const step of this.steps) {
+      if (step.priceUsd === undefined) unknownInstances += step.count;
+      else knownUsd += step.priceUsd * step.count;
+    }
+    return { knownUsd: Math.round(knownUsd * 1e6) / 1e6, unknownInstances };
+  }
+
+  /** Every instance of a step, generated lazily; throws InstanceError on an invalid one. */
+  *instances(stepId: string, catalog?: OptionsCatalog): Generator<PlannedInstance> {
+    for (const entry of this.entries(stepId, catalog)) {
+      if (entry instanceof InstanceError) throw entry;
+      yield entry;
+    }
+  }
+
+  /**
+   * Every instance of a step, or the error that makes it invalid, generated lazily. A for_each
+   * step follows only the valid instances of its upstream (the invalid ones are the upstream's
+   * problems).
+   */
+  *entries(stepId: string, catalog?: OptionsCatalog): Generator<PlannedInstance | InstanceError> {
+    const step = this.step(stepId);
+    const template = this.loaded.templates.get(step.id) as CompiledTemplate;
+    const make = (id: string, values: Record<string, unknown>, scope: Scope, upstream?: string): PlannedInstance | InstanceError => {
+      let rendered: unknown;
+      try {
+        rendered = template.render(scope);
+      } catch (error) {
+        if (error instanceof TemplateError) return new InstanceError(step.id, id, [{ path: formatPath(error.at), message: error.message }], error.at);
+        throw error;
+      }
+      let body: unknown;
+      try {
+        body = this.#validate(step, id, rendered, catalog);
+      } catch (error) {
+        if (error instanceof InstanceError) return error;
+        throw error;
+      }
+      const canonical = canonicalJson(body);
+      return { id, step: step.id, values, upstream, body, canonical, key: step.readsUpstreamOutputs ? undefined : idempotencyKey(this.name, id, canonical) };
+    };
+    if (step.forEach === undefined) {
+      for (const combo of expandMatrix(step.matrix)) {
+        yield make(instanceId(step.id, combo.label), combo.values, { ...this.scopeBase, ...combo.values });
+      }
+      return;
+    }
+    const upstreamSpec = this.step(step.forEach).spec;
+    for (const up of this.entries(step.forEach, catalog)) {
+      if (up instanceof InstanceError) continue;
+      const upstream = { id: up.id, values: up.values, outputs: upstreamSpec.placeholderOutputs(up.id) };
+      for (const combo of expandMatrix(step.matrix)) {
+        yield make(downstreamId(step.id, up.id, combo.label), combo.values, { ...this.scopeBase, ...combo.values, upstream }, up.id);
+      }
+    }
+  }
+
+  #validate(step: StepPlan, id: string, rendered: unknown, catalog: OptionsCatalog | undefined): unknown {
+    const dir = this.loaded.dir;
+    // Local image paths are checked separately; here they stand as placeholder URLs.
+    const forCheck = mapImageFields(rendered, step.spec.imageFields, (v) => (isRemoteUrl(v) ? v : `https://local.genpipe.invalid/${encodeURIComponent(resolvePath(dir, v))}`));
+    let built: unknown;
+    try {
+      built = step.spec.build(forCheck, { catalog });
+    } catch (error) {
+      if (error instanceof InvalidInputError) throw new InstanceError(step.id, id, error.issues);
+      throw error;
+    }
+    // Keep the canonical selection order the builder produced, with the local paths restored.
+    return mapImageFields(built, step.spec.imageFields, (v) => (v.startsWith('https://local.genpipe.invalid/') ? decodeURIComponent(v.slice('https://local.genpipe.invalid/'.length)) : v));
+  }
+}
+
+/** One instance broke a rule; `at` is where in the step's input, when known. */
+export class InstanceError extends Error {
+  override readonly name = 'InstanceError';
+  constructor(
+    readonly step: string,
+    readonly instance: string,
+    readonly issues: readonly InputIssue[],
+    readonly at?: readonly PathSegment[],
+  ) {
+    super(`${instance}: ${issues.map((i) => `${i.path ? `${i.path}: ` : ''}${i.message}`).join('; ')}`);
+  }
+}
+
+const resolvePath = (dir: string, path: string): string => (isAbsolute(path) ? path : resolve(dir, path));
+
+/** Splits `selection.hair[0]` back into segments, to locate an issue inside the input. */
+const segmentsOf = (path: string): PathSegment[] =>
+  path
+    .split(/\.|\[(\d+)\]/)
+    .filter((s) => s !== undefined && s !== '')
+    .map((s) => (/^\d+$/.test(s) ? Number(s) : s));
+
+/**
+ * Resolves axes, counts instances and validates every one of them. Throws ManifestError listing
+ * every problem found (up to maxProblems distinct ones, each with how many instances share it).
+ */
+export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {}): Promise<Plan> {
+  const { manifest, source } = loaded;
+  const problems: ManifestProblem[] = [];
+  const report = (path: readonly (string | number)[], message: string, location = source.locate(path)): void => {
+    problems.push({ location, path: formatPath(path), message });
+  };
+  const env: Record<string, string> = {};
+  for (const name of manifest.env ?? []) {
+    const value = options.env?.[name];
+    if (value === undefined) report(['env'], `environment variable ${name} is allow-listed but not set`);
+    else env[name] = value;
+  }
+  const scopeBase: Scope = { vars: manifest.vars ?? {}, env };
+  const prices: Record<string, number> = { ...manifest.prices };
+
+  const steps: StepPlan[] = [];
+  for (const id of loaded.order) {
+    const step = manifest.steps[id] as Step;
+    const spec = modelFor(step.model);
+    const axes: ResolvedAxis[] = [];
+    for (const [name, axis] of Object.entries(step.matrix ?? {})) {
+      try {
+        axes.push(await resolveAxis(name, axis, { dir: loaded.dir, presets: options.presets }));
+      } catch (error) {
+        if (error instanceof CsvError) report(['steps', id, 'matrix', name], `${error.message}`, error.location);
+        else if (error instanceof AxisError) report(['steps', id, 'matrix', name], error.message);
+        else throw error;
+      }
+    }
+    const matrix: MatrixSpec = { axes, zip: step.zip, include: step.include, exclude: step.exclude };
+    let combos = 0;
+    try {
+      combos = step.include || step.exclude ? countOf(expandMatrix(matrix)) : productSize(matrix);
+    } catch (error) {
+      if (!(error instanceof MatrixError)) throw error;
+      report(['steps', id, ...error.at], error.message);
+    }
+    const upstream = step.for_each ? steps.find((s) => s.id === step.for_each) : undefined;
+    const priceUsd = step.price_usd ?? prices[step.model] ?? spec.listPriceUsd;
+    const readsUpstreamOutputs = (loaded.templates.get(id)?.refs ?? []).some((r) => r.segments[0] === 'upstream' && r.segments[1] === 'outputs');
+    steps.push({ id, model: step.model, spec, step, needs: step.needs ?? [], forEach: step.for_each, matrix, count: combos * (upstream ? upstream.count : 1), priceUsd, readsUpstreamOutputs });
+  }
+  if (problems.length > 0) throw new ManifestError(problems);
+
+  const plan = new Plan(loaded, steps, scopeBase);
+  let catalog: OptionsCatalog | undefined;
+  if (steps.some((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection'))) {
+    if (!options.catalog) {
+      const step = steps.find((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection')) as StepPlan;
+      throw new ManifestError([
+        {
+          location: source.locate(['steps', step.id, 'input', 'selection']),
+          path: `steps.${step.id}.input.selection`,
+          message: 'checking a selection needs the live options catalog: set --base-url (or GENPIPE_BASE_URL), or use --emulator',
+        },
+      ]);
+    }
+    catalog = await options.catalog();
+  }
+
+  // Validate every instance; keep distinct problems, count the instances sharing each.
+  const maxProblems = options.maxProblems ?? 100;
+  const seen = new Map<string, { problem: ManifestProblem; count: number }>();
+  const localFiles = new Map<string, { step: string; instance: string }>();
+  for (const step of steps) {
+    for (const entry of plan.entries(step.id, catalog)) {
+      if (entry instanceof InstanceError) {
+        const error = entry;
+        for (const issue of error.issues) {
+          const signature = `${step.id}\u0000${issue.path}\u0000${issue.message}`;
+          const known = seen.get(signature);
+          if (known) known.count++;
+          else if (seen.size < maxProblems) {
+            const at = error.at ?? segmentsOf(issue.path);
+            seen.set(signature, {
+              problem: { location: source.locate(['steps', step.id, 'input', ...at]), path: `steps.${step.id}.input${issue.path ? `.${issue.path}` : ''}`, message: `${error.instance}: ${issue.message}` },
+              count: 1,
+            });
+          }
+        }
+        continue;
+      }
+      mapImageFields(entry.body, step.spec.imageFields, (v) => {
+        if (!isRemoteUrl(v) && !localFiles.has(v)) localFiles.set(v, { step: step.id, instance: entry.id });
+        return v;
+      });
+    }
+  }
+  for (const [path, where] of localFiles) {
+    try {
+      await checkLocalImage(resolvePath(loaded.dir, path));
+    } catch (error) {
+      const problem = { location: source.locate(['steps', where.step, 'input']), path: `steps.${where.step}.input`, message: `${where.instance}: ${(error as Error).message.replace(/\.$/, '')}` };
+      seen.set(`file\u0000${path}`, { problem, count: 1 });
+    }
+  }
+  if (seen.size > 0) {
+    throw new ManifestError([...seen.values()].map(({ problem, count }) => (count > 1 ? { ...problem, message: `${problem.message} (and ${count - 1} more instances)` } : problem)));
+  }
+  return plan;
+}
+
+function countOf(iterator: Iterable<unknown>): number {
+  let n = 0;
+  for (const _ of iterator) n++;
+  return n;
+}
