@@ -1,8 +1,11 @@
+import { once } from 'node:events';
 import { redact } from '../util/redact.js';
 
 /** Where a command writes; injected so that tests read what a user would see. */
 export interface CliIO {
   out(text: string): void;
+  /** Writes a chunk to stdout without a newline, waiting while the pipe is full (large outputs). */
+  write(chunk: string): Promise<void>;
   err(text: string): void;
   env: NodeJS.ProcessEnv;
   /** Fires on Ctrl-C or SIGTERM. */
@@ -12,6 +15,9 @@ export interface CliIO {
 export function processIO(signal: AbortSignal): CliIO {
   return {
     out: (text) => process.stdout.write(`${redact(text)}\n`),
+    write: async (chunk) => {
+      if (!process.stdout.write(redact(chunk))) await once(process.stdout, 'drain');
+    },
     err: (text) => process.stderr.write(`${redact(text)}\n`),
     env: process.env,
     signal,

@@ -4,10 +4,13 @@
  * GENPIPE_DEBUG=1.
  */
 import { GenpipeError, InvalidInputError } from '../api/errors.js';
+import { ManifestError, formatProblem } from '../manifest/errors.js';
 import type { Command } from './command.js';
 import { cancelCommand } from './commands/cancel.js';
 import { catalogCommand } from './commands/catalog.js';
+import { planCommand } from './commands/plan.js';
 import { statusCommand } from './commands/status.js';
+import { validateCommand } from './commands/validate.js';
 import { EXIT, exitCodeFor } from './exit-codes.js';
 import { processIO, type CliIO } from './io.js';
 import { redact } from '../util/redact.js';
@@ -15,7 +18,7 @@ import { redact } from '../util/redact.js';
 export const VERSION = '0.1.0';
 
 /** Every command, in the order `genpipe --help` lists them. */
-export const COMMANDS: readonly Command[] = [catalogCommand, statusCommand, cancelCommand];
+export const COMMANDS: readonly Command[] = [validateCommand, planCommand, catalogCommand, statusCommand, cancelCommand];
 
 export function usage(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));
@@ -76,6 +79,7 @@ function report(error: unknown, io: CliIO): number {
   if (error instanceof GenpipeError) {
     io.err(`genpipe: ${error.message}`);
     if (error instanceof InvalidInputError) for (const issue of error.issues.slice(1)) io.err(`  ${issue.path}: ${issue.message}`);
+    if (error instanceof ManifestError && error.problems.length > 1) for (const problem of error.problems) io.err(`  ${formatProblem(problem)}`);
     return exitCodeFor(error.code);
   }
   const message = error instanceof Error ? error.message : String(error);

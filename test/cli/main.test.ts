@@ -5,7 +5,7 @@ import type { CliIO } from '../../src/cli/io.js';
 function capture(env: NodeJS.ProcessEnv = {}): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
-  return { stdout, stderr, out: (t) => stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
 }
 
 describe('genpipe CLI shell', () => {

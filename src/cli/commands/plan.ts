@@ -1,0 +1,98 @@
+import { GenpipeError } from '../../api/errors.js';
+import { loadManifestFile } from '../../manifest/load.js';
+import { buildPlan, type Plan, type PlannedInstance, type StepPlan } from '../../plan/plan.js';
+import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT } from '../exit-codes.js';
+import type { CliIO } from '../io.js';
+import { planSources } from '../plan-sources.js';
+import { formatUsd } from '../format.js';
+
+export const planCommand: Command = {
+  name: 'plan',
+  summary: 'show what a manifest will run and what it will cost; sends nothing that spends credits',
+  help: `Usage: genpipe plan <manifest> [--json] [--limit N]
+
+Shows the steps (model, instance count, dependencies), sample instances and the estimated cost by
+step and in total. Every instance is validated first (exit 2 with every problem otherwise).
+
+  --json      stream the full plan as one JSON document: steps, estimate and every instance
+  --limit N   instances per step to show (default 3), or to stream with --json (default all)
+
+${CONNECTION_HELP}`,
+  async run(argv, io) {
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, json: { type: 'boolean' }, limit: { type: 'string' } }, 'plan');
+    const file = positional(positionals, 0, 'a manifest file', 'plan');
+    noExtraPositionals(positionals, 1, 'plan');
+    let limit: number | undefined;
+    if (values.limit !== undefined) {
+      if (!/^\d+$/.test(values.limit)) throw new GenpipeError('invalid_input', `--limit takes a whole number, not "${values.limit}".`);
+      limit = Number(values.limit);
+    }
+    const loaded = loadManifestFile(file);
+    const sources = planSources(connectionFlags(values), io);
+    try {
+      const plan = await buildPlan(loaded, sources.options);
+      if (values.json) await streamJson(plan, io, limit);
+      else printSummary(plan, io, limit ?? 3);
+      return EXIT.ok;
+    } finally {
+      await sources.close();
+    }
+  },
+};
+
+const stepCost = (step: StepPlan): string => (step.priceUsd === undefined ? 'unknown' : formatUsd(step.priceUsd * step.count));
+
+function printSummary(plan: Plan, io: CliIO, samples: number): void {
+  io.out(`pipeline ${plan.name}: ${plan.steps.length} step(s), ${plan.totalInstances} instance(s)`);
+  for (const step of plan.steps) {
+    const deps = [...step.needs.map((n) => `needs ${n}`), ...(step.forEach ? [`for each ${step.forEach}`] : [])];
+    const price = step.priceUsd === undefined ? 'price unknown' : `${formatUsd(step.priceUsd)} each`;
+    io.out(`\n${step.id} (${step.model}): ${step.count} instance(s), ${price}, ${stepCost(step)}${deps.length ? `; ${deps.join(', ')}` : ''}`);
+    let shown = 0;
+    for (const instance of plan.instances(step.id)) {
+      if (shown++ >= samples) break;
+      io.out(`  ${instance.id}  ${instance.canonical}`);
+    }
+    if (step.count > samples && samples > 0) io.out(`  ... and ${step.count - samples} more`);
+  }
+  const estimate = plan.estimate();
+  const unknown = estimate.unknownInstances > 0 ? ` + unknown for ${estimate.unknownInstances} instance(s)` : '';
+  io.out(`\nestimated total: ${formatUsd(estimate.knownUsd)}${unknown}`);
+  const budget = plan.loaded.manifest.defaults?.budget_usd;
+  if (budget !== undefined && estimate.knownUsd > budget) io.out(`warning: the estimate is over the budget of ${formatUsd(budget)}; the run will stop there`);
+}
+
+/** One JSON document, streamed in chunks so that a million instances never sit in memory. */
+async function streamJson(plan: Plan, io: CliIO, limit: number | undefined): Promise<void> {
+  const steps = plan.steps.map((s) => ({
+    id: s.id,
+    model: s.model,
+    count: s.count,
+    needs: s.needs,
+    for_each: s.forEach ?? null,
+    price_usd: s.priceUsd ?? null,
+    cost_usd: s.priceUsd === undefined ? null : Math.round(s.priceUsd * s.count * 1e6) / 1e6,
+  }));
+  const estimate = plan.estimate();
+  await io.write(`{"name":${JSON.stringify(plan.name)},"steps":${JSON.stringify(steps)},"estimate":{"known_usd":${estimate.knownUsd},"unknown_instances":${estimate.unknownInstances}},"instances":[`);
+  let buffer = '';
+  let first = true;
+  for (const step of plan.steps) {
+    let n = 0;
+    for (const instance of plan.instances(step.id)) {
+      if (limit !== undefined && n++ >= limit) break;
+      buffer += (first ? '\n' : ',\n') + instanceJson(instance);
+      first = false;
+      if (buffer.length > 64 * 1024) {
+        await io.write(buffer);
+        buffer = '';
+      }
+    }
+  }
+  await io.write(`${buffer}\n]}\n`);
+}
+
+const instanceJson = (i: PlannedInstance): string =>
+  `{"id":${JSON.stringify(i.id)},"step":${JSON.stringify(i.step)},"values":${JSON.stringify(i.values)},"upstream":${JSON.stringify(i.upstream ?? null)},"key":${JSON.stringify(i.key ?? null)},"body":${i.canonical}}`;

@@ -1,0 +1,37 @@
+import { loadManifestFile } from '../../manifest/load.js';
+import { buildPlan } from '../../plan/plan.js';
+import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT } from '../exit-codes.js';
+import { planSources } from '../plan-sources.js';
+import { formatUsd } from '../format.js';
+
+export const validateCommand: Command = {
+  name: 'validate',
+  summary: 'check a manifest and every instance it expands to; sends nothing that spends credits',
+  help: `Usage: genpipe validate <manifest>
+
+Exits 0 when the manifest and every instance are valid, or 2 listing every problem with its
+file:line:col. Selections are checked against the live options catalog and preset axes are
+resolved from the preset catalog, which needs the service address (nothing is spent).
+
+${CONNECTION_HELP}`,
+  async run(argv, io) {
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS }, 'validate');
+    const file = positional(positionals, 0, 'a manifest file', 'validate');
+    noExtraPositionals(positionals, 1, 'validate');
+    const loaded = loadManifestFile(file);
+    const sources = planSources(connectionFlags(values), io);
+    try {
+      const plan = await buildPlan(loaded, sources.options);
+      const estimate = plan.estimate();
+      io.out(
+        `${file}: valid; ${plan.steps.length} step(s), ${plan.totalInstances} instance(s), estimated ${formatUsd(estimate.knownUsd)}` +
+          (estimate.unknownInstances > 0 ? ` plus ${estimate.unknownInstances} instance(s) of unknown price` : ''),
+      );
+      return EXIT.ok;
+    } finally {
+      await sources.close();
+    }
+  },
+};

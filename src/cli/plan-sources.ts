@@ -1,0 +1,41 @@
+/**
+ * Where `validate`, `plan` and `run` read the live catalogs from: the configured service (or the
+ * embedded emulator). The client is opened only when a manifest needs a catalog, so a manifest
+ * without selections or preset axes validates offline.
+ */
+import { GenerationClient } from '../api/client.js';
+import { resolveConfig, type ConfigFlags } from '../api/config.js';
+import { GenpipeError } from '../api/errors.js';
+import type { Preset } from '../api/wire.js';
+import type { PlanOptions } from '../plan/plan.js';
+import type { CliIO } from './io.js';
+
+export interface PlanSources {
+  options: PlanOptions;
+  close(): Promise<void>;
+}
+
+export function planSources(flags: ConfigFlags, io: CliIO): PlanSources {
+  let client: GenerationClient | undefined;
+  const open = (requireCredentials: boolean): GenerationClient => {
+    if (!client) client = new GenerationClient(resolveConfig({ flags, env: io.env, requireCredentials: false }));
+    if (requireCredentials && !client.config.credentials) {
+      throw new GenpipeError('credentials', 'Reading the preset catalog needs credentials: set HF_KEY=key_id:key_secret (or HF_API_KEY and HF_API_SECRET), or pass --credentials FILE.');
+    }
+    return client;
+  };
+  return {
+    options: {
+      env: io.env,
+      catalog: () => open(false).options.fetch({ signal: io.signal }),
+      presets: async () => {
+        const presets: Preset[] = [];
+        for await (const preset of open(true).marketingImage.presets({ signal: io.signal })) presets.push(preset);
+        return presets;
+      },
+    },
+    close: async () => {
+      await client?.close();
+    },
+  };
+}
