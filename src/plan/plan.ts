@@ -46,18 +46,37 @@ export interface StepPlan {
   readsUpstreamOutputs: boolean;
 }
 
-export interface PlannedInstance {
-  id: string;
-  step: string;
-  /** Sweep values, as templates saw them. */
-  values: Record<string, unknown>;
-  /** The upstream instance, for for_each steps. */
-  upstream?: string | undefined;
-  /** The validated request body; local image paths are kept, to be uploaded at run time. */
-  body: unknown;
-  canonical: string;
-  /** Undefined when the body depends on upstream outputs; the runner derives it from the real body. */
-  key: string | undefined;
+/** One instance of a step. Its canonical input and key are computed on first use only. */
+export class PlannedInstance {
+  #canonical: string | undefined;
+  #key: string | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly step: string,
+    /** Sweep values, as templates saw them. */
+    readonly values: Record<string, unknown>,
+    /** The upstream instance, for for_each steps. */
+    readonly upstream: string | undefined,
+    /** The validated request body; local image paths are kept, to be uploaded at run time. */
+    readonly body: unknown,
+    private readonly pipeline: string,
+    /** False when the body depends on upstream outputs: the key is derived at run time from the real body. */
+    private readonly keyed: boolean,
+  ) {}
+
+  /** The body as JSON with sorted keys. */
+  get canonical(): string {
+    this.#canonical ??= canonicalJson(this.body);
+    return this.#canonical;
+  }
+
+  /** The Idempotency-Key, or undefined when the body depends on upstream outputs. */
+  get key(): string | undefined {
+    if (!this.keyed) return undefined;
+    this.#key ??= idempotencyKey(this.pipeline, this.id, this.canonical);
+    return this.#key;
+  }
 }
 
 export interface CostEstimate {
@@ -129,8 +148,7 @@ export class Plan {
         if (error instanceof InstanceError) return error;
         throw error;
       }
-      const canonical = canonicalJson(body);
-      return { id, step: step.id, values, upstream, body, canonical, key: step.readsUpstreamOutputs ? undefined : idempotencyKey(this.name, id, canonical) };
+      return new PlannedInstance(id, step.id, values, upstream, body, this.name, !step.readsUpstreamOutputs);
     };
     if (step.forEach === undefined) {
       for (const combo of expandMatrix(step.matrix)) {

@@ -1,0 +1,10 @@
+#!/usr/bin/env node
+// Runs one genpipe command in this process and reports its wall time and peak RSS on stderr as
+// JSON, so a benchmark can measure a CLI command the way a user runs it.
+import { main } from '../../dist/cli/main.js';
+
+const started = process.hrtime.bigint();
+const code = await main(process.argv.slice(2));
+const wallMs = Number(process.hrtime.bigint() - started) / 1e6;
+process.stderr.write(`\n__measure__${JSON.stringify({ code, wallMs, maxRssMb: process.resourceUsage().maxRSS / 1024 })}\n`);
+process.exitCode = code;
