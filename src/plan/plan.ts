@@ -28,7 +28,11 @@ export interface PlanOptions {
   env?: NodeJS.ProcessEnv | undefined;
   /** Most problems reported; the rest are counted. Default 100. */
   maxProblems?: number | undefined;
+  /** Largest plan accepted, in instances; a typo in a range should not plan for hours. Default 10,000,000. */
+  maxInstances?: number | undefined;
 }
+
+export const DEFAULT_MAX_INSTANCES = 10_000_000;
 
 export interface StepPlan {
   id: string;
@@ -249,6 +253,12 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
     const priceUsd = step.price_usd ?? prices[step.model] ?? spec.listPriceUsd;
     const readsUpstreamOutputs = (loaded.templates.get(id)?.refs ?? []).some((r) => r.segments[0] === 'upstream' && r.segments[1] === 'outputs');
     steps.push({ id, model: step.model, spec, step, needs: step.needs ?? [], forEach: step.for_each, matrix, count: combos * (upstream ? upstream.count : 1), priceUsd, readsUpstreamOutputs });
+  }
+  const maxInstances = options.maxInstances ?? DEFAULT_MAX_INSTANCES;
+  for (const step of steps) {
+    if (step.count > maxInstances) {
+      report(['steps', step.id, 'matrix'], `step ${step.id} expands to ${step.count} instances, over the limit of ${maxInstances}; split the sweep into several manifests`);
+    }
   }
   if (problems.length > 0) throw new ManifestError(problems);
 

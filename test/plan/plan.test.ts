@@ -163,6 +163,12 @@ steps:
     expect((await refused(text('missing.png'))).problems[0]?.message).toMatch(/Cannot read the image .*ENOENT/);
   });
 
+  it('refuses a plan over the instance limit before validating anything', async () => {
+    const error = await refused(sheets, { maxInstances: 11 });
+    expect(error.problems[0]?.message).toBe('step sheets expands to 12 instances, over the limit of 11; split the sweep into several manifests');
+    expect((await buildPlan(load(sheets), { maxInstances: 12 })).totalInstances).toBe(12);
+  });
+
   it('reads allow-listed environment variables, and refuses one that is not set', async () => {
     const text = `version: 1
 name: envs
