@@ -244,7 +244,9 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
     const matrix: MatrixSpec = { axes, zip: step.zip, include: step.include, exclude: step.exclude };
     let combos = 0;
     try {
-      combos = step.include || step.exclude ? countOf(expandMatrix(matrix)) : productSize(matrix);
+      const product = productSize(matrix);
+      // Counting exclude/include means walking the product: only when the product is within bounds.
+      combos = (step.include || step.exclude) && product <= (options.maxInstances ?? DEFAULT_MAX_INSTANCES) ? countOf(expandMatrix(matrix)) : product;
     } catch (error) {
       if (!(error instanceof MatrixError)) throw error;
       report(['steps', id, ...error.at], error.message);

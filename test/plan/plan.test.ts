@@ -167,6 +167,9 @@ steps:
     const error = await refused(sheets, { maxInstances: 11 });
     expect(error.problems[0]?.message).toBe('step sheets expands to 12 instances, over the limit of 11; split the sweep into several manifests');
     expect((await buildPlan(load(sheets), { maxInstances: 12 })).totalInstances).toBe(12);
+    // With exclude, the count needs a walk of the product: a billion-wide product is refused without one.
+    const huge = sheets.replace('seed: { range: { from: 1, to: 2 } }', 'seed: { range: { from: 1, to: 1000000000 } }').replace('    input:\n', '    exclude: [{ tier: dogs }]\n    input:\n');
+    expect((await refused(huge)).problems[0]?.message).toMatch(/^step sheets expands to 6000000000 instances, over the limit of 10000000/);
   });
 
   it('reads allow-listed environment variables, and refuses one that is not set', async () => {
