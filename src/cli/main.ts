@@ -8,6 +8,7 @@ import { ManifestError, formatProblem } from '../manifest/errors.js';
 import type { Command } from './command.js';
 import { cancelCommand } from './commands/cancel.js';
 import { catalogCommand } from './commands/catalog.js';
+import { emulatorCommand } from './commands/emulator.js';
 import { planCommand } from './commands/plan.js';
 import { statusCommand } from './commands/status.js';
 import { validateCommand } from './commands/validate.js';
@@ -18,7 +19,7 @@ import { redact } from '../util/redact.js';
 export const VERSION = '0.1.0';
 
 /** Every command, in the order `genpipe --help` lists them. */
-export const COMMANDS: readonly Command[] = [validateCommand, planCommand, catalogCommand, statusCommand, cancelCommand];
+export const COMMANDS: readonly Command[] = [validateCommand, planCommand, catalogCommand, statusCommand, cancelCommand, emulatorCommand];
 
 export function usage(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

@@ -34,7 +34,8 @@ ${CONNECTION_HELP}`,
         }
         io.out(`config_revision ${String(catalog.config_revision)}${tier ? `, tier ${tier}` : ''}: ${categories.length} categories`);
         for (const category of categories) {
-          io.out(`\n${category.key} (${category.label}): up to ${category.max}; tiers ${category.tiers.join(', ')}`);
+          io.out('');
+          io.out(`${category.key} (${category.label}): up to ${category.max}; tiers ${category.tiers.join(', ')}`);
           for (const option of category.options) {
             if (tier && option.tiers !== null && !option.tiers.includes(tier)) continue;
             const notes = [option.slot ? `slot ${option.slot}` : '', option.exclusive ? 'exclusive' : '', option.tiers ? `only ${option.tiers.join(', ')}` : '', option.color ?? '']

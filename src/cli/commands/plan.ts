@@ -49,7 +49,8 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
   for (const step of plan.steps) {
     const deps = [...step.needs.map((n) => `needs ${n}`), ...(step.forEach ? [`for each ${step.forEach}`] : [])];
     const price = step.priceUsd === undefined ? 'price unknown' : `${formatUsd(step.priceUsd)} each`;
-    io.out(`\n${step.id} (${step.model}): ${step.count} instance(s), ${price}, ${stepCost(step)}${deps.length ? `; ${deps.join(', ')}` : ''}`);
+    io.out('');
+    io.out(`${step.id} (${step.model}): ${step.count} instance(s), ${price}, ${stepCost(step)}${deps.length ? `; ${deps.join(', ')}` : ''}`);
     let shown = 0;
     for (const instance of plan.instances(step.id)) {
       if (shown++ >= samples) break;
@@ -59,7 +60,8 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
   }
   const estimate = plan.estimate();
   const unknown = estimate.unknownInstances > 0 ? ` + unknown for ${estimate.unknownInstances} instance(s)` : '';
-  io.out(`\nestimated total: ${formatUsd(estimate.knownUsd)}${unknown}`);
+  io.out('');
+  io.out(`estimated total: ${formatUsd(estimate.knownUsd)}${unknown}`);
   const budget = plan.loaded.manifest.defaults?.budget_usd;
   if (budget !== undefined && estimate.knownUsd > budget) io.out(`warning: the estimate is over the budget of ${formatUsd(budget)}; the run will stop there`);
 }

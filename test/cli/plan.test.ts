@@ -1,0 +1,91 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { CliIO } from '../../src/cli/io.js';
+import { main } from '../../src/cli/main.js';
+
+function capture(env: NodeJS.ProcessEnv = {}): CliIO & { stdout: string[]; stderr: string[] } {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'genpipe-cli-plan-'));
+const manifest = (name: string, text: string): string => {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+};
+const quickstart = new URL('../../pipelines/quickstart.yaml', import.meta.url).pathname;
+
+describe('genpipe validate', () => {
+  it('exits 0 with a summary and the estimate for a valid manifest', async () => {
+    const io = capture();
+    expect(await main(['validate', quickstart], io)).toBe(0);
+    expect(io.stdout).toEqual([`${quickstart}: valid; 1 step(s), 6 instance(s), estimated US$0.30`]);
+  });
+
+  it('exits 2 listing every problem with file:line:col, and no stack trace', async () => {
+    const path = manifest('bad.yaml', 'version: 1\nname: bad\nstepz: {}\nsteps:\n  a:\n    model: character-sheet\n    retries: -1\n');
+    const io = capture();
+    expect(await main(['validate', path], io)).toBe(2);
+    const text = io.stderr.join('\n');
+    expect(io.stderr[0]).toBe(`genpipe: ${path}:3:1: stepz: unknown key "stepz"; did you mean "steps"? (2 problems; all listed below)`);
+    expect(text).toContain(`${path}:7:14: steps.a.retries: Too small: expected number to be >=0`);
+    expect(text).not.toMatch(/\n\s+at /);
+  });
+
+  it('exits 2 listing every invalid instance, each at the input field it breaks', async () => {
+    const path = manifest('instances.yaml', 'version: 1\nname: bad\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [0, 1, 2000000] }\n    input:\n      seed: "{{ seed }}"\n      brief: "{{ seed }}"\n');
+    const io = capture();
+    expect(await main(['validate', path], io)).toBe(2);
+    expect(io.stderr.slice(1)).toEqual([
+      `  ${path}:8:13: steps.a.input.seed: a[seed=0]: Too small: expected number to be >=1`,
+      `  ${path}:8:13: steps.a.input.seed: a[seed=2000000]: Too big: expected number to be <=1000000`,
+      `  ${path}:9:14: steps.a.input.brief: a[seed=0]: Invalid input: expected string, received number (and 2 more instances)`,
+    ]);
+  });
+
+  it('exits 2 for a file that does not exist', async () => {
+    const io = capture();
+    expect(await main(['validate', join(dir, 'missing.yaml')], io)).toBe(2);
+    expect(io.stderr[0]).toMatch(/missing\.yaml:1:1: cannot read the manifest: ENOENT/);
+  });
+});
+
+describe('genpipe plan', () => {
+  it('shows steps, samples and the estimated total', async () => {
+    const io = capture();
+    expect(await main(['plan', quickstart, '--limit', '1'], io)).toBe(0);
+    expect(io.stdout[0]).toBe('pipeline quickstart: 1 step(s), 6 instance(s)');
+    expect(io.stdout).toContain('cats (character-sheet): 6 instance(s), US$0.05 each, US$0.30');
+    expect(io.stdout).toContain('  ... and 5 more');
+    expect(io.stdout.at(-1)).toBe('estimated total: US$0.30');
+  });
+
+  it('--json streams one JSON document holding every instance with its key', async () => {
+    const io = capture();
+    expect(await main(['plan', quickstart, '--json'], io)).toBe(0);
+    const doc = JSON.parse(io.stdout.join('')) as { name: string; steps: { id: string; count: number }[]; estimate: { known_usd: number }; instances: { id: string; key: string; body: unknown }[] };
+    expect(doc.name).toBe('quickstart');
+    expect(doc.steps).toMatchObject([{ id: 'cats', count: 6 }]);
+    expect(doc.estimate.known_usd).toBe(0.3);
+    expect(doc.instances).toHaveLength(6);
+    expect(new Set(doc.instances.map((i) => i.key)).size).toBe(6);
+    expect(doc.instances[0]).toMatchObject({ id: 'cats[seed=1,variation_index=0]', body: { tier: 'cats', seed: 1, variation_index: 0 } });
+  });
+
+  it('refuses a --limit that is not a whole number with exit 2', async () => {
+    const io = capture();
+    expect(await main(['plan', quickstart, '--limit', 'ten'], io)).toBe(2);
+    expect(io.stderr).toEqual(['genpipe: --limit takes a whole number, not "ten".']);
+  });
+
+  it('warns when the estimate is over the budget', async () => {
+    const path = manifest('budget.yaml', 'version: 1\nname: budget\ndefaults: { budget_usd: 0.1 }\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { seed: "{{ seed }}" }\n');
+    const io = capture();
+    expect(await main(['plan', path], io)).toBe(0);
+    expect(io.stdout.at(-1)).toBe('warning: the estimate is over the budget of US$0.10; the run will stop there');
+  });
+});
