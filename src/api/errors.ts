@@ -3,6 +3,8 @@
  * maps codes to exit codes and prints `message`, which is always one readable sentence and never
  * contains a secret.
  */
+import { inspect, type InspectOptions } from 'node:util';
+import { redact } from '../util/redact.js';
 
 export type ErrorCode =
   // The service answered with an error status (spec §7).
@@ -58,6 +60,11 @@ export class GenpipeError extends Error {
     this.detail = options.detail;
     this.requestId = options.requestId;
     this.retryAfterMs = options.retryAfterMs;
+  }
+
+  /** `util.inspect` also shows the cause chain, whose messages come from elsewhere: scrub secrets from it. */
+  [inspect.custom](_depth: number, options: InspectOptions): string {
+    return redact(inspect(this, { ...options, customInspect: false }));
   }
 }
 
@@ -145,6 +152,8 @@ export function errorFromStatus(
   detail: string | undefined,
   context: { endpoint: 'options-catalog' | 'agent-messages' | 'idempotent-submit' | 'other'; retryAfterMs?: number | undefined; requestId?: string | undefined },
 ): GenpipeError {
+  // A service may echo what it was sent (an Authorization header, say): never let a secret through.
+  detail = detail === undefined ? undefined : redact(detail);
   let code: ErrorCode = STATUS_CODES[status] ?? (status >= 500 ? 'server_error' : 'http_error');
   if (status === 404 && context.endpoint === 'options-catalog') code = 'model_unavailable';
   if (status === 409 && (context.endpoint === 'agent-messages' || detail?.includes('session_busy'))) code = 'session_busy';

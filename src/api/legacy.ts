@@ -5,6 +5,7 @@
  */
 import { platformUrl, segment, type ApiContext, type CallContext } from './context.js';
 import { validateBody } from './validate.js';
+import { registerSecret } from '../util/redact.js';
 import { DopRequest, JobSet, SoulRequest, SpeakRequest, type DopParams, type LegacyWebhook, type SoulParams, type SpeakParams } from './wire.js';
 
 export const DOP_PATH = '/v1/image2video/dop';
@@ -28,18 +29,23 @@ export class LegacyApi {
     return result.data;
   }
 
+  // Async so that an invalid body rejects the returned promise rather than throwing synchronously.
+  // A webhook secret is registered for redaction like the key secret (it must not reach logs).
+
   /** `POST {platform_url}/v1/image2video/dop`. */
-  dop(params: DopParams, webhook: LegacyWebhook | null = null, options: CallContext = {}): Promise<JobSet> {
+  async dop(params: DopParams, webhook: LegacyWebhook | null = null, options: CallContext = {}): Promise<JobSet> {
+    if (webhook) registerSecret(webhook.secret);
     return this.#submit(DOP_PATH, validateBody(DopRequest, { webhook, params }, 'DoP request'), options);
   }
 
   /** `POST {platform_url}/v1/text2image/soul`. */
-  soul(params: SoulParams, webhook: LegacyWebhook | null = null, options: CallContext = {}): Promise<JobSet> {
+  async soul(params: SoulParams, webhook: LegacyWebhook | null = null, options: CallContext = {}): Promise<JobSet> {
+    if (webhook) registerSecret(webhook.secret);
     return this.#submit(SOUL_PATH, validateBody(SoulRequest, { webhook, params }, 'Soul request'), options);
   }
 
   /** `POST {platform_url}/v1/speak/{vendor}`: `params` only, no webhook. */
-  speak(params: SpeakParams, options: CallContext = {}): Promise<JobSet> {
+  async speak(params: SpeakParams, options: CallContext = {}): Promise<JobSet> {
     return this.#submit(speakPath(this.ctx.config.vendor), validateBody(SpeakRequest, { params }, 'Speak request'), options);
   }
 

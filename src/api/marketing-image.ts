@@ -12,7 +12,8 @@ export const MARKETING_PRESETS_PATH = '/marketing-studio/image/presets';
  */
 export function buildMarketingImageRequest(input: unknown): MarketingImageRequest {
   const body = validateBody(MarketingImageRequest, input, 'marketing-image request');
-  return { resolution: '2k', quality: 'high', enhance_prompt: false, ...body };
+  // `??`, not a spread under the defaults: a member present but undefined must still get its default.
+  return { ...body, resolution: body.resolution ?? '2k', quality: body.quality ?? 'high', enhance_prompt: body.enhance_prompt ?? false };
 }
 
 export interface PresetListOptions extends CallContext {

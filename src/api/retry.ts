@@ -18,7 +18,8 @@ export const DEFAULT_BACKOFF: BackoffOptions = { baseMs: 250, capMs: 20_000 };
  * `attempt` counts from 0; `random` returns a number in `[0, 1)`.
  */
 export function backoffDelay(attempt: number, options: BackoffOptions = DEFAULT_BACKOFF, random: () => number = Math.random): number {
-  const ceiling = Math.min(options.capMs, options.baseMs * 2 ** Math.max(0, attempt));
+  // The exponent is bounded so that a zero base never meets 2^n = Infinity (0·Infinity is NaN).
+  const ceiling = Math.min(options.capMs, options.baseMs * 2 ** Math.min(Math.max(0, attempt), 1023));
   return Math.floor(random() * ceiling);
 }
 
@@ -67,7 +68,7 @@ export type RetryDecision = { retry: true } | { retry: false; indeterminate: boo
  * - A user abort is never retried.
  * - 400, 401, 403, 404 and 422 are never retried.
  * - A safe call, or a credit-spending POST that carries an Idempotency-Key, is retried on 408, 429,
- *   5xx, timeouts and network errors.
+ *   5xx, timeouts and network errors; a keyed POST also on 409 (its key is still being processed).
  * - A credit-spending POST without a key is retried only when the failure proves the request never
  *   left (connection refused, DNS), or the status proves it was not charged (`noChargeStatuses`,
  *   such as the agent's 502). Any other failure is *indeterminate*: it may have been processed.
@@ -79,6 +80,9 @@ export function decideRetry(outcome: AttemptOutcome, safety: CallSafety): RetryD
     const { status } = outcome;
     if (NEVER_RETRY_STATUSES.has(status)) return { retry: false, indeterminate: false };
     if (safety.kind === 'spends' && safety.noChargeStatuses?.includes(status)) return { retry: true };
+    // 409 on a keyed submit: the first request with this key is still being processed; the same key
+    // asked again later returns that request instead of creating a second one.
+    if (status === 409 && safety.kind === 'spends' && safety.idempotencyKey !== undefined) return { retry: true };
     if (!isRetryableStatus(status)) return { retry: false, indeterminate: false };
     if (repeatable) return { retry: true };
     // 429 is a refusal before processing; a 408 or 5xx may come after the work was done.

@@ -11,6 +11,7 @@ import { errorFromStatus, GenpipeError, IndeterminateSubmissionError } from './e
 import { backoffDelay, classifyTransportError, decideRetry, outcomeErrorCode, parseRetryAfter, type AttemptOutcome, type CallSafety } from './retry.js';
 import { abortError, sleep } from './sleep.js';
 import { ErrorResponse } from './wire.js';
+import { redact } from '../util/redact.js';
 import { issuesFromZod } from '../util/zod-issues.js';
 
 export type AuthSurface = 'key' | 'legacy' | 'none';
@@ -137,7 +138,15 @@ export class Transport {
         const status = response.statusCode;
         this.#report({ method: options.method, url: options.url, attempt, status, durationMs: this.#now() - started });
         if (status >= 200 && status < 300) {
-          return { status, data: this.#parseSuccess(text, options, path), headers: response.headers };
+          let data: T;
+          try {
+            data = this.#parseSuccess(text, options, path);
+          } catch (error) {
+            // The service accepted a credit-spending POST, but its answer is unreadable: what it created is unknown.
+            if (safety.kind !== 'spends') throw error;
+            throw new IndeterminateSubmissionError({ method: options.method, path, idempotencyKey: safety.idempotencyKey, bodyHash: sha256Hex(body ?? ''), status, cause: error });
+          }
+          return { status, data, headers: response.headers };
         }
         retryAfterMs = parseRetryAfter(headerValue(response.headers['retry-after']), this.#now(), config.retry.maxRetryAfterMs);
         outcome = { kind: 'status', status };
@@ -229,5 +238,5 @@ export function headerValue(value: string | string[] | undefined): string | unde
 function describeNetworkError(error: unknown): string {
   const code = (error as { code?: unknown }).code;
   const message = error instanceof Error ? error.message : String(error);
-  return typeof code === 'string' ? `${code} (${message})` : message;
+  return redact(typeof code === 'string' ? `${code} (${message})` : message);
 }
