@@ -1,13 +1,14 @@
 /**
- * Where `validate`, `plan` and `run` read the live catalogs from: the configured service (or the
- * embedded emulator). The client is opened only when a manifest needs a catalog, so a manifest
- * without selections or preset axes validates offline.
+ * Where `validate`, `plan` and `run` read the live catalogs from: the configured service, or the
+ * embedded emulator with `--emulator`. The client is opened only when a manifest needs a catalog,
+ * so a manifest without selections or preset axes validates offline.
  */
 import { GenerationClient } from '../api/client.js';
 import { resolveConfig, type ConfigFlags } from '../api/config.js';
 import { GenpipeError } from '../api/errors.js';
 import type { Preset } from '../api/wire.js';
 import type { PlanOptions } from '../plan/plan.js';
+import type { EmbeddedEmulator } from './embedded-emulator.js';
 import type { CliIO } from './io.js';
 
 export interface PlanSources {
@@ -15,10 +16,14 @@ export interface PlanSources {
   close(): Promise<void>;
 }
 
-export function planSources(flags: ConfigFlags, io: CliIO): PlanSources {
+export function planSources(flags: ConfigFlags, io: CliIO, embedded?: EmbeddedEmulator): PlanSources {
   let client: GenerationClient | undefined;
   const open = (requireCredentials: boolean): GenerationClient => {
-    if (!client) client = new GenerationClient(resolveConfig({ flags, env: io.env, requireCredentials: false }));
+    client ??= new GenerationClient(
+      embedded
+        ? resolveConfig({ flags: { ...flags, baseUrl: embedded.baseUrl }, env: {}, fallbackCredentials: embedded.credentials })
+        : resolveConfig({ flags, env: io.env, requireCredentials: false }),
+    );
     if (requireCredentials && !client.config.credentials) {
       throw new GenpipeError('credentials', 'Reading the preset catalog needs credentials: set HF_KEY=key_id:key_secret (or HF_API_KEY and HF_API_SECRET), or pass --credentials FILE.');
     }

@@ -70,7 +70,8 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
   }
   if ('csv' in axis) {
     const path = isAbsolute(axis.csv) ? axis.csv : resolve(context.dir, axis.csv);
-    const display = relative(process.cwd(), path) || path;
+    const fromCwd = relative(process.cwd(), path);
+    const display = fromCwd === '' || fromCwd.startsWith('..') ? path : fromCwd;
     const { columns, rows } = readCsv(path, display);
     const where = Object.entries(axis.where ?? {});
     for (const [column] of where) {

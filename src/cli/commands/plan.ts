@@ -5,13 +5,14 @@ import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositional
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import type { CliIO } from '../io.js';
+import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { planSources } from '../plan-sources.js';
 import { formatUsd } from '../format.js';
 
 export const planCommand: Command = {
   name: 'plan',
   summary: 'show what a manifest will run and what it will cost; sends nothing that spends credits',
-  help: `Usage: genpipe plan <manifest> [--json] [--limit N]
+  help: `Usage: genpipe plan <manifest> [--json] [--limit N] [--emulator]
 
 Shows the steps (model, instance count, dependencies), sample instances and the estimated cost by
 step and in total. Every instance is validated first (exit 2 with every problem otherwise).
@@ -19,9 +20,10 @@ step and in total. Every instance is validated first (exit 2 with every problem 
   --json      stream the full plan as one JSON document: steps, estimate and every instance
   --limit N   instances per step to show (default 3), or to stream with --json (default all)
 
+${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, json: { type: 'boolean' }, limit: { type: 'string' } }, 'plan');
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' }, limit: { type: 'string' } }, 'plan');
     const file = positional(positionals, 0, 'a manifest file', 'plan');
     noExtraPositionals(positionals, 1, 'plan');
     let limit: number | undefined;
@@ -30,7 +32,8 @@ ${CONNECTION_HELP}`,
       limit = Number(values.limit);
     }
     const loaded = loadManifestFile(file);
-    const sources = planSources(connectionFlags(values), io);
+    const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
+    const sources = planSources(connectionFlags(values), io, embedded);
     try {
       const plan = await buildPlan(loaded, sources.options);
       if (values.json) await streamJson(plan, io, limit);
@@ -38,6 +41,7 @@ ${CONNECTION_HELP}`,
       return EXIT.ok;
     } finally {
       await sources.close();
+      await embedded?.close();
     }
   },
 };

@@ -3,25 +3,28 @@ import { buildPlan } from '../../plan/plan.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
+import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { planSources } from '../plan-sources.js';
 import { formatUsd } from '../format.js';
 
 export const validateCommand: Command = {
   name: 'validate',
   summary: 'check a manifest and every instance it expands to; sends nothing that spends credits',
-  help: `Usage: genpipe validate <manifest>
+  help: `Usage: genpipe validate <manifest> [--emulator]
 
 Exits 0 when the manifest and every instance are valid, or 2 listing every problem with its
 file:line:col. Selections are checked against the live options catalog and preset axes are
 resolved from the preset catalog, which needs the service address (nothing is spent).
 
+${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS }, 'validate');
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' } }, 'validate');
     const file = positional(positionals, 0, 'a manifest file', 'validate');
     noExtraPositionals(positionals, 1, 'validate');
     const loaded = loadManifestFile(file);
-    const sources = planSources(connectionFlags(values), io);
+    const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
+    const sources = planSources(connectionFlags(values), io, embedded);
     try {
       const plan = await buildPlan(loaded, sources.options);
       const estimate = plan.estimate();
@@ -32,6 +35,7 @@ ${CONNECTION_HELP}`,
       return EXIT.ok;
     } finally {
       await sources.close();
+      await embedded?.close();
     }
   },
 };
