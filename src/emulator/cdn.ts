@@ -1,0 +1,47 @@
+/**
+ * The CDN: generated outputs at `/cdn/outputs/{request_id}/{file}`, drawn on demand from the
+ * request's art spec (a PNG, a WAV, or an MP4 placeholder) and cached.
+ */
+import { HttpError, type EmuResponse } from './http-util.js';
+import { placeholderMp4 } from './mp4.js';
+import { drawArt } from './png.js';
+import type { RequestStore } from './request-store.js';
+import type { RouteInput } from './router.js';
+import { toneWav } from './wav.js';
+
+const MAX_CACHE = 512;
+
+export class Cdn {
+  readonly #cache = new Map<string, Buffer>();
+
+  constructor(private readonly requests: RequestStore) {}
+
+  serve(input: RouteInput): EmuResponse {
+    const r = this.requests.get(input.params.id ?? '');
+    const file = input.params.file ?? '';
+    if (!r || this.requests.statusOf(r) !== 'completed') throw new HttpError(404, 'output not found');
+    const key = `${r.id}/${file}`;
+    const type = contentTypeOf(file);
+    if (!type) throw new HttpError(404, 'output not found');
+    let bytes = this.#cache.get(key);
+    if (!bytes) {
+      bytes = render(file, r.art.seedText, () => drawArt(file.startsWith('min') ? { ...r.art, width: Math.max(16, r.art.width >> 1), height: Math.max(9, r.art.height >> 1) } : r.art));
+      if (this.#cache.size >= MAX_CACHE) this.#cache.delete(this.#cache.keys().next().value as string);
+      this.#cache.set(key, bytes);
+    }
+    return { status: 200, bytes, headers: { 'content-type': type, 'cache-control': 'public, max-age=86400' } };
+  }
+}
+
+function contentTypeOf(file: string): string | undefined {
+  if (file.endsWith('.png')) return 'image/png';
+  if (file.endsWith('.wav')) return 'audio/wav';
+  if (file.endsWith('.mp4')) return 'video/mp4';
+  return undefined;
+}
+
+function render(file: string, seedText: string, png: () => Buffer): Buffer {
+  if (file.endsWith('.wav')) return toneWav(seedText);
+  if (file.endsWith('.mp4')) return placeholderMp4(`${seedText}|${file}`);
+  return png();
+}

@@ -1,0 +1,155 @@
+/**
+ * §4.2: the character-sheet model. Every rule of the body (the shared wire schema), the selection
+ * rules against the catalog (§4.2 rules 1–7, `checkSelection`), pinned_species against the insect
+ * species list, trait_variants against the hidden trait catalog, and Idempotency-Key semantics.
+ * Price US$0.05 (§8 rule 1). The output is one 16:9 PNG sheet whose pixels depend on tier, seed and
+ * variation_index.
+ */
+import { checkSelection } from '../api/selection.js';
+import { CharacterSheetRequest, isHumanTier, SEED_MAX, SEED_MIN, type Tier } from '../api/wire.js';
+import { authKey } from './auth.js';
+import { HttpError, parseJson, validate, type EmuResponse } from './http-util.js';
+import type { IdempotencyStore } from './idempotency.js';
+import { usdToMicros, type Ledger } from './ledger.js';
+import type { MediaStore } from './media.js';
+import { MODELS } from './models.js';
+import type { CatalogState } from './options-catalog.js';
+import { INSECT_SPECIES, SPECIES_CYCLES, TRAIT_VARIANT_COUNTS } from './options-catalog-data.js';
+import { hash32, type Rng } from './prng.js';
+import type { RequestStore } from './request-store.js';
+import type { RouteInput } from './router.js';
+import { bodyHash, rawBodyHash, ensureBalance, submitAnswer, webhookFromQuery, type SubmitGate, type WebhookPolicy } from './submit.js';
+import type { Urls } from './urls.js';
+
+export interface CharacterSheetDeps {
+  ledger: Ledger;
+  requests: RequestStore;
+  catalog: CatalogState;
+  idempotency: IdempotencyStore;
+  media: MediaStore;
+  rng: Rng;
+  gate: SubmitGate;
+  urls: Urls;
+  webhooks: WebhookPolicy;
+}
+
+/** Sheet size: small, but 16:9 like the real 2K output (§4.2 Output). */
+export const SHEET_WIDTH = 160;
+export const SHEET_HEIGHT = 90;
+
+export class CharacterSheetModel {
+  constructor(private readonly d: CharacterSheetDeps) {}
+
+  /** `POST {base_url}/{vendor}/ai-influencer`. */
+  async submit(input: RouteInput): Promise<EmuResponse> {
+    const d = this.d;
+    const account = authKey(d.ledger, input.headers);
+    const raw = parseJson(input.body) ?? {};
+    const body = validate(CharacterSheetRequest, raw);
+    const tier: Tier = body.tier ?? 'normal';
+    this.#checkSelection(tier, body.selection ?? {});
+    this.#checkPinnedSpecies(tier, body.pinned_species);
+    this.#checkTraitVariants(tier, body);
+    d.media.checkImageUrl(body.image_url ?? null, 'image_url');
+    (body.item_image_urls ?? []).forEach((u, i) => d.media.checkImageUrl(u, `item_image_urls[${i}]`));
+    const webhook = webhookFromQuery(input.url, d.webhooks);
+
+    const hash = bodyHash(raw);
+    const key = headerValue(input.headers['idempotency-key']);
+    if (key !== undefined && (key.length === 0 || key.length > 255)) throw new HttpError(400, 'Idempotency-Key must be 1 to 255 characters');
+    const path = input.url.pathname;
+    const begun = key === undefined ? undefined : d.idempotency.begin(`${account.keyId} ${path}`, key, hash);
+    if (begun?.kind === 'replay') {
+      const existing = d.requests.get(begun.requestId);
+      if (existing) return submitAnswer(d.requests, existing, true);
+    }
+    const record = begun?.kind === 'new' ? begun.record : undefined;
+    try {
+      await d.gate.pass();
+      const price = usdToMicros(MODELS['character-sheet'].priceUsd);
+      ensureBalance(account, price);
+      const seed = body.seed ?? d.rng.int(SEED_MIN, SEED_MAX);
+      const variation = body.variation_index ?? 0;
+      const species = isHumanTier(tier) ? undefined : (body.pinned_species ?? speciesFor(tier, seed, variation));
+      const r = d.requests.create({
+        keyId: account.keyId,
+        model: 'character-sheet',
+        modelPath: path,
+        idempotencyKey: key,
+        bodyHash: rawBodyHash(input.body),
+        chargedMicros: price,
+        art: {
+          width: SHEET_WIDTH,
+          height: SHEET_HEIGHT,
+          layout: 'sheet',
+          tier,
+          variationIndex: variation,
+          seedText: `${tier}|${seed}|${variation}|${species ?? ''}|${body.body_color ?? ''}|${JSON.stringify(body.selection ?? {})}`,
+        },
+        webhook,
+        text: body.brief,
+        details: { tier, seed_given: body.seed ?? null, variation_index: variation, species: species ?? null },
+      });
+      if (record) d.idempotency.finish(record, r.id);
+      return submitAnswer(d.requests, r);
+    } catch (error) {
+      if (record) d.idempotency.abandon(record);
+      throw error;
+    }
+  }
+
+  #checkSelection(tier: Tier, selection: Record<string, string[]>): void {
+    const check = checkSelection(this.d.catalog.catalog, tier, selection);
+    const first = check.issues[0];
+    if (first) throw new HttpError(422, check.issues.map((i) => `${i.path}: ${i.message}`).join('; '));
+  }
+
+  #checkPinnedSpecies(tier: Tier, pinned: string | null | undefined): void {
+    if (pinned == null) return;
+    if (tier !== 'insects') throw new HttpError(422, `pinned_species: only allowed with tier insects, not ${tier}`);
+    if (!INSECT_SPECIES.includes(pinned)) throw new HttpError(422, `pinned_species: unknown insect species id ${JSON.stringify(pinned)}`);
+  }
+
+  /** Choices must name selected options that have variants, and only variants the trait catalog has. */
+  #checkTraitVariants(tier: Tier, body: CharacterSheetRequest): void {
+    const tv = body.trait_variants;
+    if (!tv) return;
+    const selected = new Set(Object.values(body.selection ?? {}).flat());
+    for (const [trait, variant] of Object.entries(tv.choices ?? {})) {
+      const path = `trait_variants.choices.${trait}`;
+      if (!selected.has(trait)) throw new HttpError(422, `${path}: trait ${trait} is not selected`);
+      const count = TRAIT_VARIANT_COUNTS.get(trait);
+      if (count === undefined) throw new HttpError(422, `${path}: trait ${trait} has no variants`);
+      const n = variant === 'original' ? 0 : Number(variant.slice(1));
+      if (n > count) throw new HttpError(422, `${path}: variant ${variant} does not exist in the current trait catalog (${trait} has original and v1 to v${count})`);
+    }
+    if (tv.animal_choices != null) {
+      if (isHumanTier(tier)) throw new HttpError(422, `trait_variants.animal_choices: must be omitted or null for human tier ${tier}`);
+      for (const key of Object.keys(tv.animal_choices)) {
+        if (!selected.has(key)) throw new HttpError(422, `trait_variants.animal_choices.${key}: option ${key} is not selected`);
+      }
+    }
+  }
+
+}
+
+function headerValue(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/**
+ * Animal variation rule (§4.2): with seed and tier fixed, successive variation_index values cycle
+ * through the tier's species without repeats within a cycle (a seeded permutation per cycle).
+ */
+export function speciesFor(tier: string, seed: number, variationIndex: number): string {
+  const list = SPECIES_CYCLES[tier] ?? ['unknown'];
+  const cycle = Math.floor(variationIndex / list.length);
+  const order = [...list];
+  let h = hash32(`${tier}|${seed}|${cycle}`);
+  for (let i = order.length - 1; i > 0; i--) {
+    h = Math.imul(h ^ (h >>> 13), 0x5bd1e995) >>> 0;
+    const j = h % (i + 1);
+    [order[i], order[j]] = [order[j] as string, order[i] as string];
+  }
+  return order[variationIndex % list.length] ?? 'unknown';
+}

@@ -1,0 +1,135 @@
+/**
+ * §2.7 and §4.7: legacy DoP, Soul and Speak endpoints, authenticated with hf-api-key and hf-secret.
+ * Each returns a job set; every job is a generation request underneath, so it progresses, is billed
+ * and refunded, and triggers webhooks like any other. `GET /v1/job-sets/{id}` goes beyond the spec.
+ * Speak has no job-set type in the spec's enum; a talking-avatar render is image-to-video, so its
+ * job sets have type image2video and jobs of job_set_type speak.
+ */
+import { DopRequest, SoulRequest, SpeakRequest, type LegacyWebhook } from '../api/wire.js';
+import { authLegacy } from './auth.js';
+import { HttpError, isoMs, json, parseJson, validate, type EmuResponse } from './http-util.js';
+import { usdToMicros, type Ledger } from './ledger.js';
+import { sizeFor } from './marketing-image.js';
+import { MODELS, type ModelId } from './models.js';
+import type { Rng } from './prng.js';
+import type { EmuRequest, RequestStore, WebhookTarget } from './request-store.js';
+import type { RouteInput } from './router.js';
+import { rawBodyHash, checkWebhookUrl, ensureBalance, type SubmitGate, type WebhookPolicy } from './submit.js';
+
+export interface JobSetRecord {
+  id: string;
+  keyId: string;
+  type: 'text2image_soul' | 'image2video';
+  jobSetType: string;
+  createdAt: number;
+  jobIds: string[];
+  inputParams: Record<string, unknown>;
+}
+
+export interface LegacyDeps {
+  ledger: Ledger;
+  requests: RequestStore;
+  rng: Rng;
+  gate: SubmitGate;
+  webhooks: WebhookPolicy;
+}
+
+/** Soul batch sizes the emulator accepts (the spec shows no bounds). */
+export const SOUL_BATCH_MAX = 4;
+
+export class LegacyPlatform {
+  readonly jobSets = new Map<string, JobSetRecord>();
+
+  constructor(private readonly d: LegacyDeps) {}
+
+  /** `POST {platform_url}/v1/image2video/dop`. */
+  dop(input: RouteInput): Promise<EmuResponse> {
+    authLegacy(this.d.ledger, input.headers);
+    const body = validate(DopRequest, parseJson(input.body));
+    return this.#create(input, body, 'dop', 'image2video', 'image2video', 1, body.webhook ?? null, body.params.prompt ?? '', '16:9');
+  }
+
+  /** `POST {platform_url}/v1/text2image/soul`. */
+  soul(input: RouteInput): Promise<EmuResponse> {
+    authLegacy(this.d.ledger, input.headers);
+    const body = validate(SoulRequest, parseJson(input.body));
+    const batch = body.params.batch_size ?? 1;
+    if (batch < 1 || batch > SOUL_BATCH_MAX) throw new HttpError(422, `params.batch_size: must be from 1 to ${SOUL_BATCH_MAX}`);
+    const wh = /^(\d+)x(\d+)$/.exec(body.params.width_and_height ?? '');
+    const aspect = wh ? `${wh[1]}:${wh[2]}` : '1:1';
+    return this.#create(input, body, 'soul', 'text2image_soul', 'text2image_soul', batch, body.webhook ?? null, body.params.prompt ?? '', aspect);
+  }
+
+  /** `POST {platform_url}/v1/speak/{vendor}`: `params` only. */
+  speak(input: RouteInput): Promise<EmuResponse> {
+    authLegacy(this.d.ledger, input.headers);
+    const body = validate(SpeakRequest, parseJson(input.body));
+    return this.#create(input, body, 'speak', 'image2video', 'speak', 1, null, body.params.prompt ?? '', '1:1');
+  }
+
+  async #create(
+    input: RouteInput,
+    body: { params: Record<string, unknown> },
+    model: ModelId,
+    type: JobSetRecord['type'],
+    jobSetType: string,
+    jobs: number,
+    hook: LegacyWebhook | null,
+    prompt: string,
+    aspect: string,
+  ): Promise<EmuResponse> {
+    const d = this.d;
+    const account = authLegacy(d.ledger, input.headers);
+    let webhook: WebhookTarget | undefined;
+    if (hook) webhook = { url: checkWebhookUrl(hook.url, 'webhook.url', d.webhooks).toString(), secret: hook.secret };
+    const price = usdToMicros(MODELS[model].priceUsd);
+    await d.gate.pass();
+    ensureBalance(account, price * jobs);
+    const set: JobSetRecord = { id: d.rng.uuid(), keyId: account.keyId, type, jobSetType, createdAt: d.requests.now(), jobIds: [], inputParams: body.params };
+    const hash = rawBodyHash(input.body);
+    for (let i = 0; i < jobs; i++) {
+      const r = d.requests.create({
+        keyId: account.keyId,
+        model,
+        modelPath: input.url.pathname,
+        bodyHash: hash,
+        chargedMicros: price,
+        art: { ...sizeFor(aspect), layout: 'render', seedText: `${model}|${prompt}|${String(body.params.seed ?? '')}|${i}` },
+        webhook,
+        jobSetId: set.id,
+        text: prompt,
+        details: { job_index: i },
+      });
+      set.jobIds.push(r.id);
+    }
+    this.jobSets.set(set.id, set);
+    return json(200, this.view(set, true));
+  }
+
+  /** `GET {platform_url}/v1/job-sets/{id}`. */
+  get(input: RouteInput): EmuResponse {
+    const account = authLegacy(this.d.ledger, input.headers);
+    const set = this.jobSets.get(input.params.id ?? '');
+    if (!set || set.keyId !== account.keyId) throw new HttpError(404, 'job set not found');
+    return json(200, this.view(set));
+  }
+
+  /** The job set (§2.7). At creation every job is reported `queued`, even at time scale 0. */
+  view(set: JobSetRecord, fresh = false): Record<string, unknown> {
+    const jobs = set.jobIds.map((id) => {
+      const r = this.d.requests.get(id) as EmuRequest;
+      const status = fresh ? 'queued' : this.d.requests.statusOf(r);
+      const job: Record<string, unknown> = { id, job_set_type: set.jobSetType, status, results: status === 'completed' ? this.#results(r) : null };
+      if (status === 'failed') job.error = r.error ?? 'generation failed';
+      return job;
+    });
+    return { id: set.id, type: set.type, created_at: isoMs(set.createdAt), jobs, input_params: set.inputParams };
+  }
+
+  #results(r: EmuRequest): { min: { type: string; url: string }; raw: { type: string; url: string } } {
+    const u = (file: string): string => this.d.requests.outputUrl(r, file);
+    if (r.model === 'soul') return { min: { type: 'image', url: u('min.png') }, raw: { type: 'image', url: u('raw.png') } };
+    if (r.model === 'speak') return { min: { type: 'audio', url: u('audio.wav') }, raw: { type: 'video', url: u('raw.mp4') } };
+    return { min: { type: 'video', url: u('min.mp4') }, raw: { type: 'video', url: u('raw.mp4') } };
+  }
+}

@@ -1,0 +1,145 @@
+/**
+ * §2.4 and §4.6 rule 5: the agent media upload flow. Create a record (id with the extension,
+ * content_type from it), PUT the bytes to the pre-signed upload_url with exactly that content type,
+ * confirm (`not_ready` until the bytes arrived, then `uploaded`), then the bytes are served at `url`.
+ */
+import { createHmac } from 'node:crypto';
+import { MediaConfirmRequest, MediaCreateRequest, type MediaType } from '../api/wire.js';
+import { authKey, requireAgent } from './auth.js';
+import { HttpError, json, parseJson, validate, type EmuResponse } from './http-util.js';
+import type { Ledger } from './ledger.js';
+import type { Rng } from './prng.js';
+import type { RouteInput } from './router.js';
+import type { Urls } from './urls.js';
+
+/** Largest upload, bytes (the spec shows no limit; 64 MiB matches the image input limit). */
+export const MAX_UPLOAD_BYTES = 64 * 1024 * 1024;
+
+const CONTENT_TYPES: Record<string, { contentType: string; family: MediaType }> = {
+  png: { contentType: 'image/png', family: 'image' },
+  jpg: { contentType: 'image/jpeg', family: 'image' },
+  jpeg: { contentType: 'image/jpeg', family: 'image' },
+  webp: { contentType: 'image/webp', family: 'image' },
+  gif: { contentType: 'image/gif', family: 'image' },
+  mp4: { contentType: 'video/mp4', family: 'video' },
+  mov: { contentType: 'video/quicktime', family: 'video' },
+  webm: { contentType: 'video/webm', family: 'video' },
+  wav: { contentType: 'audio/wav', family: 'audio' },
+  mp3: { contentType: 'audio/mpeg', family: 'audio' },
+  m4a: { contentType: 'audio/mp4', family: 'audio' },
+  ogg: { contentType: 'audio/ogg', family: 'audio' },
+  pdf: { contentType: 'application/pdf', family: 'file' },
+  txt: { contentType: 'text/plain', family: 'file' },
+  json: { contentType: 'application/json', family: 'file' },
+  csv: { contentType: 'text/csv', family: 'file' },
+  zip: { contentType: 'application/zip', family: 'file' },
+};
+
+const IMAGE_EXTENSIONS = new Set(['jpg', 'jpeg', 'png', 'webp']);
+
+export interface MediaItem {
+  id: string;
+  keyId: string;
+  type: MediaType;
+  contentType: string;
+  signature: string;
+  bytes: Buffer | undefined;
+}
+
+export class MediaStore {
+  readonly items = new Map<string, MediaItem>();
+  readonly #signingKey: string;
+
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly rng: Rng,
+    private readonly urls: Urls,
+  ) {
+    this.#signingKey = rng.hex(16);
+  }
+
+  get(id: string): MediaItem | undefined {
+    return this.items.get(id);
+  }
+
+  #record(m: MediaItem): Record<string, string> {
+    const cdn = this.urls.cdn();
+    const id = encodeURIComponent(m.id);
+    return { id: m.id, type: m.type, content_type: m.contentType, upload_url: `${cdn}/cdn/upload/${id}?signature=${m.signature}`, url: `${cdn}/cdn/media/${id}` };
+  }
+
+  /** `POST /v1/agent/media` → 201 record. */
+  create(input: RouteInput): EmuResponse {
+    const account = authKey(this.ledger, input.headers);
+    requireAgent(account);
+    const body = validate(MediaCreateRequest, parseJson(input.body));
+    const ext = body.extension.toLowerCase();
+    const known = CONTENT_TYPES[ext];
+    if (known && body.type !== 'file' && known.family !== body.type) {
+      throw new HttpError(422, `extension: .${ext} is a ${known.family} extension, not ${body.type}`);
+    }
+    if (!known && body.type !== 'file') throw new HttpError(422, `extension: .${ext} is not a supported ${body.type} extension`);
+    const id = `${this.rng.uuid()}.${ext}`;
+    const item: MediaItem = {
+      id,
+      keyId: account.keyId,
+      type: body.type,
+      contentType: known?.contentType ?? 'application/octet-stream',
+      signature: createHmac('sha256', this.#signingKey).update(id).digest('hex').slice(0, 32),
+      bytes: undefined,
+    };
+    this.items.set(id, item);
+    return json(201, this.#record(item));
+  }
+
+  /** Image URL rules (§4.2): JPEG, PNG or WebP; our own CDN media must exist and be uploaded. */
+  checkImageUrl(value: string | null, field: string): void {
+    if (value === null) return;
+    const url = new URL(value);
+    const ext = /\.([A-Za-z0-9]+)$/.exec(url.pathname)?.[1]?.toLowerCase();
+    if (ext !== undefined && !IMAGE_EXTENSIONS.has(ext) && ext.length <= 5) {
+      throw new HttpError(422, `${field}: must be a non-animated JPEG, PNG or WebP image, not .${ext}`);
+    }
+    const own = new URL(this.urls.cdn());
+    const m = /^\/cdn\/media\/([^/]+)$/.exec(url.pathname);
+    if (url.origin === own.origin && m) {
+      const media = this.items.get(decodeURIComponent(m[1] ?? ''));
+      if (!media || media.bytes === undefined) throw new HttpError(422, `${field}: the image is not reachable (no uploaded media at this URL)`);
+      if (media.type !== 'image') throw new HttpError(422, `${field}: the media at this URL is not an image`);
+    }
+  }
+
+  /** `PUT {upload_url}`: no auth, the signature in the URL; the content type must be the record's. */
+  put(input: RouteInput): EmuResponse {
+    const item = this.items.get(input.params.id ?? '');
+    if (!item || input.url.searchParams.get('signature') !== item.signature) throw new HttpError(403, 'the upload URL is invalid or its signature does not match');
+    const sent = (headerValue(input.headers['content-type']) ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+    if (sent !== item.contentType) {
+      throw new HttpError(415, `wrong content type: this upload URL takes ${item.contentType}, got ${sent === '' ? 'none' : sent}`);
+    }
+    item.bytes = input.body;
+    return { status: 200, bytes: new Uint8Array(0) };
+  }
+
+  /** `POST /v1/agent/media/{id}/confirm`: `uploaded` or `not_ready`. */
+  confirm(input: RouteInput): EmuResponse {
+    const account = authKey(this.ledger, input.headers);
+    requireAgent(account);
+    const item = this.items.get(input.params.id ?? '');
+    if (!item || item.keyId !== account.keyId) throw new HttpError(404, 'media not found');
+    const body = validate(MediaConfirmRequest, parseJson(input.body));
+    if (body.type !== item.type) throw new HttpError(422, `type: this media was created as ${item.type}, not ${body.type}`);
+    return json(200, { id: item.id, status: item.bytes === undefined ? 'not_ready' : 'uploaded' });
+  }
+
+  /** `GET {url}`: the uploaded bytes. */
+  serve(input: RouteInput): EmuResponse {
+    const item = this.items.get(input.params.id ?? '');
+    if (!item || item.bytes === undefined) throw new HttpError(404, 'media not found');
+    return { status: 200, bytes: item.bytes, headers: { 'content-type': item.contentType } };
+  }
+}
+
+function headerValue(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}

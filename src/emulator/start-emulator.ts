@@ -1,0 +1,218 @@
+/**
+ * `startEmulator(options)`: the whole Generation Service on one loopback origin. Base API, platform
+ * API, agent API and CDN share it; `/_emulator/*` holds the ledger and inspection endpoints.
+ */
+import type { AddressInfo } from 'node:net';
+import { DEFAULT_ACCOUNT, type AccountSpec } from './accounts.js';
+import { AgentService, DEFAULT_AGENT_OPTIONS, type AgentOptions } from './agent.js';
+import { Cdn } from './cdn.js';
+import { CharacterSheetModel } from './character-sheet.js';
+import { FAULT_PROFILES, FaultEngine, loadFaultProfile, type FaultProfile, type ForcedFault, type RouteClass } from './faults.js';
+import { IdempotencyStore } from './idempotency.js';
+import { inspectionRoutes } from './inspection.js';
+import { LegacyPlatform } from './legacy.js';
+import { Ledger } from './ledger.js';
+import { MarketingImageModel } from './marketing-image.js';
+import { MAX_UPLOAD_BYTES, MediaStore } from './media.js';
+import type { ModelId } from './models.js';
+import { CatalogState } from './options-catalog.js';
+import { PresetCatalog } from './presets.js';
+import { Rng } from './prng.js';
+import { RequestRoutes } from './request-routes.js';
+import { RequestStore, type OutcomeRates } from './request-store.js';
+import { Router, type Route } from './router.js';
+import { Scheduler } from './scheduler.js';
+import { createEmulatorServer } from './server.js';
+import { SoulStandardModel } from './soul-standard.js';
+import { Stats } from './stats.js';
+import { SubmitGate, type WebhookPolicy } from './submit.js';
+import type { Urls } from './urls.js';
+import { DEFAULT_WEBHOOK_TIMINGS, WebhookDispatcher, type WebhookTimings } from './webhooks.js';
+
+export interface EmulatorOptions {
+  /** Default 0 (any free port). */
+  port?: number;
+  /** Default 127.0.0.1; anything else must be asked for explicitly. */
+  host?: string;
+  /** Multiplies every service duration (queue, run, agent steps, webhook backoff and window). 0 = instant. Default 1. */
+  timeScale?: number;
+  /** Seed of every random choice. Default 1. */
+  seed?: number;
+  /** A profile name, a fault file path, or a profile. Default none. */
+  faults?: string | FaultProfile;
+  /** Accounts; default the one default account. */
+  accounts?: readonly AccountSpec[];
+  /** Credits per US$. Default 100. */
+  creditsPerUsd?: number;
+  /** The `{vendor}` path segment. Default `vendor`. */
+  vendor?: string;
+  /** Sent as X-Webhook-Secret-Key on hf_webhook deliveries. */
+  webhookSecret?: string;
+  /** Allow webhook URLs that are not loopback. Default false. */
+  allowExternalWebhooks?: boolean;
+  /** Address put into status_url, cancel_url and output URLs instead of the listening one. */
+  publicUrl?: string;
+  /** How long Idempotency-Keys are remembered, ms (not scaled). Default 24 hours. */
+  idempotencyRetentionMs?: number;
+  /** Share of requests that fail / end nsfw. Default 0 each. */
+  failureRate?: number;
+  nsfwRate?: number;
+  modelRates?: Partial<Record<ModelId, Partial<OutcomeRates>>>;
+  /** Override the per-model duration distributions (service ms, before scaling). */
+  durations?: Partial<Record<ModelId, { queuedMs?: readonly [number, number]; runMs?: readonly [number, number] }>>;
+  agent?: Partial<AgentOptions>;
+  webhookTimings?: Partial<WebhookTimings>;
+  /** Where internal errors are logged. Default stderr. */
+  log?: (line: string) => void;
+}
+
+export interface Emulator {
+  /** `http://HOST:PORT`, the base, platform and CDN address alike. */
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly seed: number;
+  readonly timeScale: number;
+  readonly ledger: Ledger;
+  readonly requests: RequestStore;
+  readonly stats: Stats;
+  readonly faults: FaultEngine;
+  readonly catalog: CatalogState;
+  readonly presets: PresetCatalog;
+  readonly agent: AgentService;
+  readonly media: MediaStore;
+  readonly legacy: LegacyPlatform;
+  readonly webhooks: WebhookDispatcher;
+  /** Replaces the fault profile at runtime. */
+  setFaults(profile: string | FaultProfile): void;
+  /** The next requests of a class get these faults, in order. */
+  forceFaults(cls: RouteClass, ...faults: ForcedFault[]): void;
+  /** Hides (404) or shows the character-sheet model's options. */
+  hideOptionsModel(hidden?: boolean): void;
+  /** Moves config_revision on; returns the new one. */
+  bumpConfigRevision(): string | number;
+  setPresetVisibility(id: string, visible: boolean): boolean;
+  /** Holds every generation submit after its checks (and its Idempotency-Key claim) until released. */
+  holdSubmits(): () => void;
+  /** Stops every timer, webhook delivery and socket. */
+  close(): Promise<void>;
+}
+
+export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
+  const host = options.host ?? '127.0.0.1';
+  const seed = options.seed ?? 1;
+  const timeScale = options.timeScale ?? 1;
+  if (!(timeScale >= 0) || !Number.isFinite(timeScale)) throw new RangeError('timeScale must be a finite number >= 0');
+  const vendor = options.vendor ?? 'vendor';
+  if (!/^[A-Za-z0-9_-]+$/.test(vendor)) throw new RangeError('vendor must be one path segment of letters, digits, - or _');
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+
+  const root = new Rng(seed);
+  const scheduler = new Scheduler(timeScale);
+  const ledger = new Ledger(options.accounts ?? [DEFAULT_ACCOUNT], options.creditsPerUsd ?? 100);
+  const profile = typeof options.faults === 'object' ? options.faults : loadFaultProfile(options.faults ?? 'none');
+  const faults = new FaultEngine(profile, root.fork());
+  let origin = '';
+  const publicUrl = options.publicUrl?.replace(/\/+$/, '');
+  const urls: Urls = { base: () => publicUrl ?? origin, platform: () => publicUrl ?? origin, cdn: () => publicUrl ?? origin, vendor };
+  const requests = new RequestStore({
+    scheduler,
+    rng: root.fork(),
+    ledger,
+    rates: { failureRate: options.failureRate ?? 0, nsfwRate: options.nsfwRate ?? 0 },
+    modelRates: options.modelRates ?? {},
+    durations: options.durations ?? {},
+    platformUrl: urls.platform,
+    cdnUrl: urls.cdn,
+  });
+  const stats = new Stats();
+  const catalog = new CatalogState();
+  const presets = new PresetCatalog(seed);
+  const media = new MediaStore(ledger, root.fork(), urls);
+  const gate = new SubmitGate();
+  const webhookPolicy: WebhookPolicy = { allowExternal: options.allowExternalWebhooks ?? false, secret: options.webhookSecret };
+  const webhooks = new WebhookDispatcher(scheduler, faults, requests, { ...DEFAULT_WEBHOOK_TIMINGS, ...options.webhookTimings });
+  requests.onSettled((r) => webhooks.enqueue(r));
+  const idempotency = new IdempotencyStore(options.idempotencyRetentionMs ?? 24 * 60 * 60 * 1000);
+  const agent = new AgentService({ ledger, requests, scheduler, rng: root.fork(), options: { ...DEFAULT_AGENT_OPTIONS, ...options.agent } });
+  const characterSheet = new CharacterSheetModel({ ledger, requests, catalog, idempotency, media, rng: root.fork(), gate, urls, webhooks: webhookPolicy });
+  const marketing = new MarketingImageModel({ ledger, requests, presets, media, rng: root.fork(), gate, webhooks: webhookPolicy });
+  const legacy = new LegacyPlatform({ ledger, requests, rng: root.fork(), gate, webhooks: webhookPolicy });
+  const soulStandard = new SoulStandardModel({ ledger, requests, gate, webhooks: webhookPolicy });
+  const requestRoutes = new RequestRoutes(ledger, requests);
+  const cdn = new Cdn(requests);
+
+  const agentMessages = '/v1/agent/sessions/:id/messages';
+  const routes: Route[] = [
+    // §4.1 first: it is the hot path.
+    { method: 'GET', pattern: '/requests/:id/status', cls: 'status', handler: (i) => requestRoutes.status(i) },
+    { method: 'POST', pattern: '/requests/:id/cancel', cls: 'status', handler: (i) => requestRoutes.cancel(i) },
+    { method: 'POST', pattern: `/${vendor}/ai-influencer`, cls: 'submit', handler: (i) => characterSheet.submit(i) },
+    { method: 'GET', pattern: `/models/${vendor}/ai-influencer/options`, cls: 'status', handler: () => catalog.handle() },
+    { method: 'POST', pattern: '/marketing-studio/image/sunburst', cls: 'submit', handler: (i) => marketing.submit(i) },
+    { method: 'GET', pattern: '/marketing-studio/image/presets', cls: 'status', handler: (i) => presets.handle(ledger, i) },
+    { method: 'POST', pattern: '/v1/agent/sessions', cls: 'agent', handler: (i) => agent.createSession(i) },
+    { method: 'POST', pattern: agentMessages, cls: 'agent', handler: (i) => agent.sendMessage(i) },
+    { method: 'GET', pattern: agentMessages, cls: 'agent', handler: (i) => agent.listMessages(i) },
+    { method: 'POST', pattern: '/v1/agent/sessions/:id/interrupt', cls: 'agent', handler: (i) => agent.interrupt(i) },
+    { method: 'POST', pattern: '/v1/agent/media', cls: 'media', handler: (i) => media.create(i) },
+    { method: 'POST', pattern: '/v1/agent/media/:id/confirm', cls: 'media', handler: (i) => media.confirm(i) },
+    { method: 'PUT', pattern: '/cdn/upload/:id', cls: 'media', handler: (i) => media.put(i), maxBody: MAX_UPLOAD_BYTES },
+    { method: 'GET', pattern: '/cdn/media/:id', cls: 'cdn', handler: (i) => media.serve(i) },
+    { method: 'GET', pattern: '/cdn/outputs/:id/:file', cls: 'cdn', handler: (i) => cdn.serve(i) },
+    { method: 'POST', pattern: '/v1/image2video/dop', cls: 'submit', handler: (i) => legacy.dop(i) },
+    { method: 'POST', pattern: '/v1/text2image/soul', cls: 'submit', handler: (i) => legacy.soul(i) },
+    { method: 'POST', pattern: `/v1/speak/${vendor}`, cls: 'submit', handler: (i) => legacy.speak(i) },
+    { method: 'GET', pattern: '/v1/job-sets/:id', cls: 'status', handler: (i) => legacy.get(i) },
+    { method: 'POST', pattern: `/${vendor}-ai/soul/standard`, cls: 'submit', handler: (i) => soulStandard.submit(i) },
+    ...inspectionRoutes({ ledger, requests, stats, faults, webhooks, catalog, presets, agent }),
+  ];
+  const router = new Router(routes);
+  const server = createEmulatorServer({ router, faults, stats, scheduler, backendFaultRoutes: new Set([`POST ${agentMessages}`]), log });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const urlHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  origin = `http://${urlHost}:${address.port}`;
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: origin,
+    host: address.address,
+    port: address.port,
+    seed,
+    timeScale,
+    ledger,
+    requests,
+    stats,
+    faults,
+    catalog,
+    presets,
+    agent,
+    media,
+    legacy,
+    webhooks,
+    setFaults: (p) => faults.set(typeof p === 'object' ? p : p in FAULT_PROFILES ? FAULT_PROFILES[p as keyof typeof FAULT_PROFILES] : loadFaultProfile(p)),
+    forceFaults: (cls, ...f) => faults.force(cls, ...f),
+    hideOptionsModel: (hidden = true) => {
+      catalog.hidden = hidden;
+    },
+    bumpConfigRevision: () => catalog.bumpRevision(),
+    setPresetVisibility: (id, visible) => presets.setVisible(id, visible),
+    holdSubmits: () => gate.hold(),
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        scheduler.close();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+  };
+}

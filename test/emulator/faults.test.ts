@@ -1,0 +1,155 @@
+/** Fault injection: profiles, seeding, the fault file, and each fault's effect on the service. */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { GenpipeError, IndeterminateSubmissionError } from '../../src/api/errors.js';
+import { FAULT_PROFILES, FaultEngine, loadFaultProfile } from '../../src/emulator/faults.js';
+import { Rng } from '../../src/emulator/prng.js';
+import { AUTH, clientFor, http, start } from './helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'genpipe-faults-'));
+
+describe('fault profiles', () => {
+  it('hostile has the rates of reliability.md §9', () => {
+    const r = FAULT_PROFILES.hostile.routes.submit;
+    expect(r.error_500 + r.error_502 + r.error_503).toBeCloseTo(0.1, 10);
+    expect(r.reset_after).toBe(0.05);
+    expect(r.rate_429).toBe(0.03);
+    expect(FAULT_PROFILES.hostile.webhooks.duplicate_rate).toBeGreaterThan(0);
+    expect(FAULT_PROFILES.none.routes.status.error_500).toBe(0);
+  });
+
+  it('decisions are reproducible for a seed and follow the rates', () => {
+    const draw = (seed: number) => {
+      const e = new FaultEngine(FAULT_PROFILES.hostile, new Rng(seed));
+      return Array.from({ length: 20_000 }, () => e.decide('submit'));
+    };
+    const a = draw(7);
+    expect(draw(7)).toEqual(a);
+    expect(draw(8)).not.toEqual(a);
+    const share = (p: (d: (typeof a)[number]) => boolean) => a.filter(p).length / a.length;
+    expect(share((d) => d.resetBefore)).toBeGreaterThan(0.01);
+    expect(share((d) => d.resetBefore)).toBeLessThan(0.03);
+    expect(share((d) => d.status === 429)).toBeGreaterThan(0.02);
+    expect(share((d) => d.status === 429)).toBeLessThan(0.04);
+    expect(share((d) => d.resetAfter)).toBeGreaterThan(0.035);
+    expect(share((d) => d.resetAfter)).toBeLessThan(0.06);
+  });
+
+  it('reads a fault file (YAML): extends, all, per-class overrides', () => {
+    const file = join(dir, 'faults.yaml');
+    writeFileSync(file, 'extends: flaky\nall:\n  error_500: 0\nstatus:\n  rate_429: 0.5\n  retry_after_s: 3\nwebhooks:\n  duplicate_rate: 1\n');
+    const p = loadFaultProfile(file);
+    expect(p.routes.submit.error_500).toBe(0);
+    expect(p.routes.submit.error_502).toBe(FAULT_PROFILES.flaky.routes.submit.error_502);
+    expect(p.routes.status.rate_429).toBe(0.5);
+    expect(p.routes.status.retry_after_s).toBe(3);
+    expect(p.routes.agent.rate_429).toBe(FAULT_PROFILES.flaky.routes.agent.rate_429);
+    expect(p.webhooks.duplicate_rate).toBe(1);
+  });
+
+  it('a bad fault file is refused naming file:line:col and the field', () => {
+    const file = join(dir, 'bad.yaml');
+    writeFileSync(file, 'submit:\n  error_500: 2\n');
+    expect(() => loadFaultProfile(file)).toThrow(/bad\.yaml:2:14: submit\.error_500: /);
+    writeFileSync(file, 'sumbit:\n  error_500: 0.1\n');
+    expect(() => loadFaultProfile(file)).toThrow(/bad\.yaml:1:1: sumbit: unknown field/);
+    expect(() => loadFaultProfile(join(dir, 'missing.yaml'))).toThrow(GenpipeError);
+  });
+});
+
+describe('faults on the wire', () => {
+  it('reset after processing really creates the request; the client reports it as indeterminate', async () => {
+    const emu = await start();
+    const client = clientFor(emu);
+    emu.forceFaults('submit', 'reset_after');
+    const error = await client.characterSheet.submit({ brief: 'lost answer' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IndeterminateSubmissionError);
+    const rows = (await http(emu, 'GET', '/_emulator/requests')).json.requests;
+    expect(rows).toHaveLength(1);
+    // The runner can reconcile: the emulator's body_hash is the client's hash of the bytes it sent.
+    expect(rows[0].body_hash).toBe((error as IndeterminateSubmissionError).bodyHash);
+    expect(emu.ledger.entries.filter((e) => e.kind === 'charge')).toHaveLength(1);
+    await client.close();
+    await emu.close();
+  });
+
+  it('reset after processing, retried with the same Idempotency-Key, creates exactly one request', async () => {
+    const emu = await start();
+    const client = clientFor(emu);
+    emu.forceFaults('submit', 'reset_after', 'reset_after');
+    const r = await client.characterSheet.submit({ brief: 'k' }, { idempotencyKey: 'step-1' });
+    expect(emu.requests.byId.size).toBe(1);
+    expect(emu.requests.get(r.request_id)?.idempotencyKey).toBe('step-1');
+    expect(emu.faults.injected['submit.reset_after']).toBe(2);
+    await client.close();
+    await emu.close();
+  });
+
+  it('reset before processing creates nothing', async () => {
+    const emu = await start();
+    emu.forceFaults('submit', 'reset_before');
+    await expect(http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: {} })).rejects.toThrow();
+    expect(emu.requests.byId.size).toBe(0);
+    expect((await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: {} })).status).toBe(200);
+    await emu.close();
+  });
+
+  it('429 carries Retry-After; 500, 502 and 503 are answered before processing', async () => {
+    const emu = await start({ faults: { ...FAULT_PROFILES.none, name: 'limits', routes: { ...FAULT_PROFILES.none.routes, status: { ...FAULT_PROFILES.none.routes.status, retry_after_s: 7 } } } });
+    emu.forceFaults('status', 'rate_429');
+    const limited = await http(emu, 'GET', '/models/vendor/ai-influencer/options');
+    expect(limited.status).toBe(429);
+    expect(limited.headers['retry-after']).toBe('7');
+    for (const f of ['error_500', 'error_502', 'error_503'] as const) {
+      emu.forceFaults('submit', f);
+      const res = await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: {} });
+      expect(res.status).toBe(Number(f.slice(6)));
+      expect(typeof res.json.detail).toBe('string');
+    }
+    expect(emu.requests.byId.size).toBe(0);
+    await emu.close();
+  });
+
+  it('a slow body still arrives whole', async () => {
+    const emu = await start();
+    const normal = await http(emu, 'GET', '/models/vendor/ai-influencer/options');
+    emu.forceFaults('status', 'slow_body');
+    const slow = await http(emu, 'GET', '/models/vendor/ai-influencer/options');
+    expect(slow.bytes.equals(normal.bytes)).toBe(true);
+    expect(emu.faults.injected['status.slow_body']).toBe(1);
+    await emu.close();
+  });
+
+  it('faults apply per route class only', async () => {
+    const emu = await start();
+    emu.forceFaults('cdn', 'error_503');
+    expect((await http(emu, 'GET', '/models/vendor/ai-influencer/options')).status).toBe(200);
+    expect((await http(emu, 'GET', '/cdn/outputs/x/sheet.png')).status).toBe(503);
+    await emu.close();
+  });
+
+  it('the profile can be replaced at runtime through /_emulator/faults', async () => {
+    const emu = await start();
+    const res = await http(emu, 'POST', '/_emulator/faults', { json: { status: { error_503: 1 } } });
+    expect(res.status).toBe(200);
+    expect((await http(emu, 'GET', '/models/vendor/ai-influencer/options')).status).toBe(503);
+    await http(emu, 'POST', '/_emulator/faults', { json: { profile: 'none' } });
+    expect((await http(emu, 'GET', '/models/vendor/ai-influencer/options')).status).toBe(200);
+    await emu.close();
+  });
+
+  it('a whole client workload under the hostile profile ends with one request per key', async () => {
+    const emu = await start({ faults: 'hostile', seed: 3 });
+    emu.setFaults({ ...FAULT_PROFILES.hostile, routes: Object.fromEntries(Object.entries(FAULT_PROFILES.hostile.routes).map(([k, v]) => [k, { ...v, latency_ms: 0, jitter_ms: 0, slow_body_chunk_ms: 1, retry_after_s: 0 }])) as never });
+    const client = clientFor(emu);
+    (client.config.retry as { maxAttempts: number }).maxAttempts = 20;
+    const ids = await Promise.all(Array.from({ length: 60 }, (_, i) => client.characterSheet.submit({ brief: `n${i}` }, { idempotencyKey: `hostile-${i}` })));
+    expect(new Set(ids.map((r) => r.request_id)).size).toBe(60);
+    expect(emu.requests.byId.size).toBe(60);
+    expect(Object.values(emu.faults.injected).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    await client.close();
+    await emu.close();
+  });
+});
