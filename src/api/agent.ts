@@ -98,7 +98,8 @@ export class AgentApi {
    * assistant message that answers it is terminal, or the session parks on a question
    * (`awaiting_input`, rule 7: it never times out by itself, so the caller decides).
    * `after` is the message before the user message, so that the user message, which carries
-   * llm_cost_usd, is in the listing; without it only the answer is read.
+   * llm_cost_usd, is in every listing; without it, polls list only what follows the user message
+   * and one full listing at the end reads the cost.
    */
   async waitForTurn(
     sessionId: string,
@@ -111,7 +112,12 @@ export class AgentApi {
       await sleep(agentPollInterval(n, poll), options.signal);
       const listing = await this.listMessages(sessionId, { after: options.after ?? userMessageId, signal: options.signal });
       const outcome = turnOutcome(listing, userMessageId);
-      if (outcome) return outcome;
+      if (!outcome) continue;
+      if (outcome.kind === 'awaiting_input' || outcome.llmCostUsd !== undefined) return outcome;
+      // Polling after the user message keeps each poll small, but the cost sits on the user
+      // message itself (§2.3): read it once, from the full listing, now that the turn is over.
+      const full = await this.listMessages(sessionId, { signal: options.signal });
+      return { ...outcome, llmCostUsd: full.messages.find((m) => m.message_id === userMessageId)?.llm_cost_usd };
     }
     throw new GenpipeError('timeout', `The agent turn ${userMessageId} did not end within ${maxPolls} polls.`);
   }

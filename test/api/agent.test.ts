@@ -135,11 +135,13 @@ describe('turn waiter', () => {
     expect(calls()).toHaveLength(3);
   });
 
-  it('without after, polls with after=<user message id>', async () => {
+  it('without after, polls with after=<user message id>, then reads llm_cost_usd from the user message once', async () => {
     const { agent, client, calls } = harness();
-    agent.get(BASE).intercept({ path: messagesPath, query: { after: 'm-1' } }).reply(200, { status: 'idle', messages: [assistant('a-1', 'completed', [{ type: 'text', text: 'ok' }])] });
-    expect(await client.agent.waitForTurn(SESSION_ID, 'm-1', { poll: TINY })).toMatchObject({ kind: 'completed', answer: 'ok' });
-    expect(calls()[0]?.searchParams).toEqual({ after: 'm-1' });
+    const answer = assistant('a-1', 'completed', [{ type: 'text', text: 'ok' }]);
+    agent.get(BASE).intercept({ path: messagesPath, query: { after: 'm-1' } }).reply(200, { status: 'idle', messages: [answer] });
+    agent.get(BASE).intercept({ path: messagesPath, method: 'GET' }).reply(200, { status: 'idle', messages: [{ ...user('m-1', 'completed'), llm_cost_usd: 0.0123 }, answer] });
+    expect(await client.agent.waitForTurn(SESSION_ID, 'm-1', { poll: TINY })).toMatchObject({ kind: 'completed', answer: 'ok', llmCostUsd: 0.0123 });
+    expect(calls().map((c) => c.searchParams)).toEqual([{ after: 'm-1' }, {}]);
   });
 
   it('surfaces awaiting_input with the question text', async () => {
@@ -156,6 +158,7 @@ describe('turn waiter', () => {
   it('a failed assistant message ends the turn as failed', async () => {
     const { agent, client } = harness();
     agent.get(BASE).intercept({ path: messagesPath, query: { after: 'm-1' } }).reply(200, { status: 'idle', messages: [assistant('a-1', 'failed', [])] });
+    agent.get(BASE).intercept({ path: messagesPath, method: 'GET' }).reply(200, { status: 'idle', messages: [user('m-1', 'failed'), assistant('a-1', 'failed', [])] });
     expect((await client.agent.waitForTurn(SESSION_ID, 'm-1', { poll: TINY })).kind).toBe('failed');
   });
 
