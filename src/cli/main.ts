@@ -44,6 +44,7 @@ export async function main(argv: readonly string[], io?: CliIO): Promise<number>
   if (ownIO) {
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
+    process.stdout.on('error', onStdoutError);
   }
   try {
     return await dispatch(argv, theIO);
@@ -74,6 +75,12 @@ async function dispatch(argv: readonly string[], io: CliIO): Promise<number> {
     return EXIT.ok;
   }
   return command.run(rest, io);
+}
+
+/** `genpipe plan --json | head`: the reader left; stop quietly, as Unix tools do. */
+function onStdoutError(error: NodeJS.ErrnoException): void {
+  if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw error;
 }
 
 function report(error: unknown, io: CliIO): number {
