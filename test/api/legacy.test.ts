@@ -111,9 +111,16 @@ describe('§4.7 legacy platform endpoints (hf-api-key + hf-secret)', () => {
     expect(header(calls()[0], 'authorization')).toBeUndefined();
   });
 
-  it('a job set of an unknown type breaks the spec (invalid_response)', async () => {
+  it('a job set of a type outside the spec\'s two (Speak has none) is still read, not refused after it was paid for', async () => {
     const { agent, client } = harness();
-    agent.get(PLATFORM).intercept({ path: `/v1/job-sets/${JOB_SET_ID}` }).reply(200, { ...jobSet('image2video'), type: 'text2video' });
+    agent.get(PLATFORM).intercept({ path: `/v1/job-sets/${JOB_SET_ID}` }).reply(200, { ...jobSet('image2video'), type: 'speak' });
+    expect((await client.legacy.jobSet(JOB_SET_ID)).type).toBe('speak');
+  });
+
+  it('a job set without its jobs breaks the spec (invalid_response)', async () => {
+    const { agent, client } = harness();
+    const { jobs: _jobs, ...withoutJobs } = jobSet('image2video');
+    agent.get(PLATFORM).intercept({ path: `/v1/job-sets/${JOB_SET_ID}` }).reply(200, withoutJobs);
     expect((await rejection(client.legacy.jobSet(JOB_SET_ID))).code).toBe('invalid_response');
   });
 });
