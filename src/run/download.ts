@@ -1,0 +1,275 @@
+/**
+ * Downloads one output into the run directory (runner issue #5; reliability.md #16, #17).
+ *
+ * - https only; plain http only to loopback (127.0.0.0/8, ::1, localhost: the emulator). The URL
+ *   is checked before any connection is made.
+ * - Redirects are followed by hand, at most `maxRedirects`, and only within the same origin
+ *   (scheme, host and port): a CDN that bounces to another host could point anywhere.
+ * - The content type must be on the allow-list; the size is capped (by Content-Length up front,
+ *   and while streaming, since a server may lie or send none).
+ * - Bytes stream into a temp file in the target's directory while sha256 is computed; the file is
+ *   fsynced, then linked into place and the directory fsynced, so a crash leaves either no file or
+ *   the whole file, never a partial one under the final name.
+ * - An existing file is never overwritten. `link` fails atomically when the name exists (a
+ *   check-then-rename would race). When the existing file has the same sha256 the download counts
+ *   as done (`alreadyPresent`): that is the crash between the rename and the journal record, and
+ *   the resumed run must get past it. Different bytes are refused.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { link, lstat, mkdir, open, realpath, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { isIP } from 'node:net';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { request, type Dispatcher } from 'undici';
+import { errorFromStatus, GenpipeError, type ErrorCode } from '../api/errors.js';
+import { classifyTransportError, outcomeErrorCode } from '../api/retry.js';
+import { abortError } from '../api/sleep.js';
+import { redact } from '../util/redact.js';
+import { isInside, resolveInside } from './output-names.js';
+import { syncDirectory } from './sync-directory.js';
+
+export const DEFAULT_MAX_REDIRECTS = 3;
+
+export type DownloadRefusal =
+  | 'insecure_url' // not https, and not http to loopback
+  | 'cross_origin_redirect'
+  | 'too_many_redirects'
+  | 'content_type'
+  | 'too_large'
+  | 'exists' // a different file already has the name
+  | 'unsafe_path'; // the target would land outside the run directory
+
+/** A download refused by one of the rules above; `reason` says which. */
+export class DownloadError extends GenpipeError {
+  override readonly name = 'DownloadError';
+  readonly reason: DownloadRefusal;
+  constructor(reason: DownloadRefusal, code: ErrorCode, message: string) {
+    super(code, message);
+    this.reason = reason;
+  }
+}
+
+export interface DownloadOptions {
+  url: string;
+  /** The run directory; the file lands at `runDir/relativePath`. */
+  runDir: string;
+  /** Chosen by genpipe (see `safeFileName`), never taken from the URL. */
+  relativePath: string;
+  /** Largest accepted body, in bytes. */
+  maxBytes: number;
+  /** Media types such as `image/png`, or `image/*`; parameters (`; charset=`) are ignored. */
+  allowedContentTypes: readonly string[];
+  dispatcher?: Dispatcher;
+  signal?: AbortSignal;
+  /** Default 3. */
+  maxRedirects?: number;
+  /** Default 30,000 ms each (undici's own default is 300 s). */
+  headersTimeoutMs?: number;
+  bodyTimeoutMs?: number;
+}
+
+export interface DownloadResult {
+  /** Absolute path of the file. */
+  path: string;
+  /** The path relative to the run directory, with `/` separators (what the journal records). */
+  relativePath: string;
+  sha256: string;
+  size: number;
+  contentType: string;
+  /** The same bytes were already there (a resumed run); nothing was written. */
+  alreadyPresent: boolean;
+}
+
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+
+/** True for hosts that never leave the machine: 127.0.0.0/8, ::1 and localhost. */
+export function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  if (isIP(host) === 6) return host === '::1' || host === '0:0:0:0:0:0:0:1';
+  return false;
+}
+
+/** Refuses a URL that is not https, unless it is plain http to loopback. */
+export function checkDownloadUrl(url: URL): void {
+  if (url.protocol === 'https:') return;
+  if (url.protocol === 'http:' && isLoopbackHost(url.hostname)) return;
+  throw new DownloadError('insecure_url', 'invalid_input', `Refusing to download ${describe(url)}: only https is allowed (plain http only to loopback).`);
+}
+
+/** The URL without query or fragment, which may carry signed tokens, for messages. */
+function describe(url: URL): string {
+  return redact(`${url.protocol}//${url.host}${url.pathname}`);
+}
+
+function mediaType(header: string | string[] | undefined): string | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  const type = value?.split(';')[0]?.trim().toLowerCase();
+  return type === '' ? undefined : type;
+}
+
+function contentTypeAllowed(type: string, allowed: readonly string[]): boolean {
+  return allowed.some((entry) => {
+    const want = entry.trim().toLowerCase();
+    return want.endsWith('/*') ? type.startsWith(want.slice(0, -1)) : type === want;
+  });
+}
+
+/** Downloads `url` to `runDir/relativePath` under the rules of the header comment. */
+export async function downloadToFile(options: DownloadOptions): Promise<DownloadResult> {
+  const { signal } = options;
+  if (signal?.aborted) throw abortError(signal);
+  let target: string;
+  try {
+    target = resolveInside(options.runDir, options.relativePath);
+  } catch (error) {
+    throw new DownloadError('unsafe_path', 'invalid_input', (error as Error).message);
+  }
+  const first = new URL(options.url);
+  checkDownloadUrl(first);
+
+  // Create the folder, then check its real path: a symlink inside the run directory must not lead out.
+  const folder = dirname(target);
+  await mkdir(folder, { recursive: true });
+  const [realRoot, realFolder] = await Promise.all([realpath(options.runDir), realpath(folder)]);
+  if (!isInside(realRoot, realFolder)) throw new DownloadError('unsafe_path', 'invalid_input', 'An output folder leads outside the run directory (through a symlink).');
+
+  const response = await fetchFollowingSameOrigin(first, options);
+  const body = response.body;
+  let temp: string | undefined;
+  let handle: FileHandle | undefined;
+  try {
+    const contentType = mediaType(response.headers['content-type']);
+    if (contentType === undefined || !contentTypeAllowed(contentType, options.allowedContentTypes)) {
+      throw new DownloadError('content_type', 'invalid_response', `Refusing ${describe(first)}: content type ${contentType ?? '(none)'} is not one of ${options.allowedContentTypes.join(', ')}.`);
+    }
+    const declared = Number(response.headers['content-length']);
+    if (Number.isFinite(declared) && declared > options.maxBytes) throw tooLarge(first, options.maxBytes);
+
+    temp = join(folder, `.genpipe-${randomBytes(8).toString('hex')}.part`);
+    handle = await open(temp, 'wx', 0o644);
+    const hash = createHash('sha256');
+    let size = 0;
+    for await (const chunk of body) {
+      const bytes = chunk as Buffer;
+      size += bytes.length;
+      if (size > options.maxBytes) throw tooLarge(first, options.maxBytes);
+      hash.update(bytes);
+      await writeAll(handle, bytes);
+    }
+    await handle.sync();
+    await handle.close();
+    handle = undefined;
+    const sha256 = hash.digest('hex');
+    const alreadyPresent = await placeWithoutOverwrite(temp, target, sha256);
+    temp = undefined;
+    if (!alreadyPresent) await syncDirectory(folder);
+    return { path: target, relativePath: relative(resolve(options.runDir), target).split(sep).join('/'), sha256, size, contentType, alreadyPresent };
+  } catch (error) {
+    // Close the connection rather than drain a body we refuse; undici reports that as an error event.
+    body.on('error', () => undefined).destroy();
+    throw translate(error, signal);
+  } finally {
+    await handle?.close().catch(() => undefined);
+    if (temp !== undefined) await unlink(temp).catch(() => undefined);
+  }
+}
+
+function tooLarge(url: URL, maxBytes: number): DownloadError {
+  return new DownloadError('too_large', 'invalid_response', `Refusing ${describe(url)}: it is larger than ${maxBytes} bytes.`);
+}
+
+async function writeAll(handle: FileHandle, bytes: Buffer): Promise<void> {
+  let offset = 0;
+  // Bounded: each turn writes at least one byte, or throws.
+  while (offset < bytes.length) {
+    const { bytesWritten } = await handle.write(bytes, offset, bytes.length - offset);
+    if (bytesWritten <= 0) throw new Error('a download write made no progress');
+    offset += bytesWritten;
+  }
+}
+
+/** Sends the GET and follows up to `maxRedirects` redirects within the first URL's origin. */
+async function fetchFollowingSameOrigin(first: URL, options: DownloadOptions): Promise<Dispatcher.ResponseData> {
+  const maxRedirects = options.maxRedirects ?? DEFAULT_MAX_REDIRECTS;
+  let current = first;
+  for (let hop = 0; hop <= maxRedirects; hop++) {
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await request(current, {
+        method: 'GET',
+        headers: { accept: options.allowedContentTypes.join(', ') || '*/*' },
+        ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
+        signal: options.signal ?? null,
+        headersTimeout: options.headersTimeoutMs ?? 30_000,
+        bodyTimeout: options.bodyTimeoutMs ?? 30_000,
+      });
+    } catch (error) {
+      throw translate(error, options.signal);
+    }
+    const status = response.statusCode;
+    if (status >= 200 && status < 300) return response;
+    await response.body.dump().catch(() => undefined);
+    const location = response.headers.location;
+    if (!REDIRECT_STATUSES.has(status) || typeof location !== 'string') {
+      throw errorFromStatus(status, undefined, { endpoint: 'other' });
+    }
+    const next = new URL(location, current);
+    checkDownloadUrl(next);
+    if (next.origin !== first.origin) {
+      throw new DownloadError('cross_origin_redirect', 'invalid_response', `Refusing the redirect from ${describe(current)} to ${describe(next)}: downloads follow redirects only within the same host.`);
+    }
+    current = next;
+  }
+  throw new DownloadError('too_many_redirects', 'invalid_response', `Refusing ${describe(first)}: more than ${maxRedirects} redirects.`);
+}
+
+/**
+ * Puts the synced temp file at `target` unless a file is there. Returns true when the same bytes
+ * were already there. Always consumes `temp`.
+ */
+async function placeWithoutOverwrite(temp: string, target: string, sha256: string): Promise<boolean> {
+  try {
+    await link(temp, target);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') {
+      await unlink(temp);
+      return sameFile(target, sha256);
+    }
+    // A filesystem without hard links: fall back to check-then-rename (racy only against another writer).
+    const existing = await lstat(target).catch(() => undefined);
+    if (existing !== undefined) {
+      await unlink(temp);
+      return sameFile(target, sha256);
+    }
+    await rename(temp, target);
+    return false;
+  }
+  await unlink(temp);
+  return false;
+}
+
+async function sameFile(target: string, sha256: string): Promise<boolean> {
+  const info = await lstat(target);
+  if (info.isFile() && (await hashFile(target)) === sha256) return true;
+  throw new DownloadError('exists', 'invalid_file', `Refusing to overwrite ${target}: a different file already has that name.`);
+}
+
+async function hashFile(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/** Maps a failure to a GenpipeError: refusals pass through, aborts and network failures get their codes. */
+function translate(error: unknown, signal: AbortSignal | undefined): unknown {
+  if (error instanceof GenpipeError) return error;
+  if (signal?.aborted) return abortError(signal);
+  const code = (error as NodeJS.ErrnoException).code;
+  // Local filesystem failures are not the network's fault.
+  if (typeof code === 'string' && /^E[A-Z]+$/.test(code) && ['ENOSPC', 'EACCES', 'EROFS', 'EDQUOT', 'EMFILE', 'EIO'].includes(code)) return error;
+  const outcome = classifyTransportError(error, false);
+  return new GenpipeError(outcomeErrorCode(outcome), `The download failed: ${redact(error instanceof Error ? error.message : String(error))}.`, { cause: error });
+}

@@ -1,0 +1,134 @@
+/**
+ * The records of `journal.jsonl`, the run's source of truth (runner issue #5).
+ *
+ * Every record is a JSON object with a `type` discriminator and an optional `at` (milliseconds since
+ * the epoch, stamped by the journal when absent; resume uses it to relearn poll durations).
+ * Objects are *loose*: a field added by a newer genpipe survives a read by an older one. Adding a
+ * record type means adding one schema to `JournalRecord`; a reader that meets a type it does not
+ * know reports that line (it never guesses what it meant).
+ */
+import * as z from 'zod';
+
+const at = z.number().int().nonnegative().optional();
+const instance = z.string().min(1);
+
+/** A run began (or resumed with the same plan): which pipeline, and a hash of its plan. */
+export const RunStartedRecord = z.looseObject({
+  type: z.literal('run_started'),
+  at,
+  runId: z.string().min(1),
+  pipeline: z.string(),
+  planHash: z.string().min(1),
+});
+
+/**
+ * Written and synced before a credit-spending POST: after a crash, an intent without a
+ * `submitted` record is a submit whose fate is unknown and must be reconciled, not resent blindly.
+ */
+export const IntentRecord = z.looseObject({
+  type: z.literal('intent'),
+  at,
+  instance,
+  model: z.string().min(1),
+  /** null when the endpoint takes no Idempotency-Key (reliability.md #5). */
+  idempotencyKey: z.string().min(1).nullable(),
+  /** sha256 hex of the exact request body sent, so a retry can prove it sends the same body. */
+  bodyHash: z.string().regex(/^[0-9a-f]{64}$/),
+});
+
+/** How a submitted instance is tracked; one shape per kind of handle the service gives back. */
+export const SubmissionHandle = z.discriminatedUnion('kind', [
+  z.looseObject({ kind: z.literal('request'), requestId: z.string().min(1) }),
+  z.looseObject({ kind: z.literal('job_set'), jobSetId: z.string().min(1) }),
+  z.looseObject({ kind: z.literal('agent_message'), sessionId: z.string().min(1), messageId: z.string().min(1) }),
+]);
+export type SubmissionHandle = z.infer<typeof SubmissionHandle>;
+
+export const SubmittedRecord = z.looseObject({
+  type: z.literal('submitted'),
+  at,
+  instance,
+  handle: SubmissionHandle,
+});
+
+/** Terminal statuses only: an instance never leaves one (reliability.md #6). */
+export const TERMINAL_STATUSES = ['completed', 'failed', 'nsfw', 'canceled'] as const;
+export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
+
+/** One result the service produced; the URL is where to fetch it, never where to store it. */
+export const OutputRef = z.looseObject({
+  url: z.string().min(1),
+  contentType: z.string().optional(),
+});
+export type OutputRef = z.infer<typeof OutputRef>;
+
+export const StatusRecord = z.looseObject({
+  type: z.literal('status'),
+  at,
+  instance,
+  status: z.enum(TERMINAL_STATUSES),
+  outputs: z.array(OutputRef),
+});
+
+export const DownloadedRecord = z.looseObject({
+  type: z.literal('downloaded'),
+  at,
+  instance,
+  /** Index of the output in the `status` record's `outputs`. */
+  output: z.number().int().nonnegative().optional(),
+  /** Relative to the run directory, with `/` separators; never absolute, never `..`. */
+  path: z
+    .string()
+    .min(1)
+    .refine((p) => !p.startsWith('/') && !p.split('/').includes('..') && !p.includes('\0') && !p.includes('\\'), 'must be a relative path inside the run directory'),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  size: z.number().int().nonnegative(),
+});
+
+export const FailedRecord = z.looseObject({
+  type: z.literal('failed'),
+  at,
+  instance,
+  /** A stable error code (the `code` of a GenpipeError). */
+  code: z.string().min(1),
+  message: z.string(),
+});
+
+/** An agent conversation's session, so that a resumed run continues it instead of opening another. */
+export const AgentSessionRecord = z.looseObject({
+  type: z.literal('agent_session'),
+  at,
+  conversation: z.string().min(1),
+  sessionId: z.string().min(1),
+});
+
+export const RunFinishedRecord = z.looseObject({
+  type: z.literal('run_finished'),
+  at,
+  outcome: z.enum(['completed', 'failed', 'aborted']).optional(),
+});
+
+export const JournalRecord = z.discriminatedUnion('type', [
+  RunStartedRecord,
+  IntentRecord,
+  SubmittedRecord,
+  StatusRecord,
+  DownloadedRecord,
+  FailedRecord,
+  AgentSessionRecord,
+  RunFinishedRecord,
+]);
+export type JournalRecord = z.infer<typeof JournalRecord>;
+export type JournalRecordType = JournalRecord['type'];
+export type JournalRecordOf<K extends JournalRecordType> = Extract<JournalRecord, { type: K }>;
+
+export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordType>([
+  'run_started',
+  'intent',
+  'submitted',
+  'status',
+  'downloaded',
+  'failed',
+  'agent_session',
+  'run_finished',
+]);

@@ -1,0 +1,380 @@
+/**
+ * `journal.jsonl`: the append-only journal that is the run's source of truth (runner issue #5).
+ *
+ * ## Line format
+ *
+ *     <crc32> <json>\n
+ *
+ * - `<crc32>`: exactly 8 lowercase hex digits, the CRC-32 (`zlib.crc32`) of the UTF-8 bytes of `<json>`.
+ * - one space, then `<json>`: one record (see `journal-records.ts`) as `JSON.stringify` prints it,
+ *   which never contains a raw newline.
+ * - `\n` ends every record. A record exists only once its newline is on disk.
+ *
+ * The prefix keeps the record itself plain JSON (`cut -c10- journal.jsonl | jq` works) and lets
+ * the checksum cover the exact bytes written, with no canonicalisation to agree on.
+ *
+ * ## Reading
+ *
+ * - The **last** line is *torn* when it has no newline (a write cut at any byte offset, or a tail
+ *   of zeros left by a crash) or fails its checksum or format. It is dropped and reported as
+ *   `tornTail`, not as an error: no caller was ever told it was durable, because a durable append
+ *   resolves only after the whole line, newline included, is synced. `Journal.open` truncates it
+ *   so the next record starts on a fresh line.
+ * - A bad line **in the middle** (bad checksum, bad format, not JSON, a record this version does
+ *   not know) is **skipped and reported** in `corrupt`, and reading goes on. Why skip rather than
+ *   stop: every record carries its own checksum and names its own instance, so a later record does
+ *   not depend on the bytes of an earlier one; stopping would throw away every later, verified
+ *   fact (an intent, a request id) and make a blind resend, i.e. a double spend, *more* likely.
+ *   Deciding whether a run with `corrupt` lines may resume is the resume layer's call (it should
+ *   refuse without an explicit flag, since the lost line may have been an intent).
+ *
+ * ## Writing: group commit
+ *
+ * Appends go to a queue. One writer drains it: it takes everything queued (up to a byte cap),
+ * writes it with a single `write`, and syncs once if any record in the batch asked to be durable.
+ * Appends that arrive while a write+sync is in flight wait for the next batch, so N concurrent
+ * durable appends cost far fewer than N syncs. After a failed write or sync the journal refuses all
+ * further appends: once fsync has failed the page cache can no longer be trusted ("fsyncgate").
+ *
+ * Every string in a record passes through `redact()` before it is written, so a registered secret
+ * never reaches the file.
+ */
+import { crc32 } from 'node:zlib';
+import { open, readFile, truncate, type FileHandle } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { GenpipeError } from '../api/errors.js';
+import { redact } from '../util/redact.js';
+import { JOURNAL_RECORD_TYPES, JournalRecord } from './journal-records.js';
+import { syncDirectory } from './sync-directory.js';
+
+const NEWLINE = 0x0a;
+const PREFIX_LENGTH = 9; // 8 hex digits and a space
+/** Largest single write; a batch above it is split so one write never builds a giant buffer. */
+const MAX_BATCH_BYTES = 4 * 1024 * 1024;
+/** Records are small; a deeper object is a bug (or a cycle) and is refused. */
+const MAX_DEPTH = 64;
+
+/** Encodes one JSON text as a journal line (checksum, space, JSON, newline). */
+export function encodeLine(json: string): Buffer {
+  const body = Buffer.from(json, 'utf8');
+  const sum = crc32(body).toString(16).padStart(8, '0');
+  return Buffer.concat([Buffer.from(`${sum} `, 'latin1'), body, Buffer.from('\n', 'latin1')]);
+}
+
+export interface CorruptLine {
+  /** 1-based line number. */
+  line: number;
+  reason: string;
+}
+
+export interface ReadJournalResult {
+  records: JournalRecord[];
+  /** The last line was incomplete or failed its checksum, and was dropped. */
+  tornTail: boolean;
+  /** Bad lines before the last one, skipped. */
+  corrupt: CorruptLine[];
+  /** Length in bytes of the file without the torn tail: where the next record must start. */
+  endOffset: number;
+}
+
+type LineCheck = { ok: true; value: unknown } | { ok: false; integrity: boolean; reason: string };
+
+/** Checks one line (without its newline). `integrity` failures are the ones a torn write causes. */
+function checkLine(bytes: Buffer): LineCheck {
+  if (bytes.length < PREFIX_LENGTH + 2) return { ok: false, integrity: true, reason: 'line too short' };
+  const prefix = bytes.toString('latin1', 0, PREFIX_LENGTH);
+  if (!/^[0-9a-f]{8} $/.test(prefix)) return { ok: false, integrity: true, reason: 'malformed checksum prefix' };
+  const body = bytes.subarray(PREFIX_LENGTH);
+  const expected = Number.parseInt(prefix.slice(0, 8), 16);
+  if (crc32(body) !== expected) return { ok: false, integrity: true, reason: 'checksum mismatch' };
+  let json: unknown;
+  try {
+    json = JSON.parse(body.toString('utf8'));
+  } catch {
+    return { ok: false, integrity: false, reason: 'checksum matches but the text is not JSON' };
+  }
+  const type = (json as { type?: unknown } | null)?.type;
+  if (typeof type === 'string' && !JOURNAL_RECORD_TYPES.has(type)) return { ok: false, integrity: false, reason: `unknown record type "${type.slice(0, 40)}"` };
+  const parsed = JournalRecord.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { ok: false, integrity: false, reason: `invalid record: ${issue ? `${issue.path.join('.') || '(record)'}: ${issue.message}` : 'invalid'}` };
+  }
+  return { ok: true, value: parsed.data };
+}
+
+/** Parses the bytes of a journal (see the header comment for the torn-tail and corruption rules). */
+export function parseJournal(data: Buffer): ReadJournalResult {
+  const records: JournalRecord[] = [];
+  const corrupt: CorruptLine[] = [];
+  let start = 0;
+  let line = 0;
+  // Bounded: each turn consumes at least one byte of `data`.
+  while (start < data.length) {
+    line++;
+    const end = data.indexOf(NEWLINE, start);
+    if (end === -1) {
+      // No newline: the last write was cut short.
+      return { records, tornTail: true, corrupt, endOffset: start };
+    }
+    const check = checkLine(data.subarray(start, end));
+    const isLast = end === data.length - 1;
+    if (check.ok) records.push(check.value as JournalRecord);
+    else if (isLast && check.integrity) return { records, tornTail: true, corrupt, endOffset: start };
+    else corrupt.push({ line, reason: check.reason });
+    start = end + 1;
+  }
+  return { records, tornTail: false, corrupt, endOffset: data.length };
+}
+
+/** Reads a journal file. A missing file reads as empty. */
+export async function readJournal(path: string): Promise<ReadJournalResult> {
+  let data: Buffer;
+  try {
+    data = await readFile(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { records: [], tornTail: false, corrupt: [], endOffset: 0 };
+    throw error;
+  }
+  return parseJournal(data);
+}
+
+/** The file operations the writer needs; injectable to count syncs or simulate a failing disk. */
+export interface JournalFile {
+  /** Appends all of `data`. */
+  write(data: Uint8Array): Promise<void>;
+  /** Makes every byte written so far durable. */
+  sync(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface JournalOptions {
+  /** Clock for the `at` stamp, in milliseconds since the epoch. Default `Date.now`. */
+  now?: () => number;
+  /** Wraps the real file, e.g. to count syncs in a test. */
+  wrapFile?: (file: JournalFile) => JournalFile;
+}
+
+export interface AppendOptions {
+  /** Resolve only once the record is synced to disk. Default false: resolve once it is written. */
+  durable?: boolean;
+}
+
+export interface JournalStats {
+  records: number;
+  writes: number;
+  syncs: number;
+}
+
+interface Pending {
+  line: Buffer;
+  durable: boolean;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+export class JournalError extends GenpipeError {
+  override readonly name = 'JournalError';
+}
+
+class HandleFile implements JournalFile {
+  constructor(private readonly handle: FileHandle) {}
+  async write(data: Uint8Array): Promise<void> {
+    let offset = 0;
+    // Bounded: each turn writes at least one byte, or throws.
+    while (offset < data.length) {
+      const { bytesWritten } = await this.handle.write(data, offset, data.length - offset);
+      if (bytesWritten <= 0) throw new Error('the journal write made no progress');
+      offset += bytesWritten;
+    }
+  }
+  // fdatasync: it still flushes the file size, which an append changes; it skips only mtime.
+  sync(): Promise<void> {
+    return this.handle.datasync();
+  }
+  close(): Promise<void> {
+    return this.handle.close();
+  }
+}
+
+export class Journal {
+  readonly path: string;
+  /** What the file held when it was opened (empty for a new journal); resume rebuilds state from it. */
+  readonly recovered: ReadJournalResult;
+  /** True when `open` created the file. */
+  readonly created: boolean;
+  readonly #file: JournalFile;
+  readonly #now: () => number;
+  readonly #stats: JournalStats = { records: 0, writes: 0, syncs: 0 };
+  #queue: Pending[] = [];
+  #draining: Promise<void> | undefined;
+  /** Bytes written but not yet synced. */
+  #dirty = false;
+  #failure: unknown;
+  #closing: Promise<void> | undefined;
+
+  private constructor(path: string, file: JournalFile, recovered: ReadJournalResult, created: boolean, options: JournalOptions) {
+    this.path = path;
+    this.#file = file;
+    this.recovered = recovered;
+    this.created = created;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /**
+   * Opens a journal for appending, creating it when missing (and syncing its directory, so the new
+   * name survives a crash). An existing journal is read first; a torn last line is cut off.
+   */
+  static async open(path: string, options: JournalOptions = {}): Promise<Journal> {
+    let handle: FileHandle;
+    let created = true;
+    let recovered: ReadJournalResult = { records: [], tornTail: false, corrupt: [], endOffset: 0 };
+    try {
+      handle = await open(path, 'ax', 0o600);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      created = false;
+      recovered = await readJournal(path);
+      if (recovered.tornTail) {
+        await truncate(path, recovered.endOffset);
+      }
+      handle = await open(path, 'a');
+      // Make the truncation durable before anything is appended after it.
+      if (recovered.tornTail) await handle.datasync();
+    }
+    if (created) {
+      try {
+        await syncDirectory(dirname(path));
+      } catch (error) {
+        await handle.close();
+        throw error;
+      }
+    }
+    const base = new HandleFile(handle);
+    return new Journal(path, options.wrapFile ? options.wrapFile(base) : base, recovered, created, options);
+  }
+
+  get stats(): Readonly<JournalStats> {
+    return { ...this.#stats };
+  }
+
+  /**
+   * Appends a record. Records reach the file in the order `append` was called. With `durable`, the
+   * promise resolves once the record (and every record before it) is synced; use it for intents.
+   */
+  append(record: JournalRecord, options: AppendOptions = {}): Promise<void> {
+    let line: Buffer;
+    try {
+      this.#assertWritable();
+      line = this.#encode(record);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#enqueue(line, options.durable === true);
+  }
+
+  /** Resolves once every record appended so far is synced. */
+  flush(): Promise<void> {
+    try {
+      this.#assertWritable();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#enqueue(Buffer.alloc(0), true);
+  }
+
+  /** Syncs what is queued and closes the file. Further appends are refused. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      try {
+        if (this.#failure === undefined) await this.#enqueue(Buffer.alloc(0), true);
+      } finally {
+        await this.#file.close();
+      }
+    })();
+    return this.#closing;
+  }
+
+  #assertWritable(): void {
+    if (this.#failure !== undefined) throw new JournalError('invalid_file', `The journal ${this.path} failed to write earlier; it accepts no more records.`, { cause: this.#failure });
+    if (this.#closing) throw new JournalError('invalid_file', `The journal ${this.path} is closed.`);
+  }
+
+  #encode(record: JournalRecord): Buffer {
+    const stamped = record.at === undefined ? { ...record, at: this.#now() } : record;
+    const parsed = JournalRecord.safeParse(stamped);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new JournalError('invalid_input', `Refusing to journal an invalid ${String((record as { type?: unknown }).type)} record: ${issue ? `${issue.path.join('.') || '(record)'}: ${issue.message}` : 'invalid'}.`);
+    }
+    // Scrub each string before serialising, so a secret is replaced whole even when JSON would escape it.
+    const text = JSON.stringify(scrub(stamped, 0));
+    // Belt and braces: a secret that only appears across JSON syntax is caught here.
+    const scrubbed = redact(text);
+    if (scrubbed !== text) {
+      try {
+        JSON.parse(scrubbed);
+      } catch {
+        throw new JournalError('invalid_input', 'Refusing to journal a record whose serialised form contains a secret.');
+      }
+    }
+    return encodeLine(scrubbed);
+  }
+
+  #enqueue(line: Buffer, durable: boolean): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#queue.push({ line, durable, resolve, reject });
+      this.#draining ??= this.#drain();
+    });
+  }
+
+  async #drain(): Promise<void> {
+    // Let appends made in the same tick join the first batch.
+    await Promise.resolve();
+    // Bounded: each turn removes at least one entry from the queue; new entries arrive only from callers.
+    while (this.#queue.length > 0) {
+      let bytes = 0;
+      let count = 0;
+      for (const entry of this.#queue) {
+        if (count > 0 && bytes + entry.line.length > MAX_BATCH_BYTES) break;
+        bytes += entry.line.length;
+        count++;
+      }
+      const batch = this.#queue.splice(0, count);
+      try {
+        if (bytes > 0) {
+          await this.#file.write(Buffer.concat(batch.map((entry) => entry.line), bytes));
+          this.#stats.writes++;
+          this.#dirty = true;
+        }
+        if (batch.some((entry) => entry.durable) && this.#dirty) {
+          await this.#file.sync();
+          this.#stats.syncs++;
+          this.#dirty = false;
+        }
+      } catch (error) {
+        this.#failure = error;
+        const failed = [...batch, ...this.#queue.splice(0)];
+        const wrapped = new JournalError('invalid_file', `Could not write the journal ${this.path}.`, { cause: error });
+        for (const entry of failed) entry.reject(wrapped);
+        break;
+      }
+      this.#stats.records += batch.filter((entry) => entry.line.length > 0).length;
+      for (const entry of batch) entry.resolve();
+    }
+    this.#draining = undefined;
+  }
+}
+
+/** Returns a copy of a JSON value with every string (keys included) passed through `redact`. */
+function scrub(value: unknown, depth: number): unknown {
+  if (depth > MAX_DEPTH) throw new JournalError('invalid_input', 'Refusing to journal a record nested too deeply.');
+  if (typeof value === 'string') return redact(value);
+  if (Array.isArray(value)) return value.map((item) => scrub(item, depth + 1));
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value)) out[redact(key)] = scrub(item, depth + 1);
+    return out;
+  }
+  return value;
+}

@@ -1,0 +1,80 @@
+/**
+ * Output file names. genpipe chooses them from instance ids, never from URLs (reliability.md #16),
+ * and checks that every path it writes stays inside the run directory.
+ *
+ * `safeFileName('sheets[tier=cats,seed=3]', 'png')` → `sheets_tier=cats,seed=3-1f0c9a7be2d4.png`
+ *
+ * The rule, and why names stay unique:
+ * - Characters outside `[A-Za-z0-9._=,-]` become `_` (a run of them one `_`); leading `.`, `_`,
+ *   `=`, `,`, `-` and trailing `.`, `_` go (no hidden files, no `.`/`..`, nothing that reads as a
+ *   flag, no trailing dot that Windows drops), and a Windows device name (`CON`, `NUL`…) gets a `_`.
+ * - When that left a non-empty id exactly as it was, the id is the name: identity is injective.
+ * - Otherwise (or when the id is long, or already looks like a hashed name) the readable part is
+ *   cut to a bounded length and `-` plus 12 hex digits of sha256(id) is appended, so two ids that
+ *   read alike still get different names. An untouched id never ends in `-` + 12 hex digits, so
+ *   the two kinds cannot meet.
+ * - The output index, when given, is appended as `+N`: `+` is outside the kept characters, so no
+ *   stem contains it.
+ */
+import { createHash } from 'node:crypto';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
+import { GenpipeError } from '../api/errors.js';
+
+/** Longest stem (name without index and extension). With them, a name stays under 130 bytes, far below NAME_MAX (255) even with a temp prefix. */
+export const MAX_STEM_LENGTH = 100;
+const HASH_DIGITS = 12;
+const UNSAFE_RUN = /[^A-Za-z0-9._=,-]+/g;
+const HASHED_SUFFIX = /-[0-9a-f]{12}$/;
+const WINDOWS_DEVICE = /^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])$/i;
+const EXTENSION = /^[a-z0-9]{1,10}$/;
+
+export interface SafeFileNameOptions {
+  /** Which output of the instance, for instances that produce several. */
+  index?: number;
+}
+
+/** Maps an instance id to a safe, readable, bounded and unique file name (see the header comment). */
+export function safeFileName(instanceId: string, extension: string, options: SafeFileNameOptions = {}): string {
+  if (!EXTENSION.test(extension)) throw new GenpipeError('invalid_input', `"${extension.slice(0, 20)}" is not a file extension genpipe writes (1 to 10 lowercase letters or digits).`);
+  const { index } = options;
+  if (index !== undefined && (!Number.isSafeInteger(index) || index < 0)) throw new GenpipeError('invalid_input', 'An output index must be a non-negative integer.');
+  let stem = tidy(instanceId.replace(UNSAFE_RUN, '_'));
+  const changed = stem === '' || stem !== instanceId || stem.length > MAX_STEM_LENGTH || HASHED_SUFFIX.test(stem) || isWindowsDevice(stem);
+  if (changed) {
+    // UTF-16 code units, not UTF-8: UTF-8 turns every lone surrogate into U+FFFD, which would collide.
+    const hash = createHash('sha256').update(Buffer.from(instanceId, 'utf16le')).digest('hex').slice(0, HASH_DIGITS);
+    let readable = tidy(stem.slice(0, MAX_STEM_LENGTH - HASH_DIGITS - 2)) || 'instance';
+    if (isWindowsDevice(readable)) readable = `_${readable}`;
+    stem = `${readable}-${hash}`;
+  }
+  return `${stem}${index === undefined ? '' : `+${index}`}.${extension}`;
+}
+
+/** Windows reserves device names before the first dot, whatever follows (`con.txt.png`). */
+function isWindowsDevice(name: string): boolean {
+  return WINDOWS_DEVICE.test(name.split('.')[0] ?? '');
+}
+
+function tidy(stem: string): string {
+  return stem.replace(/^[._=,-]+/, '').replace(/[._]+$/, '');
+}
+
+/** True when `child` is `parent` itself or lies below it (both resolved; no filesystem access). */
+export function isInside(parent: string, child: string): boolean {
+  const rel = relative(resolve(parent), resolve(child));
+  return rel === '' || (!isAbsolute(rel) && rel !== '..' && !rel.startsWith(`..${sep}`));
+}
+
+/**
+ * Resolves a path relative to the run directory and refuses one that is absolute, contains NUL or
+ * leads outside it. Symlinks are not followed here; `downloadToFile` checks the real path too.
+ */
+export function resolveInside(runDir: string, relativePath: string): string {
+  if (relativePath === '' || relativePath.includes('\0') || isAbsolute(relativePath) || /^[A-Za-z]:/.test(relativePath) || relativePath.startsWith('\\')) {
+    throw new GenpipeError('invalid_input', 'An output path must be a non-empty relative path without NUL characters.');
+  }
+  const root = resolve(runDir);
+  const full = resolve(root, relativePath);
+  if (full === root || !isInside(root, full)) throw new GenpipeError('invalid_input', 'An output path must stay inside the run directory.');
+  return full;
+}
