@@ -136,8 +136,25 @@ export class Plan {
    */
   *entries(stepId: string, catalog?: OptionsCatalog): Generator<PlannedInstance | InstanceError> {
     const step = this.step(stepId);
+    // With placeholder upstream outputs, a body that reads them has no real key yet.
+    const make = this.#maker(step, catalog, !step.readsUpstreamOutputs);
+    if (step.forEach === undefined) {
+      for (const combo of expandMatrix(step.matrix)) {
+        yield make(instanceId(step.id, combo.label), combo.values, { ...this.scopeBase, ...combo.values });
+      }
+      return;
+    }
+    const upstreamSpec = this.step(step.forEach).spec;
+    for (const up of this.entries(step.forEach, catalog)) {
+      if (up instanceof InstanceError) continue;
+      yield* this.#downstream(step, make, up, upstreamSpec.placeholderOutputs(up.id));
+    }
+  }
+
+  /** Renders and validates one instance of `step`. */
+  #maker(step: StepPlan, catalog: OptionsCatalog | undefined, keyed: boolean): Maker {
     const template = this.loaded.templates.get(step.id) as CompiledTemplate;
-    const make = (id: string, values: Record<string, unknown>, scope: Scope, upstream?: string): PlannedInstance | InstanceError => {
+    return (id, values, scope, upstream) => {
       let rendered: unknown;
       try {
         rendered = template.render(scope);
@@ -152,21 +169,23 @@ export class Plan {
         if (error instanceof InstanceError) return error;
         throw error;
       }
-      return new PlannedInstance(id, step.id, values, upstream, body, this.name, !step.readsUpstreamOutputs);
+      return new PlannedInstance(id, step.id, values, upstream, body, this.name, keyed);
     };
-    if (step.forEach === undefined) {
-      for (const combo of expandMatrix(step.matrix)) {
-        yield make(instanceId(step.id, combo.label), combo.values, { ...this.scopeBase, ...combo.values });
-      }
-      return;
-    }
-    const upstreamSpec = this.step(step.forEach).spec;
-    for (const up of this.entries(step.forEach, catalog)) {
-      if (up instanceof InstanceError) continue;
-      const upstream = { id: up.id, values: up.values, outputs: upstreamSpec.placeholderOutputs(up.id) };
-      for (const combo of expandMatrix(step.matrix)) {
-        yield make(downstreamId(step.id, up.id, combo.label), combo.values, { ...this.scopeBase, ...combo.values, upstream }, up.id);
-      }
+  }
+
+  /**
+   * The instances of a for_each step for one finished upstream instance, rendered with the
+   * upstream's real outputs (the runner calls this as each upstream instance completes).
+   */
+  *downstreamOf(stepId: string, upstream: Pick<PlannedInstance, 'id' | 'values'>, outputs: Record<string, unknown>, catalog?: OptionsCatalog): Generator<PlannedInstance | InstanceError> {
+    const step = this.step(stepId);
+    yield* this.#downstream(step, this.#maker(step, catalog, true), upstream, outputs);
+  }
+
+  *#downstream(step: StepPlan, make: Maker, up: Pick<PlannedInstance, 'id' | 'values'>, outputs: Record<string, unknown>): Generator<PlannedInstance | InstanceError> {
+    const upstream = { id: up.id, values: up.values, outputs };
+    for (const combo of expandMatrix(step.matrix)) {
+      yield make(downstreamId(step.id, up.id, combo.label), combo.values, { ...this.scopeBase, ...combo.values, upstream }, up.id);
     }
   }
 
@@ -185,6 +204,8 @@ export class Plan {
     return mapImageFields(built, step.spec.imageFields, (v) => (v.startsWith('https://local.genpipe.invalid/') ? decodeURIComponent(v.slice('https://local.genpipe.invalid/'.length)) : v));
   }
 }
+
+type Maker = (id: string, values: Record<string, unknown>, scope: Scope, upstream?: string) => PlannedInstance | InstanceError;
 
 /** One instance broke a rule; `at` is where in the step's input, when known. */
 export class InstanceError extends Error {
