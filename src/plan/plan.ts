@@ -69,6 +69,11 @@ export class PlannedInstance {
     private readonly keyed: boolean,
   ) {}
 
+  /** The same instance with another body (an nsfw re-roll), hence another key. */
+  withBody(body: unknown): PlannedInstance {
+    return new PlannedInstance(this.id, this.step, this.values, this.upstream, body, this.pipeline, true);
+  }
+
   /** The body as JSON with sorted keys. */
   get canonical(): string {
     this.#canonical ??= canonicalJson(this.body);

@@ -41,6 +41,8 @@ export const SubmissionHandle = z.discriminatedUnion('kind', [
   z.looseObject({ kind: z.literal('request'), requestId: z.string().min(1) }),
   z.looseObject({ kind: z.literal('job_set'), jobSetId: z.string().min(1) }),
   z.looseObject({ kind: z.literal('agent_message'), sessionId: z.string().min(1), messageId: z.string().min(1) }),
+  /** An agent turn: the message waited for, the instance's first message, replies used so far. */
+  z.looseObject({ kind: z.literal('agent_turn'), sessionId: z.string().min(1), messageId: z.string().min(1), firstMessageId: z.string().min(1), repliesUsed: z.number().int().nonnegative() }),
 ]);
 export type SubmissionHandle = z.infer<typeof SubmissionHandle>;
 
@@ -59,6 +61,10 @@ export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
 export const OutputRef = z.looseObject({
   url: z.string().min(1),
   contentType: z.string().optional(),
+  /** The short name genpipe gives the file (`image-0`, `video`). */
+  name: z.string().min(1).optional(),
+  /** Content types accepted for it. */
+  accept: z.array(z.string()).optional(),
 });
 export type OutputRef = z.infer<typeof OutputRef>;
 
@@ -68,6 +74,28 @@ export const StatusRecord = z.looseObject({
   instance,
   status: z.enum(TERMINAL_STATUSES),
   outputs: z.array(OutputRef),
+  /** What downstream templates read as `upstream.outputs`. */
+  result: z.record(z.string(), z.unknown()).optional(),
+  error: z.string().optional(),
+  /** Cost the service reported (agent llm_cost_usd), in US$. */
+  actualCostUsd: z.number().optional(),
+});
+
+/** A local file uploaded through the media flow, so a resumed run sends the same URL (and body). */
+export const UploadedRecord = z.looseObject({
+  type: z.literal('uploaded'),
+  at,
+  /** The local path as the manifest resolved it. */
+  path: z.string().min(1),
+  url: z.string().min(1),
+});
+
+/** An nsfw instance re-rolled: the new body (next variation or seed) gets a new key. */
+export const RerollRecord = z.looseObject({
+  type: z.literal('reroll'),
+  at,
+  instance,
+  attempt: z.number().int().positive(),
 });
 
 export const DownloadedRecord = z.looseObject({
@@ -105,7 +133,7 @@ export const AgentSessionRecord = z.looseObject({
 export const RunFinishedRecord = z.looseObject({
   type: z.literal('run_finished'),
   at,
-  outcome: z.enum(['completed', 'failed', 'aborted']).optional(),
+  outcome: z.enum(['completed', 'failed', 'aborted', 'budget', 'stopped']).optional(),
 });
 
 export const JournalRecord = z.discriminatedUnion('type', [
@@ -117,6 +145,8 @@ export const JournalRecord = z.discriminatedUnion('type', [
   FailedRecord,
   AgentSessionRecord,
   RunFinishedRecord,
+  UploadedRecord,
+  RerollRecord,
 ]);
 export type JournalRecord = z.infer<typeof JournalRecord>;
 export type JournalRecordType = JournalRecord['type'];
@@ -131,4 +161,6 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'failed',
   'agent_session',
   'run_finished',
+  'uploaded',
+  'reroll',
 ]);

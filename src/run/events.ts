@@ -1,0 +1,46 @@
+/**
+ * Typed run events. The runner emits them and knows nothing of who listens: progress bars, log
+ * lines and JSON logs are subscribers (report layer).
+ */
+import type { TerminalStatus } from './journal-records.js';
+
+export type RunEvent =
+  | { type: 'run_started'; runId: string; runDir: string; pipeline: string; instances: number; resumed: boolean }
+  | { type: 'step_started'; step: string }
+  | { type: 'instance_submitted'; step: string; instance: string; model: string; estimatedUsd: number | undefined }
+  | { type: 'instance_finished'; step: string; instance: string; status: TerminalStatus; estimatedUsd: number | undefined; actualCostUsd?: number | undefined; error?: string | undefined }
+  | { type: 'instance_failed'; step: string; instance: string; code: string; message: string }
+  | { type: 'instance_unknown'; step: string; instance: string; message: string }
+  | { type: 'instance_skipped'; step: string; instance: string; reason: string }
+  | { type: 'run_stopping'; reason: StopReason; message: string }
+  | { type: 'run_finished'; summary: RunSummary };
+
+export type StopReason = 'budget' | 'fail_fast' | 'max_failures' | 'insufficient_credits' | 'retry_budget' | 'aborted';
+
+export type RunOutcome = 'completed' | 'failed' | 'budget' | 'aborted' | 'stopped';
+
+export interface RunCounts {
+  completed: number;
+  failed: number;
+  nsfw: number;
+  canceled: number;
+  /** Submits whose fate is unknown (no key, no answer): resubmitted only with --resubmit-unknown. */
+  unknown: number;
+  /** Not started because the run stopped (budget, fail-fast, abort): a resume does them. */
+  pending: number;
+}
+
+export interface RunSummary {
+  runId: string;
+  runDir: string;
+  pipeline: string;
+  outcome: RunOutcome;
+  /** The sentence that explains a stop, when the run stopped. */
+  message?: string | undefined;
+  counts: RunCounts;
+  /** Estimated US$ of every instance submitted (in this run or before it). */
+  estimatedUsd: number;
+  durationMs: number;
+}
+
+export type RunListener = (event: RunEvent) => void;

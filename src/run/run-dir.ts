@@ -1,0 +1,61 @@
+/** Run directories: `runs/<pipeline>/<run-id>/` with plan.json, journal.jsonl, outputs/ and outputs.csv. */
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { GenpipeError } from '../api/errors.js';
+import { canonicalJson } from '../plan/instance.js';
+import type { Plan } from '../plan/plan.js';
+
+/** A timestamp-based run id that sorts in time order: `20261122T051300Z-3fa2`. */
+export function newRunId(now: Date = new Date()): string {
+  const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}Z$/, 'Z');
+  return `${stamp}-${randomBytes(2).toString('hex')}`;
+}
+
+export interface PlanFile {
+  pipeline: string;
+  runId: string;
+  manifest: string;
+  planHash: string;
+  createdAt: string;
+  steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; price_usd: number | null }[];
+  estimate: { known_usd: number; unknown_instances: number };
+}
+
+/**
+ * A hash of everything the plan would send: the manifest and every instance's id and canonical
+ * input. A resumed run compares it, so a changed manifest (or CSV, or preset list) is noticed.
+ */
+export function planHash(plan: Plan): string {
+  const hash = createHash('sha256').update(canonicalJson(plan.loaded.manifest));
+  for (const step of plan.steps) {
+    for (const instance of plan.instances(step.id)) hash.update('\n').update(instance.id).update('\u0000').update(instance.canonical);
+  }
+  return hash.digest('hex');
+}
+
+export async function createRunDir(root: string, plan: Plan, manifestPath: string, hash: string, now: Date = new Date()): Promise<{ runId: string; dir: string }> {
+  const runId = newRunId(now);
+  const dir = join(root, plan.name, runId);
+  await mkdir(join(dir, 'outputs'), { recursive: true });
+  const estimate = plan.estimate();
+  const file: PlanFile = {
+    pipeline: plan.name,
+    runId,
+    manifest: manifestPath,
+    planHash: hash,
+    createdAt: now.toISOString(),
+    steps: plan.steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, price_usd: s.priceUsd ?? null })),
+    estimate: { known_usd: estimate.knownUsd, unknown_instances: estimate.unknownInstances },
+  };
+  await writeFile(join(dir, 'plan.json'), `${JSON.stringify(file, null, 2)}\n`, { flag: 'wx' });
+  return { runId, dir };
+}
+
+export async function readPlanFile(dir: string): Promise<PlanFile> {
+  try {
+    return JSON.parse(await readFile(join(dir, 'plan.json'), 'utf8')) as PlanFile;
+  } catch (error) {
+    throw new GenpipeError('invalid_input', `${dir} is not a run directory (no readable plan.json).`, { cause: error });
+  }
+}
