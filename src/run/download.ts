@@ -15,6 +15,7 @@
  *   as done (`alreadyPresent`): that is the crash between the rename and the journal record, and
  *   the resumed run must get past it. Different bytes are refused.
  */
+import { crashPoint } from './crash-points.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { link, lstat, mkdir, open, realpath, rename, unlink, type FileHandle } from 'node:fs/promises';
@@ -157,6 +158,7 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
       if (size > options.maxBytes) throw tooLarge(first, options.maxBytes);
       hash.update(bytes);
       await writeAll(handle, bytes);
+      crashPoint('mid_download');
     }
     await handle.sync();
     await handle.close();

@@ -28,6 +28,7 @@ import { downloadToFile } from './download.js';
 import type { RunCounts, RunEvent, RunListener, RunOutcome, RunSummary, StopReason } from './events.js';
 import type { JournalRecord, TerminalStatus } from './journal-records.js';
 import { Journal } from './journal.js';
+import { crashPoint } from './crash-points.js';
 import { safeFileName } from './output-names.js';
 import { PollScheduler, type PollScheduleOptions } from './poll-schedule.js';
 import { applyRecord, replay, resumeAction, type InstanceState, type RunState } from './run-state.js';
@@ -413,9 +414,12 @@ class Runner {
     let busyPolls = 0;
     for (let attempt = 0; ; attempt++) {
       await this.#bucket.take(this.#o.signal);
+      crashPoint('before_intent_sync');
       await this.#log({ type: 'intent', instance: instance.id, model: step.model, idempotencyKey: key ?? null, bodyHash }, true);
+      crashPoint('after_intent_sync');
       try {
         const submission = await adapter.submit(body, { idempotencyKey: key, script }, ctx);
+        crashPoint('after_post');
         await this.#log({ type: 'submitted', instance: instance.id, handle: submission }, true);
         this.#emit({ type: 'instance_submitted', step: step.id, instance: instance.id, model: step.model, estimatedUsd: step.priceUsd });
         return submission;
@@ -568,6 +572,7 @@ class Runner {
         dispatcher: this.#o.client.transport.dispatcher,
         signal: this.#o.signal,
       });
+      crashPoint('mid_rename');
       await this.#log({ type: 'downloaded', instance: id, output: index, path: result.relativePath, sha256: result.sha256, size: result.size });
     }
   }
