@@ -8,8 +8,7 @@ import * as z from 'zod';
 import { Credentials, credentialsFromEnv, credentialsFromFile } from './credentials.js';
 import { GenpipeError } from './errors.js';
 import { DEFAULT_BACKOFF, DEFAULT_MAX_RETRY_AFTER_MS } from './retry.js';
-import { formatLocation, loadYaml, YamlSyntaxError } from '../util/yaml-source.js';
-import { formatPath } from '../util/zod-issues.js';
+import { loadYamlAs, YamlSyntaxError } from '../util/yaml-source.js';
 
 export interface ClientConfig {
   /** `{base_url}`: the main API address. */
@@ -96,21 +95,12 @@ export function readConfigFile(path: string): ConfigFile {
   } catch (error) {
     throw new GenpipeError('config', `Cannot read the config file ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`, { cause: error });
   }
-  let source;
   try {
-    source = loadYaml(text, path, { maxBytes: 256 * 1024 });
+    return loadYamlAs(text, path, ConfigFile, { maxBytes: 256 * 1024, unknownKeyMessage: 'unknown setting' });
   } catch (error) {
-    if (error instanceof YamlSyntaxError) throw new GenpipeError('config', `Invalid config file: ${error.message}.`);
+    if (error instanceof YamlSyntaxError) throw new GenpipeError('config', `Invalid config file: ${error.message.split('\n')[0] ?? ''}.`);
     throw error;
   }
-  const parsed = ConfigFile.safeParse(source.value ?? {});
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0]!;
-  const unknown = issue.code === 'unrecognized_keys' ? issue.keys[0] : undefined;
-  const path_ = unknown === undefined ? issue.path : [...issue.path, unknown];
-  const where = formatLocation(source.locate(path_, unknown !== undefined));
-  const message = unknown === undefined ? issue.message : 'unknown setting';
-  throw new GenpipeError('config', `Invalid config file: ${where}: ${formatPath(path_)}: ${message}.`);
 }
 
 function checkUrl(value: string, name: string): string {

@@ -2,8 +2,7 @@
 import { readFileSync } from 'node:fs';
 import type * as z from 'zod';
 import { GenpipeError } from '../api/errors.js';
-import { formatLocation, loadYaml, YamlSyntaxError } from '../util/yaml-source.js';
-import { formatPath } from '../util/zod-issues.js';
+import { loadYamlAs, YamlSyntaxError } from '../util/yaml-source.js';
 
 export function readConfigDocument<T>(path: string, schema: z.ZodType<T>, what: string): T {
   let text: string;
@@ -12,19 +11,10 @@ export function readConfigDocument<T>(path: string, schema: z.ZodType<T>, what: 
   } catch (error) {
     throw new GenpipeError('invalid_input', `Cannot read the ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`);
   }
-  let source;
   try {
-    source = loadYaml(text, path, { maxBytes: 1024 * 1024 });
+    return loadYamlAs(text, path, schema, { maxBytes: 1024 * 1024, unknownKeyMessage: 'unknown field' });
   } catch (error) {
     if (error instanceof YamlSyntaxError) throw new GenpipeError('invalid_input', `Invalid ${what}: ${error.message.split('\n')[0] ?? ''}.`);
     throw error;
   }
-  const parsed = schema.safeParse(source.value ?? {});
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0]!;
-  const unknown = issue.code === 'unrecognized_keys' ? issue.keys[0] : undefined;
-  const issuePath = unknown === undefined ? issue.path : [...issue.path, unknown];
-  const where = formatLocation(source.locate(issuePath, unknown !== undefined));
-  const message = unknown === undefined ? issue.message : 'unknown field';
-  throw new GenpipeError('invalid_input', `Invalid ${what}: ${where}: ${formatPath(issuePath) || '(document)'}: ${message}.`);
 }

@@ -4,6 +4,8 @@
  * treated as errors.
  */
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node as YamlNode } from 'yaml';
+import type * as z from 'zod';
+import { formatPath } from './zod-issues.js';
 
 export interface SourceLocation {
   file: string;
@@ -84,4 +86,19 @@ export function loadYaml(text: string, file: string, options: YamlLoadOptions = 
       return at(best?.range?.[0] ?? 0);
     },
   };
+}
+
+/**
+ * Loads YAML text and validates it with a zod schema. A syntax error, or the first schema problem
+ * located at its node, is thrown as a YamlSyntaxError whose message reads `file:line:col: path: ...`.
+ */
+export function loadYamlAs<T>(text: string, file: string, schema: z.ZodType<T>, options: YamlLoadOptions & { unknownKeyMessage?: string } = {}): T {
+  const source = loadYaml(text, file, options);
+  const parsed = schema.safeParse(source.value ?? {});
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const unknown = issue?.code === 'unrecognized_keys' ? issue.keys[0] : undefined;
+  const path = unknown === undefined ? (issue?.path ?? []) : [...(issue?.path ?? []), unknown];
+  const message = unknown === undefined ? (issue?.message ?? 'invalid') : (options.unknownKeyMessage ?? 'unknown key');
+  throw new YamlSyntaxError([{ location: source.locate(path, unknown !== undefined), message: `${formatPath(path) || '(document)'}: ${message}` }]);
 }

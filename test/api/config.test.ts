@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readConfigFile, resolveConfig } from '../../src/api/config.js';
 import { GenpipeError } from '../../src/api/errors.js';
+import { thrown } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -14,16 +15,6 @@ function file(text: string, mode = 0o600): string {
   writeFileSync(path, text);
   chmodSync(path, mode);
   return path;
-}
-
-function thrown(fn: () => unknown): GenpipeError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(GenpipeError);
-    return error as GenpipeError;
-  }
-  throw new Error('expected an error');
 }
 
 const CREDS = { HF_KEY: 'env-id:env-secret-value' };

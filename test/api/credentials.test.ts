@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Credentials, credentialsFromEnv, credentialsFromFile, parseCredentialPair } from '../../src/api/credentials.js';
 import { GenpipeError } from '../../src/api/errors.js';
 import { redact, registerSecret, REDACTED } from '../../src/util/redact.js';
-import { BASE, harness, KEY_ID, KEY_SECRET, networkError, PLATFORM, rejection, REQUEST_ID } from './helpers.js';
+import { BASE, harness, KEY_ID, KEY_SECRET, networkError, PLATFORM, rejection, REQUEST_ID, thrown } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-credentials-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -16,16 +16,6 @@ function credentialsFile(name: string, text: string, mode: number): string {
   writeFileSync(path, text);
   chmodSync(path, mode);
   return path;
-}
-
-function thrown(fn: () => unknown): GenpipeError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(GenpipeError);
-    return error as GenpipeError;
-  }
-  throw new Error('expected an error');
 }
 
 describe('Credentials never show the secret', () => {

@@ -84,6 +84,17 @@ export async function rejection(promise: Promise<unknown>): Promise<GenpipeError
   throw new Error('expected a rejection, but the promise resolved');
 }
 
+/** Runs `fn`, expecting it to throw a GenpipeError, and returns the error. */
+export function thrown(fn: () => unknown): GenpipeError {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(GenpipeError);
+    return error as GenpipeError;
+  }
+  throw new Error('expected an error');
+}
+
 /** Runs `fn`, expecting an InvalidInputError, and returns it. */
 export function invalid(fn: () => unknown): InvalidInputError {
   try {
