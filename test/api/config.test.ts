@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readConfigFile, resolveConfig } from '../../src/api/config.js';
-import { GenpipeError } from '../../src/api/errors.js';
 import { thrown } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-config-'));
