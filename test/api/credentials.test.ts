@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Credentials, credentialsFromEnv, credentialsFromFile, parseCredentialPair } from '../../src/api/credentials.js';
-import { GenpipeError } from '../../src/api/errors.js';
 import { redact, registerSecret, REDACTED } from '../../src/util/redact.js';
 import { BASE, harness, KEY_ID, KEY_SECRET, networkError, PLATFORM, rejection, REQUEST_ID, thrown } from './helpers.js';
 
