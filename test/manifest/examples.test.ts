@@ -40,6 +40,6 @@ describe('example pipelines', () => {
       ['release-note', 1],
       ['banner', 1],
     ]);
-    expect(plan.estimate().knownUsd).toBeCloseTo(6 * 0.05 + 6 * 0.3 + 0.05 + 0.02, 6);
+    expect(plan.estimate().knownUsd).toBeCloseTo(6 * 0.05 + 6 * 0.25 + 0.5 + 0.03, 6);
   });
 });

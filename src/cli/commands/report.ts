@@ -1,0 +1,29 @@
+import { readConfigFile } from '../../api/config.js';
+import { GenpipeError } from '../../api/errors.js';
+import { reportCsv, reportJson, reportMarkdown } from '../../report/render.js';
+import { writeCostReport } from '../../report/write-report.js';
+import { noExtraPositionals, parse, positional } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT } from '../exit-codes.js';
+
+export const reportCommand: Command = {
+  name: 'report',
+  summary: 'the credit-cost report of a run (also written as report.json, report.csv, report.md)',
+  help: `Usage: genpipe report <run_dir> [--json | --csv | --md] [--config FILE]
+
+Counts by final status, estimated cost, actual cost where the service reports it (agent turns),
+refunds (failed and nsfw requests, failed agent turns) and totals, per instance, per step and per
+model, in US$ and credits (credits_per_usd from the config file, default 100). Writes report.json,
+report.csv and report.md into the run directory and prints one of them (Markdown by default).`,
+  async run(argv, io) {
+    const { values, positionals } = parse(argv, { json: { type: 'boolean' }, csv: { type: 'boolean' }, md: { type: 'boolean' }, config: { type: 'string' } }, 'report');
+    const runDir = positional(positionals, 0, 'a run directory', 'report');
+    noExtraPositionals(positionals, 1, 'report');
+    if ([values.json, values.csv, values.md].filter(Boolean).length > 1) throw new GenpipeError('invalid_input', 'Choose one of --json, --csv and --md.');
+    const configPath = values.config ?? io.env.GENPIPE_CONFIG;
+    const creditsPerUsd = configPath ? readConfigFile(configPath).credits_per_usd : undefined;
+    const report = await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
+    io.out((values.json ? reportJson(report) : values.csv ? reportCsv(report) : reportMarkdown(report)).replace(/\n$/, ''));
+    return EXIT.ok;
+  },
+};

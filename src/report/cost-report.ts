@@ -1,0 +1,137 @@
+/**
+ * The credit-cost report of a run, computed from its journal and plan.json alone, so it can be
+ * made for any run directory, finished or not. Billing follows spec §8:
+ * - a submitted instance costs its estimate (the price table; US$0.05 per character sheet);
+ * - the service's actual cost replaces the estimate where it reports one (agent llm_cost_usd);
+ * - failed, nsfw and canceled requests, and failed agent turns, are refunded in full.
+ */
+import { join } from 'node:path';
+import { readJournal } from '../run/journal.js';
+import { readPlanFile, type PlanFile } from '../run/run-dir.js';
+import { replay, type InstanceState } from '../run/run-state.js';
+
+export type ReportStatus = 'completed' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
+
+export interface Money {
+  /** Sum of the estimates of the instances submitted. */
+  estimatedUsd: number;
+  /** Sum of the costs the service reported (agent turns); null when it reported none. */
+  actualUsd: number | null;
+  /** Refunds: failed, nsfw and canceled requests, failed agent turns. */
+  refundedUsd: number;
+  /** What the account pays: (actual where known, else estimated) minus refunds. */
+  netUsd: number;
+  /** Instances submitted whose price is unknown: their cost is not in these sums. */
+  unpricedInstances: number;
+}
+
+export interface InstanceLine extends Money {
+  instance: string;
+  step: string;
+  model: string;
+  status: ReportStatus;
+  requestId: string;
+}
+
+export interface GroupLine extends Money {
+  name: string;
+  counts: Record<ReportStatus, number>;
+}
+
+export interface CostReport {
+  pipeline: string;
+  runId: string;
+  creditsPerUsd: number;
+  instances: InstanceLine[];
+  steps: GroupLine[];
+  models: GroupLine[];
+  total: GroupLine;
+}
+
+const STATUSES: readonly ReportStatus[] = ['completed', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
+const REFUNDED: ReadonlySet<ReportStatus> = new Set(['failed', 'nsfw', 'canceled']);
+
+/** Rounds to a millionth of a dollar, so sums of cents stay exact in JSON. */
+const round = (usd: number): number => Math.round(usd * 1e6) / 1e6;
+
+function statusOf(entry: InstanceState): ReportStatus {
+  if (entry.final) return entry.final.status;
+  if (entry.failed) return 'failed';
+  if (entry.submission) return 'in_flight';
+  if (entry.intent) return 'unknown';
+  return 'not_started';
+}
+
+function requestIdOf(entry: InstanceState): string {
+  const s = entry.submission;
+  if (!s) return '';
+  return s.kind === 'request' ? s.requestId : s.kind === 'job_set' ? s.jobSetId : s.messageId;
+}
+
+function emptyGroup(name: string): GroupLine {
+  return { name, counts: Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<ReportStatus, number>, estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unpricedInstances: 0 };
+}
+
+function add(group: GroupLine, line: InstanceLine): void {
+  group.counts[line.status]++;
+  group.estimatedUsd = round(group.estimatedUsd + line.estimatedUsd);
+  if (line.actualUsd !== null) group.actualUsd = round((group.actualUsd ?? 0) + line.actualUsd);
+  group.refundedUsd = round(group.refundedUsd + line.refundedUsd);
+  group.netUsd = round(group.netUsd + line.netUsd);
+  group.unpricedInstances += line.unpricedInstances;
+}
+
+/** Builds the report of a run directory. */
+export async function buildCostReport(runDir: string, options: { creditsPerUsd?: number } = {}): Promise<CostReport> {
+  const plan: PlanFile = await readPlanFile(runDir);
+  const { records } = await readJournal(join(runDir, 'journal.jsonl'));
+  const state = replay(records);
+  const stepInfo = new Map(plan.steps.map((s) => [s.id, s]));
+  const instances: InstanceLine[] = [];
+  for (const [id, entry] of [...state.instances.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+    // An instance id starts with its step (a for_each id too: `clips[sheets[...],...]`).
+    const step = id.split('[')[0] ?? id;
+    const info = stepInfo.get(step);
+    const model = entry.intent?.model ?? info?.model ?? 'unknown';
+    const status = statusOf(entry);
+    const submitted = entry.intent !== undefined || entry.submission !== undefined || entry.final !== undefined;
+    const price = info?.price_usd ?? null;
+    const estimatedUsd = submitted && price !== null ? price : 0;
+    const actual = entry.final?.actualCostUsd;
+    const actualUsd = actual === undefined ? null : round(actual);
+    const charged = actualUsd ?? estimatedUsd;
+    const refundedUsd = REFUNDED.has(status) ? charged : 0;
+    instances.push({
+      instance: id,
+      step,
+      model,
+      status,
+      requestId: requestIdOf(entry),
+      estimatedUsd,
+      actualUsd,
+      refundedUsd,
+      netUsd: round(charged - refundedUsd),
+      unpricedInstances: submitted && price === null && actualUsd === null ? 1 : 0,
+    });
+  }
+  const steps = new Map<string, GroupLine>();
+  const models = new Map<string, GroupLine>();
+  const total = emptyGroup('total');
+  for (const s of plan.steps) steps.set(s.id, emptyGroup(s.id));
+  for (const line of instances) {
+    add(steps.get(line.step) ?? (steps.set(line.step, emptyGroup(line.step)).get(line.step) as GroupLine), line);
+    add(models.get(line.model) ?? (models.set(line.model, emptyGroup(line.model)).get(line.model) as GroupLine), line);
+    add(total, line);
+  }
+  // Planned instances that never started still count, so the report adds up to the plan.
+  for (const s of plan.steps) {
+    const group = steps.get(s.id) as GroupLine;
+    const seen = STATUSES.reduce((n, st) => n + group.counts[st], 0);
+    const missing = Math.max(0, s.count - seen);
+    group.counts.not_started += missing;
+    total.counts.not_started += missing;
+    const model = models.get(s.model) ?? (models.set(s.model, emptyGroup(s.model)).get(s.model) as GroupLine);
+    model.counts.not_started += missing;
+  }
+  return { pipeline: plan.pipeline, runId: plan.runId, creditsPerUsd: options.creditsPerUsd ?? 100, instances, steps: [...steps.values()], models: [...models.values()], total };
+}

@@ -1,0 +1,111 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GenerationClient } from '../../src/api/client.js';
+import { resolveConfig } from '../../src/api/config.js';
+import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { loadManifestFile } from '../../src/manifest/load.js';
+import { buildPlan } from '../../src/plan/plan.js';
+import { buildCostReport } from '../../src/report/cost-report.js';
+import { reportMarkdown as reportMarkdownOf } from '../../src/report/render.js';
+import { writeCostReport } from '../../src/report/write-report.js';
+import { createRunDir, planHash } from '../../src/run/run-dir.js';
+import { runPlan } from '../../src/run/runner.js';
+
+let emulator: Emulator;
+let client: GenerationClient;
+const dir = mkdtempSync(join(tmpdir(), 'genpipe-report-'));
+
+beforeAll(async () => {
+  emulator = await startEmulator({ port: 0, timeScale: 0.001, log: () => {} });
+  client = new GenerationClient(resolveConfig({ flags: { baseUrl: emulator.url }, env: { HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` } }));
+});
+afterAll(async () => {
+  await client.close();
+  await emulator.close();
+});
+
+async function run(manifestText: string): Promise<string> {
+  const manifest = join(dir, `m${Math.random().toString(16).slice(2)}.yaml`);
+  writeFileSync(manifest, manifestText);
+  const plan = await buildPlan(loadManifestFile(manifest));
+  const hash = planHash(plan);
+  const { runId, dir: runDir } = await createRunDir(join(dir, 'runs'), plan, manifest, hash);
+  await runPlan({ plan, client, runDir, runId, planHash: hash, signal: new AbortController().signal, poll: { floorMs: 10, baseMs: 10, capMs: 50 } });
+  return runDir;
+}
+
+describe('the cost report', () => {
+  it('matches the emulator ledger to the cent: character sheets completed, failed and nsfw (refunded)', async () => {
+    const before = emulator.ledger.netMicros();
+    const runDir = await run(`version: 1
+name: mixed
+steps:
+  sheets:
+    model: character-sheet
+    matrix:
+      brief: ["fine", "fine too", "[emulator:fail] broken", "[emulator:nsfw] flagged", "fine again"]
+    input: { tier: cats, seed: 7, brief: "{{ brief }}" }
+`);
+    const report = await buildCostReport(runDir);
+    const ledgerNetUsd = (emulator.ledger.netMicros() - before) / 1e6;
+    expect(report.total.counts).toMatchObject({ completed: 3, failed: 1, nsfw: 1 });
+    expect(report.total.estimatedUsd).toBe(0.25);
+    expect(report.total.refundedUsd).toBe(0.1);
+    expect(report.total.netUsd).toBe(0.15);
+    expect(report.total.netUsd).toBeCloseTo(ledgerNetUsd, 2);
+    expect(Math.round(report.total.netUsd * 100)).toBe(Math.round(ledgerNetUsd * 100));
+  });
+
+  it('writes report.json, report.csv and report.md, in US$ and credits', async () => {
+    const runDir = await run(`version: 1
+name: small
+steps:
+  a:
+    model: character-sheet
+    matrix: { seed: [1, 2] }
+    input: { tier: dogs, seed: "{{ seed }}" }
+`);
+    const report = await writeCostReport(runDir, { creditsPerUsd: 200 });
+    const json = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { netUsd: number; netCredits: number } };
+    expect(json.total).toMatchObject({ netUsd: 0.1, netCredits: 20 });
+    const csv = readFileSync(join(runDir, 'report.csv'), 'utf8').split('\r\n');
+    expect(csv[0]).toBe('level,name,step,model,status,request_id,estimated_usd,actual_usd,refunded_usd,net_usd,net_credits,unpriced_instances');
+    expect(csv.filter((l) => l.startsWith('instance,'))).toHaveLength(2);
+    expect(csv.find((l) => l.startsWith('total,'))).toMatch(/,0\.1,20,0$/);
+    expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Net **$0.10** (20 credits at 200 credits per US$)');
+    expect(report.steps).toHaveLength(1);
+  });
+
+  it('counts planned instances that never started (the budget stopped them)', async () => {
+    const runDir = await run(`version: 1
+name: budgeted
+defaults: { budget_usd: 0.05 }
+steps:
+  a:
+    model: character-sheet
+    matrix: { seed: [1, 2, 3] }
+    input: { tier: dogs, seed: "{{ seed }}" }
+`);
+    const report = await buildCostReport(runDir);
+    expect(report.total.counts.completed).toBe(1);
+    expect(report.total.counts.not_started).toBe(2);
+    expect(report.total.netUsd).toBe(0.05);
+  });
+
+  it('shows an instance of unknown price as unpriced, never as $0 spent', async () => {
+    const runDir = await run(`version: 1
+name: unpriced
+steps:
+  b:
+    model: marketing-image
+    input: { prompt: "a shoe" }
+`);
+    const report = await buildCostReport(runDir);
+    expect(report.total.counts.completed).toBe(1);
+    expect(report.total.unpricedInstances).toBe(1);
+    expect(report.total.estimatedUsd).toBe(0);
+    expect(reportMarkdownOf(report)).toContain('1 submitted instance(s) have no known price and are not in these sums.');
+  });
+});
