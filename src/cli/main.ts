@@ -11,6 +11,7 @@ import { catalogCommand } from './commands/catalog.js';
 import { emulatorCommand } from './commands/emulator.js';
 import { planCommand } from './commands/plan.js';
 import { reportCommand } from './commands/report.js';
+import { runsCommand } from './commands/runs.js';
 import { resumeCommand, runCommand } from './commands/run.js';
 import { statusCommand } from './commands/status.js';
 import { validateCommand } from './commands/validate.js';
@@ -21,7 +22,7 @@ import { redact } from '../util/redact.js';
 export const VERSION = '0.1.0';
 
 /** Every command, in the order `genpipe --help` lists them. */
-export const COMMANDS: readonly Command[] = [runCommand, resumeCommand, validateCommand, planCommand, reportCommand, catalogCommand, statusCommand, cancelCommand, emulatorCommand];
+export const COMMANDS: readonly Command[] = [runCommand, resumeCommand, validateCommand, planCommand, reportCommand, runsCommand, catalogCommand, statusCommand, cancelCommand, emulatorCommand];
 
 export function usage(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

@@ -109,3 +109,18 @@ steps:
     expect(reportMarkdownOf(report)).toContain('1 submitted instance(s) have no known price and are not in these sums.');
   });
 });
+
+describe('genpipe runs', () => {
+  it('lists the runs of a folder newest first, with status, completed count and spend', async () => {
+    const { listRuns } = await import('../../src/report/run-list.js');
+    const runs = await listRuns(join(dir, 'runs'));
+    expect(runs.length).toBeGreaterThanOrEqual(3);
+    expect(runs.map((r) => r.runId)).toEqual([...runs.map((r) => r.runId)].sort().reverse());
+    const mixed = runs.find((r) => r.pipeline === 'mixed');
+    expect(mixed).toMatchObject({ status: 'failed', completed: 3, instances: 5, netUsd: 0.15 });
+    const budgeted = runs.find((r) => r.pipeline === 'budgeted');
+    expect(budgeted).toMatchObject({ status: 'budget', completed: 1, instances: 3 });
+    expect(await listRuns(join(dir, 'runs'), 'small')).toHaveLength(1);
+    expect(await listRuns(join(dir, 'nowhere'))).toEqual([]);
+  });
+});

@@ -1,0 +1,29 @@
+import { listRuns } from '../../report/run-list.js';
+import { noExtraPositionals, parse } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT } from '../exit-codes.js';
+import { formatUsd } from '../format.js';
+
+export const runsCommand: Command = {
+  name: 'runs',
+  summary: 'list past runs with their status and spend, newest first',
+  help: `Usage: genpipe runs [--pipeline NAME] [--out DIR] [--json]
+
+Lists DIR/<pipeline>/<run-id>/ (DIR is runs/ by default). Status is the run's outcome
+(completed, failed, budget, aborted, stopped), or interrupted when it never finished: resume it.`,
+  async run(argv, io) {
+    const { values, positionals } = parse(argv, { pipeline: { type: 'string' }, out: { type: 'string' }, json: { type: 'boolean' } }, 'runs');
+    noExtraPositionals(positionals, 0, 'runs');
+    const runs = await listRuns(values.out ?? 'runs', values.pipeline);
+    if (values.json) {
+      io.out(JSON.stringify(runs, null, 2));
+      return EXIT.ok;
+    }
+    if (runs.length === 0) {
+      io.out(`no runs under ${values.out ?? 'runs'}${values.pipeline ? ` for ${values.pipeline}` : ''}`);
+      return EXIT.ok;
+    }
+    for (const r of runs) io.out(`${r.runId}  ${r.pipeline}  ${r.status}  ${r.completed}/${r.instances} completed  ${formatUsd(r.netUsd)}  ${r.dir}`);
+    return EXIT.ok;
+  },
+};

@@ -1,0 +1,45 @@
+/** The runs under a folder (`runs/<pipeline>/<run-id>/`), newest first, with status and spend. */
+import { readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { readJournal } from '../run/journal.js';
+import { buildCostReport } from './cost-report.js';
+
+export interface RunListing {
+  pipeline: string;
+  runId: string;
+  dir: string;
+  /** The last run_finished outcome, or `interrupted` when the last start has no finish. */
+  status: string;
+  completed: number;
+  instances: number;
+  netUsd: number;
+}
+
+async function folders(path: string): Promise<string[]> {
+  try {
+    const entries = await readdir(path, { withFileTypes: true });
+    return entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name);
+  } catch {
+    return [];
+  }
+}
+
+export async function listRuns(root: string, pipeline?: string): Promise<RunListing[]> {
+  const out: RunListing[] = [];
+  for (const name of pipeline === undefined ? await folders(root) : [pipeline]) {
+    for (const runId of await folders(join(root, name))) {
+      const dir = join(root, name, runId);
+      if (!(await stat(join(dir, 'plan.json')).catch(() => undefined))) continue;
+      const { records } = await readJournal(join(dir, 'journal.jsonl')).catch(() => ({ records: [] as never[] }));
+      let status = 'not started';
+      for (const record of records) {
+        if (record.type === 'run_started') status = 'interrupted';
+        if (record.type === 'run_finished') status = record.outcome ?? 'finished';
+      }
+      const report = await buildCostReport(dir);
+      const instances = Object.values(report.total.counts).reduce((a, b) => a + b, 0);
+      out.push({ pipeline: name, runId, dir, status, completed: report.total.counts.completed, instances, netUsd: report.total.netUsd });
+    }
+  }
+  return out.sort((a, b) => b.runId.localeCompare(a.runId));
+}
