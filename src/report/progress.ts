@@ -1,0 +1,207 @@
+/**
+ * What a person (or a log shipper) sees while a run goes: subscribers of the runner's typed events.
+ * The runner knows nothing of them.
+ * - TtyProgress: cli-progress multibars, one per step, with done, failed and in-flight counts, an
+ *   ETA and the spend so far against the budget.
+ * - LineProgress: outside a TTY (cron, CI), one concise line every few seconds and a summary.
+ * - JsonLogs: one JSON event per line, for log shippers.
+ * Each takes `quiet`: only errors and the summary.
+ */
+import cliProgress from 'cli-progress';
+import type { RunEvent, RunListener, RunSummary } from '../run/events.js';
+
+export interface ProgressSink {
+  listener: RunListener;
+  /** Stops timers and redraws; call once the run is over. */
+  stop(): void;
+}
+
+interface Output {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+const usd = (n: number): string => `$${n.toFixed(2)}`;
+
+export function summaryLine(s: RunSummary): string {
+  const c = s.counts;
+  const parts = [`${c.completed} completed`, `${c.failed} failed`, `${c.nsfw} nsfw`, `${c.canceled} canceled`];
+  if (c.unknown) parts.push(`${c.unknown} unknown`);
+  if (c.pending) parts.push(`${c.pending} not started`);
+  return `${s.pipeline} ${s.runId}: ${s.outcome}; ${parts.join(', ')}; estimated ${usd(s.estimatedUsd)}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}${s.message ? `\n${s.message}` : ''}`;
+}
+
+/** Counts that both progress views keep. */
+class Tally {
+  readonly steps = new Map<string, { done: number; failed: number; inFlight: number; total: number }>();
+  spentUsd = 0;
+  total = 0;
+
+  step(id: string): { done: number; failed: number; inFlight: number; total: number } {
+    let s = this.steps.get(id);
+    if (!s) {
+      s = { done: 0, failed: 0, inFlight: 0, total: 0 };
+      this.steps.set(id, s);
+    }
+    return s;
+  }
+
+  on(event: RunEvent): void {
+    switch (event.type) {
+      case 'run_started':
+        this.total = event.instances;
+        return;
+      case 'instance_submitted':
+        this.step(event.step).inFlight++;
+        this.spentUsd += event.estimatedUsd ?? 0;
+        return;
+      case 'instance_finished': {
+        const s = this.step(event.step);
+        s.inFlight = Math.max(0, s.inFlight - 1);
+        if (event.status === 'completed') s.done++;
+        else s.failed++;
+        return;
+      }
+      case 'instance_failed':
+      case 'instance_unknown':
+        this.step(event.step).failed++;
+        return;
+      default:
+        return;
+    }
+  }
+}
+
+/** Failures and stops are worth a line even in quiet mode. */
+function errorLine(event: RunEvent): string | undefined {
+  if (event.type === 'instance_failed') return `${event.instance}: ${event.message}`;
+  if (event.type === 'instance_unknown') return `${event.instance}: unknown: ${event.message}`;
+  if (event.type === 'run_stopping') return event.message;
+  if (event.type === 'instance_finished' && event.status !== 'completed') return `${event.instance}: ${event.status}${event.error ? `: ${event.error}` : ''}`;
+  return undefined;
+}
+
+export class LineProgress implements ProgressSink {
+  readonly #tally = new Tally();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly output: Output,
+    private readonly options: { quiet: boolean; intervalMs?: number },
+  ) {}
+
+  readonly listener: RunListener = (event) => {
+    this.#tally.on(event);
+    if (event.type === 'run_started') {
+      if (!this.options.quiet) this.output.err(`${event.resumed ? 'resuming' : 'running'} ${event.pipeline}: ${event.instances} instance(s) in ${event.runDir}`);
+      if (!this.options.quiet) {
+        this.#timer = setInterval(() => this.output.err(this.line()), this.options.intervalMs ?? 10_000);
+        this.#timer.unref();
+      }
+      return;
+    }
+    if (event.type === 'run_finished') {
+      this.stop();
+      this.output.out(summaryLine(event.summary));
+      return;
+    }
+    const line = errorLine(event);
+    if (line) this.output.err(line);
+  };
+
+  /** `progress: 120/500 done (3 failed), 20 in flight, spent $6.00` */
+  line(): string {
+    let done = 0;
+    let failed = 0;
+    let inFlight = 0;
+    for (const s of this.#tally.steps.values()) {
+      done += s.done;
+      failed += s.failed;
+      inFlight += s.inFlight;
+    }
+    return `progress: ${done + failed}/${this.#tally.total} done (${failed} failed), ${inFlight} in flight, spent ${usd(this.#tally.spentUsd)}`;
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+}
+
+export class JsonLogs implements ProgressSink {
+  constructor(
+    private readonly output: Output,
+    private readonly options: { quiet: boolean },
+  ) {}
+
+  readonly listener: RunListener = (event) => {
+    if (this.options.quiet && event.type !== 'run_finished' && errorLine(event) === undefined) return;
+    this.output.out(JSON.stringify({ time: new Date().toISOString(), ...event }));
+  };
+
+  stop(): void {}
+}
+
+export class TtyProgress implements ProgressSink {
+  readonly #tally = new Tally();
+  readonly #bars = new Map<string, cliProgress.SingleBar>();
+  readonly #multi: cliProgress.MultiBar;
+
+  constructor(
+    private readonly output: Output,
+    private readonly options: { quiet: boolean; budgetUsd?: number | undefined; steps: readonly { id: string; count: number }[]; stream?: NodeJS.WritableStream },
+  ) {
+    this.#multi = new cliProgress.MultiBar(
+      {
+        format: '{step} [{bar}] {value}/{total} | {failed} failed | {inflight} in flight | ETA {eta_formatted} | {spend}',
+        barCompleteChar: '#',
+        barIncompleteChar: '.',
+        hideCursor: true,
+        clearOnComplete: false,
+        stopOnComplete: false,
+        fps: 5,
+        ...(options.stream ? { stream: options.stream } : {}),
+      },
+      cliProgress.Presets.legacy,
+    );
+    const width = Math.max(...options.steps.map((s) => s.id.length), 4);
+    for (const step of options.steps) {
+      this.#bars.set(step.id, this.#multi.create(Math.max(step.count, 1), 0, { step: step.id.padEnd(width), failed: 0, inflight: 0, spend: '' }));
+    }
+  }
+
+  readonly listener: RunListener = (event) => {
+    this.#tally.on(event);
+    if (event.type === 'run_finished') {
+      this.stop();
+      this.output.out(summaryLine(event.summary));
+      return;
+    }
+    const line = errorLine(event);
+    if (line) this.#multi.log(`${line}\n`);
+    if ('step' in event) this.#render(event.step);
+  };
+
+  #render(stepId: string): void {
+    const bar = this.#bars.get(stepId);
+    const s = this.#tally.steps.get(stepId);
+    if (!bar || !s) return;
+    const budget = this.options.budgetUsd;
+    const spend = budget === undefined ? `spent ${usd(this.#tally.spentUsd)}` : `spent ${usd(this.#tally.spentUsd)} of ${usd(budget)}`;
+    bar.update(s.done + s.failed, { failed: s.failed, inflight: s.inFlight, spend });
+  }
+
+  stop(): void {
+    this.#multi.stop();
+  }
+}
+
+/** Picks the view: JSON logs when asked, bars on a TTY, lines otherwise. */
+export function progressFor(
+  output: Output,
+  options: { tty: boolean; jsonLogs: boolean; quiet: boolean; budgetUsd?: number | undefined; steps: readonly { id: string; count: number }[] },
+): ProgressSink {
+  if (options.jsonLogs) return new JsonLogs(output, options);
+  if (options.tty && !options.quiet) return new TtyProgress(output, options);
+  return new LineProgress(output, options);
+}

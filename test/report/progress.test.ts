@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import type { RunEvent, RunSummary } from '../../src/run/events.js';
+import { JsonLogs, LineProgress, summaryLine } from '../../src/report/progress.js';
+
+const summary: RunSummary = {
+  runId: '20261122T000000Z-abcd',
+  runDir: 'runs/p/20261122T000000Z-abcd',
+  pipeline: 'p',
+  outcome: 'failed',
+  counts: { completed: 2, failed: 1, nsfw: 0, canceled: 0, unknown: 0, pending: 0 },
+  estimatedUsd: 0.15,
+  durationMs: 1234,
+};
+const events: RunEvent[] = [
+  { type: 'run_started', runId: summary.runId, runDir: summary.runDir, pipeline: 'p', instances: 3, resumed: false },
+  { type: 'instance_submitted', step: 'a', instance: 'a[s=1]', model: 'character-sheet', estimatedUsd: 0.05 },
+  { type: 'instance_submitted', step: 'a', instance: 'a[s=2]', model: 'character-sheet', estimatedUsd: 0.05 },
+  { type: 'instance_finished', step: 'a', instance: 'a[s=1]', status: 'completed', estimatedUsd: 0.05 },
+  { type: 'instance_finished', step: 'a', instance: 'a[s=2]', status: 'failed', estimatedUsd: 0.05, error: 'boom' },
+];
+
+function sink(): { out: string[]; err: string[]; output: { out: (t: string) => void; err: (t: string) => void } } {
+  const out: string[] = [];
+  const err: string[] = [];
+  return { out, err, output: { out: (t) => out.push(t), err: (t) => err.push(t) } };
+}
+
+describe('progress outside a TTY', () => {
+  it('says what runs, reports failures as they happen, and prints one concise progress line', () => {
+    const s = sink();
+    const progress = new LineProgress(s.output, { quiet: false, intervalMs: 60_000 });
+    for (const e of events) progress.listener(e);
+    expect(s.err).toEqual([`running p: 3 instance(s) in ${summary.runDir}`, 'a[s=2]: failed: boom']);
+    expect(progress.line()).toBe('progress: 2/3 done (1 failed), 0 in flight, spent $0.10');
+    progress.listener({ type: 'run_finished', summary });
+    expect(s.out).toEqual([summaryLine(summary)]);
+    expect(s.out[0]).toBe('p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; estimated $0.15; 1.2 s; runs/p/20261122T000000Z-abcd');
+  });
+
+  it('--quiet prints only errors and the summary', () => {
+    const s = sink();
+    const progress = new LineProgress(s.output, { quiet: true });
+    for (const e of events) progress.listener(e);
+    progress.listener({ type: 'run_finished', summary });
+    expect(s.err).toEqual(['a[s=2]: failed: boom']);
+    expect(s.out).toHaveLength(1);
+  });
+});
+
+describe('--json-logs', () => {
+  it('prints one JSON event per line, with a time', () => {
+    const s = sink();
+    const logs = new JsonLogs(s.output, { quiet: false });
+    for (const e of [...events, { type: 'run_finished', summary } as const]) logs.listener(e);
+    const parsed = s.out.map((line) => JSON.parse(line) as { type: string; time: string });
+    expect(parsed.map((p) => p.type)).toEqual(['run_started', 'instance_submitted', 'instance_submitted', 'instance_finished', 'instance_finished', 'run_finished']);
+    expect(parsed.every((p) => !Number.isNaN(Date.parse(p.time)))).toBe(true);
+  });
+
+  it('with --quiet, only failures and the summary', () => {
+    const s = sink();
+    const logs = new JsonLogs(s.output, { quiet: true });
+    for (const e of [...events, { type: 'run_finished', summary } as const]) logs.listener(e);
+    expect(s.out.map((line) => (JSON.parse(line) as { type: string }).type)).toEqual(['instance_finished', 'run_finished']);
+  });
+});
