@@ -49,8 +49,12 @@ const FailurePolicy = z.enum(['continue', 'stop']);
 const NsfwPolicy = z.enum(['skip', 'reroll']);
 
 const Polling = z.strictObject({
+  /** First backoff delay before any duration is learned, in ms. Default 1,000. */
   initial_ms: z.int().min(100).max(600_000).optional(),
+  /** Longest delay between two polls of one request, in ms. Default 15,000. */
   max_ms: z.int().min(100).max(3_600_000).optional(),
+  /** Shortest delay between two polls of one request, in ms; protects the service. Default 500. */
+  min_ms: z.int().min(10).max(600_000).optional(),
 });
 
 export const Step = z.strictObject({

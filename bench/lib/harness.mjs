@@ -1,0 +1,83 @@
+// Shared pieces of the benchmarks: child processes for the emulator and genpipe, a bare node:http
+// baseline, medians. Everything listens on and talks to 127.0.0.1 only; every loop is bounded.
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Agent, request } from 'undici';
+
+/** The bench/ folder. */
+export const here = dirname(dirname(fileURLToPath(import.meta.url)));
+
+export const root = dirname(here);
+export const bin = join(root, 'bin', 'genpipe.js');
+export const HF_KEY = '00000000-0000-4000-8000-000000000000:emulator-secret';
+
+export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** Starts `genpipe emulator` in a child process; resolves with its URL once it listens. */
+export function startEmulatorProcess(args = []) {
+  const child = spawn(process.execPath, [bin, 'emulator', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    let buffer = '';
+    const timer = setTimeout(() => reject(new Error('the emulator did not start within 20 s')), 20_000);
+    child.stdout.on('data', (chunk) => {
+      buffer += chunk.toString();
+      const match = /^listening on (http:\/\/127\.0\.0\.1:\d+)$/m.exec(buffer);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ url: match[1], child, stop: () => new Promise((r) => { child.once('exit', r); child.kill('SIGINT'); }) });
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`the emulator exited with ${code}`)));
+  });
+}
+
+/** Runs genpipe in a child process; resolves with its exit code, wall time and peak RSS. */
+export function runGenpipe(args, env = {}) {
+  const started = process.hrtime.bigint();
+  const child = spawn(process.execPath, [join(here, 'lib', 'measure-cli.mjs'), ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, HF_KEY, ...env } });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c) => (stdout += c));
+  child.stderr.on('data', (c) => (stderr += c));
+  return new Promise((resolve) => {
+    child.once('exit', (code) => {
+      const line = stderr.split('\n').find((l) => l.startsWith('__measure__'));
+      const measured = line ? JSON.parse(line.slice('__measure__'.length)) : {};
+      resolve({ code, wallMs: Number(process.hrtime.bigint() - started) / 1e6, maxRssMb: measured.maxRssMb, stdout, stderr });
+    });
+  });
+}
+
+/** Requests per second a bare node:http server answers on loopback, at `concurrency`, for `seconds`. */
+export async function bareHttpRate({ concurrency = 32, seconds = 3 } = {}) {
+  const body = JSON.stringify({ status: 'completed', request_id: '00000000-0000-4000-8000-000000000000' });
+  const server = createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${server.address().port}/requests/x/status`;
+  const dispatcher = new Agent({ connections: concurrency });
+  let count = 0;
+  const deadline = Date.now() + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < deadline) {
+        const res = await request(url, { dispatcher });
+        await res.body.dump();
+        count++;
+      }
+    }),
+  );
+  await dispatcher.close();
+  await new Promise((r) => server.close(r));
+  return count / seconds;
+}
+
+export function writeResults(name, results) {
+  mkdirSync(join(here, 'results'), { recursive: true });
+  writeFileSync(join(here, 'results', `${name}.json`), `${JSON.stringify({ benchmark: name, node: process.version, measured_at: new Date().toISOString(), ...results }, null, 2)}\n`);
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env node
+// Throughput at zero service latency: completed instances per second (submit, status, download,
+// journal) for 10,000 character sheets, end to end through `genpipe run`, next to the raw loopback
+// request rate of a bare node:http server measured in the same run. Target: >= 1,000 instances/s.
+// Also: peak RSS of a 100,000-instance run (target <= 400 MB), unless BENCH_SKIP_MEMORY=1.
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { bareHttpRate, median, runGenpipe, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+
+const runs = Number(process.env.BENCH_RUNS ?? 3);
+const dir = mkdtempSync(join(tmpdir(), 'genpipe-bench-throughput-'));
+
+function manifest(name, seeds, variations) {
+  const path = join(dir, `${name}.yaml`);
+  writeFileSync(
+    path,
+    `version: 1
+name: ${name}
+defaults:
+  polling: { min_ms: 10, initial_ms: 100 }
+steps:
+  sheets:
+    model: character-sheet
+    matrix:
+      seed: { range: { from: 1, to: ${seeds} } }
+      variation_index: { range: { from: 0, to: ${variations - 1} } }
+    input: { tier: cats, seed: "{{ seed }}", variation_index: "{{ variation_index }}" }
+`,
+  );
+  return path;
+}
+
+async function genpipeRun(path, instances, concurrency) {
+  const emulator = await startEmulatorProcess(['--time-scale', '0']);
+  try {
+    const out = mkdtempSync(join(dir, 'runs-'));
+    const result = await runGenpipe(['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--rate', '100000', '--quiet', '--out', out]);
+    if (result.code !== 0) throw new Error(`genpipe run failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
+    const files = readdirSync(join(out, path.match(/([^/]+)\.yaml$/)[1]), { recursive: true }).filter((f) => String(f).endsWith('.png')).length;
+    if (files !== instances) throw new Error(`expected ${instances} files, found ${files}`);
+    return result;
+  } finally {
+    await emulator.stop();
+  }
+}
+
+const bare = [];
+const genpipe = [];
+const ten = manifest('throughput', 100, 100);
+for (let i = 0; i < runs; i++) {
+  bare.push(await bareHttpRate({ concurrency: 64, seconds: 3 }));
+  const r = await genpipeRun(ten, 10_000, 256);
+  genpipe.push(10_000 / (r.wallMs / 1000));
+  console.log(`round ${i + 1}: bare ${bare.at(-1).toFixed(0)} req/s, genpipe ${genpipe.at(-1).toFixed(0)} instances/s (${(r.wallMs / 1000).toFixed(1)} s, ${r.maxRssMb?.toFixed(0)} MB)`);
+}
+const results = {
+  instances: 10_000,
+  runs,
+  bare_http_median_rps: Math.round(median(bare)),
+  genpipe_median_instances_per_s: Math.round(median(genpipe)),
+  ratio_to_bare: Number((median(genpipe) / median(bare)).toFixed(3)),
+  target_instances_per_s: 1000,
+  ratio_to_target: Number((median(genpipe) / 1000).toFixed(3)),
+};
+if (process.env.BENCH_SKIP_MEMORY !== '1') {
+  const big = await genpipeRun(manifest('memory', 1000, 100), 100_000, 256);
+  results.memory = { instances: 100_000, peak_rss_mb: Math.round(big.maxRssMb), target_mb: 400, ratio_to_target: Number((big.maxRssMb / 400).toFixed(3)), wall_s: Number((big.wallMs / 1000).toFixed(1)) };
+}
+console.table({ bare: `${results.bare_http_median_rps} req/s`, genpipe: `${results.genpipe_median_instances_per_s} instances/s`, 'genpipe / bare': results.ratio_to_bare, 'genpipe / 1,000 target': results.ratio_to_target, ...(results.memory ? { 'peak RSS, 100k instances': `${results.memory.peak_rss_mb} MB (${results.memory.ratio_to_target}x of 400 MB)` } : {}) });
+writeResults('throughput', results);
