@@ -1,5 +1,5 @@
 /** §4.2: the character-sheet model. */
-import { baseUrl, segment, type ApiContext, type CallContext } from './context.js';
+import { baseUrl, segment, withWebhook, type ApiContext, type CallContext } from './context.js';
 import { InvalidInputError } from './errors.js';
 import { checkSelection } from './selection.js';
 import { validateBody } from './validate.js';
@@ -27,6 +27,8 @@ export function buildCharacterSheetRequest(input: unknown, catalog?: OptionsCata
 export interface CharacterSheetSubmitOptions extends CallContext {
   /** Deduplicates retries; use a new key for each new variation (§4.2). */
   idempotencyKey?: string | undefined;
+  /** Sent as `?hf_webhook=` (§6 names it for §4.8; the official v2 client sends it on every model path). */
+  webhookUrl?: string | undefined;
 }
 
 export class CharacterSheetApi {
@@ -37,7 +39,7 @@ export class CharacterSheetApi {
     const checked = validateBody(CharacterSheetRequest, body, 'character-sheet request');
     const result = await this.ctx.transport.call({
       method: 'POST',
-      url: baseUrl(this.ctx, characterSheetPath(this.ctx.config.vendor)),
+      url: withWebhook(baseUrl(this.ctx, characterSheetPath(this.ctx.config.vendor)), options.webhookUrl),
       auth: 'key',
       json: checked,
       schema: SubmitResponse,

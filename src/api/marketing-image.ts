@@ -1,5 +1,5 @@
 /** §4.4: the marketing image model; §4.5: its preset catalog. */
-import { baseUrl, type ApiContext, type CallContext } from './context.js';
+import { baseUrl, withWebhook, type ApiContext, type CallContext } from './context.js';
 import { validateBody } from './validate.js';
 import { MarketingImageRequest, PresetPage, SubmitResponse, type Preset } from './wire.js';
 
@@ -25,11 +25,11 @@ export class MarketingImageApi {
   constructor(private readonly ctx: ApiContext) {}
 
   /** `POST {base_url}/marketing-studio/image/sunburst`. Spends credits; the service takes no Idempotency-Key here. */
-  async submit(body: MarketingImageRequest, options: CallContext = {}): Promise<SubmitResponse> {
+  async submit(body: MarketingImageRequest, options: CallContext & { webhookUrl?: string | undefined } = {}): Promise<SubmitResponse> {
     const checked = validateBody(MarketingImageRequest, body, 'marketing-image request');
     const result = await this.ctx.transport.call({
       method: 'POST',
-      url: baseUrl(this.ctx, MARKETING_IMAGE_PATH),
+      url: withWebhook(baseUrl(this.ctx, MARKETING_IMAGE_PATH), options.webhookUrl),
       auth: 'key',
       json: checked,
       schema: SubmitResponse,

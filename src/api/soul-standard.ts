@@ -1,5 +1,5 @@
 /** §4.8: the webhook-enabled model path, `POST {platform_url}/{vendor}-ai/soul/standard?hf_webhook=...`. */
-import { platformUrl, segment, type ApiContext, type CallContext } from './context.js';
+import { platformUrl, segment, withWebhook, type ApiContext, type CallContext } from './context.js';
 import { validateBody } from './validate.js';
 import { SoulStandardRequest, SubmitResponse } from './wire.js';
 
@@ -10,11 +10,9 @@ export class SoulStandardApi {
 
   async submit(body: SoulStandardRequest, options: CallContext & { webhookUrl?: string | undefined } = {}): Promise<SubmitResponse> {
     const checked = validateBody(SoulStandardRequest, body, 'Soul standard request');
-    const url = new URL(platformUrl(this.ctx, soulStandardPath(this.ctx.config.vendor)));
-    if (options.webhookUrl) url.searchParams.set('hf_webhook', options.webhookUrl);
     const result = await this.ctx.transport.call({
       method: 'POST',
-      url: url.toString(),
+      url: withWebhook(platformUrl(this.ctx, soulStandardPath(this.ctx.config.vendor)), options.webhookUrl),
       auth: 'key',
       json: checked,
       schema: SubmitResponse,

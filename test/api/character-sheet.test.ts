@@ -177,6 +177,16 @@ describe('character-sheet submit: POST {base_url}/{vendor}/ai-influencer', () =>
     expect(jsonBody(calls()[0])).toEqual({});
   });
 
+  it('with a webhook URL, sends it as ?hf_webhook= (as the official v2 client does), and none without', async () => {
+    const { agent, client, calls } = harness();
+    const hook = 'https://hooks.example.test/run/abc123';
+    agent.get(BASE).intercept({ path: '/vendor/ai-influencer', method: 'POST', query: { hf_webhook: hook } }).reply(200, submitted());
+    agent.get(BASE).intercept({ path: '/vendor/ai-influencer', method: 'POST' }).reply(200, submitted());
+    await client.characterSheet.submit({ tier: 'cats' }, { idempotencyKey: 'k', webhookUrl: hook });
+    await client.characterSheet.submit({ tier: 'cats' }, { idempotencyKey: 'k2' });
+    expect(calls().map((c) => c.searchParams)).toEqual([{ hf_webhook: hook }, {}]);
+  });
+
   it('uses the configured vendor segment', async () => {
     const { agent, client } = harness({ vendor: 'acme' });
     agent.get(BASE).intercept({ path: '/acme/ai-influencer', method: 'POST' }).reply(200, submitted());

@@ -92,6 +92,14 @@ describe('marketing image submit: POST {base_url}/marketing-studio/image/sunburs
     expect(jsonBody(calls()[0])).toEqual({ prompt: 'a lamp on a desk', aspect_ratio: '16:9', resolution: '2k', quality: 'high', enhance_prompt: false });
   });
 
+  it('with a webhook URL, sends it as ?hf_webhook=', async () => {
+    const { agent, client, calls } = harness();
+    const hook = 'https://hooks.example.test/run/abc123';
+    agent.get(BASE).intercept({ path: '/marketing-studio/image/sunburst', method: 'POST', query: { hf_webhook: hook } }).reply(200, submitted());
+    await client.marketingImage.submit({ prompt: 'a shoe' }, { webhookUrl: hook });
+    expect(calls()[0]?.searchParams).toEqual({ hf_webhook: hook });
+  });
+
   it('a refused body sends zero requests and raises invalid_input naming the field', async () => {
     const { client, calls } = harness();
     const error = await rejection(client.marketingImage.submit({ enhance_prompt: true, image_urls: img(1) }));
