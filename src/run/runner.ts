@@ -24,7 +24,7 @@ import { adapterFor } from '../models/adapters.js';
 import { isRemoteUrl, mapImageFields } from '../models/registry.js';
 import { InstanceError, type Plan, type PlannedInstance, type StepPlan } from '../plan/plan.js';
 import { csvRow } from '../util/csv.js';
-import { downloadToFile } from './download.js';
+import { DownloadError, downloadToFile } from './download.js';
 import type { RunCounts, RunEvent, RunListener, RunOutcome, RunSummary, StopReason } from './events.js';
 import type { JournalRecord, TerminalStatus } from './journal-records.js';
 import { Journal } from './journal.js';
@@ -34,7 +34,8 @@ import { PollScheduler, type PollScheduleOptions } from './poll-schedule.js';
 import { applyRecord, replay, resumeAction, type InstanceState, type RunState } from './run-state.js';
 import { AsyncQueue, Slots } from './slots.js';
 import { TokenBucket } from './token-bucket.js';
-import { writeFile, rename } from 'node:fs/promises';
+import { readdir, writeFile, rename, unlink } from 'node:fs/promises';
+import { setMaxListeners } from 'node:events';
 
 export interface RunOptions {
   plan: Plan;
@@ -103,8 +104,11 @@ class Runner {
   readonly #records = new Map<string, InstanceRecord>();
   readonly #random: () => number;
   #estimatedUsd = 0;
+  /** Set when the service refused the credentials: the run stops and runPlan throws it (exit 5). */
+  #refused: GenpipeError | undefined;
   #failures = 0;
   #retriesLeft: number;
+  readonly #retryBudget: number;
   readonly #started = Date.now();
 
   constructor(options: RunOptions) {
@@ -118,7 +122,10 @@ class Runner {
       { ...(defaults.polling?.initial_ms ? { baseMs: defaults.polling.initial_ms } : {}), ...(defaults.polling?.max_ms ? { capMs: defaults.polling.max_ms } : {}), ...options.poll },
       this.#random,
     );
-    this.#retriesLeft = options.retryBudget ?? 200;
+    this.#retryBudget = options.retryBudget ?? 200;
+    this.#retriesLeft = this.#retryBudget;
+    // Every instance in flight listens to the run's signal (sleeps, requests): no leak warning at high concurrency.
+    setMaxListeners(0, options.signal);
   }
 
   /** Journals a record and applies it to the in-memory state, so both always agree. */
@@ -143,13 +150,14 @@ class Runner {
   }
 
   get #stopping(): boolean {
-    return this.#stop.reason !== undefined || this.#o.signal.aborted;
+    return this.#stop.reason !== undefined || this.#refused !== undefined || this.#o.signal.aborted;
   }
 
   async run(): Promise<RunSummary> {
     this.#journal = await Journal.open(join(this.#o.runDir, 'journal.jsonl'));
     this.#state = replay(this.#journal.recovered.records);
     const resumed = !this.#journal.created;
+    if (resumed) await removePartialDownloads(join(this.#o.runDir, 'outputs'));
     await this.#log({ type: 'run_started', runId: this.#o.runId, pipeline: this.#plan.name, planHash: this.#o.planHash }, true);
     this.#emit({ type: 'run_started', runId: this.#o.runId, runDir: this.#o.runDir, pipeline: this.#plan.name, instances: this.#plan.totalInstances, resumed });
     const onAbort = (): void => this.#stopRun('aborted', 'Interrupted: stopped submitting; the journal is flushed and `genpipe resume` continues the run.');
@@ -166,6 +174,7 @@ class Runner {
         await this.#writeOutputsCsv();
       }
     }
+    if (this.#refused) throw this.#refused;
     const summary: RunSummary = {
       runId: this.#o.runId,
       runDir: this.#o.runDir,
@@ -183,7 +192,7 @@ class Runner {
   #outcome(): RunOutcome {
     if (this.#o.signal.aborted) return 'aborted';
     if (this.#stop.reason === 'budget') return 'budget';
-    if (this.#stop.reason !== undefined) return 'stopped';
+    if (this.#stop.reason !== undefined || this.#refused !== undefined) return 'stopped';
     const c = this.#counts;
     return c.failed + c.nsfw + c.canceled + c.unknown + c.pending === 0 ? 'completed' : 'failed';
   }
@@ -217,12 +226,13 @@ class Runner {
               this.#counts.pending++;
               return;
             }
-            running.push(
-              this.#process(step, instance, completions.get(step.id)).finally(() => {
-                this.#global.release();
-                model.release();
-              }),
-            );
+            const processed = this.#process(step, instance, completions.get(step.id)).finally(() => {
+              this.#global.release();
+              model.release();
+            });
+            // Handled by Promise.all below; without this, a rejection before it would be unhandled and kill the process.
+            processed.catch(() => {});
+            running.push(processed);
           };
           try {
             if (step.forEach === undefined) {
@@ -291,7 +301,7 @@ class Runner {
     let action = resumeAction(entry, adapter.idempotentSubmit);
     if (action.kind === 'done' && entry?.final) {
       const final = entry.final;
-      if (final.status === 'completed') await this.#downloadAll(step, instance.id, final.outputs as OutputRef[], entry);
+      if (final.status === 'completed' && !(await this.#downloadAll(step, instance.id, final.outputs as OutputRef[], entry))) return undefined;
       this.#count(final.status);
       this.#estimatedUsd += step.priceUsd ?? 0;
       return { status: final.status, outputs: final.result ?? {} };
@@ -337,7 +347,7 @@ class Runner {
           return this.#drive(step, adapter, rerolled(instance, 1), undefined);
         }
       }
-      if (result.status === 'completed') await this.#downloadAll(step, instance.id, result.files, this.#state.instances.get(instance.id));
+      if (result.status === 'completed' && !(await this.#downloadAll(step, instance.id, result.files, this.#state.instances.get(instance.id)))) return undefined;
       this.#count(result.status);
       if (result.status !== 'completed') this.#noteFailure(step, instance.id);
       return { status: result.status, outputs: result.outputs };
@@ -420,6 +430,7 @@ class Runner {
       try {
         const submission = await adapter.submit(body, { idempotencyKey: key, script }, ctx);
         crashPoint('after_post');
+        this.#creditRetry();
         await this.#log({ type: 'submitted', instance: instance.id, handle: submission }, true);
         this.#emit({ type: 'instance_submitted', step: step.id, instance: instance.id, model: step.model, estimatedUsd: step.priceUsd });
         return submission;
@@ -429,6 +440,10 @@ class Runner {
         if (error instanceof IndeterminateSubmissionError) {
           this.#counts.unknown++;
           this.#emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: error.message });
+          return undefined;
+        }
+        if (this.#credentialsRefused(error)) {
+          this.#estimatedUsd -= price;
           return undefined;
         }
         if (error.code === 'insufficient_credits') {
@@ -466,6 +481,22 @@ class Runner {
         return undefined;
       }
     }
+  }
+
+  /**
+   * A 401 means every later request fails too: stop the run (the instance stays resumable, it is
+   * not failed) and let runPlan end with one sentence. Returns true when it handled the error.
+   */
+  #credentialsRefused(error: GenpipeError): boolean {
+    if (error.code !== 'unauthorized') return false;
+    this.#counts.pending++;
+    this.#refused ??= new GenpipeError('unauthorized', `${error.message.replace(/[.]$/, '')}; the run stopped, and \`genpipe resume\` continues it once the credentials are fixed.`);
+    return true;
+  }
+
+  /** A success earns one retry back, up to the budget: only a service that keeps failing exhausts it. */
+  #creditRetry(): void {
+    if (this.#retriesLeft < this.#retryBudget) this.#retriesLeft++;
   }
 
   #consumeRetry(): boolean {
@@ -515,9 +546,11 @@ class Runner {
       let result: TrackResult;
       try {
         result = await adapter.track(submission, script, ctx);
+        this.#creditRetry();
       } catch (error) {
         if (!(error instanceof GenpipeError)) throw error;
         if (error.code === 'aborted') throw error;
+        if (this.#credentialsRefused(error)) return undefined;
         if (TRANSIENT.has(error.code) && failures++ < 20 && this.#consumeRetry()) continue;
         if (TRANSIENT.has(error.code)) {
           this.#counts.pending++;
@@ -556,25 +589,53 @@ class Runner {
   // -------------------------------------------------------------------------------------------
   // Downloads.
 
-  async #downloadAll(step: StepPlan, id: string, files: readonly OutputRef[] | readonly { url: string; name?: string | undefined; accept?: string[] | undefined }[], entry: InstanceState | undefined): Promise<void> {
+  /**
+   * Downloads the outputs not downloaded yet. Transient failures (the CDN's 5xx, resets) are retried
+   * with backoff; a download that still fails is reported and left for a resume (the status record
+   * is journaled, so a resume downloads again). Returns false when a file is missing.
+   */
+  async #downloadAll(step: StepPlan, id: string, files: readonly OutputRef[] | readonly { url: string; name?: string | undefined; accept?: string[] | undefined }[], entry: InstanceState | undefined): Promise<boolean> {
     const list = files as readonly { url: string; name?: string | undefined; accept?: readonly string[] | undefined }[];
     for (const [index, file] of list.entries()) {
       if (entry?.downloads.has(index)) continue;
       const accept = file.accept ?? [];
       const name = safeFileName(id, extensionFor(file.url, accept), list.length > 1 ? { index } : {});
       const relativePath = `outputs/${safeFileName(step.id, 'd').replace(/\.d$/, '')}/${name}`;
-      const result = await downloadToFile({
-        url: file.url,
-        runDir: this.#o.runDir,
-        relativePath,
-        maxBytes: this.#o.maxDownloadBytes ?? 256 * 1024 * 1024,
-        allowedContentTypes: accept.length > 0 ? accept : ['*/*'],
-        dispatcher: this.#o.client.transport.dispatcher,
-        signal: this.#o.signal,
-      });
+      let result: Awaited<ReturnType<typeof downloadToFile>>;
+      for (let failures = 0; ; ) {
+        try {
+          result = await downloadToFile({
+            url: file.url,
+            runDir: this.#o.runDir,
+            relativePath,
+            maxBytes: this.#o.maxDownloadBytes ?? 256 * 1024 * 1024,
+            allowedContentTypes: accept.length > 0 ? accept : ['*/*'],
+            dispatcher: this.#o.client.transport.dispatcher,
+            signal: this.#o.signal,
+          });
+          this.#creditRetry();
+          break;
+        } catch (error) {
+          if (!(error instanceof GenpipeError) || error.code === 'aborted') throw error;
+          // A refusal (content type, size, unsafe path, a different existing file) would only repeat.
+          const transient = TRANSIENT.has(error.code) && !(error instanceof DownloadError);
+          if (transient && failures < 20 && this.#consumeRetry()) {
+            await sleep(backoffDelay(failures++, { baseMs: 200, capMs: 10_000 }, this.#random), this.#o.signal);
+            continue;
+          }
+          if (transient) {
+            this.#counts.pending++;
+            this.#emit({ type: 'instance_failed', step: step.id, instance: id, code: error.code, message: `${error.message} (the download is left for a resume)` });
+            return false;
+          }
+          this.#fail(step, id, error.code, error.message);
+          return false;
+        }
+      }
       crashPoint('mid_rename');
       await this.#log({ type: 'downloaded', instance: id, output: index, path: result.relativePath, sha256: result.sha256, size: result.size });
     }
+    return true;
   }
 
   /** outputs.csv: one row per downloaded file (or per instance without files), written atomically. */
@@ -593,6 +654,16 @@ class Runner {
     const path = join(this.#o.runDir, 'outputs.csv');
     await writeFile(`${path}.tmp`, text);
     await rename(`${path}.tmp`, path);
+  }
+}
+
+/** Temp files of downloads a crash cut short (see download.ts); a resume downloads them again. */
+async function removePartialDownloads(outputs: string): Promise<void> {
+  const steps = await readdir(outputs, { withFileTypes: true }).catch(() => []);
+  for (const step of steps) {
+    if (!step.isDirectory()) continue;
+    const names = await readdir(join(outputs, step.name)).catch(() => [] as string[]);
+    for (const name of names) if (/^\.genpipe-[0-9a-f]{16}\.part$/.test(name)) await unlink(join(outputs, step.name, name)).catch(() => {});
   }
 }
 
