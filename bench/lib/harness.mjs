@@ -81,3 +81,12 @@ export function writeResults(name, results) {
   mkdirSync(join(here, 'results'), { recursive: true });
   writeFileSync(join(here, 'results', `${name}.json`), `${JSON.stringify({ benchmark: name, node: process.version, measured_at: new Date().toISOString(), ...results }, null, 2)}\n`);
 }
+
+/** A port free on 127.0.0.1 right now (for a receiver whose public URL must name it). */
+export async function freePort() {
+  const server = createServer();
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address();
+  await new Promise((r) => server.close(r));
+  return port;
+}

@@ -33,7 +33,8 @@ export type ErrorCode =
   | 'invalid_input' // a request body breaks a rule of the spec
   | 'invalid_file' // a local file is not an acceptable input
   | 'config' // configuration missing or malformed
-  | 'credentials'; // credentials missing, malformed or insecurely stored
+  | 'credentials' // credentials missing, malformed or insecurely stored
+  | 'locked'; // another run of the pipeline holds its lock
 
 export interface GenpipeErrorOptions {
   status?: number | undefined;

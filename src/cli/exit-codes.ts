@@ -46,6 +46,7 @@ const BY_ERROR: Record<ErrorCode, ExitCode> = {
   unprocessable: EXIT.failed,
   indeterminate_submission: EXIT.failed,
   aborted: EXIT.interrupted,
+  locked: EXIT.locked,
 };
 
 export const exitCodeFor = (code: ErrorCode): ExitCode => BY_ERROR[code];

@@ -10,6 +10,8 @@ export interface CliIO {
   env: NodeJS.ProcessEnv;
   /** Fires on Ctrl-C or SIGTERM. */
   signal: AbortSignal;
+  /** True when stderr is a terminal: progress bars instead of lines. */
+  tty?: boolean;
 }
 
 export function processIO(signal: AbortSignal): CliIO {
@@ -21,5 +23,6 @@ export function processIO(signal: AbortSignal): CliIO {
     err: (text) => process.stderr.write(`${redact(text)}\n`),
     env: process.env,
     signal,
+    tty: process.stderr.isTTY === true,
   };
 }

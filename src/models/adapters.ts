@@ -9,11 +9,11 @@ import { requestAdapter } from './request-adapter.js';
 export const ADAPTERS: Readonly<Record<ModelName, ModelAdapter>> = {
   'character-sheet': requestAdapter({
     idempotentSubmit: true,
-    submit: (body, idempotencyKey, ctx) => ctx.client.characterSheet.submit(body as CharacterSheetRequest, { idempotencyKey, signal: ctx.signal }),
+    submit: (body, idempotencyKey, ctx) => ctx.client.characterSheet.submit(body as CharacterSheetRequest, { idempotencyKey, webhookUrl: ctx.webhookUrl, signal: ctx.signal }),
   }),
   'marketing-image': requestAdapter({
     idempotentSubmit: false,
-    submit: (body, _key, ctx) => ctx.client.marketingImage.submit(body as MarketingImageRequest, { signal: ctx.signal }),
+    submit: (body, _key, ctx) => ctx.client.marketingImage.submit(body as MarketingImageRequest, { webhookUrl: ctx.webhookUrl, signal: ctx.signal }),
   }),
   'soul-standard': requestAdapter({
     idempotentSubmit: false,

@@ -9,6 +9,7 @@
  */
 import cliProgress from 'cli-progress';
 import type { RunEvent, RunListener, RunSummary } from '../run/events.js';
+import { formatUsd } from '../util/format-usd.js';
 
 export interface ProgressSink {
   listener: RunListener;
@@ -21,7 +22,7 @@ interface Output {
   err(text: string): void;
 }
 
-const usd = (n: number): string => `$${n.toFixed(2)}`;
+const usd = formatUsd;
 
 export function summaryLine(s: RunSummary): string {
   const c = s.counts;

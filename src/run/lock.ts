@@ -25,7 +25,7 @@ export class LockedError extends GenpipeError {
     path: string,
   ) {
     super(
-      'conflict',
+      'locked',
       owner
         ? `Another run of this pipeline holds the lock: run ${owner.runId}, pid ${owner.pid} on ${owner.host}, since ${owner.startedAt} (${path}).`
         : `Another run of this pipeline holds the lock ${path}.`,

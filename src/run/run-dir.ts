@@ -34,8 +34,7 @@ export function planHash(plan: Plan): string {
   return hash.digest('hex');
 }
 
-export async function createRunDir(root: string, plan: Plan, manifestPath: string, hash: string, now: Date = new Date()): Promise<{ runId: string; dir: string }> {
-  const runId = newRunId(now);
+export async function createRunDir(root: string, plan: Plan, manifestPath: string, hash: string, now: Date = new Date(), runId: string = newRunId(now)): Promise<{ runId: string; dir: string }> {
   const dir = join(root, plan.name, runId);
   await mkdir(join(dir, 'outputs'), { recursive: true });
   const estimate = plan.estimate();

@@ -15,7 +15,7 @@ import type { GenerationClient } from '../api/client.js';
 import { agentPollInterval, AGENT_POLL, type TurnPollOptions } from '../api/agent.js';
 import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
 import { backoffDelay } from '../api/retry.js';
-import { sleep } from '../api/sleep.js';
+import { abortError, sleep } from '../api/sleep.js';
 import { sha256Hex } from '../api/transport.js';
 import type { OptionsCatalog } from '../api/wire.js';
 import { compileTemplate } from '../manifest/template.js';
@@ -34,6 +34,7 @@ import { PollScheduler, type PollScheduleOptions } from './poll-schedule.js';
 import { applyRecord, replay, resumeAction, type InstanceState, type RunState } from './run-state.js';
 import { AsyncQueue, Slots } from './slots.js';
 import { TokenBucket } from './token-bucket.js';
+import type { WebhookReceiver } from './webhook-receiver.js';
 import { readdir, writeFile, rename, unlink } from 'node:fs/promises';
 import { setMaxListeners } from 'node:events';
 
@@ -65,10 +66,14 @@ export interface RunOptions {
   poll?: Partial<PollScheduleOptions> | undefined;
   agentPoll?: TurnPollOptions | undefined;
   onEvent?: RunListener | undefined;
+  /** Track request models by webhook (`?hf_webhook=`), with polling as a slow fallback. */
+  webhook?: WebhookReceiver | undefined;
   random?: () => number;
 }
 
 const MAX_REROLLS = 3;
+/** In webhook mode, how long to wait for a delivery before polling anyway (§6 rule 3: it may never come). */
+const WEBHOOK_FALLBACK_POLL_MS = 30_000;
 const BUSY_WAIT: TurnPollOptions = { initialMs: 2_000, maxMs: 10_000, factor: 1.5 };
 
 /** Codes that a later attempt may not meet again: the network, the service's own trouble. */
@@ -119,7 +124,12 @@ class Runner {
     this.#bucket = new TokenBucket({ ratePerSecond: options.ratePerSecond ?? 20 });
     this.#random = options.random ?? Math.random;
     this.#polls = new PollScheduler(
-      { ...(defaults.polling?.initial_ms ? { baseMs: defaults.polling.initial_ms } : {}), ...(defaults.polling?.max_ms ? { capMs: defaults.polling.max_ms } : {}), ...options.poll },
+      {
+        ...(defaults.polling?.initial_ms ? { baseMs: defaults.polling.initial_ms } : {}),
+        ...(defaults.polling?.max_ms ? { capMs: defaults.polling.max_ms } : {}),
+        ...(defaults.polling?.min_ms ? { floorMs: defaults.polling.min_ms } : {}),
+        ...options.poll,
+      },
       this.#random,
     );
     this.#retryBudget = options.retryBudget ?? 200;
@@ -154,6 +164,12 @@ class Runner {
   }
 
   async run(): Promise<RunSummary> {
+    const budget = this.#budget;
+    const unpriced = this.#plan.steps.filter((s) => s.priceUsd === undefined).map((s) => s.id);
+    if (budget !== undefined && unpriced.length > 0) {
+      // A budget is a promise about money: an instance of unknown price could break it unseen.
+      throw new GenpipeError('invalid_input', `With a budget, every step needs a price; ${unpriced.join(', ')} ${unpriced.length === 1 ? 'has' : 'have'} none: add it to the manifest's prices (or price_usd on the step).`);
+    }
     this.#journal = await Journal.open(join(this.#o.runDir, 'journal.jsonl'));
     this.#state = replay(this.#journal.recovered.records);
     const resumed = !this.#journal.created;
@@ -524,7 +540,26 @@ class Runner {
   }
 
   #ctx(): AdapterContext {
-    return { client: this.#o.client, signal: this.#o.signal };
+    return { client: this.#o.client, signal: this.#o.signal, webhookUrl: this.#o.webhook?.url };
+  }
+
+  /**
+   * Waits before the next look at a submission. With a webhook receiver, a request is looked at as
+   * soon as its delivery arrives (to confirm it with a GET: a payload is never trusted), and
+   * otherwise only by slow fallback polls.
+   */
+  async #waitForNews(submission: Submission, delayMs: number): Promise<void> {
+    const receiver = this.#o.webhook;
+    if (!receiver || submission.kind !== 'request') return sleep(delayMs, this.#o.signal);
+    if (receiver.arrived(submission.requestId)) return;
+    const done = new AbortController();
+    const signal = AbortSignal.any([this.#o.signal, done.signal]);
+    try {
+      await Promise.race([sleep(Math.max(delayMs, WEBHOOK_FALLBACK_POLL_MS), signal).catch(() => {}), receiver.wait(submission.requestId, signal)]);
+    } finally {
+      done.abort();
+    }
+    if (this.#o.signal.aborted) throw abortError(this.#o.signal);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -537,7 +572,7 @@ class Runner {
     for (let agentPolls = 0, failures = 0; ; ) {
       const delay = submission.kind === 'agent_turn' ? agentPollInterval(agentPolls++, this.#o.agentPoll ?? AGENT_POLL) : timer.next(Date.now());
       try {
-        await sleep(delay, this.#o.signal);
+        await this.#waitForNews(submission, delay);
       } catch (error) {
         if (this.#o.cancelOnAbort && adapter.stop) await adapter.stop(submission, { ...ctx, signal: AbortSignal.timeout(5_000) }).catch(() => {});
         else if (submission.kind === 'agent_turn' && adapter.stop) await adapter.stop(submission, { ...ctx, signal: AbortSignal.timeout(5_000) }).catch(() => {});

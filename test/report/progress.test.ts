@@ -31,10 +31,10 @@ describe('progress outside a TTY', () => {
     const progress = new LineProgress(s.output, { quiet: false, intervalMs: 60_000 });
     for (const e of events) progress.listener(e);
     expect(s.err).toEqual([`running p: 3 instance(s) in ${summary.runDir}`, 'a[s=2]: failed: boom']);
-    expect(progress.line()).toBe('progress: 2/3 done (1 failed), 0 in flight, spent $0.10');
+    expect(progress.line()).toBe('progress: 2/3 done (1 failed), 0 in flight, spent US$0.10');
     progress.listener({ type: 'run_finished', summary });
     expect(s.out).toEqual([summaryLine(summary)]);
-    expect(s.out[0]).toBe('p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; estimated $0.15; 1.2 s; runs/p/20261122T000000Z-abcd');
+    expect(s.out[0]).toBe('p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; estimated US$0.15; 1.2 s; runs/p/20261122T000000Z-abcd');
   });
 
   it('--quiet prints only errors and the summary', () => {

@@ -138,7 +138,8 @@ export function runCli(args: readonly string[], options: CliOptions = {}): Promi
 
 /** The run directory under `--out DIR`: DIR/<pipeline>/<run-id>/ (exactly one). */
 export function findRunDir(out: string, pipeline: string): string {
-  const runs = readdirSync(join(out, pipeline));
+  // `.lock` sits beside the runs (and outlives a killed run, until the next one takes it over).
+  const runs = readdirSync(join(out, pipeline)).filter((name) => !name.startsWith('.'));
   expect(runs).toHaveLength(1);
   return join(out, pipeline, runs[0] as string);
 }

@@ -7,7 +7,7 @@ import { EXIT } from '../exit-codes.js';
 import type { CliIO } from '../io.js';
 import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { planSources } from '../plan-sources.js';
-import { formatUsd } from '../format.js';
+import { formatUsd } from '../../util/format-usd.js';
 
 export const planCommand: Command = {
   name: 'plan',

@@ -1,18 +1,21 @@
-import { resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { GenerationClient } from '../../api/client.js';
 import { resolveConfig } from '../../api/config.js';
 import { GenpipeError } from '../../api/errors.js';
 import type { OptionsCatalog } from '../../api/wire.js';
 import { loadManifestFile } from '../../manifest/load.js';
 import { buildPlan } from '../../plan/plan.js';
-import type { RunEvent, RunSummary } from '../../run/events.js';
-import { createRunDir, planHash, readPlanFile } from '../../run/run-dir.js';
+import { progressFor } from '../../report/progress.js';
+import { writeCostReport } from '../../report/write-report.js';
+import type { RunSummary } from '../../run/events.js';
+import { acquirePipelineLock, type PipelineLock } from '../../run/lock.js';
+import { createRunDir, newRunId, planHash, readPlanFile } from '../../run/run-dir.js';
 import { runPlan } from '../../run/runner.js';
+import { parseListen, WebhookReceiver } from '../../run/webhook-receiver.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { EXIT } from '../exit-codes.js';
-import { formatUsd } from '../format.js';
 import type { CliIO } from '../io.js';
 import { planSources } from '../plan-sources.js';
 
@@ -29,6 +32,10 @@ const RUN_OPTIONS = {
   'allow-changed': { type: 'boolean' },
   'cancel-on-abort': { type: 'boolean' },
   quiet: { type: 'boolean' },
+  'json-logs': { type: 'boolean' },
+  'webhook-url': { type: 'string' },
+  listen: { type: 'string' },
+  overlap: { type: 'string' },
 } as const;
 
 const RUN_HELP = `Options:
@@ -40,7 +47,14 @@ const RUN_HELP = `Options:
   --resubmit-unknown   on resume, resend submits whose fate is unknown (no key, no answer)
   --allow-changed      on resume, accept a manifest whose plan changed
   --cancel-on-abort    on Ctrl-C, cancel requests that are still queued
+  --webhook-url URL --listen HOST:PORT
+                       track requests by webhook: a receiver on HOST:PORT, reached by the
+                       service at URL (a random per-run token is appended); polling stays on as
+                       a slow fallback
+  --overlap POLICY     another run of this pipeline holds the lock: skip (exit 4, the default),
+                       wait for it, or allow both
   --quiet              print only errors and the summary
+  --json-logs          one JSON event per line on stdout, for log shippers
 ${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`;
 
@@ -51,8 +65,10 @@ export const runCommand: Command = {
        genpipe run <manifest> --resume RUN_DIR [options]
 
 Runs every instance of the manifest and writes runs/<pipeline>/<run-id>/ with plan.json,
-journal.jsonl, outputs/ and outputs.csv. Exit codes: 0 all succeeded, 1 some failed,
-2 invalid input, 3 the budget stopped the run, 130 interrupted (resume it).
+journal.jsonl, outputs/, outputs.csv and the cost report (report.json, report.csv, report.md).
+Exit codes: 0 all succeeded, 1 some failed, 2 invalid input, 3 the budget stopped the run,
+4 another run holds the lock, 5 the service is unreachable or refused the credentials,
+130 interrupted (resume it).
 
 ${RUN_HELP}`,
   run: (argv, io) => runOrResume(argv, io, 'run'),
@@ -85,6 +101,10 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   const concurrency = number(values.concurrency, '--concurrency', { integer: true, min: 1 });
   const rate = number(values.rate, '--rate', { min: 0.01 });
   const budget = number(values.budget, '--budget', { min: 0 });
+  const overlap = values.overlap ?? 'skip';
+  if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow') throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);
+  if ((values['webhook-url'] === undefined) !== (values.listen === undefined)) throw new GenpipeError('invalid_input', '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.');
+  const listen = values.listen === undefined ? undefined : parseListen(values.listen);
   let resumeDir = values.resume;
   let manifestPath: string;
   if (command === 'resume') {
@@ -115,33 +135,57 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     const hash = planHash(plan);
     let runDir: string;
     let runId: string;
+    let lock: PipelineLock;
     if (previous && resumeDir) {
       if (previous.planHash !== hash && !values['allow-changed']) {
         throw new GenpipeError('invalid_input', `The plan of ${manifestPath} changed since run ${previous.runId} started; resume with --allow-changed to accept it, or start a new run.`);
       }
       runDir = resolve(resumeDir);
       runId = previous.runId;
+      lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, overlap, io.signal);
     } else {
-      ({ runId, dir: runDir } = await createRunDir(resolve(values.out ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs')), plan, resolve(manifestPath), hash));
+      const root = resolve(values.out ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'));
+      // The lock first: a run refused for overlapping leaves nothing behind.
+      runId = newRunId();
+      lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, overlap, io.signal);
+      try {
+        ({ dir: runDir } = await createRunDir(root, plan, resolve(manifestPath), hash, new Date(), runId));
+      } catch (error) {
+        await lock.release();
+        throw error;
+      }
     }
-    const reporter = new LineReporter(io, values.quiet === true);
-    const summary = await runPlan({
-      plan,
-      client,
-      runDir,
-      runId,
-      planHash: hash,
-      signal: io.signal,
-      catalog,
-      concurrency,
-      ratePerSecond: rate,
-      budgetUsd: budget,
-      failFast: values['fail-fast'],
-      resubmitUnknown: values['resubmit-unknown'],
-      cancelOnAbort: values['cancel-on-abort'],
-      onEvent: (event) => reporter.on(event),
-    });
-    reporter.stop();
+    const progress = progressFor(
+      { out: (t) => io.out(t), err: (t) => io.err(t) },
+      { tty: io.tty === true, jsonLogs: values['json-logs'] === true, quiet: values.quiet === true, budgetUsd: budget ?? loaded.manifest.defaults?.budget_usd, steps: plan.steps },
+    );
+    let webhook: WebhookReceiver | undefined;
+    let summary: RunSummary;
+    try {
+      if (listen && values['webhook-url']) webhook = await WebhookReceiver.start({ ...listen, publicUrl: values['webhook-url'] });
+      summary = await runPlan({
+        plan,
+        client,
+        runDir,
+        runId,
+        planHash: hash,
+        signal: io.signal,
+        catalog,
+        concurrency,
+        ratePerSecond: rate,
+        budgetUsd: budget,
+        failFast: values['fail-fast'],
+        resubmitUnknown: values['resubmit-unknown'],
+        cancelOnAbort: values['cancel-on-abort'],
+        webhook,
+        onEvent: progress.listener,
+      });
+    } finally {
+      progress.stop();
+      await webhook?.close();
+      await lock.release();
+    }
+    await writeCostReport(runDir, { creditsPerUsd: config.creditsPerUsd });
     return exitCodeOf(summary);
   } finally {
     await sources.close();
@@ -160,69 +204,5 @@ export function exitCodeOf(summary: RunSummary): number {
       return EXIT.interrupted;
     default:
       return EXIT.failed;
-  }
-}
-
-/** Plain progress for any terminal or log: a line every few seconds, failures as they happen, a summary. */
-class LineReporter {
-  #done = 0;
-  #failed = 0;
-  #submitted = 0;
-  #total = 0;
-  #timer: NodeJS.Timeout | undefined;
-
-  constructor(
-    private readonly io: CliIO,
-    private readonly quiet: boolean,
-  ) {}
-
-  on(event: RunEvent): void {
-    switch (event.type) {
-      case 'run_started':
-        this.#total = event.instances;
-        if (!this.quiet) this.io.err(`${event.resumed ? 'resuming' : 'running'} ${event.pipeline}: ${event.instances} instance(s) in ${event.runDir}`);
-        this.#timer = setInterval(() => this.#progress(), 5_000);
-        this.#timer.unref();
-        return;
-      case 'instance_submitted':
-        this.#submitted++;
-        return;
-      case 'instance_finished':
-        if (event.status === 'completed') this.#done++;
-        else {
-          this.#failed++;
-          if (!this.quiet) this.io.err(`${event.instance}: ${event.status}${event.error ? `: ${event.error}` : ''}`);
-        }
-        return;
-      case 'instance_failed':
-        this.#failed++;
-        this.io.err(`${event.instance}: ${event.message}`);
-        return;
-      case 'instance_unknown':
-        this.io.err(`${event.instance}: unknown: ${event.message}`);
-        return;
-      case 'run_stopping':
-        this.io.err(event.message);
-        return;
-      case 'run_finished': {
-        const s = event.summary;
-        const c = s.counts;
-        const parts = [`${c.completed} completed`, `${c.failed} failed`, `${c.nsfw} nsfw`, `${c.canceled} canceled`];
-        if (c.unknown) parts.push(`${c.unknown} unknown`);
-        if (c.pending) parts.push(`${c.pending} not started`);
-        this.io.out(`${s.pipeline} ${s.runId}: ${s.outcome}; ${parts.join(', ')}; estimated ${formatUsd(s.estimatedUsd)}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}`);
-        return;
-      }
-      default:
-        return;
-    }
-  }
-
-  #progress(): void {
-    if (!this.quiet) this.io.err(`progress: ${this.#done + this.#failed}/${this.#total} done (${this.#failed} failed), ${this.#submitted - this.#done - this.#failed} in flight`);
-  }
-
-  stop(): void {
-    if (this.#timer) clearInterval(this.#timer);
   }
 }

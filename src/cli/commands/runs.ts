@@ -2,7 +2,7 @@ import { listRuns } from '../../report/run-list.js';
 import { noExtraPositionals, parse } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
-import { formatUsd } from '../format.js';
+import { formatUsd } from '../../util/format-usd.js';
 
 export const runsCommand: Command = {
   name: 'runs',

@@ -5,7 +5,7 @@ import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { planSources } from '../plan-sources.js';
-import { formatUsd } from '../format.js';
+import { formatUsd } from '../../util/format-usd.js';
 
 export const validateCommand: Command = {
   name: 'validate',
