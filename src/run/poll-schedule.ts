@@ -194,8 +194,11 @@ export class PollTimer {
   readonly #scheduler: PollScheduler;
   #state: PollState = INITIAL_POLL_STATE;
   #polls = 0;
+  /** When the last poll that found the request unfinished happened (the submit, before any). */
+  #lastMissMs: number;
 
   constructor(scheduler: PollScheduler, model: string, submittedAtMs: number) {
+    this.#lastMissMs = submittedAtMs;
     this.#scheduler = scheduler;
     this.model = model;
     this.submittedAtMs = submittedAtMs;
@@ -208,14 +211,21 @@ export class PollTimer {
 
   /** The delay before the next poll, given the time now; call it once per poll. */
   next(nowMs: number): number {
+    // Asked again: the previous poll found the request unfinished.
+    if (this.#polls > 0) this.#lastMissMs = nowMs;
     const { delayMs, state } = this.#scheduler.delay(this.model, nowMs - this.submittedAtMs, this.#state);
     this.#state = state;
     this.#polls++;
     return delayMs;
   }
 
-  /** The request was seen final at `nowMs`: teach the scheduler its duration. */
+  /**
+   * The request was seen final at `nowMs`: teach the scheduler its duration. A poll only shows that
+   * the request ended between the last poll that missed and this one, so the midpoint is recorded.
+   * Recording `nowMs` would teach the scheduler its own poll delays: at a service that answers at
+   * once, it would keep aiming at yesterday's wait and never learn that requests got faster.
+   */
   complete(nowMs: number): void {
-    this.#scheduler.observe(this.model, nowMs - this.submittedAtMs);
+    this.#scheduler.observe(this.model, (this.#lastMissMs + nowMs) / 2 - this.submittedAtMs);
   }
 }

@@ -447,7 +447,9 @@ class Runner {
         const submission = await adapter.submit(body, { idempotencyKey: key, script }, ctx);
         crashPoint('after_post');
         this.#creditRetry();
-        await this.#log({ type: 'submitted', instance: instance.id, handle: submission }, true);
+        // Synced only where losing it would cost: a keyed submit lost in a crash is resent with its
+        // key and the service answers with the same request; a keyless one would become unknown.
+        await this.#log({ type: 'submitted', instance: instance.id, handle: submission }, key === undefined);
         this.#emit({ type: 'instance_submitted', step: step.id, instance: instance.id, model: step.model, estimatedUsd: step.priceUsd });
         return submission;
       } catch (error) {
@@ -614,7 +616,8 @@ class Runner {
           ...(result.error === undefined ? {} : { error: result.error }),
           ...(result.actualCostUsd === undefined ? {} : { actualCostUsd: result.actualCostUsd }),
         },
-        true,
+        // Not synced: lost in a crash, the status is read again from the service on resume.
+        false,
       );
       this.#emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: result.status, estimatedUsd: step.priceUsd, actualCostUsd: result.actualCostUsd, error: result.error });
       return result;
