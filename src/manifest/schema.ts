@@ -89,6 +89,8 @@ export type Step = z.infer<typeof Step>;
 
 export const Defaults = z.strictObject({
   concurrency: z.int().min(1).max(1_000).optional(),
+  /** In-flight limit per model (by model name or raw path), shared by every step of that model. */
+  model_concurrency: z.record(z.string(), z.int().min(1).max(1_000)).optional(),
   retries: z.int().min(0).max(20).optional(),
   polling: Polling.optional(),
   output: z.strictObject({ dir: z.string().min(1).optional() }).optional(),

@@ -102,7 +102,8 @@ class Runner {
   readonly #counts: RunCounts = { completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0 };
   readonly #stop = new StopSignal();
   readonly #global: Slots;
-  readonly #byModel = new Map<string, Slots>();
+  /** Step and model limits, by `step:<id>` or `model:<name>`. */
+  readonly #pools = new Map<string, Slots>();
   readonly #bucket: TokenBucket;
   readonly #polls: PollScheduler;
   readonly #conversations = new Map<string, Promise<void>>();
@@ -234,17 +235,20 @@ class Runner {
               this.#counts.pending++;
               return;
             }
-            const model = this.#modelSlots(step);
+            const limits = this.#limitsFor(step);
+            const held: Slots[] = [];
             try {
-              await model.acquire(this.#o.signal);
-              await this.#global.acquire(this.#o.signal);
+              for (const slots of limits) {
+                await slots.acquire(this.#o.signal);
+                held.push(slots);
+              }
             } catch {
+              for (const slots of held) slots.release();
               this.#counts.pending++;
               return;
             }
             const processed = this.#process(step, instance, completions.get(step.id)).finally(() => {
-              this.#global.release();
-              model.release();
+              for (const slots of held) slots.release();
             });
             // Handled by Promise.all below; without this, a rejection before it would be unhandled and kill the process.
             processed.catch(() => {});
@@ -279,15 +283,26 @@ class Runner {
     if (failure) throw failure.reason;
   }
 
-  #modelSlots(step: StepPlan): Slots {
-    const size = step.step.concurrency;
-    const key = size === undefined ? `model:${step.model}` : `step:${step.id}`;
-    let slots = this.#byModel.get(key);
-    if (!slots) {
-      slots = new Slots(size ?? this.#global.size);
-      this.#byModel.set(key, slots);
-    }
-    return slots;
+  /**
+   * The limits an instance of `step` holds while in flight, in the order they are taken: its step's
+   * (`concurrency` on the step), its model's (`defaults.model_concurrency`, shared by every step of
+   * that model), and the run's.
+   */
+  #limitsFor(step: StepPlan): Slots[] {
+    const limits: Slots[] = [];
+    const pool = (key: string, size: number): Slots => {
+      let slots = this.#pools.get(key);
+      if (!slots) {
+        slots = new Slots(size);
+        this.#pools.set(key, slots);
+      }
+      return slots;
+    };
+    if (step.step.concurrency !== undefined) limits.push(pool(`step:${step.id}`, step.step.concurrency));
+    const perModel = this.#plan.loaded.manifest.defaults?.model_concurrency?.[step.model];
+    if (perModel !== undefined) limits.push(pool(`model:${step.model}`, perModel));
+    limits.push(this.#global);
+    return limits;
   }
 
   // -------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ const RUN_OPTIONS = {
 const RUN_HELP = `Options:
   --out DIR            where run directories go (default runs/): DIR/<pipeline>/<run-id>/
   --concurrency N      instances in flight at once (default: the manifest's, else 8)
-  --rate R             submits per second (default 20); a 429 slows the whole run down
+  --rate R[/s]         submits per second (default 20); a 429 slows the whole run down
   --budget USD         stop submitting before the estimate goes over USD (exit 3)
   --fail-fast          stop submitting at the first failure
   --resubmit-unknown   on resume, resend submits whose fate is unknown (no key, no answer)
@@ -99,7 +99,8 @@ function number(value: string | undefined, flag: string, options: { integer?: bo
 async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 'resume'): Promise<number> {
   const { values, positionals } = parse(argv, RUN_OPTIONS, command);
   const concurrency = number(values.concurrency, '--concurrency', { integer: true, min: 1 });
-  const rate = number(values.rate, '--rate', { min: 0.01 });
+  // `--rate 5` or `--rate 5/s`.
+  const rate = number(values.rate?.replace(/\/s$/, ''), '--rate', { min: 0.01 });
   const budget = number(values.budget, '--budget', { min: 0 });
   const overlap = values.overlap ?? 'skip';
   if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow') throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);

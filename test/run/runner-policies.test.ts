@@ -1,0 +1,96 @@
+/**
+ * Run policies against a real emulator: a per-model limit shared by steps, nsfw re-rolls with a new
+ * variation (and so a new key), and a resume that refuses a changed plan unless told.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startEmulator } from '../../src/emulator/index.js';
+import { cleanTemps, emuRequests, findRunDir, journalOf, runCli, tempDir } from './runner-helpers.js';
+
+afterAll(() => cleanTemps());
+
+describe('run policies', () => {
+  it('defaults.model_concurrency limits every step of a model together, under a larger global limit', async () => {
+    const emu = await startEmulator({ port: 0, timeScale: 0.02, log: () => {} });
+    try {
+      const dir = tempDir();
+      const manifest = join(dir, 'models.yaml');
+      writeFileSync(
+        manifest,
+        `version: 1
+name: models
+defaults:
+  concurrency: 10
+  model_concurrency: { character-sheet: 2 }
+steps:
+  cats:
+    model: character-sheet
+    matrix: { seed: { range: { from: 1, to: 6 } } }
+    input: { tier: cats, seed: "{{ seed }}" }
+  dogs:
+    model: character-sheet
+    matrix: { seed: { range: { from: 1, to: 6 } } }
+    input: { tier: dogs, seed: "{{ seed }}" }
+`,
+      );
+      emu.requests.peakActive = 0;
+      const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', join(dir, 'out')]);
+      expect(result.code).toBe(0);
+      expect(emuRequests(emu)).toHaveLength(12);
+      expect(emu.requests.peakActive).toBe(2);
+    } finally {
+      await emu.close();
+    }
+  }, 60_000);
+
+  it('on_nsfw: reroll tries the next variation_index with a new key, at most 3 times; skip leaves it nsfw', async () => {
+    const emu = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
+    try {
+      const dir = tempDir();
+      const manifest = (name: string, policy: string): string => {
+        const path = join(dir, `${name}.yaml`);
+        writeFileSync(path, `version: 1\nname: ${name}\ndefaults: { on_nsfw: ${policy} }\nsteps:\n  a:\n    model: character-sheet\n    input: { tier: cats, seed: 5, variation_index: 10, brief: "[emulator:nsfw] always flagged" }\n`);
+        return path;
+      };
+      const rerolled = await runCli(['run', manifest('rerolled', 'reroll'), '--base-url', emu.url, '--out', join(dir, 'out')]);
+      expect(rerolled.code).toBe(1);
+      const rows = emuRequests(emu);
+      expect(rows).toHaveLength(4);
+      expect(new Set(rows.map((r) => r.idempotency_key)).size).toBe(4);
+      expect(rows.map((r) => (r.details as { variation_index?: number }).variation_index).sort()).toEqual([10, 11, 12, 13]);
+      const journal = journalOf(findRunDir(join(dir, 'out'), 'rerolled')).records;
+      expect(journal.filter((r) => r.type === 'reroll').map((r) => (r as { attempt: number }).attempt)).toEqual([1, 2, 3]);
+
+      const skipped = await runCli(['run', manifest('skipped', 'skip'), '--base-url', emu.url, '--out', join(dir, 'out')]);
+      expect(skipped.code).toBe(1);
+      expect(emuRequests(emu)).toHaveLength(5);
+      expect(skipped.stdout).toMatch(/0 completed, 0 failed, 1 nsfw/);
+    } finally {
+      await emu.close();
+    }
+  }, 60_000);
+
+  it('a resume refuses a manifest whose plan changed (exit 2), and continues with --allow-changed', async () => {
+    const emu = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
+    try {
+      const dir = tempDir();
+      const path = join(dir, 'grow.yaml');
+      const write = (seeds: number): void =>
+        writeFileSync(path, `version: 1\nname: grow\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${seeds} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+      write(3);
+      expect((await runCli(['run', path, '--base-url', emu.url, '--out', join(dir, 'out')])).code).toBe(0);
+      const runDir = findRunDir(join(dir, 'out'), 'grow');
+      write(5);
+      const refused = await runCli(['resume', runDir, '--base-url', emu.url]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(/changed since run .* started; resume with --allow-changed/);
+      expect(emuRequests(emu)).toHaveLength(3);
+      const allowed = await runCli(['resume', runDir, '--base-url', emu.url, '--allow-changed']);
+      expect(allowed.code).toBe(0);
+      expect(emuRequests(emu)).toHaveLength(5);
+    } finally {
+      await emu.close();
+    }
+  }, 60_000);
+});
