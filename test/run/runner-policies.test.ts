@@ -58,7 +58,7 @@ steps:
       const rows = emuRequests(emu);
       expect(rows).toHaveLength(4);
       expect(new Set(rows.map((r) => r.idempotency_key)).size).toBe(4);
-      expect(rows.map((r) => (r.details as { variation_index?: number }).variation_index).sort()).toEqual([10, 11, 12, 13]);
+      expect(rows.map((r) => (r as unknown as { details: { variation_index: number } }).details.variation_index).sort()).toEqual([10, 11, 12, 13]);
       const journal = journalOf(findRunDir(join(dir, 'out'), 'rerolled')).records;
       expect(journal.filter((r) => r.type === 'reroll').map((r) => (r as { attempt: number }).attempt)).toEqual([1, 2, 3]);
 
