@@ -33,8 +33,9 @@ async function run(emu: Emulator, name: string, count: number, webhook: boolean)
 
 describe('webhook mode', () => {
   it('finishes with fewer status requests than polling, one confirming GET per request, and the same results', async () => {
-    // Sheets take about 0.4 to 1.1 s: polling needs several looks, a webhook needs one.
-    const emu = await startEmulator({ port: 0, timeScale: 0.05, log: () => {} });
+    // Sheets take 8.5 s or more at time scale 1, so at least 1.275 s here: longer than the first
+    // poll (at most 1 s), so polling needs two looks or more for each; a webhook needs one.
+    const emu = await startEmulator({ port: 0, timeScale: 0.15, log: () => {} });
     try {
       const polled = await run(emu, 'polled', 12, false);
       const hooked = await run(emu, 'hooked', 12, true);
@@ -43,6 +44,7 @@ describe('webhook mode', () => {
       expectCompletedRun(polled.runDir, emu, 12);
       expectCompletedRun(hooked.runDir, emu, 12);
       expect(hooked.statusGets).toBe(12);
+      expect(polled.statusGets).toBeGreaterThanOrEqual(24);
       expect(hooked.statusGets).toBeLessThan(polled.statusGets);
       // Every webhook target the emulator was given carries the run's token, which no output shows.
       const targets = [...emu.requests.byId.values()].map((r) => r.webhook?.url).filter((u): u is string => u !== undefined);
