@@ -6,9 +6,8 @@
  * - failed, nsfw and canceled requests, and failed agent turns, are refunded in full.
  */
 import { join } from 'node:path';
-import { readJournal } from '../run/journal.js';
 import { readPlanFile, type PlanFile } from '../run/run-dir.js';
-import { replay, type InstanceState } from '../run/run-state.js';
+import { replayFile, type InstanceState } from '../run/run-state.js';
 
 export type ReportStatus = 'completed' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
 
@@ -84,8 +83,7 @@ function add(group: GroupLine, line: InstanceLine): void {
 /** Builds the report of a run directory. */
 export async function buildCostReport(runDir: string, options: { creditsPerUsd?: number } = {}): Promise<CostReport> {
   const plan: PlanFile = await readPlanFile(runDir);
-  const { records } = await readJournal(join(runDir, 'journal.jsonl'));
-  const state = replay(records);
+  const state = await replayFile(join(runDir, 'journal.jsonl'), { lean: true });
   const stepInfo = new Map(plan.steps.map((s) => [s.id, s]));
   const instances: InstanceLine[] = [];
   for (const [id, entry] of [...state.instances.entries()].sort(([a], [b]) => a.localeCompare(b))) {

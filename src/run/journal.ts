@@ -39,6 +39,7 @@
  * Every string in a record passes through `redact()` before it is written, so a registered secret
  * never reaches the file.
  */
+import { createReadStream } from 'node:fs';
 import { crc32 } from 'node:zlib';
 import { open, readFile, truncate, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -125,6 +126,34 @@ export function parseJournal(data: Buffer): ReadJournalResult {
     start = end + 1;
   }
   return { records, tornTail: false, corrupt, endOffset: data.length };
+}
+
+/**
+ * Yields the valid records of a journal file one at a time, reading it in chunks, so that a journal
+ * of millions of records never sits in memory. Torn and corrupt lines are skipped (readJournal
+ * reports them; a reader that only sums records, like the cost report, does not need to).
+ */
+export async function* streamJournal(path: string): AsyncGenerator<JournalRecord> {
+  let stream;
+  try {
+    stream = createReadStream(path, { highWaterMark: 1024 * 1024 });
+    let rest = Buffer.alloc(0);
+    for await (const chunk of stream) {
+      const data = rest.length === 0 ? (chunk as Buffer) : Buffer.concat([rest, chunk as Buffer]);
+      let start = 0;
+      for (let end = data.indexOf(NEWLINE, start); end !== -1; end = data.indexOf(NEWLINE, start)) {
+        const check = checkLine(data.subarray(start, end));
+        if (check.ok) yield check.value as JournalRecord;
+        start = end + 1;
+      }
+      rest = Buffer.from(data.subarray(start));
+    }
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw error;
+  } finally {
+    stream?.destroy();
+  }
 }
 
 /** Reads a journal file. A missing file reads as empty. */

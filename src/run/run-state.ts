@@ -4,6 +4,7 @@
  * from here, never from what the service might say.
  */
 import type { JournalRecord, JournalRecordOf, TerminalStatus } from './journal-records.js';
+import { streamJournal } from './journal.js';
 import type { Submission } from '../models/adapter.js';
 
 export interface InstanceState {
@@ -127,4 +128,27 @@ export function resumeAction(entry: InstanceState | undefined, idempotentSubmit:
     return idempotentSubmit && key !== null ? { kind: 'resubmit_same_key', key } : { kind: 'unknown' };
   }
   return { kind: 'fresh' };
+}
+
+/**
+ * Replays a journal file without holding its records: each is applied as it is read. With `lean`,
+ * what only a resume needs (output URLs, template values, body hashes) is dropped as it arrives, so a
+ * reader such as the cost report keeps a few hundred bytes per instance.
+ */
+export async function replayFile(path: string, options: { lean?: boolean } = {}): Promise<RunState> {
+  const state = emptyRunState();
+  for await (const record of streamJournal(path)) {
+    applyRecord(state, record);
+    if (!options.lean) continue;
+    if (record.type === 'status') {
+      const entry = state.instances.get(record.instance);
+      if (entry?.final === record) {
+        entry.final = { type: 'status', instance: record.instance, status: record.status, outputs: [], ...(record.actualCostUsd === undefined ? {} : { actualCostUsd: record.actualCostUsd }) };
+      }
+    } else if (record.type === 'intent') {
+      const entry = state.instances.get(record.instance);
+      if (entry?.intent === record) entry.intent = { type: 'intent', instance: record.instance, model: record.model, idempotencyKey: record.idempotencyKey, bodyHash: record.bodyHash };
+    }
+  }
+  return state;
 }

@@ -35,7 +35,7 @@ import { applyRecord, replay, resumeAction, type InstanceState, type RunState } 
 import { AsyncQueue, Slots } from './slots.js';
 import { TokenBucket } from './token-bucket.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
-import { readdir, writeFile, rename, unlink } from 'node:fs/promises';
+import { open, readdir, rename, unlink } from 'node:fs/promises';
 import { setMaxListeners } from 'node:events';
 
 export interface RunOptions {
@@ -229,7 +229,10 @@ class Runner {
         (async () => {
           for (const need of step.needs) await done.get(need);
           this.#emit({ type: 'step_started', step: step.id });
-          const running: Promise<void>[] = [];
+          // Only the instances in flight are held: a finished one's promise (and all it closes over)
+          // is let go at once, so memory stays flat however many instances a step has.
+          const running = new Set<Promise<void>>();
+          let firstError: { error: unknown } | undefined;
           const launch = async (instance: PlannedInstance): Promise<void> => {
             if (this.#stopping) {
               this.#counts.pending++;
@@ -250,9 +253,13 @@ class Runner {
             const processed = this.#process(step, instance, completions.get(step.id)).finally(() => {
               for (const slots of held) slots.release();
             });
-            // Handled by Promise.all below; without this, a rejection before it would be unhandled and kill the process.
-            processed.catch(() => {});
-            running.push(processed);
+            running.add(processed);
+            // Settled here, rethrown after the step: an unhandled rejection would kill the process.
+            processed
+              .catch((error: unknown) => {
+                firstError ??= { error };
+              })
+              .finally(() => running.delete(processed));
           };
           try {
             if (step.forEach === undefined) {
@@ -271,7 +278,8 @@ class Runner {
                 }
               }
             }
-            await Promise.all(running);
+            await Promise.allSettled([...running]);
+            if (firstError) throw firstError.error;
           } finally {
             completions.get(step.id)?.close();
           }
@@ -321,6 +329,7 @@ class Runner {
     try {
       const final = await this.#drive(step, adapter, instance, entry);
       if (final?.status === 'completed' && completions) completions.push({ instance: planned, outputs: final.outputs });
+      if (final) this.#compact(planned.id);
     } catch (error) {
       if (error instanceof GenpipeError && error.code === 'aborted') return;
       throw error;
@@ -385,6 +394,18 @@ class Runner {
     } finally {
       release?.();
     }
+  }
+
+  /**
+   * Forgets what a finished instance no longer needs (its intent, output URLs and template values),
+   * keeping what outputs.csv reads: status, request id and files. Memory then grows by a few hundred
+   * bytes per finished instance instead of a few kilobytes.
+   */
+  #compact(id: string): void {
+    const entry = this.#state.instances.get(id);
+    if (!entry?.final) return;
+    entry.intent = undefined;
+    entry.final = { type: 'status', instance: id, status: entry.final.status, outputs: [] };
   }
 
   #count(status: TerminalStatus): void {
@@ -691,23 +712,33 @@ class Runner {
     return true;
   }
 
-  /** outputs.csv: one row per downloaded file (or per instance without files), written atomically. */
+  /** outputs.csv: one row per downloaded file (or per instance without files), written in chunks to a temp file, then renamed. */
   async #writeOutputsCsv(): Promise<void> {
-    let text = csvRow(['instance', 'step', 'axes', 'request_id', 'status', 'file', 'sha256']);
-    const ids = [...this.#state.instances.keys()].sort();
-    for (const id of ids) {
-      const entry = this.#state.instances.get(id) as InstanceState;
-      const record = this.#records.get(id);
-      const requestId = requestIdOf(entry.submission);
-      const status = entry.final?.status ?? (entry.failed ? 'failed' : entry.submission ? 'in_flight' : entry.intent ? 'unknown' : 'pending');
-      const downloads = [...entry.downloads.values()];
-      if (downloads.length === 0) text += csvRow([id, record?.step ?? id.replace(/\[.*$/, ''), record?.values ?? '', requestId, status, '', '']);
-      for (const d of downloads) text += csvRow([id, record?.step ?? id.replace(/\[.*$/, ''), record?.values ?? '', requestId, status, d.path, d.sha256]);
-    }
     const path = join(this.#o.runDir, 'outputs.csv');
-    await writeFile(`${path}.tmp`, text);
+    const handle = await open(`${path}.tmp`, 'w');
+    try {
+      let chunk = csvRow(['instance', 'step', 'axes', 'request_id', 'status', 'file', 'sha256']);
+      for (const id of [...this.#state.instances.keys()].sort()) {
+        const entry = this.#state.instances.get(id) as InstanceState;
+        const record = this.#records.get(id);
+        const requestId = requestIdOf(entry.submission);
+        const status = entry.final?.status ?? (entry.failed ? 'failed' : entry.submission ? 'in_flight' : entry.intent ? 'unknown' : 'pending');
+        const step = record?.step ?? id.replace(/\[.*$/, '');
+        const downloads = [...entry.downloads.values()];
+        if (downloads.length === 0) chunk += csvRow([id, step, record?.values ?? '', requestId, status, '', '']);
+        for (const d of downloads) chunk += csvRow([id, step, record?.values ?? '', requestId, status, d.path, d.sha256]);
+        if (chunk.length > 1024 * 1024) {
+          await handle.write(chunk);
+          chunk = '';
+        }
+      }
+      await handle.write(chunk);
+    } finally {
+      await handle.close();
+    }
     await rename(`${path}.tmp`, path);
   }
+
 }
 
 /** Temp files of downloads a crash cut short (see download.ts); a resume downloads them again. */

@@ -2,7 +2,7 @@
  * Run policies against a real emulator: a per-model limit shared by steps, nsfw re-rolls with a new
  * variation (and so a new key), and a resume that refuses a changed plan unless told.
  */
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
@@ -93,4 +93,29 @@ steps:
       await emu.close();
     }
   }, 60_000);
+
+  it('a second run of a pipeline while one holds its lock exits 4 and leaves nothing; --overlap wait runs after it', async () => {
+    const emu = await startEmulator({ port: 0, timeScale: 0.1, log: () => {} });
+    try {
+      const dir = tempDir();
+      const path = join(dir, 'locked.yaml');
+      writeFileSync(path, 'version: 1\nname: locked\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { tier: cats, seed: "{{ seed }}" }\n');
+      const out = join(dir, 'out');
+      const first = runCli(['run', path, '--base-url', emu.url, '--out', out]);
+      // Once the first run has submitted, it holds the lock (sheets take about a second here).
+      for (let i = 0; i < 400 && emuRequests(emu).length === 0; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(emuRequests(emu).length).toBeGreaterThan(0);
+      const refused = await runCli(['run', path, '--base-url', emu.url, '--out', out]);
+      expect(refused.code).toBe(4);
+      expect(refused.stderr).toMatch(/^genpipe: Another run of this pipeline holds the lock: run \S+, pid \d+/);
+      const waiting = runCli(['run', path, '--base-url', emu.url, '--out', out, '--overlap', 'wait']);
+      expect((await first).code).toBe(0);
+      expect((await waiting).code).toBe(0);
+      // The refused run left no run directory; the first and the waiting one did.
+      expect(readdirSync(join(out, 'locked')).filter((n) => !n.startsWith('.'))).toHaveLength(2);
+    } finally {
+      await emu.close();
+    }
+  }, 60_000);
 });
+
