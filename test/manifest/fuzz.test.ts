@@ -48,7 +48,8 @@ describe('fuzzing the loader (fast-check)', () => {
       fc.asyncProperty(doc, async (value) => {
         outcomes.add(await loadOrLocatedErrors(stringify(value)));
       }),
-      { numRuns: 300 },
+      // Seeded, so that "both outcomes are reached" below holds on every run, not on most.
+      { numRuns: 300, seed: 20261122 },
     );
     // The generator reaches both sides, so the property is not vacuous.
     expect(outcomes).toEqual(new Set(['plan', 'errors']));
