@@ -16,8 +16,9 @@ export interface PlanSources {
   close(): Promise<void>;
 }
 
-export function planSources(flags: ConfigFlags, io: CliIO, embedded?: EmbeddedEmulator): PlanSources {
-  let client: GenerationClient | undefined;
+/** With `shared`, catalogs are read through that client (the caller closes it); otherwise one is opened on demand. */
+export function planSources(flags: ConfigFlags, io: CliIO, embedded?: EmbeddedEmulator, shared?: GenerationClient): PlanSources {
+  let client: GenerationClient | undefined = shared;
   const open = (requireCredentials: boolean): GenerationClient => {
     client ??= new GenerationClient(
       embedded
@@ -40,7 +41,7 @@ export function planSources(flags: ConfigFlags, io: CliIO, embedded?: EmbeddedEm
       },
     },
     close: async () => {
-      await client?.close();
+      if (client !== shared) await client?.close();
     },
   };
 }

@@ -107,16 +107,15 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   if ((values['webhook-url'] === undefined) !== (values.listen === undefined)) throw new GenpipeError('invalid_input', '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.');
   const listen = values.listen === undefined ? undefined : parseListen(values.listen);
   let resumeDir = values.resume;
-  let manifestPath: string;
   if (command === 'resume') {
     resumeDir = positional(positionals, 0, 'a run directory', 'resume');
     noExtraPositionals(positionals, 1, 'resume');
-    manifestPath = (await readPlanFile(resumeDir)).manifest;
   } else {
-    manifestPath = positional(positionals, 0, 'a manifest file', 'run');
     noExtraPositionals(positionals, 1, 'run');
   }
   const previous = resumeDir ? await readPlanFile(resumeDir) : undefined;
+  // `genpipe resume DIR` runs the manifest the run was started with.
+  const manifestPath = command === 'resume' && previous ? previous.manifest : positional(positionals, 0, 'a manifest file', 'run');
   const loaded = loadManifestFile(manifestPath);
 
   const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
@@ -125,7 +124,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     ? resolveConfig({ flags: { ...flags, baseUrl: embedded.baseUrl }, env: {}, fallbackCredentials: embedded.credentials })
     : resolveConfig({ flags, env: io.env });
   const client = new GenerationClient(config);
-  const sources = planSources(flags, io, embedded);
+  const sources = planSources(flags, io, embedded, client);
   let catalog: OptionsCatalog | undefined;
   const fetchCatalog = sources.options.catalog;
   try {
