@@ -359,7 +359,7 @@ class Runner {
       }
       action = { kind: 'fresh' };
     }
-    const script = this.#script(step, instance);
+    const script = this.#script(step);
     const conversation = step.model === 'agent' ? this.#conversationOf(step, instance) : undefined;
     const release = conversation === undefined ? undefined : await this.#lockConversation(conversation);
     try {
@@ -427,7 +427,7 @@ class Runner {
     this.#noteFailure(step, id);
   }
 
-  #script(step: StepPlan, _instance: PlannedInstance): { replies?: readonly string[] | undefined; sessionId?: string | undefined } {
+  #script(step: StepPlan): { replies?: readonly string[] | undefined; sessionId?: string | undefined } {
     return { replies: step.step.replies };
   }
 

@@ -4,7 +4,6 @@
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import {
   BIN,
   cleanTemps,
@@ -21,20 +20,12 @@ import {
   sheetsManifest,
   tempDir,
   waitForRequests,
+  withEmulator,
 } from './runner-helpers.js';
 
 afterAll(cleanTemps);
 
 const PIPELINES = new URL('../../pipelines/', import.meta.url).pathname;
-
-async function withEmulator(options: Parameters<typeof startEmulator>[0], body: (emu: Emulator) => Promise<void>): Promise<void> {
-  const emu = await startEmulator({ port: 0, log: () => {}, ...options });
-  try {
-    await body(emu);
-  } finally {
-    await emu.close();
-  }
-}
 
 describe('genpipe run', () => {
   it("the README's main command writes 6 PNGs with the embedded emulator", { timeout: 120_000 }, async () => {

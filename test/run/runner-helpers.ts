@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { expect } from 'vitest';
-import type { Emulator } from '../../src/emulator/index.js';
+import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { parseJournal } from '../../src/run/journal.js';
 import type { JournalRecord } from '../../src/run/journal-records.js';
 
@@ -293,4 +293,14 @@ export async function inBatches<T>(items: readonly T[], limit: number, task: (it
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+/** Runs `body` against an emulator on a free loopback port, closing it whatever happens. */
+export async function withEmulator(options: Parameters<typeof startEmulator>[0], body: (emu: Emulator) => Promise<void>): Promise<void> {
+  const emu = await startEmulator({ port: 0, log: () => {}, ...options });
+  try {
+    await body(emu);
+  } finally {
+    await emu.close();
+  }
 }

@@ -5,15 +5,13 @@
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startEmulator } from '../../src/emulator/index.js';
-import { cleanTemps, emuRequests, findRunDir, journalOf, runCli, tempDir } from './runner-helpers.js';
+import { cleanTemps, emuRequests, findRunDir, journalOf, runCli, tempDir, withEmulator } from './runner-helpers.js';
 
 afterAll(() => cleanTemps());
 
 describe('run policies', () => {
   it('defaults.model_concurrency limits every step of a model together, under a larger global limit', async () => {
-    const emu = await startEmulator({ port: 0, timeScale: 0.02, log: () => {} });
-    try {
+    await withEmulator({ timeScale: 0.02 }, async (emu) => {
       const dir = tempDir();
       const manifest = join(dir, 'models.yaml');
       writeFileSync(
@@ -39,14 +37,11 @@ steps:
       expect(result.code).toBe(0);
       expect(emuRequests(emu)).toHaveLength(12);
       expect(emu.requests.peakActive).toBe(2);
-    } finally {
-      await emu.close();
-    }
+    });
   }, 60_000);
 
   it('on_nsfw: reroll tries the next variation_index with a new key, at most 3 times; skip leaves it nsfw', async () => {
-    const emu = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
-    try {
+    await withEmulator({ timeScale: 0 }, async (emu) => {
       const dir = tempDir();
       const manifest = (name: string, policy: string): string => {
         const path = join(dir, `${name}.yaml`);
@@ -66,14 +61,11 @@ steps:
       expect(skipped.code).toBe(1);
       expect(emuRequests(emu)).toHaveLength(5);
       expect(skipped.stdout).toMatch(/0 completed, 0 failed, 1 nsfw/);
-    } finally {
-      await emu.close();
-    }
+    });
   }, 60_000);
 
   it('a resume refuses a manifest whose plan changed (exit 2), and continues with --allow-changed', async () => {
-    const emu = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
-    try {
+    await withEmulator({ timeScale: 0 }, async (emu) => {
       const dir = tempDir();
       const path = join(dir, 'grow.yaml');
       const write = (seeds: number): void =>
@@ -89,14 +81,11 @@ steps:
       const allowed = await runCli(['resume', runDir, '--base-url', emu.url, '--allow-changed']);
       expect(allowed.code).toBe(0);
       expect(emuRequests(emu)).toHaveLength(5);
-    } finally {
-      await emu.close();
-    }
+    });
   }, 60_000);
 
   it('a second run of a pipeline while one holds its lock exits 4 and leaves nothing; --overlap wait runs after it', async () => {
-    const emu = await startEmulator({ port: 0, timeScale: 0.1, log: () => {} });
-    try {
+    await withEmulator({ timeScale: 0.1 }, async (emu) => {
       const dir = tempDir();
       const path = join(dir, 'locked.yaml');
       writeFileSync(path, 'version: 1\nname: locked\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { tier: cats, seed: "{{ seed }}" }\n');
@@ -113,9 +102,7 @@ steps:
       expect((await waiting).code).toBe(0);
       // The refused run left no run directory; the first and the waiting one did.
       expect(readdirSync(join(out, 'locked')).filter((n) => !n.startsWith('.'))).toHaveLength(2);
-    } finally {
-      await emu.close();
-    }
+    });
   }, 60_000);
 });
 

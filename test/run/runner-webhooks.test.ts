@@ -5,8 +5,8 @@
  */
 import { createServer } from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { cleanTemps, expectCompletedRun, expectNoSecret, findRunDir, journalOf, runCli, sheetsManifest, tempDir } from './runner-helpers.js';
+import type { Emulator } from '../../src/emulator/index.js';
+import { cleanTemps, expectCompletedRun, expectNoSecret, findRunDir, journalOf, runCli, sheetsManifest, tempDir, withEmulator } from './runner-helpers.js';
 
 const STATUS_ROUTE = 'GET /requests/:id/status';
 
@@ -35,8 +35,7 @@ describe('webhook mode', () => {
   it('finishes with fewer status requests than polling, one confirming GET per request, and the same results', async () => {
     // Sheets take 8.5 s or more at time scale 1, so at least 1.275 s here: longer than the first
     // poll (at most 1 s), so polling needs two looks or more for each; a webhook needs one.
-    const emu = await startEmulator({ port: 0, timeScale: 0.15, log: () => {} });
-    try {
+    await withEmulator({ timeScale: 0.15 }, async (emu) => {
       const polled = await run(emu, 'polled', 12, false);
       const hooked = await run(emu, 'hooked', 12, true);
       expect(polled.code).toBe(0);
@@ -52,14 +51,11 @@ describe('webhook mode', () => {
       const token = targets[0]?.split('/').pop() ?? '';
       expect(token).toMatch(/^[0-9a-f]{48}$/);
       expectNoSecret(hooked.runDir, hooked.output, token);
-    } finally {
-      await emu.close();
-    }
+    });
   }, 120_000);
 
   it('under hostile faults with duplicate and late deliveries, every instance ends completed once, with one request per key', async () => {
-    const emu = await startEmulator({ port: 0, timeScale: 0.02, seed: 11, faults: 'hostile', log: () => {} });
-    try {
+    await withEmulator({ timeScale: 0.02, seed: 11, faults: 'hostile' }, async (emu) => {
       const hooked = await run(emu, 'hostile', 30, true);
       expect(hooked.code).toBe(0);
       expectCompletedRun(hooked.runDir, emu, 30);
@@ -70,14 +66,11 @@ describe('webhook mode', () => {
       const deliveries = emu.webhooks.deliveries as readonly unknown[];
       // The profile really delivered some twice (30% duplicates, seeded), and none of it showed.
       expect(deliveries.length).toBeGreaterThan(30);
-    } finally {
-      await emu.close();
-    }
+    });
   }, 120_000);
 
   it('refuses --webhook-url without --listen, and a bad --listen, with exit 2 and no request', async () => {
-    const emu = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
-    try {
+    await withEmulator({ timeScale: 0 }, async (emu) => {
       const dir = tempDir();
       const manifest = sheetsManifest(dir, 2);
       emu.stats.reset();
@@ -88,8 +81,6 @@ describe('webhook mode', () => {
       expect(bad.code).toBe(2);
       expect(bad.stderr).toMatch(/--listen takes HOST:PORT/);
       expect(emu.stats.total).toBe(0);
-    } finally {
-      await emu.close();
-    }
+    });
   });
 });
