@@ -32,20 +32,20 @@ function chunk(type: string, data: Uint8Array): Buffer {
   return out;
 }
 
-/** Encodes RGB pixels (`width * height * 3` bytes, row-major) as a PNG. */
-export function encodePng(width: number, height: number, rgb: Uint8Array): Buffer {
+/**
+ * Encodes an RGB image as a PNG. `raw` holds the scanlines as PNG stores them: each row is a filter
+ * byte (0, none) followed by `width * 3` bytes, so the encoder deflates it without a copy. Level 1
+ * deflate: flat-coloured drawings compress nearly as well as at the default level, several times
+ * faster (the emulator draws one per download).
+ */
+export function encodePng(width: number, height: number, raw: Uint8Array): Buffer {
   const ihdr = Buffer.alloc(13);
   ihdr.writeUInt32BE(width, 0);
   ihdr.writeUInt32BE(height, 4);
   ihdr[8] = 8; // bit depth
   ihdr[9] = 2; // colour type RGB
-  const raw = Buffer.alloc((width * 3 + 1) * height);
-  for (let y = 0; y < height; y++) {
-    raw[y * (width * 3 + 1)] = 0; // filter: none
-    Buffer.from(rgb.buffer, rgb.byteOffset + y * width * 3, width * 3).copy(raw, y * (width * 3 + 1) + 1);
-  }
   const signature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-  return Buffer.concat([signature, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', new Uint8Array(0))]);
+  return Buffer.concat([signature, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw, { level: 1 })), chunk('IEND', new Uint8Array(0))]);
 }
 
 type Rgb = [number, number, number];
@@ -65,10 +65,12 @@ const TIER_HUES: Record<string, number> = { normal: 30, freak: 300, total: 0, in
 export function drawArt(art: ArtSpec): Buffer {
   const { width: w, height: h } = art;
   const rng = new Rng(hash32(art.seedText));
-  const px = new Uint8Array(w * h * 3);
+  const stride = w * 3 + 1;
+  // PNG scanlines: a filter byte (0) then the row's pixels; drawn in place, encoded without a copy.
+  const px = new Uint8Array(stride * h);
   const set = (x: number, y: number, c: Rgb): void => {
     if (x < 0 || y < 0 || x >= w || y >= h) return;
-    const i = (y * w + x) * 3;
+    const i = y * stride + 1 + x * 3;
     px[i] = c[0];
     px[i + 1] = c[1];
     px[i + 2] = c[2];
@@ -76,12 +78,13 @@ export function drawArt(art: ArtSpec): Buffer {
   const baseHue = art.tier !== undefined ? (TIER_HUES[art.tier] ?? 0) : rng.int(0, 359);
   const bgA = hsl(baseHue, 0.35, 0.85);
   const bgB = hsl((baseHue + 40) % 360, 0.35, 0.7);
-  for (let y = 0; y < h; y++) {
-    for (let x = 0; x < w; x++) {
-      const t = (x + y) / (w + h);
-      set(x, y, [Math.round(bgA[0] * (1 - t) + bgB[0] * t), Math.round(bgA[1] * (1 - t) + bgB[1] * t), Math.round(bgA[2] * (1 - t) + bgB[2] * t)]);
-    }
+  // A diagonal gradient: the colour depends on x + y only, so each diagonal's colour is mixed once.
+  const diagonal = new Uint8Array((w + h) * 3);
+  for (let d = 0; d < w + h; d++) {
+    const t = d / (w + h);
+    for (let k = 0; k < 3; k++) diagonal[d * 3 + k] = Math.round((bgA[k] as number) * (1 - t) + (bgB[k] as number) * t);
   }
+  for (let y = 0; y < h; y++) px.set(diagonal.subarray(y * 3, (y + w) * 3), y * stride + 1);
   const disc = (cx: number, cy: number, r: number, c: Rgb): void => {
     for (let y = Math.floor(cy - r); y <= cy + r; y++) for (let x = Math.floor(cx - r); x <= cx + r; x++) if ((x - cx) ** 2 + (y - cy) ** 2 <= r * r) set(x, y, c);
   };
