@@ -130,11 +130,8 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
   const first = new URL(options.url);
   checkDownloadUrl(first);
 
-  // Create the folder, then check its real path: a symlink inside the run directory must not lead out.
   const folder = dirname(target);
-  await mkdir(folder, { recursive: true });
-  const [realRoot, realFolder] = await Promise.all([realpath(options.runDir), realpath(folder)]);
-  if (!isInside(realRoot, realFolder)) throw new DownloadError('unsafe_path', 'invalid_input', 'An output folder leads outside the run directory (through a symlink).');
+  await prepareFolder(options.runDir, folder);
 
   const response = await fetchFollowingSameOrigin(first, options);
   const body = response.body;
@@ -149,7 +146,7 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
     if (Number.isFinite(declared) && declared > options.maxBytes) throw tooLarge(first, options.maxBytes);
 
     temp = join(folder, `.genpipe-${randomBytes(8).toString('hex')}.part`);
-    handle = await open(temp, 'wx', 0o644);
+    handle = await openTemp(options.runDir, folder, temp);
     const hash = createHash('sha256');
     let size = 0;
     for await (const chunk of body) {
@@ -160,7 +157,8 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
       await writeAll(handle, bytes);
       crashPoint('mid_download');
     }
-    await handle.sync();
+    // fdatasync: the bytes and the size, without the timestamps a full fsync would also write.
+    await handle.datasync();
     await handle.close();
     handle = undefined;
     const sha256 = hash.digest('hex');
@@ -175,6 +173,46 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
   } finally {
     await handle?.close().catch(() => undefined);
     if (temp !== undefined) await unlink(temp).catch(() => undefined);
+  }
+}
+
+/**
+ * Folders already created and checked, by run directory: a step's outputs share one folder, so the
+ * check runs once per folder and process instead of three filesystem calls per download. Bounded: a
+ * run has a folder per step. What the check is for: a run directory (a resumed one, say) whose
+ * output folder is a link to somewhere else. A link swapped in while the run is writing is not
+ * caught, as it was not before either (it could be swapped between any check and the open).
+ */
+const preparedFolders = new Map<string, Promise<void>>();
+const MAX_PREPARED_FOLDERS = 1_024;
+
+/** Creates `folder`, then checks its real path: a symlink inside the run directory must not lead out. */
+function prepareFolder(runDir: string, folder: string): Promise<void> {
+  const key = `${runDir}\0${folder}`;
+  let prepared = preparedFolders.get(key);
+  if (!prepared) {
+    prepared = (async () => {
+      await mkdir(folder, { recursive: true });
+      const [realRoot, realFolder] = await Promise.all([realpath(runDir), realpath(folder)]);
+      if (!isInside(realRoot, realFolder)) throw new DownloadError('unsafe_path', 'invalid_input', 'An output folder leads outside the run directory (through a symlink).');
+    })();
+    if (preparedFolders.size >= MAX_PREPARED_FOLDERS) preparedFolders.clear();
+    preparedFolders.set(key, prepared);
+    // A failure is not remembered: the next download checks again (and reports it again).
+    prepared.catch(() => preparedFolders.delete(key));
+  }
+  return prepared;
+}
+
+/** Opens a new temp file; when the folder went away since it was prepared (deleted by hand), prepares it again. */
+async function openTemp(runDir: string, folder: string, temp: string): Promise<FileHandle> {
+  try {
+    return await open(temp, 'wx', 0o644);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    preparedFolders.delete(`${runDir}\0${folder}`);
+    await prepareFolder(runDir, folder);
+    return open(temp, 'wx', 0o644);
   }
 }
 

@@ -266,6 +266,15 @@ describe('downloadToFile: paths', () => {
     expect(await filesUnder(outside)).toEqual([]);
   });
 
+  it('checks a folder once, and recreates it when it was deleted between two downloads', async () => {
+    serve('/a.png', PNG);
+    await downloadToFile(options({ relativePath: 'outputs/step/one.png' }));
+    await rm(join(runDir, 'outputs'), { recursive: true });
+    const second = await downloadToFile(options({ relativePath: 'outputs/step/two.png' }));
+    expect(second.sha256).toBe(sha(PNG));
+    expect(await filesUnder(runDir)).toEqual(['outputs/step/two.png']);
+  });
+
   it('stores outputs of hostile instance ids inside the run directory, each under its own name', async () => {
     serve('/a.png', PNG);
     const ids = ['../../etc/passwd', '/abs/path', 'nul\0byte', 'x'.repeat(10_000), 'sheets[tier=猫,seed=3]', 'sheets[tier=犬,seed=3]', '..', '.', 'CON', '\u202egnp.exe'];
