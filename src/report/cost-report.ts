@@ -86,7 +86,11 @@ export async function buildCostReport(runDir: string, options: { creditsPerUsd?:
   const state = await replayFile(join(runDir, 'journal.jsonl'), { lean: true });
   const stepInfo = new Map(plan.steps.map((s) => [s.id, s]));
   const instances: InstanceLine[] = [];
-  for (const [id, entry] of [...state.instances.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+  // Sorted by UTF-16 code units, like outputs.csv: the same order on every machine and locale.
+  for (const id of [...state.instances.keys()].sort()) {
+    const entry = state.instances.get(id) as InstanceState;
+    // Each replayed state gives way to its (smaller) line, so the two never both hold every instance.
+    state.instances.delete(id);
     // An instance id starts with its step (a for_each id too: `clips[sheets[...],...]`).
     const step = id.split('[')[0] ?? id;
     const info = stepInfo.get(step);

@@ -8,7 +8,8 @@ import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '..
 import { loadManifestFile } from '../../src/manifest/load.js';
 import { buildPlan } from '../../src/plan/plan.js';
 import { buildCostReport } from '../../src/report/cost-report.js';
-import { reportMarkdown as reportMarkdownOf } from '../../src/report/render.js';
+import { reportCsv, reportJson, reportMarkdown as reportMarkdownOf } from '../../src/report/render.js';
+import type { CostReport, GroupLine, InstanceLine } from '../../src/report/cost-report.js';
 import { writeCostReport } from '../../src/report/write-report.js';
 import { createRunDir, planHash } from '../../src/run/run-dir.js';
 import { runPlan } from '../../src/run/runner.js';
@@ -122,5 +123,27 @@ describe('genpipe runs', () => {
     expect(budgeted).toMatchObject({ status: 'budget', completed: 1, instances: 3 });
     expect(await listRuns(join(dir, 'runs'), 'small')).toHaveLength(1);
     expect(await listRuns(join(dir, 'nowhere'))).toEqual([]);
+  });
+});
+
+describe('the report files, written in pieces', () => {
+  const group = (name: string, net: number): GroupLine => ({ name, counts: { completed: 1, failed: 0, nsfw: 0, canceled: 0, unknown: 0, in_flight: 0, not_started: 0 }, estimatedUsd: net, actualUsd: null, refundedUsd: 0, netUsd: net, unpricedInstances: 0 });
+  const line = (i: number): InstanceLine => ({ instance: `a[seed=${i}]`, step: 'a', model: 'character-sheet', status: 'completed', requestId: `r${i}`, estimatedUsd: 0.05, actualUsd: null, refundedUsd: 0, netUsd: 0.05, unpricedInstances: 0 });
+  const report = (count: number): CostReport => ({ pipeline: 'p "quoted"', runId: 'r1', creditsPerUsd: 100, instances: Array.from({ length: count }, (_, i) => line(i)), steps: [group('a', 0.05 * count)], models: [group('character-sheet', 0.05 * count)], total: group('total', 0.05 * count) });
+
+  it('report.json is the whole report with credits, for no, one and many instances', () => {
+    for (const count of [0, 1, 3]) {
+      const r = report(count);
+      const parsed = JSON.parse(reportJson(r)) as Record<string, unknown>;
+      const credited = <T extends { netUsd: number; refundedUsd: number }>(m: T) => ({ ...m, netCredits: Math.round(m.netUsd * 100 * 100) / 100, refundedCredits: 0 });
+      expect(parsed).toEqual({ pipeline: r.pipeline, runId: 'r1', creditsPerUsd: 100, instances: r.instances.map(credited), steps: r.steps.map(credited), models: r.models.map(credited), total: credited(r.total) });
+    }
+  });
+
+  it('report.csv and report.md have a row per instance', () => {
+    const r = report(3);
+    expect(reportCsv(r).split('\r\n').filter((l) => l.startsWith('instance,'))).toHaveLength(3);
+    expect(reportMarkdownOf(r).split('\n').filter((l) => l.startsWith('| a[seed='))).toHaveLength(3);
+    expect(reportMarkdownOf(report(0))).toContain('| instance | status | request | net |');
   });
 });
