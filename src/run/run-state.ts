@@ -15,8 +15,8 @@ export interface InstanceState {
   submittedAt?: number | undefined;
   final?: JournalRecordOf<'status'> | undefined;
   failed?: JournalRecordOf<'failed'> | undefined;
-  /** Downloaded files by output index. */
-  downloads: Map<number, JournalRecordOf<'downloaded'>>;
+  /** Downloaded files by output index (created with the first one: most states never need a Map). */
+  downloads?: Map<number, JournalRecordOf<'downloaded'>> | undefined;
   rerolls: number;
 }
 
@@ -37,7 +37,7 @@ export function emptyRunState(): RunState {
 function instanceOf(state: RunState, id: string): InstanceState {
   let entry = state.instances.get(id);
   if (!entry) {
-    entry = { downloads: new Map(), rerolls: 0 };
+    entry = { rerolls: 0 };
     state.instances.set(id, entry);
   }
   return entry;
@@ -69,9 +69,11 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       entry.final ??= record;
       return;
     }
-    case 'downloaded':
-      instanceOf(state, record.instance).downloads.set(record.output ?? 0, record);
+    case 'downloaded': {
+      const entry = instanceOf(state, record.instance);
+      (entry.downloads ??= new Map()).set(record.output ?? 0, record);
       return;
+    }
     case 'failed': {
       const entry = instanceOf(state, record.instance);
       if (!entry.final) entry.failed = record;
@@ -86,7 +88,7 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       entry.submittedAt = undefined;
       entry.final = undefined;
       entry.failed = undefined;
-      entry.downloads.clear();
+      entry.downloads = undefined;
       return;
     }
     case 'agent_session':
@@ -132,12 +134,14 @@ export function resumeAction(entry: InstanceState | undefined, idempotentSubmit:
 
 /**
  * Replays a journal file without holding its records: each is applied as it is read. With `lean`,
- * what only a resume needs (output URLs, template values, body hashes) is dropped as it arrives, so a
+ * what only a resume needs (output URLs, downloads, template values, body hashes) is dropped as it arrives, so a
  * reader such as the cost report keeps a few hundred bytes per instance.
  */
 export async function replayFile(path: string, options: { lean?: boolean } = {}): Promise<RunState> {
   const state = emptyRunState();
   for await (const record of streamJournal(path)) {
+    // Which files were downloaded is outputs.csv's business, not a lean reader's.
+    if (options.lean && record.type === 'downloaded') continue;
     applyRecord(state, record);
     if (!options.lean) continue;
     if (record.type === 'status') {

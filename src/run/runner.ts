@@ -24,6 +24,7 @@ import { adapterFor } from '../models/adapters.js';
 import { isRemoteUrl, mapImageFields } from '../models/registry.js';
 import { InstanceError, type Plan, type PlannedInstance, type StepPlan } from '../plan/plan.js';
 import { csvRow } from '../util/csv.js';
+import { OutputsCsv } from './outputs-csv.js';
 import { DownloadError, downloadToFile } from './download.js';
 import type { RunCounts, RunEvent, RunListener, RunOutcome, RunSummary, StopReason } from './events.js';
 import type { JournalRecord, TerminalStatus } from './journal-records.js';
@@ -35,7 +36,7 @@ import { applyRecord, replay, resumeAction, type InstanceState, type RunState } 
 import { AsyncQueue, Slots } from './slots.js';
 import { TokenBucket } from './token-bucket.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
-import { open, readdir, rename, unlink } from 'node:fs/promises';
+import { readdir, unlink } from 'node:fs/promises';
 import { setMaxListeners } from 'node:events';
 
 export interface RunOptions {
@@ -108,6 +109,8 @@ class Runner {
   readonly #polls: PollScheduler;
   readonly #conversations = new Map<string, Promise<void>>();
   readonly #records = new Map<string, InstanceRecord>();
+  /** outputs.csv; a finished instance's rows go there at once (spilled to disk), and the run forgets it. */
+  #outputs!: OutputsCsv;
   readonly #random: () => number;
   #estimatedUsd = 0;
   /** Set when the service refused the credentials: the run stops and runPlan throws it (exit 5). */
@@ -171,6 +174,7 @@ class Runner {
       // A budget is a promise about money: an instance of unknown price could break it unseen.
       throw new GenpipeError('invalid_input', `With a budget, every step needs a price; ${unpriced.join(', ')} ${unpriced.length === 1 ? 'has' : 'have'} none: add it to the manifest's prices (or price_usd on the step).`);
     }
+    this.#outputs = await OutputsCsv.open(this.#o.runDir);
     this.#journal = await Journal.open(join(this.#o.runDir, 'journal.jsonl'));
     this.#state = replay(this.#journal.recovered.records);
     const resumed = !this.#journal.created;
@@ -397,15 +401,16 @@ class Runner {
   }
 
   /**
-   * Forgets what a finished instance no longer needs (its intent, output URLs and template values),
-   * keeping what outputs.csv reads: status, request id and files. Memory then grows by a few hundred
-   * bytes per finished instance instead of a few kilobytes.
+   * Forgets a finished instance once its outputs.csv rows are set aside. Nothing reads its state
+   * again in this run (the journal holds it for a resume), so memory stays flat however many
+   * instances finish.
    */
   #compact(id: string): void {
     const entry = this.#state.instances.get(id);
     if (!entry?.final) return;
-    entry.intent = undefined;
-    entry.final = { type: 'status', instance: id, status: entry.final.status, outputs: [] };
+    this.#outputs.add(id, this.#csvRows(id, entry));
+    this.#state.instances.delete(id);
+    this.#records.delete(id);
   }
 
   #count(status: TerminalStatus): void {
@@ -671,7 +676,7 @@ class Runner {
   async #downloadAll(step: StepPlan, id: string, files: readonly OutputRef[] | readonly { url: string; name?: string | undefined; accept?: string[] | undefined }[], entry: InstanceState | undefined): Promise<boolean> {
     const list = files as readonly { url: string; name?: string | undefined; accept?: readonly string[] | undefined }[];
     for (const [index, file] of list.entries()) {
-      if (entry?.downloads.has(index)) continue;
+      if (entry?.downloads?.has(index)) continue;
       const accept = file.accept ?? [];
       const name = safeFileName(id, extensionFor(file.url, accept), list.length > 1 ? { index } : {});
       const relativePath = `outputs/${safeFileName(step.id, 'd').replace(/\.d$/, '')}/${name}`;
@@ -712,33 +717,23 @@ class Runner {
     return true;
   }
 
-  /** outputs.csv: one row per downloaded file (or per instance without files), written in chunks to a temp file, then renamed. */
+  /** outputs.csv, with the rows of the instances that did not finish (they are still in the state). */
   async #writeOutputsCsv(): Promise<void> {
-    const path = join(this.#o.runDir, 'outputs.csv');
-    const handle = await open(`${path}.tmp`, 'w');
-    try {
-      let chunk = csvRow(['instance', 'step', 'axes', 'request_id', 'status', 'file', 'sha256']);
-      for (const id of [...this.#state.instances.keys()].sort()) {
-        const entry = this.#state.instances.get(id) as InstanceState;
-        const record = this.#records.get(id);
-        const requestId = requestIdOf(entry.submission);
-        const status = entry.final?.status ?? (entry.failed ? 'failed' : entry.submission ? 'in_flight' : entry.intent ? 'unknown' : 'pending');
-        const step = record?.step ?? id.replace(/\[.*$/, '');
-        const downloads = [...entry.downloads.values()];
-        if (downloads.length === 0) chunk += csvRow([id, step, record?.values ?? '', requestId, status, '', '']);
-        for (const d of downloads) chunk += csvRow([id, step, record?.values ?? '', requestId, status, d.path, d.sha256]);
-        if (chunk.length > 1024 * 1024) {
-          await handle.write(chunk);
-          chunk = '';
-        }
-      }
-      await handle.write(chunk);
-    } finally {
-      await handle.close();
-    }
-    await rename(`${path}.tmp`, path);
+    await this.#outputs.write([...this.#state.instances].map(([id, entry]): [string, string] => [id, this.#csvRows(id, entry)]));
   }
 
+  /** An instance's outputs.csv rows: one per downloaded file, or one without a file. */
+  #csvRows(id: string, entry: InstanceState): string {
+    const record = this.#records.get(id);
+    const requestId = requestIdOf(entry.submission);
+    const status = entry.final?.status ?? (entry.failed ? 'failed' : entry.submission ? 'in_flight' : entry.intent ? 'unknown' : 'pending');
+    const step = record?.step ?? id.replace(/\[.*$/, '');
+    const axes = record?.values ?? '';
+    if (!entry.downloads?.size) return csvRow([id, step, axes, requestId, status, '', '']);
+    let rows = '';
+    for (const d of entry.downloads.values()) rows += csvRow([id, step, axes, requestId, status, d.path, d.sha256]);
+    return rows;
+  }
 }
 
 /** Temp files of downloads a crash cut short (see download.ts); a resume downloads them again. */
