@@ -145,7 +145,7 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
     const declared = Number(response.headers['content-length']);
     if (Number.isFinite(declared) && declared > options.maxBytes) throw tooLarge(first, options.maxBytes);
 
-    temp = join(folder, `.genpipe-${randomBytes(8).toString('hex')}.part`);
+    temp = join(folder, nextTempName());
     handle = await openTemp(options.runDir, folder, temp);
     const hash = createHash('sha256');
     let size = 0;
@@ -202,6 +202,14 @@ function prepareFolder(runDir: string, folder: string): Promise<void> {
     prepared.catch(() => preparedFolders.delete(key));
   }
   return prepared;
+}
+
+/** Temp names: a random prefix per process and a counter (16 hex digits in all), without a random draw per download. */
+const TEMP_PREFIX = randomBytes(4).toString('hex');
+let tempCounter = 0;
+function nextTempName(): string {
+  tempCounter = (tempCounter + 1) >>> 0;
+  return `.genpipe-${TEMP_PREFIX}${tempCounter.toString(16).padStart(8, '0')}.part`;
 }
 
 /** Opens a new temp file; when the folder went away since it was prepared (deleted by hand), prepares it again. */

@@ -1,7 +1,7 @@
 import { readConfigFile } from '../../api/config.js';
 import { GenpipeError } from '../../api/errors.js';
-import { reportCsv, reportJson, reportMarkdown } from '../../report/render.js';
-import { writeCostReport } from '../../report/write-report.js';
+import { reportCsvParts, reportJsonParts, reportMarkdownParts } from '../../report/render.js';
+import { writeCostReport, writeInChunks } from '../../report/write-report.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
@@ -23,7 +23,7 @@ report.csv and report.md into the run directory and prints one of them (Markdown
     const configPath = values.config ?? io.env.GENPIPE_CONFIG;
     const creditsPerUsd = configPath ? readConfigFile(configPath).credits_per_usd : undefined;
     const report = await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
-    io.out((values.json ? reportJson(report) : values.csv ? reportCsv(report) : reportMarkdown(report)).replace(/\n$/, ''));
+    await writeInChunks((values.json ? reportJsonParts : values.csv ? reportCsvParts : reportMarkdownParts)(report), (chunk) => io.write(chunk), 64 * 1024);
     return EXIT.ok;
   },
 };
