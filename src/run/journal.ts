@@ -39,9 +39,8 @@
  * Every string in a record passes through `redact()` before it is written, so a registered secret
  * never reaches the file.
  */
-import { createReadStream } from 'node:fs';
 import { crc32 } from 'node:zlib';
-import { open, readFile, truncate, type FileHandle } from 'node:fs/promises';
+import { open, truncate, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
 import { redact } from '../util/redact.js';
@@ -104,68 +103,126 @@ function checkLine(bytes: Buffer): LineCheck {
   return { ok: true, value: parsed.data };
 }
 
+/**
+ * Walks the lines of a journal fed to it in chunks, applying the torn-tail and corruption rules of
+ * the header comment. `size` is the file's length, so a line knows whether it is the last one before
+ * the end is reached. Lines inside a chunk are checked in place; only a line cut by a chunk boundary
+ * is copied. Valid records go to `onRecord` as they are read: nothing is kept but the problems.
+ */
+class JournalScanner {
+  readonly #size: number;
+  readonly #onRecord: (record: JournalRecord) => void;
+  /** The start of a line the previous chunk cut, and where it starts in the file. */
+  #rest: Buffer | undefined;
+  #restStart = 0;
+  /** Where the next chunk starts in the file. */
+  #offset = 0;
+  #line = 0;
+  readonly #corrupt: CorruptLine[] = [];
+  #torn: { at: number } | undefined;
+
+  constructor(size: number, onRecord: (record: JournalRecord) => void) {
+    this.#size = size;
+    this.#onRecord = onRecord;
+  }
+
+  push(chunk: Buffer): void {
+    let start = 0;
+    // Bounded: each turn consumes at least one byte of `chunk`.
+    for (let end = chunk.indexOf(NEWLINE, start); end !== -1; end = chunk.indexOf(NEWLINE, start)) {
+      const lineStart = this.#rest === undefined ? this.#offset + start : this.#restStart;
+      const bytes = this.#rest === undefined ? chunk.subarray(start, end) : Buffer.concat([this.#rest, chunk.subarray(start, end)]);
+      this.#rest = undefined;
+      this.#check(bytes, lineStart, this.#offset + end === this.#size - 1);
+      start = end + 1;
+    }
+    if (start < chunk.length) {
+      const tail = chunk.subarray(start);
+      if (this.#rest === undefined) this.#restStart = this.#offset + start;
+      this.#rest = this.#rest === undefined ? Buffer.from(tail) : Buffer.concat([this.#rest, tail]);
+    }
+    this.#offset += chunk.length;
+  }
+
+  #check(bytes: Buffer, lineStart: number, isLast: boolean): void {
+    this.#line++;
+    if (this.#torn) return;
+    const check = checkLine(bytes);
+    if (check.ok) this.#onRecord(check.value as JournalRecord);
+    else if (isLast && check.integrity) this.#torn = { at: lineStart };
+    else this.#corrupt.push({ line: this.#line, reason: check.reason });
+  }
+
+  /** The outcome once every chunk is in: a line without its newline is a torn tail. */
+  finish(): Omit<ReadJournalResult, 'records'> {
+    if (this.#rest !== undefined) {
+      this.#line++;
+      this.#torn ??= { at: this.#restStart };
+    }
+    return { tornTail: this.#torn !== undefined, corrupt: this.#corrupt, endOffset: this.#torn?.at ?? this.#offset };
+  }
+}
+
 /** Parses the bytes of a journal (see the header comment for the torn-tail and corruption rules). */
 export function parseJournal(data: Buffer): ReadJournalResult {
   const records: JournalRecord[] = [];
-  const corrupt: CorruptLine[] = [];
-  let start = 0;
-  let line = 0;
-  // Bounded: each turn consumes at least one byte of `data`.
-  while (start < data.length) {
-    line++;
-    const end = data.indexOf(NEWLINE, start);
-    if (end === -1) {
-      // No newline: the last write was cut short.
-      return { records, tornTail: true, corrupt, endOffset: start };
-    }
-    const check = checkLine(data.subarray(start, end));
-    const isLast = end === data.length - 1;
-    if (check.ok) records.push(check.value as JournalRecord);
-    else if (isLast && check.integrity) return { records, tornTail: true, corrupt, endOffset: start };
-    else corrupt.push({ line, reason: check.reason });
-    start = end + 1;
-  }
-  return { records, tornTail: false, corrupt, endOffset: data.length };
+  const scanner = new JournalScanner(data.length, (record) => records.push(record));
+  scanner.push(data);
+  return { records, ...scanner.finish() };
 }
 
 /**
- * Yields the valid records of a journal file one at a time, reading it in chunks, so that a journal
- * of millions of records never sits in memory. Torn and corrupt lines are skipped (readJournal
- * reports them; a reader that only sums records, like the cost report, does not need to).
+ * Reads a journal file a chunk at a time, handing each valid record to `onRecord`; returns the torn
+ * tail and corrupt lines. A missing file reads as empty. The file must not grow meanwhile (the run
+ * lock sees to that).
  */
-export async function* streamJournal(path: string): AsyncGenerator<JournalRecord> {
-  let stream;
+export async function scanJournal(path: string, onRecord: (record: JournalRecord) => void): Promise<Omit<ReadJournalResult, 'records'>> {
+  let handle: FileHandle;
   try {
-    stream = createReadStream(path, { highWaterMark: 1024 * 1024 });
-    let rest = Buffer.alloc(0);
-    for await (const chunk of stream) {
-      const data = rest.length === 0 ? (chunk as Buffer) : Buffer.concat([rest, chunk as Buffer]);
-      let start = 0;
-      for (let end = data.indexOf(NEWLINE, start); end !== -1; end = data.indexOf(NEWLINE, start)) {
-        const check = checkLine(data.subarray(start, end));
-        if (check.ok) yield check.value as JournalRecord;
-        start = end + 1;
-      }
-      rest = Buffer.from(data.subarray(start));
-    }
+    handle = await open(path, 'r');
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { tornTail: false, corrupt: [], endOffset: 0 };
     throw error;
+  }
+  try {
+    const scanner = new JournalScanner((await handle.stat()).size, onRecord);
+    for await (const chunk of handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false })) scanner.push(chunk as Buffer);
+    return scanner.finish();
   } finally {
-    stream?.destroy();
+    await handle.close();
   }
 }
 
-/** Reads a journal file. A missing file reads as empty. */
-export async function readJournal(path: string): Promise<ReadJournalResult> {
-  let data: Buffer;
+/**
+ * Yields the valid records of a journal file one at a time, so that a journal of millions of
+ * records never sits in memory. Torn and corrupt lines are skipped (scanJournal reports them; a
+ * reader that only sums records, like the cost report, does not need to).
+ */
+export async function* streamJournal(path: string): AsyncGenerator<JournalRecord> {
+  let handle: FileHandle;
   try {
-    data = await readFile(path);
+    handle = await open(path, 'r');
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { records: [], tornTail: false, corrupt: [], endOffset: 0 };
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
     throw error;
   }
-  return parseJournal(data);
+  try {
+    const batch: JournalRecord[] = [];
+    const scanner = new JournalScanner((await handle.stat()).size, (record) => batch.push(record));
+    for await (const chunk of handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false })) {
+      scanner.push(chunk as Buffer);
+      yield* batch.splice(0);
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Reads a journal file, records and all. A missing file reads as empty. */
+export async function readJournal(path: string): Promise<ReadJournalResult> {
+  const records: JournalRecord[] = [];
+  const result = await scanJournal(path, (record) => records.push(record));
+  return { records, ...result };
 }
 
 /** The file operations the writer needs; injectable to count syncs or simulate a failing disk. */
@@ -182,6 +239,11 @@ export interface JournalOptions {
   now?: () => number;
   /** Wraps the real file, e.g. to count syncs in a test. */
   wrapFile?: (file: JournalFile) => JournalFile;
+  /**
+   * Receives each record of an existing journal as it is read, instead of `recovered.records`
+   * holding them all: a resume of a million-record run replays without the records in memory.
+   */
+  onRecord?: (record: JournalRecord) => void;
 }
 
 export interface AppendOptions {
@@ -263,7 +325,7 @@ export class Journal {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       created = false;
-      recovered = await readJournal(path);
+      recovered = options.onRecord ? { records: [], ...(await scanJournal(path, options.onRecord)) } : await readJournal(path);
       if (recovered.tornTail) {
         await truncate(path, recovered.endOffset);
       }

@@ -32,7 +32,7 @@ import { Journal } from './journal.js';
 import { crashPoint } from './crash-points.js';
 import { safeFileName } from './output-names.js';
 import { PollScheduler, type PollScheduleOptions } from './poll-schedule.js';
-import { applyRecord, replay, resumeAction, type InstanceState, type RunState } from './run-state.js';
+import { applyRecord, emptyRunState, resumeAction, type InstanceState, type RunState } from './run-state.js';
 import { AsyncQueue, Slots } from './slots.js';
 import { TokenBucket } from './token-bucket.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
@@ -175,8 +175,10 @@ class Runner {
       throw new GenpipeError('invalid_input', `With a budget, every step needs a price; ${unpriced.join(', ')} ${unpriced.length === 1 ? 'has' : 'have'} none: add it to the manifest's prices (or price_usd on the step).`);
     }
     this.#outputs = await OutputsCsv.open(this.#o.runDir);
-    this.#journal = await Journal.open(join(this.#o.runDir, 'journal.jsonl'));
-    this.#state = replay(this.#journal.recovered.records);
+    // A resume replays the journal as it is read, never holding its records.
+    const state = emptyRunState();
+    this.#journal = await Journal.open(join(this.#o.runDir, 'journal.jsonl'), { onRecord: (record) => applyRecord(state, record) });
+    this.#state = state;
     const resumed = !this.#journal.created;
     if (resumed) await removePartialDownloads(join(this.#o.runDir, 'outputs'));
     await this.#log({ type: 'run_started', runId: this.#o.runId, pipeline: this.#plan.name, planHash: this.#o.planHash }, true);

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, stat, writeFile, appendFile } from 'node:fs/prom
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { encodeLine, Journal, JournalError, parseJournal, readJournal, type JournalFile } from '../../src/run/journal.js';
+import { encodeLine, Journal, JournalError, parseJournal, readJournal, streamJournal, type JournalFile } from '../../src/run/journal.js';
 import type { JournalRecord } from '../../src/run/journal-records.js';
 import { registerSecret } from '../../src/util/redact.js';
 
@@ -136,6 +136,18 @@ describe('Journal.open', () => {
     expect((await readJournal(path)).records).toEqual(SAMPLE.slice(0, 4));
   });
 
+  it('hands each record to onRecord instead of holding them, and still cuts a torn tail', async () => {
+    const full = await writeAll(SAMPLE.slice(0, 4));
+    await writeFile(path, full.subarray(0, full.length - 5));
+    const seen: JournalRecord[] = [];
+    const journal = await Journal.open(path, { onRecord: (record) => seen.push(record) });
+    expect(seen).toEqual(SAMPLE.slice(0, 3));
+    expect(journal.recovered).toMatchObject({ records: [], tornTail: true });
+    await journal.append(SAMPLE[4]!);
+    await journal.close();
+    expect((await readJournal(path)).records).toEqual([...SAMPLE.slice(0, 3), SAMPLE[4]]);
+  });
+
   it('refuses appends after close, and close is idempotent', async () => {
     const journal = await Journal.open(path);
     await journal.close();
@@ -252,6 +264,32 @@ describe('corruption in the middle', () => {
     const after = await readFile(path);
     expect(after.subarray(0, broken.length).equals(broken)).toBe(true);
     expect((await readJournal(path)).records).toEqual(SAMPLE.slice(1, 4));
+  });
+});
+
+describe('streamJournal', () => {
+  async function streamed(): Promise<JournalRecord[]> {
+    const out: JournalRecord[] = [];
+    for await (const record of streamJournal(path)) out.push(record);
+    return out;
+  }
+
+  it('yields what readJournal reads, with lines that span several read chunks', async () => {
+    // A 600 KB message spans three 256 KB chunks; small records around it cut chunks mid-line.
+    const records: JournalRecord[] = [...SAMPLE, { type: 'failed', instance: 'big', code: 'x', message: 'm'.repeat(600_000), at: 11 }, ...Array.from({ length: 3_000 }, (_, i) => intent(i))];
+    await writeAll(records);
+    expect(await streamed()).toEqual((await readJournal(path)).records);
+    expect(await streamed()).toEqual(records);
+  });
+
+  it('skips a corrupt line in the middle and a torn tail, and reads a missing file as empty', async () => {
+    await writeAll([intent(1), intent(2), intent(3)]);
+    const lines = (await readFile(path, 'latin1')).split('\n');
+    lines[1] = lines[1]!.replace('seed=2', 'seed=9');
+    await writeFile(path, `${lines.join('\n')}${encodeLine(JSON.stringify(intent(4))).toString('latin1').slice(0, 30)}`, 'latin1');
+    expect(await streamed()).toEqual([intent(1), intent(3)]);
+    await rm(path);
+    expect(await streamed()).toEqual([]);
   });
 });
 
