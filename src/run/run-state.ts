@@ -102,12 +102,6 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
   }
 }
 
-export function replay(records: readonly JournalRecord[]): RunState {
-  const state = emptyRunState();
-  for (const record of records) applyRecord(state, record);
-  return state;
-}
-
 /** How a resumed run treats an instance. */
 export type ResumeAction =
   | { kind: 'fresh' }
@@ -134,25 +128,38 @@ export function resumeAction(entry: InstanceState | undefined, idempotentSubmit:
 
 /**
  * Replays a journal file without holding its records: each is applied as it is read. With `lean`,
- * what only a resume needs (output URLs, downloads, template values, body hashes) is dropped as it arrives, so a
- * reader such as the cost report keeps a few hundred bytes per instance.
+ * only what a reader of outcomes (the cost report, `genpipe runs`) needs is kept: an intent is
+ * reduced to its model, a final status to the status and the service's cost, downloads are skipped,
+ * and the reduced records are shared (frozen) between instances, so a lean state holds little more
+ * than each instance's id and request id. A resume needs the whole records: it replays without `lean`.
  */
 export async function replayFile(path: string, options: { lean?: boolean } = {}): Promise<RunState> {
   const state = emptyRunState();
+  const intents = new Map<string, JournalRecordOf<'intent'>>();
+  const finals = new Map<string, JournalRecordOf<'status'>>();
   for await (const record of streamJournal(path)) {
-    // Which files were downloaded is outputs.csv's business, not a lean reader's.
     if (options.lean && record.type === 'downloaded') continue;
     applyRecord(state, record);
     if (!options.lean) continue;
     if (record.type === 'status') {
       const entry = state.instances.get(record.instance);
       if (entry?.final === record) {
-        entry.final = { type: 'status', instance: record.instance, status: record.status, outputs: [], ...(record.actualCostUsd === undefined ? {} : { actualCostUsd: record.actualCostUsd }) };
+        if (record.actualCostUsd === undefined) entry.final = shared(finals, record.status, (): JournalRecordOf<'status'> => ({ type: 'status', instance: '', status: record.status, outputs: [] }));
+        else entry.final = { type: 'status', instance: '', status: record.status, outputs: [], actualCostUsd: record.actualCostUsd };
       }
     } else if (record.type === 'intent') {
       const entry = state.instances.get(record.instance);
-      if (entry?.intent === record) entry.intent = { type: 'intent', instance: record.instance, model: record.model, idempotencyKey: record.idempotencyKey, bodyHash: record.bodyHash };
+      if (entry?.intent === record) entry.intent = shared(intents, record.model, (): JournalRecordOf<'intent'> => ({ type: 'intent', instance: '', model: record.model, idempotencyKey: null, bodyHash: '' }));
     }
   }
   return state;
+}
+
+function shared<T extends object>(cache: Map<string, T>, key: string, make: () => T): T {
+  let value = cache.get(key);
+  if (!value) {
+    value = Object.freeze(make());
+    cache.set(key, value);
+  }
+  return value;
 }
