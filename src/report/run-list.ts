@@ -1,7 +1,7 @@
 /** The runs under a folder (`runs/<pipeline>/<run-id>/`), newest first, with status and spend. */
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readJournal } from '../run/journal.js';
+import { streamJournal } from '../run/journal.js';
 import { buildCostReport } from './cost-report.js';
 
 export interface RunListing {
@@ -30,11 +30,15 @@ export async function listRuns(root: string, pipeline?: string): Promise<RunList
     for (const runId of await folders(join(root, name))) {
       const dir = join(root, name, runId);
       if (!(await stat(join(dir, 'plan.json')).catch(() => undefined))) continue;
-      const { records } = await readJournal(join(dir, 'journal.jsonl')).catch(() => ({ records: [] as never[] }));
       let status = 'not started';
-      for (const record of records) {
-        if (record.type === 'run_started') status = 'interrupted';
-        if (record.type === 'run_finished') status = record.outcome ?? 'finished';
+      // Streamed: a journal of a large run is never read into memory whole.
+      try {
+        for await (const record of streamJournal(join(dir, 'journal.jsonl'))) {
+          if (record.type === 'run_started') status = 'interrupted';
+          if (record.type === 'run_finished') status = record.outcome ?? 'finished';
+        }
+      } catch {
+        status = 'unreadable';
       }
       const report = await buildCostReport(dir);
       const instances = Object.values(report.total.counts).reduce((a, b) => a + b, 0);
