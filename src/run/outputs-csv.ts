@@ -37,6 +37,12 @@ export class OutputsCsv {
     return new OutputsCsv(runDir, await open(join(runDir, SPILL_NAME), 'w', 0o600));
   }
 
+  /** Closes and removes the spill file without writing outputs.csv (the run could not start). */
+  async abandon(): Promise<void> {
+    await this.#spill.close().catch(() => undefined);
+    await unlink(join(this.#runDir, SPILL_NAME)).catch(() => undefined);
+  }
+
   /** Sets aside the rows (CSV text, one or more lines) of a finished instance. */
   add(id: string, rows: string): void {
     this.#buffer += `${JSON.stringify([id, rows])}\n`;

@@ -177,7 +177,12 @@ class Runner {
     this.#outputs = await OutputsCsv.open(this.#o.runDir);
     // A resume replays the journal as it is read, never holding its records.
     const state = emptyRunState();
-    this.#journal = await Journal.open(join(this.#o.runDir, 'journal.jsonl'), { onRecord: (record) => applyRecord(state, record) });
+    try {
+      this.#journal = await Journal.open(join(this.#o.runDir, 'journal.jsonl'), { onRecord: (record) => applyRecord(state, record) });
+    } catch (error) {
+      await this.#outputs.abandon();
+      throw error;
+    }
     this.#state = state;
     const resumed = !this.#journal.created;
     if (resumed) await removePartialDownloads(join(this.#o.runDir, 'outputs'));
