@@ -1,7 +1,6 @@
 /** §4.2 character-sheet rules, catalog selection rules, idempotency cases and the PNG output. */
-import { inflateSync } from 'node:zlib';
+import { crc32, inflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { crc32 } from '../../src/emulator/png.js';
 import { speciesFor } from '../../src/emulator/character-sheet.js';
 import { INSECT_SPECIES, SPECIES_CYCLES } from '../../src/emulator/options-catalog-data.js';
 import type { Emulator } from '../../src/emulator/start-emulator.js';
@@ -169,11 +168,13 @@ describe('character sheet: output', () => {
     return (await http(emu, 'GET', new URL(status.images[0].url).pathname)).bytes;
   }
 
+  /** Decodes the emulator's PNG (8-bit palette, filter 0 rows) to RGB pixels, checking every chunk CRC and index. */
   function decode(png: Buffer): { width: number; height: number; pixels: Buffer } {
     expect(png.subarray(0, 8).toString('hex')).toBe('89504e470d0a1a0a');
     let offset = 8;
     let width = 0;
     let height = 0;
+    let palette = Buffer.alloc(0);
     const idat: Buffer[] = [];
     while (offset < png.length) {
       const length = png.readUInt32BE(offset);
@@ -183,12 +184,24 @@ describe('character sheet: output', () => {
       if (type === 'IHDR') {
         width = data.readUInt32BE(0);
         height = data.readUInt32BE(4);
+        expect([data[8], data[9]]).toEqual([8, 3]); // 8-bit palette indices
       }
+      if (type === 'PLTE') palette = data;
       if (type === 'IDAT') idat.push(data);
       offset += 12 + length;
     }
-    const pixels = inflateSync(Buffer.concat(idat));
-    expect(pixels.length).toBe((width * 3 + 1) * height);
+    const rows = inflateSync(Buffer.concat(idat));
+    expect(rows.length).toBe((width + 1) * height);
+    expect(palette.length % 3).toBe(0);
+    const pixels = Buffer.alloc(width * height * 3);
+    for (let y = 0; y < height; y++) {
+      expect(rows[y * (width + 1)]).toBe(0); // filter: none
+      for (let x = 0; x < width; x++) {
+        const index = rows[y * (width + 1) + 1 + x]!;
+        expect(index * 3 < palette.length).toBe(true);
+        palette.copy(pixels, (y * width + x) * 3, index * 3, index * 3 + 3);
+      }
+    }
     return { width, height, pixels };
   }
 
