@@ -30,35 +30,37 @@
  *
  * ## Writing: group commit
  *
- * Appends go to a queue. One writer drains it: it takes everything queued (up to a byte cap),
- * writes it with a single `write`, and syncs once if any record in the batch asked to be durable.
- * Appends that arrive while a write+sync is in flight wait for the next batch, so N concurrent
- * durable appends cost far fewer than N syncs. After a failed write or sync the journal refuses all
- * further appends: once fsync has failed the page cache can no longer be trusted ("fsyncgate").
+ * Appends join the open batch (up to a size cap) and share its promise. One writer takes the
+ * batches in order: it writes each with a single `write`, and syncs once if any record in it asked
+ * to be durable. Appends that arrive while a write+sync is in flight go to the next batch, so N
+ * concurrent durable appends cost far fewer than N syncs, and N appends cost one promise per
+ * batch, not N. After a failed write or sync the journal refuses all further appends: once fsync
+ * has failed the page cache can no longer be trusted ("fsyncgate").
  *
- * Every string in a record passes through `redact()` before it is written, so a registered secret
- * never reaches the file.
+ * Every registered secret is redacted from a record's JSON text before it is written (in the form
+ * JSON gives it inside a string), so a secret never reaches the file.
  */
 import { crc32 } from 'node:zlib';
 import { open, truncate, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
-import { redact } from '../util/redact.js';
+import { redactJsonText } from '../util/redact.js';
 import { JOURNAL_RECORD_TYPES, JournalRecord } from './journal-records.js';
 import { syncDirectory } from './sync-directory.js';
 
 const NEWLINE = 0x0a;
 const PREFIX_LENGTH = 9; // 8 hex digits and a space
-/** Largest single write; a batch above it is split so one write never builds a giant buffer. */
-const MAX_BATCH_BYTES = 4 * 1024 * 1024;
-/** Records are small; a deeper object is a bug (or a cycle) and is refused. */
-const MAX_DEPTH = 64;
+/** About the largest single write, in characters; a batch is closed before it grows past it. */
+const MAX_BATCH_CHARS = 4 * 1024 * 1024;
+
+/** One JSON text as a journal line (checksum, space, JSON, newline); the checksum covers its UTF-8 bytes. */
+function lineText(json: string): string {
+  return `${crc32(json).toString(16).padStart(8, '0')} ${json}\n`;
+}
 
 /** Encodes one JSON text as a journal line (checksum, space, JSON, newline). */
 export function encodeLine(json: string): Buffer {
-  const body = Buffer.from(json, 'utf8');
-  const sum = crc32(body).toString(16).padStart(8, '0');
-  return Buffer.concat([Buffer.from(`${sum} `, 'latin1'), body, Buffer.from('\n', 'latin1')]);
+  return Buffer.from(lineText(json), 'utf8');
 }
 
 export interface CorruptLine {
@@ -257,11 +259,24 @@ export interface JournalStats {
   syncs: number;
 }
 
-interface Pending {
-  line: Buffer;
+/** Lines written together by one `write` (and one sync, if any of them asked to be durable). */
+interface Batch {
+  lines: string[];
+  chars: number;
   durable: boolean;
+  promise: Promise<void>;
   resolve: () => void;
   reject: (error: unknown) => void;
+}
+
+function newBatch(): Batch {
+  let resolve!: () => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { lines: [], chars: 0, durable: false, promise, resolve, reject };
 }
 
 export class JournalError extends GenpipeError {
@@ -297,7 +312,8 @@ export class Journal {
   readonly #file: JournalFile;
   readonly #now: () => number;
   readonly #stats: JournalStats = { records: 0, writes: 0, syncs: 0 };
-  #queue: Pending[] = [];
+  /** Batches waiting for the writer, oldest first; the last one takes new appends. */
+  #batches: Batch[] = [];
   #draining: Promise<void> | undefined;
   /** Bytes written but not yet synced. */
   #dirty = false;
@@ -354,7 +370,7 @@ export class Journal {
    * promise resolves once the record (and every record before it) is synced; use it for intents.
    */
   append(record: JournalRecord, options: AppendOptions = {}): Promise<void> {
-    let line: Buffer;
+    let line: string;
     try {
       this.#assertWritable();
       line = this.#encode(record);
@@ -371,14 +387,14 @@ export class Journal {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#enqueue(Buffer.alloc(0), true);
+    return this.#enqueue(undefined, true);
   }
 
   /** Syncs what is queued and closes the file. Further appends are refused. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
       try {
-        if (this.#failure === undefined) await this.#enqueue(Buffer.alloc(0), true);
+        if (this.#failure === undefined) await this.#enqueue(undefined, true);
       } finally {
         await this.#file.close();
       }
@@ -391,17 +407,22 @@ export class Journal {
     if (this.#closing) throw new JournalError('invalid_file', `The journal ${this.path} is closed.`);
   }
 
-  #encode(record: JournalRecord): Buffer {
+  #encode(record: JournalRecord): string {
     const stamped = record.at === undefined ? { ...record, at: this.#now() } : record;
     const parsed = JournalRecord.safeParse(stamped);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       throw new JournalError('invalid_input', `Refusing to journal an invalid ${String((record as { type?: unknown }).type)} record: ${issue ? `${issue.path.join('.') || '(record)'}: ${issue.message}` : 'invalid'}.`);
     }
-    // Scrub each string before serialising, so a secret is replaced whole even when JSON would escape it.
-    const text = JSON.stringify(scrub(stamped, 0));
-    // Belt and braces: a secret that only appears across JSON syntax is caught here.
-    const scrubbed = redact(text);
+    let text: string;
+    try {
+      text = JSON.stringify(stamped);
+    } catch (error) {
+      throw new JournalError('invalid_input', 'Refusing to journal a record that cannot be written as JSON (a cycle, or nesting too deep).', { cause: error });
+    }
+    const scrubbed = redactJsonText(text);
+    // A secret that only appears across JSON syntax cannot be cut out of it; a redaction must leave valid JSON.
+    if (scrubbed === undefined) throw new JournalError('invalid_input', 'Refusing to journal a record whose serialised form contains a secret.');
     if (scrubbed !== text) {
       try {
         JSON.parse(scrubbed);
@@ -409,63 +430,50 @@ export class Journal {
         throw new JournalError('invalid_input', 'Refusing to journal a record whose serialised form contains a secret.');
       }
     }
-    return encodeLine(scrubbed);
+    return lineText(scrubbed);
   }
 
-  #enqueue(line: Buffer, durable: boolean): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.#queue.push({ line, durable, resolve, reject });
-      this.#draining ??= this.#drain();
-    });
+  #enqueue(line: string | undefined, durable: boolean): Promise<void> {
+    let batch = this.#batches.at(-1);
+    if (batch === undefined || (line !== undefined && batch.lines.length > 0 && batch.chars + line.length > MAX_BATCH_CHARS)) {
+      batch = newBatch();
+      this.#batches.push(batch);
+    }
+    if (line !== undefined) {
+      batch.lines.push(line);
+      batch.chars += line.length;
+    }
+    if (durable) batch.durable = true;
+    this.#draining ??= this.#drain();
+    return batch.promise;
   }
 
   async #drain(): Promise<void> {
     // Let appends made in the same tick join the first batch.
     await Promise.resolve();
-    // Bounded: each turn removes at least one entry from the queue; new entries arrive only from callers.
-    while (this.#queue.length > 0) {
-      let bytes = 0;
-      let count = 0;
-      for (const entry of this.#queue) {
-        if (count > 0 && bytes + entry.line.length > MAX_BATCH_BYTES) break;
-        bytes += entry.line.length;
-        count++;
-      }
-      const batch = this.#queue.splice(0, count);
+    // Bounded: each turn removes one batch; new batches arrive only from callers.
+    for (let batch = this.#batches.shift(); batch !== undefined; batch = this.#batches.shift()) {
       try {
-        if (bytes > 0) {
-          await this.#file.write(Buffer.concat(batch.map((entry) => entry.line), bytes));
+        if (batch.lines.length > 0) {
+          await this.#file.write(Buffer.from(batch.lines.join(''), 'utf8'));
           this.#stats.writes++;
           this.#dirty = true;
         }
-        if (batch.some((entry) => entry.durable) && this.#dirty) {
+        if (batch.durable && this.#dirty) {
           await this.#file.sync();
           this.#stats.syncs++;
           this.#dirty = false;
         }
       } catch (error) {
         this.#failure = error;
-        const failed = [...batch, ...this.#queue.splice(0)];
         const wrapped = new JournalError('invalid_file', `Could not write the journal ${this.path}.`, { cause: error });
-        for (const entry of failed) entry.reject(wrapped);
+        batch.reject(wrapped);
+        for (const waiting of this.#batches.splice(0)) waiting.reject(wrapped);
         break;
       }
-      this.#stats.records += batch.filter((entry) => entry.line.length > 0).length;
-      for (const entry of batch) entry.resolve();
+      this.#stats.records += batch.lines.length;
+      batch.resolve();
     }
     this.#draining = undefined;
   }
-}
-
-/** Returns a copy of a JSON value with every string (keys included) passed through `redact`. */
-function scrub(value: unknown, depth: number): unknown {
-  if (depth > MAX_DEPTH) throw new JournalError('invalid_input', 'Refusing to journal a record nested too deeply.');
-  if (typeof value === 'string') return redact(value);
-  if (Array.isArray(value)) return value.map((item) => scrub(item, depth + 1));
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [key, item] of Object.entries(value)) out[redact(key)] = scrub(item, depth + 1);
-    return out;
-  }
-  return value;
 }

@@ -3,11 +3,12 @@
  * journal records, reports, error messages. Credentials and webhook secrets register themselves
  * when they are created, so no writer has to remember to.
  */
-const secrets = new Set<string>();
+/** Each registered secret, with the form JSON gives it inside a string (the same text for most secrets). */
+const secrets = new Map<string, string>();
 
 /** Registers a secret so that `redact` hides it. Short strings are ignored: they would mask ordinary words. */
 export function registerSecret(secret: string): void {
-  if (secret.length >= 4) secrets.add(secret);
+  if (secret.length >= 4) secrets.set(secret, JSON.stringify(secret).slice(1, -1));
 }
 
 export const REDACTED = '[REDACTED]';
@@ -15,8 +16,22 @@ export const REDACTED = '[REDACTED]';
 /** Replaces every registered secret in `text` with `[REDACTED]`. */
 export function redact(text: string): string {
   let out = text;
-  for (const secret of secrets) {
+  for (const secret of secrets.keys()) {
     if (out.includes(secret)) out = out.split(secret).join(REDACTED);
+  }
+  return out;
+}
+
+/**
+ * Redacts a JSON text: each registered secret inside a string (or a key), in the escaped form JSON
+ * writes it in, becomes `[REDACTED]`. Returns undefined when a secret still shows afterwards,
+ * outside any string: it spans JSON syntax, and no replacement could cut it out safely.
+ */
+export function redactJsonText(text: string): string | undefined {
+  let out = text;
+  for (const [secret, escaped] of secrets) {
+    if (out.includes(escaped)) out = out.split(escaped).join(REDACTED);
+    if (escaped !== secret && out.includes(secret)) return undefined;
   }
   return out;
 }

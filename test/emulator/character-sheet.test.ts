@@ -174,7 +174,7 @@ describe('character sheet: output', () => {
     let offset = 8;
     let width = 0;
     let height = 0;
-    let palette = Buffer.alloc(0);
+    let palette: Buffer = Buffer.alloc(0);
     const idat: Buffer[] = [];
     while (offset < png.length) {
       const length = png.readUInt32BE(offset);

@@ -380,6 +380,29 @@ describe('secrets never reach the journal (reliability.md #14)', () => {
     expect(read.records).toHaveLength(3);
   });
 
+  it('refuses, and writes nothing of, a record where a secret shows only across JSON syntax', async () => {
+    // JSON.stringify puts `"message":"k9","zz-tail":1`: the secret spans a string's end and the next key.
+    const spanning = 'k9","zz-tail';
+    registerSecret(spanning);
+    const journal = await Journal.open(path);
+    const record = { type: 'failed', instance: 'x', code: 'c', message: 'k9', 'zz-tail': 1, at: 1 } as JournalRecord;
+    await expect(journal.append(record)).rejects.toThrow(/contains a secret/);
+    await journal.append(SAMPLE[0]!);
+    await journal.close();
+    const text = await readFile(path, 'utf8');
+    expect(text).not.toContain('k9');
+    expect((await readJournal(path)).records).toEqual([SAMPLE[0]]);
+  });
+
+  it('refuses a record that cannot be written as JSON (a cycle) with a JournalError', async () => {
+    const journal = await Journal.open(path);
+    const result: Record<string, unknown> = {};
+    result.self = result;
+    await expect(journal.append({ type: 'status', instance: 'x', status: 'completed', outputs: [], result, at: 1 })).rejects.toThrow(JournalError);
+    await journal.close();
+    expect(await readFile(path, 'utf8')).toBe('');
+  });
+
   it('a journal appended to by raw bytes (another writer) is still checked line by line', async () => {
     await writeAll(SAMPLE.slice(0, 2));
     await appendFile(path, 'garbage without newline');
