@@ -10,6 +10,7 @@ import type { ClientConfig } from './config.js';
 import { errorFromStatus, GenpipeError, IndeterminateSubmissionError } from './errors.js';
 import { backoffDelay, classifyTransportError, decideRetry, outcomeErrorCode, parseRetryAfter, type AttemptOutcome, type CallSafety } from './retry.js';
 import { abortError, sleep } from './sleep.js';
+import { readBodyBuffer } from './read-body.js';
 import { ErrorResponse } from './wire.js';
 import { redact } from '../util/redact.js';
 import { issuesFromZod } from '../util/zod-issues.js';
@@ -209,17 +210,8 @@ export class Transport {
 }
 
 async function readText(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += (chunk as Buffer).length;
-    if (size > maxBytes) {
-      body.destroy();
-      throw new GenpipeError('invalid_response', `The response body is larger than ${maxBytes} bytes.`);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+  const bytes = await readBodyBuffer(body, maxBytes, () => new GenpipeError('invalid_response', `The response body is larger than ${maxBytes} bytes.`));
+  return bytes.toString('utf8');
 }
 
 function detailOf(text: string): string | undefined {

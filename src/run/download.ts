@@ -24,12 +24,15 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { request, type Dispatcher } from 'undici';
 import { errorFromStatus, GenpipeError, type ErrorCode } from '../api/errors.js';
 import { classifyTransportError, outcomeErrorCode } from '../api/retry.js';
+import { readBody } from '../api/read-body.js';
 import { abortError } from '../api/sleep.js';
 import { redact } from '../util/redact.js';
 import { isInside, resolveInside } from './output-names.js';
 import { syncDirectory } from './sync-directory.js';
 
 export const DEFAULT_MAX_REDIRECTS = 3;
+/** Downloaded bytes are written to the temp file in batches of about this size. */
+const WRITE_BATCH_BYTES = 1024 * 1024;
 
 export type DownloadRefusal =
   | 'insecure_url' // not https, and not http to loopback
@@ -147,16 +150,29 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
 
     temp = join(folder, nextTempName());
     handle = await openTemp(options.runDir, folder, temp);
+    const file = handle;
     const hash = createHash('sha256');
-    let size = 0;
-    for await (const chunk of body) {
-      const bytes = chunk as Buffer;
-      size += bytes.length;
-      if (size > options.maxBytes) throw tooLarge(first, options.maxBytes);
-      hash.update(bytes);
-      await writeAll(handle, bytes);
+    // Chunks are hashed as they come and written in batches: a small output is one write.
+    let batch: Buffer[] = [];
+    let batched = 0;
+    const writeBatch = async (): Promise<void> => {
+      const bytes = batch.length === 1 ? (batch[0] as Buffer) : Buffer.concat(batch, batched);
+      batch = [];
+      batched = 0;
+      await writeAll(file, bytes);
       crashPoint('mid_download');
-    }
+    };
+    const size = await readBody(body, {
+      maxBytes: options.maxBytes,
+      tooLarge: () => tooLarge(first, options.maxBytes),
+      onChunk: (chunk) => {
+        hash.update(chunk);
+        batch.push(chunk);
+        batched += chunk.length;
+        return batched >= WRITE_BATCH_BYTES ? writeBatch() : undefined;
+      },
+    });
+    if (batched > 0) await writeBatch();
     // fdatasync: the bytes and the size, without the timestamps a full fsync would also write.
     await handle.datasync();
     await handle.close();
