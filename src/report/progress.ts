@@ -32,16 +32,47 @@ export function summaryLine(s: RunSummary): string {
   return `${s.pipeline} ${s.runId}: ${s.outcome}; ${parts.join(', ')}; estimated ${usd(s.estimatedUsd)}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}${s.message ? `\n${s.message}` : ''}`;
 }
 
+/** `42s`, `3m07s`, `2h05m`. */
+export function formatDuration(ms: number): string {
+  const seconds = Math.max(0, Math.round(ms / 1000));
+  if (seconds < 60) return `${seconds}s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes}m${String(seconds % 60).padStart(2, '0')}s`;
+  return `${Math.floor(minutes / 60)}h${String(minutes % 60).padStart(2, '0')}m`;
+}
+
+/**
+ * Time left for `total - finished` instances at the pace seen since `startedAt`; `--` until the
+ * first instance finishes (there is no pace to go by before that).
+ */
+export function etaText(finished: number, total: number, startedAt: number | undefined, now: number): string {
+  if (startedAt === undefined || finished === 0) return '--';
+  if (finished >= total) return '0s';
+  return formatDuration(((now - startedAt) / finished) * (total - finished));
+}
+
+interface StepTally {
+  done: number;
+  failed: number;
+  inFlight: number;
+  /** When its first instance was submitted. */
+  startedAt: number | undefined;
+}
+
 /** Counts that both progress views keep. */
 class Tally {
-  readonly steps = new Map<string, { done: number; failed: number; inFlight: number; total: number }>();
+  readonly steps = new Map<string, StepTally>();
   spentUsd = 0;
   total = 0;
+  /** When the first instance of the run was submitted. */
+  startedAt: number | undefined;
 
-  step(id: string): { done: number; failed: number; inFlight: number; total: number } {
+  constructor(readonly now: () => number) {}
+
+  step(id: string): StepTally {
     let s = this.steps.get(id);
     if (!s) {
-      s = { done: 0, failed: 0, inFlight: 0, total: 0 };
+      s = { done: 0, failed: 0, inFlight: 0, startedAt: undefined };
       this.steps.set(id, s);
     }
     return s;
@@ -52,10 +83,14 @@ class Tally {
       case 'run_started':
         this.total = event.instances;
         return;
-      case 'instance_submitted':
-        this.step(event.step).inFlight++;
+      case 'instance_submitted': {
+        const s = this.step(event.step);
+        s.inFlight++;
+        s.startedAt ??= this.now();
+        this.startedAt ??= s.startedAt;
         this.spentUsd += event.estimatedUsd ?? 0;
         return;
+      }
       case 'instance_finished': {
         const s = this.step(event.step);
         s.inFlight = Math.max(0, s.inFlight - 1);
@@ -83,13 +118,15 @@ function errorLine(event: RunEvent): string | undefined {
 }
 
 export class LineProgress implements ProgressSink {
-  readonly #tally = new Tally();
+  readonly #tally: Tally;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly output: Output,
-    private readonly options: { quiet: boolean; intervalMs?: number },
-  ) {}
+    private readonly options: { quiet: boolean; intervalMs?: number; now?: () => number },
+  ) {
+    this.#tally = new Tally(options.now ?? Date.now);
+  }
 
   readonly listener: RunListener = (event) => {
     this.#tally.on(event);
@@ -110,7 +147,7 @@ export class LineProgress implements ProgressSink {
     if (line) this.output.err(line);
   };
 
-  /** `progress: 120/500 done (3 failed), 20 in flight, spent $6.00` */
+  /** `progress: 120/500 done (3 failed), 20 in flight, spent US$6.00, ETA 2m10s` */
   line(): string {
     let done = 0;
     let failed = 0;
@@ -120,7 +157,8 @@ export class LineProgress implements ProgressSink {
       failed += s.failed;
       inFlight += s.inFlight;
     }
-    return `progress: ${done + failed}/${this.#tally.total} done (${failed} failed), ${inFlight} in flight, spent ${usd(this.#tally.spentUsd)}`;
+    const eta = etaText(done + failed, this.#tally.total, this.#tally.startedAt, this.#tally.now());
+    return `progress: ${done + failed}/${this.#tally.total} done (${failed} failed), ${inFlight} in flight, spent ${usd(this.#tally.spentUsd)}, ETA ${eta}`;
   }
 
   stop(): void {
@@ -144,17 +182,20 @@ export class JsonLogs implements ProgressSink {
 }
 
 export class TtyProgress implements ProgressSink {
-  readonly #tally = new Tally();
+  readonly #tally: Tally;
   readonly #bars = new Map<string, cliProgress.SingleBar>();
+  readonly #totals = new Map<string, number>();
   readonly #multi: cliProgress.MultiBar;
 
   constructor(
     private readonly output: Output,
-    private readonly options: { quiet: boolean; budgetUsd?: number | undefined; steps: readonly { id: string; count: number }[]; stream?: NodeJS.WritableStream },
+    private readonly options: { quiet: boolean; budgetUsd?: number | undefined; steps: readonly { id: string; count: number }[]; stream?: NodeJS.WritableStream; now?: () => number },
   ) {
+    this.#tally = new Tally(options.now ?? Date.now);
     this.#multi = new cliProgress.MultiBar(
       {
-        format: '{step} [{bar}] {value}/{total} | {failed} failed | {inflight} in flight | ETA {eta_formatted} | {spend}',
+        // Our own ETA: cli-progress's shows NULL or INF until it has a pace, and counts submits as progress.
+        format: '{step} [{bar}] {value}/{total} | {failed} failed | {inflight} in flight | ETA {time_left} | {spend}',
         barCompleteChar: '#',
         barIncompleteChar: '.',
         hideCursor: true,
@@ -167,7 +208,8 @@ export class TtyProgress implements ProgressSink {
     );
     const width = Math.max(...options.steps.map((s) => s.id.length), 4);
     for (const step of options.steps) {
-      this.#bars.set(step.id, this.#multi.create(Math.max(step.count, 1), 0, { step: step.id.padEnd(width), failed: 0, inflight: 0, spend: '' }));
+      this.#totals.set(step.id, step.count);
+      this.#bars.set(step.id, this.#multi.create(Math.max(step.count, 1), 0, { step: step.id.padEnd(width), failed: 0, inflight: 0, time_left: '--', spend: '' }));
     }
   }
 
@@ -189,7 +231,8 @@ export class TtyProgress implements ProgressSink {
     if (!bar || !s) return;
     const budget = this.options.budgetUsd;
     const spend = budget === undefined ? `spent ${usd(this.#tally.spentUsd)}` : `spent ${usd(this.#tally.spentUsd)} of ${usd(budget)}`;
-    bar.update(s.done + s.failed, { failed: s.failed, inflight: s.inFlight, spend });
+    const finished = s.done + s.failed;
+    bar.update(finished, { failed: s.failed, inflight: s.inFlight, time_left: etaText(finished, this.#totals.get(stepId) ?? finished, s.startedAt, this.#tally.now()), spend });
   }
 
   stop(): void {

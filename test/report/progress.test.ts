@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RunEvent, RunSummary } from '../../src/run/events.js';
-import { JsonLogs, LineProgress, summaryLine } from '../../src/report/progress.js';
+import { etaText, formatDuration, JsonLogs, LineProgress, summaryLine } from '../../src/report/progress.js';
 
 const summary: RunSummary = {
   runId: '20261122T000000Z-abcd',
@@ -28,10 +28,16 @@ function sink(): { out: string[]; err: string[]; output: { out: (t: string) => v
 describe('progress outside a TTY', () => {
   it('says what runs, reports failures as they happen, and prints one concise progress line', () => {
     const s = sink();
-    const progress = new LineProgress(s.output, { quiet: false, intervalMs: 60_000 });
-    for (const e of events) progress.listener(e);
+    // Each event comes 10 s after the one before: the first submit at 20 s, the last finish at 50 s.
+    let clock = 0;
+    const progress = new LineProgress(s.output, { quiet: false, intervalMs: 60_000, now: () => clock });
+    for (const e of events) {
+      clock += 10_000;
+      progress.listener(e);
+    }
     expect(s.err).toEqual([`running p: 3 instance(s) in ${summary.runDir}`, 'a[s=2]: failed: boom']);
-    expect(progress.line()).toBe('progress: 2/3 done (1 failed), 0 in flight, spent US$0.10');
+    // 2 finished in the 30 s since the first submit: the last one takes another 15 s.
+    expect(progress.line()).toBe('progress: 2/3 done (1 failed), 0 in flight, spent US$0.10, ETA 15s');
     progress.listener({ type: 'run_finished', summary });
     expect(s.out).toEqual([summaryLine(summary)]);
     expect(s.out[0]).toBe('p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; estimated US$0.15; 1.2 s; runs/p/20261122T000000Z-abcd');
@@ -44,6 +50,29 @@ describe('progress outside a TTY', () => {
     progress.listener({ type: 'run_finished', summary });
     expect(s.err).toEqual(['a[s=2]: failed: boom']);
     expect(s.out).toHaveLength(1);
+  });
+});
+
+describe('ETA', () => {
+  it('is -- until an instance finishes, then the time left at the pace so far', () => {
+    expect(etaText(0, 10, 1_000, 50_000)).toBe('--');
+    expect(etaText(3, 10, undefined, 50_000)).toBe('--');
+    expect(etaText(4, 10, 0, 60_000)).toBe('1m30s');
+    expect(etaText(10, 10, 0, 60_000)).toBe('0s');
+  });
+
+  it('reads as seconds, minutes and seconds, or hours and minutes', () => {
+    expect(formatDuration(42_400)).toBe('42s');
+    expect(formatDuration(187_000)).toBe('3m07s');
+    expect(formatDuration(7_500_000)).toBe('2h05m');
+    expect(formatDuration(-5)).toBe('0s');
+  });
+
+  it('a line before anything finished says ETA --', () => {
+    const s = sink();
+    const progress = new LineProgress(s.output, { quiet: true, now: () => 5 });
+    for (const e of events.slice(0, 3)) progress.listener(e);
+    expect(progress.line()).toBe('progress: 0/3 done (0 failed), 2 in flight, spent US$0.10, ETA --');
   });
 });
 
