@@ -114,6 +114,8 @@ function checkLine(bytes: Buffer): LineCheck {
 class JournalScanner {
   readonly #size: number;
   readonly #onRecord: (record: JournalRecord) => void;
+  /** Lines this reader does not want, told by their start alone: not checked, not parsed. */
+  readonly #skip: ((line: Buffer) => boolean) | undefined;
   /** The start of a line the previous chunk cut, and where it starts in the file. */
   #rest: Buffer | undefined;
   #restStart = 0;
@@ -123,9 +125,10 @@ class JournalScanner {
   readonly #corrupt: CorruptLine[] = [];
   #torn: { at: number } | undefined;
 
-  constructor(size: number, onRecord: (record: JournalRecord) => void) {
+  constructor(size: number, onRecord: (record: JournalRecord) => void, skip?: (line: Buffer) => boolean) {
     this.#size = size;
     this.#onRecord = onRecord;
+    this.#skip = skip;
   }
 
   push(chunk: Buffer): void {
@@ -148,7 +151,7 @@ class JournalScanner {
 
   #check(bytes: Buffer, lineStart: number, isLast: boolean): void {
     this.#line++;
-    if (this.#torn) return;
+    if (this.#torn || this.#skip?.(bytes)) return;
     const check = checkLine(bytes);
     if (check.ok) this.#onRecord(check.value as JournalRecord);
     else if (isLast && check.integrity) this.#torn = { at: lineStart };
@@ -195,12 +198,20 @@ export async function scanJournal(path: string, onRecord: (record: JournalRecord
   }
 }
 
+/** True for a line whose record is of one of `types`, judged by the start of its JSON alone. */
+function lineOfTypes(types: Iterable<string>): (line: Buffer) => boolean {
+  // The journal writes `type` first; a line that puts it elsewhere is simply read in full.
+  const prefixes = [...types].map((type) => Buffer.from(`{"type":${JSON.stringify(type)},`));
+  return (line) => prefixes.some((prefix) => line.length > PREFIX_LENGTH + prefix.length && line.compare(prefix, 0, prefix.length, PREFIX_LENGTH, PREFIX_LENGTH + prefix.length) === 0);
+}
+
 /**
  * Yields the valid records of a journal file one at a time, so that a journal of millions of
  * records never sits in memory. Torn and corrupt lines are skipped (scanJournal reports them; a
- * reader that only sums records, like the cost report, does not need to).
+ * reader that only sums records, like the cost report, does not need to). Records of the types in
+ * `skipTypes` are passed over without being checked or parsed.
  */
-export async function* streamJournal(path: string): AsyncGenerator<JournalRecord> {
+export async function* streamJournal(path: string, options: { skipTypes?: Iterable<string> } = {}): AsyncGenerator<JournalRecord> {
   let handle: FileHandle;
   try {
     handle = await open(path, 'r');
@@ -210,7 +221,8 @@ export async function* streamJournal(path: string): AsyncGenerator<JournalRecord
   }
   try {
     const batch: JournalRecord[] = [];
-    const scanner = new JournalScanner((await handle.stat()).size, (record) => batch.push(record));
+    const skip = options.skipTypes === undefined ? undefined : lineOfTypes(options.skipTypes);
+    const scanner = new JournalScanner((await handle.stat()).size, (record) => batch.push(record), skip);
     for await (const chunk of handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false })) {
       scanner.push(chunk as Buffer);
       yield* batch.splice(0);

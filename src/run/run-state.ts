@@ -137,8 +137,8 @@ export async function replayFile(path: string, options: { lean?: boolean } = {})
   const state = emptyRunState();
   const intents = new Map<string, JournalRecordOf<'intent'>>();
   const finals = new Map<string, JournalRecordOf<'status'>>();
-  for await (const record of streamJournal(path)) {
-    if (options.lean && record.type === 'downloaded') continue;
+  // A lean reader never looks at downloads: those lines are not even parsed.
+  for await (const record of streamJournal(path, options.lean ? { skipTypes: ['downloaded'] } : {})) {
     applyRecord(state, record);
     if (!options.lean) continue;
     if (record.type === 'status') {

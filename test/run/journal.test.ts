@@ -282,6 +282,13 @@ describe('streamJournal', () => {
     expect(await streamed()).toEqual(records);
   });
 
+  it('passes over the records of skipTypes, and only those', async () => {
+    await writeAll(SAMPLE);
+    const kept: JournalRecord[] = [];
+    for await (const record of streamJournal(path, { skipTypes: ['downloaded', 'agent_session'] })) kept.push(record);
+    expect(kept).toEqual(SAMPLE.filter((r) => r.type !== 'downloaded' && r.type !== 'agent_session'));
+  });
+
   it('skips a corrupt line in the middle and a torn tail, and reads a missing file as empty', async () => {
     await writeAll([intent(1), intent(2), intent(3)]);
     const lines = (await readFile(path, 'latin1')).split('\n');
