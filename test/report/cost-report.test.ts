@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GenerationClient } from '../../src/api/client.js';
 import { resolveConfig } from '../../src/api/config.js';
 import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { marketingUsage } from '../../src/emulator/token-model.js';
 import { loadManifestFile } from '../../src/manifest/load.js';
 import { buildPlan } from '../../src/plan/plan.js';
 import { buildCostReport } from '../../src/report/cost-report.js';
@@ -27,13 +28,13 @@ afterAll(async () => {
   await emulator.close();
 });
 
-async function run(manifestText: string): Promise<string> {
+async function run(manifestText: string, agentPoll?: { initialMs: number; maxMs: number; factor: number }): Promise<string> {
   const manifest = join(dir, `m${Math.random().toString(16).slice(2)}.yaml`);
   writeFileSync(manifest, manifestText);
   const plan = await buildPlan(loadManifestFile(manifest));
   const hash = planHash(plan);
   const { runId, dir: runDir } = await createRunDir(join(dir, 'runs'), plan, manifest, hash);
-  await runPlan({ plan, client, runDir, runId, planHash: hash, signal: new AbortController().signal, poll: { floorMs: 10, baseMs: 10, capMs: 50 } });
+  await runPlan({ plan, client, runDir, runId, planHash: hash, signal: new AbortController().signal, poll: { floorMs: 10, baseMs: 10, capMs: 50 }, agentPoll });
   return runDir;
 }
 
@@ -57,6 +58,63 @@ steps:
     expect(report.total.netUsd).toBe(0.15);
     expect(report.total.netUsd).toBeCloseTo(ledgerNetUsd, 2);
     expect(Math.round(report.total.netUsd * 100)).toBe(Math.round(ledgerNetUsd * 100));
+  });
+
+  it('matches the ledger to the cent for a mixed pipeline: sheets, marketing images, agent turns, failures and nsfw', async () => {
+    // Three marketing prompts of one length: one estimate each (§8 rule 2: prompt length, images,
+    // resolution and quality set it). The step's price is that estimate, as a user's price table
+    // would state what the service charges at submit.
+    const prompts = ['a red running shoe on a wet rock, take 1', 'a red running shoe on a wet rock, take 2', '[emulator:fail] a shoe on a rock, take 3'];
+    const estimates = new Set(prompts.map((prompt) => marketingUsage({ prompt }, '2k', 'high', 1).estimate.micros));
+    expect(estimates.size).toBe(1);
+    const marketingPriceUsd = [...estimates][0]! / 1e6;
+    const first = emulator.ledger.entries.length;
+    const runDir = await run(
+      `version: 1
+name: mixed-models
+prices: { agent: 0.5 }
+steps:
+  sheets:
+    model: character-sheet
+    matrix:
+      brief: ["fine", "fine too", "[emulator:fail] broken", "[emulator:nsfw] flagged"]
+    input: { tier: dogs, seed: 11, brief: "{{ brief }}" }
+  ads:
+    model: marketing-image
+    price_usd: ${marketingPriceUsd}
+    matrix:
+      prompt: ${JSON.stringify(prompts)}
+    input: { prompt: "{{ prompt }}" }
+  chat:
+    model: agent
+    matrix:
+      content: ["What is a good name for a capybara?", "Tell me a joke #fail"]
+    input: { content: "{{ content }}" }
+`,
+      { initialMs: 10, maxMs: 50, factor: 1.5 },
+    );
+    const report = await buildCostReport(runDir);
+    const entries = emulator.ledger.entries.slice(first);
+    const micros = (usd: number): number => Math.round(usd * 1e6);
+    const ledgerNet = entries.reduce((sum, e) => sum + (e.kind === 'refund' ? -micros(e.usd) : micros(e.usd)), 0);
+    // What no endpoint reports: the service reconciling marketing estimates to actual token usage.
+    const reconciled = entries.filter((e) => e.reason.includes('reconciled to actual usage')).reduce((sum, e) => sum + (e.kind === 'refund' ? micros(e.usd) : -micros(e.usd)), 0);
+
+    const byName = (lines: GroupLine[], name: string): GroupLine => lines.find((l) => l.name === name)!;
+    expect(byName(report.steps, 'sheets').counts).toMatchObject({ completed: 2, failed: 1, nsfw: 1 });
+    expect(byName(report.steps, 'ads').counts).toMatchObject({ completed: 2, failed: 1 });
+    expect(byName(report.steps, 'chat').counts).toMatchObject({ completed: 1, failed: 1 });
+    // Sheets: US$0.05 each, the failed and the nsfw one refunded.
+    expect(byName(report.steps, 'sheets')).toMatchObject({ estimatedUsd: 0.2, refundedUsd: 0.1, netUsd: 0.1 });
+    // Agent turns: the completed one at its llm_cost_usd, the failed one refunded in full.
+    const chat = byName(report.steps, 'chat');
+    const turnLedger = entries.filter((e) => e.message_id !== undefined).reduce((sum, e) => sum + (e.kind === 'refund' ? -micros(e.usd) : micros(e.usd)), 0);
+    expect(micros(chat.netUsd)).toBe(turnLedger);
+    expect(chat.actualUsd).toBeGreaterThan(0);
+    // The whole run: the report's net, less the reconciliation it cannot see, is the ledger's, to the cent.
+    expect(reconciled).toBeGreaterThanOrEqual(0);
+    expect(Math.round((micros(report.total.netUsd) - reconciled) / 1e4)).toBe(Math.round(ledgerNet / 1e4));
+    expect(micros(report.total.netUsd) - reconciled).toBe(ledgerNet);
   });
 
   it('writes report.json, report.csv and report.md, in US$ and credits', async () => {
