@@ -155,12 +155,17 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
     // Chunks are hashed as they come and written in batches: a small output is one write.
     let batch: Buffer[] = [];
     let batched = 0;
-    const writeBatch = async (): Promise<void> => {
+    // Each write starts after the one before, whatever the stream does: the file's bytes stay in the hashed order.
+    let writing = Promise.resolve();
+    const writeBatch = (): Promise<void> => {
       const bytes = batch.length === 1 ? (batch[0] as Buffer) : Buffer.concat(batch, batched);
       batch = [];
       batched = 0;
-      await writeAll(file, bytes);
-      crashPoint('mid_download');
+      writing = writing.then(async () => {
+        await writeAll(file, bytes);
+        crashPoint('mid_download');
+      });
+      return writing;
     };
     const size = await readBody(body, {
       maxBytes: options.maxBytes,

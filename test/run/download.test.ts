@@ -119,6 +119,25 @@ describe('downloadToFile: success', () => {
     expect(result.sha256).toBe(sha(Buffer.concat(Array.from({ length: 10 }, () => PNG))));
   });
 
+  it('writes a multi-megabyte streamed body (several write batches) byte for byte', async () => {
+    // 5 MiB in 64 KiB pieces, each piece a different byte: any reordering or loss shows.
+    const pieces = Array.from({ length: 80 }, (_, i) => Buffer.alloc(65_536, i));
+    routes.set('/a.png', (_req, res) => {
+      res.writeHead(200, { 'content-type': 'image/png' });
+      let i = 0;
+      const pump = (): void => {
+        while (i < pieces.length) if (!res.write(pieces[i++])) return void res.once('drain', pump);
+        res.end();
+      };
+      pump();
+    });
+    const result = await downloadToFile(options({ maxBytes: 8 * 1024 * 1024 }));
+    const expected = Buffer.concat(pieces);
+    expect(result.size).toBe(expected.length);
+    expect(result.sha256).toBe(sha(expected));
+    expect((await readFile(result.path)).equals(expected)).toBe(true);
+  });
+
   it('follows a same-host redirect (relative and absolute)', async () => {
     redirect('/a.png', '/b.png');
     redirect('/b.png', `${base}/c.png`, 307);
