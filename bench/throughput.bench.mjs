@@ -1,12 +1,15 @@
 #!/usr/bin/env node
 // Throughput at zero service latency: completed instances per second (submit, status, download,
 // journal) for 10,000 character sheets, end to end through `genpipe run`, next to the raw loopback
-// request rate of a bare node:http server measured in the same run. Target: >= 1,000 instances/s.
+// request rate of a bare node:http server and to a minimal client (the same three requests and the
+// same file writes, without genpipe's journal, validation, retries or report; lib/minimal-client.mjs),
+// both measured in the same run. Target: >= 1,000 instances/s.
 // Also: peak RSS of a 100,000-instance run (target <= 400 MB), unless BENCH_SKIP_MEMORY=1.
 import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bareHttpRate, median, runGenpipe, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import { bareHttpRate, HF_KEY, median, runGenpipe, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import { minimalClientRun } from './lib/minimal-client.mjs';
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-bench-throughput-'));
@@ -45,21 +48,35 @@ async function genpipeRun(path, instances, concurrency) {
   }
 }
 
+async function minimalRun(instances, concurrency) {
+  const emulator = await startEmulatorProcess(['--time-scale', '0']);
+  try {
+    const wallMs = await minimalClientRun({ baseUrl: emulator.url, authorization: `Key ${HF_KEY}`, dir: mkdtempSync(join(dir, 'minimal-')), instances, concurrency });
+    return instances / (wallMs / 1000);
+  } finally {
+    await emulator.stop();
+  }
+}
+
 const bare = [];
+const minimal = [];
 const genpipe = [];
 const ten = manifest('throughput', 100, 100);
 for (let i = 0; i < runs; i++) {
   bare.push(await bareHttpRate({ concurrency: 64, seconds: 3 }));
+  minimal.push(await minimalRun(10_000, 256));
   const r = await genpipeRun(ten, 10_000, 256);
   genpipe.push(10_000 / (r.wallMs / 1000));
-  console.log(`round ${i + 1}: bare ${bare.at(-1).toFixed(0)} req/s, genpipe ${genpipe.at(-1).toFixed(0)} instances/s (${(r.wallMs / 1000).toFixed(1)} s, ${r.maxRssMb?.toFixed(0)} MB)`);
+  console.log(`round ${i + 1}: bare ${bare.at(-1).toFixed(0)} req/s, minimal client ${minimal.at(-1).toFixed(0)} instances/s, genpipe ${genpipe.at(-1).toFixed(0)} instances/s (${(r.wallMs / 1000).toFixed(1)} s, ${r.maxRssMb?.toFixed(0)} MB)`);
 }
 const results = {
   instances: 10_000,
   runs,
   bare_http_median_rps: Math.round(median(bare)),
+  minimal_client_median_instances_per_s: Math.round(median(minimal)),
   genpipe_median_instances_per_s: Math.round(median(genpipe)),
   ratio_to_bare: Number((median(genpipe) / median(bare)).toFixed(3)),
+  ratio_to_minimal_client: Number((median(genpipe) / median(minimal)).toFixed(3)),
   target_instances_per_s: 1000,
   ratio_to_target: Number((median(genpipe) / 1000).toFixed(3)),
 };
@@ -67,5 +84,5 @@ if (process.env.BENCH_SKIP_MEMORY !== '1') {
   const big = await genpipeRun(manifest('memory', 1000, 100), 100_000, 256);
   results.memory = { instances: 100_000, peak_rss_mb: Math.round(big.maxRssMb), target_mb: 400, ratio_to_target: Number((big.maxRssMb / 400).toFixed(3)), wall_s: Number((big.wallMs / 1000).toFixed(1)) };
 }
-console.table({ bare: `${results.bare_http_median_rps} req/s`, genpipe: `${results.genpipe_median_instances_per_s} instances/s`, 'genpipe / bare': results.ratio_to_bare, 'genpipe / 1,000 target': results.ratio_to_target, ...(results.memory ? { 'peak RSS, 100k instances': `${results.memory.peak_rss_mb} MB (${results.memory.ratio_to_target}x of 400 MB)` } : {}) });
+console.table({ bare: `${results.bare_http_median_rps} req/s`, 'minimal client': `${results.minimal_client_median_instances_per_s} instances/s`, genpipe: `${results.genpipe_median_instances_per_s} instances/s`, 'genpipe / bare': results.ratio_to_bare, 'genpipe / minimal client': results.ratio_to_minimal_client, 'genpipe / 1,000 target': results.ratio_to_target, ...(results.memory ? { 'peak RSS, 100k instances': `${results.memory.peak_rss_mb} MB (${results.memory.ratio_to_target}x of 400 MB)` } : {}) });
 writeResults('throughput', results);
