@@ -123,6 +123,7 @@ export class LineProgress implements ProgressSink {
 
   constructor(
     private readonly output: Output,
+    /** `intervalMs`: between two progress lines, default 10,000. */
     private readonly options: { quiet: boolean; intervalMs?: number; now?: () => number },
   ) {
     this.#tally = new Tally(options.now ?? Date.now);
@@ -243,7 +244,7 @@ export class TtyProgress implements ProgressSink {
 /** Picks the view: JSON logs when asked, bars on a TTY, lines otherwise. */
 export function progressFor(
   output: Output,
-  options: { tty: boolean; jsonLogs: boolean; quiet: boolean; budgetUsd?: number | undefined; steps: readonly { id: string; count: number }[] },
+  options: { tty: boolean; jsonLogs: boolean; quiet: boolean; budgetUsd?: number | undefined; steps: readonly { id: string; count: number }[]; intervalMs?: number },
 ): ProgressSink {
   if (options.jsonLogs) return new JsonLogs(output, options);
   if (options.tty && !options.quiet) return new TtyProgress(output, options);

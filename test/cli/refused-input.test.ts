@@ -25,6 +25,8 @@ describe('refused run and report input', () => {
     [['--rate', 'fast'], /^genpipe: --rate takes a number of at least 0\.01, not "fast"\.$/],
     [['--budget=-1'], /^genpipe: --budget takes a number of at least 0, not "-1"\.$/],
     [['--overlap', 'sometimes'], /^genpipe: --overlap takes skip, wait or allow, not "sometimes"\.$/],
+    [['--progress-interval', '0'], /^genpipe: --progress-interval takes a whole number of at least 1, not "0"\.$/],
+    [['--progress-interval', '1m'], /^genpipe: --progress-interval takes a whole number of at least 1, not "1m"\.$/],
     [['--listen', '127.0.0.1:8787'], /^genpipe: --webhook-url and --listen go together/],
   ];
   for (const [flags, message] of cases) {

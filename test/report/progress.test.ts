@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { RunEvent, RunSummary } from '../../src/run/events.js';
 import { etaText, formatDuration, JsonLogs, LineProgress, summaryLine } from '../../src/report/progress.js';
 
@@ -41,6 +41,24 @@ describe('progress outside a TTY', () => {
     progress.listener({ type: 'run_finished', summary });
     expect(s.out).toEqual([summaryLine(summary)]);
     expect(s.out[0]).toBe('p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; estimated US$0.15; 1.2 s; runs/p/20261122T000000Z-abcd');
+  });
+
+  it('prints a progress line every intervalMs (--progress-interval), and none after the run ends', () => {
+    vi.useFakeTimers();
+    try {
+      const s = sink();
+      const progress = new LineProgress(s.output, { quiet: false, intervalMs: 30_000 });
+      progress.listener(events[0]!);
+      vi.advanceTimersByTime(29_999);
+      expect(s.err.filter((l) => l.startsWith('progress: '))).toHaveLength(0);
+      vi.advanceTimersByTime(60_001);
+      expect(s.err.filter((l) => l.startsWith('progress: '))).toHaveLength(3);
+      progress.listener({ type: 'run_finished', summary });
+      vi.advanceTimersByTime(120_000);
+      expect(s.err.filter((l) => l.startsWith('progress: '))).toHaveLength(3);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('--quiet prints only errors and the summary', () => {

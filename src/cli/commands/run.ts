@@ -33,6 +33,7 @@ const RUN_OPTIONS = {
   'cancel-on-abort': { type: 'boolean' },
   quiet: { type: 'boolean' },
   'json-logs': { type: 'boolean' },
+  'progress-interval': { type: 'string' },
   'webhook-url': { type: 'string' },
   listen: { type: 'string' },
   overlap: { type: 'string' },
@@ -55,6 +56,8 @@ const RUN_HELP = `Options:
                        wait for it, or allow both
   --quiet              print only errors and the summary
   --json-logs          one JSON event per line on stdout, for log shippers
+  --progress-interval S
+                       outside a terminal, seconds between progress lines (default 10)
 ${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`;
 
@@ -102,6 +105,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   // `--rate 5` or `--rate 5/s`.
   const rate = number(values.rate?.replace(/\/s$/, ''), '--rate', { min: 0.01 });
   const budget = number(values.budget, '--budget', { min: 0 });
+  const progressIntervalS = number(values['progress-interval'], '--progress-interval', { integer: true, min: 1 });
   const overlap = values.overlap ?? 'skip';
   if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow') throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);
   if ((values['webhook-url'] === undefined) !== (values.listen === undefined)) throw new GenpipeError('invalid_input', '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.');
@@ -157,7 +161,14 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     }
     const progress = progressFor(
       { out: (t) => io.out(t), err: (t) => io.err(t) },
-      { tty: io.tty === true, jsonLogs: values['json-logs'] === true, quiet: values.quiet === true, budgetUsd: budget ?? loaded.manifest.defaults?.budget_usd, steps: plan.steps },
+      {
+        tty: io.tty === true,
+        jsonLogs: values['json-logs'] === true,
+        quiet: values.quiet === true,
+        budgetUsd: budget ?? loaded.manifest.defaults?.budget_usd,
+        steps: plan.steps,
+        ...(progressIntervalS === undefined ? {} : { intervalMs: progressIntervalS * 1000 }),
+      },
     );
     let webhook: WebhookReceiver | undefined;
     let summary: RunSummary;
