@@ -63,6 +63,16 @@ export const TIERS = [...HUMAN_TIERS, ...ANIMAL_TIERS] as const;
 export type Tier = (typeof TIERS)[number];
 export const isHumanTier = (tier: Tier): boolean => (HUMAN_TIERS as readonly string[]).includes(tier);
 
+/** Unicode code points in `s`: what the spec's "characters" count (`length` counts UTF-16 units, so an emoji counts twice). */
+export function characterCount(s: string): number {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+}
+
+/** A string of at most `max` characters, counted as code points (a string no longer than `max` UTF-16 units passes at once). */
+const atMostCharacters = (max: number) => z.string().refine((s) => s.length <= max || characterCount(s) <= max, { message: `Too long: at most ${max.toLocaleString('en-US')} characters` });
+
 export const SEED_MIN = 1;
 export const SEED_MAX = 1_000_000;
 export const VARIATION_INDEX_MAX = 2_147_483_647;
@@ -92,7 +102,7 @@ export const CharacterSheetRequest = z
     selection: z.record(z.string(), z.array(z.string())).optional(),
     image_url: httpUrl.nullable().optional(),
     item_image_urls: z.array(httpUrl).max(ITEM_IMAGE_URLS_MAX).optional(),
-    brief: z.string().max(BRIEF_MAX).optional(),
+    brief: atMostCharacters(BRIEF_MAX).optional(),
     seed: z.int().min(SEED_MIN).max(SEED_MAX).nullable().optional(),
     variation_index: z.int().min(0).max(VARIATION_INDEX_MAX).optional(),
     body_color: z
@@ -231,7 +241,7 @@ export type CreateSessionRequest = z.infer<typeof CreateSessionRequest>;
 export const SessionResponse = z.looseObject({ session_id: z.guid(), status: z.enum(SESSION_STATUSES) });
 export type SessionResponse = z.infer<typeof SessionResponse>;
 
-export const SendMessageRequest = z.strictObject({ content: z.string().min(1).max(AGENT_CONTENT_MAX) });
+export const SendMessageRequest = z.strictObject({ content: atMostCharacters(AGENT_CONTENT_MAX).min(1) });
 export type SendMessageRequest = z.infer<typeof SendMessageRequest>;
 
 export const SendMessageResponse = z.looseObject({ message_id: z.string(), status: z.literal('processing') });

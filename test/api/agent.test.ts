@@ -54,6 +54,16 @@ describe('§4.6 agent endpoints', () => {
     expect(calls()).toHaveLength(2);
   });
 
+  it('content counts characters as the spec does: 20,000 emoji are sent, 20,001 refused with zero requests', async () => {
+    const { agent, client, calls } = harness();
+    agent.get(BASE).intercept({ path: messagesPath, method: 'POST' }).reply(202, { message_id: 'm-1', status: 'processing' });
+    await client.agent.sendMessage(SESSION_ID, '🦫'.repeat(20_000));
+    expect(calls()).toHaveLength(1);
+    const error = await rejection(client.agent.sendMessage(SESSION_ID, '🦫'.repeat(20_001)));
+    expect(issuePaths(error as InvalidInputError)).toContain('content');
+    expect(calls()).toHaveLength(1);
+  });
+
   it('content is plain text of 1 to 20,000 characters — empty and 20001 refused with zero requests', async () => {
     const { client, calls } = harness();
     for (const content of ['', 'x'.repeat(20_001)]) {

@@ -45,6 +45,12 @@ describe('§4.2 character-sheet body rules', () => {
     refuses({ brief: 'b'.repeat(4001) }, 'brief');
   });
 
+  it('brief: characters are counted as the spec does, one per emoji — accepts 4000 emoji, refuses 4001', () => {
+    // Each 🐈 is two UTF-16 units: a length-based check would refuse 2,001 of them.
+    expect(build({ brief: '🐈'.repeat(4000) }).brief).toBe('🐈'.repeat(4000));
+    refuses({ brief: '🐈'.repeat(4001) }, 'brief');
+  });
+
   it('seed: 1 to 1,000,000 (§8) — accepts 1, 1000000 and null, refuses 0, 1000001 and 1.5', () => {
     expect(build({ seed: 1 }).seed).toBe(1);
     expect(build({ seed: 1_000_000 }).seed).toBe(1_000_000);
