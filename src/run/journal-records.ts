@@ -122,6 +122,19 @@ export const FailedRecord = z.looseObject({
   message: z.string(),
 });
 
+/**
+ * The service refused a submit before creating anything (401: credentials; 402: balance): nothing
+ * was charged, so the intent before it is settled, and a resume sends the instance again as new,
+ * even a model without an Idempotency-Key (instead of reporting it as unknown).
+ */
+export const RefusedRecord = z.looseObject({
+  type: z.literal('refused'),
+  at,
+  instance,
+  /** The error code (`unauthorized`, `insufficient_credits`). */
+  code: z.string().min(1),
+});
+
 /** An agent conversation's session, so that a resumed run continues it instead of opening another. */
 export const AgentSessionRecord = z.looseObject({
   type: z.literal('agent_session'),
@@ -147,6 +160,7 @@ export const JournalRecord = z.discriminatedUnion('type', [
   RunFinishedRecord,
   UploadedRecord,
   RerollRecord,
+  RefusedRecord,
 ]);
 export type JournalRecord = z.infer<typeof JournalRecord>;
 export type JournalRecordType = JournalRecord['type'];
@@ -163,4 +177,5 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'run_finished',
   'uploaded',
   'reroll',
+  'refused',
 ]);

@@ -79,6 +79,13 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       if (!entry.final) entry.failed = record;
       return;
     }
+    case 'refused': {
+      // Refused before anything was created: the intent is answered, the instance is as if never sent.
+      const entry = instanceOf(state, record.instance);
+      if (entry.final || entry.submission) return;
+      entry.intent = undefined;
+      return;
+    }
     case 'reroll': {
       const entry = instanceOf(state, record.instance);
       // A re-roll starts the instance over with a new body and key; what came before is history.

@@ -510,10 +510,12 @@ class Runner {
         }
         if (this.#credentialsRefused(error)) {
           this.#estimatedUsd -= price;
+          await this.#log({ type: 'refused', instance: instance.id, code: error.code });
           return undefined;
         }
         if (error.code === 'insufficient_credits') {
           this.#estimatedUsd -= price;
+          await this.#log({ type: 'refused', instance: instance.id, code: error.code });
           this.#stopRun('insufficient_credits', `${error.message} Top up the account, then resume the run.`);
           this.#counts.pending++;
           return undefined;

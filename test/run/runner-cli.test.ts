@@ -15,6 +15,7 @@ import {
   findRunDir,
   journalOf,
   KEY_ID,
+  marketingManifest,
   runCli,
   SECRET,
   sheetsManifest,
@@ -177,6 +178,31 @@ steps:
       expectCompletedRun(runDir, emu, 5);
       expectNoSecret(runDir, resumed.stdout + resumed.stderr, wrong);
       expectNoSecret(runDir, resumed.stdout + resumed.stderr, SECRET);
+    });
+  });
+  it('a keyless submit refused for its credentials (401) is journaled as refused: the resume sends it as new, not as unknown', { timeout: 120_000 }, async () => {
+    await withEmulator({ timeScale: 0.01, seed: 7 }, async (emu) => {
+      const dir = tempDir();
+      const out = tempDir();
+      const manifest = marketingManifest(dir, 4, 'ads-creds');
+      const common = ['--base-url', emu.url, '--concurrency', '2', '--rate', '1000'];
+      const first = await runCli(['run', manifest, '--out', out, ...common], { env: { HF_KEY: `${KEY_ID}:wrong-secret-9a7b` } });
+      expect(first.code).toBe(5);
+      expect(emuRequests(emu)).toHaveLength(0);
+      const runDir = findRunDir(out, 'ads-creds');
+      const records = journalOf(runDir).records;
+      const intents = records.filter((r) => r.type === 'intent').map((r) => (r as { instance: string }).instance);
+      expect(intents.length).toBeGreaterThan(0);
+      expect(records.filter((r) => r.type === 'refused').map((r) => (r as { instance: string }).instance).sort()).toEqual([...intents].sort());
+      // Without --resubmit-unknown: a refused submit created nothing, so nothing is unknown.
+      const resumed = await runCli(['resume', runDir, ...common]);
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(resumed.stderr).not.toMatch(/unknown/);
+      const requests = emuRequests(emu);
+      expect(requests).toHaveLength(4);
+      // One request per instance: four different bodies.
+      expect(new Set(requests.map((r) => r.body_hash)).size).toBe(4);
+      expect(filesUnder(join(runDir, 'outputs')).filter((f) => f.endsWith('.png'))).toHaveLength(4);
     });
   });
 });
