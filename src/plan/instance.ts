@@ -18,6 +18,26 @@ export function canonicalJson(value: unknown): string {
 }
 
 /**
+ * A plan's fingerprint: the manifest and every instance's id and canonical input, in plan order.
+ * A resumed run compares it, so a changed manifest (or CSV, or preset list) is noticed.
+ */
+export class PlanFingerprint {
+  readonly #hash = createHash('sha256');
+
+  constructor(manifest: unknown) {
+    this.#hash.update(canonicalJson(manifest));
+  }
+
+  add(id: string, canonicalInput: string): void {
+    this.#hash.update('\n').update(id).update('\u0000').update(canonicalInput);
+  }
+
+  digest(): string {
+    return this.#hash.digest('hex');
+  }
+}
+
+/**
  * The Idempotency-Key of an instance, from the pipeline name, the instance id and the canonical
  * input: the same manifest planned twice gives the same keys, and any change to an input (a new
  * variation, a re-roll) gives a new key.

@@ -16,7 +16,7 @@ import type { Step } from '../manifest/schema.js';
 import { TemplateError, type CompiledTemplate, type PathSegment, type Scope } from '../manifest/template.js';
 import { isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models/registry.js';
 import { formatPath } from '../util/zod-issues.js';
-import { canonicalJson, downstreamId, idempotencyKey, instanceId } from './instance.js';
+import { canonicalJson, downstreamId, idempotencyKey, instanceId, PlanFingerprint } from './instance.js';
 import { expandMatrix, MatrixError, productSize, type MatrixSpec } from './matrix.js';
 
 export interface PlanOptions {
@@ -30,6 +30,11 @@ export interface PlanOptions {
   maxProblems?: number | undefined;
   /** Largest plan accepted, in instances; a typo in a range should not plan for hours. Default 10,000,000. */
   maxInstances?: number | undefined;
+  /**
+   * Also fingerprint the plan (`Plan.fingerprint`) in the validation pass, which renders every
+   * instance anyway; a run needs it, `plan` and `validate` do not (canonical inputs cost time).
+   */
+  fingerprint?: boolean | undefined;
 }
 
 export const DEFAULT_MAX_INSTANCES = 10_000_000;
@@ -96,6 +101,9 @@ export interface CostEstimate {
 }
 
 export class Plan {
+  /** Set by buildPlan when asked (`fingerprint: true`): see PlanFingerprint. */
+  fingerprint: string | undefined;
+
   constructor(
     readonly loaded: LoadedManifest,
     readonly steps: readonly StepPlan[],
@@ -310,6 +318,7 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
   const maxProblems = options.maxProblems ?? 100;
   const seen = new Map<string, { problem: ManifestProblem; count: number }>();
   const localFiles = new Map<string, { step: string; instance: string }>();
+  const fingerprint = options.fingerprint ? new PlanFingerprint(manifest) : undefined;
   for (const step of steps) {
     for (const entry of plan.entries(step.id, catalog)) {
       if (entry instanceof InstanceError) {
@@ -328,6 +337,7 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
         }
         continue;
       }
+      fingerprint?.add(entry.id, entry.canonical);
       mapImageFields(entry.body, step.spec.imageFields, (v) => {
         if (!isRemoteUrl(v) && !localFiles.has(v)) localFiles.set(v, { step: step.id, instance: entry.id });
         return v;
@@ -345,6 +355,7 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
   if (seen.size > 0) {
     throw new ManifestError([...seen.values()].map(({ problem, count }) => (count > 1 ? { ...problem, message: `${problem.message} (and ${count - 1} more instances)` } : problem)));
   }
+  plan.fingerprint = fingerprint?.digest();
   return plan;
 }
 

@@ -1,9 +1,9 @@
 /** Run directories: `runs/<pipeline>/<run-id>/` with plan.json, journal.jsonl, outputs/ and outputs.csv. */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
-import { canonicalJson } from '../plan/instance.js';
+import { PlanFingerprint } from '../plan/instance.js';
 import type { Plan } from '../plan/plan.js';
 
 /** A timestamp-based run id that sorts in time order: `20261122T051300Z-3fa2`. */
@@ -23,15 +23,16 @@ export interface PlanFile {
 }
 
 /**
- * A hash of everything the plan would send: the manifest and every instance's id and canonical
- * input. A resumed run compares it, so a changed manifest (or CSV, or preset list) is noticed.
+ * A hash of everything the plan would send (see PlanFingerprint): the one buildPlan made in its
+ * validation pass when asked, else computed here in a pass of its own.
  */
 export function planHash(plan: Plan): string {
-  const hash = createHash('sha256').update(canonicalJson(plan.loaded.manifest));
+  if (plan.fingerprint !== undefined) return plan.fingerprint;
+  const fingerprint = new PlanFingerprint(plan.loaded.manifest);
   for (const step of plan.steps) {
-    for (const instance of plan.instances(step.id)) hash.update('\n').update(instance.id).update('\u0000').update(instance.canonical);
+    for (const instance of plan.instances(step.id)) fingerprint.add(instance.id, instance.canonical);
   }
-  return hash.digest('hex');
+  return fingerprint.digest();
 }
 
 export async function createRunDir(root: string, plan: Plan, manifestPath: string, hash: string, now: Date = new Date(), runId: string = newRunId(now)): Promise<{ runId: string; dir: string }> {

@@ -6,6 +6,7 @@ import type { OptionsCatalog } from '../../src/api/wire.js';
 import { ManifestError } from '../../src/manifest/errors.js';
 import { loadManifestText } from '../../src/manifest/load.js';
 import { buildPlan, type Plan } from '../../src/plan/plan.js';
+import { planHash } from '../../src/run/run-dir.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-plan-'));
 const load = (text: string) => loadManifestText(text, join(dir, 'm.yaml'));
@@ -114,6 +115,26 @@ steps:
     // The body reads upstream outputs, so its key is derived at run time from the real URL.
     expect(first?.key).toBeUndefined();
     expect(plan.steps.map((s) => s.id)).toEqual(['sheets', 'clips']);
+  });
+
+  it('fingerprints the plan in its validation pass when asked: the same hash as a pass of its own, and a new one for a changed input', async () => {
+    const text = `${sheets}  clips:
+    model: dop
+    for_each: sheets
+    input:
+      prompt: "wave {{ upstream.values.tier }}"
+      input_images:
+        - type: image_url
+          image_url: "{{ upstream.outputs.images[0].url }}"
+`;
+    const withFingerprint = await buildPlan(load(text), { fingerprint: true });
+    const without = await buildPlan(load(text));
+    expect(without.fingerprint).toBeUndefined();
+    expect(withFingerprint.fingerprint).toMatch(/^[0-9a-f]{64}$/);
+    expect(planHash(without)).toBe(withFingerprint.fingerprint);
+    expect(planHash(withFingerprint)).toBe(withFingerprint.fingerprint);
+    const changed = await buildPlan(load(text.replace('wave {{', 'jump {{')), { fingerprint: true });
+    expect(changed.fingerprint).not.toBe(withFingerprint.fingerprint);
   });
 
   it('estimates US$0.05 per character sheet and shows unknown prices as unknown, never $0', async () => {

@@ -134,6 +134,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   try {
     const plan = await buildPlan(loaded, {
       ...sources.options,
+      fingerprint: true,
       catalog: fetchCatalog && (async () => (catalog ??= await fetchCatalog())),
     });
     const hash = planHash(plan);
