@@ -71,7 +71,7 @@ export function characterCount(s: string): number {
 }
 
 /** A string of at most `max` characters, counted as code points (a string no longer than `max` UTF-16 units passes at once). */
-const atMostCharacters = (max: number) => z.string().refine((s) => s.length <= max || characterCount(s) <= max, { message: `Too long: at most ${max.toLocaleString('en-US')} characters` });
+const atMostCharacters = (max: number) => z.string().refine((s) => s.length <= max || characterCount(s) <= max, { message: `Too long: at most ${max} characters` });
 
 export const SEED_MIN = 1;
 export const SEED_MAX = 1_000_000;
