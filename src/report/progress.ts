@@ -185,7 +185,6 @@ export class JsonLogs implements ProgressSink {
 export class TtyProgress implements ProgressSink {
   readonly #tally: Tally;
   readonly #bars = new Map<string, cliProgress.SingleBar>();
-  readonly #totals = new Map<string, number>();
   readonly #multi: cliProgress.MultiBar;
 
   constructor(
@@ -209,7 +208,6 @@ export class TtyProgress implements ProgressSink {
     );
     const width = Math.max(...options.steps.map((s) => s.id.length), 4);
     for (const step of options.steps) {
-      this.#totals.set(step.id, step.count);
       this.#bars.set(step.id, this.#multi.create(Math.max(step.count, 1), 0, { step: step.id.padEnd(width), failed: 0, inflight: 0, time_left: '--', spend: '' }));
     }
   }
@@ -233,7 +231,7 @@ export class TtyProgress implements ProgressSink {
     const budget = this.options.budgetUsd;
     const spend = budget === undefined ? `spent ${usd(this.#tally.spentUsd)}` : `spent ${usd(this.#tally.spentUsd)} of ${usd(budget)}`;
     const finished = s.done + s.failed;
-    bar.update(finished, { failed: s.failed, inflight: s.inFlight, time_left: etaText(finished, this.#totals.get(stepId) ?? finished, s.startedAt, this.#tally.now()), spend });
+    bar.update(finished, { failed: s.failed, inflight: s.inFlight, time_left: etaText(finished, bar.getTotal(), s.startedAt, this.#tally.now()), spend });
   }
 
   stop(): void {
