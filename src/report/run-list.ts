@@ -1,6 +1,7 @@
 /** The runs under a folder (`runs/<pipeline>/<run-id>/`), newest first, with status and spend. */
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { JOURNAL_RECORD_TYPES } from '../run/journal-records.js';
 import { streamJournal } from '../run/journal.js';
 import { buildCostReport } from './cost-report.js';
 
@@ -24,6 +25,9 @@ async function folders(path: string): Promise<string[]> {
   }
 }
 
+/** The status needs only run_started and run_finished: every other line is passed over unparsed. */
+const NOT_RUN_RECORDS = [...JOURNAL_RECORD_TYPES].filter((type) => type !== 'run_started' && type !== 'run_finished');
+
 export async function listRuns(root: string, pipeline?: string): Promise<RunListing[]> {
   const out: RunListing[] = [];
   for (const name of pipeline === undefined ? await folders(root) : [pipeline]) {
@@ -33,7 +37,7 @@ export async function listRuns(root: string, pipeline?: string): Promise<RunList
       let status = 'not started';
       // Streamed: a journal of a large run is never read into memory whole.
       try {
-        for await (const record of streamJournal(join(dir, 'journal.jsonl'))) {
+        for await (const record of streamJournal(join(dir, 'journal.jsonl'), { skipTypes: NOT_RUN_RECORDS })) {
           if (record.type === 'run_started') status = 'interrupted';
           if (record.type === 'run_finished') status = record.outcome ?? 'finished';
         }
