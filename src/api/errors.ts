@@ -34,7 +34,8 @@ export type ErrorCode =
   | 'invalid_file' // a local file is not an acceptable input
   | 'config' // configuration missing or malformed
   | 'credentials' // credentials missing, malformed or insecurely stored
-  | 'locked'; // another run of the pipeline holds its lock
+  | 'locked' // another run of the pipeline holds its lock
+  | 'internal'; // a bug in genpipe found at run time (a stuck run): exit 70
 
 export interface GenpipeErrorOptions {
   status?: number | undefined;
@@ -42,6 +43,8 @@ export interface GenpipeErrorOptions {
   requestId?: string | undefined;
   /** Seconds or milliseconds are not mixed: this is always milliseconds. */
   retryAfterMs?: number | undefined;
+  /** True when the failure proves no attempt reached the service (connection refused, DNS). */
+  neverSent?: boolean | undefined;
   cause?: unknown;
 }
 
@@ -53,6 +56,8 @@ export class GenpipeError extends Error {
   readonly detail: string | undefined;
   readonly requestId: string | undefined;
   readonly retryAfterMs: number | undefined;
+  /** True when no attempt of the request can have reached the service: nothing was created or charged. */
+  readonly neverSent: boolean;
 
   constructor(code: ErrorCode, message: string, options: GenpipeErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -61,6 +66,7 @@ export class GenpipeError extends Error {
     this.detail = options.detail;
     this.requestId = options.requestId;
     this.retryAfterMs = options.retryAfterMs;
+    this.neverSent = options.neverSent === true;
   }
 
   /** `util.inspect` also shows the cause chain, whose messages come from elsewhere: scrub secrets from it. */

@@ -119,6 +119,9 @@ export class Transport {
     if (safety.kind === 'spends' && safety.idempotencyKey !== undefined) headers['idempotency-key'] = safety.idempotencyKey;
     const path = new URL(options.url).pathname;
 
+    // Whether any attempt may have reached the service; a failure of a request none of whose attempts
+    // left is marked neverSent, so the runner can say that nothing was created or charged.
+    let mayHaveArrived = false;
     for (let attempt = 0; ; attempt++) {
       if (options.signal?.aborted) throw abortError(options.signal);
       const started = this.#now();
@@ -151,18 +154,21 @@ export class Transport {
         }
         retryAfterMs = parseRetryAfter(headerValue(response.headers['retry-after']), this.#now(), config.retry.maxRetryAfterMs);
         outcome = { kind: 'status', status };
+        mayHaveArrived = true;
         failure = errorFromStatus(status, detailOf(text), { endpoint: options.endpoint ?? 'other', retryAfterMs, requestId: options.requestId });
       } catch (error) {
         if (error instanceof GenpipeError) throw error;
         outcome = classifyTransportError(error, options.signal?.aborted === true);
         this.#report({ method: options.method, url: options.url, attempt, error: outcome.kind, durationMs: this.#now() - started });
         if (outcome.kind === 'aborted') throw abortError(options.signal);
+        const neverSent = 'neverSent' in outcome && outcome.neverSent;
+        if (!neverSent) mayHaveArrived = true;
         failure = new GenpipeError(
           outcomeErrorCode(outcome),
           outcome.kind === 'timeout'
             ? `${options.method} ${path} timed out.`
             : `${options.method} ${path} failed: ${describeNetworkError(error)}.`,
-          { cause: error, requestId: options.requestId },
+          { cause: error, requestId: options.requestId, neverSent: neverSent && !mayHaveArrived },
         );
       }
 

@@ -47,6 +47,7 @@ const BY_ERROR: Record<ErrorCode, ExitCode> = {
   indeterminate_submission: EXIT.failed,
   aborted: EXIT.interrupted,
   locked: EXIT.locked,
+  internal: EXIT.internal,
 };
 
 export const exitCodeFor = (code: ErrorCode): ExitCode => BY_ERROR[code];

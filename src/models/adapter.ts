@@ -66,8 +66,11 @@ export interface ModelAdapter {
   submit(body: unknown, options: { idempotencyKey?: string | undefined; script: InstanceScript }, ctx: AdapterContext): Promise<Submission>;
   /** Looks at a submission once. */
   track(submission: Submission, script: InstanceScript, ctx: AdapterContext): Promise<TrackResult>;
-  /** Stops work in flight where the model allows it (agent interrupt, queued request cancel). */
-  stop?(submission: Submission, ctx: AdapterContext): Promise<void>;
+  /**
+   * Stops work in flight where the model allows it (agent interrupt, queued request cancel).
+   * Resolves true when the service accepted a cancel, so the request ends canceled.
+   */
+  stop?(submission: Submission, ctx: AdapterContext): Promise<boolean | void>;
 }
 
 const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/webp'] as const;

@@ -26,7 +26,8 @@ export function requestAdapter(options: {
       return { done: true, status: final, files: final === 'completed' ? filesOfStatus(status) : [], outputs, error: status.error ?? undefined };
     },
     async stop(submission, ctx) {
-      if (submission.kind === 'request') await ctx.client.requests.cancel(submission.requestId, { signal: ctx.signal });
+      if (submission.kind === 'request') return ctx.client.requests.cancel(submission.requestId, { signal: ctx.signal });
+      return false;
     },
   };
 }

@@ -46,3 +46,14 @@ export function idempotencyKey(pipeline: string, id: string, canonicalInput: str
   const digest = createHash('sha256').update(pipeline).update('\u0000').update(id).update('\u0000').update(canonicalInput).digest('hex');
   return `gp1-${digest.slice(0, 40)}`;
 }
+
+/**
+ * The Idempotency-Key a run sends for an instance: the plan's key, bound to the run and to the
+ * attempt (`genpipe resume --retry` makes a new attempt). A resumed run reads its keys from the
+ * journal, so they are stable across resumes; a new run of the same manifest never gets an earlier
+ * run's requests back by accident (reusing results is `--reuse`, a choice the user makes).
+ */
+export function runIdempotencyKey(planKey: string, runId: string, attempt: number): string {
+  const digest = createHash('sha256').update(planKey).update('\u0000').update(runId).update('\u0000').update(String(attempt)).digest('hex');
+  return `gp2-${digest.slice(0, 40)}`;
+}

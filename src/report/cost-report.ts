@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { readPlanFile, type PlanFile } from '../run/run-dir.js';
 import { replayFile, type InstanceState } from '../run/run-state.js';
 
-export type ReportStatus = 'completed' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
+export type ReportStatus = 'completed' | 'reused' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
 
 export interface Money {
   /** Sum of the estimates of the instances submitted. */
@@ -30,11 +30,17 @@ export interface InstanceLine extends Money {
   model: string;
   status: ReportStatus;
   requestId: string;
+  /** nsfw attempts re-rolled before the last one (each refunded in full). */
+  rerolls: number;
 }
 
 export interface GroupLine extends Money {
   name: string;
   counts: Record<ReportStatus, number>;
+  /** nsfw attempts re-rolled (refunded), over the group's instances. */
+  rerolls: number;
+  /** Net cost of the instances that were re-rolled: what re-rolling bought. */
+  rerolledNetUsd: number;
 }
 
 export interface CostReport {
@@ -47,13 +53,14 @@ export interface CostReport {
   total: GroupLine;
 }
 
-const STATUSES: readonly ReportStatus[] = ['completed', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
+const STATUSES: readonly ReportStatus[] = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
 const REFUNDED: ReadonlySet<ReportStatus> = new Set(['failed', 'nsfw', 'canceled']);
 
 /** Rounds to a millionth of a dollar, so sums of cents stay exact in JSON. */
 const round = (usd: number): number => Math.round(usd * 1e6) / 1e6;
 
 function statusOf(entry: InstanceState): ReportStatus {
+  if (entry.reusedFrom !== undefined) return 'reused';
   if (entry.final) return entry.final.status;
   if (entry.failed) return 'failed';
   if (entry.submission) return 'in_flight';
@@ -68,7 +75,7 @@ function requestIdOf(entry: InstanceState): string {
 }
 
 function emptyGroup(name: string): GroupLine {
-  return { name, counts: Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<ReportStatus, number>, estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unpricedInstances: 0 };
+  return { name, counts: Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<ReportStatus, number>, estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 };
 }
 
 function add(group: GroupLine, line: InstanceLine): void {
@@ -78,6 +85,8 @@ function add(group: GroupLine, line: InstanceLine): void {
   group.refundedUsd = round(group.refundedUsd + line.refundedUsd);
   group.netUsd = round(group.netUsd + line.netUsd);
   group.unpricedInstances += line.unpricedInstances;
+  group.rerolls += line.rerolls;
+  if (line.rerolls > 0) group.rerolledNetUsd = round(group.rerolledNetUsd + line.netUsd);
 }
 
 /** Builds the report of a run directory. */
@@ -96,7 +105,8 @@ export async function buildCostReport(runDir: string, options: { creditsPerUsd?:
     const info = stepInfo.get(step);
     const model = entry.intent?.model ?? info?.model ?? 'unknown';
     const status = statusOf(entry);
-    const submitted = entry.intent !== undefined || entry.submission !== undefined || entry.final !== undefined;
+    // A reused result was paid for by an earlier run: nothing was sent in this one.
+    const submitted = entry.reusedFrom === undefined && (entry.intent !== undefined || entry.submission !== undefined || entry.final !== undefined);
     const price = info?.price_usd ?? null;
     const estimatedUsd = submitted && price !== null ? price : 0;
     const actual = entry.final?.actualCostUsd;
@@ -109,6 +119,7 @@ export async function buildCostReport(runDir: string, options: { creditsPerUsd?:
       model,
       status,
       requestId: requestIdOf(entry),
+      rerolls: entry.rerolls,
       estimatedUsd,
       actualUsd,
       refundedUsd,

@@ -28,6 +28,8 @@ export function summaryLine(s: RunSummary): string {
   const c = s.counts;
   const parts = [`${c.completed} completed`, `${c.failed} failed`, `${c.nsfw} nsfw`, `${c.canceled} canceled`];
   if (c.unknown) parts.push(`${c.unknown} unknown`);
+  if (c.reused) parts.push(`${c.reused} reused`);
+  if (c.rerolled) parts.push(`${c.rerolled} re-rolled`);
   if (c.pending) parts.push(`${c.pending} not started`);
   return `${s.pipeline} ${s.runId}: ${s.outcome}; ${parts.join(', ')}; estimated ${usd(s.estimatedUsd)}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}${s.message ? `\n${s.message}` : ''}`;
 }
@@ -98,6 +100,16 @@ class Tally {
         else s.failed++;
         return;
       }
+      case 'instance_rerolled': {
+        // The nsfw attempt is refunded and the instance goes on: it is neither done nor failed.
+        const s = this.step(event.step);
+        s.inFlight = Math.max(0, s.inFlight - 1);
+        this.spentUsd -= event.estimatedUsd ?? 0;
+        return;
+      }
+      case 'instance_reused':
+        this.step(event.step).done++;
+        return;
       case 'instance_failed':
       case 'instance_unknown':
         this.step(event.step).failed++;

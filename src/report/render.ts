@@ -71,6 +71,8 @@ export function* reportMarkdownParts(report: CostReport): Generator<string> {
     `Net **${usd(t.netUsd)}** (${credits(t.netUsd, rate)} credits at ${rate} credits per US$): estimated ${usd(t.estimatedUsd)}, refunded ${usd(t.refundedUsd)}` +
       (t.actualUsd === null ? '.' : `, actual costs reported by the service ${usd(t.actualUsd)}.`),
     ...(t.unpricedInstances > 0 ? ['', `${t.unpricedInstances} submitted instance(s) have no known price and are not in these sums.`] : []),
+    ...(t.counts.reused > 0 ? ['', `${t.counts.reused} instance(s) reused an earlier run's result: nothing was sent for them, US$0.`] : []),
+    ...(t.rerolls > 0 ? ['', `${t.rerolls} nsfw attempt(s) were re-rolled with a new seed (each refunded); the re-rolled instances cost ${usd(t.rerolledNetUsd)} net.`] : []),
     '',
     ...table('By step', report.steps),
     ...table('By model', report.models),

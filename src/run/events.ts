@@ -12,10 +12,14 @@ export type RunEvent =
   | { type: 'instance_failed'; step: string; instance: string; code: string; message: string }
   | { type: 'instance_unknown'; step: string; instance: string; message: string }
   | { type: 'instance_skipped'; step: string; instance: string; reason: string }
+  /** An nsfw attempt (refunded) goes on with a new seed; the instance is not finished. */
+  | { type: 'instance_rerolled'; step: string; instance: string; attempt: number; seed: number; estimatedUsd: number | undefined }
+  /** `--reuse`: an earlier run's result, linked in; nothing sent, US$0. */
+  | { type: 'instance_reused'; step: string; instance: string; fromRunId: string }
   | { type: 'run_stopping'; reason: StopReason; message: string }
   | { type: 'run_finished'; summary: RunSummary };
 
-export type StopReason = 'budget' | 'fail_fast' | 'max_failures' | 'insufficient_credits' | 'retry_budget' | 'aborted';
+export type StopReason = 'budget' | 'fail_fast' | 'max_failures' | 'insufficient_credits' | 'retry_budget' | 'unreachable' | 'stuck' | 'aborted';
 
 export type RunOutcome = 'completed' | 'failed' | 'budget' | 'aborted' | 'stopped';
 
@@ -28,6 +32,10 @@ export interface RunCounts {
   unknown: number;
   /** Not started because the run stopped (budget, fail-fast, abort): a resume does them. */
   pending: number;
+  /** nsfw attempts re-rolled with a new seed (each one refunded). */
+  rerolled: number;
+  /** Completed results reused from an earlier run (`--reuse`): nothing sent, US$0. */
+  reused: number;
 }
 
 export interface RunSummary {
@@ -37,6 +45,8 @@ export interface RunSummary {
   outcome: RunOutcome;
   /** The sentence that explains a stop, when the run stopped. */
   message?: string | undefined;
+  /** Why the run stopped early, when it did. */
+  stopReason?: StopReason | undefined;
   counts: RunCounts;
   /** Estimated US$ of every instance submitted (in this run or before it). */
   estimatedUsd: number;

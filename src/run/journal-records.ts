@@ -90,12 +90,46 @@ export const UploadedRecord = z.looseObject({
   url: z.string().min(1),
 });
 
-/** An nsfw instance re-rolled: the new body (next variation or seed) gets a new key. */
+/**
+ * An nsfw instance re-rolled: the new body gets a new key. `seed` is the seed the new attempt sends,
+ * one no other instance of the plan uses (absent in journals of older genpipe versions, which took
+ * the next variation_index or seed).
+ */
 export const RerollRecord = z.looseObject({
   type: z.literal('reroll'),
   at,
   instance,
   attempt: z.number().int().positive(),
+  seed: z.number().int().positive().optional(),
+});
+
+/**
+ * `genpipe resume --retry`: a new attempt of an instance that ended failed, canceled, nsfw or
+ * unknown, with a new Idempotency-Key; what came before is history.
+ */
+export const RetryRecord = z.looseObject({
+  type: z.literal('retry'),
+  at,
+  instance,
+  attempt: z.number().int().positive(),
+  /** What the instance was before this attempt. */
+  previous: z.enum(['failed', 'canceled', 'nsfw', 'unknown']),
+});
+
+/**
+ * `genpipe run --reuse`: an earlier run of the pipeline completed the same model and input, so its
+ * files were linked into this run and nothing was sent or paid. `downloaded` records follow.
+ */
+export const ReusedRecord = z.looseObject({
+  type: z.literal('reused'),
+  at,
+  instance,
+  model: z.string().min(1),
+  /** sha256 hex of the request body the earlier run sent. */
+  bodyHash: z.string().regex(/^[0-9a-f]{64}$/),
+  fromRunId: z.string().min(1),
+  outputs: z.array(OutputRef),
+  result: z.record(z.string(), z.unknown()).optional(),
 });
 
 export const DownloadedRecord = z.looseObject({
@@ -131,7 +165,10 @@ export const RefusedRecord = z.looseObject({
   type: z.literal('refused'),
   at,
   instance,
-  /** The error code (`unauthorized`, `insufficient_credits`). */
+  /**
+   * The error code: `unauthorized`, `insufficient_credits`, `rate_limited` or `session_busy` (refusals
+   * the run stopped retrying), or `not_sent` (no attempt reached the service: connection refused, DNS).
+   */
   code: z.string().min(1),
 });
 
@@ -161,6 +198,8 @@ export const JournalRecord = z.discriminatedUnion('type', [
   UploadedRecord,
   RerollRecord,
   RefusedRecord,
+  RetryRecord,
+  ReusedRecord,
 ]);
 export type JournalRecord = z.infer<typeof JournalRecord>;
 export type JournalRecordType = JournalRecord['type'];
@@ -178,4 +217,6 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'uploaded',
   'reroll',
   'refused',
+  'retry',
+  'reused',
 ]);

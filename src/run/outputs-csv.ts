@@ -13,7 +13,8 @@ import { open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { csvRow } from '../util/csv.js';
 
-export const OUTPUTS_CSV_HEADER = csvRow(['instance', 'step', 'axes', 'request_id', 'status', 'file', 'sha256']);
+/** `reroll_seed` is the seed an nsfw re-roll actually sent, when the instance was re-rolled. */
+export const OUTPUTS_CSV_HEADER = csvRow(['instance', 'step', 'axes', 'request_id', 'status', 'file', 'sha256', 'reroll_seed']);
 
 const SPILL_NAME = '.outputs-rows.jsonl';
 /** Spilled rows are written in batches of about this many characters. */

@@ -18,6 +18,14 @@ export interface InstanceState {
   /** Downloaded files by output index (created with the first one: most states never need a Map). */
   downloads?: Map<number, JournalRecordOf<'downloaded'>> | undefined;
   rerolls: number;
+  /** The seed the last re-roll sends (journaled), when it was journaled. */
+  rerollSeed?: number | undefined;
+  /** `--retry` attempts so far: part of the Idempotency-Key, so each attempt has its own. */
+  retries: number;
+  /** The run whose result this instance reuses (`--reuse`): completed at US$0 in this run. */
+  reusedFrom?: string | undefined;
+  /** Model and body hash of a reused result, so a later run can reuse it in turn. */
+  reusedInput?: { model: string; bodyHash: string } | undefined;
 }
 
 export interface RunState {
@@ -37,7 +45,7 @@ export function emptyRunState(): RunState {
 function instanceOf(state: RunState, id: string): InstanceState {
   let entry = state.instances.get(id);
   if (!entry) {
-    entry = { rerolls: 0 };
+    entry = { rerolls: 0, retries: 0 };
     state.instances.set(id, entry);
   }
   return entry;
@@ -90,12 +98,24 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       const entry = instanceOf(state, record.instance);
       // A re-roll starts the instance over with a new body and key; what came before is history.
       entry.rerolls = Math.max(entry.rerolls, record.attempt);
-      entry.intent = undefined;
-      entry.submission = undefined;
-      entry.submittedAt = undefined;
-      entry.final = undefined;
-      entry.failed = undefined;
-      entry.downloads = undefined;
+      if (record.seed !== undefined) entry.rerollSeed = record.seed;
+      startOver(entry);
+      return;
+    }
+    case 'retry': {
+      const entry = instanceOf(state, record.instance);
+      // Only an outcome --retry may retry is left behind: a completed result is never thrown away.
+      if (entry.final?.status === 'completed') return;
+      entry.retries = Math.max(entry.retries, record.attempt);
+      startOver(entry);
+      return;
+    }
+    case 'reused': {
+      const entry = instanceOf(state, record.instance);
+      if (entry.final) return;
+      entry.final = { type: 'status', instance: record.instance, status: 'completed', outputs: record.outputs, ...(record.result === undefined ? {} : { result: record.result }) };
+      entry.reusedFrom = record.fromRunId;
+      entry.reusedInput = { model: record.model, bodyHash: record.bodyHash };
       return;
     }
     case 'agent_session':
@@ -107,6 +127,16 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
     case 'run_finished':
       return;
   }
+}
+
+/** A re-roll or a retry starts the instance over: a new body or key; what came before is history. */
+function startOver(entry: InstanceState): void {
+  entry.intent = undefined;
+  entry.submission = undefined;
+  entry.submittedAt = undefined;
+  entry.final = undefined;
+  entry.failed = undefined;
+  entry.downloads = undefined;
 }
 
 /** How a resumed run treats an instance. */

@@ -23,6 +23,7 @@ import type { AdapterContext, ModelAdapter, OutputRef, Submission, TrackResult }
 import { adapterFor } from '../models/adapters.js';
 import { isRemoteUrl, mapImageFields } from '../models/registry.js';
 import { InstanceError, type Plan, type PlannedInstance, type StepPlan } from '../plan/plan.js';
+import { runIdempotencyKey } from '../plan/instance.js';
 import { csvRow } from '../util/csv.js';
 import { OutputsCsv } from './outputs-csv.js';
 import { DownloadError, downloadToFile } from './download.js';
@@ -36,6 +37,7 @@ import { applyRecord, emptyRunState, resumeAction, type InstanceState, type RunS
 import { AsyncQueue, Slots } from './slots.js';
 import { TokenBucket } from './token-bucket.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
+import { linkEarlierFile, type ReuseIndex } from './reuse.js';
 import { readdir, unlink } from 'node:fs/promises';
 import { setMaxListeners } from 'node:events';
 
@@ -58,6 +60,10 @@ export interface RunOptions {
   failFast?: boolean | undefined;
   /** Resend submits whose fate is unknown (no key, no answer). Default false. */
   resubmitUnknown?: boolean | undefined;
+  /** On resume, start a new attempt (new key) of the instances that ended so. Default none. */
+  retry?: ReadonlySet<RetryStatus> | undefined;
+  /** Earlier runs' completed results to reuse instead of generating (`--reuse`). */
+  reuse?: ReuseIndex | undefined;
   /** On abort, cancel requests that are still queued. Default false. */
   cancelOnAbort?: boolean | undefined;
   /** Transient errors tolerated over the whole run before it stops, resumable. Default 200. */
@@ -70,9 +76,32 @@ export interface RunOptions {
   /** Track request models by webhook (`?hf_webhook=`), with polling as a slow fallback. */
   webhook?: WebhookReceiver | undefined;
   random?: () => number;
+  /** The run's submit-rate limiter. Default: a TokenBucket at `ratePerSecond`. Injected by tests. */
+  limiter?: RateLimiter | undefined;
+  /** How often the liveness watchdog looks, in ms; two looks without progress end a stuck run. Default 5,000. */
+  watchdogMs?: number | undefined;
+}
+
+/** The outcomes `genpipe resume --retry` can start over. */
+export type RetryStatus = 'failed' | 'canceled' | 'nsfw' | 'unknown';
+export const RETRY_STATUSES: readonly RetryStatus[] = ['failed', 'canceled', 'nsfw', 'unknown'];
+
+/** What the runner needs of a rate limiter (TokenBucket is the real one). */
+export interface RateLimiter {
+  take(signal?: AbortSignal): Promise<void>;
+  /** The service throttled (429): slow the whole run down. */
+  slowDown(retryAfterMs?: number): void;
+  /** True while the limiter has a timer pending that will serve its waiters. */
+  readonly sleeping: boolean;
+  /** Callers waiting for a token. */
+  readonly waiting: number;
 }
 
 const MAX_REROLLS = 3;
+/** After Ctrl-C or a halt, how long the walk may take to settle before the run ends without it. */
+const HALT_GRACE_MS = 1_500;
+/** How long a cancel (--cancel-on-abort) or an agent interrupt may take after Ctrl-C. */
+const CANCEL_TIMEOUT_MS = 4_000;
 /** In webhook mode, how long to wait for a delivery before polling anyway (§6 rule 3: it may never come). */
 const WEBHOOK_FALLBACK_POLL_MS = 30_000;
 const BUSY_WAIT: TurnPollOptions = { initialMs: 2_000, maxMs: 10_000, factor: 1.5 };
@@ -100,15 +129,31 @@ class Runner {
   readonly #plan: Plan;
   #journal!: Journal;
   #state!: RunState;
-  readonly #counts: RunCounts = { completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0 };
+  readonly #counts: RunCounts = { completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0 };
   readonly #stop = new StopSignal();
   readonly #global: Slots;
   /** Step and model limits, by `step:<id>` or `model:<name>`. */
   readonly #pools = new Map<string, Slots>();
-  readonly #bucket: TokenBucket;
+  readonly #bucket: RateLimiter;
+  /** Aborted when the watchdog finds the run stuck: every wait of the run ends, as on Ctrl-C. */
+  readonly #halt = new AbortController();
+  /** The user's signal or the watchdog's halt: what every wait and request of the run listens to. */
+  readonly #signal: AbortSignal;
+  /** Set by the watchdog: the run ends with this internal error (exit 70), its journal flushed. */
+  #stuck: GenpipeError | undefined;
+  /** Operations under way that settle by themselves (requests, sleeps, file writes). */
+  #busy = 0;
+  /** Bumped whenever a busy operation starts or ends: the watchdog's measure of progress. */
+  #progress = 0;
+  /** Waits on another part of the run (limiter, slots, a conversation, upstream), by what they wait for. */
+  readonly #waits = new Map<string, number>();
   readonly #polls: PollScheduler;
   readonly #conversations = new Map<string, Promise<void>>();
   readonly #records = new Map<string, InstanceRecord>();
+  /** Seeds given to re-rolls (journaled ones included), so two re-rolls never send the same one. */
+  readonly #rerollSeeds = new Set<number>();
+  /** Per step, which seeds its own instances send (see seedMembership). */
+  readonly #stepSeeds = new Map<string, (seed: number) => boolean>();
   /** outputs.csv; a finished instance's rows go there at once (spilled to disk), and the run forgets it. */
   #outputs!: OutputsCsv;
   readonly #random: () => number;
@@ -125,7 +170,7 @@ class Runner {
     this.#plan = options.plan;
     const defaults = options.plan.loaded.manifest.defaults ?? {};
     this.#global = new Slots(options.concurrency ?? defaults.concurrency ?? 8);
-    this.#bucket = new TokenBucket({ ratePerSecond: options.ratePerSecond ?? 20 });
+    this.#bucket = options.limiter ?? watchedBucket(options.ratePerSecond ?? 20);
     this.#random = options.random ?? Math.random;
     this.#polls = new PollScheduler(
       {
@@ -140,12 +185,14 @@ class Runner {
     this.#retriesLeft = this.#retryBudget;
     // Every instance in flight listens to the run's signal (sleeps, requests): no leak warning at high concurrency.
     setMaxListeners(0, options.signal);
+    this.#signal = AbortSignal.any([options.signal, this.#halt.signal]);
+    setMaxListeners(0, this.#signal);
   }
 
   /** Journals a record and applies it to the in-memory state, so both always agree. */
   #log(record: JournalRecord, durable = false): Promise<void> {
     applyRecord(this.#state, record);
-    return this.#journal.append(record, { durable });
+    return this.#op(() => this.#journal.append(record, { durable }));
   }
 
   #emit(event: RunEvent): void {
@@ -164,7 +211,76 @@ class Runner {
   }
 
   get #stopping(): boolean {
-    return this.#stop.reason !== undefined || this.#refused !== undefined || this.#o.signal.aborted;
+    return this.#stop.reason !== undefined || this.#refused !== undefined || this.#signal.aborted;
+  }
+
+  /** Runs an operation that settles by itself (a request, a sleep, a write), counted for the watchdog. */
+  #op<T>(work: () => Promise<T>): Promise<T> {
+    this.#busy++;
+    this.#progress++;
+    return work().finally(() => {
+      this.#busy--;
+      this.#progress++;
+    });
+  }
+
+  /** Waits on another part of the run (a limiter, a slot, a conversation), counted for the watchdog's sentence. */
+  #wait<T>(what: string, work: () => Promise<T>): Promise<T> {
+    this.#waits.set(what, (this.#waits.get(what) ?? 0) + 1);
+    return work().finally(() => {
+      const left = (this.#waits.get(what) ?? 1) - 1;
+      if (left === 0) this.#waits.delete(what);
+      else this.#waits.set(what, left);
+    });
+  }
+
+  /**
+   * Liveness as an invariant: a run with work left, nothing under way that settles by itself (no
+   * request, sleep or write) and no limiter timer pending can never move again. Two looks in a row
+   * without progress end it with an internal error naming the stuck state: every wait is aborted,
+   * the journal is flushed, and the run stays resumable. The timer is not unref'd on purpose: a
+   * stuck run must be found, not left to exit quietly with an empty event loop.
+   */
+  #startWatchdog(): NodeJS.Timeout {
+    let seen = this.#progress;
+    let idleLooks = 0;
+    const timer = setInterval(() => {
+      if (this.#busy > 0 || this.#bucket.sleeping || this.#progress !== seen) {
+        seen = this.#progress;
+        idleLooks = 0;
+        return;
+      }
+      if (++idleLooks < 2) return;
+      clearInterval(timer);
+      const waits = [...this.#waits].map(([what, n]) => `${n} waiting for ${what}`).join(', ');
+      this.#stuck = new GenpipeError(
+        'internal',
+        `The run is stuck: nothing is in flight and no timer is pending${waits === '' ? '' : `, with ${waits}`}. This is a bug in genpipe; the journal is flushed, and \`genpipe resume\` continues the run.`,
+      );
+      this.#stopRun('stuck', this.#stuck.message);
+      this.#halt.abort(this.#stuck);
+    }, this.#o.watchdogMs ?? 5_000);
+    return timer;
+  }
+
+  /**
+   * The walk, or, once the run is halted (stuck) or interrupted, at most a short grace for it to
+   * settle: a wait that ignores the abort must not keep the run from ending.
+   */
+  async #untilHalted(walk: Promise<void>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const ended = new Promise<void>((resolve) => {
+      const onAbort = (): void => {
+        timer = setTimeout(resolve, this.#o.cancelOnAbort ? CANCEL_TIMEOUT_MS + HALT_GRACE_MS : HALT_GRACE_MS);
+      };
+      if (this.#signal.aborted) onAbort();
+      else this.#signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      await Promise.race([walk, ended]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async run(): Promise<RunSummary> {
@@ -184,15 +300,18 @@ class Runner {
       throw error;
     }
     this.#state = state;
+    for (const entry of state.instances.values()) if (entry.rerollSeed !== undefined) this.#rerollSeeds.add(entry.rerollSeed);
     const resumed = !this.#journal.created;
     if (resumed) await removePartialDownloads(join(this.#o.runDir, 'outputs'));
     await this.#log({ type: 'run_started', runId: this.#o.runId, pipeline: this.#plan.name, planHash: this.#o.planHash }, true);
     this.#emit({ type: 'run_started', runId: this.#o.runId, runDir: this.#o.runDir, pipeline: this.#plan.name, instances: this.#plan.totalInstances, resumed });
     const onAbort = (): void => this.#stopRun('aborted', 'Interrupted: stopped submitting; the journal is flushed and `genpipe resume` continues the run.');
     this.#o.signal.addEventListener('abort', onAbort, { once: true });
+    const watchdog = this.#startWatchdog();
     try {
-      await this.#walk();
+      await this.#untilHalted(this.#walk());
     } finally {
+      clearInterval(watchdog);
       this.#o.signal.removeEventListener('abort', onAbort);
       const outcome = this.#outcome();
       try {
@@ -202,6 +321,7 @@ class Runner {
         await this.#writeOutputsCsv();
       }
     }
+    if (this.#stuck) throw this.#stuck;
     if (this.#refused) throw this.#refused;
     const summary: RunSummary = {
       runId: this.#o.runId,
@@ -209,6 +329,7 @@ class Runner {
       pipeline: this.#plan.name,
       outcome: this.#outcome(),
       message: this.#stop.message,
+      stopReason: this.#stop.reason,
       counts: { ...this.#counts },
       estimatedUsd: Math.round(this.#estimatedUsd * 1e6) / 1e6,
       durationMs: Date.now() - this.#started,
@@ -253,7 +374,7 @@ class Runner {
             const held: Slots[] = [];
             try {
               for (const slots of limits) {
-                await slots.acquire(this.#o.signal);
+                await this.#wait('a concurrency slot', () => slots.acquire(this.#signal));
                 held.push(slots);
               }
             } catch {
@@ -334,10 +455,15 @@ class Runner {
       this.#fail(step, planned.id, 'invalid_input', `raw model path ${step.model} can be planned but not run yet`);
       return;
     }
-    let instance = planned;
-    const entry = this.#state.instances.get(planned.id);
-    if (entry && entry.rerolls > 0) instance = rerolled(planned, entry.rerolls);
+    let entry = this.#state.instances.get(planned.id);
     try {
+      const retrying = this.#retryStatusOf(entry, adapter);
+      if (entry && retrying !== undefined && this.#o.retry?.has(retrying)) {
+        // `--retry`: a new attempt of the same instance, with a new key; what came before is history.
+        await this.#log({ type: 'retry', instance: planned.id, attempt: entry.retries + 1, previous: retrying }, true);
+        entry = this.#state.instances.get(planned.id);
+      }
+      const instance = entry?.rerollSeed !== undefined ? withSeed(planned, entry.rerollSeed) : entry && entry.rerolls > 0 ? rerolledBefore(planned, entry.rerolls) : planned;
       const final = await this.#drive(step, adapter, instance, entry);
       if (final?.status === 'completed' && completions) completions.push({ instance: planned, outputs: final.outputs });
       if (final) this.#compact(planned.id);
@@ -347,14 +473,32 @@ class Runner {
     }
   }
 
+  /** What `--retry` calls an instance's outcome so far (failed, canceled, nsfw, unknown), if it is one of those. */
+  #retryStatusOf(entry: InstanceState | undefined, adapter: ModelAdapter): RetryStatus | undefined {
+    const action = resumeAction(entry, adapter.idempotentSubmit);
+    if (action.kind === 'failed') return 'failed';
+    if (action.kind === 'unknown') return 'unknown';
+    if (action.kind === 'done' && action.status !== 'completed') return action.status;
+    return undefined;
+  }
+
+  /** The key this run sends for an instance: the plan's key bound to the run and the attempt (undefined for keyless models). */
+  #keyOf(adapter: ModelAdapter, instance: PlannedInstance, entry: InstanceState | undefined): string | undefined {
+    const planKey = adapter.idempotentSubmit ? instance.key : undefined;
+    return planKey === undefined ? undefined : runIdempotencyKey(planKey, this.#o.runId, entry?.retries ?? 0);
+  }
+
   /** Runs an instance to a final status (or gives up on it); returns the final result, if any. */
   async #drive(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, entry: InstanceState | undefined): Promise<{ status: TerminalStatus; outputs: Record<string, unknown> } | undefined> {
     let action = resumeAction(entry, adapter.idempotentSubmit);
     if (action.kind === 'done' && entry?.final) {
       const final = entry.final;
       if (final.status === 'completed' && !(await this.#downloadAll(step, instance.id, final.outputs as OutputRef[], entry))) return undefined;
-      this.#count(final.status);
-      this.#estimatedUsd += step.priceUsd ?? 0;
+      if (entry.reusedFrom !== undefined) this.#counts.reused++;
+      else {
+        this.#count(final.status);
+        this.#estimatedUsd += step.priceUsd ?? 0;
+      }
       return { status: final.status, outputs: final.result ?? {} };
     }
     if (action.kind === 'failed') {
@@ -365,10 +509,14 @@ class Runner {
     if (action.kind === 'unknown') {
       if (!this.#o.resubmitUnknown) {
         this.#counts.unknown++;
-        this.#emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: 'an earlier submit may or may not have reached the service; resubmit with --resubmit-unknown' });
+        this.#emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: 'an earlier submit may or may not have reached the service; resend it with `genpipe resume --retry unknown`' });
         return undefined;
       }
       action = { kind: 'fresh' };
+    }
+    if (action.kind === 'fresh' && this.#o.reuse) {
+      const reused = await this.#reuse(step, instance);
+      if (reused) return reused;
     }
     const script = this.#script(step);
     const conversation = step.model === 'agent' ? this.#conversationOf(step, instance) : undefined;
@@ -378,7 +526,7 @@ class Runner {
       let submittedAt = entry?.submittedAt ?? Date.now();
       if (!submission) {
         if (conversation !== undefined) script.sessionId = this.#state.sessions.get(conversation);
-        const key = action.kind === 'resubmit_same_key' ? action.key : adapter.idempotentSubmit ? instance.key : undefined;
+        const key = action.kind === 'resubmit_same_key' ? action.key : this.#keyOf(adapter, instance, this.#state.instances.get(instance.id));
         submission = await this.#submit(step, adapter, instance, key, script);
         if (!submission) return undefined;
         submittedAt = Date.now();
@@ -392,12 +540,19 @@ class Runner {
       if (!result) return undefined;
       if (result.status === 'nsfw' && (step.step.on_nsfw ?? this.#plan.loaded.manifest.defaults?.on_nsfw) === 'reroll') {
         const attempt = (this.#state.instances.get(instance.id)?.rerolls ?? 0) + 1;
-        if (attempt <= MAX_REROLLS && canReroll(instance)) {
-          await this.#log({ type: 'reroll', instance: instance.id, attempt }, true);
+        const seed = attempt <= MAX_REROLLS ? this.#rerollSeed(step, instance, attempt) : undefined;
+        if (seed !== undefined) {
+          // The nsfw attempt is refunded (§8); the instance goes on with a seed no other instance
+          // of the plan has, so the re-roll never buys a duplicate. The seed is journaled as sent.
+          await this.#log({ type: 'reroll', instance: instance.id, attempt, seed }, true);
+          this.#counts.rerolled++;
+          this.#emit({ type: 'instance_rerolled', step: step.id, instance: instance.id, attempt, seed, estimatedUsd: step.priceUsd });
+          this.#estimatedUsd -= step.priceUsd ?? 0;
           release?.();
-          return this.#drive(step, adapter, rerolled(instance, 1), undefined);
+          return this.#drive(step, adapter, withSeed(instance, seed), this.#state.instances.get(instance.id));
         }
       }
+      this.#emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: result.status, estimatedUsd: step.priceUsd, actualCostUsd: result.actualCostUsd, error: result.error });
       if (result.status === 'completed' && !(await this.#downloadAll(step, instance.id, result.files, this.#state.instances.get(instance.id)))) return undefined;
       this.#count(result.status);
       if (result.status !== 'completed') this.#noteFailure(step, instance.id);
@@ -405,6 +560,66 @@ class Runner {
     } finally {
       release?.();
     }
+  }
+
+  /**
+   * `--reuse`: an earlier run completed the same model and body, so its files are linked in and the
+   * instance is done at US$0, with nothing sent. Undefined when there is nothing to reuse (or an
+   * earlier file is gone or changed): the instance is generated as usual.
+   */
+  async #reuse(step: StepPlan, instance: PlannedInstance): Promise<{ status: TerminalStatus; outputs: Record<string, unknown> } | undefined> {
+    const bodyHash = sha256Hex(JSON.stringify(instance.body));
+    const found = this.#o.reuse?.find(step.model, bodyHash);
+    if (!found) return undefined;
+    const paths = found.outputs.map((file, index) => outputPath(step.id, instance.id, file, found.outputs.length, index));
+    for (const [index, file] of found.files.entries()) {
+      const path = paths[index] as string;
+      if (!(await this.#op(() => linkEarlierFile(found, file, this.#o.runDir, path)))) return undefined;
+    }
+    await this.#log({ type: 'reused', instance: instance.id, model: step.model, bodyHash, fromRunId: found.runId, outputs: found.outputs, ...(found.result === undefined ? {} : { result: found.result }) }, true);
+    for (const [index, file] of found.files.entries()) {
+      await this.#log({ type: 'downloaded', instance: instance.id, output: index, path: paths[index] as string, sha256: file.sha256, size: file.size });
+    }
+    this.#counts.reused++;
+    this.#emit({ type: 'instance_reused', step: step.id, instance: instance.id, fromRunId: found.runId });
+    return { status: 'completed', outputs: found.result ?? {} };
+  }
+
+  /**
+   * A seed for a re-roll that no instance of the step uses and no earlier re-roll of this run took:
+   * drawn from the instance id and attempt (so it is stable to read), then probed upwards. Undefined
+   * when the model takes no seed.
+   */
+  #rerollSeed(step: StepPlan, instance: PlannedInstance, attempt: number): number | undefined {
+    if (!SEEDED_MODELS.has(step.model) || instance.body === null || typeof instance.body !== 'object') return undefined;
+    const used = this.#seedsOf(step);
+    const start = Number.parseInt(sha256Hex(`${instance.id}\u0000${attempt}`).slice(0, 8), 16) % SEED_MAX;
+    for (let probe = 0; probe < SEED_MAX; probe++) {
+      const seed = ((start + probe) % SEED_MAX) + 1;
+      if (!used(seed) && !this.#rerollSeeds.has(seed)) {
+        this.#rerollSeeds.add(seed);
+        return seed;
+      }
+    }
+    return undefined;
+  }
+
+  /** Which seeds the step's own instances send, as a membership test (computed once per step). */
+  #seedsOf(step: StepPlan): (seed: number) => boolean {
+    let test = this.#stepSeeds.get(step.id);
+    if (!test) {
+      test = seedMembership(step, () => {
+        const seeds = new Set<number>();
+        for (const entry of this.#plan.entries(step.id, this.#o.catalog)) {
+          if (entry instanceof InstanceError) continue;
+          const seed = (entry.body as { seed?: unknown } | null)?.seed;
+          if (typeof seed === 'number') seeds.add(seed);
+        }
+        return seeds;
+      });
+      this.#stepSeeds.set(step.id, test);
+    }
+    return test;
   }
 
   /**
@@ -455,7 +670,7 @@ class Runner {
     let release!: () => void;
     const mine = new Promise<void>((resolve) => (release = resolve));
     this.#conversations.set(conversation, previous.then(() => mine));
-    await previous;
+    await this.#wait('an agent conversation', () => previous);
     let released = false;
     return () => {
       if (!released) {
@@ -486,13 +701,15 @@ class Runner {
     const ctx = this.#ctx();
     const retries = step.step.retries ?? this.#plan.loaded.manifest.defaults?.retries ?? 3;
     let busyPolls = 0;
+    // Whether an earlier attempt of this submit may have reached the service (then it is never called unsent).
+    let mayHaveArrived = false;
     for (let attempt = 0; ; attempt++) {
-      await this.#bucket.take(this.#o.signal);
+      await this.#wait('the rate limiter', () => this.#bucket.take(this.#signal));
       crashPoint('before_intent_sync');
       await this.#log({ type: 'intent', instance: instance.id, model: step.model, idempotencyKey: key ?? null, bodyHash }, true);
       crashPoint('after_intent_sync');
       try {
-        const submission = await adapter.submit(body, { idempotencyKey: key, script }, ctx);
+        const submission = await this.#op(() => adapter.submit(body, { idempotencyKey: key, script }, ctx));
         crashPoint('after_post');
         this.#creditRetry();
         // Synced only where losing it would cost: a keyed submit lost in a crash is resent with its
@@ -520,21 +737,39 @@ class Runner {
           this.#counts.pending++;
           return undefined;
         }
-        if (error.code === 'session_busy') {
-          // Not charged (§7): wait for the running turn, then try again.
-          await sleep(agentPollInterval(busyPolls++, BUSY_WAIT), this.#o.signal);
+        if (error.code === 'session_busy' || error.code === 'rate_limited') {
+          // Both are refusals before processing, never charged (§7): a 409 waits for the running turn,
+          // a 429 slows the whole run down. Either way the retry draws from the run's budget, so a
+          // service that never stops refusing ends the run (exit 5) instead of looping forever.
+          if (error.code === 'rate_limited') this.#bucket.slowDown(error.retryAfterMs);
+          if (!this.#consumeRetry()) {
+            this.#estimatedUsd -= price;
+            await this.#log({ type: 'refused', instance: instance.id, code: error.code });
+            this.#counts.pending++;
+            return undefined;
+          }
+          if (error.code === 'session_busy') {
+            const wait = agentPollInterval(busyPolls++, BUSY_WAIT);
+            await this.#op(() => sleep(wait, this.#signal));
+          }
           attempt--;
           continue;
         }
-        if (error.code === 'rate_limited') {
-          // A 429 is a refusal before processing: slow the whole run down and try again.
-          this.#bucket.slowDown(error.retryAfterMs);
-          attempt--;
-          continue;
+        if (error.neverSent && !mayHaveArrived) {
+          // Provably never reached the service (connection refused, DNS), after the transport's own
+          // retries: nothing was created or charged, and the journal says so. A service that cannot
+          // be reached at all ends the run (exit 5), resumable.
+          this.#estimatedUsd -= price;
+          await this.#log({ type: 'refused', instance: instance.id, code: 'not_sent' });
+          this.#counts.pending++;
+          this.#stopRun('unreachable', `The service could not be reached (${error.message.replace(/[.]$/, '')}); nothing was sent. Resume the run once it is reachable.`);
+          return undefined;
         }
+        if (!error.neverSent) mayHaveArrived = true;
         // A keyed submit that kept failing in transit is safe to repeat with the same key.
         if (TRANSIENT.has(error.code) && key !== undefined && attempt < retries && this.#consumeRetry()) {
-          await sleep(backoffDelay(attempt, { baseMs: 1_000, capMs: 30_000 }, this.#random), this.#o.signal);
+          const wait = backoffDelay(attempt, { baseMs: 1_000, capMs: 30_000 }, this.#random);
+          await this.#op(() => sleep(wait, this.#signal));
           continue;
         }
         if (TRANSIENT.has(error.code)) {
@@ -585,14 +820,14 @@ class Runner {
     });
     for (const path of locals) {
       if (this.#state.uploads.has(path)) continue;
-      const url = await this.#o.client.media.uploadLocalImage(path, { signal: this.#o.signal });
+      const url = await this.#op(() => this.#o.client.media.uploadLocalImage(path, { signal: this.#signal }));
       await this.#log({ type: 'uploaded', path, url }, true);
     }
     return locals.length === 0 ? body : mapImageFields(body, step.spec.imageFields, (v) => this.#state.uploads.get(v) ?? v);
   }
 
   #ctx(): AdapterContext {
-    return { client: this.#o.client, signal: this.#o.signal, webhookUrl: this.#o.webhook?.url };
+    return { client: this.#o.client, signal: this.#signal, webhookUrl: this.#o.webhook?.url };
   }
 
   /**
@@ -602,16 +837,16 @@ class Runner {
    */
   async #waitForNews(submission: Submission, delayMs: number): Promise<void> {
     const receiver = this.#o.webhook;
-    if (!receiver || submission.kind !== 'request') return sleep(delayMs, this.#o.signal);
+    if (!receiver || submission.kind !== 'request') return sleep(delayMs, this.#signal);
     if (receiver.arrived(submission.requestId)) return;
     const done = new AbortController();
-    const signal = AbortSignal.any([this.#o.signal, done.signal]);
+    const signal = AbortSignal.any([this.#signal, done.signal]);
     try {
       await Promise.race([sleep(Math.max(delayMs, WEBHOOK_FALLBACK_POLL_MS), signal).catch(() => {}), receiver.wait(submission.requestId, signal)]);
     } finally {
       done.abort();
     }
-    if (this.#o.signal.aborted) throw abortError(this.#o.signal);
+    if (this.#signal.aborted) throw abortError(this.#signal);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -624,15 +859,28 @@ class Runner {
     for (let agentPolls = 0, failures = 0; ; ) {
       const delay = submission.kind === 'agent_turn' ? agentPollInterval(agentPolls++, this.#o.agentPoll ?? AGENT_POLL) : timer.next(Date.now());
       try {
-        await this.#waitForNews(submission, delay);
+        const waitingOn = submission;
+        await this.#op(() => this.#waitForNews(waitingOn, delay));
       } catch (error) {
-        if (this.#o.cancelOnAbort && adapter.stop) await adapter.stop(submission, { ...ctx, signal: AbortSignal.timeout(5_000) }).catch(() => {});
-        else if (submission.kind === 'agent_turn' && adapter.stop) await adapter.stop(submission, { ...ctx, signal: AbortSignal.timeout(5_000) }).catch(() => {});
+        if (adapter.stop && (this.#o.cancelOnAbort || submission.kind === 'agent_turn')) {
+          const stopping = submission;
+          const stop = adapter.stop;
+          const accepted = await this.#op(() => stop(stopping, { ...ctx, signal: AbortSignal.timeout(CANCEL_TIMEOUT_MS) }).catch(() => false));
+          if (this.#o.cancelOnAbort && accepted === true) {
+            // The service took the cancel of a queued request: it ends canceled (and refunded), so the
+            // journal says so and a resume does not wait for it.
+            const message = 'canceled by genpipe on abort (--cancel-on-abort)';
+            await this.#log({ type: 'status', instance: instance.id, status: 'canceled', outputs: [], error: message }, true);
+            this.#counts.canceled++;
+            this.#emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: 'canceled', estimatedUsd: step.priceUsd, error: message });
+          }
+        }
         throw error;
       }
       let result: TrackResult;
       try {
-        result = await adapter.track(submission, script, ctx);
+        const looking = submission;
+        result = await this.#op(() => adapter.track(looking, script, ctx));
         this.#creditRetry();
       } catch (error) {
         if (!(error instanceof GenpipeError)) throw error;
@@ -669,7 +917,6 @@ class Runner {
         // Not synced: lost in a crash, the status is read again from the service on resume.
         false,
       );
-      this.#emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: result.status, estimatedUsd: step.priceUsd, actualCostUsd: result.actualCostUsd, error: result.error });
       return result;
     }
   }
@@ -687,20 +934,19 @@ class Runner {
     for (const [index, file] of list.entries()) {
       if (entry?.downloads?.has(index)) continue;
       const accept = file.accept ?? [];
-      const name = safeFileName(id, extensionFor(file.url, accept), list.length > 1 ? { index } : {});
-      const relativePath = `outputs/${safeFileName(step.id, 'd').replace(/\.d$/, '')}/${name}`;
+      const relativePath = outputPath(step.id, id, file, list.length, index);
       let result: Awaited<ReturnType<typeof downloadToFile>>;
       for (let failures = 0; ; ) {
         try {
-          result = await downloadToFile({
+          result = await this.#op(() => downloadToFile({
             url: file.url,
             runDir: this.#o.runDir,
             relativePath,
             maxBytes: this.#o.maxDownloadBytes ?? 256 * 1024 * 1024,
             allowedContentTypes: accept.length > 0 ? accept : ['*/*'],
             dispatcher: this.#o.client.transport.dispatcher,
-            signal: this.#o.signal,
-          });
+            signal: this.#signal,
+          }));
           this.#creditRetry();
           break;
         } catch (error) {
@@ -708,7 +954,8 @@ class Runner {
           // A refusal (content type, size, unsafe path, a different existing file) would only repeat.
           const transient = TRANSIENT.has(error.code) && !(error instanceof DownloadError);
           if (transient && failures < 20 && this.#consumeRetry()) {
-            await sleep(backoffDelay(failures++, { baseMs: 200, capMs: 10_000 }, this.#random), this.#o.signal);
+            const wait = backoffDelay(failures++, { baseMs: 200, capMs: 10_000 }, this.#random);
+            await this.#op(() => sleep(wait, this.#signal));
             continue;
           }
           if (transient) {
@@ -735,12 +982,13 @@ class Runner {
   #csvRows(id: string, entry: InstanceState): string {
     const record = this.#records.get(id);
     const requestId = requestIdOf(entry.submission);
-    const status = entry.final?.status ?? (entry.failed ? 'failed' : entry.submission ? 'in_flight' : entry.intent ? 'unknown' : 'pending');
+    const status = entry.reusedFrom !== undefined ? 'reused' : (entry.final?.status ?? (entry.failed ? 'failed' : entry.submission ? 'in_flight' : entry.intent ? 'unknown' : 'pending'));
     const step = record?.step ?? id.replace(/\[.*$/, '');
     const axes = record?.values ?? '';
-    if (!entry.downloads?.size) return csvRow([id, step, axes, requestId, status, '', '']);
+    const seed = entry.rerollSeed ?? '';
+    if (!entry.downloads?.size) return csvRow([id, step, axes, requestId, status, '', '', seed]);
     let rows = '';
-    for (const d of entry.downloads.values()) rows += csvRow([id, step, axes, requestId, status, d.path, d.sha256]);
+    for (const d of entry.downloads.values()) rows += csvRow([id, step, axes, requestId, status, d.path, d.sha256, seed]);
     return rows;
   }
 }
@@ -762,19 +1010,86 @@ function requestIdOf(submission: Submission | undefined): string {
   return submission.messageId;
 }
 
-/** A re-rolled instance: the next variation_index (animal tiers) or seed, hence a new key. */
-function rerolled(instance: PlannedInstance, times: number): PlannedInstance {
+/** The run's TokenBucket, with the watchdog told whether its pump has a timer pending. */
+function watchedBucket(ratePerSecond: number): RateLimiter {
+  let sleeps = 0;
+  const bucket = new TokenBucket({
+    ratePerSecond,
+    sleep: (ms, signal) => {
+      sleeps++;
+      return sleep(ms, signal).finally(() => sleeps--);
+    },
+  });
+  return {
+    take: (signal) => bucket.take(signal),
+    slowDown: (retryAfterMs) => bucket.slowDown(retryAfterMs),
+    get sleeping() {
+      return sleeps > 0;
+    },
+    get waiting() {
+      return bucket.waiting;
+    },
+  };
+}
+
+/** Where an instance's output goes in the run directory: `outputs/<step>/<instance>[-index].<ext>`. */
+function outputPath(stepId: string, id: string, file: { url: string; accept?: readonly string[] | undefined }, count: number, index: number): string {
+  const name = safeFileName(id, extensionFor(file.url, file.accept ?? []), count > 1 ? { index } : {});
+  return `outputs/${safeFileName(stepId, 'd').replace(/\.d$/, '')}/${name}`;
+}
+
+/** An instance re-rolled by a genpipe older than journaled seeds: the next variation_index (animal tiers) or seed. */
+function rerolledBefore(instance: PlannedInstance, times: number): PlannedInstance {
   const body = { ...(instance.body as Record<string, unknown>) };
   const human = ['normal', 'freak', 'total'].includes(String(body.tier ?? 'normal'));
   if (!human && typeof body.variation_index === 'number') body.variation_index += times;
-  else if (typeof body.seed === 'number') body.seed = ((body.seed - 1 + times) % 1_000_000) + 1;
+  else if (typeof body.seed === 'number') body.seed = ((body.seed - 1 + times) % SEED_MAX) + 1;
   else body.seed = times;
   return instance.withBody(body);
 }
 
-function canReroll(instance: PlannedInstance): boolean {
-  const body = instance.body as Record<string, unknown> | null;
-  return body !== null && typeof body === 'object';
+/** The instance with another seed (a re-roll), hence another body and key. */
+function withSeed(instance: PlannedInstance, seed: number): PlannedInstance {
+  return instance.withBody({ ...(instance.body as Record<string, unknown>), seed });
+}
+
+/** Seeds are 1 to 1,000,000 (§4.2; the legacy models take the same range here). */
+const SEED_MAX = 1_000_000;
+/** Models whose body takes a seed, so an nsfw result can be re-rolled. */
+const SEEDED_MODELS: ReadonlySet<string> = new Set(['character-sheet', 'dop', 'soul', 'speak']);
+/** Axes up to this many values are held as a set; longer ones must be arithmetic (ranges). */
+const SEED_SET_MAX = 200_000;
+
+/**
+ * Which seeds a step's instances send. A seed written as one sweep axis (`seed: "{{ s }}"`) is
+ * tested against that axis (a range without enumerating it) and the include entries; a literal is
+ * itself; no seed field means no instance sends one; any other template is enumerated.
+ */
+function seedMembership(step: StepPlan, enumerate: () => Set<number>): (seed: number) => boolean {
+  const written = (step.step.input as Record<string, unknown> | undefined)?.seed;
+  if (written === undefined) return () => false;
+  if (typeof written === 'number') return (seed) => seed === written;
+  const name = typeof written === 'string' ? /^\s*\{\{\s*([A-Za-z_]\w*)\s*\}\}\s*$/.exec(written)?.[1] : undefined;
+  const axis = name === undefined ? undefined : step.matrix.axes.find((a) => a.name === name);
+  if (!axis || name === undefined) {
+    const seeds = step.forEach === undefined ? enumerate() : new Set<number>();
+    return (seed) => seeds.has(seed);
+  }
+  const included = new Set((step.matrix.include ?? []).map((entry) => entry[name]).filter((v): v is number => typeof v === 'number'));
+  const first = axis.value(0);
+  const second = axis.length > 1 ? axis.value(1) : undefined;
+  if (axis.length > SEED_SET_MAX && typeof first === 'number' && typeof second === 'number' && axis.value(axis.length - 1) === first + (second - first) * (axis.length - 1)) {
+    const stride = second - first;
+    return (seed) => {
+      const k = (seed - first) / stride;
+      return included.has(seed) || (Number.isInteger(k) && k >= 0 && k < axis.length && axis.value(k) === seed);
+    };
+  }
+  for (let i = 0; i < axis.length; i++) {
+    const value = axis.value(i);
+    if (typeof value === 'number') included.add(value);
+  }
+  return (seed) => included.has(seed);
 }
 
 const EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'video/mp4': 'mp4', 'video/webm': 'webm', 'video/quicktime': 'mov', 'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/mpeg': 'mp3', 'audio/mp4': 'm4a' };

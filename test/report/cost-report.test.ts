@@ -185,8 +185,8 @@ describe('genpipe runs', () => {
 });
 
 describe('the report files, written in pieces', () => {
-  const group = (name: string, net: number): GroupLine => ({ name, counts: { completed: 1, failed: 0, nsfw: 0, canceled: 0, unknown: 0, in_flight: 0, not_started: 0 }, estimatedUsd: net, actualUsd: null, refundedUsd: 0, netUsd: net, unpricedInstances: 0 });
-  const line = (i: number): InstanceLine => ({ instance: `a[seed=${i}]`, step: 'a', model: 'character-sheet', status: 'completed', requestId: `r${i}`, estimatedUsd: 0.05, actualUsd: null, refundedUsd: 0, netUsd: 0.05, unpricedInstances: 0 });
+  const group = (name: string, net: number): GroupLine => ({ name, counts: { completed: 1, reused: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, in_flight: 0, not_started: 0 }, estimatedUsd: net, actualUsd: null, refundedUsd: 0, netUsd: net, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 });
+  const line = (i: number): InstanceLine => ({ instance: `a[seed=${i}]`, step: 'a', model: 'character-sheet', status: 'completed', requestId: `r${i}`, rerolls: 0, estimatedUsd: 0.05, actualUsd: null, refundedUsd: 0, netUsd: 0.05, unpricedInstances: 0 });
   const report = (count: number): CostReport => ({ pipeline: 'p "quoted"', runId: 'r1', creditsPerUsd: 100, instances: Array.from({ length: count }, (_, i) => line(i)), steps: [group('a', 0.05 * count)], models: [group('character-sheet', 0.05 * count)], total: group('total', 0.05 * count) });
 
   it('report.json is the whole report with credits, for no, one and many instances', () => {

@@ -103,9 +103,9 @@ steps:
       expect(all.stdout).toContain('failed; 3 completed, 3 failed, 0 nsfw');
       // Failed generations report their status (instance_finished), counted in the status line.
       expect(all.stderr.match(/: failed/g)).toHaveLength(3);
-      // 5 new requests: the failing instance's key is the same in both runs (pipeline, instance and
-      // body), so the service answers the first run's request again instead of creating one.
-      expect(emuRequests(emu)).toHaveLength(6);
+      // 6 new requests: keys belong to a run, so the second run never gets the first run's failed
+      // request back (reusing results is --reuse, a choice).
+      expect(emuRequests(emu)).toHaveLength(7);
       expectNoSecret(findRunDir(out2, 'failing'), all.stdout + all.stderr);
     });
   });

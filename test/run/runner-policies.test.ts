@@ -40,7 +40,7 @@ steps:
     });
   }, 60_000);
 
-  it('on_nsfw: reroll tries the next variation_index with a new key, at most 3 times; skip leaves it nsfw', async () => {
+  it('on_nsfw: reroll tries a seed no instance of the plan has, with a new key, at most 3 times; skip leaves it nsfw', async () => {
     await withEmulator({ timeScale: 0 }, async (emu) => {
       const dir = tempDir();
       const manifest = (name: string, policy: string): string => {
@@ -53,9 +53,18 @@ steps:
       const rows = emuRequests(emu);
       expect(rows).toHaveLength(4);
       expect(new Set(rows.map((r) => r.idempotency_key)).size).toBe(4);
-      expect(rows.map((r) => (r as unknown as { details: { variation_index: number } }).details.variation_index).sort()).toEqual([10, 11, 12, 13]);
+      const details = rows.map((r) => (r as unknown as { details: { variation_index: number; seed_given: number } }).details);
+      // Same variation, four different seeds: the planned 5, then three re-rolls that avoid it and each other.
+      expect(details.map((d) => d.variation_index)).toEqual([10, 10, 10, 10]);
+      const seeds = details.map((d) => d.seed_given);
+      expect(seeds[0]).toBe(5);
+      expect(new Set(seeds).size).toBe(4);
       const journal = journalOf(findRunDir(join(dir, 'out'), 'rerolled')).records;
-      expect(journal.filter((r) => r.type === 'reroll').map((r) => (r as { attempt: number }).attempt)).toEqual([1, 2, 3]);
+      const rerolls = journal.filter((r) => r.type === 'reroll') as { attempt: number; seed: number }[];
+      expect(rerolls.map((r) => r.attempt)).toEqual([1, 2, 3]);
+      // The journal holds the seeds actually sent.
+      expect(rerolls.map((r) => r.seed)).toEqual(seeds.slice(1));
+      expect(rerolled.stdout).toMatch(/0 completed, 0 failed, 1 nsfw.*3 re-rolled/);
 
       const skipped = await runCli(['run', manifest('skipped', 'skip'), '--base-url', emu.url, '--out', join(dir, 'out')]);
       expect(skipped.code).toBe(1);

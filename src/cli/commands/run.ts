@@ -10,7 +10,8 @@ import { writeCostReport } from '../../report/write-report.js';
 import type { RunSummary } from '../../run/events.js';
 import { acquirePipelineLock, type PipelineLock } from '../../run/lock.js';
 import { createRunDir, newRunId, planHash, readPlanFile } from '../../run/run-dir.js';
-import { runPlan } from '../../run/runner.js';
+import { RETRY_STATUSES, runPlan, type RetryStatus } from '../../run/runner.js';
+import { ReuseIndex } from '../../run/reuse.js';
 import { parseListen, WebhookReceiver } from '../../run/webhook-receiver.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
@@ -29,6 +30,9 @@ const RUN_OPTIONS = {
   'fail-fast': { type: 'boolean' },
   resume: { type: 'string' },
   'resubmit-unknown': { type: 'boolean' },
+  retry: { type: 'string' },
+  reuse: { type: 'boolean' },
+  'retry-budget': { type: 'string' },
   'allow-changed': { type: 'boolean' },
   'cancel-on-abort': { type: 'boolean' },
   quiet: { type: 'boolean' },
@@ -46,6 +50,12 @@ const RUN_HELP = `Options:
   --budget USD         stop submitting before the estimate goes over USD (exit 3)
   --fail-fast          stop submitting at the first failure
   --resubmit-unknown   on resume, resend submits whose fate is unknown (no key, no answer)
+  --retry LIST         on resume, start a new attempt, with a new Idempotency-Key, of the instances
+                       that ended in any of LIST: failed, canceled, nsfw, unknown (comma-separated)
+  --reuse              reuse the results of earlier runs of this pipeline under the same --out:
+                       an instance whose model and input completed before is linked, not sent (US$0)
+  --retry-budget N     transient errors and refusals (429, busy) tolerated over the whole run
+                       before it stops, resumable, with exit 5 (default 200)
   --allow-changed      on resume, accept a manifest whose plan changed
   --cancel-on-abort    on Ctrl-C, cancel requests that are still queued
   --webhook-url URL --listen HOST:PORT
@@ -90,6 +100,17 @@ ${RUN_HELP}`,
   run: (argv, io) => runOrResume(argv, io, 'resume'),
 };
 
+/** `--retry failed,canceled`: the outcomes to start over. */
+function retryStatuses(value: string | undefined): ReadonlySet<RetryStatus> | undefined {
+  if (value === undefined) return undefined;
+  const wanted = value.split(',').map((s) => s.trim());
+  const unknown = wanted.filter((s) => !(RETRY_STATUSES as readonly string[]).includes(s));
+  if (unknown.length > 0 || wanted.length === 0) {
+    throw new GenpipeError('invalid_input', `--retry takes a comma-separated list of ${RETRY_STATUSES.join(', ')}; "${unknown[0] ?? value}" is none of them.`);
+  }
+  return new Set(wanted as RetryStatus[]);
+}
+
 function number(value: string | undefined, flag: string, options: { integer?: boolean; min: number }): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
@@ -106,6 +127,8 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   const rate = number(values.rate?.replace(/\/s$/, ''), '--rate', { min: 0.01 });
   const budget = number(values.budget, '--budget', { min: 0 });
   const progressIntervalS = number(values['progress-interval'], '--progress-interval', { integer: true, min: 1 });
+  const retryBudget = number(values['retry-budget'], '--retry-budget', { integer: true, min: 0 });
+  const retry = retryStatuses(values.retry);
   const overlap = values.overlap ?? 'skip';
   if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow') throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);
   if ((values['webhook-url'] === undefined) !== (values.listen === undefined)) throw new GenpipeError('invalid_input', '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.');
@@ -117,6 +140,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   } else {
     noExtraPositionals(positionals, 1, 'run');
   }
+  if (retry && !resumeDir) throw new GenpipeError('invalid_input', '--retry starts new attempts of instances of an earlier run: use it with `genpipe resume RUN_DIR`.');
   const previous = resumeDir ? await readPlanFile(resumeDir) : undefined;
   // `genpipe resume DIR` runs the manifest the run was started with.
   const manifestPath = command === 'resume' && previous ? previous.manifest : positional(positionals, 0, 'a manifest file', 'run');
@@ -188,6 +212,9 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
         budgetUsd: budget,
         failFast: values['fail-fast'],
         resubmitUnknown: values['resubmit-unknown'],
+        retry,
+        retryBudget,
+        reuse: values.reuse ? await ReuseIndex.build(dirname(runDir), runDir) : undefined,
         cancelOnAbort: values['cancel-on-abort'],
         webhook,
         onEvent: progress.listener,
@@ -207,6 +234,8 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
 }
 
 export function exitCodeOf(summary: RunSummary): number {
+  // The service could not be reached, or kept failing until the retry budget ran out.
+  if (summary.stopReason === 'unreachable' || summary.stopReason === 'retry_budget') return EXIT.unavailable;
   switch (summary.outcome) {
     case 'completed':
       return EXIT.ok;
