@@ -1,0 +1,254 @@
+// Issue 11 (trust): a run always ends, pays once, and tells the truth about money. Each test
+// drives the built CLI (or runPlan in-process where a seam is needed) against a real emulator on
+// loopback, and checks the emulator's own records and ledger, not only what genpipe says.
+import { createServer } from 'node:net';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { GenerationClient } from '../../src/api/client.js';
+import { resolveConfig } from '../../src/api/config.js';
+import { GenpipeError } from '../../src/api/errors.js';
+import { loadManifestFile } from '../../src/manifest/load.js';
+import { buildPlan } from '../../src/plan/plan.js';
+import type { RunEvent } from '../../src/run/events.js';
+import { createRunDir, planHash } from '../../src/run/run-dir.js';
+import { runPlan, type RateLimiter } from '../../src/run/runner.js';
+import { cleanTemps, emuRequests, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
+
+afterAll(cleanTemps);
+
+/** A loopback port nothing listens on: connections to it are refused. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+const reportOf = (runDir: string): { total: { netUsd: number; estimatedUsd: number; counts: Record<string, number>; rerolls: number } } =>
+  JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8'));
+
+describe('a run always ends', () => {
+  it('a service answering 429 to every submit ends the run by itself: exit 5, nothing charged, resumable', { timeout: 90_000 }, async () => {
+    const dir = tempDir();
+    const faults = join(dir, 'throttled.yaml');
+    writeFileSync(faults, 'submit:\n  rate_429: 1\n');
+    await withEmulator({ timeScale: 0, faults }, async (emu) => {
+      const out = tempDir();
+      const manifest = sheetsManifest(dir, 4, { name: 'throttled' });
+      const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--retry-budget', '3', '--rate', '1000'], { timeoutMs: 60_000 });
+      expect(result.code, result.stderr).toBe(5);
+      expect(result.stderr).toContain('The service kept failing, so the run stopped instead of retrying without end');
+      expect(emuRequests(emu)).toHaveLength(0);
+      expect(spentUsd(emu)).toBe(0);
+      const runDir = findRunDir(out, 'throttled');
+      // Every refused submit is settled in the journal: a resume sends it as new, never as unknown.
+      const records = journalOf(runDir).records;
+      const refused = records.filter((r) => r.type === 'refused');
+      expect(refused.length).toBeGreaterThan(0);
+      expect(new Set(refused.map((r) => (r as { code: string }).code))).toEqual(new Set(['rate_limited']));
+      expect(reportOf(runDir).total.netUsd).toBe(0);
+      expect(records.at(-1)).toMatchObject({ type: 'run_finished', outcome: 'stopped' });
+    });
+  });
+
+  it('the watchdog ends a run whose limiter never serves its waiters: an internal error naming the state, journal flushed', { timeout: 30_000 }, async () => {
+    await withEmulator({ timeScale: 0 }, async (emu) => {
+      const dir = tempDir();
+      const manifest = sheetsManifest(dir, 5, { name: 'stuck' });
+      const plan = await buildPlan(loadManifestFile(manifest));
+      const hash = planHash(plan);
+      const { runId, dir: runDir } = await createRunDir(tempDir(), plan, manifest, hash);
+      const client = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
+      // The shape of the TokenBucket hang: waiters queued, no timer pending, nobody ever served.
+      const broken: RateLimiter = { take: () => new Promise<void>(() => {}), slowDown: () => {}, sleeping: false, waiting: 0 };
+      try {
+        const error = await runPlan({ plan, client, runDir, runId, planHash: hash, signal: new AbortController().signal, concurrency: 2, limiter: broken, watchdogMs: 50 }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(GenpipeError);
+        expect((error as GenpipeError).code).toBe('internal');
+        expect((error as GenpipeError).message).toMatch(/^The run is stuck: nothing is in flight and no timer is pending, with 2 waiting for the rate limiter, 1 waiting for a concurrency slot\. .*genpipe resume/);
+        expect(emuRequests(emu)).toHaveLength(0);
+        expect(journalOf(runDir).records.at(-1)).toMatchObject({ type: 'run_finished', outcome: 'stopped' });
+      } finally {
+        await client.close();
+      }
+    });
+  });
+
+  it('the watchdog leaves alone a run whose limiter is sleeping towards its next token', { timeout: 30_000 }, async () => {
+    await withEmulator({ timeScale: 0 }, async (emu) => {
+      const dir = tempDir();
+      const manifest = sheetsManifest(dir, 3, { name: 'slow' });
+      const plan = await buildPlan(loadManifestFile(manifest));
+      const hash = planHash(plan);
+      const { runId, dir: runDir } = await createRunDir(tempDir(), plan, manifest, hash);
+      const client = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
+      // A slow but honest limiter: each token comes 300 ms later, with its timer pending meanwhile,
+      // i.e. several watchdog looks (50 ms) with no other progress.
+      let sleeping = 0;
+      const slow: RateLimiter = {
+        take: () => {
+          sleeping++;
+          return new Promise<void>((resolve) => setTimeout(resolve, 300)).finally(() => sleeping--);
+        },
+        slowDown: () => {},
+        get sleeping() {
+          return sleeping > 0;
+        },
+        waiting: 0,
+      };
+      try {
+        const summary = await runPlan({ plan, client, runDir, runId, planHash: hash, signal: new AbortController().signal, concurrency: 1, limiter: slow, watchdogMs: 50, poll: { floorMs: 1, baseMs: 2, capMs: 20 } });
+        expect(summary.outcome).toBe('completed');
+        expect(summary.counts.completed).toBe(3);
+      } finally {
+        await client.close();
+      }
+    });
+  });
+});
+
+describe('nothing is paid twice or for nothing', () => {
+  it('a service that refuses connections: exit 5, nothing spent in report.md and genpipe runs', { timeout: 60_000 }, async () => {
+    const dir = tempDir();
+    const out = tempDir();
+    const port = await closedPort();
+    const manifest = sheetsManifest(dir, 6, { name: 'offline' });
+    const result = await runCli(['run', manifest, '--base-url', `http://127.0.0.1:${port}`, '--out', out], { timeoutMs: 45_000 });
+    expect(result.code, result.stderr).toBe(5);
+    expect(result.stderr).toContain('The service could not be reached');
+    expect(result.stderr).toContain('nothing was sent');
+    const runDir = findRunDir(out, 'offline');
+    const report = reportOf(runDir);
+    expect(report.total.netUsd).toBe(0);
+    expect(report.total.estimatedUsd).toBe(0);
+    expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Net **$0.00**');
+    const runs = await runCli(['runs', '--out', out, '--json']);
+    expect(runs.code, runs.stderr).toBe(0);
+    const listed = JSON.parse(runs.stdout) as { netUsd: number }[];
+    expect(listed).toHaveLength(1);
+    expect(listed[0]?.netUsd).toBe(0);
+    for (const r of journalOf(runDir).records.filter((r) => r.type === 'refused')) expect(r).toMatchObject({ code: 'not_sent' });
+    expectNoSecret(runDir, result.stdout + result.stderr);
+  });
+
+  it('keys belong to a run: two runs of one manifest make their own requests; --reuse makes none and reports reused at US$0', { timeout: 90_000 }, async () => {
+    await withEmulator({ timeScale: 0 }, async (emu) => {
+      const dir = tempDir();
+      const out = tempDir();
+      const manifest = sheetsManifest(dir, 6, { name: 'again' });
+      const common = ['--base-url', emu.url, '--out', out];
+      expect((await runCli(['run', manifest, ...common])).code).toBe(0);
+      expect((await runCli(['run', manifest, ...common])).code).toBe(0);
+      expect(emuRequests(emu)).toHaveLength(12);
+      expect(new Set(emuRequests(emu).map((r) => r.idempotency_key)).size).toBe(12);
+      const spentBefore = spentUsd(emu);
+
+      const reused = await runCli(['run', manifest, ...common, '--reuse']);
+      expect(reused.code, reused.stderr).toBe(0);
+      expect(reused.stdout).toContain('6 reused');
+      expect(emuRequests(emu)).toHaveLength(12);
+      expect(spentUsd(emu)).toBe(spentBefore);
+      const runDirs = readRunDirs(out, 'again');
+      const third = runDirs.at(-1) as string;
+      const report = reportOf(third);
+      expect(report.total.counts.reused).toBe(6);
+      expect(report.total.netUsd).toBe(0);
+      // The files are there, byte for byte those of an earlier run, and outputs.csv says reused.
+      const csv = readFileSync(join(third, 'outputs.csv'), 'utf8').trim().split(/\r?\n/).slice(1);
+      expect(csv).toHaveLength(6);
+      for (const row of csv) {
+        expect(row).toContain(',reused,');
+        const file = /,(outputs\/[^,]+),([0-9a-f]{64}),/.exec(row);
+        expect(file).not.toBeNull();
+        expect(sha256File(join(third, file![1]!))).toBe(file![2]);
+      }
+    });
+  });
+
+  it('resume --retry failed sends new requests, with new keys, only for the failed instances', { timeout: 90_000 }, async () => {
+    await withEmulator({ timeScale: 0, failureRate: 0.3, seed: 11 }, async (emu) => {
+      const dir = tempDir();
+      const out = tempDir();
+      const manifest = sheetsManifest(dir, 12, { name: 'flaky' });
+      const first = await runCli(['run', manifest, '--base-url', emu.url, '--out', out]);
+      expect(first.code).toBe(1);
+      const before = emuRequests(emu);
+      const failed = before.filter((r) => r.status === 'failed');
+      expect(failed.length).toBeGreaterThan(0);
+      expect(failed.length).toBeLessThan(12);
+      const runDir = findRunDir(out, 'flaky');
+
+      const plain = await runCli(['resume', runDir, '--base-url', emu.url]);
+      expect(plain.code).toBe(1);
+      expect(emuRequests(emu)).toHaveLength(before.length);
+
+      const retried = await runCli(['resume', runDir, '--base-url', emu.url, '--retry', 'failed']);
+      const after = emuRequests(emu);
+      expect(after).toHaveLength(before.length + failed.length);
+      const oldKeys = new Set(before.map((r) => r.idempotency_key));
+      for (const row of after.slice(before.length)) expect(oldKeys.has(row.idempotency_key)).toBe(false);
+      const retries = journalOf(runDir).records.filter((r) => r.type === 'retry');
+      expect(retries).toHaveLength(failed.length);
+      expect(retried.code).toBe(after.slice(before.length).some((r) => r.status === 'failed') ? 1 : 0);
+    });
+  });
+
+  it('--retry takes only failed, canceled, nsfw and unknown, and only on a resume (exit 2, nothing sent)', { timeout: 30_000 }, async () => {
+    await withEmulator({ timeScale: 0 }, async (emu) => {
+      const dir = tempDir();
+      const manifest = sheetsManifest(dir, 2, { name: 'refused' });
+      const bad = await runCli(['run', manifest, '--base-url', emu.url, '--out', join(dir, 'out'), '--retry', 'failed']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('--retry starts new attempts of instances of an earlier run');
+      const typo = await runCli(['resume', join(dir, 'nowhere'), '--base-url', emu.url, '--retry', 'failed,complete']);
+      expect(typo.code).toBe(2);
+      expect(typo.stderr).toContain('"complete" is none of them');
+      expect(emuRequests(emu)).toHaveLength(0);
+    });
+  });
+
+  it('a re-roll sends a seed outside the sweep, journals it, and counts it apart from finished instances', { timeout: 90_000 }, async () => {
+    await withEmulator({ timeScale: 0, nsfwRate: 0.25, seed: 5 }, async (emu) => {
+      const dir = tempDir();
+      const out = tempDir();
+      const manifest = sheetsManifest(dir, 20, { name: 'reroll', extra: 'defaults: { on_nsfw: reroll }' });
+      const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--json-logs']);
+      const rows = emuRequests(emu) as unknown as { details: { seed_given: number }; status: string }[];
+      const seeds = rows.map((r) => r.details.seed_given);
+      const rerolledSeeds = seeds.filter((s) => s > 20);
+      expect(rows.filter((r) => r.status === 'nsfw').length).toBeGreaterThan(0);
+      // Every request beyond the 20 planned ones is a re-roll, with a seed no instance has and no other re-roll took.
+      expect(rerolledSeeds).toHaveLength(rows.length - 20);
+      expect(new Set(seeds).size).toBe(seeds.length);
+      const runDir = findRunDir(out, 'reroll');
+      const journaled = journalOf(runDir).records.filter((r) => r.type === 'reroll').map((r) => (r as { seed: number }).seed);
+      expect(journaled.sort()).toEqual([...rerolledSeeds].sort());
+      // Each re-rolled instance's outputs.csv row ends with the last seed it was re-rolled to.
+      const lastSeed = new Map<string, number>();
+      for (const r of journalOf(runDir).records) if (r.type === 'reroll') lastSeed.set(r.instance, (r as { seed: number }).seed);
+      expect(lastSeed.size).toBeGreaterThan(0);
+      const csvRows = readFileSync(join(runDir, 'outputs.csv'), 'utf8').trim().split(/\r?\n/);
+      for (const [instance, seed] of lastSeed) {
+        const row = csvRows.find((line) => line.startsWith(`${instance},`));
+        expect(row?.split(',').at(-1), instance).toBe(String(seed));
+      }
+      const report = reportOf(runDir);
+      expect(report.total.rerolls).toBe(journaled.length);
+      // Progress: an instance finishes once, whatever its re-rolls: never more finished than planned.
+      const events = result.stdout.trim().split('\n').map((l) => JSON.parse(l) as RunEvent);
+      const finished = events.filter((e) => e.type === 'instance_finished');
+      expect(finished).toHaveLength(20);
+      expect(events.filter((e) => e.type === 'instance_rerolled')).toHaveLength(journaled.length);
+    });
+  });
+});
+
+function readRunDirs(out: string, pipeline: string): string[] {
+  // Run ids start with a UTC stamp: sorted names are in start order.
+  return readdirSync(join(out, pipeline), { withFileTypes: true })
+    .filter((d) => d.isDirectory())
+    .map((d) => join(out, pipeline, d.name))
+    .sort();
+}
