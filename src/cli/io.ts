@@ -16,9 +16,12 @@ export interface CliIO {
 
 export function processIO(signal: AbortSignal): CliIO {
   return {
-    out: (text) => process.stdout.write(`${redact(text)}\n`),
+    // Once the reader of stdout has left (EPIPE), what would go there is dropped: see main.ts.
+    out: (text) => {
+      if (!process.stdout.destroyed) process.stdout.write(`${redact(text)}\n`);
+    },
     write: async (chunk) => {
-      if (!process.stdout.write(redact(chunk))) await once(process.stdout, 'drain');
+      if (!process.stdout.destroyed && !process.stdout.write(redact(chunk))) await once(process.stdout, 'drain');
     },
     err: (text) => process.stderr.write(`${redact(text)}\n`),
     env: process.env,

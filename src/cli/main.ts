@@ -73,6 +73,7 @@ async function dispatch(argv: readonly string[], io: CliIO): Promise<number> {
   }
   const command = COMMANDS.find((c) => c.name === name);
   if (!command) throw new GenpipeError('invalid_input', `Unknown command "${name}"; run genpipe --help for the list.`);
+  outliveStdout = OUTLIVE_STDOUT.has(command.name);
   if (rest.includes('--help') || rest.includes('-h')) {
     io.out(command.help);
     return EXIT.ok;
@@ -80,9 +81,20 @@ async function dispatch(argv: readonly string[], io: CliIO): Promise<number> {
   return command.run(rest, io);
 }
 
-/** `genpipe plan --json | head`: the reader left; stop quietly, as Unix tools do. */
+/** Commands that spend credits: a reader of stdout that leaves must not stop them half way. */
+const OUTLIVE_STDOUT: ReadonlySet<string> = new Set(['run', 'resume']);
+let outliveStdout = false;
+
+/**
+ * The reader of stdout left (`genpipe plan --json | head`). Most commands stop quietly, as Unix
+ * tools do; a run goes on without its stdout (its journal, files and report are the record) and
+ * finishes: a closed pipe is not an interrupt.
+ */
 function onStdoutError(error: NodeJS.ErrnoException): void {
-  if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  if (error.code === 'EPIPE' || error.code === 'ERR_STREAM_DESTROYED') {
+    if (!outliveStdout) process.exit(process.exitCode ?? 0);
+    return;
+  }
   throw error;
 }
 

@@ -1,6 +1,7 @@
 // Issue 11 (trust): a run always ends, pays once, and tells the truth about money. Each test
 // drives the built CLI (or runPlan in-process where a seam is needed) against a real emulator on
 // loopback, and checks the emulator's own records and ledger, not only what genpipe says.
+import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,7 +14,7 @@ import { buildPlan } from '../../src/plan/plan.js';
 import type { RunEvent } from '../../src/run/events.js';
 import { createRunDir, planHash } from '../../src/run/run-dir.js';
 import { runPlan, type RateLimiter } from '../../src/run/runner.js';
-import { cleanTemps, emuRequests, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
+import { BIN, cleanTemps, emuRequests, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
 
 afterAll(cleanTemps);
 
@@ -105,6 +106,31 @@ describe('a run always ends', () => {
       } finally {
         await client.close();
       }
+    });
+  });
+
+  it('a reader of stdout that leaves (| head -1) does not interrupt the run: it finishes quietly', { timeout: 60_000 }, async () => {
+    await withEmulator({ timeScale: 0.002 }, async (emu) => {
+      const dir = tempDir();
+      const out = tempDir();
+      const manifest = sheetsManifest(dir, 12, { name: 'piped' });
+      const child = spawn(process.execPath, [BIN, 'run', manifest, '--base-url', emu.url, '--out', out, '--json-logs', '--concurrency', '2'], {
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HF_KEY },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      // Like `head -1`: read the first line, then close the pipe while the run goes on.
+      await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+      child.stdout.destroy();
+      const killer = setTimeout(() => child.kill('SIGKILL'), 45_000);
+      const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+      clearTimeout(killer);
+      expect(code, stderr).toBe(0);
+      expect(stderr).toBe('');
+      const runDir = findRunDir(out, 'piped');
+      expect(journalOf(runDir).records.at(-1)).toMatchObject({ type: 'run_finished', outcome: 'completed' });
+      expect(emuRequests(emu).filter((r) => r.status === 'completed')).toHaveLength(12);
     });
   });
 });
