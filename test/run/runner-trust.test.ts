@@ -14,7 +14,7 @@ import { buildPlan } from '../../src/plan/plan.js';
 import type { RunEvent } from '../../src/run/events.js';
 import { createRunDir, planHash } from '../../src/run/run-dir.js';
 import { runPlan, type RateLimiter } from '../../src/run/runner.js';
-import { BIN, cleanTemps, emuRequests, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
+import { BIN, cleanTemps, emuRequests, waitForRequests, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
 
 afterAll(cleanTemps);
 
@@ -157,6 +157,34 @@ describe('nothing is paid twice or for nothing', () => {
     expect(listed[0]?.netUsd).toBe(0);
     for (const r of journalOf(runDir).records.filter((r) => r.type === 'refused')) expect(r).toMatchObject({ code: 'not_sent' });
     expectNoSecret(runDir, result.stdout + result.stderr);
+  });
+
+  it('--cancel-on-abort journals each accepted cancel as canceled, and the summary counts them', { timeout: 60_000 }, async () => {
+    // Requests stay queued for 20 s, so every cancel comes while they can still be canceled.
+    await withEmulator({ timeScale: 1, durations: { 'character-sheet': { queuedMs: [20_000, 20_000], runMs: [1_000, 1_000] } } }, async (emu) => {
+      const dir = tempDir();
+      const manifest = sheetsManifest(dir, 4, { name: 'canceled' });
+      const plan = await buildPlan(loadManifestFile(manifest));
+      const hash = planHash(plan);
+      const { runId, dir: runDir } = await createRunDir(tempDir(), plan, manifest, hash);
+      const client = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
+      const controller = new AbortController();
+      try {
+        const running = runPlan({ plan, client, runDir, runId, planHash: hash, signal: controller.signal, concurrency: 4, cancelOnAbort: true });
+        expect(await waitForRequests(emu, 4)).toBe(true);
+        controller.abort(new Error('interrupted'));
+        const summary = await running;
+        expect(summary.outcome).toBe('aborted');
+        expect(summary.counts.canceled).toBe(4);
+        expect(emuRequests(emu).map((r) => r.status)).toEqual(['canceled', 'canceled', 'canceled', 'canceled']);
+        const finals = journalOf(runDir).records.filter((r) => r.type === 'status');
+        expect(finals.map((r) => (r as { status: string }).status)).toEqual(['canceled', 'canceled', 'canceled', 'canceled']);
+        // Canceled requests are refunded, and the report agrees with the ledger.
+        expect(spentUsd(emu)).toBe(0);
+      } finally {
+        await client.close();
+      }
+    });
   });
 
   it('keys belong to a run: two runs of one manifest make their own requests; --reuse makes none and reports reused at US$0', { timeout: 90_000 }, async () => {
