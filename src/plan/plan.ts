@@ -5,7 +5,7 @@
  * character-sheet selection against the live options catalog included, before anything runs.
  */
 import { isAbsolute, resolve } from 'node:path';
-import { InvalidInputError, type InputIssue } from '../api/errors.js';
+import { GenpipeError, InvalidInputError, type InputIssue } from '../api/errors.js';
 import { checkLocalImage } from '../api/local-image.js';
 import type { OptionsCatalog } from '../api/wire.js';
 import { AxisError, resolveAxis, type PresetSource, type ResolvedAxis } from '../manifest/axes.js';
@@ -35,9 +35,20 @@ export interface PlanOptions {
    * instance anyway; a run needs it, `plan` and `validate` do not (canonical inputs cost time).
    */
   fingerprint?: boolean | undefined;
+  /**
+   * Called once the steps and their instance counts are known, before any instance is rendered:
+   * checks that need only the counts (money guards) refuse a huge plan without waiting for it.
+   */
+  beforeInstances?: ((plan: Plan) => void | Promise<void>) | undefined;
+  /** Ends the validation pass (an `aborted` error) when it fires: Ctrl-C during a huge plan. */
+  signal?: AbortSignal | undefined;
+  /** Told how many instances have been checked, every `PROGRESS_EVERY` of them. */
+  onProgress?: ((checked: number, total: number) => void) | undefined;
 }
 
 export const DEFAULT_MAX_INSTANCES = 10_000_000;
+/** The validation pass yields to the event loop (signals, timers) and reports progress this often. */
+const PROGRESS_EVERY = 20_000;
 
 export interface StepPlan {
   id: string;
@@ -299,6 +310,7 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
   if (problems.length > 0) throw new ManifestError(problems);
 
   const plan = new Plan(loaded, steps, scopeBase);
+  await options.beforeInstances?.(plan);
   let catalog: OptionsCatalog | undefined;
   if (steps.some((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection'))) {
     if (!options.catalog) {
@@ -319,8 +331,16 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
   const seen = new Map<string, { problem: ManifestProblem; count: number }>();
   const localFiles = new Map<string, { step: string; instance: string }>();
   const fingerprint = options.fingerprint ? new PlanFingerprint(manifest) : undefined;
+  const total = plan.totalInstances;
+  let checked = 0;
   for (const step of steps) {
     for (const entry of plan.entries(step.id, catalog)) {
+      if (++checked % PROGRESS_EVERY === 0) {
+        // A plan of millions takes seconds to check: let Ctrl-C and timers in, and say how far it is.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (options.signal?.aborted) throw new GenpipeError('aborted', 'Interrupted while checking the plan; nothing was sent.', { cause: options.signal.reason });
+        options.onProgress?.(checked, total);
+      }
       if (entry instanceof InstanceError) {
         const error = entry;
         for (const issue of error.issues) {

@@ -395,7 +395,15 @@ class Runner {
           };
           try {
             if (step.forEach === undefined) {
+              let seen = 0;
               for (const entry of this.#plan.entries(step.id, this.#o.catalog)) {
+                // Once the run stops, the rest of the step is not even rendered: Ctrl-C on a plan of
+                // millions ends in moments, and what never started is counted, not walked.
+                if (this.#stopping) {
+                  this.#counts.pending += Math.max(0, step.count - seen);
+                  break;
+                }
+                seen++;
                 if (entry instanceof InstanceError) throw new GenpipeError('invalid_input', `The plan changed while running: ${entry.message}`);
                 await launch(entry);
               }

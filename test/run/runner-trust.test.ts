@@ -109,6 +109,28 @@ describe('a run always ends', () => {
     });
   });
 
+  it('Ctrl-C while a plan of millions is being checked ends at once: exit 130, nothing sent, no run directory', { timeout: 90_000 }, async () => {
+    await withEmulator({ timeScale: 0 }, async (emu) => {
+      const dir = tempDir();
+      const out = tempDir();
+      const manifest = join(dir, 'huge.yaml');
+      writeFileSync(
+        manifest,
+        `version: 1\nname: huge\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: 1000000 } }\n      variation_index: { range: { from: 0, to: 4 } }\n    input: { tier: cats, seed: "{{ seed }}", variation_index: "{{ variation_index }}" }\n`,
+      );
+      // Without the pass yielding to the event loop, the signal would wait for the whole check,
+      // and the run would then start (a run directory, requests) before stopping.
+      const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--budget', '1000000'], {
+        killWhen: { signal: 'SIGINT', pattern: /checking every instance before anything is spent: [0-9,]+ of 5,000,000/ },
+        timeoutMs: 80_000,
+      });
+      expect(result.code, result.stderr).toBe(130);
+      expect(result.stderr).toContain('Interrupted while checking the plan; nothing was sent.');
+      expect(emuRequests(emu)).toHaveLength(0);
+      expect(readdirSync(out)).toEqual([]);
+    });
+  });
+
   it('a reader of stdout that leaves (| head -1) does not interrupt the run: it finishes quietly', { timeout: 60_000 }, async () => {
     await withEmulator({ timeScale: 0.002 }, async (emu) => {
       const dir = tempDir();

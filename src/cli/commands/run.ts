@@ -100,6 +100,26 @@ ${RUN_HELP}`,
   run: (argv, io) => runOrResume(argv, io, 'resume'),
 };
 
+/**
+ * A line now and then while a huge plan is checked before anything is spent (the first after 2 s,
+ * then every 10 s), so a run of millions says what it is doing from the start.
+ */
+function checkingProgress(io: CliIO): (checked: number, total: number) => void {
+  const started = Date.now();
+  let next = started + 2_000;
+  return (checked, total) => {
+    const now = Date.now();
+    if (now < next) return;
+    next = now + 10_000;
+    io.err(`genpipe: checking every instance before anything is spent: ${formatCount(checked)} of ${formatCount(total)}.`);
+  };
+}
+
+/** 5000000 → 5,000,000 (by hand: Intl would load ICU at start-up). */
+function formatCount(n: number): string {
+  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
 /** `--retry failed,canceled`: the outcomes to start over. */
 function retryStatuses(value: string | undefined): ReadonlySet<RetryStatus> | undefined {
   if (value === undefined) return undefined;
@@ -159,6 +179,8 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     const plan = await buildPlan(loaded, {
       ...sources.options,
       fingerprint: true,
+      signal: io.signal,
+      onProgress: values.quiet || values['json-logs'] ? undefined : checkingProgress(io),
       catalog: fetchCatalog && (async () => (catalog ??= await fetchCatalog())),
     });
     const hash = planHash(plan);
