@@ -26,6 +26,8 @@ export interface InstanceState {
   reusedFrom?: string | undefined;
   /** Model and body hash of a reused result, so a later run can reuse it in turn. */
   reusedInput?: { model: string; bodyHash: string } | undefined;
+  /** A corrupt journal line, accepted, may have been this instance's: never treat it as fresh. */
+  suspect?: boolean | undefined;
 }
 
 export interface RunState {
@@ -36,10 +38,12 @@ export interface RunState {
   sessions: Map<string, string>;
   /** Local path → uploaded URL. */
   uploads: Map<string, string>;
+  /** A corrupt line, accepted, names no instance: it could have been any instance's. */
+  suspectAll: boolean;
 }
 
 export function emptyRunState(): RunState {
-  return { runId: undefined, planHash: undefined, instances: new Map(), sessions: new Map(), uploads: new Map() };
+  return { runId: undefined, planHash: undefined, instances: new Map(), sessions: new Map(), uploads: new Map(), suspectAll: false };
 }
 
 function instanceOf(state: RunState, id: string): InstanceState {
@@ -108,6 +112,8 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       if (entry.final?.status === 'completed') return;
       entry.retries = Math.max(entry.retries, record.attempt);
       startOver(entry);
+      // The user chose to send it again: a corrupt line it may have had no longer holds it back.
+      entry.suspect = false;
       return;
     }
     case 'reused': {
@@ -151,16 +157,27 @@ export type ResumeAction =
   /** An intent with no answer and no key: it may or may not exist at the service. */
   | { kind: 'unknown' };
 
-export function resumeAction(entry: InstanceState | undefined, idempotentSubmit: boolean): ResumeAction {
-  if (!entry) return { kind: 'fresh' };
+/**
+ * A corrupt journal line was accepted (`--accept-corrupt`): the instance it provably belongs to, or
+ * every instance when it names none, may have lost a record (an intent, a re-roll, a retry), so
+ * it is unknown until it is known to be submitted or final.
+ */
+export function markCorrupt(state: RunState, instance: string | undefined): void {
+  if (instance === undefined) state.suspectAll = true;
+  else instanceOf(state, instance).suspect = true;
+}
+
+export function resumeAction(entry: InstanceState | undefined, idempotentSubmit: boolean, suspectAll = false): ResumeAction {
+  const suspect = entry ? entry.suspect ?? (suspectAll && entry.retries === 0) : suspectAll;
+  if (!entry) return suspect ? { kind: 'unknown' } : { kind: 'fresh' };
   if (entry.final) return { kind: 'done', status: entry.final.status };
   if (entry.failed) return { kind: 'failed' };
   if (entry.submission) return { kind: 'reattach', submission: entry.submission };
   if (entry.intent) {
     const key = entry.intent.idempotencyKey;
-    return idempotentSubmit && key !== null ? { kind: 'resubmit_same_key', key } : { kind: 'unknown' };
+    return idempotentSubmit && key !== null && !suspect ? { kind: 'resubmit_same_key', key } : { kind: 'unknown' };
   }
-  return { kind: 'fresh' };
+  return suspect ? { kind: 'unknown' } : { kind: 'fresh' };
 }
 
 /**

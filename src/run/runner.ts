@@ -466,9 +466,9 @@ class Runner {
     let entry = this.#state.instances.get(planned.id);
     try {
       const retrying = this.#retryStatusOf(entry, adapter);
-      if (entry && retrying !== undefined && this.#o.retry?.has(retrying)) {
+      if (retrying !== undefined && this.#o.retry?.has(retrying)) {
         // `--retry`: a new attempt of the same instance, with a new key; what came before is history.
-        await this.#log({ type: 'retry', instance: planned.id, attempt: entry.retries + 1, previous: retrying }, true);
+        await this.#log({ type: 'retry', instance: planned.id, attempt: (entry?.retries ?? 0) + 1, previous: retrying }, true);
         entry = this.#state.instances.get(planned.id);
       }
       const instance = entry?.rerollSeed !== undefined ? withSeed(planned, entry.rerollSeed) : entry && entry.rerolls > 0 ? rerolledBefore(planned, entry.rerolls) : planned;
@@ -483,7 +483,7 @@ class Runner {
 
   /** What `--retry` calls an instance's outcome so far (failed, canceled, nsfw, unknown), if it is one of those. */
   #retryStatusOf(entry: InstanceState | undefined, adapter: ModelAdapter): RetryStatus | undefined {
-    const action = resumeAction(entry, adapter.idempotentSubmit);
+    const action = resumeAction(entry, adapter.idempotentSubmit, this.#state.suspectAll);
     if (action.kind === 'failed') return 'failed';
     if (action.kind === 'unknown') return 'unknown';
     if (action.kind === 'done' && action.status !== 'completed') return action.status;
@@ -498,7 +498,7 @@ class Runner {
 
   /** Runs an instance to a final status (or gives up on it); returns the final result, if any. */
   async #drive(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, entry: InstanceState | undefined): Promise<{ status: TerminalStatus; outputs: Record<string, unknown> } | undefined> {
-    let action = resumeAction(entry, adapter.idempotentSubmit);
+    let action = resumeAction(entry, adapter.idempotentSubmit, this.#state.suspectAll);
     if (action.kind === 'done' && entry?.final) {
       const final = entry.final;
       if (final.status === 'completed' && !(await this.#downloadAll(step, instance.id, final.outputs as OutputRef[], entry))) return undefined;
