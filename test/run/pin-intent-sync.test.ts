@@ -11,7 +11,7 @@
 // each line's byte offset: the instance's intents that end within the synced size must number at
 // least the POSTs sent for it so far. Mutations this catches, in runner.ts #submit: the intent
 // appended with `durable` false, or the `await` of that append removed.
-import { fstatSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { fstatSync, readFileSync, readlinkSync, realpathSync, writeFileSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -130,7 +130,8 @@ async function checkIntentSyncedBeforePost(emu: Emulator, sheets: number, ads: n
   try {
     run = await prepareRun(emu, mixedManifest(tempDir(), sheets, ads));
     const journalPath = join(run.runDir, 'journal.jsonl');
-    const syncs = await watchJournalSyncs(journalPath);
+    // /proc/self/fd names the file by its real path.
+    const syncs = await watchJournalSyncs(join(realpathSync(run.runDir), 'journal.jsonl'));
     const syncedAtDispatch = new Map<number, number>();
     run.agent.onDispatch = (e) => {
       if (isSubmit(e)) syncedAtDispatch.set(e.seq, syncs.synced());

@@ -121,11 +121,11 @@ async function throttledRun(model: 'marketing-image' | 'character-sheet'): Promi
       }
     }
     expect(problems, 'submits during the 1 s pause after a 429').toEqual([]);
-    // Not vacuous: the run kept submitting after each pause, and a pause really had work waiting.
-    for (const answer of throttled) {
-      const t = answer.headersAt as number;
-      expect(intents.filter((i) => (i.at as number) - t >= WINDOW_END_MS).length, 'submits after the pause').toBeGreaterThan(1);
-    }
+    // Not vacuous: the first pause (with 22 instances not yet submitted) held back other instances
+    // than the throttled one. The second 429 may come when every instance has taken its token.
+    const first = throttled[0]?.headersAt as number;
+    const after = new Set(intents.filter((i) => (i.at as number) - first >= WINDOW_END_MS).map((i) => i.instance));
+    expect(after.size, 'instances that submitted after the first pause').toBeGreaterThan(1);
   } finally {
     await closeRun(run);
     await emu.close();
