@@ -21,12 +21,18 @@
  *   resolves only after the whole line, newline included, is synced. `Journal.open` truncates it
  *   so the next record starts on a fresh line.
  * - A bad line **in the middle** (bad checksum, bad format, not JSON, a record this version does
- *   not know) is **skipped and reported** in `corrupt`, and reading goes on. Why skip rather than
- *   stop: every record carries its own checksum and names its own instance, so a later record does
- *   not depend on the bytes of an earlier one; stopping would throw away every later, verified
- *   fact (an intent, a request id) and make a blind resend, i.e. a double spend, *more* likely.
- *   Deciding whether a run with `corrupt` lines may resume is the resume layer's call (it should
- *   refuse without an explicit flag, since the lost line may have been an intent).
+ *   not know) is reported in `corrupt`, and reading goes on past it. Why not stop there: every
+ *   record carries its own checksum and names its own instance, so a later record does not depend
+ *   on the bytes of an earlier one; stopping would throw away every later, verified fact (an
+ *   intent, a request id) and make a blind resend, i.e. a double spend, *more* likely.
+ * - **Resuming** past such a line is refused (`Journal.open` throws `CorruptJournalError`, exit 2,
+ *   before it changes a byte of the file): the lost line may have been an unanswered intent, and
+ *   an instance whose intent is lost looks fresh and would be paid for twice (reliability.md #20).
+ *   With `acceptCorrupt` the open goes on and each such line is handed to `onCorrupt` with the
+ *   instance it belongs to when that can be *proved* (see `damagedLineInstance`), or none, meaning
+ *   "could be any instance"; the caller must treat those instances as unknown, never as fresh.
+ *   Nothing is written to say the damage was accepted: the bytes are still damaged, so every
+ *   resume reads them again and must accept them again, and gets the same unknowns.
  *
  * ## Writing: group commit
  *
@@ -67,6 +73,11 @@ export interface CorruptLine {
   /** 1-based line number. */
   line: number;
   reason: string;
+  /**
+   * The instance the line belongs to, when the checksum proves it (see `damagedLineInstance`).
+   * Absent: the line could belong to *any* instance.
+   */
+  instance?: string;
 }
 
 export interface ReadJournalResult {
@@ -89,6 +100,11 @@ function checkLine(bytes: Buffer): LineCheck {
   const body = bytes.subarray(PREFIX_LENGTH);
   const expected = Number.parseInt(prefix.slice(0, 8), 16);
   if (crc32(body) !== expected) return { ok: false, integrity: true, reason: 'checksum mismatch' };
+  return checkBody(body);
+}
+
+/** Checks the JSON of a line whose checksum matched. */
+function checkBody(body: Buffer): LineCheck {
   let json: unknown;
   try {
     json = JSON.parse(body.toString('utf8'));
@@ -105,15 +121,118 @@ function checkLine(bytes: Buffer): LineCheck {
   return { ok: true, value: parsed.data };
 }
 
+// ---------------------------------------------------------------------------------------------
+// Whose line was it? Naming the instance of a damaged line.
+//
+// A regex for `"instance":"…"` is not enough: a flipped byte inside the id (`seed=1` → `seed=3`)
+// still reads as a plausible id, of *another* instance, and the real one, its intent lost, would
+// look fresh and be paid for twice. So an instance is named only when the checksum proves it:
+// - the checksum matches (the line is what was written; this version just cannot use it), or
+// - exactly one single-byte repair makes the checksum match and the line a valid record: the
+//   damaged byte is then found, wherever it is (the id included), and the id read from the repair.
+// Anything else (several bytes damaged, a line cut or merged with the next) names no instance.
+
+/** The CRC-32 (reflected 0xEDB88320, as zlib) byte table. */
+const CRC_TABLE = new Uint32Array(256);
+/** Table entry → the byte that gives it (the table is linear and one-to-one). */
+const CRC_BYTE = new Map<number, number>();
+/** High byte of a table entry → its index: the high bytes of CRC-32's table are all different. */
+const CRC_BY_TOP = new Uint8Array(256);
+for (let i = 0; i < 256; i++) {
+  let c = i;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  CRC_TABLE[i] = c >>> 0;
+  if (i > 0) CRC_BYTE.set(c >>> 0, i);
+  CRC_BY_TOP[c >>> 24] = i;
+}
+
+/**
+ * Every single-byte change `(position, xor)` of `body` that would make its CRC-32 equal `expected`.
+ * The CRC is affine: changing byte p by δ changes the CRC by `T[δ]` carried through the n-1-p bytes
+ * after it, a step that can be undone; so walk the difference back one byte at a time and look for
+ * a table entry. O(n), whatever δ.
+ */
+export function singleByteRepairs(body: Uint8Array, expected: number): Array<{ position: number; xor: number }> {
+  let diff = (crc32(body) ^ expected) >>> 0;
+  const repairs: Array<{ position: number; xor: number }> = [];
+  if (diff === 0) return repairs;
+  for (let position = body.length - 1; position >= 0; position--) {
+    const xor = CRC_BYTE.get(diff);
+    if (xor !== undefined) repairs.push({ position, xor });
+    // Undo one step of `c' = (c >>> 8) ^ T[c & 0xff]` over a byte both versions share.
+    const low = CRC_BY_TOP[diff >>> 24]!;
+    diff = (((diff ^ CRC_TABLE[low]!) << 8) | low) >>> 0;
+  }
+  return repairs;
+}
+
+/** A step id (manifest `identifier`), alone or followed by a `[label]`. */
+const PLAUSIBLE_INSTANCE = /^[a-z][a-z0-9_-]{0,62}(?:\[[^\u0000-\u001f]*\])?$/;
+const plausibleInstance = (value: unknown): string | undefined => (typeof value === 'string' && value.length <= 4096 && PLAUSIBLE_INSTANCE.test(value) ? value : undefined);
+
+/** The instance a line whose checksum matched names: its `instance` field, or the one `"instance":"…"` in text that is not JSON. */
+function writtenInstance(body: Buffer): string | undefined {
+  const text = body.toString('utf8');
+  try {
+    const json: unknown = JSON.parse(text);
+    return json !== null && typeof json === 'object' ? plausibleInstance((json as { instance?: unknown }).instance) : undefined;
+  } catch {
+    const found = new Set<string | undefined>();
+    for (const match of text.matchAll(/"instance":("(?:[^"\\\u0000-\u001f]|\\.)*")/g)) {
+      try {
+        found.add(plausibleInstance(JSON.parse(match[1]!)));
+      } catch {
+        found.add(undefined);
+      }
+    }
+    return found.size === 1 ? [...found][0] : undefined;
+  }
+}
+
+/**
+ * The instance a corrupt line (without its newline) provably belongs to, or undefined when it could
+ * be any (the rules are above). A record type that names no instance also gives undefined.
+ */
+export function damagedLineInstance(bytes: Buffer): string | undefined {
+  if (bytes.length < PREFIX_LENGTH + 2) return undefined;
+  const body = bytes.subarray(PREFIX_LENGTH);
+  const prefix = bytes.toString('latin1', 0, PREFIX_LENGTH);
+  const wellFormed = /^[0-9a-f]{8} $/.test(prefix);
+  if (wellFormed && crc32(body) === Number.parseInt(prefix.slice(0, 8), 16)) return writtenInstance(body);
+  const candidates: Buffer[] = [];
+  // One damaged byte in the prefix: the body's own checksum differs from it in that byte alone.
+  const actual = Buffer.from(`${crc32(body).toString(16).padStart(8, '0')} `, 'latin1');
+  let differing = 0;
+  for (let i = 0; i < PREFIX_LENGTH; i++) if (actual[i] !== bytes[i]) differing++;
+  if (differing === 1) candidates.push(body);
+  // One damaged byte in the body.
+  if (wellFormed) {
+    for (const { position, xor } of singleByteRepairs(body, Number.parseInt(prefix.slice(0, 8), 16))) {
+      const repaired = Buffer.from(body);
+      repaired[position] = repaired[position]! ^ xor;
+      candidates.push(repaired);
+    }
+  }
+  const named = new Set<string | undefined>();
+  for (const candidate of candidates) {
+    const check = checkBody(candidate);
+    if (check.ok) named.add(plausibleInstance((check.value as { instance?: unknown }).instance));
+  }
+  // No repair, or repairs that disagree: it could be any instance.
+  return named.size === 1 ? [...named][0] : undefined;
+}
+
 /**
  * Walks the lines of a journal fed to it in chunks, applying the torn-tail and corruption rules of
  * the header comment. `size` is the file's length, so a line knows whether it is the last one before
  * the end is reached. Lines inside a chunk are checked in place; only a line cut by a chunk boundary
- * is copied. Valid records go to `onRecord` as they are read: nothing is kept but the problems.
+ * is copied. Valid records go to `onRecord` and corrupt lines to `onCorrupt` as they are read:
+ * nothing is kept but the problems.
  */
 class JournalScanner {
   readonly #size: number;
   readonly #onRecord: (record: JournalRecord) => void;
+  readonly #onCorrupt: ((corrupt: CorruptLine) => void) | undefined;
   /** Lines this reader does not want, told by their start alone: not checked, not parsed. */
   readonly #skip: ((line: Buffer) => boolean) | undefined;
   /** The start of a line the previous chunk cut, and where it starts in the file. */
@@ -125,10 +244,11 @@ class JournalScanner {
   readonly #corrupt: CorruptLine[] = [];
   #torn: { at: number } | undefined;
 
-  constructor(size: number, onRecord: (record: JournalRecord) => void, skip?: (line: Buffer) => boolean) {
+  constructor(size: number, onRecord: (record: JournalRecord) => void, options: { skip?: ((line: Buffer) => boolean) | undefined; onCorrupt?: ((corrupt: CorruptLine) => void) | undefined } = {}) {
     this.#size = size;
     this.#onRecord = onRecord;
-    this.#skip = skip;
+    this.#skip = options.skip;
+    this.#onCorrupt = options.onCorrupt;
   }
 
   push(chunk: Buffer): void {
@@ -155,7 +275,12 @@ class JournalScanner {
     const check = checkLine(bytes);
     if (check.ok) this.#onRecord(check.value as JournalRecord);
     else if (isLast && check.integrity) this.#torn = { at: lineStart };
-    else this.#corrupt.push({ line: this.#line, reason: check.reason });
+    else {
+      const instance = damagedLineInstance(bytes);
+      const corrupt: CorruptLine = instance === undefined ? { line: this.#line, reason: check.reason } : { line: this.#line, reason: check.reason, instance };
+      this.#corrupt.push(corrupt);
+      this.#onCorrupt?.(corrupt);
+    }
   }
 
   /** The outcome once every chunk is in: a line without its newline is a torn tail. */
@@ -177,11 +302,11 @@ export function parseJournal(data: Buffer): ReadJournalResult {
 }
 
 /**
- * Reads a journal file a chunk at a time, handing each valid record to `onRecord`; returns the torn
- * tail and corrupt lines. A missing file reads as empty. The file must not grow meanwhile (the run
- * lock sees to that).
+ * Reads a journal file a chunk at a time, handing each valid record to `onRecord` and each corrupt
+ * line to `onCorrupt`, in file order; returns the torn tail and corrupt lines. A missing file reads
+ * as empty. The file must not grow meanwhile (the run lock sees to that).
  */
-export async function scanJournal(path: string, onRecord: (record: JournalRecord) => void): Promise<Omit<ReadJournalResult, 'records'>> {
+export async function scanJournal(path: string, onRecord: (record: JournalRecord) => void, onCorrupt?: (corrupt: CorruptLine) => void): Promise<Omit<ReadJournalResult, 'records'>> {
   let handle: FileHandle;
   try {
     handle = await open(path, 'r');
@@ -190,7 +315,7 @@ export async function scanJournal(path: string, onRecord: (record: JournalRecord
     throw error;
   }
   try {
-    const scanner = new JournalScanner((await handle.stat()).size, onRecord);
+    const scanner = new JournalScanner((await handle.stat()).size, onRecord, { onCorrupt });
     for await (const chunk of handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false })) scanner.push(chunk as Buffer);
     return scanner.finish();
   } finally {
@@ -222,7 +347,7 @@ export async function* streamJournal(path: string, options: { skipTypes?: Iterab
   try {
     const batch: JournalRecord[] = [];
     const skip = options.skipTypes === undefined ? undefined : lineOfTypes(options.skipTypes);
-    const scanner = new JournalScanner((await handle.stat()).size, (record) => batch.push(record), skip);
+    const scanner = new JournalScanner((await handle.stat()).size, (record) => batch.push(record), { skip });
     for await (const chunk of handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false })) {
       scanner.push(chunk as Buffer);
       yield* batch.splice(0);
@@ -258,6 +383,16 @@ export interface JournalOptions {
    * holding them all: a resume of a million-record run replays without the records in memory.
    */
   onRecord?: (record: JournalRecord) => void;
+  /**
+   * Open a journal that has corrupt lines other than a torn tail. Default false: `open` throws
+   * `CorruptJournalError` and leaves the file as it was. The caller must then treat every instance
+   * a corrupt line could belong to (its `instance`, or every instance when that is absent) as
+   * unknown, never as fresh (reliability.md #20). Nothing records the acceptance: each open of the
+   * same damaged file must accept it again.
+   */
+  acceptCorrupt?: boolean;
+  /** With `acceptCorrupt`: receives each corrupt line as it is read, in file order with `onRecord`. */
+  onCorrupt?: (corrupt: CorruptLine) => void;
 }
 
 export interface AppendOptions {
@@ -292,7 +427,30 @@ function newBatch(): Batch {
 }
 
 export class JournalError extends GenpipeError {
-  override readonly name = 'JournalError';
+  override readonly name: string = 'JournalError';
+}
+
+/** How many corrupt lines a refusal names before it says "and N more". */
+const NAMED_CORRUPT_LINES = 5;
+
+/** Refusal to resume a journal with corrupt lines other than a torn tail (exit 2, `invalid_input`). */
+export class CorruptJournalError extends JournalError {
+  override readonly name = 'CorruptJournalError';
+  readonly path: string;
+  /** Every corrupt line, in file order. */
+  readonly corrupt: readonly CorruptLine[];
+
+  constructor(path: string, corrupt: readonly CorruptLine[]) {
+    const named = corrupt.slice(0, NAMED_CORRUPT_LINES).map((c) => `${c.line} (${c.reason})`);
+    const more = corrupt.length - named.length;
+    const lines = `line${corrupt.length === 1 ? '' : 's'} ${named.length === 1 || more > 0 ? named.join(', ') : `${named.slice(0, -1).join(', ')} and ${named.at(-1)}`}${more > 0 ? ` and ${more} more` : ''}`;
+    super(
+      'invalid_input',
+      `The journal ${path} may be damaged: ${lines} ${corrupt.length === 1 ? 'is' : 'are'} corrupt and not a torn last write, and resuming past a lost record could pay twice for its instance, so nothing was resumed; --accept-corrupt resumes anyway, treating every instance a corrupt line could belong to as unknown, never as new.`,
+    );
+    this.path = path;
+    this.corrupt = corrupt;
+  }
 }
 
 class HandleFile implements JournalFile {
@@ -342,7 +500,9 @@ export class Journal {
 
   /**
    * Opens a journal for appending, creating it when missing (and syncing its directory, so the new
-   * name survives a crash). An existing journal is read first; a torn last line is cut off.
+   * name survives a crash). An existing journal is read first; a torn last line is cut off. A
+   * corrupt line elsewhere throws `CorruptJournalError`, before the file is changed in any way,
+   * unless `acceptCorrupt` is set.
    */
   static async open(path: string, options: JournalOptions = {}): Promise<Journal> {
     let handle: FileHandle;
@@ -353,7 +513,15 @@ export class Journal {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       created = false;
-      recovered = options.onRecord ? { records: [], ...(await scanJournal(path, options.onRecord)) } : await readJournal(path);
+      const onCorrupt = options.acceptCorrupt === true ? options.onCorrupt : undefined;
+      if (options.onRecord) {
+        recovered = { records: [], ...(await scanJournal(path, options.onRecord, onCorrupt)) };
+      } else {
+        const records: JournalRecord[] = [];
+        recovered = { records, ...(await scanJournal(path, (record) => records.push(record), onCorrupt)) };
+      }
+      // Refuse before anything changes the file: not even the torn tail is cut.
+      if (recovered.corrupt.length > 0 && options.acceptCorrupt !== true) throw new CorruptJournalError(path, recovered.corrupt);
       if (recovered.tornTail) {
         await truncate(path, recovered.endOffset);
       }
