@@ -17,6 +17,8 @@ export type RunEvent =
   /** `--reuse`: an earlier run's result, linked in; nothing sent, US$0. */
   | { type: 'instance_reused'; step: string; instance: string; fromRunId: string }
   | { type: 'run_stopping'; reason: StopReason; message: string }
+  /** `--accept-corrupt`: a damaged journal line, and the instance it provably was (none: any instance). */
+  | { type: 'journal_corrupt_accepted'; line: number; instance: string | undefined }
   | { type: 'run_finished'; summary: RunSummary };
 
 export type StopReason = 'budget' | 'fail_fast' | 'max_failures' | 'insufficient_credits' | 'retry_budget' | 'unreachable' | 'stuck' | 'aborted';

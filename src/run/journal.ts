@@ -223,6 +223,28 @@ export function damagedLineInstance(bytes: Buffer): string | undefined {
 }
 
 /**
+ * True when exactly the damage of one flipped byte explains a line: a single-byte repair makes it
+ * a valid record. A torn write (cut short, or pages of an unsynced write lost) never looks like
+ * that, so a complete last line that one byte repairs is damage, not a torn tail: cutting it off
+ * could drop a synced intent and pay twice.
+ */
+function oneByteDamaged(bytes: Buffer): boolean {
+  if (bytes.length < PREFIX_LENGTH + 2) return false;
+  const body = bytes.subarray(PREFIX_LENGTH);
+  const prefix = bytes.toString('latin1', 0, PREFIX_LENGTH);
+  const actual = Buffer.from(`${crc32(body).toString(16).padStart(8, '0')} `, 'latin1');
+  let differing = 0;
+  for (let i = 0; i < PREFIX_LENGTH; i++) if (actual[i] !== bytes[i]) differing++;
+  if (differing === 1 && checkBody(body).ok) return true;
+  if (!/^[0-9a-f]{8} $/.test(prefix)) return false;
+  return singleByteRepairs(body, Number.parseInt(prefix.slice(0, 8), 16)).some(({ position, xor }) => {
+    const repaired = Buffer.from(body);
+    repaired[position] = repaired[position]! ^ xor;
+    return checkBody(repaired).ok;
+  });
+}
+
+/**
  * Walks the lines of a journal fed to it in chunks, applying the torn-tail and corruption rules of
  * the header comment. `size` is the file's length, so a line knows whether it is the last one before
  * the end is reached. Lines inside a chunk are checked in place; only a line cut by a chunk boundary
@@ -274,7 +296,7 @@ class JournalScanner {
     if (this.#torn || this.#skip?.(bytes)) return;
     const check = checkLine(bytes);
     if (check.ok) this.#onRecord(check.value as JournalRecord);
-    else if (isLast && check.integrity) this.#torn = { at: lineStart };
+    else if (isLast && check.integrity && !oneByteDamaged(bytes)) this.#torn = { at: lineStart };
     else {
       const instance = damagedLineInstance(bytes);
       const corrupt: CorruptLine = instance === undefined ? { line: this.#line, reason: check.reason } : { line: this.#line, reason: check.reason, instance };

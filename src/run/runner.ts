@@ -33,7 +33,7 @@ import { Journal } from './journal.js';
 import { crashPoint } from './crash-points.js';
 import { safeFileName } from './output-names.js';
 import { PollScheduler, type PollScheduleOptions } from './poll-schedule.js';
-import { applyRecord, emptyRunState, resumeAction, type InstanceState, type RunState } from './run-state.js';
+import { applyRecord, emptyRunState, markCorrupt, resumeAction, type InstanceState, type RunState } from './run-state.js';
 import { AsyncQueue, Slots } from './slots.js';
 import { TokenBucket } from './token-bucket.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
@@ -62,6 +62,11 @@ export interface RunOptions {
   resubmitUnknown?: boolean | undefined;
   /** On resume, start a new attempt (new key) of the instances that ended so. Default none. */
   retry?: ReadonlySet<RetryStatus> | undefined;
+  /**
+   * Resume past corrupt journal lines that are not the torn tail, treating every instance such a
+   * line could belong to as unknown. Default false: such a journal is refused (exit 2).
+   */
+  acceptCorrupt?: boolean | undefined;
   /** Earlier runs' completed results to reuse instead of generating (`--reuse`). */
   reuse?: ReuseIndex | undefined;
   /** On abort, cancel requests that are still queued. Default false. */
@@ -294,7 +299,15 @@ class Runner {
     // A resume replays the journal as it is read, never holding its records.
     const state = emptyRunState();
     try {
-      this.#journal = await Journal.open(join(this.#o.runDir, 'journal.jsonl'), { onRecord: (record) => applyRecord(state, record) });
+      this.#journal = await Journal.open(join(this.#o.runDir, 'journal.jsonl'), {
+        onRecord: (record) => applyRecord(state, record),
+        // Refused unless accepted; accepted, the instance a corrupt line may have been is unknown, never fresh.
+        acceptCorrupt: this.#o.acceptCorrupt === true,
+        onCorrupt: (corrupt) => {
+          markCorrupt(state, corrupt.instance);
+          this.#emit({ type: 'journal_corrupt_accepted', line: corrupt.line, instance: corrupt.instance });
+        },
+      });
     } catch (error) {
       await this.#outputs.abandon();
       throw error;

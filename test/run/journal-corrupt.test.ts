@@ -118,7 +118,8 @@ describe('resume refuses a journal with a corrupt line that is not the torn tail
 
   it('a torn tail alone is no reason to refuse: it is cut off and the journal opens', async () => {
     const [a, b, c] = lines([started, keyless('speak[line=2]'), submitted('speak[line=2]')]);
-    await journalOf(a!, b!, flip(c!, '"submitted"', 2));
+    // Cut short: no newline (a flipped byte on a complete line would be damage, see journal.test.ts).
+    await journalOf(a!, b!, c!.subarray(0, 40));
     const journal = await Journal.open(path);
     expect(journal.recovered).toMatchObject({ tornTail: true, corrupt: [] });
     await journal.close();

@@ -194,11 +194,12 @@ describe('torn tail (reliability.md #2)', () => {
     }
   });
 
-  it('treats a complete last line with a bad checksum, or a tail of zeros, as torn', async () => {
+  it('treats a complete last line garbled past repair, or a tail of zeros, as torn', async () => {
     const full = await writeAll(SAMPLE.slice(0, 3));
-    const flipped = Buffer.from(full);
-    flipped[flipped.length - 5] = flipped[flipped.length - 5]! ^ 0x01;
-    const a = parseJournal(flipped);
+    const garbled = Buffer.from(full);
+    // Pages of an unsynced write lost: a run of zeros inside the last line, its newline kept.
+    garbled.fill(0, garbled.length - 30, garbled.length - 10);
+    const a = parseJournal(garbled);
     expect(a.records).toEqual(SAMPLE.slice(0, 2));
     expect(a.tornTail).toBe(true);
     expect(a.corrupt).toEqual([]);
@@ -207,6 +208,17 @@ describe('torn tail (reliability.md #2)', () => {
     expect(zeros.records).toEqual(SAMPLE.slice(0, 3));
     expect(zeros.tornTail).toBe(true);
     expect(zeros.endOffset).toBe(full.length);
+  });
+
+  it('a complete last line that one flipped byte explains is damage, not a torn write: reported, not cut off', async () => {
+    // A torn write never looks like one flipped byte; cutting such a line could drop a synced intent.
+    const full = await writeAll(SAMPLE.slice(0, 3));
+    const flipped = Buffer.from(full);
+    flipped[flipped.length - 5] = flipped[flipped.length - 5]! ^ 0x01;
+    const a = parseJournal(flipped);
+    expect(a.records).toEqual(SAMPLE.slice(0, 2));
+    expect(a.tornTail).toBe(false);
+    expect(a.corrupt).toMatchObject([{ line: 3, reason: 'checksum mismatch' }]);
   });
 
   it('a missing journal reads as empty', async () => {

@@ -14,7 +14,7 @@ import { buildPlan } from '../../src/plan/plan.js';
 import type { RunEvent } from '../../src/run/events.js';
 import { createRunDir, planHash } from '../../src/run/run-dir.js';
 import { runPlan, type RateLimiter } from '../../src/run/runner.js';
-import { BIN, cleanTemps, emuRequests, waitForRequests, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
+import { BIN, cleanTemps, emuRequests, marketingManifest, waitForRequests, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
 
 afterAll(cleanTemps);
 
@@ -206,6 +206,45 @@ describe('nothing is paid twice or for nothing', () => {
       } finally {
         await client.close();
       }
+    });
+  });
+
+  it('a flipped byte in an unanswered keyless intent: resume refuses (exit 2, file and line); --accept-corrupt makes it unknown, never paid again', { timeout: 90_000 }, async () => {
+    await withEmulator({ timeScale: 0 }, async (emu) => {
+      const dir = tempDir();
+      const out = tempDir();
+      const manifest = marketingManifest(dir, 3, 'damaged');
+      // Killed right after the second POST left: its intent is synced, its answer never journaled.
+      const crashed = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--concurrency', '1'], { env: { GENPIPE_CRASH_AT: 'after_post:2' } });
+      expect(crashed.signal).toBe('SIGKILL');
+      expect(emuRequests(emu)).toHaveLength(2);
+      const runDir = findRunDir(out, 'damaged');
+      const path = join(runDir, 'journal.jsonl');
+      const lines = readFileSync(path, 'utf8').split('\n');
+      const at = lines.findIndex((l) => l.includes('"type":"intent"') && l.includes('ads[n=2]'));
+      expect(at).toBeGreaterThan(0);
+      // One bit of the body hash flips on disk.
+      const line = lines[at]!;
+      const hashAt = line.indexOf('"bodyHash":"') + 20;
+      lines[at] = line.slice(0, hashAt) + (line[hashAt] === 'a' ? 'b' : 'a') + line.slice(hashAt + 1);
+      writeFileSync(path, lines.join('\n'));
+      const before = readFileSync(path);
+
+      const refused = await runCli(['resume', runDir, '--base-url', emu.url]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain(`${path} may be damaged: line ${at + 1}`);
+      expect(refused.stderr).toContain('--accept-corrupt');
+      expect(readFileSync(path)).toEqual(before);
+      expect(emuRequests(emu)).toHaveLength(2);
+
+      const accepted = await runCli(['resume', runDir, '--base-url', emu.url, '--accept-corrupt']);
+      expect(accepted.code).toBe(1);
+      expect(accepted.stderr).toContain(`journal line ${at + 1} is damaged: ads[n=2] is treated as unknown`);
+      // ads[n=3] is sent; ads[n=2], whose intent was damaged, is not sent again.
+      const rows = emuRequests(emu);
+      expect(rows).toHaveLength(3);
+      expect(new Set(rows.map((r) => r.body_hash)).size).toBe(3);
+      expect(accepted.stdout).toContain('1 unknown');
     });
   });
 

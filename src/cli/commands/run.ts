@@ -30,6 +30,7 @@ const RUN_OPTIONS = {
   'fail-fast': { type: 'boolean' },
   resume: { type: 'string' },
   'resubmit-unknown': { type: 'boolean' },
+  'accept-corrupt': { type: 'boolean' },
   retry: { type: 'string' },
   reuse: { type: 'boolean' },
   'retry-budget': { type: 'string' },
@@ -50,6 +51,8 @@ const RUN_HELP = `Options:
   --budget USD         stop submitting before the estimate goes over USD (exit 3)
   --fail-fast          stop submitting at the first failure
   --resubmit-unknown   on resume, resend submits whose fate is unknown (no key, no answer)
+  --accept-corrupt     on resume, go past damaged journal lines (refused otherwise, exit 2): every
+                       instance such a line could belong to becomes unknown (see --retry unknown)
   --retry LIST         on resume, start a new attempt, with a new Idempotency-Key, of the instances
                        that ended in any of LIST: failed, canceled, nsfw, unknown (comma-separated)
   --reuse              reuse the results of earlier runs of this pipeline under the same --out:
@@ -234,6 +237,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
         budgetUsd: budget,
         failFast: values['fail-fast'],
         resubmitUnknown: values['resubmit-unknown'],
+        acceptCorrupt: values['accept-corrupt'],
         retry,
         retryBudget,
         reuse: values.reuse ? await ReuseIndex.build(dirname(runDir), runDir) : undefined,
