@@ -81,6 +81,7 @@ export class Transport {
   readonly #options: TransportOptions;
   readonly #random: () => number;
   readonly #now: () => number;
+  readonly #throttleListeners = new Set<(retryAfterMs: number | undefined) => void>();
 
   constructor(options: TransportOptions) {
     this.#options = options;
@@ -88,6 +89,16 @@ export class Transport {
     this.dispatcher = options.dispatcher ?? createDefaultDispatcher(options.config.timeouts.connectMs);
     this.#random = options.random ?? Math.random;
     this.#now = options.now ?? Date.now;
+  }
+
+  /**
+   * Calls `listener` on every 429 any request meets, the ones this transport retries by itself
+   * included, with its Retry-After in ms: a runner slows its whole submit rate, not only the one
+   * request that was told to wait. Returns the unsubscribe function.
+   */
+  onThrottle(listener: (retryAfterMs: number | undefined) => void): () => void {
+    this.#throttleListeners.add(listener);
+    return () => this.#throttleListeners.delete(listener);
   }
 
   /** Closes the dispatcher when the transport created it. */
@@ -155,6 +166,7 @@ export class Transport {
         retryAfterMs = parseRetryAfter(headerValue(response.headers['retry-after']), this.#now(), config.retry.maxRetryAfterMs);
         outcome = { kind: 'status', status };
         mayHaveArrived = true;
+        if (status === 429) for (const listener of this.#throttleListeners) listener(retryAfterMs);
         failure = errorFromStatus(status, detailOf(text), { endpoint: options.endpoint ?? 'other', retryAfterMs, requestId: options.requestId });
       } catch (error) {
         if (error instanceof GenpipeError) throw error;

@@ -320,11 +320,14 @@ class Runner {
     this.#emit({ type: 'run_started', runId: this.#o.runId, runDir: this.#o.runDir, pipeline: this.#plan.name, instances: this.#plan.totalInstances, resumed });
     const onAbort = (): void => this.#stopRun('aborted', 'Interrupted: stopped submitting; the journal is flushed and `genpipe resume` continues the run.');
     this.#o.signal.addEventListener('abort', onAbort, { once: true });
+    // A 429 anywhere (a submit the transport retries by itself included) slows the whole run.
+    const unsubscribe = this.#o.client.transport.onThrottle((retryAfterMs) => this.#bucket.slowDown(retryAfterMs));
     const watchdog = this.#startWatchdog();
     try {
       await this.#untilHalted(this.#walk());
     } finally {
       clearInterval(watchdog);
+      unsubscribe();
       this.#o.signal.removeEventListener('abort', onAbort);
       const outcome = this.#outcome();
       try {
@@ -907,7 +910,13 @@ class Runner {
         if (!(error instanceof GenpipeError)) throw error;
         if (error.code === 'aborted') throw error;
         if (this.#credentialsRefused(error)) return undefined;
-        if (TRANSIENT.has(error.code) && failures++ < 20 && this.#consumeRetry()) continue;
+        if (TRANSIENT.has(error.code) && failures < 20 && this.#consumeRetry()) {
+          // Backoff of its own: in webhook mode a request whose delivery has arrived is looked at
+          // again at once, so without it a failing look would be retried hot.
+          const wait = backoffDelay(failures++, { baseMs: 200, capMs: 10_000 }, this.#random);
+          await this.#op(() => sleep(wait, this.#signal));
+          continue;
+        }
         if (TRANSIENT.has(error.code)) {
           this.#counts.pending++;
           this.#emit({ type: 'instance_failed', step: step.id, instance: instance.id, code: error.code, message: `${error.message} (left for a resume)` });
