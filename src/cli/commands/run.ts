@@ -1,6 +1,7 @@
 import { dirname, join, resolve } from 'node:path';
 import { GenerationClient } from '../../api/client.js';
-import { resolveConfig } from '../../api/config.js';
+import { resolveConfig, type ClientConfig } from '../../api/config.js';
+import { assertPricedUnderBudget, budgetOf, DEFAULT_CONFIRM_OVER_USD, spendToConfirm } from '../../plan/guards.js';
 import { GenpipeError } from '../../api/errors.js';
 import type { OptionsCatalog } from '../../api/wire.js';
 import { loadManifestFile } from '../../manifest/load.js';
@@ -14,7 +15,8 @@ import { runPlan } from '../../run/runner.js';
 import { parseListen, WebhookReceiver } from '../../run/webhook-receiver.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
-import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
+import { confirmSpend } from '../confirm-spend.js';
+import { EMULATOR_FLAG_HELP, embeddedConfig, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { EXIT } from '../exit-codes.js';
 import type { CliIO } from '../io.js';
 import { planSources } from '../plan-sources.js';
@@ -37,6 +39,8 @@ const RUN_OPTIONS = {
   'webhook-url': { type: 'string' },
   listen: { type: 'string' },
   overlap: { type: 'string' },
+  'confirm-over': { type: 'string' },
+  yes: { type: 'boolean' },
 } as const;
 
 const RUN_HELP = `Options:
@@ -44,6 +48,9 @@ const RUN_HELP = `Options:
   --concurrency N      instances in flight at once (default: the manifest's, else 8)
   --rate R[/s]         submits per second (default 20); a 429 slows the whole run down
   --budget USD         stop submitting before the estimate goes over USD (exit 3)
+  --confirm-over USD   with no budget, a run estimated over USD (default 100) asks first on a
+                       terminal and is refused elsewhere (exit 2); a resume never asks
+  --yes                run without asking, whatever the estimate
   --fail-fast          stop submitting at the first failure
   --resubmit-unknown   on resume, resend submits whose fate is unknown (no key, no answer)
   --allow-changed      on resume, accept a manifest whose plan changed
@@ -106,6 +113,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   const rate = number(values.rate?.replace(/\/s$/, ''), '--rate', { min: 0.01 });
   const budget = number(values.budget, '--budget', { min: 0 });
   const progressIntervalS = number(values['progress-interval'], '--progress-interval', { integer: true, min: 1 });
+  const confirmOverUsd = number(values['confirm-over'], '--confirm-over', { min: 0 }) ?? DEFAULT_CONFIRM_OVER_USD;
   const overlap = values.overlap ?? 'skip';
   if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow') throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);
   if ((values['webhook-url'] === undefined) !== (values.listen === undefined)) throw new GenpipeError('invalid_input', '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.');
@@ -122,11 +130,15 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   const manifestPath = command === 'resume' && previous ? previous.manifest : positional(positionals, 0, 'a manifest file', 'run');
   const loaded = loadManifestFile(manifestPath);
 
-  const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
   const flags = connectionFlags(values);
-  const config = embedded
-    ? resolveConfig({ flags: { ...flags, baseUrl: embedded.baseUrl }, env: {}, fallbackCredentials: embedded.credentials })
-    : resolveConfig({ flags, env: io.env });
+  const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
+  let config: ClientConfig;
+  try {
+    config = embedded ? embeddedConfig(flags, embedded) : resolveConfig({ flags, env: io.env });
+  } catch (error) {
+    await embedded?.close();
+    throw error;
+  }
   const client = new GenerationClient(config);
   const sources = planSources(flags, io, embedded, client);
   let catalog: OptionsCatalog | undefined;
@@ -138,6 +150,12 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
       catalog: fetchCatalog && (async () => (catalog ??= await fetchCatalog())),
     });
     const hash = planHash(plan);
+    // Money guards, before the lock, the run directory and any request that spends (plan/guards.ts).
+    const budgetGuard = budgetOf(plan, budget);
+    assertPricedUnderBudget(plan, budgetGuard);
+    // The embedded emulator bills nothing, and a resume was agreed to when its run started.
+    const spend = previous || embedded || values.yes ? undefined : spendToConfirm(plan, { budget: budgetGuard, confirmOverUsd });
+    if (spend) await confirmSpend(spend, io);
     let runDir: string;
     let runId: string;
     let lock: PipelineLock;
