@@ -20,6 +20,7 @@ import { EMULATOR_FLAG_HELP, embeddedConfig, startEmbeddedEmulator } from '../em
 import { EXIT } from '../exit-codes.js';
 import type { CliIO } from '../io.js';
 import { planSources } from '../plan-sources.js';
+import { embeddedRunSentence, movedServiceWarning, resumeFlags, serviceRecord } from '../run-service.js';
 
 const RUN_OPTIONS = {
   ...CONNECTION_OPTIONS,
@@ -130,7 +131,8 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   const manifestPath = command === 'resume' && previous ? previous.manifest : positional(positionals, 0, 'a manifest file', 'run');
   const loaded = loadManifestFile(manifestPath);
 
-  const flags = connectionFlags(values);
+  // A resume talks to the service its run recorded, unless told otherwise (run-service.ts).
+  const flags = previous && resumeDir ? resumeFlags(previous, resumeDir, connectionFlags(values), io.env, values.emulator === true) : connectionFlags(values);
   const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
   let config: ClientConfig;
   try {
@@ -138,6 +140,11 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   } catch (error) {
     await embedded?.close();
     throw error;
+  }
+  if (previous && resumeDir) {
+    if (previous.service?.embedded_emulator) io.err(embeddedRunSentence(resumeDir));
+    const moved = movedServiceWarning(previous.service, config, embedded !== undefined);
+    if (moved) io.err(moved);
   }
   const client = new GenerationClient(config);
   const sources = planSources(flags, io, embedded, client);
@@ -172,7 +179,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
       runId = newRunId();
       lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, overlap, io.signal);
       try {
-        ({ dir: runDir } = await createRunDir(root, plan, resolve(manifestPath), hash, new Date(), runId));
+        ({ dir: runDir } = await createRunDir(root, plan, resolve(manifestPath), hash, new Date(), runId, serviceRecord(config, embedded !== undefined)));
       } catch (error) {
         await lock.release();
         throw error;
