@@ -51,7 +51,11 @@ function askOnTerminal(question: string, signal: AbortSignal): Promise<string> {
       rl.close();
       finish();
     };
-    const onAbort = (): void => settle(() => reject(new GenpipeError('aborted', 'Interrupted before the run started; nothing was sent.')));
+    const onAbort = (): void =>
+      settle(() => {
+        process.stderr.write('\n'); // the answer's line was never ended
+        reject(new GenpipeError('aborted', 'Interrupted before the run started; nothing was sent.'));
+      });
     if (signal.aborted) return onAbort();
     signal.addEventListener('abort', onAbort, { once: true });
     rl.once('line', (line) => settle(() => resolve(line)));
