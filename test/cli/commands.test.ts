@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GenerationClient } from '../../src/api/client.js';
 import { resolveConfig } from '../../src/api/config.js';
@@ -136,6 +139,15 @@ describe('catalog, status and cancel with --emulator (an in-process emulator, no
     expect(await main(['status', elsewhere.request_id, '--emulator'], io)).toBe(1);
     expect(io.stderr).toEqual([expect.stringMatching(/^genpipe: Not found, or owned by another account/)]);
     expect(io.stdout).toEqual([]);
+  });
+
+  it("every address is the embedded emulator's, whatever a config file says", async () => {
+    const config = join(mkdtempSync(join(tmpdir(), 'genpipe-cli-config-')), 'config.yaml');
+    // Cancel calls go to the platform address: this one refuses connections (exit 5 if it were used).
+    writeFileSync(config, 'base_url: http://127.0.0.1:9\nplatform_url: http://127.0.0.1:9\ncdn_url: http://127.0.0.1:9\n');
+    const io = capture({});
+    expect(await main(['cancel', '00000000-0000-4000-8000-00000000dead', '--emulator', '--config', config], io)).toBe(1);
+    expect(io.stderr).toEqual([expect.stringMatching(/^genpipe: Not found, or owned by another account/)]);
   });
 
   it('cancel of an id the fresh emulator does not know: not found, exit 1', async () => {
