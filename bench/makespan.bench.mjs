@@ -40,7 +40,7 @@ async function genpipeSide() {
     // Webhook mode: completions arrive as they happen, each confirmed by one status GET.
     const port = await freePort();
     const hook = `http://127.0.0.1:${port}/hooks`;
-    const result = await runGenpipe(['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--quiet', '--out', join(dir, 'runs'), '--webhook-url', hook, '--listen', `127.0.0.1:${port}`], { HF_KEY });
+    const result = await runGenpipe(['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--quiet', '--yes', '--out', join(dir, 'runs'), '--webhook-url', hook, '--listen', `127.0.0.1:${port}`], { HF_KEY });
     if (result.code !== 0) throw new Error(`genpipe run failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
     return { makespanMs: result.wallMs, requests: emulator.stats.total, ...ideal(emulator) };
   } finally {

@@ -38,7 +38,7 @@ async function genpipeRun(path, instances, concurrency) {
   const emulator = await startEmulatorProcess(['--time-scale', '0']);
   try {
     const out = mkdtempSync(join(dir, 'runs-'));
-    const result = await runGenpipe(['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--rate', '100000', '--quiet', '--out', out]);
+    const result = await runGenpipe(['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--rate', '100000', '--quiet', '--yes', '--out', out]);
     if (result.code !== 0) throw new Error(`genpipe run failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
     const files = readdirSync(join(out, path.match(/([^/]+)\.yaml$/)[1]), { recursive: true }).filter((f) => String(f).endsWith('.png')).length;
     if (files !== instances) throw new Error(`expected ${instances} files, found ${files}`);

@@ -1,4 +1,6 @@
 import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { GenpipeError } from '../api/errors.js';
 import { redact } from '../util/redact.js';
 
 /** Where a command writes; injected so that tests read what a user would see. */
@@ -12,6 +14,11 @@ export interface CliIO {
   signal: AbortSignal;
   /** True when stderr is a terminal: progress bars instead of lines. */
   tty?: boolean;
+  /**
+   * Asks a person a question and resolves with the line they type (without its newline; empty
+   * when the input ends first). Present only when someone can answer: stdin is a terminal.
+   */
+  prompt?: (question: string) => Promise<string>;
 }
 
 export function processIO(signal: AbortSignal): CliIO {
@@ -27,5 +34,35 @@ export function processIO(signal: AbortSignal): CliIO {
     env: process.env,
     signal,
     tty: process.stderr.isTTY === true,
+    ...(process.stdin.isTTY === true ? { prompt: (question: string) => askOnTerminal(question, signal) } : {}),
   };
+}
+
+/**
+ * One line from the terminal. The question goes to stderr, so that stdout stays the command's
+ * output. The terminal stays in its cooked mode (`terminal: false`): it echoes what is typed,
+ * and Ctrl-C is the usual SIGINT, which aborts `signal`.
+ */
+function askOnTerminal(question: string, signal: AbortSignal): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const rl = createInterface({ input: process.stdin, terminal: false });
+    let settled = false;
+    const settle = (finish: () => void): void => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
+      rl.close();
+      finish();
+    };
+    const onAbort = (): void =>
+      settle(() => {
+        process.stderr.write('\n'); // the answer's line was never ended
+        reject(new GenpipeError('aborted', 'Interrupted before the run started; nothing was sent.'));
+      });
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    rl.once('line', (line) => settle(() => resolve(line)));
+    rl.once('close', () => settle(() => resolve('')));
+    process.stderr.write(`${question} `);
+  });
 }

@@ -8,7 +8,7 @@ import { resolveConfig, type ConfigFlags } from '../api/config.js';
 import { GenpipeError } from '../api/errors.js';
 import type { Preset } from '../api/wire.js';
 import type { PlanOptions } from '../plan/plan.js';
-import type { EmbeddedEmulator } from './embedded-emulator.js';
+import { embeddedConfig, type EmbeddedEmulator } from './embedded-emulator.js';
 import type { CliIO } from './io.js';
 
 export interface PlanSources {
@@ -21,9 +21,7 @@ export function planSources(flags: ConfigFlags, io: CliIO, embedded?: EmbeddedEm
   let client: GenerationClient | undefined = shared;
   const open = (requireCredentials: boolean): GenerationClient => {
     client ??= new GenerationClient(
-      embedded
-        ? resolveConfig({ flags: { ...flags, baseUrl: embedded.baseUrl }, env: {}, fallbackCredentials: embedded.credentials })
-        : resolveConfig({ flags, env: io.env, requireCredentials: false }),
+      embedded ? embeddedConfig(flags, embedded) : resolveConfig({ flags, env: io.env, requireCredentials: false }),
     );
     if (requireCredentials && !client.config.credentials) {
       throw new GenpipeError('credentials', 'Reading the preset catalog needs credentials: set HF_KEY=key_id:key_secret (or HF_API_KEY and HF_API_SECRET), or pass --credentials FILE.');

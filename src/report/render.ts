@@ -1,5 +1,6 @@
 /** The cost report as JSON, CSV (RFC 4180, formula-safe) and Markdown. */
 import { csvRow } from '../util/csv.js';
+import { formatUsd } from '../util/format-usd.js';
 import type { CostReport, GroupLine, Money } from './cost-report.js';
 
 const credits = (usd: number, rate: number): number => Math.round(usd * rate * 100) / 100;
@@ -51,7 +52,8 @@ function countsText(g: GroupLine): string {
     .join('; ');
 }
 
-const usd = (n: number | null): string => (n === null ? '—' : `$${n.toFixed(n * 100 === Math.round(n * 100) ? 2 : 4)}`);
+/** `$1,234.50`: the report's dollars, grouped like every other figure of money genpipe prints. */
+const usd = (n: number | null): string => (n === null ? '—' : formatUsd(n).replace(/^US/, ''));
 const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
 
 export function* reportMarkdownParts(report: CostReport): Generator<string> {

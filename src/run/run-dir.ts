@@ -20,6 +20,21 @@ export interface PlanFile {
   createdAt: string;
   steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; price_usd: number | null }[];
   estimate: { known_usd: number; unknown_instances: number };
+  /** The service the run was made against; absent in plan.json files written before it was recorded. */
+  service?: RunService;
+}
+
+/**
+ * Where a run sends its requests, so that `genpipe resume` finds its requests again with no flag.
+ * Addresses only: credentials are never written to a run directory.
+ */
+export interface RunService {
+  base_url: string;
+  platform_url: string;
+  cdn_url: string;
+  vendor: string;
+  /** True when the run used the emulator embedded in its own process (`--emulator`), which ended with it. */
+  embedded_emulator: boolean;
 }
 
 /**
@@ -35,7 +50,15 @@ export function planHash(plan: Plan): string {
   return fingerprint.digest();
 }
 
-export async function createRunDir(root: string, plan: Plan, manifestPath: string, hash: string, now: Date = new Date(), runId: string = newRunId(now)): Promise<{ runId: string; dir: string }> {
+export async function createRunDir(
+  root: string,
+  plan: Plan,
+  manifestPath: string,
+  hash: string,
+  now: Date = new Date(),
+  runId: string = newRunId(now),
+  service?: RunService,
+): Promise<{ runId: string; dir: string }> {
   const dir = join(root, plan.name, runId);
   await mkdir(join(dir, 'outputs'), { recursive: true });
   const estimate = plan.estimate();
@@ -47,15 +70,27 @@ export async function createRunDir(root: string, plan: Plan, manifestPath: strin
     createdAt: now.toISOString(),
     steps: plan.steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, price_usd: s.priceUsd ?? null })),
     estimate: { known_usd: estimate.knownUsd, unknown_instances: estimate.unknownInstances },
+    ...(service ? { service: { base_url: service.base_url, platform_url: service.platform_url, cdn_url: service.cdn_url, vendor: service.vendor, embedded_emulator: service.embedded_emulator } } : {}),
   };
   await writeFile(join(dir, 'plan.json'), `${JSON.stringify(file, null, 2)}\n`, { flag: 'wx' });
   return { runId, dir };
 }
 
 export async function readPlanFile(dir: string): Promise<PlanFile> {
+  let file: PlanFile;
   try {
-    return JSON.parse(await readFile(join(dir, 'plan.json'), 'utf8')) as PlanFile;
+    file = JSON.parse(await readFile(join(dir, 'plan.json'), 'utf8')) as PlanFile;
   } catch (error) {
     throw new GenpipeError('invalid_input', `${dir} is not a run directory (no readable plan.json).`, { cause: error });
   }
+  if (file.service !== undefined && !isRunService(file.service)) {
+    throw new GenpipeError('invalid_input', `${join(dir, 'plan.json')} has a malformed service record (base_url, platform_url, cdn_url, vendor, embedded_emulator).`);
+  }
+  return file;
+}
+
+function isRunService(value: unknown): value is RunService {
+  if (value === null || typeof value !== 'object') return false;
+  const v = value as Record<string, unknown>;
+  return ['base_url', 'platform_url', 'cdn_url', 'vendor'].every((k) => typeof v[k] === 'string') && typeof v.embedded_emulator === 'boolean';
 }

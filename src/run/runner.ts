@@ -25,6 +25,7 @@ import { isRemoteUrl, mapImageFields } from '../models/registry.js';
 import { InstanceError, type Plan, type PlannedInstance, type StepPlan } from '../plan/plan.js';
 import { runIdempotencyKey } from '../plan/instance.js';
 import { csvRow } from '../util/csv.js';
+import { formatUsd } from '../util/format-usd.js';
 import { OutputsCsv } from './outputs-csv.js';
 import { DownloadError, downloadToFile } from './download.js';
 import type { RunCounts, RunEvent, RunListener, RunOutcome, RunSummary, StopReason } from './events.js';
@@ -715,7 +716,7 @@ class Runner {
       return undefined;
     }
     if (budget !== undefined && this.#estimatedUsd + price > budget + 1e-9) {
-      this.#stopRun('budget', `Stopped before going over the budget of US$${budget.toFixed(2)} (US$${this.#estimatedUsd.toFixed(2)} committed).`);
+      this.#stopRun('budget', `Stopped before going over the budget of ${formatUsd(budget)} (${formatUsd(this.#estimatedUsd)} committed).`);
       this.#counts.pending++;
       return undefined;
     }

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GenerationClient } from '../../src/api/client.js';
 import { resolveConfig } from '../../src/api/config.js';
@@ -103,5 +106,56 @@ describe('genpipe status and cancel', () => {
     const late = capture(env);
     expect(await main(['cancel', finished.request_id], late)).toBe(1);
     expect(late.stderr).toEqual([`genpipe: ${finished.request_id} is no longer queued, so it cannot be canceled.`]);
+  });
+});
+
+describe('catalog, status and cancel with --emulator (an in-process emulator, no configuration at all)', () => {
+  it('catalog options and presets answer in full from the embedded emulator', async () => {
+    const options = capture({});
+    expect(await main(['catalog', 'options', '--emulator', '--json'], options)).toBe(0);
+    const doc = JSON.parse(options.stdout.join('')) as { config_revision: unknown; categories: { key: string }[] };
+    // The same catalog as an emulator started by hand: the embedded one is the real emulator.
+    const reference = await client.options.fetch();
+    expect(doc.config_revision).toBe(reference.config_revision);
+    expect(doc.categories.map((c) => c.key)).toEqual(reference.categories.map((c) => c.key));
+
+    const presets = capture({});
+    expect(await main(['catalog', 'presets', '--emulator', '--json'], presets)).toBe(0);
+    const listed = (JSON.parse(presets.stdout.join('')) as { id: string }[]).map((p) => p.id).sort();
+    expect(listed.length).toBeGreaterThan(0);
+    expect(listed).toEqual(emulator.presets.presets.filter((p) => p.visible).map((p) => p.id).sort());
+  });
+
+  it('without it and with no address configured, the refusal names --emulator (exit 2)', async () => {
+    const io = capture({});
+    expect(await main(['catalog', 'options'], io)).toBe(2);
+    expect(io.stderr).toEqual(['genpipe: No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file (or --emulator).']);
+  });
+
+  it('status of an id the fresh emulator does not know: not found, exit 1', async () => {
+    // A real request id of another emulator: the embedded one never saw it.
+    const elsewhere = await client.marketingImage.submit({ prompt: 'a hat' });
+    const io = capture({});
+    expect(await main(['status', elsewhere.request_id, '--emulator'], io)).toBe(1);
+    expect(io.stderr).toEqual([expect.stringMatching(/^genpipe: Not found, or owned by another account/)]);
+    expect(io.stdout).toEqual([]);
+  });
+
+  it("every address is the embedded emulator's, whatever a config file says", async () => {
+    const config = join(mkdtempSync(join(tmpdir(), 'genpipe-cli-config-')), 'config.yaml');
+    // Cancel calls go to the platform address: this one refuses connections (exit 5 if it were used).
+    writeFileSync(config, 'base_url: http://127.0.0.1:9\nplatform_url: http://127.0.0.1:9\ncdn_url: http://127.0.0.1:9\n');
+    const io = capture({});
+    expect(await main(['cancel', '00000000-0000-4000-8000-00000000dead', '--emulator', '--config', config], io)).toBe(1);
+    expect(io.stderr).toEqual([expect.stringMatching(/^genpipe: Not found, or owned by another account/)]);
+  });
+
+  it('cancel of an id the fresh emulator does not know: not found, exit 1', async () => {
+    const queued = await client.characterSheet.submit({ tier: 'cats', seed: 6 }, { idempotencyKey: 'cli-cancel-embedded' });
+    const io = capture({});
+    expect(await main(['cancel', queued.request_id, '--emulator'], io)).toBe(1);
+    expect(io.stderr).toEqual([expect.stringMatching(/^genpipe: Not found, or owned by another account/)]);
+    // The emulator that holds it was not touched.
+    expect((await client.requests.status(queued.request_id)).status).toBe('queued');
   });
 });

@@ -86,6 +86,7 @@ describe('genpipe plan', () => {
     const path = manifest('budget.yaml', 'version: 1\nname: budget\ndefaults: { budget_usd: 0.1 }\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { seed: "{{ seed }}" }\n');
     const io = capture();
     expect(await main(['plan', path], io)).toBe(0);
-    expect(io.stdout.at(-1)).toBe('warning: the estimate is over the budget of US$0.10; the run will stop there');
+    // Both figures, and where the budget was set (line 3, col 25: the value of budget_usd).
+    expect(io.stdout.at(-1)).toBe(`warning: the estimate of US$0.15 is over the budget of US$0.10 (budget_usd 0.1 at ${path}:3:25); a run stops submitting before going over it`);
   });
 });

@@ -65,6 +65,10 @@ describe('refused run and report input', () => {
     const io = capture();
     const out = join(dir, 'out-unpriced');
     expect(await main(['run', path, '--out', out], io)).toBe(2);
-    expect(io.stderr).toEqual(["genpipe: With a budget, every step needs a price; ads has none: add it to the manifest's prices (or price_usd on the step)."]);
+    expect(io.stderr).toEqual([
+      `genpipe: ${path}:5:3: steps.ads: a budget is set (budget_usd 5 at ${path}:3:25) but step ads (marketing-image) has no price, so the budget cannot be kept; ` +
+        `add its price in US$ per instance to the manifest's prices table (prices: { "marketing-image": 0.10 }) or set price_usd on the step`,
+    ]);
+    expect(existsSync(out)).toBe(false);
   });
 });

@@ -3,20 +3,21 @@ import { TIERS, type Tier } from '../../api/wire.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
-import { openClient } from '../open-client.js';
+import { EMULATOR_FLAG_HELP, openCommandClient } from '../embedded-emulator.js';
 
 export const catalogCommand: Command = {
   name: 'catalog',
   summary: 'show the character-sheet options catalog or the marketing presets',
   help: `Usage:
-  genpipe catalog options [--tier TIER] [--json]   character-sheet options (no credentials needed)
-  genpipe catalog presets [--json]                 every visible marketing preset, all pages
+  genpipe catalog options [--tier TIER] [--json] [--emulator]   character-sheet options (no credentials needed)
+  genpipe catalog presets [--json] [--emulator]                 every visible marketing preset, all pages
 
 Tiers: ${TIERS.join(', ')}
 
+${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, tier: { type: 'string' }, json: { type: 'boolean' } }, 'catalog');
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, tier: { type: 'string' }, json: { type: 'boolean' } }, 'catalog');
     const what = positional(positionals, 0, 'what to show: options or presets', 'catalog');
     noExtraPositionals(positionals, 1, 'catalog');
     if (what === 'options') {
@@ -24,7 +25,7 @@ ${CONNECTION_HELP}`,
       if (tier !== undefined && !(TIERS as readonly string[]).includes(tier)) {
         throw new GenpipeError('invalid_input', `Unknown tier "${tier}"; tiers are ${TIERS.join(', ')}.`);
       }
-      const client = openClient(connectionFlags(values), io, { requireCredentials: false });
+      const { client, close } = await openCommandClient(connectionFlags(values), io, { emulator: values.emulator === true, requireCredentials: false });
       try {
         const catalog = await client.options.fetch({ signal: io.signal });
         const categories = tier ? catalog.categories.filter((c) => c.tiers.includes(tier as Tier)) : catalog.categories;
@@ -46,12 +47,12 @@ ${CONNECTION_HELP}`,
         }
         return EXIT.ok;
       } finally {
-        await client.close();
+        await close();
       }
     }
     if (what === 'presets') {
       if (values.tier !== undefined) throw new GenpipeError('invalid_input', '--tier applies to genpipe catalog options only.');
-      const client = openClient(connectionFlags(values), io);
+      const { client, close } = await openCommandClient(connectionFlags(values), io, { emulator: values.emulator === true });
       try {
         const presets = [];
         for await (const preset of client.marketingImage.presets({ signal: io.signal })) presets.push(preset);
@@ -62,7 +63,7 @@ ${CONNECTION_HELP}`,
         }
         return EXIT.ok;
       } finally {
-        await client.close();
+        await close();
       }
     }
     throw new GenpipeError('invalid_input', `Unknown catalog "${what}"; use options or presets.`);

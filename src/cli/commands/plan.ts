@@ -8,6 +8,7 @@ import type { CliIO } from '../io.js';
 import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { planSources } from '../plan-sources.js';
 import { formatUsd } from '../../util/format-usd.js';
+import { assertPricedUnderBudget, budgetOf, overBudgetWarning } from '../../plan/guards.js';
 
 export const planCommand: Command = {
   name: 'plan',
@@ -15,7 +16,8 @@ export const planCommand: Command = {
   help: `Usage: genpipe plan <manifest> [--json] [--limit N] [--emulator]
 
 Shows the steps (model, instance count, dependencies), sample instances and the estimated cost by
-step and in total. Every instance is validated first (exit 2 with every problem otherwise).
+step and in total. Every instance is validated first (exit 2 with every problem otherwise), and
+the plan refuses what genpipe run refuses: with budget_usd, every step needs a price (exit 2).
 
   --json      stream the full plan as one JSON document: steps, estimate and every instance
   --limit N   instances per step to show (default 3), or to stream with --json (default all)
@@ -36,6 +38,8 @@ ${CONNECTION_HELP}`,
     const sources = planSources(connectionFlags(values), io, embedded);
     try {
       const plan = await buildPlan(loaded, sources.options);
+      // A run would refuse it: say so before showing a plan that cannot run.
+      assertPricedUnderBudget(plan, budgetOf(plan));
       if (values.json) await streamJson(plan, io, limit);
       else printSummary(plan, io, limit ?? 3);
       return EXIT.ok;
@@ -66,8 +70,8 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
   const unknown = estimate.unknownInstances > 0 ? ` + unknown for ${estimate.unknownInstances} instance(s)` : '';
   io.out('');
   io.out(`estimated total: ${formatUsd(estimate.knownUsd)}${unknown}`);
-  const budget = plan.loaded.manifest.defaults?.budget_usd;
-  if (budget !== undefined && estimate.knownUsd > budget) io.out(`warning: the estimate is over the budget of ${formatUsd(budget)}; the run will stop there`);
+  const warning = overBudgetWarning(plan, budgetOf(plan));
+  if (warning) io.out(warning);
 }
 
 /** One JSON document, streamed in chunks so that a million instances never sit in memory. */

@@ -1,6 +1,7 @@
 import { dirname, join, resolve } from 'node:path';
 import { GenerationClient } from '../../api/client.js';
-import { resolveConfig } from '../../api/config.js';
+import { resolveConfig, type ClientConfig } from '../../api/config.js';
+import { assertPricedUnderBudget, budgetOf, DEFAULT_CONFIRM_OVER_USD, spendToConfirm } from '../../plan/guards.js';
 import { GenpipeError } from '../../api/errors.js';
 import type { OptionsCatalog } from '../../api/wire.js';
 import { loadManifestFile } from '../../manifest/load.js';
@@ -15,10 +16,13 @@ import { ReuseIndex } from '../../run/reuse.js';
 import { parseListen, WebhookReceiver } from '../../run/webhook-receiver.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
-import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
+import { confirmSpend } from '../confirm-spend.js';
+import { EMULATOR_FLAG_HELP, embeddedConfig, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { EXIT } from '../exit-codes.js';
+import { formatCount } from '../../util/format-usd.js';
 import type { CliIO } from '../io.js';
 import { planSources } from '../plan-sources.js';
+import { embeddedRunSentence, movedServiceWarning, resumeFlags, serviceRecord } from '../run-service.js';
 
 const RUN_OPTIONS = {
   ...CONNECTION_OPTIONS,
@@ -42,6 +46,8 @@ const RUN_OPTIONS = {
   'webhook-url': { type: 'string' },
   listen: { type: 'string' },
   overlap: { type: 'string' },
+  'confirm-over': { type: 'string' },
+  yes: { type: 'boolean' },
 } as const;
 
 const RUN_HELP = `Options:
@@ -49,6 +55,9 @@ const RUN_HELP = `Options:
   --concurrency N      instances in flight at once (default: the manifest's, else 8)
   --rate R[/s]         submits per second (default 20); a 429 slows the whole run down
   --budget USD         stop submitting before the estimate goes over USD (exit 3)
+  --confirm-over USD   with no budget, a run estimated over USD (default 100) asks first on a
+                       terminal and is refused elsewhere (exit 2); a resume never asks
+  --yes                run without asking, whatever the estimate
   --fail-fast          stop submitting at the first failure
   --resubmit-unknown   on resume, resend submits whose fate is unknown (no key, no answer)
   --accept-corrupt     on resume, go past damaged journal lines (refused otherwise, exit 2): every
@@ -118,11 +127,6 @@ function checkingProgress(io: CliIO): (checked: number, total: number) => void {
   };
 }
 
-/** 5000000 → 5,000,000 (by hand: Intl would load ICU at start-up). */
-function formatCount(n: number): string {
-  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-}
-
 /** `--retry failed,canceled`: the outcomes to start over. */
 function retryStatuses(value: string | undefined): ReadonlySet<RetryStatus> | undefined {
   if (value === undefined) return undefined;
@@ -152,6 +156,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   const progressIntervalS = number(values['progress-interval'], '--progress-interval', { integer: true, min: 1 });
   const retryBudget = number(values['retry-budget'], '--retry-budget', { integer: true, min: 0 });
   const retry = retryStatuses(values.retry);
+  const confirmOverUsd = number(values['confirm-over'], '--confirm-over', { min: 0 }) ?? DEFAULT_CONFIRM_OVER_USD;
   const overlap = values.overlap ?? 'skip';
   if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow') throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);
   if ((values['webhook-url'] === undefined) !== (values.listen === undefined)) throw new GenpipeError('invalid_input', '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.');
@@ -169,11 +174,21 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   const manifestPath = command === 'resume' && previous ? previous.manifest : positional(positionals, 0, 'a manifest file', 'run');
   const loaded = loadManifestFile(manifestPath);
 
+  // A resume talks to the service its run recorded, unless told otherwise (run-service.ts).
+  const flags = previous && resumeDir ? resumeFlags(previous, resumeDir, connectionFlags(values), io.env, values.emulator === true) : connectionFlags(values);
   const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
-  const flags = connectionFlags(values);
-  const config = embedded
-    ? resolveConfig({ flags: { ...flags, baseUrl: embedded.baseUrl }, env: {}, fallbackCredentials: embedded.credentials })
-    : resolveConfig({ flags, env: io.env });
+  let config: ClientConfig;
+  try {
+    config = embedded ? embeddedConfig(flags, embedded) : resolveConfig({ flags, env: io.env });
+  } catch (error) {
+    await embedded?.close();
+    throw error;
+  }
+  if (previous && resumeDir) {
+    if (previous.service?.embedded_emulator) io.err(embeddedRunSentence(resumeDir));
+    const moved = movedServiceWarning(previous.service, config, embedded !== undefined);
+    if (moved) io.err(moved);
+  }
   const client = new GenerationClient(config);
   const sources = planSources(flags, io, embedded, client);
   let catalog: OptionsCatalog | undefined;
@@ -185,6 +200,16 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
       signal: io.signal,
       onProgress: values.quiet || values['json-logs'] ? undefined : checkingProgress(io),
       catalog: fetchCatalog && (async () => (catalog ??= await fetchCatalog())),
+      // Money guards (plan/guards.ts) need only the counts: they run before the instances are
+      // checked, so a plan of millions is refused at once, and before the lock, the run directory
+      // and any request that spends.
+      beforeInstances: async (counted) => {
+        const budgetGuard = budgetOf(counted, budget);
+        assertPricedUnderBudget(counted, budgetGuard);
+        // The embedded emulator bills nothing, and a resume was agreed to when its run started.
+        const spend = previous || embedded || values.yes ? undefined : spendToConfirm(counted, { budget: budgetGuard, confirmOverUsd });
+        if (spend) await confirmSpend(spend, io);
+      },
     });
     const hash = planHash(plan);
     let runDir: string;
@@ -203,7 +228,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
       runId = newRunId();
       lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, overlap, io.signal);
       try {
-        ({ dir: runDir } = await createRunDir(root, plan, resolve(manifestPath), hash, new Date(), runId));
+        ({ dir: runDir } = await createRunDir(root, plan, resolve(manifestPath), hash, new Date(), runId, serviceRecord(config, embedded !== undefined)));
       } catch (error) {
         await lock.release();
         throw error;

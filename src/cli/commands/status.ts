@@ -1,19 +1,20 @@
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
-import { openClient } from '../open-client.js';
+import { EMULATOR_FLAG_HELP, openCommandClient } from '../embedded-emulator.js';
 
 export const statusCommand: Command = {
   name: 'status',
   summary: 'show the status and outputs of one request',
-  help: `Usage: genpipe status <request_id> [--json]
+  help: `Usage: genpipe status <request_id> [--json] [--emulator]
 
+${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, json: { type: 'boolean' } }, 'status');
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' } }, 'status');
     const requestId = positional(positionals, 0, 'a request id', 'status');
     noExtraPositionals(positionals, 1, 'status');
-    const client = openClient(connectionFlags(values), io);
+    const { client, close } = await openCommandClient(connectionFlags(values), io, { emulator: values.emulator === true });
     try {
       const status = await client.requests.status(requestId, { signal: io.signal });
       if (values.json) {
@@ -28,7 +29,7 @@ ${CONNECTION_HELP}`,
       for (const audio of status.audios ?? []) io.out(`audio: ${audio.url}`);
       return EXIT.ok;
     } finally {
-      await client.close();
+      await close();
     }
   },
 };
