@@ -14,7 +14,7 @@ import { buildPlan } from '../../src/plan/plan.js';
 import type { RunEvent } from '../../src/run/events.js';
 import { createRunDir, planHash } from '../../src/run/run-dir.js';
 import { runPlan, type RateLimiter } from '../../src/run/runner.js';
-import { BIN, cleanTemps, emuRequests, marketingManifest, waitForRequests, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
+import { BIN, cleanTemps, emuRequests, marketingManifest, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
 
 afterAll(cleanTemps);
 
@@ -192,9 +192,21 @@ describe('nothing is paid twice or for nothing', () => {
       const client = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
       const controller = new AbortController();
       try {
-        const running = runPlan({ plan, client, runDir, runId, planHash: hash, signal: controller.signal, concurrency: 4, cancelOnAbort: true });
-        expect(await waitForRequests(emu, 4)).toBe(true);
-        controller.abort(new Error('interrupted'));
+        // Ctrl-C once all four are submitted and journaled (a cancel needs the request id).
+        let submitted = 0;
+        const running = runPlan({
+          plan,
+          client,
+          runDir,
+          runId,
+          planHash: hash,
+          signal: controller.signal,
+          concurrency: 4,
+          cancelOnAbort: true,
+          onEvent: (event) => {
+            if (event.type === 'instance_submitted' && ++submitted === 4) controller.abort(new Error('interrupted'));
+          },
+        });
         const summary = await running;
         expect(summary.outcome).toBe('aborted');
         expect(summary.counts.canceled).toBe(4);
