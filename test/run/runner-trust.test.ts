@@ -12,6 +12,7 @@ import { GenpipeError } from '../../src/api/errors.js';
 import { loadManifestFile } from '../../src/manifest/load.js';
 import { buildPlan } from '../../src/plan/plan.js';
 import type { RunEvent } from '../../src/run/events.js';
+import { buildCostReport } from '../../src/report/cost-report.js';
 import { createRunDir, planHash } from '../../src/run/run-dir.js';
 import { runPlan, type RateLimiter } from '../../src/run/runner.js';
 import { BIN, cleanTemps, emuRequests, marketingManifest, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
@@ -215,6 +216,9 @@ describe('nothing is paid twice or for nothing', () => {
         expect(finals.map((r) => (r as { status: string }).status)).toEqual(['canceled', 'canceled', 'canceled', 'canceled']);
         // Canceled requests are refunded, and the report agrees with the ledger.
         expect(spentUsd(emu)).toBe(0);
+        const report = await buildCostReport(runDir);
+        expect(report.total.counts.canceled).toBe(4);
+        expect(report.total.netUsd).toBe(spentUsd(emu));
       } finally {
         await client.close();
       }
@@ -363,6 +367,8 @@ describe('nothing is paid twice or for nothing', () => {
       }
       const report = reportOf(runDir);
       expect(report.total.rerolls).toBe(journaled.length);
+      // The refunded nsfw attempts and the re-rolls that replaced them: the report is the ledger.
+      expect(report.total.netUsd).toBe(spentUsd(emu));
       // Progress: an instance finishes once, whatever its re-rolls: never more finished than planned.
       const events = result.stdout.trim().split('\n').map((l) => JSON.parse(l) as RunEvent);
       const finished = events.filter((e) => e.type === 'instance_finished');
