@@ -68,6 +68,11 @@ export interface RunOptions {
    * line could belong to as unknown. Default false: such a journal is refused (exit 2).
    */
   acceptCorrupt?: boolean | undefined;
+  /**
+   * The service the run used is gone with everything it knew (a run made on an embedded emulator,
+   * resumed on a fresh one): what was in flight there is unknown, not something to follow.
+   */
+  serviceForgotten?: boolean | undefined;
   /** Earlier runs' completed results to reuse instead of generating (`--reuse`). */
   reuse?: ReuseIndex | undefined;
   /** On abort, cancel requests that are still queued. Default false. */
@@ -314,7 +319,13 @@ class Runner {
       throw error;
     }
     this.#state = state;
-    for (const entry of state.instances.values()) if (entry.rerollSeed !== undefined) this.#rerollSeeds.add(entry.rerollSeed);
+    for (const entry of state.instances.values()) {
+      if (entry.rerollSeed !== undefined) this.#rerollSeeds.add(entry.rerollSeed);
+      if (this.#o.serviceForgotten && !entry.final && !entry.failed && (entry.submission || entry.intent)) {
+        entry.submission = undefined;
+        entry.suspect = true;
+      }
+    }
     const resumed = !this.#journal.created;
     if (resumed) await removePartialDownloads(join(this.#o.runDir, 'outputs'));
     await this.#log({ type: 'run_started', runId: this.#o.runId, pipeline: this.#plan.name, planHash: this.#o.planHash }, true);

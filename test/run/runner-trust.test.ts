@@ -264,6 +264,29 @@ describe('nothing is paid twice or for nothing', () => {
     });
   });
 
+  it('a run made on the embedded emulator, resumed with --emulator: its in-flight requests are unknown, not failed; --retry unknown sends them', { timeout: 90_000 }, async () => {
+    const dir = tempDir();
+    const out = tempDir();
+    const manifest = sheetsManifest(dir, 6, { name: 'offline' });
+    // Killed right after the third POST: requests in flight at an emulator that dies with the process.
+    const crashed = await runCli(['run', manifest, '--emulator', '--out', out], { env: { GENPIPE_CRASH_AT: 'after_post:3', HF_KEY: '' } });
+    expect(crashed.signal).toBe('SIGKILL');
+    const runDir = findRunDir(out, 'offline');
+    const inFlight = new Set(journalOf(runDir).records.filter((r) => r.type === 'intent').map((r) => (r as { instance: string }).instance));
+    const finished = new Set(journalOf(runDir).records.filter((r) => r.type === 'status').map((r) => (r as { instance: string }).instance));
+    const lost = [...inFlight].filter((id) => !finished.has(id));
+    expect(lost.length).toBeGreaterThan(0);
+
+    const resumed = await runCli(['resume', runDir, '--emulator'], { env: { HF_KEY: '' } });
+    expect(resumed.code, resumed.stderr).toBe(1);
+    expect(resumed.stdout).toContain(`${lost.length} unknown`);
+    expect(resumed.stdout).toMatch(/ 0 failed/);
+
+    const retried = await runCli(['resume', runDir, '--emulator', '--retry', 'unknown'], { env: { HF_KEY: '' } });
+    expect(retried.code, retried.stderr).toBe(0);
+    expect(retried.stdout).toContain('6 completed, 0 failed');
+  });
+
   it('keys belong to a run: two runs of one manifest make their own requests; --reuse makes none and reports reused at US$0', { timeout: 90_000 }, async () => {
     await withEmulator({ timeScale: 0 }, async (emu) => {
       const dir = tempDir();

@@ -263,6 +263,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
         failFast: values['fail-fast'],
         resubmitUnknown: values['resubmit-unknown'],
         acceptCorrupt: values['accept-corrupt'],
+        serviceForgotten: previous?.service?.embedded_emulator === true && embedded !== undefined,
         retry,
         retryBudget,
         reuse: values.reuse ? await ReuseIndex.build(dirname(runDir), runDir) : undefined,
