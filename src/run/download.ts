@@ -61,7 +61,7 @@ export interface DownloadOptions {
   relativePath: string;
   /** Largest accepted body, in bytes. */
   maxBytes: number;
-  /** Media types such as `image/png`, or `image/*`; parameters (`; charset=`) are ignored. */
+  /** Media types such as `image/png`, or ranges: `image/*`, or star-slash-star for any type; parameters (`; charset=`) are ignored. */
   allowedContentTypes: readonly string[];
   dispatcher?: Dispatcher;
   signal?: AbortSignal;
@@ -113,10 +113,17 @@ function mediaType(header: string | string[] | undefined): string | undefined {
   return type === '' ? undefined : type;
 }
 
+// Matches a media type against an allow-list of `type/subtype`, `type/*` and `*/*` (RFC 9110 media
+// ranges), part by part. A prefix test got `*/*` wrong (it looked for the prefix `*/`, matching
+// nothing), and the runner passes `*/*` for every output without an accept list.
 function contentTypeAllowed(type: string, allowed: readonly string[]): boolean {
+  const [kind, subtype, ...rest] = type.split('/');
+  if (!kind || !subtype || rest.length > 0) return false;
   return allowed.some((entry) => {
-    const want = entry.trim().toLowerCase();
-    return want.endsWith('/*') ? type.startsWith(want.slice(0, -1)) : type === want;
+    const [wantKind, wantSubtype, ...extra] = entry.trim().toLowerCase().split('/');
+    if (!wantKind || !wantSubtype || extra.length > 0) return false;
+    if (wantKind === '*') return wantSubtype === '*';
+    return wantKind === kind && (wantSubtype === '*' || wantSubtype === subtype);
   });
 }
 
@@ -207,15 +214,21 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
 const preparedFolders = new Map<string, Promise<void>>();
 const MAX_PREPARED_FOLDERS = 1_024;
 
-/** Creates `folder`, then checks its real path: a symlink inside the run directory must not lead out. */
+/**
+ * Checks that `folder` and everything on the way to it resolve inside the run directory, then
+ * creates what is missing. The check comes first: `mkdir -p` through a symlinked `outputs/` (or step
+ * folder) would create folders outside before any check could refuse them.
+ */
 function prepareFolder(runDir: string, folder: string): Promise<void> {
   const key = `${runDir}\0${folder}`;
   let prepared = preparedFolders.get(key);
   if (!prepared) {
     prepared = (async () => {
+      const realRoot = await realpath(runDir);
+      await checkRealPathInside(runDir, realRoot, await deepestExisting(folder), folder, 'nothing was created');
       await mkdir(folder, { recursive: true });
-      const [realRoot, realFolder] = await Promise.all([realpath(runDir), realpath(folder)]);
-      if (!isInside(realRoot, realFolder)) throw new DownloadError('unsafe_path', 'invalid_input', 'An output folder leads outside the run directory (through a symlink).');
+      // Again on the created folder: catches a link swapped in between (narrowing the race, not closing it).
+      await checkRealPathInside(runDir, realRoot, folder, folder, 'nothing was written');
     })();
     if (preparedFolders.size >= MAX_PREPARED_FOLDERS) preparedFolders.clear();
     preparedFolders.set(key, prepared);
@@ -223,6 +236,39 @@ function prepareFolder(runDir: string, folder: string): Promise<void> {
     prepared.catch(() => preparedFolders.delete(key));
   }
   return prepared;
+}
+
+/** The deepest of `path` and its ancestors that exists (as any entry, a dangling link included). */
+async function deepestExisting(path: string): Promise<string> {
+  let probe = path;
+  // Bounded: each turn moves one level up, and the filesystem root exists.
+  for (;;) {
+    try {
+      await lstat(probe);
+      return probe;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
+    }
+    const parent = dirname(probe);
+    if (parent === probe) return probe;
+    probe = parent;
+  }
+}
+
+/** Refuses `existing` (on the way to `folder`) unless its real path is inside the run directory's. */
+async function checkRealPathInside(runDir: string, realRoot: string, existing: string, folder: string, consequence: string): Promise<void> {
+  const shown = (path: string): string => relative(resolve(runDir), path).split(sep).join('/') || '.';
+  let real: string | undefined;
+  try {
+    real = await realpath(existing);
+  } catch (error) {
+    // A link to nowhere: following it could create its target, wherever it points.
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+  if (real === undefined || !isInside(realRoot, real)) {
+    throw new DownloadError('unsafe_path', 'invalid_input', `Refusing to write into ${shown(folder)}: ${shown(existing)} leads outside the run directory (through a symlink); ${consequence}.`);
+  }
 }
 
 /** Temp names: a random prefix per process and a counter (16 hex digits in all), without a random draw per download. */

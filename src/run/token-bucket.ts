@@ -59,7 +59,12 @@ export class TokenBucket {
   #lastDecrease = -Infinity;
   #pausedUntil = -Infinity;
   #queue: Waiter[] = [];
-  #pumping: Promise<void> | undefined;
+  /**
+   * True from just before the pump starts until it returns, and cleared only by the pump. It is not
+   * the pump's promise: a pump that grants its waiter and ends synchronously would clear the marker
+   * before `??=` stored the settled promise, and no later waiter would ever be served (issue 11).
+   */
+  #pumping = false;
   #wake: AbortController | undefined;
 
   constructor(options: TokenBucketOptions) {
@@ -116,7 +121,7 @@ export class TokenBucket {
       };
       signal?.addEventListener('abort', waiter.onAbort, { once: true });
       this.#queue.push(waiter);
-      this.#pumping ??= this.#pump();
+      this.#startPump();
     });
   }
 
@@ -164,30 +169,43 @@ export class TokenBucket {
     this.#lastRefill = Math.max(this.#lastRefill, now);
   }
 
+  /** Starts the pump unless it runs; it runs until the queue is empty, so one pump serves everyone. */
+  #startPump(): void {
+    if (this.#pumping) return;
+    this.#pumping = true;
+    void this.#pump();
+  }
+
   async #pump(): Promise<void> {
-    // Bounded: each turn either grants the head of the queue or sleeps until a token is due (at
-    // least 1 ms); the queue only grows through callers.
-    while (this.#queue.length > 0) {
-      const now = this.#now();
-      this.#refill(now);
-      if (now >= this.#pausedUntil && this.#tokens >= 1) {
-        this.#tokens -= 1;
-        const waiter = this.#queue.shift()!;
-        waiter.signal?.removeEventListener('abort', waiter.onAbort);
-        waiter.resolve();
-        continue;
+    // The loop and the `finally` share one function on purpose: the flag is cleared in the same
+    // synchronous step as the last look at the queue. An `await` in between (a wrapper awaiting
+    // this loop, say) would let a `take` queue a waiter while the pump is about to stop.
+    try {
+      // Bounded: each turn either grants the head of the queue or sleeps until a token is due (at
+      // least 1 ms); the queue only grows through callers.
+      while (this.#queue.length > 0) {
+        const now = this.#now();
+        this.#refill(now);
+        if (now >= this.#pausedUntil && this.#tokens >= 1) {
+          this.#tokens -= 1;
+          const waiter = this.#queue.shift()!;
+          waiter.signal?.removeEventListener('abort', waiter.onAbort);
+          waiter.resolve();
+          continue;
+        }
+        const pausedFor = Math.max(0, this.#pausedUntil - now);
+        const refillFor = ((1 - Math.max(0, this.#tokens)) * 1000) / this.#rateAt(Math.max(now, this.#pausedUntil));
+        const wake = new AbortController();
+        this.#wake = wake;
+        try {
+          await this.#sleep(Math.max(1, Math.ceil(pausedFor + refillFor)), wake.signal);
+        } catch {
+          // Woken early: the rate changed or a waiter left. Recompute.
+        }
+        if (this.#wake === wake) this.#wake = undefined;
       }
-      const pausedFor = Math.max(0, this.#pausedUntil - now);
-      const refillFor = ((1 - Math.max(0, this.#tokens)) * 1000) / this.#rateAt(Math.max(now, this.#pausedUntil));
-      const wake = new AbortController();
-      this.#wake = wake;
-      try {
-        await this.#sleep(Math.max(1, Math.ceil(pausedFor + refillFor)), wake.signal);
-      } catch {
-        // Woken early: the rate changed or a waiter left. Recompute.
-      }
-      if (this.#wake === wake) this.#wake = undefined;
+    } finally {
+      this.#pumping = false;
     }
-    this.#pumping = undefined;
   }
 }

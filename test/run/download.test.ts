@@ -148,6 +148,38 @@ describe('downloadToFile: success', () => {
   });
 });
 
+describe('downloadToFile: content type wildcards', () => {
+  it('accepts any media type with */* (what the runner passes for an output without an accept list)', async () => {
+    serve('/a.png', PNG, { 'content-type': 'image/png' });
+    serve('/b.bin', PNG, { 'content-type': 'application/octet-stream' });
+    const png = await downloadToFile(options({ allowedContentTypes: ['*/*'] }));
+    expect(png).toMatchObject({ contentType: 'image/png', sha256: sha(PNG), alreadyPresent: false });
+    const bin = await downloadToFile(options({ url: `${base}/b.bin`, relativePath: 'outputs/b.bin', allowedContentTypes: ['*/*'] }));
+    expect(bin.contentType).toBe('application/octet-stream');
+    expect(await filesUnder(runDir)).toEqual(['outputs/a.png', 'outputs/b.bin']);
+  });
+
+  it('with image/*, accepts image/png and refuses text/html', async () => {
+    serve('/a.png', PNG, { 'content-type': 'image/png' });
+    serve('/page', Buffer.from('<html>'), { 'content-type': 'text/html; charset=utf-8' });
+    expect((await downloadToFile(options({ allowedContentTypes: ['image/*'] }))).contentType).toBe('image/png');
+    const error = await refusal(downloadToFile(options({ url: `${base}/page`, relativePath: 'outputs/page.png', allowedContentTypes: ['image/*'] })));
+    expect(error.reason).toBe('content_type');
+    expect(await filesUnder(runDir)).toEqual(['outputs/a.png']);
+  });
+
+  it('a type wildcard matches the whole type only, and */* still needs a media type', async () => {
+    serve('/a.png', PNG, { 'content-type': 'imagex/png' });
+    routes.set('/none', (_req, res) => {
+      res.removeHeader('content-type');
+      res.writeHead(200).end(PNG);
+    });
+    expect((await refusal(downloadToFile(options({ allowedContentTypes: ['image/*'] })))).reason).toBe('content_type');
+    expect((await refusal(downloadToFile(options({ url: `${base}/none`, allowedContentTypes: ['*/*'] })))).reason).toBe('content_type');
+    expect(await filesUnder(runDir)).toEqual([]);
+  });
+});
+
 describe('downloadToFile: refusals', () => {
   it('refuses a body over the cap announced by Content-Length, and leaves nothing', async () => {
     serve('/a.png', Buffer.alloc(2_000, 1));
@@ -283,6 +315,45 @@ describe('downloadToFile: paths', () => {
     await symlink(outside, join(runDir, 'outputs'));
     expect((await refusal(downloadToFile(options()))).reason).toBe('unsafe_path');
     expect(await filesUnder(outside)).toEqual([]);
+  });
+
+  it('refuses a symlinked outputs/ leading outside before creating anything there', async () => {
+    serve('/a.png', PNG);
+    await symlink(outside, join(runDir, 'outputs'));
+    // The step folder does not exist yet: creating it first would create it in `outside`.
+    const error = await refusal(downloadToFile(options({ relativePath: 'outputs/step/a.png' })));
+    expect(await readdir(outside)).toEqual([]);
+    expect(error.reason).toBe('unsafe_path');
+    expect(error.message).toMatch(/outputs.*outside the run directory/);
+    expect(dispatches).toBe(0);
+  });
+
+  it('refuses a dangling outputs/ symlink without creating its target', async () => {
+    serve('/a.png', PNG);
+    const target = join(outside, 'missing');
+    await symlink(target, join(runDir, 'outputs'));
+    const error = await refusal(downloadToFile(options({ relativePath: 'outputs/step/a.png' })));
+    expect(error.reason).toBe('unsafe_path');
+    expect(await readdir(outside)).toEqual([]);
+    expect(dispatches).toBe(0);
+  });
+
+  it('refuses a symlinked step folder leading outside, creating nothing below it', async () => {
+    serve('/a.png', PNG);
+    await mkdir(join(runDir, 'outputs'));
+    await symlink(outside, join(runDir, 'outputs/step'));
+    const error = await refusal(downloadToFile(options({ relativePath: 'outputs/step/deeper/a.png' })));
+    expect(error.reason).toBe('unsafe_path');
+    expect(await readdir(outside)).toEqual([]);
+  });
+
+  it('still creates missing folders inside the run directory, following a symlink that stays inside', async () => {
+    serve('/a.png', PNG);
+    await mkdir(join(runDir, 'real-outputs'));
+    await symlink(join(runDir, 'real-outputs'), join(runDir, 'outputs'));
+    const result = await downloadToFile(options({ relativePath: 'outputs/step/deep/a.png' }));
+    expect(result.relativePath).toBe('outputs/step/deep/a.png');
+    expect(await filesUnder(join(runDir, 'real-outputs'))).toEqual(['step/deep/a.png']);
   });
 
   it('checks a folder once, and recreates it when it was deleted between two downloads', async () => {

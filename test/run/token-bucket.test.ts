@@ -211,3 +211,129 @@ describe('TokenBucket: the rate is never exceeded (property)', () => {
     );
   });
 });
+
+/** Every reading after the scripted ones comes from `clock`; readings never go backwards. */
+function scripted(clock: FakeClock, readings: number[]): () => number {
+  const script = [...readings];
+  return () => script.shift() ?? clock.now();
+}
+
+describe('TokenBucket: a waiter granted on the spot never stalls the queue (issue 11)', () => {
+  it('serves later waiters after the pump granted its first waiter synchronously (clock 0, 0, 49.5, 50.5)', async () => {
+    // The readings: construction 0; the first take 0 (takes the burst token); the second take's
+    // tryTake 49.5 (0.99 token: queued); the pump 50.5 (1.01 tokens: granted before `take` returns).
+    const clock = new FakeClock(50.5);
+    const bucket = new TokenBucket({ ratePerSecond: 20, burst: 1, now: scripted(clock, [0, 0, 49.5]), sleep: clock.sleep });
+    const order: number[] = [];
+    const all = [0, 1, 2, 3].map((i) => bucket.take().then(() => void order.push(i)));
+    await settle();
+    expect(order).toEqual([0, 1]);
+    // 20 tokens per second: the two left are due within 100 ms; give them a full second.
+    await clock.advance(1_000);
+    expect(order).toEqual([0, 1, 2, 3]);
+    await Promise.all(all);
+    expect(bucket.waiting).toBe(0);
+    expect(clock.pendingTimers).toBe(0);
+  });
+});
+
+type Op =
+  | { kind: 'take'; n: number; abortable: boolean }
+  | { kind: 'abort'; which: number }
+  | { kind: 'throttle'; factor: number; forMs: number }
+  | { kind: 'pause'; forMs: number }
+  | { kind: 'slowDown'; retryAfter: number | undefined }
+  | { kind: 'wait'; ms: number };
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('take' as const), n: fc.integer({ min: 1, max: 6 }), abortable: fc.boolean() }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('abort' as const), which: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('throttle' as const), factor: fc.double({ min: 0.01, max: 1, noNaN: true }), forMs: fc.integer({ min: -1_000, max: 5_000 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('pause' as const), forMs: fc.integer({ min: -1_000, max: 5_000 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('slowDown' as const), retryAfter: fc.option(fc.integer({ min: 0, max: 5_000 }), { nil: undefined }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('wait' as const), ms: fc.integer({ min: 0, max: 500 }) }) },
+);
+
+/**
+ * How far each reading of the clock moves ahead of the fake clock's own time: often 0 (equal
+ * readings), else a fraction of a millisecond up to more than a token's interval at the lowest
+ * rate. A token coming due between two readings inside one call is the case that hung the run.
+ */
+const stepArb = fc.oneof(
+  { weight: 3, arbitrary: fc.constant(0) },
+  { weight: 2, arbitrary: fc.double({ min: 0, max: 5, noNaN: true }) },
+  { weight: 2, arbitrary: fc.integer({ min: 0, max: 200 }) },
+  { weight: 1, arbitrary: fc.integer({ min: 200, max: 1_500 }) },
+);
+
+describe('TokenBucket: every waiter is served or rejected, in arrival order (property)', () => {
+  it('holds over random monotone clocks and random takes, aborts, throttles, pauses and slow-downs', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 50 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.array(stepArb, { minLength: 1, maxLength: 30 }),
+        fc.array(opArb, { maxLength: 30 }),
+        async (rate, burst, steps, ops) => {
+          const clock = new FakeClock(0);
+          // Readings: the fake clock's time plus a drift that grows by the next step at every
+          // reading, so readings are monotone, repeat, and move within a synchronous call.
+          let drift = 0;
+          let reads = 0;
+          let last = -Infinity;
+          const now = (): number => {
+            drift += steps[reads++ % steps.length] ?? 0;
+            const reading = clock.now() + drift;
+            expect(reading).toBeGreaterThanOrEqual(last);
+            last = reading;
+            return reading;
+          };
+          const bucket = new TokenBucket({ ratePerSecond: rate, burst, now, sleep: clock.sleep, recoveryStepMs: 500 });
+          const controllers: AbortController[] = [];
+          const outcomes = new Map<number, 'granted' | 'rejected'>();
+          const abortable = new Set<number>();
+          const grants: number[] = [];
+          let arrivals = 0;
+          for (const op of ops) {
+            if (op.kind === 'take') {
+              for (let i = 0; i < op.n; i++) {
+                const id = arrivals++;
+                let signal: AbortSignal | undefined;
+                if (op.abortable) {
+                  const controller = new AbortController();
+                  controllers.push(controller);
+                  abortable.add(id);
+                  signal = controller.signal;
+                }
+                bucket.take(signal).then(
+                  () => {
+                    outcomes.set(id, 'granted');
+                    grants.push(id);
+                  },
+                  () => outcomes.set(id, 'rejected'),
+                );
+              }
+            } else if (op.kind === 'abort') {
+              if (controllers.length > 0) controllers[op.which % controllers.length]?.abort();
+            } else if (op.kind === 'throttle') bucket.throttle(op.factor, clock.now() + drift + op.forMs);
+            else if (op.kind === 'pause') bucket.pause(clock.now() + drift + op.forMs);
+            else if (op.kind === 'slowDown') bucket.slowDown(op.retryAfter);
+            else await clock.advance(op.ms);
+            await settle();
+          }
+          // Drive the fake sleep to completion. Bounded: at the floor rate (rate/16, at least
+          // 1/16 per second) a waiter needs at most 16 s, plus at most 5 s of pause per op.
+          const budget = Math.ceil(((arrivals + 1) * 16_000 + ops.length * 5_000) / 1_000) + 10;
+          for (let i = 0; i < budget && outcomes.size < arrivals; i++) await clock.advance(1_000);
+          expect(outcomes.size).toBe(arrivals);
+          expect(bucket.waiting).toBe(0);
+          // Only an abortable waiter may be rejected, and the grants follow arrival order.
+          for (const [id, outcome] of outcomes) if (outcome === 'rejected') expect(abortable.has(id)).toBe(true);
+          expect(grants).toEqual([...grants].sort((a, b) => a - b));
+          expect(clock.pendingTimers).toBe(0);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
