@@ -869,11 +869,12 @@ class Runner {
   /**
    * Waits before the next look at a submission. With a webhook receiver, a request is looked at as
    * soon as its delivery arrives (to confirm it with a GET: a payload is never trusted), and
-   * otherwise only by slow fallback polls.
+   * otherwise only by slow fallback polls. Once a look after the delivery found the request not
+   * final (a forged or early payload), the delivery is spent: it polls, never hot.
    */
-  async #waitForNews(submission: Submission, delayMs: number): Promise<void> {
+  async #waitForNews(submission: Submission, delayMs: number, deliverySpent: boolean): Promise<void> {
     const receiver = this.#o.webhook;
-    if (!receiver || submission.kind !== 'request') return sleep(delayMs, this.#signal);
+    if (!receiver || submission.kind !== 'request' || deliverySpent) return sleep(delayMs, this.#signal);
     if (receiver.arrived(submission.requestId)) return;
     const done = new AbortController();
     const signal = AbortSignal.any([this.#signal, done.signal]);
@@ -892,11 +893,12 @@ class Runner {
     let submission = first;
     const timer = this.#polls.start(step.model, submittedAt);
     const ctx = this.#ctx();
-    for (let agentPolls = 0, failures = 0; ; ) {
+    for (let agentPolls = 0, failures = 0, looks = 0; ; looks++) {
       const delay = submission.kind === 'agent_turn' ? agentPollInterval(agentPolls++, this.#o.agentPoll ?? AGENT_POLL) : timer.next(Date.now());
       try {
         const waitingOn = submission;
-        await this.#op(() => this.#waitForNews(waitingOn, delay));
+        const deliverySpent = submission.kind === 'request' && looks > 0 && this.#o.webhook?.arrived(submission.requestId) === true;
+        await this.#op(() => this.#waitForNews(waitingOn, delay, deliverySpent));
       } catch (error) {
         if (adapter.stop && (this.#o.cancelOnAbort || submission.kind === 'agent_turn')) {
           const stopping = submission;

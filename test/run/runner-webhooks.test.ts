@@ -69,6 +69,30 @@ describe('webhook mode', () => {
     });
   }, 120_000);
 
+  it('a forged early delivery costs one extra look, then polling: never a hot loop of status GETs', async () => {
+    // One sheet of 2.5 s or more; a delivery claiming it completed is posted while it is still queued.
+    await withEmulator({ timeScale: 0.3 }, async (emu) => {
+      const dir = tempDir();
+      const manifest = sheetsManifest(dir, 1, { name: 'forged' });
+      const port = await freePort();
+      emu.stats.reset();
+      let forged = false;
+      const forge = setInterval(() => {
+        const request = [...emu.requests.byId.values()][0];
+        if (forged || !request?.webhook?.url) return;
+        forged = true;
+        void fetch(request.webhook.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ status: 'completed', request_id: request.id, images: [] }) }).catch(() => {});
+      }, 20);
+      const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', `${dir}/out`, '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`], { timeoutMs: 90_000 });
+      clearInterval(forge);
+      expect(forged).toBe(true);
+      expect(result.code, result.stderr).toBe(0);
+      expectCompletedRun(findRunDir(`${dir}/out`, 'forged'), emu, 1);
+      // Polling a job of a few seconds takes a handful of looks; a hot loop would take hundreds.
+      expect(emu.stats.byRoute.get(STATUS_ROUTE) ?? 0).toBeLessThan(15);
+    });
+  }, 120_000);
+
   it('refuses --webhook-url without --listen, and a bad --listen, with exit 2 and no request', async () => {
     await withEmulator({ timeScale: 0 }, async (emu) => {
       const dir = tempDir();
