@@ -211,7 +211,9 @@ describe('the pipeline lock', () => {
     const second = await acquirePipelineLock(path, 'run-2', 'skip', never, { breakLock: true });
     expect(second.displaced).toMatchObject({ reason: 'broken', owner: { runId: 'run-1', pid: process.pid, host: hostname() } });
     // The first holder's heartbeat (every 10 ms) finds the newer generation.
-    if (!first.signal.aborted) await new Promise((resolve) => first.signal.addEventListener('abort', resolve, { once: true }));
+    // Bounded: about 5 s of real time at most.
+    for (let i = 0; i < 250 && !first.signal.aborted; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(first.signal.aborted).toBe(true);
     expect(first.signal.reason).toBeInstanceOf(LockLostError);
     expect((first.signal.reason as LockLostError).owner).toMatchObject({ runId: 'run-2' });
     expect(lost).toHaveLength(1);
@@ -221,6 +223,19 @@ describe('the pipeline lock', () => {
     expect((third as LockedError).owner).toMatchObject({ runId: 'run-2' });
     await second.release();
     expect(await readPipelineLock(path)).toEqual({ state: 'free' });
+  });
+
+  it('a lock removed from under its holder is reported lost', async () => {
+    const path = fresh();
+    const lost: LockLostError[] = [];
+    const lock = await acquirePipelineLock(path, 'run-1', 'skip', never, { refreshMs: 10, onCompromised: (e) => lost.push(e) });
+    rmSync(path, { recursive: true, force: true });
+    // Bounded: about 5 s of real time at most.
+    for (let i = 0; i < 250 && !lock.signal.aborted; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(lock.signal.reason).toBeInstanceOf(LockLostError);
+    expect(lost).toEqual([lock.signal.reason]);
+    await lock.release();
+    expect(existsSync(path)).toBe(false);
   });
 
   it('a slow process that recreates a cleaned-up generation below the live one does not get the lock', async () => {
