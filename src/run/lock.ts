@@ -43,7 +43,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { mkdir, open, readdir, readFile, rename, rm, stat, unlink, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { abortError, sleep } from '../api/sleep.js';
 import { GenpipeError } from '../api/errors.js';
@@ -269,15 +269,25 @@ async function inspect(path: string, o: ResolvedOptions): Promise<Seen> {
   // A bounded loop: each retry means the highest generation was cleaned up under us, i.e. a
   // newer one exists, which the next listing sees.
   for (let i = 0; i < MAX_CLAIMS; i++) {
-    let st;
+    let names: string[];
     try {
-      st = await stat(path);
+      names = await readdir(path);
     } catch (error) {
       if (code(error) === 'ENOENT') return { state: 'free', generation: 0 };
+      // The old format: a file.
+      if (code(error) === 'ENOTDIR') {
+        let mtimeMs: number;
+        try {
+          mtimeMs = (await stat(path)).mtimeMs;
+        } catch (again) {
+          if (code(again) === 'ENOENT') continue;
+          throw again;
+        }
+        return inspectLegacy(path, mtimeMs, o);
+      }
       throw error;
     }
-    if (!st.isDirectory()) return inspectLegacy(path, st.mtimeMs, o);
-    const generation = highestGeneration(await listing(path));
+    const generation = highestGeneration(names);
     if (generation === 0) return { state: 'free', generation: 0 };
     const seen = await inspectGeneration(path, generation, o);
     if (seen) return seen;
@@ -317,6 +327,25 @@ async function setMtime(path: string, ms: number): Promise<void> {
   await utimes(path, s, s);
 }
 
+/**
+ * Removes a generation or prepared directory: its two known files, then the directory. Cheaper
+ * than a recursive rm on the hot path of a race; anything unexpected inside falls back to one.
+ */
+async function removeDir(dir: string): Promise<void> {
+  for (const name of [OWNER_FILE, RELEASED_FILE]) {
+    await unlink(join(dir, name)).catch((error: unknown) => {
+      if (code(error) !== 'ENOENT') throw error;
+    });
+  }
+  try {
+    await rmdir(dir);
+  } catch (error) {
+    if (code(error) === 'ENOENT') return;
+    if (code(error) !== 'ENOTEMPTY' && code(error) !== 'EEXIST') throw error;
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 /** Best effort: leftovers only cost disk space, and a failure here must not fail the run that just won. */
 async function cleanUp(container: string, generation: number, o: ResolvedOptions): Promise<void> {
   let names: string[];
@@ -330,10 +359,10 @@ async function cleanUp(container: string, generation: number, o: ResolvedOptions
     const full = join(container, name);
     try {
       if (m && Number(m[1]) < generation) {
-        await rm(full, { recursive: true, force: true });
+        await removeDir(full);
       } else if (TMP.test(name) && o.clock() - (await stat(full)).mtimeMs > o.staleMs) {
         // Someone's claim that crashed before its rename; a live claim's is fresh.
-        await rm(full, { recursive: true, force: true });
+        await removeDir(full);
       }
     } catch {
       // Another process cleaned it first.
@@ -395,7 +424,7 @@ class Claimer {
     // A slow process can recreate a number that was cleaned up, but only below a higher
     // generation, which is never removed: seeing one means we lost.
     if (highestGeneration(await listing(path)) !== generation) {
-      await rm(claimed, { recursive: true, force: true });
+      await removeDir(claimed);
       return false;
     }
     return true;
@@ -403,7 +432,7 @@ class Claimer {
 
   /** Removes the prepared owner of a claim we did not make. Best effort: cleanUp catches leftovers. */
   async dispose(): Promise<void> {
-    if (this.#prepared !== undefined) await rm(this.#prepared, { recursive: true, force: true }).catch(() => {});
+    if (this.#prepared !== undefined) await removeDir(this.#prepared).catch(() => {});
     this.#prepared = undefined;
   }
 }
