@@ -1,75 +1,347 @@
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { fork, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { acquirePipelineLock, LockedError } from '../../src/run/lock.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GenpipeError } from '../../src/api/errors.js';
+import { acquirePipelineLock, claimGeneration, LockedError, LockLostError, readPipelineLock, type LockOwner } from '../../src/run/lock.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-lock-'));
 const never = new AbortController().signal;
+let seq = 0;
+const fresh = (): string => join(dir, `p${++seq}`, '.lock');
 
-/** A pid that surely is not running: a child that has exited. */
-async function deadPid(): Promise<number> {
-  const child = spawn(process.execPath, ['-e', '']);
-  await new Promise((resolve) => child.on('exit', resolve));
-  return child.pid as number;
+function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
 }
+
+/** Sets a file's mtime this many milliseconds into the past. */
+function age(path: string, ms: number): void {
+  const t = (Date.now() - ms) / 1000;
+  utimesSync(path, t, t);
+}
+
+// ---- Child processes running test/run/lock-worker.mjs on the built library -------------------
+
+const workerScript = new URL('./lock-worker.mjs', import.meta.url).pathname;
+const builtLock = new URL('../../dist/run/lock.js', import.meta.url).pathname;
+const sourceLock = new URL('../../src/run/lock.ts', import.meta.url).pathname;
+
+interface Reply {
+  id: number;
+  won: boolean;
+  displaced?: { owner: LockOwner | null; reason: string } | null;
+  code?: string | null;
+  message?: string;
+}
+
+interface AcquireRequest {
+  path: string;
+  runId: string;
+  host?: string;
+  clockMs?: number;
+  staleMs?: number;
+  refreshMs?: number;
+}
+
+class Worker {
+  readonly child: ChildProcess;
+  readonly ready: Promise<void>;
+  #next = 0;
+  #waiting = new Map<number, (reply: Reply) => void>();
+
+  constructor() {
+    this.child = fork(workerScript, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    this.ready = new Promise((resolve, reject) => {
+      this.child.once('error', reject);
+      this.child.once('exit', (code) => reject(new Error(`lock worker exited early (${code})`)));
+      this.child.on('message', (msg: Reply | { ready: true }) => {
+        if ('ready' in msg) return resolve();
+        this.#waiting.get(msg.id)?.(msg);
+        this.#waiting.delete(msg.id);
+      });
+    });
+  }
+
+  acquire(request: AcquireRequest): Promise<Reply> {
+    const id = ++this.#next;
+    return new Promise((resolve) => {
+      this.#waiting.set(id, resolve);
+      this.child.send({ ...request, id, op: 'acquire' });
+    });
+  }
+
+  /** Ends the process without releasing anything; resolves once its pid is gone. */
+  crash(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.child.exitCode !== null) return resolve();
+      this.child.once('exit', () => resolve());
+      this.child.send({ op: 'exit' });
+    });
+  }
+}
+
+beforeAll(() => {
+  // The workers run dist/: a build older than the source would test old code.
+  if (!existsSync(builtLock) || statSync(builtLock).mtimeMs < statSync(sourceLock).mtimeMs) {
+    throw new Error('dist/run/lock.js is missing or older than src/run/lock.ts: run `npm run build` first (npm test does).');
+  }
+});
+
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
 
 describe('the pipeline lock', () => {
   it('refuses a second run with skip, naming the owner, and frees the lock on release', async () => {
-    const path = join(dir, 'a', '.lock');
+    const path = fresh();
     const first = await acquirePipelineLock(path, 'run-1', 'skip', never);
-    const error = await acquirePipelineLock(path, 'run-2', 'skip', never).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const error = await rejection(acquirePipelineLock(path, 'run-2', 'skip', never));
     expect(error).toBeInstanceOf(LockedError);
-    expect((error as LockedError).message).toMatch(new RegExp(`run run-1, pid ${process.pid} on `));
+    expect((error as LockedError).code).toBe('locked');
+    expect((error as LockedError).message).toMatch(new RegExp(`run run-1, pid ${process.pid} on ${hostname()}, since `));
     await first.release();
-    expect(existsSync(path)).toBe(false);
+    expect(await readPipelineLock(path)).toEqual({ state: 'free' });
     const second = await acquirePipelineLock(path, 'run-2', 'skip', never);
+    expect(second.displaced).toBeUndefined();
     await second.release();
   });
 
-  it('takes over a lock left by a dead process', async () => {
-    const path = join(dir, 'b', '.lock');
-    mkdirSync(join(dir, 'b'), { recursive: true });
-    writeFileSync(path, JSON.stringify({ pid: await deadPid(), host: hostname(), runId: 'crashed', startedAt: '2026-01-01T00:00:00.000Z' }));
+  it('takes over at once a lock whose process on this host is gone', async () => {
+    const path = fresh();
+    const crashed = new Worker();
+    await crashed.ready;
+    expect(await crashed.acquire({ path, runId: 'crashed' })).toMatchObject({ won: true });
+    await crashed.crash();
     const lock = await acquirePipelineLock(path, 'run-3', 'skip', never);
-    expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ pid: process.pid, runId: 'run-3' });
+    expect(lock.displaced).toMatchObject({ reason: 'stale', owner: { runId: 'crashed', pid: crashed.child.pid, host: hostname() } });
+    expect(await readPipelineLock(path)).toMatchObject({ state: 'held', owner: { runId: 'run-3', pid: process.pid } });
     await lock.release();
   });
 
-  it('wait: takes the lock once its owner releases it', async () => {
-    const path = join(dir, 'c', '.lock');
+  it('wait: takes the lock once its owner releases it; an abort or maxWaitMs ends the wait', async () => {
+    const path = fresh();
     const first = await acquirePipelineLock(path, 'run-1', 'skip', never);
     let acquired = false;
-    const waiting = acquirePipelineLock(path, 'run-2', 'wait', never, 10).then((lock) => {
+    const waiting = acquirePipelineLock(path, 'run-2', 'wait', never, { pollMs: 10 }).then((lock) => {
       acquired = true;
       return lock;
     });
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(acquired).toBe(false);
+
+    const controller = new AbortController();
+    const aborted = rejection(acquirePipelineLock(path, 'run-3', 'wait', controller.signal, { pollMs: 10 }));
+    controller.abort();
+    expect(await aborted).toMatchObject({ code: 'aborted' });
+    expect(await rejection(acquirePipelineLock(path, 'run-4', 'wait', never, { pollMs: 10, maxWaitMs: 30 }))).toBeInstanceOf(LockedError);
+
     await first.release();
     const second = await waiting;
-    expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ runId: 'run-2' });
+    expect(await readPipelineLock(path)).toMatchObject({ state: 'held', owner: { runId: 'run-2' } });
     await second.release();
   });
 
   it('allow takes no lock at all', async () => {
-    const path = join(dir, 'd', '.lock');
+    const path = fresh();
     const first = await acquirePipelineLock(path, 'run-1', 'skip', never);
     const overlapping = await acquirePipelineLock(path, 'run-2', 'allow', never);
     await overlapping.release();
-    expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ runId: 'run-1' });
+    expect(overlapping.signal.aborted).toBe(false);
+    expect(await readPipelineLock(path)).toMatchObject({ state: 'held', owner: { runId: 'run-1' } });
     await first.release();
   });
 
-  it('release never removes a lock that another run took over', async () => {
-    const path = join(dir, 'e', '.lock');
-    const first = await acquirePipelineLock(path, 'run-1', 'skip', never);
-    writeFileSync(path, JSON.stringify({ pid: process.pid, host: hostname(), runId: 'someone-else', startedAt: 'x' }));
-    await first.release();
-    expect(existsSync(path)).toBe(true);
+  it('refuses a refresh period that does not fit twice in the stale period', async () => {
+    const error = await rejection(acquirePipelineLock(fresh(), 'run-1', 'skip', never, { staleMs: 100, refreshMs: 60 }));
+    expect(error).toBeInstanceOf(GenpipeError);
+    expect((error as GenpipeError).code).toBe('invalid_input');
   });
+
+  it("another host's lock is never judged by its pid: refused while refreshed, taken once its refresh stopped for staleMs", async () => {
+    const path = fresh();
+    const t0 = Date.UTC(2030, 0, 1);
+    const staleMs = 60_000;
+    const elsewhere = new Worker();
+    await elsewhere.ready;
+    // Its clock stands at t0, so its lock's mtime says it last refreshed at t0.
+    expect(await elsewhere.acquire({ path, runId: 'remote', host: 'elsewhere', clockMs: t0 })).toMatchObject({ won: true });
+    // Its pid is gone now; a pid means nothing for another host, and its refresh is 1 s old.
+    await elsewhere.crash();
+    const soon = { clock: () => t0 + 1_000, staleMs };
+    expect(await readPipelineLock(path, soon)).toMatchObject({ state: 'held', owner: { host: 'elsewhere', runId: 'remote' } });
+    const refused = await rejection(acquirePipelineLock(path, 'local', 'skip', never, soon));
+    expect(refused).toBeInstanceOf(LockedError);
+    expect((refused as LockedError).owner).toMatchObject({ host: 'elsewhere', runId: 'remote' });
+
+    const late = { clock: () => t0 + staleMs + 1_000, staleMs };
+    const lock = await acquirePipelineLock(path, 'local', 'skip', never, late);
+    expect(lock.displaced).toMatchObject({ reason: 'stale', owner: { host: 'elsewhere', runId: 'remote' } });
+    await lock.release();
+  });
+
+  it('the heartbeat keeps a live lock fresh for another host', async () => {
+    const path = fresh();
+    let now = Date.UTC(2030, 0, 1);
+    const clock = (): number => now;
+    const staleMs = 10_000;
+    const holder = await acquirePipelineLock(path, 'live', 'skip', never, { host: 'host-a', clock, staleMs, refreshMs: 20 });
+    // Time jumps past the stale period: only a refresh after the jump makes the lock fresh again.
+    now += 5 * staleMs;
+    const observer = { host: 'host-b', clock, staleMs };
+    let state = (await readPipelineLock(path, observer)).state;
+    // Bounded: about 5 s of real time at most; 20 ms refreshes need far fewer rounds.
+    for (let i = 0; i < 250 && state !== 'held'; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      state = (await readPipelineLock(path, observer)).state;
+    }
+    expect(state).toBe('held');
+    expect(await rejection(acquirePipelineLock(path, 'other', 'skip', never, observer))).toBeInstanceOf(LockedError);
+    expect(holder.signal.aborted).toBe(false);
+    await holder.release();
+  });
+
+  it('breakLock takes a live lock, names whom it displaced; the displaced holder learns it lost, and its release leaves the new lock alone', async () => {
+    const path = fresh();
+    const lost: LockLostError[] = [];
+    const first = await acquirePipelineLock(path, 'run-1', 'skip', never, { refreshMs: 10, staleMs: 60_000, onCompromised: (e) => lost.push(e) });
+    const second = await acquirePipelineLock(path, 'run-2', 'skip', never, { breakLock: true });
+    expect(second.displaced).toMatchObject({ reason: 'broken', owner: { runId: 'run-1', pid: process.pid, host: hostname() } });
+    // The first holder's heartbeat (every 10 ms) finds the newer generation.
+    // Bounded: about 5 s of real time at most.
+    for (let i = 0; i < 250 && !first.signal.aborted; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(first.signal.aborted).toBe(true);
+    expect(first.signal.reason).toBeInstanceOf(LockLostError);
+    expect((first.signal.reason as LockLostError).owner).toMatchObject({ runId: 'run-2' });
+    expect(lost).toHaveLength(1);
+    await first.release();
+    expect(await readPipelineLock(path)).toMatchObject({ state: 'held', owner: { runId: 'run-2' } });
+    const third = await rejection(acquirePipelineLock(path, 'run-3', 'skip', never));
+    expect((third as LockedError).owner).toMatchObject({ runId: 'run-2' });
+    await second.release();
+    expect(await readPipelineLock(path)).toEqual({ state: 'free' });
+  });
+
+  it('a lock removed from under its holder is reported lost', async () => {
+    const path = fresh();
+    const lost: LockLostError[] = [];
+    const lock = await acquirePipelineLock(path, 'run-1', 'skip', never, { refreshMs: 10, onCompromised: (e) => lost.push(e) });
+    rmSync(path, { recursive: true, force: true });
+    // Bounded: about 5 s of real time at most.
+    for (let i = 0; i < 250 && !lock.signal.aborted; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(lock.signal.reason).toBeInstanceOf(LockLostError);
+    expect(lost).toEqual([lock.signal.reason]);
+    await lock.release();
+    expect(existsSync(path)).toBe(false);
+  });
+
+  it('a slow process that recreates a cleaned-up generation below the live one does not get the lock', async () => {
+    const path = fresh();
+    // Generations 1..4 taken and released, 5 held: 1..4 were cleaned up as each newer one was taken.
+    for (let i = 1; i <= 4; i++) await (await acquirePipelineLock(path, `old-${i}`, 'skip', never)).release();
+    const live = await acquirePipelineLock(path, 'live', 'skip', never);
+    expect(readdirSync(path).filter((n) => n.startsWith('g-'))).toEqual(['g-5']);
+    // A process that judged generation 2 stale long ago now claims generation 3.
+    expect(await claimGeneration(path, 3, 'slow')).toBe(false);
+    expect(await readPipelineLock(path)).toMatchObject({ state: 'held', owner: { runId: 'live' } });
+    expect(readdirSync(path).filter((n) => n.startsWith('g-'))).toEqual(['g-5']);
+    await live.release();
+  });
+
+  describe('what a crash leaves behind never wedges the lock', () => {
+    it('an empty old-format .lock file (crash between create and write): refused while recent, taken once stale', async () => {
+      const path = fresh();
+      mkdirSync(join(path, '..'), { recursive: true });
+      writeFileSync(path, '');
+      expect(await rejection(acquirePipelineLock(path, 'run-1', 'skip', never))).toBeInstanceOf(LockedError);
+      age(path, 61_000);
+      const lock = await acquirePipelineLock(path, 'run-1', 'skip', never);
+      expect(lock.displaced).toMatchObject({ reason: 'stale', owner: undefined });
+      expect(statSync(path).isDirectory()).toBe(true);
+      await lock.release();
+    });
+
+    it('an old-format .lock file of a dead process on this host is taken at once; of a live one, refused however old', async () => {
+      const path = fresh();
+      mkdirSync(join(path, '..'), { recursive: true });
+      const crashed = new Worker();
+      await crashed.ready;
+      await crashed.crash();
+      writeFileSync(path, JSON.stringify({ pid: crashed.child.pid, host: hostname(), runId: 'old-crashed', startedAt: '2026-01-01T00:00:00.000Z' }));
+      const lock = await acquirePipelineLock(path, 'run-1', 'skip', never);
+      expect(lock.displaced).toMatchObject({ reason: 'stale', owner: { runId: 'old-crashed' } });
+      await lock.release();
+
+      const other = fresh();
+      mkdirSync(join(other, '..'), { recursive: true });
+      // An old genpipe never refreshes its file: on this host only its pid says whether it runs.
+      writeFileSync(other, JSON.stringify({ pid: process.pid, host: hostname(), runId: 'old-live', startedAt: '2026-01-01T00:00:00.000Z' }));
+      age(other, 3_600_000);
+      expect(await rejection(acquirePipelineLock(other, 'run-2', 'skip', never))).toMatchObject({ owner: { runId: 'old-live' } });
+    });
+
+    it('a generation whose owner record is empty (torn write): refused while recent, taken once stale', async () => {
+      const path = fresh();
+      mkdirSync(join(path, 'g-3'), { recursive: true });
+      writeFileSync(join(path, 'g-3', 'owner.json'), '');
+      expect(await readPipelineLock(path)).toMatchObject({ state: 'held', owner: undefined });
+      expect(await rejection(acquirePipelineLock(path, 'run-1', 'skip', never))).toBeInstanceOf(LockedError);
+      age(join(path, 'g-3'), 61_000);
+      const lock = await acquirePipelineLock(path, 'run-1', 'skip', never);
+      expect(lock.displaced).toMatchObject({ reason: 'stale', owner: undefined });
+      expect(readdirSync(path).filter((n) => n.startsWith('g-'))).toEqual(['g-4']);
+      await lock.release();
+    });
+
+    it('an empty lock directory and an abandoned claim are nobody’s lock', async () => {
+      const path = fresh();
+      mkdirSync(join(path, 'tmp-abandoned'), { recursive: true });
+      writeFileSync(join(path, 'tmp-abandoned', 'owner.json'), JSON.stringify({ pid: 1, host: 'x', runId: 'never-claimed', startedAt: 'x' }));
+      age(join(path, 'tmp-abandoned'), 61_000);
+      const lock = await acquirePipelineLock(path, 'run-1', 'skip', never);
+      expect(lock.displaced).toBeUndefined();
+      // The winner cleans up claims that crashed before their rename.
+      expect(readdirSync(path)).toEqual(['g-1']);
+      await lock.release();
+    });
+  });
+
+  it('300 racing takeovers of a stale lock by 6 processes: exactly one winner each time', async () => {
+    const trials = 300;
+    const racers = Array.from({ length: 6 }, () => new Worker());
+    const crasher = new Worker();
+    await Promise.all([...racers, crasher].map((w) => w.ready));
+    const paths = Array.from({ length: trials }, () => fresh());
+    // Half the locks are left by a process of this host that then dies (stale by pid), half by
+    // another host whose last refresh was long ago (stale by mtime).
+    const setUp = await Promise.all(
+      paths.map((path, i) => crasher.acquire(i % 2 === 0 ? { path, runId: `crashed-${i}` } : { path, runId: `crashed-${i}`, host: 'gone-host', clockMs: Date.UTC(2020, 0, 1) })),
+    );
+    expect(setUp.filter((r) => !r.won)).toEqual([]);
+    await crasher.crash();
+
+    const doubles: string[] = [];
+    const otherwise: string[] = [];
+    for (const [i, path] of paths.entries()) {
+      const replies = await Promise.all(racers.map((w, k) => w.acquire({ path, runId: `r${k}-t${i}` })));
+      const winners = replies.flatMap((r, k) => (r.won ? [`r${k}-t${i}`] : []));
+      const holder = await readPipelineLock(path);
+      if (winners.length > 1) doubles.push(`trial ${i}: ${winners.join(', ')} all won; the lock says ${JSON.stringify(holder)}`);
+      else if (winners.length === 0) otherwise.push(`trial ${i}: nobody won: ${JSON.stringify(replies)}`);
+      else if (holder.state !== 'held' || holder.owner?.runId !== winners[0]) otherwise.push(`trial ${i}: ${winners[0]} won but the lock says ${JSON.stringify(holder)}`);
+      // Losers lost to the winner, not to an error; the winner displaced the crashed owner.
+      for (const r of replies) {
+        if (!r.won && r.code !== 'locked') otherwise.push(`trial ${i}: a racer failed: ${r.message}`);
+        if (r.won && (r.displaced?.reason !== 'stale' || r.displaced.owner?.runId !== `crashed-${i}`)) {
+          otherwise.push(`trial ${i}: the winner displaced ${JSON.stringify(r.displaced)}`);
+        }
+      }
+    }
+    await Promise.all(racers.map((w) => w.crash()));
+    expect(doubles).toEqual([]);
+    expect(otherwise).toEqual([]);
+  }, 60_000);
 });
