@@ -220,8 +220,10 @@ describe('agent steps', () => {
           const started = Date.now();
           const timer = setInterval(() => {
             const root = join(out, 'nightly');
-            if (existsSync(root) && readdirSync(root).length === 1) {
-              runDir = join(root, readdirSync(root)[0] as string);
+            // Run directories only: the lock (.lock/) lives beside them.
+            const runs = existsSync(root) ? readdirSync(root).filter((n) => !n.startsWith('.')) : [];
+            if (runs.length === 1) {
+              runDir = join(root, runs[0] as string);
               const text = existsSync(join(runDir, 'journal.jsonl')) ? readFileSync(join(runDir, 'journal.jsonl'), 'utf8') : '';
               if (text.includes('"agent_session"')) send('SIGKILL');
               if (text.includes('"agent_session"') || Date.now() - started > 60_000) clearInterval(timer);

@@ -15,7 +15,7 @@ import type { RunEvent } from '../../src/run/events.js';
 import { buildCostReport } from '../../src/report/cost-report.js';
 import { createRunDir, planHash } from '../../src/run/run-dir.js';
 import { runPlan, type RateLimiter } from '../../src/run/runner.js';
-import { BIN, cleanTemps, emuRequests, marketingManifest, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
+import { BIN, cleanTemps, emuRequests, marketingManifest, waitForRequests, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
 
 afterAll(cleanTemps);
 
@@ -154,6 +154,35 @@ describe('a run always ends', () => {
       const runDir = findRunDir(out, 'piped');
       expect(journalOf(runDir).records.at(-1)).toMatchObject({ type: 'run_finished', outcome: 'completed' });
       expect(emuRequests(emu).filter((r) => r.status === 'completed')).toHaveLength(12);
+    });
+  });
+});
+
+describe('one run per pipeline', () => {
+  it('--break-lock takes the lock from a live run, naming it; the displaced run notices and stops with exit 4, resumable', { timeout: 90_000 }, async () => {
+    // Requests stay queued for a minute: the first run is live, with work in flight, when it loses the lock.
+    await withEmulator({ timeScale: 1, durations: { 'character-sheet': { queuedMs: [60_000, 60_000], runMs: [1_000, 1_000] } } }, async (emu) => {
+      const dir = tempDir();
+      const out = tempDir();
+      const manifest = sheetsManifest(dir, 2, { name: 'locked' });
+      const first = runCli(['run', manifest, '--base-url', emu.url, '--out', out], { timeoutMs: 80_000 });
+      expect(await waitForRequests(emu, 2)).toBe(true);
+      const runDir = findRunDir(out, 'locked');
+      const firstId = runDir.split('/').pop() as string;
+
+      const skipped = await runCli(['run', manifest, '--base-url', emu.url, '--out', out]);
+      expect(skipped.code).toBe(4);
+      // Taken deliberately; the second run stops at once (a budget of 0) and lets the lock go.
+      const breaker = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--break-lock', '--budget', '0']);
+      expect(breaker.code, breaker.stderr).toBe(3);
+      expect(breaker.stderr).toContain(`--break-lock took the pipeline's lock from run ${firstId} (pid `);
+
+      const displaced = await first;
+      expect(displaced.code, displaced.stderr).toBe(4);
+      expect(displaced.stderr).toMatch(/lock/i);
+      expect(journalOf(runDir).records.at(-1)).toMatchObject({ type: 'run_finished' });
+      // Nothing was sent twice: two requests, one per key.
+      expect(emuRequests(emu)).toHaveLength(2);
     });
   });
 });

@@ -39,6 +39,7 @@ const RUN_OPTIONS = {
   reuse: { type: 'boolean' },
   'retry-budget': { type: 'string' },
   'allow-changed': { type: 'boolean' },
+  'break-lock': { type: 'boolean' },
   'cancel-on-abort': { type: 'boolean' },
   quiet: { type: 'boolean' },
   'json-logs': { type: 'boolean' },
@@ -76,6 +77,8 @@ const RUN_HELP = `Options:
                        a slow fallback
   --overlap POLICY     another run of this pipeline holds the lock: skip (exit 4, the default),
                        wait for it, or allow both
+  --break-lock         take the pipeline's lock even from a live run (which then stops, exit 4);
+                       the displaced run is named on stderr
   --quiet              print only errors and the summary
   --json-logs          one JSON event per line on stdout, for log shippers
   --progress-interval S
@@ -221,18 +224,23 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
       }
       runDir = resolve(resumeDir);
       runId = previous.runId;
-      lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, overlap, io.signal);
+      lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, overlap, io.signal, { breakLock: values['break-lock'] === true });
     } else {
       const root = resolve(values.out ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'));
       // The lock first: a run refused for overlapping leaves nothing behind.
       runId = newRunId();
-      lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, overlap, io.signal);
+      lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, overlap, io.signal, { breakLock: values['break-lock'] === true });
       try {
         ({ dir: runDir } = await createRunDir(root, plan, resolve(manifestPath), hash, new Date(), runId, serviceRecord(config, embedded !== undefined)));
       } catch (error) {
         await lock.release();
         throw error;
       }
+    }
+    if (lock.displaced) {
+      const { owner, reason } = lock.displaced;
+      const who = owner ? `run ${owner.runId} (pid ${owner.pid} on ${owner.host}, since ${owner.startedAt})` : 'a lock with no readable owner';
+      io.err(reason === 'broken' ? `warning: --break-lock took the pipeline's lock from ${who}, which was still live; it stops when it notices (exit 4).` : `note: took over the stale lock of ${who}.`);
     }
     const progress = progressFor(
       { out: (t) => io.out(t), err: (t) => io.err(t) },
@@ -255,7 +263,8 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
         runDir,
         runId,
         planHash: hash,
-        signal: io.signal,
+        // A run that lost its lock (taken over, or its folder gone) stops as on Ctrl-C; see below.
+        signal: AbortSignal.any([io.signal, lock.signal]),
         catalog,
         concurrency,
         ratePerSecond: rate,
@@ -277,6 +286,8 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
       await lock.release();
     }
     await writeCostReport(runDir, { creditsPerUsd: config.creditsPerUsd });
+    // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence.
+    if (lock.signal.aborted && !io.signal.aborted) throw lock.signal.reason;
     return exitCodeOf(summary);
   } finally {
     await sources.close();
