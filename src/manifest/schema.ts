@@ -5,10 +5,10 @@
  */
 import * as z from 'zod';
 import { VARIATION_INDEX_MAX } from '../api/wire.js';
+import { MODEL_NAMES } from '../models/registry.js';
 
-/** Built-in model names; a step may also name a raw endpoint path such as `/vendor/new-model`. */
-export const MODEL_NAMES = ['character-sheet', 'marketing-image', 'agent', 'dop', 'soul', 'speak', 'soul-standard'] as const;
-export type ModelName = (typeof MODEL_NAMES)[number];
+/** Built-in model names (one definition each in src/models/); a step may also name a raw endpoint path such as `/vendor/new-model`. */
+export { MODEL_NAMES, type ModelName } from '../models/registry.js';
 
 const identifier = (what: string) =>
   z.string().regex(/^[a-z][a-z0-9_-]{0,62}$/, `${what} must start with a lowercase letter and use only a-z, 0-9, - and _ (at most 63 characters)`);

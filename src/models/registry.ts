@@ -1,95 +1,31 @@
 /**
- * What the plan needs to know of each generation model: how a step's input becomes a valid
- * request body, where local image paths may stand, what it costs, and the shape of its outputs
- * (so a for_each step can be checked before its upstream has run). Adding a model means adding one
- * entry here (and, for running it, one adapter in this folder).
+ * Every model genpipe can run, by the name a manifest uses, and the raw endpoint path that can only
+ * be planned. Adding a model is one file in this folder (see model.ts) and one line in the list
+ * below: the manifest's model names, the plan's rules and prices and the run's adapter all come
+ * from it.
  */
-import { buildCharacterSheetRequest } from '../api/character-sheet.js';
-import { buildMarketingImageRequest } from '../api/marketing-image.js';
-import { validateBody } from '../api/validate.js';
-import {
-  CHARACTER_SHEET_PRICE_USD,
-  DopParams,
-  SendMessageRequest,
-  SoulParams,
-  SoulStandardRequest,
-  SpeakParams,
-  type OptionsCatalog,
-} from '../api/wire.js';
-import type { ModelName } from '../manifest/schema.js';
+import { agent } from './agent.js';
+import { characterSheet } from './character-sheet.js';
+import { dop } from './dop.js';
+import { marketingImage } from './marketing-image.js';
+import { imageOutputs, type ImageField, type ModelDefinition, type ModelSpec } from './model.js';
+import type { ModelAdapter } from './adapter.js';
+import { soulStandard } from './soul-standard.js';
+import { soul } from './soul.js';
+import { speak } from './speak.js';
 
-/** A place in a request body that holds an image URL: `*` stands for every array item. */
-export type ImageField = readonly (string | '*')[];
+export type { ImageField, ModelDefinition, ModelSpec } from './model.js';
 
-export interface ModelSpec {
-  name: ModelName | 'raw';
-  /** Validates the rendered input and returns the request body; throws InvalidInputError. */
-  build(input: unknown, context: { catalog?: OptionsCatalog | undefined }): unknown;
-  /** Where local file paths may stand in for image URLs. */
-  imageFields: readonly ImageField[];
-  /** Listed price per instance in US$, when the spec states one. */
-  listPriceUsd?: number;
-  /** Outputs as a downstream template sees them, with placeholder URLs, for plan-time checks. */
-  placeholderOutputs(instanceId: string): Record<string, unknown>;
-  /** Whether the selection needs the live options catalog to be checked. */
-  needsCatalog?(input: unknown): boolean;
-}
+export const MODEL_DEFINITIONS = [characterSheet, marketingImage, agent, dop, soul, speak, soulStandard] as const;
 
-const placeholderUrl = (instanceId: string, name: string): string => `https://upstream.genpipe.invalid/${encodeURIComponent(instanceId)}/${name}`;
-const imageOutputs = (id: string): Record<string, unknown> => ({ request_id: '00000000-0000-4000-8000-000000000000', images: [{ url: placeholderUrl(id, 'image-0.png') }] });
-const videoOutputs = (id: string): Record<string, unknown> => ({ request_id: '00000000-0000-4000-8000-000000000000', video: { url: placeholderUrl(id, 'video.mp4') } });
+export type ModelName = (typeof MODEL_DEFINITIONS)[number]['name'];
 
-export const MODELS: Readonly<Record<ModelName, ModelSpec>> = {
-  'character-sheet': {
-    name: 'character-sheet',
-    build: (input, { catalog }) => buildCharacterSheetRequest(input, catalog),
-    imageFields: [['image_url'], ['item_image_urls', '*']],
-    listPriceUsd: CHARACTER_SHEET_PRICE_USD,
-    placeholderOutputs: imageOutputs,
-    needsCatalog: (input) => {
-      const selection = (input as { selection?: unknown } | null)?.selection;
-      return selection !== null && typeof selection === 'object' && Object.keys(selection).length > 0;
-    },
-  },
-  'marketing-image': {
-    name: 'marketing-image',
-    build: (input) => buildMarketingImageRequest(input),
-    imageFields: [['image_urls', '*']],
-    placeholderOutputs: imageOutputs,
-  },
-  agent: {
-    name: 'agent',
-    build: (input) => validateBody(SendMessageRequest, input, 'agent message'),
-    imageFields: [],
-    placeholderOutputs: (id) => ({ session_id: '00000000-0000-4000-8000-000000000000', message_id: 'placeholder', answer: `answer of ${id}` }),
-  },
-  dop: {
-    name: 'dop',
-    build: (input) => validateBody(DopParams, input, 'DoP params'),
-    imageFields: [['input_images', '*', 'image_url'], ['input_images_end', '*', 'image_url']],
-    placeholderOutputs: videoOutputs,
-  },
-  soul: {
-    name: 'soul',
-    build: (input) => validateBody(SoulParams, input, 'Soul params'),
-    imageFields: [['image_reference', 'image_url']],
-    placeholderOutputs: imageOutputs,
-  },
-  speak: {
-    name: 'speak',
-    build: (input) => validateBody(SpeakParams, input, 'Speak params'),
-    imageFields: [['input_image', 'image_url']],
-    placeholderOutputs: videoOutputs,
-  },
-  'soul-standard': {
-    name: 'soul-standard',
-    build: (input) => validateBody(SoulStandardRequest, input, 'Soul standard request'),
-    imageFields: [],
-    placeholderOutputs: imageOutputs,
-  },
-};
+/** The names a manifest's `model:` takes, in the order the docs list them. */
+export const MODEL_NAMES = MODEL_DEFINITIONS.map((m) => m.name) as [ModelName, ...ModelName[]];
 
-/** A raw endpoint path: any JSON object body, no listed price. */
+const BY_NAME: ReadonlyMap<string, ModelDefinition> = new Map(MODEL_DEFINITIONS.map((m) => [m.name, m]));
+
+/** A raw endpoint path: any JSON object body, no listed price, planned but not run. */
 export const RAW_MODEL: ModelSpec = {
   name: 'raw',
   build: (input) => input,
@@ -97,7 +33,12 @@ export const RAW_MODEL: ModelSpec = {
   placeholderOutputs: imageOutputs,
 };
 
-export const modelFor = (model: string): ModelSpec => (Object.hasOwn(MODELS, model) ? MODELS[model as ModelName] : RAW_MODEL);
+export const modelFor = (model: string): ModelSpec => BY_NAME.get(model) ?? RAW_MODEL;
+
+/** The model's definition, or undefined for a raw endpoint path. */
+export const definitionOf = (model: string): ModelDefinition | undefined => BY_NAME.get(model);
+
+export const adapterFor = (model: string): ModelAdapter | undefined => BY_NAME.get(model)?.adapter;
 
 /** Visits every value at an image field of `body`, letting `replace` swap it. */
 export function mapImageFields(body: unknown, fields: readonly ImageField[], replace: (value: string) => string): unknown {

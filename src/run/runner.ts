@@ -20,8 +20,7 @@ import { sha256Hex } from '../api/transport.js';
 import type { OptionsCatalog } from '../api/wire.js';
 import { compileTemplate } from '../manifest/template.js';
 import type { AdapterContext, ModelAdapter, OutputRef, Submission, TrackResult } from '../models/adapter.js';
-import { adapterFor } from '../models/adapters.js';
-import { isRemoteUrl, mapImageFields } from '../models/registry.js';
+import { adapterFor, definitionOf, isRemoteUrl, mapImageFields } from '../models/registry.js';
 import { InstanceError, type Plan, type PlannedInstance, type StepPlan } from '../plan/plan.js';
 import { runIdempotencyKey } from '../plan/instance.js';
 import { csvRow } from '../util/csv.js';
@@ -627,7 +626,7 @@ class Runner {
    * when the model takes no seed.
    */
   #rerollSeed(step: StepPlan, instance: PlannedInstance, attempt: number): number | undefined {
-    if (!SEEDED_MODELS.has(step.model) || instance.body === null || typeof instance.body !== 'object') return undefined;
+    if (definitionOf(step.model)?.seeded !== true || instance.body === null || typeof instance.body !== 'object') return undefined;
     const used = this.#seedsOf(step);
     const start = Number.parseInt(sha256Hex(`${instance.id}\u0000${attempt}`).slice(0, 8), 16) % SEED_MAX;
     for (let probe = 0; probe < SEED_MAX; probe++) {
@@ -1099,8 +1098,6 @@ function withSeed(instance: PlannedInstance, seed: number): PlannedInstance {
 
 /** Seeds are 1 to 1,000,000 (§4.2; the legacy models take the same range here). */
 const SEED_MAX = 1_000_000;
-/** Models whose body takes a seed, so an nsfw result can be re-rolled. */
-const SEEDED_MODELS: ReadonlySet<string> = new Set(['character-sheet', 'dop', 'soul', 'speak']);
 /** Axes up to this many values are held as a set; longer ones must be arithmetic (ranges). */
 const SEED_SET_MAX = 200_000;
 

@@ -1,0 +1,14 @@
+/** An agent turn (§4.6): one message in a conversation's session, answered by polling. */
+import { validateBody } from '../api/validate.js';
+import { SendMessageRequest } from '../api/wire.js';
+import { agentAdapter } from './agent-adapter.js';
+import type { ModelDefinition } from './model.js';
+
+export const agent: ModelDefinition<'agent'> = {
+  name: 'agent',
+  build: (input) => validateBody(SendMessageRequest, input, 'agent message'),
+  imageFields: [],
+  placeholderOutputs: (id) => ({ session_id: '00000000-0000-4000-8000-000000000000', message_id: 'placeholder', answer: `answer of ${id}` }),
+  adapter: agentAdapter,
+  seeded: false,
+};

@@ -1,0 +1,44 @@
+/**
+ * One generation model, as genpipe knows it: how a step's input becomes a valid request body, where
+ * local image paths may stand, what it costs, the shape of its outputs (so a for_each step can be
+ * checked before its upstream has run), how a run submits and tracks it, and whether an nsfw
+ * result can be re-rolled with another seed. Each model is one file in this folder that exports
+ * one definition; `registry.ts` lists them.
+ */
+import type { OptionsCatalog } from '../api/wire.js';
+import type { ModelAdapter } from './adapter.js';
+
+/** A place in a request body that holds an image URL: `*` stands for every array item. */
+export type ImageField = readonly (string | '*')[];
+
+/** What the plan needs of a model (a raw endpoint path has one too, without an adapter). */
+export interface ModelSpec {
+  name: string;
+  /** Validates the rendered input and returns the request body; throws InvalidInputError. */
+  build(input: unknown, context: { catalog?: OptionsCatalog | undefined }): unknown;
+  /** Where local file paths may stand in for image URLs. */
+  imageFields: readonly ImageField[];
+  /** Listed price per instance in US$, when the spec states one. */
+  listPriceUsd?: number;
+  /** Outputs as a downstream template sees them, with placeholder URLs, for plan-time checks. */
+  placeholderOutputs(instanceId: string): Record<string, unknown>;
+  /** Whether the selection needs the live options catalog to be checked. */
+  needsCatalog?(input: unknown): boolean;
+}
+
+/** A model a manifest names and a run can run. */
+export interface ModelDefinition<Name extends string = string> extends ModelSpec {
+  name: Name;
+  /** How a run submits, tracks and stops it. */
+  adapter: ModelAdapter;
+  /** True when its body takes a `seed` (1 to 1,000,000), so an nsfw result can be re-rolled. */
+  seeded: boolean;
+}
+
+const placeholderUrl = (instanceId: string, name: string): string => `https://upstream.genpipe.invalid/${encodeURIComponent(instanceId)}/${name}`;
+const PLACEHOLDER_ID = '00000000-0000-4000-8000-000000000000';
+
+/** Placeholder outputs of a model that makes one image. */
+export const imageOutputs = (id: string): Record<string, unknown> => ({ request_id: PLACEHOLDER_ID, images: [{ url: placeholderUrl(id, 'image-0.png') }] });
+/** Placeholder outputs of a model that makes a video. */
+export const videoOutputs = (id: string): Record<string, unknown> => ({ request_id: PLACEHOLDER_ID, video: { url: placeholderUrl(id, 'video.mp4') } });

@@ -1,0 +1,14 @@
+/** Soul text-to-image, a legacy job set (§4.7). */
+import { validateBody } from '../api/validate.js';
+import { SoulParams } from '../api/wire.js';
+import { jobSetAdapter } from './job-set-adapter.js';
+import { imageOutputs, type ModelDefinition } from './model.js';
+
+export const soul: ModelDefinition<'soul'> = {
+  name: 'soul',
+  build: (input) => validateBody(SoulParams, input, 'Soul params'),
+  imageFields: [['image_reference', 'image_url']],
+  placeholderOutputs: imageOutputs,
+  adapter: jobSetAdapter((body, ctx) => ctx.client.legacy.soul(body as SoulParams, null, { signal: ctx.signal })),
+  seeded: true,
+};
