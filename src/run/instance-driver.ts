@@ -1,0 +1,688 @@
+/**
+ * The instance driver: one instance's life, from a resume decision to its final status and files,
+ * talking to the run only through its effects (see run-context.ts):
+ *
+ *   journal intent (synced) → submit → journal submitted → poll until final → journal status
+ *   → download each output (temp, fsync, rename) → journal downloaded
+ *
+ * A resumed instance is skipped (final), re-attached (submitted), resent with the same
+ * Idempotency-Key (an intent, keyed model) or reported as unknown (an intent without a key); with
+ * `--retry` it starts a new attempt with a new key, with `--reuse` it takes an earlier run's result,
+ * and an nsfw result is re-rolled with a seed no other instance of the plan has.
+ */
+import { agentPollInterval, AGENT_POLL, type TurnPollOptions } from '../api/agent.js';
+import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
+import { backoffDelay } from '../api/retry.js';
+import { abortError, sleep } from '../api/sleep.js';
+import { sha256Hex } from '../api/transport.js';
+import { compileTemplate } from '../manifest/template.js';
+import type { AdapterContext, ModelAdapter, OutputRef, Submission, TrackResult } from '../models/adapter.js';
+import { adapterFor, definitionOf, isRemoteUrl, mapImageFields } from '../models/registry.js';
+import { runIdempotencyKey } from '../plan/instance.js';
+import { InstanceError, type Plan, type PlannedInstance, type StepPlan } from '../plan/plan.js';
+import { csvRow } from '../util/csv.js';
+import { formatUsd } from '../util/format-usd.js';
+import { crashPoint } from './crash-points.js';
+import { DownloadError, downloadToFile } from './download.js';
+import type { TerminalStatus } from './journal-records.js';
+import { safeFileName } from './output-names.js';
+import type { OutputsCsv } from './outputs-csv.js';
+import { PollScheduler } from './poll-schedule.js';
+import { linkEarlierFile } from './reuse.js';
+import type { RunEffects } from './run-context.js';
+import { resumeAction, type InstanceState } from './run-state.js';
+import type { RetryStatus, RunOptions } from './run-options.js';
+import type { AsyncQueue } from './slots.js';
+
+/** A completed upstream instance, as its for_each step reads it. */
+export interface Upstream {
+  instance: PlannedInstance;
+  outputs: Record<string, unknown>;
+}
+
+const MAX_REROLLS = 3;
+/** How long a cancel (--cancel-on-abort) or an agent interrupt may take after Ctrl-C. */
+export const CANCEL_TIMEOUT_MS = 4_000;
+/** In webhook mode, how long to wait for a delivery before polling anyway (§6 rule 3: it may never come). */
+const WEBHOOK_FALLBACK_POLL_MS = 30_000;
+const BUSY_WAIT: TurnPollOptions = { initialMs: 2_000, maxMs: 10_000, factor: 1.5 };
+
+/** Codes that a later attempt may not meet again: the network, the service's own trouble. */
+const TRANSIENT = new Set(['network', 'timeout', 'request_timeout', 'server_error', 'backend_unavailable', 'rate_limited', 'conflict', 'invalid_response']);
+
+interface InstanceRecord {
+  step: string;
+  values: Record<string, unknown>;
+}
+
+export class InstanceDriver {
+  readonly #fx: RunEffects;
+  readonly #o: RunOptions;
+  readonly #plan: Plan;
+  readonly #outputs: OutputsCsv;
+  readonly #random: () => number;
+  readonly #polls: PollScheduler;
+  readonly #conversations = new Map<string, Promise<void>>();
+  readonly #records = new Map<string, InstanceRecord>();
+  /** Seeds given to re-rolls (journaled ones included), so two re-rolls never send the same one. */
+  readonly #rerollSeeds = new Set<number>();
+  /** Per step, which seeds its own instances send (see seedMembership). */
+  readonly #stepSeeds = new Map<string, (seed: number) => boolean>();
+
+  /** `outputs`: outputs.csv; a finished instance's rows go there at once (spilled to disk), and the run forgets it. */
+  constructor(fx: RunEffects, outputs: OutputsCsv) {
+    this.#fx = fx;
+    this.#o = fx.options;
+    this.#plan = fx.plan;
+    this.#outputs = outputs;
+    this.#random = fx.options.random ?? Math.random;
+    const defaults = fx.plan.loaded.manifest.defaults ?? {};
+    this.#polls = new PollScheduler(
+      {
+        ...(defaults.polling?.initial_ms ? { baseMs: defaults.polling.initial_ms } : {}),
+        ...(defaults.polling?.max_ms ? { capMs: defaults.polling.max_ms } : {}),
+        ...(defaults.polling?.min_ms ? { floorMs: defaults.polling.min_ms } : {}),
+        ...fx.options.poll,
+      },
+      this.#random,
+    );
+    for (const entry of fx.state.instances.values()) if (entry.rerollSeed !== undefined) this.#rerollSeeds.add(entry.rerollSeed);
+  }
+
+  /** Runs one instance of `step` to its end; a completed one is pushed to `completions` for its for_each step. */
+  async process(step: StepPlan, planned: PlannedInstance, completions: AsyncQueue<Upstream> | undefined): Promise<void> {
+    const adapter = adapterFor(step.model);
+    this.#records.set(planned.id, { step: step.id, values: planned.values });
+    if (!adapter) {
+      this.#fx.fail(step, planned.id, 'invalid_input', `raw model path ${step.model} can be planned but not run yet`);
+      return;
+    }
+    let entry = this.#fx.state.instances.get(planned.id);
+    try {
+      const retrying = this.#retryStatusOf(entry, adapter);
+      if (retrying !== undefined && this.#o.retry?.has(retrying)) {
+        // `--retry`: a new attempt of the same instance, with a new key; what came before is history.
+        await this.#fx.log({ type: 'retry', instance: planned.id, attempt: (entry?.retries ?? 0) + 1, previous: retrying }, true);
+        entry = this.#fx.state.instances.get(planned.id);
+      }
+      const instance = entry?.rerollSeed !== undefined ? withSeed(planned, entry.rerollSeed) : entry && entry.rerolls > 0 ? rerolledBefore(planned, entry.rerolls) : planned;
+      const final = await this.#drive(step, adapter, instance, entry);
+      if (final?.status === 'completed' && completions) completions.push({ instance: planned, outputs: final.outputs });
+      if (final) this.#compact(planned.id);
+    } catch (error) {
+      if (error instanceof GenpipeError && error.code === 'aborted') return;
+      throw error;
+    }
+  }
+
+  /** What `--retry` calls an instance's outcome so far (failed, canceled, nsfw, unknown), if it is one of those. */
+  #retryStatusOf(entry: InstanceState | undefined, adapter: ModelAdapter): RetryStatus | undefined {
+    const action = resumeAction(entry, adapter.idempotentSubmit, this.#fx.state.suspectAll);
+    if (action.kind === 'failed') return 'failed';
+    if (action.kind === 'unknown') return 'unknown';
+    if (action.kind === 'done' && action.status !== 'completed') return action.status;
+    return undefined;
+  }
+
+  /** The key this run sends for an instance: the plan's key bound to the run and the attempt (undefined for keyless models). */
+  #keyOf(adapter: ModelAdapter, instance: PlannedInstance, entry: InstanceState | undefined): string | undefined {
+    const planKey = adapter.idempotentSubmit ? instance.key : undefined;
+    return planKey === undefined ? undefined : runIdempotencyKey(planKey, this.#o.runId, entry?.retries ?? 0);
+  }
+
+  /** Runs an instance to a final status (or gives up on it); returns the final result, if any. */
+  async #drive(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, entry: InstanceState | undefined): Promise<{ status: TerminalStatus; outputs: Record<string, unknown> } | undefined> {
+    let action = resumeAction(entry, adapter.idempotentSubmit, this.#fx.state.suspectAll);
+    if (action.kind === 'done' && entry?.final) {
+      const final = entry.final;
+      if (final.status === 'completed' && !(await this.#downloadAll(step, instance.id, final.outputs as OutputRef[], entry))) return undefined;
+      if (entry.reusedFrom !== undefined) this.#fx.counts.reused++;
+      else {
+        this.#fx.count(final.status);
+        this.#fx.estimatedUsd += step.priceUsd ?? 0;
+      }
+      return { status: final.status, outputs: final.result ?? {} };
+    }
+    if (action.kind === 'failed') {
+      this.#fx.counts.failed++;
+      this.#fx.failures++;
+      return undefined;
+    }
+    if (action.kind === 'unknown') {
+      if (!this.#o.resubmitUnknown) {
+        this.#fx.counts.unknown++;
+        this.#fx.emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: 'an earlier submit may or may not have reached the service; resend it with `genpipe resume --retry unknown`' });
+        return undefined;
+      }
+      action = { kind: 'fresh' };
+    }
+    if (action.kind === 'fresh' && this.#o.reuse) {
+      const reused = await this.#reuse(step, instance);
+      if (reused) return reused;
+    }
+    const script = this.#script(step);
+    const conversation = step.model === 'agent' ? this.#conversationOf(step, instance) : undefined;
+    const release = conversation === undefined ? undefined : await this.#lockConversation(conversation);
+    try {
+      let submission: Submission | undefined = action.kind === 'reattach' ? action.submission : undefined;
+      let submittedAt = entry?.submittedAt ?? Date.now();
+      if (!submission) {
+        if (conversation !== undefined) script.sessionId = this.#fx.state.sessions.get(conversation);
+        const key = action.kind === 'resubmit_same_key' ? action.key : this.#keyOf(adapter, instance, this.#fx.state.instances.get(instance.id));
+        submission = await this.#submit(step, adapter, instance, key, script);
+        if (!submission) return undefined;
+        submittedAt = Date.now();
+        if (conversation !== undefined && submission.kind === 'agent_turn' && this.#fx.state.sessions.get(conversation) !== submission.sessionId) {
+          await this.#fx.log({ type: 'agent_session', conversation, sessionId: submission.sessionId }, true);
+        }
+      } else {
+        this.#fx.estimatedUsd += step.priceUsd ?? 0;
+      }
+      const result = await this.#track(step, adapter, instance, submission, submittedAt, script);
+      if (!result) return undefined;
+      if (result.status === 'nsfw' && (step.step.on_nsfw ?? this.#plan.loaded.manifest.defaults?.on_nsfw) === 'reroll') {
+        const attempt = (this.#fx.state.instances.get(instance.id)?.rerolls ?? 0) + 1;
+        const seed = attempt <= MAX_REROLLS ? this.#rerollSeed(step, instance, attempt) : undefined;
+        if (seed !== undefined) {
+          // The nsfw attempt is refunded (§8); the instance goes on with a seed no other instance
+          // of the plan has, so the re-roll never buys a duplicate. The seed is journaled as sent.
+          await this.#fx.log({ type: 'reroll', instance: instance.id, attempt, seed }, true);
+          this.#fx.counts.rerolled++;
+          this.#fx.emit({ type: 'instance_rerolled', step: step.id, instance: instance.id, attempt, seed, estimatedUsd: step.priceUsd });
+          this.#fx.estimatedUsd -= step.priceUsd ?? 0;
+          release?.();
+          return this.#drive(step, adapter, withSeed(instance, seed), this.#fx.state.instances.get(instance.id));
+        }
+      }
+      this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: result.status, estimatedUsd: step.priceUsd, actualCostUsd: result.actualCostUsd, error: result.error });
+      if (result.status === 'completed' && !(await this.#downloadAll(step, instance.id, result.files, this.#fx.state.instances.get(instance.id)))) return undefined;
+      this.#fx.count(result.status);
+      if (result.status !== 'completed') this.#fx.noteFailure(step, instance.id);
+      return { status: result.status, outputs: result.outputs };
+    } finally {
+      release?.();
+    }
+  }
+
+  /**
+   * `--reuse`: an earlier run completed the same model and body, so its files are linked in and the
+   * instance is done at US$0, with nothing sent. Undefined when there is nothing to reuse (or an
+   * earlier file is gone or changed): the instance is generated as usual.
+   */
+  async #reuse(step: StepPlan, instance: PlannedInstance): Promise<{ status: TerminalStatus; outputs: Record<string, unknown> } | undefined> {
+    const bodyHash = sha256Hex(JSON.stringify(instance.body));
+    const found = this.#o.reuse?.find(step.model, bodyHash);
+    if (!found) return undefined;
+    const paths = found.outputs.map((file, index) => outputPath(step.id, instance.id, file, found.outputs.length, index));
+    for (const [index, file] of found.files.entries()) {
+      const path = paths[index] as string;
+      if (!(await this.#fx.op(() => linkEarlierFile(found, file, this.#o.runDir, path)))) return undefined;
+    }
+    await this.#fx.log({ type: 'reused', instance: instance.id, model: step.model, bodyHash, fromRunId: found.runId, outputs: found.outputs, ...(found.result === undefined ? {} : { result: found.result }) }, true);
+    for (const [index, file] of found.files.entries()) {
+      await this.#fx.log({ type: 'downloaded', instance: instance.id, output: index, path: paths[index] as string, sha256: file.sha256, size: file.size });
+    }
+    this.#fx.counts.reused++;
+    this.#fx.emit({ type: 'instance_reused', step: step.id, instance: instance.id, fromRunId: found.runId });
+    return { status: 'completed', outputs: found.result ?? {} };
+  }
+
+  /**
+   * A seed for a re-roll that no instance of the step uses and no earlier re-roll of this run took:
+   * drawn from the instance id and attempt (so it is stable to read), then probed upwards. Undefined
+   * when the model takes no seed.
+   */
+  #rerollSeed(step: StepPlan, instance: PlannedInstance, attempt: number): number | undefined {
+    if (definitionOf(step.model)?.seeded !== true || instance.body === null || typeof instance.body !== 'object') return undefined;
+    const used = this.#seedsOf(step);
+    const start = Number.parseInt(sha256Hex(`${instance.id}\u0000${attempt}`).slice(0, 8), 16) % SEED_MAX;
+    for (let probe = 0; probe < SEED_MAX; probe++) {
+      const seed = ((start + probe) % SEED_MAX) + 1;
+      if (!used(seed) && !this.#rerollSeeds.has(seed)) {
+        this.#rerollSeeds.add(seed);
+        return seed;
+      }
+    }
+    return undefined;
+  }
+
+  /** Which seeds the step's own instances send, as a membership test (computed once per step). */
+  #seedsOf(step: StepPlan): (seed: number) => boolean {
+    let test = this.#stepSeeds.get(step.id);
+    if (!test) {
+      test = seedMembership(step, () => {
+        const seeds = new Set<number>();
+        for (const entry of this.#plan.entries(step.id, this.#o.catalog)) {
+          if (entry instanceof InstanceError) continue;
+          const seed = (entry.body as { seed?: unknown } | null)?.seed;
+          if (typeof seed === 'number') seeds.add(seed);
+        }
+        return seeds;
+      });
+      this.#stepSeeds.set(step.id, test);
+    }
+    return test;
+  }
+
+  /**
+   * Forgets a finished instance once its outputs.csv rows are set aside. Nothing reads its state
+   * again in this run (the journal holds it for a resume), so memory stays flat however many
+   * instances finish.
+   */
+  #compact(id: string): void {
+    const entry = this.#fx.state.instances.get(id);
+    if (!entry?.final) return;
+    this.#outputs.add(id, this.#csvRows(id, entry));
+    this.#fx.state.instances.delete(id);
+    this.#records.delete(id);
+  }
+
+
+
+
+
+
+
+  #script(step: StepPlan): { replies?: readonly string[] | undefined; sessionId?: string | undefined } {
+    return { replies: step.step.replies };
+  }
+
+  #conversationOf(step: StepPlan, instance: PlannedInstance): string {
+    if (!step.step.conversation) return `${step.id}:${instance.id}`;
+    const rendered = compileTemplate(step.step.conversation).render({ vars: this.#plan.loaded.manifest.vars ?? {}, ...instance.values });
+    return `${step.id}:${String(rendered)}`;
+  }
+
+  /** One turn per session at a time (§4.6 rule 3): instances of one conversation take turns. */
+  async #lockConversation(conversation: string): Promise<() => void> {
+    const previous = this.#conversations.get(conversation) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    this.#conversations.set(conversation, previous.then(() => mine));
+    await this.#fx.wait('an agent conversation', () => previous);
+    let released = false;
+    return () => {
+      if (!released) {
+        released = true;
+        release();
+      }
+    };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Submitting.
+
+  async #submit(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, key: string | undefined, script: { replies?: readonly string[] | undefined; sessionId?: string | undefined }): Promise<Submission | undefined> {
+    const price = step.priceUsd ?? 0;
+    const budget = this.#fx.budget;
+    if (this.#fx.stopping) {
+      this.#fx.counts.pending++;
+      return undefined;
+    }
+    if (budget !== undefined && this.#fx.estimatedUsd + price > budget + 1e-9) {
+      this.#fx.stopRun('budget', `Stopped before going over the budget of ${formatUsd(budget)} (${formatUsd(this.#fx.estimatedUsd)} committed).`);
+      this.#fx.counts.pending++;
+      return undefined;
+    }
+    this.#fx.estimatedUsd += price;
+    const body = await this.#prepareBody(step, instance.body);
+    const bodyHash = sha256Hex(JSON.stringify(body));
+    const ctx = this.#ctx();
+    const retries = step.step.retries ?? this.#plan.loaded.manifest.defaults?.retries ?? 3;
+    let busyPolls = 0;
+    // Whether an earlier attempt of this submit may have reached the service (then it is never called unsent).
+    let mayHaveArrived = false;
+    for (let attempt = 0; ; attempt++) {
+      await this.#fx.wait('the rate limiter', () => this.#fx.limiter.take(this.#fx.signal));
+      crashPoint('before_intent_sync');
+      await this.#fx.log({ type: 'intent', instance: instance.id, model: step.model, idempotencyKey: key ?? null, bodyHash }, true);
+      crashPoint('after_intent_sync');
+      try {
+        const submission = await this.#fx.op(() => adapter.submit(body, { idempotencyKey: key, script }, ctx));
+        crashPoint('after_post');
+        this.#fx.creditRetry();
+        // Synced only where losing it would cost: a keyed submit lost in a crash is resent with its
+        // key and the service answers with the same request; a keyless one would become unknown.
+        await this.#fx.log({ type: 'submitted', instance: instance.id, handle: submission }, key === undefined);
+        this.#fx.emit({ type: 'instance_submitted', step: step.id, instance: instance.id, model: step.model, estimatedUsd: step.priceUsd });
+        return submission;
+      } catch (error) {
+        if (!(error instanceof GenpipeError)) throw error;
+        if (error.code === 'aborted') throw error;
+        if (error instanceof IndeterminateSubmissionError) {
+          this.#fx.counts.unknown++;
+          this.#fx.emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: error.message });
+          return undefined;
+        }
+        if (this.#fx.credentialsRefused(error)) {
+          this.#fx.estimatedUsd -= price;
+          await this.#fx.log({ type: 'refused', instance: instance.id, code: error.code });
+          return undefined;
+        }
+        if (error.code === 'insufficient_credits') {
+          this.#fx.estimatedUsd -= price;
+          await this.#fx.log({ type: 'refused', instance: instance.id, code: error.code });
+          this.#fx.stopRun('insufficient_credits', `${error.message} Top up the account, then resume the run.`);
+          this.#fx.counts.pending++;
+          return undefined;
+        }
+        if (error.code === 'session_busy' || error.code === 'rate_limited') {
+          // Both are refusals before processing, never charged (§7): a 409 waits for the running turn,
+          // a 429 slows the whole run down. Either way the retry draws from the run's budget, so a
+          // service that never stops refusing ends the run (exit 5) instead of looping forever.
+          if (error.code === 'rate_limited') this.#fx.limiter.slowDown(error.retryAfterMs);
+          if (!this.#fx.consumeRetry()) {
+            this.#fx.estimatedUsd -= price;
+            await this.#fx.log({ type: 'refused', instance: instance.id, code: error.code });
+            this.#fx.counts.pending++;
+            return undefined;
+          }
+          if (error.code === 'session_busy') {
+            const wait = agentPollInterval(busyPolls++, BUSY_WAIT);
+            await this.#fx.op(() => sleep(wait, this.#fx.signal));
+          }
+          attempt--;
+          continue;
+        }
+        if (error.neverSent && !mayHaveArrived) {
+          // Provably never reached the service (connection refused, DNS), after the transport's own
+          // retries: nothing was created or charged, and the journal says so. A service that cannot
+          // be reached at all ends the run (exit 5), resumable.
+          this.#fx.estimatedUsd -= price;
+          await this.#fx.log({ type: 'refused', instance: instance.id, code: 'not_sent' });
+          this.#fx.counts.pending++;
+          this.#fx.stopRun('unreachable', `The service could not be reached (${error.message.replace(/[.]$/, '')}); nothing was sent. Resume the run once it is reachable.`);
+          return undefined;
+        }
+        if (!error.neverSent) mayHaveArrived = true;
+        // A keyed submit that kept failing in transit is safe to repeat with the same key.
+        if (TRANSIENT.has(error.code) && key !== undefined && attempt < retries && this.#fx.consumeRetry()) {
+          const wait = backoffDelay(attempt, { baseMs: 1_000, capMs: 30_000 }, this.#random);
+          await this.#fx.op(() => sleep(wait, this.#fx.signal));
+          continue;
+        }
+        if (TRANSIENT.has(error.code)) {
+          // Resumable: the intent stays in the journal without an answer.
+          this.#fx.estimatedUsd -= price;
+          this.#fx.counts.pending++;
+          this.#fx.emit({ type: 'instance_failed', step: step.id, instance: instance.id, code: error.code, message: `${error.message} (left for a resume)` });
+          return undefined;
+        }
+        this.#fx.estimatedUsd -= price;
+        this.#fx.fail(step, instance.id, error.code, error.message);
+        return undefined;
+      }
+    }
+  }
+
+
+
+
+
+  /** Uploads local image paths once per run (journaled, so a resume sends the same URL and body). */
+  async #prepareBody(step: StepPlan, body: unknown): Promise<unknown> {
+    const locals: string[] = [];
+    mapImageFields(body, step.spec.imageFields, (v) => {
+      if (!isRemoteUrl(v)) locals.push(v);
+      return v;
+    });
+    for (const path of locals) {
+      if (this.#fx.state.uploads.has(path)) continue;
+      const url = await this.#fx.op(() => this.#o.client.media.uploadLocalImage(path, { signal: this.#fx.signal }));
+      await this.#fx.log({ type: 'uploaded', path, url }, true);
+    }
+    return locals.length === 0 ? body : mapImageFields(body, step.spec.imageFields, (v) => this.#fx.state.uploads.get(v) ?? v);
+  }
+
+  #ctx(): AdapterContext {
+    return { client: this.#o.client, signal: this.#fx.signal, webhookUrl: this.#o.webhook?.url };
+  }
+
+  /**
+   * Waits before the next look at a submission. With a webhook receiver, a request is looked at as
+   * soon as its delivery arrives (to confirm it with a GET: a payload is never trusted), and
+   * otherwise only by slow fallback polls. Once a look after the delivery found the request not
+   * final (a forged or early payload), the delivery is spent: it polls, never hot.
+   */
+  async #waitForNews(submission: Submission, delayMs: number, deliverySpent: boolean): Promise<void> {
+    const receiver = this.#o.webhook;
+    if (!receiver || submission.kind !== 'request' || deliverySpent) return sleep(delayMs, this.#fx.signal);
+    if (receiver.arrived(submission.requestId)) return;
+    const done = new AbortController();
+    const signal = AbortSignal.any([this.#fx.signal, done.signal]);
+    try {
+      await Promise.race([sleep(Math.max(delayMs, WEBHOOK_FALLBACK_POLL_MS), signal).catch(() => {}), receiver.wait(submission.requestId, signal)]);
+    } finally {
+      done.abort();
+    }
+    if (this.#fx.signal.aborted) throw abortError(this.#fx.signal);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Tracking.
+
+  async #track(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, first: Submission, submittedAt: number, script: { replies?: readonly string[] | undefined; sessionId?: string | undefined }): Promise<Extract<TrackResult, { done: true }> | undefined> {
+    let submission = first;
+    const timer = this.#polls.start(step.model, submittedAt);
+    const ctx = this.#ctx();
+    for (let agentPolls = 0, failures = 0, looks = 0; ; looks++) {
+      const delay = submission.kind === 'agent_turn' ? agentPollInterval(agentPolls++, this.#o.agentPoll ?? AGENT_POLL) : timer.next(Date.now());
+      try {
+        const waitingOn = submission;
+        const deliverySpent = submission.kind === 'request' && looks > 0 && this.#o.webhook?.arrived(submission.requestId) === true;
+        await this.#fx.op(() => this.#waitForNews(waitingOn, delay, deliverySpent));
+      } catch (error) {
+        if (adapter.stop && (this.#o.cancelOnAbort || submission.kind === 'agent_turn')) {
+          const stopping = submission;
+          const stop = adapter.stop;
+          const accepted = await this.#fx.op(() => stop(stopping, { ...ctx, signal: AbortSignal.timeout(CANCEL_TIMEOUT_MS) }).catch(() => false));
+          if (this.#o.cancelOnAbort && accepted === true) {
+            // The service took the cancel of a queued request: it ends canceled (and refunded), so the
+            // journal says so and a resume does not wait for it.
+            const message = 'canceled by genpipe on abort (--cancel-on-abort)';
+            await this.#fx.log({ type: 'status', instance: instance.id, status: 'canceled', outputs: [], error: message }, true);
+            this.#fx.counts.canceled++;
+            this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: 'canceled', estimatedUsd: step.priceUsd, error: message });
+          }
+        }
+        throw error;
+      }
+      let result: TrackResult;
+      try {
+        const looking = submission;
+        result = await this.#fx.op(() => adapter.track(looking, script, ctx));
+        this.#fx.creditRetry();
+      } catch (error) {
+        if (!(error instanceof GenpipeError)) throw error;
+        if (error.code === 'aborted') throw error;
+        if (this.#fx.credentialsRefused(error)) return undefined;
+        if (TRANSIENT.has(error.code) && failures < 20 && this.#fx.consumeRetry()) {
+          // Backoff of its own: in webhook mode a request whose delivery has arrived is looked at
+          // again at once, so without it a failing look would be retried hot.
+          const wait = backoffDelay(failures++, { baseMs: 200, capMs: 10_000 }, this.#random);
+          await this.#fx.op(() => sleep(wait, this.#fx.signal));
+          continue;
+        }
+        if (TRANSIENT.has(error.code)) {
+          this.#fx.counts.pending++;
+          this.#fx.emit({ type: 'instance_failed', step: step.id, instance: instance.id, code: error.code, message: `${error.message} (left for a resume)` });
+          return undefined;
+        }
+        this.#fx.fail(step, instance.id, error.code, error.message);
+        return undefined;
+      }
+      if (!result.done) {
+        if (result.next) {
+          submission = result.next;
+          agentPolls = 0;
+          await this.#fx.log({ type: 'submitted', instance: instance.id, handle: submission }, true);
+        }
+        continue;
+      }
+      timer.complete(Date.now());
+      await this.#fx.log(
+        {
+          type: 'status',
+          instance: instance.id,
+          status: result.status,
+          outputs: result.files.map((f) => ({ url: f.url, name: f.name, accept: [...f.accept] })),
+          result: result.outputs,
+          ...(result.error === undefined ? {} : { error: result.error }),
+          ...(result.actualCostUsd === undefined ? {} : { actualCostUsd: result.actualCostUsd }),
+        },
+        // Not synced: lost in a crash, the status is read again from the service on resume.
+        false,
+      );
+      return result;
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Downloads.
+
+  /**
+   * Downloads the outputs not downloaded yet. Transient failures (the CDN's 5xx, resets) are retried
+   * with backoff; a download that still fails is reported and left for a resume (the status record
+   * is journaled, so a resume downloads again). Returns false when a file is missing.
+   */
+  async #downloadAll(step: StepPlan, id: string, files: readonly OutputRef[] | readonly { url: string; name?: string | undefined; accept?: string[] | undefined }[], entry: InstanceState | undefined): Promise<boolean> {
+    const list = files as readonly { url: string; name?: string | undefined; accept?: readonly string[] | undefined }[];
+    for (const [index, file] of list.entries()) {
+      if (entry?.downloads?.has(index)) continue;
+      const accept = file.accept ?? [];
+      const relativePath = outputPath(step.id, id, file, list.length, index);
+      let result: Awaited<ReturnType<typeof downloadToFile>>;
+      for (let failures = 0; ; ) {
+        try {
+          result = await this.#fx.op(() => downloadToFile({
+            url: file.url,
+            runDir: this.#o.runDir,
+            relativePath,
+            maxBytes: this.#o.maxDownloadBytes ?? 256 * 1024 * 1024,
+            allowedContentTypes: accept.length > 0 ? accept : ['*/*'],
+            dispatcher: this.#o.client.transport.dispatcher,
+            signal: this.#fx.signal,
+          }));
+          this.#fx.creditRetry();
+          break;
+        } catch (error) {
+          if (!(error instanceof GenpipeError) || error.code === 'aborted') throw error;
+          // A refusal (content type, size, unsafe path, a different existing file) would only repeat.
+          const transient = TRANSIENT.has(error.code) && !(error instanceof DownloadError);
+          if (transient && failures < 20 && this.#fx.consumeRetry()) {
+            const wait = backoffDelay(failures++, { baseMs: 200, capMs: 10_000 }, this.#random);
+            await this.#fx.op(() => sleep(wait, this.#fx.signal));
+            continue;
+          }
+          if (transient) {
+            this.#fx.counts.pending++;
+            this.#fx.emit({ type: 'instance_failed', step: step.id, instance: id, code: error.code, message: `${error.message} (the download is left for a resume)` });
+            return false;
+          }
+          this.#fx.fail(step, id, error.code, error.message);
+          return false;
+        }
+      }
+      crashPoint('mid_rename');
+      await this.#fx.log({ type: 'downloaded', instance: id, output: index, path: result.relativePath, sha256: result.sha256, size: result.size });
+    }
+    return true;
+  }
+
+  /** outputs.csv, with the rows of the instances that did not finish (they are still in the state). */
+  async writeOutputsCsv(): Promise<void> {
+    await this.#outputs.write([...this.#fx.state.instances].map(([id, entry]): [string, string] => [id, this.#csvRows(id, entry)]));
+  }
+
+  /** An instance's outputs.csv rows: one per downloaded file, or one without a file. */
+  #csvRows(id: string, entry: InstanceState): string {
+    const record = this.#records.get(id);
+    const requestId = requestIdOf(entry.submission);
+    const status = entry.reusedFrom !== undefined ? 'reused' : (entry.final?.status ?? (entry.failed ? 'failed' : entry.submission ? 'in_flight' : entry.intent ? 'unknown' : 'pending'));
+    const step = record?.step ?? id.replace(/\[.*$/, '');
+    const axes = record?.values ?? '';
+    const seed = entry.rerollSeed ?? '';
+    if (!entry.downloads?.size) return csvRow([id, step, axes, requestId, status, '', '', seed]);
+    let rows = '';
+    for (const d of entry.downloads.values()) rows += csvRow([id, step, axes, requestId, status, d.path, d.sha256, seed]);
+    return rows;
+  }
+}
+
+
+function requestIdOf(submission: Submission | undefined): string {
+  if (!submission) return '';
+  if (submission.kind === 'request') return submission.requestId;
+  if (submission.kind === 'job_set') return submission.jobSetId;
+  return submission.messageId;
+}
+
+
+/** Where an instance's output goes in the run directory: `outputs/<step>/<instance>[-index].<ext>`. */
+function outputPath(stepId: string, id: string, file: { url: string; accept?: readonly string[] | undefined }, count: number, index: number): string {
+  const name = safeFileName(id, extensionFor(file.url, file.accept ?? []), count > 1 ? { index } : {});
+  return `outputs/${safeFileName(stepId, 'd').replace(/\.d$/, '')}/${name}`;
+}
+
+/** An instance re-rolled by a genpipe older than journaled seeds: the next variation_index (animal tiers) or seed. */
+function rerolledBefore(instance: PlannedInstance, times: number): PlannedInstance {
+  const body = { ...(instance.body as Record<string, unknown>) };
+  const human = ['normal', 'freak', 'total'].includes(String(body.tier ?? 'normal'));
+  if (!human && typeof body.variation_index === 'number') body.variation_index += times;
+  else if (typeof body.seed === 'number') body.seed = ((body.seed - 1 + times) % SEED_MAX) + 1;
+  else body.seed = times;
+  return instance.withBody(body);
+}
+
+/** The instance with another seed (a re-roll), hence another body and key. */
+function withSeed(instance: PlannedInstance, seed: number): PlannedInstance {
+  return instance.withBody({ ...(instance.body as Record<string, unknown>), seed });
+}
+
+/** Seeds are 1 to 1,000,000 (§4.2; the legacy models take the same range here). */
+const SEED_MAX = 1_000_000;
+/** Axes up to this many values are held as a set; longer ones must be arithmetic (ranges). */
+const SEED_SET_MAX = 200_000;
+
+/**
+ * Which seeds a step's instances send. A seed written as one sweep axis (`seed: "{{ s }}"`) is
+ * tested against that axis (a range without enumerating it) and the include entries; a literal is
+ * itself; no seed field means no instance sends one; any other template is enumerated.
+ */
+function seedMembership(step: StepPlan, enumerate: () => Set<number>): (seed: number) => boolean {
+  const written = (step.step.input as Record<string, unknown> | undefined)?.seed;
+  if (written === undefined) return () => false;
+  if (typeof written === 'number') return (seed) => seed === written;
+  const name = typeof written === 'string' ? /^\s*\{\{\s*([A-Za-z_]\w*)\s*\}\}\s*$/.exec(written)?.[1] : undefined;
+  const axis = name === undefined ? undefined : step.matrix.axes.find((a) => a.name === name);
+  if (!axis || name === undefined) {
+    const seeds = step.forEach === undefined ? enumerate() : new Set<number>();
+    return (seed) => seeds.has(seed);
+  }
+  const included = new Set((step.matrix.include ?? []).map((entry) => entry[name]).filter((v): v is number => typeof v === 'number'));
+  const first = axis.value(0);
+  const second = axis.length > 1 ? axis.value(1) : undefined;
+  if (axis.length > SEED_SET_MAX && typeof first === 'number' && typeof second === 'number' && axis.value(axis.length - 1) === first + (second - first) * (axis.length - 1)) {
+    const stride = second - first;
+    return (seed) => {
+      const k = (seed - first) / stride;
+      return included.has(seed) || (Number.isInteger(k) && k >= 0 && k < axis.length && axis.value(k) === seed);
+    };
+  }
+  for (let i = 0; i < axis.length; i++) {
+    const value = axis.value(i);
+    if (typeof value === 'number') included.add(value);
+  }
+  return (seed) => included.has(seed);
+}
+
+const EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'video/mp4': 'mp4', 'video/webm': 'webm', 'video/quicktime': 'mov', 'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/mpeg': 'mp3', 'audio/mp4': 'm4a' };
+
+/** The file's extension: the URL's when it is one the accepted types allow, else the first type's. */
+function extensionFor(url: string, accept: readonly string[]): string {
+  const fromUrl = /\.([a-z0-9]{2,5})$/i.exec(new URL(url).pathname)?.[1]?.toLowerCase();
+  const allowed = new Set(accept.map((t) => EXTENSIONS[t]).filter((e): e is string => e !== undefined));
+  if (fromUrl && (allowed.has(fromUrl) || (fromUrl === 'jpeg' && allowed.has('jpg')))) return fromUrl === 'jpeg' ? 'jpg' : fromUrl;
+  return EXTENSIONS[accept[0] ?? ''] ?? 'bin';
+}
+

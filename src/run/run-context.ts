@@ -1,0 +1,201 @@
+/**
+ * The effects a run's parts share, and the only way they touch the world outside their own logic:
+ * the run store (journal records, applied to the replayed state as they are written), events, the
+ * stop signal, the submit-rate limiter, the budget, the retry budget, failure policies and the
+ * watchdog's accounts of what is under way. The scheduler and the instance driver see the run only
+ * through `RunEffects`, so a backend other than this process (the fleet) implements the same
+ * interface instead of rewriting them.
+ */
+import { GenpipeError } from '../api/errors.js';
+import { sleep } from '../api/sleep.js';
+import type { Plan, StepPlan } from '../plan/plan.js';
+import type { RunCounts, RunEvent, StopReason } from './events.js';
+import type { JournalRecord, TerminalStatus } from './journal-records.js';
+import type { RateLimiter, RunOptions } from './run-options.js';
+import type { RunStore } from './run-store.js';
+import type { RunState } from './run-state.js';
+import { TokenBucket } from './token-bucket.js';
+
+
+export interface RunEffects {
+  readonly options: RunOptions;
+  readonly plan: Plan;
+  /** The replayed state, kept in step with every record written. */
+  readonly state: RunState;
+  readonly counts: RunCounts;
+  /** What every wait and request of the run listens to: Ctrl-C, or the watchdog's halt. */
+  readonly signal: AbortSignal;
+  readonly limiter: RateLimiter;
+  /** True once the run stops submitting (a policy, the credentials, an abort). */
+  readonly stopping: boolean;
+  /** US$; undefined without a budget. */
+  readonly budget: number | undefined;
+  /** US$ committed by the instances submitted (in this run or before it), less refunds seen. */
+  estimatedUsd: number;
+  /** Failures so far, for `max_failures`. */
+  failures: number;
+  /** Journals a record (synced when `durable`) and applies it to the state. */
+  log(record: JournalRecord, durable?: boolean): Promise<void>;
+  emit(event: RunEvent): void;
+  stopRun(reason: StopReason, message: string): void;
+  /** An operation that settles by itself (a request, a sleep, a write), counted for the watchdog. */
+  op<T>(work: () => Promise<T>): Promise<T>;
+  /** A wait on another part of the run (a limiter, a slot, a conversation), named for the watchdog. */
+  wait<T>(what: string, work: () => Promise<T>): Promise<T>;
+  /** Takes one retry from the run's budget; false (and the run stops) once it is spent. */
+  consumeRetry(): boolean;
+  /** A success earns one retry back, up to the budget. */
+  creditRetry(): void;
+  /** A 401: the run stops, resumable, and ends with this sentence; true when it handled the error. */
+  credentialsRefused(error: GenpipeError): boolean;
+  count(status: TerminalStatus): void;
+  /** A final status other than completed, for the failure policies. */
+  noteFailure(step: StepPlan, id: string): void;
+  /** An instance failed here (not at the service): counted, journaled, told. */
+  fail(step: StepPlan, id: string, code: string, message: string): void;
+}
+
+/** The local backend's effects: a journal on disk, in-process limits and counters. */
+export class RunContext implements RunEffects {
+  readonly counts: RunCounts = { completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0 };
+  readonly limiter: RateLimiter;
+  readonly signal: AbortSignal;
+  /** Aborted when the watchdog finds the run stuck: every wait of the run ends, as on Ctrl-C. */
+  readonly halt = new AbortController();
+  estimatedUsd = 0;
+  failures = 0;
+  /** Why and how the run stopped early, when it did. */
+  stopReason: StopReason | undefined;
+  stopMessage: string | undefined;
+  /** Set when the service refused the credentials: the run stops and runPlan throws it (exit 5). */
+  refused: GenpipeError | undefined;
+  /** Operations under way that settle by themselves (requests, sleeps, file writes). */
+  busy = 0;
+  /** Bumped whenever a busy operation starts or ends: the watchdog's measure of progress. */
+  progress = 0;
+  /** Waits on another part of the run, by what they wait for. */
+  readonly waits = new Map<string, number>();
+  readonly #retryBudget: number;
+  #retriesLeft: number;
+
+  constructor(
+    readonly options: RunOptions,
+    readonly store: RunStore,
+  ) {
+    this.limiter = options.limiter ?? watchedBucket(options.ratePerSecond ?? 20);
+    this.signal = AbortSignal.any([options.signal, this.halt.signal]);
+    this.#retryBudget = options.retryBudget ?? 200;
+    this.#retriesLeft = this.#retryBudget;
+  }
+
+  get plan(): Plan {
+    return this.options.plan;
+  }
+
+  get state(): RunState {
+    return this.store.state;
+  }
+
+  log(record: JournalRecord, durable = false): Promise<void> {
+    return this.op(() => this.store.append(record, durable));
+  }
+
+  emit(event: RunEvent): void {
+    this.options.onEvent?.(event);
+  }
+
+  get budget(): number | undefined {
+    return this.options.budgetUsd ?? this.plan.loaded.manifest.defaults?.budget_usd;
+  }
+
+  stopRun(reason: StopReason, message: string): void {
+    if (this.stopReason) return;
+    this.stopReason = reason;
+    this.stopMessage = message;
+    this.emit({ type: 'run_stopping', reason, message });
+  }
+
+  get stopping(): boolean {
+    return this.stopReason !== undefined || this.refused !== undefined || this.signal.aborted;
+  }
+
+  op<T>(work: () => Promise<T>): Promise<T> {
+    this.busy++;
+    this.progress++;
+    return work().finally(() => {
+      this.busy--;
+      this.progress++;
+    });
+  }
+
+  wait<T>(what: string, work: () => Promise<T>): Promise<T> {
+    this.waits.set(what, (this.waits.get(what) ?? 0) + 1);
+    return work().finally(() => {
+      const left = (this.waits.get(what) ?? 1) - 1;
+      if (left === 0) this.waits.delete(what);
+      else this.waits.set(what, left);
+    });
+  }
+
+  creditRetry(): void {
+    if (this.#retriesLeft < this.#retryBudget) this.#retriesLeft++;
+  }
+
+  consumeRetry(): boolean {
+    if (this.#retriesLeft <= 0) {
+      this.stopRun('retry_budget', 'The service kept failing, so the run stopped instead of retrying without end; resume it once the service is back.');
+      return false;
+    }
+    this.#retriesLeft--;
+    return true;
+  }
+
+  credentialsRefused(error: GenpipeError): boolean {
+    if (error.code !== 'unauthorized') return false;
+    this.counts.pending++;
+    this.refused ??= new GenpipeError('unauthorized', `${error.message.replace(/[.]$/, '')}; the run stopped, and \`genpipe resume\` continues it once the credentials are fixed.`);
+    return true;
+  }
+
+  count(status: TerminalStatus): void {
+    this.counts[status]++;
+  }
+
+  noteFailure(step: StepPlan, id: string): void {
+    this.failures++;
+    const defaults = this.plan.loaded.manifest.defaults;
+    const failFast = this.options.failFast ?? (step.step.on_failure ?? defaults?.on_failure) === 'stop';
+    if (failFast) this.stopRun('fail_fast', `Stopped at the first failure (${id}); resume after fixing it.`);
+    const max = defaults?.max_failures;
+    if (max !== undefined && this.failures >= max) this.stopRun('max_failures', `Stopped after ${this.failures} failures (max_failures ${max}).`);
+  }
+
+  fail(step: StepPlan, id: string, code: string, message: string): void {
+    this.counts.failed++;
+    this.emit({ type: 'instance_failed', step: step.id, instance: id, code, message });
+    void this.log({ type: 'failed', instance: id, code, message }).catch(() => {});
+    this.noteFailure(step, id);
+  }
+}
+
+/** The run's TokenBucket, with the watchdog told whether its pump has a timer pending. */
+function watchedBucket(ratePerSecond: number): RateLimiter {
+  let sleeps = 0;
+  const bucket = new TokenBucket({
+    ratePerSecond,
+    sleep: (ms, signal) => {
+      sleeps++;
+      return sleep(ms, signal).finally(() => sleeps--);
+    },
+  });
+  return {
+    take: (signal) => bucket.take(signal),
+    slowDown: (retryAfterMs) => bucket.slowDown(retryAfterMs),
+    get sleeping() {
+      return sleeps > 0;
+    },
+    get waiting() {
+      return bucket.waiting;
+    },
+  };
+}

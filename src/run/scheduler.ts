@@ -1,0 +1,130 @@
+/**
+ * The scheduler: walks the plan's DAG. One feeder per step; a step starts when every step it
+ * `needs` is done, and a `for_each` step makes its instances as each upstream instance completes,
+ * with no barrier between steps. Each instance holds its step's, its model's and the run's
+ * concurrency slots while the instance driver runs it. Stop policies end the feeding: once the run
+ * stops, the rest of a step is counted, not rendered.
+ */
+import { GenpipeError } from '../api/errors.js';
+import { InstanceError, type PlannedInstance, type StepPlan } from '../plan/plan.js';
+import type { InstanceDriver, Upstream } from './instance-driver.js';
+import type { RunEffects } from './run-context.js';
+import { AsyncQueue, Slots } from './slots.js';
+
+export class Scheduler {
+  readonly #fx: RunEffects;
+  readonly #driver: InstanceDriver;
+  readonly #global: Slots;
+  /** Step and model limits, by `step:<id>` or `model:<name>`. */
+  readonly #pools = new Map<string, Slots>();
+
+  constructor(fx: RunEffects, driver: InstanceDriver) {
+    this.#fx = fx;
+    this.#driver = driver;
+    this.#global = new Slots(fx.options.concurrency ?? fx.plan.loaded.manifest.defaults?.concurrency ?? 8);
+  }
+
+  async walk(): Promise<void> {
+    const done = new Map<string, Promise<void>>();
+    const completions = new Map<string, AsyncQueue<Upstream>>();
+    for (const step of this.#fx.plan.steps) {
+      if (this.#fx.plan.steps.some((s) => s.forEach === step.id)) completions.set(step.id, new AsyncQueue());
+    }
+    for (const step of this.#fx.plan.steps) {
+      done.set(
+        step.id,
+        (async () => {
+          for (const need of step.needs) await done.get(need);
+          this.#fx.emit({ type: 'step_started', step: step.id });
+          // Only the instances in flight are held: a finished one's promise (and all it closes over)
+          // is let go at once, so memory stays flat however many instances a step has.
+          const running = new Set<Promise<void>>();
+          let firstError: { error: unknown } | undefined;
+          const launch = async (instance: PlannedInstance): Promise<void> => {
+            if (this.#fx.stopping) {
+              this.#fx.counts.pending++;
+              return;
+            }
+            const limits = this.#limitsFor(step);
+            const held: Slots[] = [];
+            try {
+              for (const slots of limits) {
+                await this.#fx.wait('a concurrency slot', () => slots.acquire(this.#fx.signal));
+                held.push(slots);
+              }
+            } catch {
+              for (const slots of held) slots.release();
+              this.#fx.counts.pending++;
+              return;
+            }
+            const processed = this.#driver.process(step, instance, completions.get(step.id)).finally(() => {
+              for (const slots of held) slots.release();
+            });
+            running.add(processed);
+            // Settled here, rethrown after the step: an unhandled rejection would kill the process.
+            processed
+              .catch((error: unknown) => {
+                firstError ??= { error };
+              })
+              .finally(() => running.delete(processed));
+          };
+          try {
+            if (step.forEach === undefined) {
+              let seen = 0;
+              for (const entry of this.#fx.plan.entries(step.id, this.#fx.options.catalog)) {
+                // Once the run stops, the rest of the step is not even rendered: Ctrl-C on a plan of
+                // millions ends in moments, and what never started is counted, not walked.
+                if (this.#fx.stopping) {
+                  this.#fx.counts.pending += Math.max(0, step.count - seen);
+                  break;
+                }
+                seen++;
+                if (entry instanceof InstanceError) throw new GenpipeError('invalid_input', `The plan changed while running: ${entry.message}`);
+                await launch(entry);
+              }
+            } else {
+              for await (const up of completions.get(step.forEach) as AsyncQueue<Upstream>) {
+                for (const entry of this.#fx.plan.downstreamOf(step.id, up.instance, up.outputs, this.#fx.options.catalog)) {
+                  if (entry instanceof InstanceError) {
+                    this.#fx.fail(step, entry.instance, 'invalid_input', entry.message);
+                    continue;
+                  }
+                  await launch(entry);
+                }
+              }
+            }
+            await Promise.allSettled([...running]);
+            if (firstError) throw firstError.error;
+          } finally {
+            completions.get(step.id)?.close();
+          }
+        })(),
+      );
+    }
+    const results = await Promise.allSettled(done.values());
+    const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failure) throw failure.reason;
+  }
+
+  /**
+   * The limits an instance of `step` holds while in flight, in the order they are taken: its step's
+   * (`concurrency` on the step), its model's (`defaults.model_concurrency`, shared by every step of
+   * that model), and the run's.
+   */
+  #limitsFor(step: StepPlan): Slots[] {
+    const limits: Slots[] = [];
+    const pool = (key: string, size: number): Slots => {
+      let slots = this.#pools.get(key);
+      if (!slots) {
+        slots = new Slots(size);
+        this.#pools.set(key, slots);
+      }
+      return slots;
+    };
+    if (step.step.concurrency !== undefined) limits.push(pool(`step:${step.id}`, step.step.concurrency));
+    const perModel = this.#fx.plan.loaded.manifest.defaults?.model_concurrency?.[step.model];
+    if (perModel !== undefined) limits.push(pool(`model:${step.model}`, perModel));
+    limits.push(this.#global);
+    return limits;
+  }
+}
