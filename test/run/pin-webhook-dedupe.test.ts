@@ -12,7 +12,6 @@
 // at 20 s (it needs about 2 s) and the test fails on its outcome and on the missing GETs. The
 // late half (the first delivery 1.2 s after the job ends) arrive while the runner waits, so both
 // paths are exercised; the test checks that they were.
-import { createServer } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -20,21 +19,13 @@ import { startEmulator } from '../../src/emulator/index.js';
 import { runPlan } from '../../src/run/runner.js';
 import { WebhookReceiver } from '../../src/run/webhook-receiver.js';
 import { closeRun, isSubmit, prepareRun, STATUS_PATH, type InProcessRun } from './pin-helpers.js';
-import { cleanTemps, sheetsManifest, tempDir } from './runner-helpers.js';
+import { cleanTemps, sheetsManifest, tempDir, freePort } from './runner-helpers.js';
 
 afterAll(cleanTemps);
 
 const INSTANCES = 12;
 /** The runner polls anyway after 30 s without a delivery; a run that needs it is stopped before. */
 const RUN_DEADLINE_MS = 20_000;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 describe('webhook dedupe, by effect', () => {
   it('every delivery twice, half of them late: one confirming GET per request, no fallback poll', { timeout: 60_000 }, async () => {

@@ -2,31 +2,17 @@
 // drives the built CLI (or runPlan in-process where a seam is needed) against a real emulator on
 // loopback, and checks the emulator's own records and ledger, not only what genpipe says.
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { GenerationClient } from '../../src/api/client.js';
-import { resolveConfig } from '../../src/api/config.js';
 import { GenpipeError } from '../../src/api/errors.js';
-import { loadManifestFile } from '../../src/manifest/load.js';
-import { buildPlan } from '../../src/plan/plan.js';
 import type { RunEvent } from '../../src/run/events.js';
 import { buildCostReport } from '../../src/report/cost-report.js';
-import { createRunDir, planHash } from '../../src/run/run-dir.js';
 import { runPlan, type RateLimiter } from '../../src/run/runner.js';
-import { BIN, cleanTemps, emuRequests, marketingManifest, waitForRequests, expectNoSecret, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
+import { closeRun, prepareRun } from './pin-helpers.js';
+import { BIN, cleanTemps, emuRequests, expectNoSecret, freePort, marketingManifest, waitForRequests, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
 
 afterAll(cleanTemps);
-
-/** A loopback port nothing listens on: connections to it are refused. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 const reportOf = (runDir: string): { total: { netUsd: number; estimatedUsd: number; counts: Record<string, number>; rerolls: number } } =>
   JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8'));
@@ -59,10 +45,8 @@ describe('a run always ends', () => {
     await withEmulator({ timeScale: 0 }, async (emu) => {
       const dir = tempDir();
       const manifest = sheetsManifest(dir, 5, { name: 'stuck' });
-      const plan = await buildPlan(loadManifestFile(manifest));
-      const hash = planHash(plan);
-      const { runId, dir: runDir } = await createRunDir(tempDir(), plan, manifest, hash);
-      const client = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
+      const run = await prepareRun(emu, manifest);
+      const { plan, hash, runId, runDir, client } = run;
       // The shape of the TokenBucket hang: waiters queued, no timer pending, nobody ever served.
       const broken: RateLimiter = { take: () => new Promise<void>(() => {}), slowDown: () => {}, sleeping: false, waiting: 0 };
       try {
@@ -73,7 +57,7 @@ describe('a run always ends', () => {
         expect(emuRequests(emu)).toHaveLength(0);
         expect(journalOf(runDir).records.at(-1)).toMatchObject({ type: 'run_finished', outcome: 'stopped' });
       } finally {
-        await client.close();
+        await closeRun(run);
       }
     });
   });
@@ -82,10 +66,8 @@ describe('a run always ends', () => {
     await withEmulator({ timeScale: 0 }, async (emu) => {
       const dir = tempDir();
       const manifest = sheetsManifest(dir, 3, { name: 'slow' });
-      const plan = await buildPlan(loadManifestFile(manifest));
-      const hash = planHash(plan);
-      const { runId, dir: runDir } = await createRunDir(tempDir(), plan, manifest, hash);
-      const client = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
+      const run = await prepareRun(emu, manifest);
+      const { plan, hash, runId, runDir, client } = run;
       // A slow but honest limiter: each token comes 300 ms later, with its timer pending meanwhile,
       // i.e. several watchdog looks (50 ms) with no other progress.
       let sleeping = 0;
@@ -105,7 +87,7 @@ describe('a run always ends', () => {
         expect(summary.outcome).toBe('completed');
         expect(summary.counts.completed).toBe(3);
       } finally {
-        await client.close();
+        await closeRun(run);
       }
     });
   });
@@ -191,7 +173,8 @@ describe('nothing is paid twice or for nothing', () => {
   it('a service that refuses connections: exit 5, nothing spent in report.md and genpipe runs', { timeout: 60_000 }, async () => {
     const dir = tempDir();
     const out = tempDir();
-    const port = await closedPort();
+    // Nothing listens there: every connection is refused.
+    const port = await freePort();
     const manifest = sheetsManifest(dir, 6, { name: 'offline' });
     const result = await runCli(['run', manifest, '--base-url', `http://127.0.0.1:${port}`, '--out', out], { timeoutMs: 45_000 });
     expect(result.code, result.stderr).toBe(5);
@@ -216,10 +199,8 @@ describe('nothing is paid twice or for nothing', () => {
     await withEmulator({ timeScale: 1, durations: { 'character-sheet': { queuedMs: [20_000, 20_000], runMs: [1_000, 1_000] } } }, async (emu) => {
       const dir = tempDir();
       const manifest = sheetsManifest(dir, 4, { name: 'canceled' });
-      const plan = await buildPlan(loadManifestFile(manifest));
-      const hash = planHash(plan);
-      const { runId, dir: runDir } = await createRunDir(tempDir(), plan, manifest, hash);
-      const client = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
+      const run = await prepareRun(emu, manifest);
+      const { plan, hash, runId, runDir, client } = run;
       const controller = new AbortController();
       try {
         // Ctrl-C once all four are submitted and journaled (a cancel needs the request id).
@@ -249,7 +230,7 @@ describe('nothing is paid twice or for nothing', () => {
         expect(report.total.counts.canceled).toBe(4);
         expect(report.total.netUsd).toBe(spentUsd(emu));
       } finally {
-        await client.close();
+        await closeRun(run);
       }
     });
   });

@@ -3,22 +3,13 @@
  * status requests than polling for the same results, one confirming GET per request, and duplicate
  * or late deliveries never change a final state.
  */
-import { createServer } from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Emulator } from '../../src/emulator/index.js';
-import { cleanTemps, expectCompletedRun, expectNoSecret, findRunDir, journalOf, runCli, sheetsManifest, tempDir, withEmulator } from './runner-helpers.js';
+import { cleanTemps, expectCompletedRun, expectNoSecret, findRunDir, journalOf, runCli, sheetsManifest, tempDir, withEmulator, freePort } from './runner-helpers.js';
 
 const STATUS_ROUTE = 'GET /requests/:id/status';
 
 afterAll(() => cleanTemps());
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 async function run(emu: Emulator, name: string, count: number, webhook: boolean): Promise<{ runDir: string; statusGets: number; output: string; code: number | null }> {
   const dir = tempDir();
