@@ -1,16 +1,44 @@
-/** "Did you mean ...?" for unknown keys: the nearest valid key by edit distance, when close enough. */
-export function nearest(word: string, candidates: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = Number.POSITIVE_INFINITY;
-  for (const candidate of candidates) {
-    const d = editDistance(word.toLowerCase(), candidate.toLowerCase());
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
+/**
+ * "Did you mean ...?" for unknown keys and names: the nearest valid one by edit distance, when close
+ * enough. Edit distance costs the product of the two lengths, so it is bounded three ways: words
+ * and candidates longer than MAX_SUGGEST_LENGTH get no suggestion, candidates whose length alone
+ * rules them out are skipped, and a Suggester stops suggesting once its budget of cells is spent
+ * (a manifest with thousands of bad references gets suggestions for the first ones only).
+ */
+
+/** Longest word, in characters, that gets a suggestion (or is suggested). */
+export const MAX_SUGGEST_LENGTH = 64;
+/** Edit-distance cells one manifest may spend on suggestions: a few milliseconds' work. */
+export const SUGGEST_BUDGET_CELLS = 2_000_000;
+
+export class Suggester {
+  constructor(private budget: number = SUGGEST_BUDGET_CELLS) {}
+
+  /** The nearest candidate within a third of the word's length (at least one edit), or undefined. */
+  nearest(word: unknown, candidates: readonly string[]): string | undefined {
+    if (typeof word !== 'string' || word.length === 0 || word.length > MAX_SUGGEST_LENGTH) return undefined;
+    const allowed = Math.max(1, Math.floor(word.length / 3));
+    const lower = word.toLowerCase();
+    let best: string | undefined;
+    let bestDistance = Number.POSITIVE_INFINITY;
+    for (const candidate of candidates) {
+      if (candidate.length > MAX_SUGGEST_LENGTH || Math.abs(candidate.length - word.length) > allowed) continue;
+      const cost = (word.length + 1) * (candidate.length + 1);
+      if (cost > this.budget) return undefined;
+      this.budget -= cost;
+      const d = editDistance(lower, candidate.toLowerCase());
+      if (d < bestDistance) {
+        best = candidate;
+        bestDistance = d;
+      }
     }
+    return bestDistance <= allowed ? best : undefined;
   }
-  // Close enough to be a typo: at most a third of the word, and at least one edit allowed.
-  return best !== undefined && bestDistance <= Math.max(1, Math.floor(word.length / 3)) ? best : undefined;
+}
+
+/** The nearest valid key by edit distance, when close enough; see Suggester. */
+export function nearest(word: string, candidates: readonly string[]): string | undefined {
+  return new Suggester().nearest(word, candidates);
 }
 
 /** Optimal string alignment distance: insertions, deletions, substitutions and adjacent transpositions. */
