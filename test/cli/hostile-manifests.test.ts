@@ -75,6 +75,7 @@ describe('pathological manifests are judged quickly, with a bounded output', () 
     ['a 500 KB name read by a template', head.replace('input: {}', `input: {prompt: "{{ vars.${'v'.repeat(500_000)} }}"}`), /:6:12: steps\.a\.input: \{\{ vars\.v{43}…\(500005 chars\) \}\}: no var "v{48}…\(500000 chars\)"$/m],
     ['mappings nested 100,000 deep', head.replace('input: {}', `input: ${'{a: '.repeat(100_000)}1${'}'.repeat(100_000)}`), /:6:2\d\d: nested more than 64 levels deep$/m],
     ['block mappings nested 1,000 deep', `${head.replace('input: {}\n', 'input:\n')}${Array.from({ length: 1_000 }, (_, i) => `${' '.repeat(6 + 2 * i)}k:\n`).join('')}`, /: nested more than 64 levels deep$/m],
+    ['50,000 vars in one flow mapping, then one unknown key', `version: 1\nname: p\nvars: {${Array.from({ length: 50_000 }, (_, i) => `v${i}: ${i}`).join(', ')}}\nsteps: {a: {model: dop}}\nbogus: 1\n`, /:5:1: bogus: unknown key "bogus"; valid keys are \$schema, version/],
     ['5,000 recursive aliases', `version: 1\nname: p\nvars:\n${Array.from({ length: 5_000 }, (_, i) => `  v${i}: &a${i} [*a${i}]\n`).join('')}steps: {}\n`, /:4:12: the alias \*a0 is recursive.*\(5000 problems; the first \d+ listed below\)$/m],
   ];
   for (const [name, text, expected] of shapes) {
