@@ -63,6 +63,7 @@ export const ConfigFile = z.strictObject({
     })
     .optional(),
   credits_per_usd: z.number().positive().optional(),
+  allow_insecure_http: z.boolean().optional(),
 });
 export type ConfigFile = z.infer<typeof ConfigFile>;
 
@@ -74,6 +75,8 @@ export interface ConfigFlags {
   cdnUrl?: string | undefined;
   vendor?: string | undefined;
   credentialsFile?: string | undefined;
+  /** `--allow-insecure-http`: accept plain http to a host that is not loopback. */
+  allowInsecureHttp?: boolean | undefined;
 }
 
 export interface ResolveConfigOptions {
@@ -103,7 +106,24 @@ export function readConfigFile(path: string): ConfigFile {
   }
 }
 
-function checkUrl(value: string, name: string): string {
+/**
+ * Loopback hosts: localhost, 127.0.0.0/8 and ::1 (the same rule as run/download.ts's check of
+ * download URLs). `hostname` is the WHATWG-normalised one, so spellings such as 0x7f.1 or
+ * 2130706433 arrive as 127.0.0.1, and [0:0::1] as [::1].
+ */
+function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.toLowerCase();
+  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/** A setting's value and where it came from, for error messages. */
+interface Setting {
+  value: string;
+  from: string;
+}
+
+function checkUrl(setting: Setting, name: string, allowInsecureHttp: boolean): string {
+  const { value, from } = setting;
   let url: URL;
   try {
     url = new URL(value);
@@ -112,6 +132,13 @@ function checkUrl(value: string, name: string): string {
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new GenpipeError('config', `${name} must be an http or https URL.`);
   if (url.username || url.password) throw new GenpipeError('config', `${name} must not carry credentials.`);
+  // Reliability rule 24: the Authorization header never crosses a network in clear text unasked.
+  if (url.protocol === 'http:' && !allowInsecureHttp && !isLoopbackHost(url.hostname)) {
+    throw new GenpipeError(
+      'config',
+      `${name} (${from}) is plain http to ${url.host}, which would send your credentials unencrypted: use https, or pass --allow-insecure-http (GENPIPE_ALLOW_INSECURE_HTTP=1, or allow_insecure_http: true in the config file) to accept that.`,
+    );
+  }
   return value.replace(/\/+$/, '');
 }
 
@@ -123,13 +150,22 @@ export function resolveConfig(options: ResolveConfigOptions = {}): ClientConfig 
   const file: ConfigFile = configPath ? readConfigFile(configPath) : {};
 
   const pick = (flag: string | undefined, envName: string, fileValue: string | undefined): string | undefined => flag ?? (env[envName] || undefined) ?? fileValue;
-  const baseRaw = pick(flags.baseUrl, 'GENPIPE_BASE_URL', file.base_url) ?? options.fallbackBaseUrl;
-  if (!baseRaw) {
+  /** Like pick, remembering the source: `from --base-url`, `from GENPIPE_BASE_URL`, `from the config file`. */
+  const setting = (flag: string | undefined, flagName: string, envName: string, fileValue: string | undefined): Setting | undefined => {
+    if (flag !== undefined) return { value: flag, from: `from ${flagName}` };
+    if (env[envName]) return { value: env[envName], from: `from ${envName}` };
+    if (fileValue !== undefined) return { value: fileValue, from: `from the config file ${configPath}` };
+    return undefined;
+  };
+  const allowInsecureHttp = flags.allowInsecureHttp === true || env.GENPIPE_ALLOW_INSECURE_HTTP === '1' || file.allow_insecure_http === true;
+  const baseSetting = setting(flags.baseUrl, '--base-url', 'GENPIPE_BASE_URL', file.base_url) ?? (options.fallbackBaseUrl === undefined ? undefined : { value: options.fallbackBaseUrl, from: 'the fallback address' });
+  if (!baseSetting) {
     throw new GenpipeError('config', 'No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file (or --emulator).');
   }
-  const baseUrl = checkUrl(baseRaw, 'base_url');
-  const platformUrl = checkUrl(pick(flags.platformUrl, 'GENPIPE_PLATFORM_URL', file.platform_url) ?? baseUrl, 'platform_url');
-  const cdnUrl = checkUrl(pick(flags.cdnUrl, 'GENPIPE_CDN_URL', file.cdn_url) ?? baseUrl, 'cdn_url');
+  const baseUrl = checkUrl(baseSetting, 'base_url', allowInsecureHttp);
+  const inherited = { value: baseUrl, from: 'as base_url' };
+  const platformUrl = checkUrl(setting(flags.platformUrl, '--platform-url', 'GENPIPE_PLATFORM_URL', file.platform_url) ?? inherited, 'platform_url', allowInsecureHttp);
+  const cdnUrl = checkUrl(setting(flags.cdnUrl, '--cdn-url', 'GENPIPE_CDN_URL', file.cdn_url) ?? inherited, 'cdn_url', allowInsecureHttp);
   const vendor = pick(flags.vendor, 'GENPIPE_VENDOR', file.vendor) ?? DEFAULT_VENDOR;
   if (!/^[A-Za-z0-9_-]+$/.test(vendor)) throw new GenpipeError('config', 'vendor must be one path segment of letters, digits, - or _.');
 

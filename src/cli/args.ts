@@ -12,6 +12,7 @@ export const CONNECTION_OPTIONS = {
   'cdn-url': { type: 'string' },
   vendor: { type: 'string' },
   credentials: { type: 'string' },
+  'allow-insecure-http': { type: 'boolean' },
 } as const satisfies Options;
 
 export const CONNECTION_HELP = `Connection options:
@@ -21,7 +22,10 @@ export const CONNECTION_HELP = `Connection options:
   --cdn-url URL        agent media address (defaults to --base-url); also GENPIPE_CDN_URL
   --vendor NAME        vendor path segment (default "vendor"); also GENPIPE_VENDOR
   --credentials FILE   key_id:key_secret file (mode 600); or set HF_KEY, HF_CREDENTIALS,
-                       or HF_API_KEY with HF_API_SECRET`;
+                       or HF_API_KEY with HF_API_SECRET
+  --allow-insecure-http
+                       accept plain http:// to a host that is not loopback (credentials then
+                       travel unencrypted); also GENPIPE_ALLOW_INSECURE_HTTP=1`;
 
 export type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: O; allowPositionals: true; strict: true }>>;
 
@@ -44,6 +48,7 @@ export function connectionFlags(values: Record<string, unknown>): ConfigFlags {
     cdnUrl: str('cdn-url'),
     vendor: str('vendor'),
     credentialsFile: str('credentials'),
+    allowInsecureHttp: values['allow-insecure-http'] === true,
   };
 }
 

@@ -1,6 +1,6 @@
 /**
  * Sweep axes resolved into indexable sequences. Ranges stay lazy (a million seeds cost nothing);
- * CSV rows are read once; presets come from a source the plan layer injects, because this layer
+ * CSV rows are read once (streamed, after a size check); presets come from a source the plan layer injects, because this layer
  * sends no HTTP.
  */
 import { isAbsolute, relative, resolve } from 'node:path';
@@ -72,7 +72,7 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
     const path = isAbsolute(axis.csv) ? axis.csv : resolve(context.dir, axis.csv);
     const fromCwd = relative(process.cwd(), path);
     const display = fromCwd === '' || fromCwd.startsWith('..') ? path : fromCwd;
-    const { columns, rows } = readCsv(path, display);
+    const { columns, rows } = await readCsv(path, display);
     const where = Object.entries(axis.where ?? {});
     for (const [column] of where) {
       if (!columns.includes(column)) throw new AxisError(`the CSV file ${display} has no column "${column}" (columns: ${columns.join(', ')})`);

@@ -1,6 +1,15 @@
-/** CSV rows for a sweep axis: a header row, then one record per line, parsed with csv-parse. */
-import { readFileSync } from 'node:fs';
-import { parse } from 'csv-parse/sync';
+/**
+ * CSV rows for a sweep axis: a header row, then one record per line, parsed with csv-parse.
+ *
+ * The size cap comes before any read: the file is stat'ed and refused when over MAX_CSV_BYTES, so
+ * a 300 MB file costs nothing (it was read whole first, 387 MB of memory). Then it is streamed
+ * through the parser, never held as one string, and the cap is enforced again on the bytes read
+ * in case the file grows between the stat and the read.
+ */
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
+import { CsvError as ParseError, parse } from 'csv-parse';
 import type { SourceLocation } from '../util/yaml-source.js';
 
 /** A CSV record: its columns, plus the line it starts on (for ids and error messages). */
@@ -19,46 +28,72 @@ export class CsvError extends Error {
   }
 }
 
-/** Largest CSV file accepted, in bytes. */
+/** Largest CSV file accepted, in bytes (64 MiB). */
 export const MAX_CSV_BYTES = 64 * 1024 * 1024;
 
-export function readCsv(path: string, displayPath: string = path): { columns: string[]; rows: CsvRow[] } {
-  let text: string;
+export interface ReadCsvOptions {
+  /** Largest file accepted, in bytes. Default MAX_CSV_BYTES. */
+  maxBytes?: number;
+}
+
+export async function readCsv(path: string, displayPath: string = path, options: ReadCsvOptions = {}): Promise<{ columns: string[]; rows: CsvRow[] }> {
+  const maxBytes = options.maxBytes ?? MAX_CSV_BYTES;
+  const start: SourceLocation = { file: displayPath, line: 1, col: 1 };
+  const unreadable = (error: unknown): CsvError => new CsvError(`cannot read the CSV file: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}`, start);
+  let size: number;
   try {
-    const buffer = readFileSync(path);
-    if (buffer.length > MAX_CSV_BYTES) throw new CsvError(`the CSV file is larger than ${MAX_CSV_BYTES} bytes`, { file: displayPath, line: 1, col: 1 });
-    text = buffer.toString('utf8');
+    const info = await stat(path);
+    if (!info.isFile()) throw new CsvError('the CSV file is not a regular file', start);
+    size = info.size;
   } catch (error) {
-    if (error instanceof CsvError) throw error;
-    throw new CsvError(`cannot read the CSV file: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}`, { file: displayPath, line: 1, col: 1 });
+    throw error instanceof CsvError ? error : unreadable(error);
   }
+  if (size > maxBytes) throw new CsvError(`the CSV file is ${size} bytes, over the limit of ${maxBytes}`, start);
+
   let columns: string[] = [];
-  let records: { record: Record<string, string>; info: { lines: number } }[];
+  const rows: CsvRow[] = [];
+  const parser = parse({
+    bom: true,
+    skip_empty_lines: true,
+    info: true,
+    columns: (header: string[]) => {
+      const seen = new Set<string>();
+      header.forEach((name, index) => {
+        const trimmed = name.trim();
+        if (trimmed === '') throw new CsvError(`column ${index + 1} of the header row has no name`, { file: displayPath, line: 1, col: index + 1 });
+        if (seen.has(trimmed)) throw new CsvError(`column ${index + 1} of the header row repeats the name "${trimmed}"`, { file: displayPath, line: 1, col: index + 1 });
+        seen.add(trimmed);
+      });
+      columns = header.map((h) => h.trim());
+      return columns;
+    },
+  });
+  let read = 0;
   try {
-    records = parse(text, {
-      bom: true,
-      skip_empty_lines: true,
-      info: true,
-      columns: (header: string[]) => {
-        const seen = new Set<string>();
-        header.forEach((name, index) => {
-          const trimmed = name.trim();
-          if (trimmed === '') throw new CsvError(`column ${index + 1} of the header row has no name`, { file: displayPath, line: 1, col: index + 1 });
-          if (seen.has(trimmed)) throw new CsvError(`column ${index + 1} of the header row repeats the name "${trimmed}"`, { file: displayPath, line: 1, col: index + 1 });
-          seen.add(trimmed);
-        });
-        columns = header.map((h) => h.trim());
-        return columns;
+    await pipeline(
+      // `end` is inclusive: at most maxBytes + 1 bytes are read, enough to see the file grew.
+      createReadStream(path, { start: 0, end: maxBytes }),
+      async function* capped(chunks: AsyncIterable<Buffer>) {
+        for await (const chunk of chunks) {
+          read += chunk.length;
+          if (read > maxBytes) throw new CsvError(`the CSV file grew past the limit of ${maxBytes} bytes while it was read`, start);
+          yield chunk;
+        }
       },
-    }) as { record: Record<string, string>; info: { lines: number } }[];
+      parser,
+      async (records: AsyncIterable<{ record: Record<string, string>; info: { lines: number } }>) => {
+        // info.lines is the line a record ends on; a record spanning lines starts earlier, which is
+        // rare enough that the end line is an honest location.
+        for await (const { record, info } of records) rows.push({ line: info.lines, values: record });
+      },
+    );
   } catch (error) {
     if (error instanceof CsvError) throw error;
-    const e = error as { message: string; lines?: number; column?: string | number; code?: string };
+    if (!(error instanceof ParseError)) throw unreadable(error);
+    const e = error as ParseError & { lines?: number; column?: string | number };
     const col = typeof e.column === 'string' ? columns.indexOf(e.column) + 1 : typeof e.column === 'number' ? e.column + 1 : 1;
     throw new CsvError(e.message.replace(/ on line \d+$/, ''), { file: displayPath, line: e.lines ?? 1, col: Math.max(1, col) });
   }
-  if (columns.length === 0) throw new CsvError('the CSV file has no header row', { file: displayPath, line: 1, col: 1 });
-  // info.lines is the line a record ends on; a record spanning lines starts earlier, which is rare
-  // enough that the end line is an honest location.
-  return { columns, rows: records.map(({ record, info }) => ({ line: info.lines, values: record })) };
+  if (columns.length === 0) throw new CsvError('the CSV file has no header row', start);
+  return { columns, rows };
 }

@@ -6,10 +6,10 @@
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { loadYaml, YamlSyntaxError, type YamlSource } from '../util/yaml-source.js';
-import { formatPath } from '../util/zod-issues.js';
+import { clip, formatPath } from '../util/zod-issues.js';
 import { ManifestError, type ManifestProblem } from './errors.js';
 import { Manifest, type Step } from './schema.js';
-import { nearest } from './suggest.js';
+import { Suggester } from './suggest.js';
 import { compileTemplate, TemplateError, type CompiledTemplate, type TemplateRef } from './template.js';
 import { problemsFromZod } from './zod-locate.js';
 
@@ -60,8 +60,10 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
   if (source.value === null || typeof source.value !== 'object' || Array.isArray(source.value)) {
     throw new ManifestError([{ location: source.locate([]), path: '', message: 'a manifest is a mapping with version, name and steps' }]);
   }
+  // One budget for every "did you mean" of this manifest, so that thousands of bad names stay cheap.
+  const suggester = new Suggester();
   const parsed = Manifest.safeParse(source.value);
-  if (!parsed.success) throw new ManifestError(problemsFromZod(parsed.error, source, Manifest));
+  if (!parsed.success) throw new ManifestError(problemsFromZod(parsed.error, source, Manifest, [], suggester));
   const manifest = parsed.data;
 
   const problems: ManifestProblem[] = [];
@@ -69,11 +71,12 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
     problems.push({ location: source.locate(path, atKey), path: formatPath(path), message });
   };
   const stepIds = Object.keys(manifest.steps);
+  const names: Names = { stepIds, steps: new Set(stepIds), vars: Object.keys(manifest.vars ?? {}), env: new Set(manifest.env ?? []), suggester };
   const templates = new Map<string, CompiledTemplate>();
 
   for (const [id, step] of Object.entries(manifest.steps)) {
     const base = ['steps', id];
-    checkReferences(id, step, stepIds, (path, message) => at([...base, ...path], message));
+    checkReferences(id, step, names, (path, message) => at([...base, ...path], message));
     if (step.model !== 'agent') {
       if (step.replies) at([...base, 'replies'], 'replies apply to agent steps only');
       if (step.conversation) at([...base, 'conversation'], 'conversation applies to agent steps only');
@@ -84,14 +87,14 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
     try {
       const compiled = compileTemplate(step.input ?? {}, []);
       templates.set(id, compiled);
-      for (const ref of compiled.refs) checkRef(ref, step, axes, manifest, (message) => at([...base, 'input'], message));
+      for (const ref of compiled.refs) checkRef(ref, step, axes, manifest, names, (message) => at([...base, 'input'], message));
     } catch (error) {
       if (!(error instanceof TemplateError)) throw error;
       at([...base, 'input', ...error.at], error.message);
     }
     if (step.conversation) {
       try {
-        for (const ref of compileTemplate(step.conversation).refs) checkRef(ref, step, axes, manifest, (message) => at([...base, 'conversation'], message));
+        for (const ref of compileTemplate(step.conversation).refs) checkRef(ref, step, axes, manifest, names, (message) => at([...base, 'conversation'], message));
       } catch (error) {
         if (!(error instanceof TemplateError)) throw error;
         at([...base, 'conversation'], error.message);
@@ -103,46 +106,59 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
   return { manifest, file, dir: dirname(resolve(file)), source, templates, order };
 }
 
-function checkReferences(id: string, step: Step, stepIds: readonly string[], report: (path: (string | number)[], message: string) => void): void {
+/** The names a manifest defines, listed once (a manifest may hold thousands), and its suggestion budget. */
+interface Names {
+  stepIds: readonly string[];
+  steps: ReadonlySet<string>;
+  vars: readonly string[];
+  env: ReadonlySet<string>;
+  suggester: Suggester;
+}
+
+function checkReferences(id: string, step: Step, names: Names, report: (path: (string | number)[], message: string) => void): void {
   const check = (target: string, path: (string | number)[]): void => {
-    if (target === id) report(path, `step "${id}" cannot depend on itself`);
-    else if (!stepIds.includes(target)) {
-      const suggestion = nearest(target, stepIds);
-      report(path, `no step "${target}"${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
+    if (target === id) report(path, `step "${clip(id)}" cannot depend on itself`);
+    else if (!names.steps.has(target)) {
+      const suggestion = names.suggester.nearest(target, names.stepIds);
+      report(path, `no step ${JSON.stringify(clip(target))}${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
     }
   };
   step.needs?.forEach((target, i) => check(target, ['needs', i]));
   if (step.for_each) check(step.for_each, ['for_each']);
 }
 
-function checkRef(ref: TemplateRef, step: Step, axes: ReadonlySet<string>, manifest: Manifest, report: (message: string) => void): void {
+function checkRef(ref: TemplateRef, step: Step, axes: ReadonlySet<string>, manifest: Manifest, names: Names, report: (message: string) => void): void {
   const [root, second] = ref.segments;
   if (typeof root !== 'string') return;
+  const expression = `{{ ${clip(ref.expression)} }}`;
   if (root === 'vars') {
     if (typeof second === 'string' && !(manifest.vars && Object.hasOwn(manifest.vars, second))) {
-      const suggestion = nearest(second, Object.keys(manifest.vars ?? {}));
-      report(`{{ ${ref.expression} }}: no var "${second}"${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
+      const suggestion = names.suggester.nearest(second, names.vars);
+      report(`${expression}: no var ${JSON.stringify(clip(second))}${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
     }
     return;
   }
   if (root === 'env') {
-    if (typeof second !== 'string' || !(manifest.env ?? []).includes(second)) {
-      report(`{{ ${ref.expression} }}: environment variable ${String(second)} is not allow-listed; add it to the manifest's env list`);
+    if (typeof second !== 'string' || !names.env.has(second)) {
+      report(`${expression}: environment variable ${clip(String(second))} is not allow-listed; add it to the manifest's env list`);
     }
     return;
   }
   if (root === 'upstream') {
-    if (!step.for_each) report(`{{ ${ref.expression} }}: upstream is only available in a for_each step`);
+    if (!step.for_each) report(`${expression}: upstream is only available in a for_each step`);
     return;
   }
   if (!axes.has(root)) {
     const known = [...axes, ...FIXED_ROOTS];
-    const suggestion = nearest(root, known);
-    report(`{{ ${ref.expression} }}: "${root}" is not an axis of this step, vars, env or upstream${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
+    const suggestion = names.suggester.nearest(root, known);
+    report(`${expression}: ${JSON.stringify(clip(root))} is not an axis of this step, vars, env or upstream${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
   }
 }
 
-/** Orders steps so that dependencies come first; reports each cycle once. */
+/**
+ * Orders steps so that dependencies come first; reports each cycle once. Depth-first without
+ * recursion: a chain of twenty thousand steps must not overflow the stack.
+ */
 function topologicalOrder(manifest: Manifest, report: (path: (string | number)[], message: string) => void): string[] {
   const deps = new Map<string, string[]>();
   for (const [id, step] of Object.entries(manifest.steps)) {
@@ -150,19 +166,40 @@ function topologicalOrder(manifest: Manifest, report: (path: (string | number)[]
     deps.set(id, targets);
   }
   const order: string[] = [];
-  const state = new Map<string, 'visiting' | 'done'>();
-  const visit = (id: string, trail: string[]): void => {
-    if (state.get(id) === 'done') return;
-    if (state.get(id) === 'visiting') {
-      const cycle = [...trail.slice(trail.indexOf(id)), id];
-      report(['steps', id], `dependency cycle: ${cycle.join(' -> ')}`);
-      return;
+  const done = new Set<string>();
+  /** The path being walked, and where each of its steps sits on it. */
+  const path: { id: string; next: number }[] = [];
+  const onPath = new Map<string, number>();
+  for (const start of deps.keys()) {
+    if (done.has(start)) continue;
+    path.push({ id: start, next: 0 });
+    onPath.set(start, 0);
+    while (path.length > 0) {
+      const top = path[path.length - 1] as { id: string; next: number };
+      const targets = deps.get(top.id) ?? [];
+      if (top.next >= targets.length) {
+        path.pop();
+        onPath.delete(top.id);
+        done.add(top.id);
+        order.push(top.id);
+        continue;
+      }
+      const target = targets[top.next++] as string;
+      if (done.has(target)) continue;
+      const from = onPath.get(target);
+      if (from !== undefined) {
+        report(['steps', target], `dependency cycle: ${formatCycle([...path.slice(from).map((f) => f.id), target])}`);
+        continue;
+      }
+      onPath.set(target, path.length);
+      path.push({ id: target, next: 0 });
     }
-    state.set(id, 'visiting');
-    for (const target of deps.get(id) ?? []) visit(target, [...trail, id]);
-    state.set(id, 'done');
-    order.push(id);
-  };
-  for (const id of deps.keys()) visit(id, []);
+  }
   return order;
+}
+
+/** `a -> b -> a`; a long cycle shows its first steps and how many more there are. */
+function formatCycle(ids: readonly string[]): string {
+  const shown = ids.length <= 8 ? ids : [...ids.slice(0, 6), `... ${ids.length - 7} more`, ids[ids.length - 1] as string];
+  return shown.map((id) => clip(id)).join(' -> ');
 }

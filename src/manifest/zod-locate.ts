@@ -3,10 +3,10 @@
  * branch of a union chosen, and unknown keys answered with the nearest valid key.
  */
 import type * as z from 'zod';
-import { formatPath } from '../util/zod-issues.js';
+import { clip, formatPath } from '../util/zod-issues.js';
 import type { YamlSource } from '../util/yaml-source.js';
 import type { ManifestProblem } from './errors.js';
-import { nearest } from './suggest.js';
+import { Suggester } from './suggest.js';
 
 type Def = { type: string; shape?: Record<string, z.ZodType>; valueType?: z.ZodType; innerType?: z.ZodType; options?: z.ZodType[]; element?: z.ZodType };
 const defOf = (schema: z.ZodType): Def => (schema as unknown as { _zod: { def: Def } })._zod.def;
@@ -47,7 +47,11 @@ function bestBranch(branches: readonly (readonly Issue[])[]): readonly Issue[] {
   return best;
 }
 
-export function problemsFromZod(error: z.ZodError, source: YamlSource, schema: z.ZodType, prefix: readonly PropertyKey[] = []): ManifestProblem[] {
+/**
+ * With many unknown keys in one mapping, the valid keys are listed once, with the first of them;
+ * every key echoed is clipped, and suggestions come from one bounded Suggester.
+ */
+export function problemsFromZod(error: z.ZodError, source: YamlSource, schema: z.ZodType, prefix: readonly PropertyKey[] = [], suggester = new Suggester()): ManifestProblem[] {
   const out: ManifestProblem[] = [];
   const visit = (issue: Issue, base: readonly PropertyKey[]): void => {
     const path = [...base, ...issue.path];
@@ -57,13 +61,16 @@ export function problemsFromZod(error: z.ZodError, source: YamlSource, schema: z
     }
     if (issue.code === 'unrecognized_keys') {
       const known = knownKeysAt(schema, path.slice(prefix.length));
+      let listed = false;
       for (const key of issue.keys) {
-        const suggestion = nearest(key, known);
-        out.push({
-          location: source.locate([...path, key], true),
-          path: formatPath([...path, key]),
-          message: `unknown key "${key}"${suggestion ? `; did you mean "${suggestion}"?` : known.length > 0 ? `; valid keys are ${known.join(', ')}` : ''}`,
-        });
+        const suggestion = suggester.nearest(key, known);
+        let hint = '';
+        if (suggestion) hint = `; did you mean "${suggestion}"?`;
+        else if (known.length > 0 && !listed) {
+          hint = `; valid keys are ${known.join(', ')}`;
+          listed = true;
+        }
+        out.push({ location: source.locate([...path, key], true), path: formatPath([...path, key]), message: `unknown key ${JSON.stringify(clip(key))}${hint}` });
       }
       return;
     }

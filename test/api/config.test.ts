@@ -132,3 +132,66 @@ describe('config file errors name file:line:col', () => {
     expect(thrown(() => readConfigFile(join(dir, 'absent.yaml'))).code).toBe('config');
   });
 });
+
+describe('plain http only to loopback, unless allowed (reliability rule 24)', () => {
+  const SETTINGS = [
+    { name: 'base_url', flag: 'baseUrl', cli: '--base-url', env: 'GENPIPE_BASE_URL' },
+    { name: 'platform_url', flag: 'platformUrl', cli: '--platform-url', env: 'GENPIPE_PLATFORM_URL' },
+    { name: 'cdn_url', flag: 'cdnUrl', cli: '--cdn-url', env: 'GENPIPE_CDN_URL' },
+  ] as const;
+  const BASE = { baseUrl: 'https://base.test' };
+  const refusal = (name: string, from: string, host = 'example.test'): string =>
+    `${name} (${from}) is plain http to ${host}, which would send your credentials unencrypted: use https, or pass --allow-insecure-http (GENPIPE_ALLOW_INSECURE_HTTP=1, or allow_insecure_http: true in the config file) to accept that.`;
+
+  for (const s of SETTINGS) {
+    it(`${s.name}: http://example.test is refused from the flag, the environment and the config file`, () => {
+      const fromFlag = thrown(() => resolveConfig({ flags: { ...BASE, [s.flag]: 'http://example.test' }, env: CREDS }));
+      expect(fromFlag.code).toBe('config');
+      expect(fromFlag.message).toBe(refusal(s.name, `from ${s.cli}`));
+
+      const fromEnv = thrown(() => resolveConfig({ flags: s.name === 'base_url' ? {} : BASE, env: { ...CREDS, [s.env]: 'http://example.test/' } }));
+      expect(fromEnv.message).toBe(refusal(s.name, `from ${s.env}`));
+
+      const path = file(`${s.name === 'base_url' ? '' : 'base_url: https://base.test\n'}${s.name}: http://example.test\n`);
+      const fromFile = thrown(() => resolveConfig({ flags: { config: path }, env: CREDS }));
+      expect(fromFile.message).toBe(refusal(s.name, `from the config file ${path}`));
+    });
+
+    it(`${s.name}: http://example.test is accepted with --allow-insecure-http, GENPIPE_ALLOW_INSECURE_HTTP=1 or allow_insecure_http: true`, () => {
+      const key = s.flag;
+      expect(resolveConfig({ flags: { ...BASE, [s.flag]: 'http://example.test', allowInsecureHttp: true }, env: CREDS })[key]).toBe('http://example.test');
+      expect(resolveConfig({ flags: { ...BASE, [s.flag]: 'http://example.test' }, env: { ...CREDS, GENPIPE_ALLOW_INSECURE_HTTP: '1' } })[key]).toBe('http://example.test');
+      const path = file(`${s.name === 'base_url' ? '' : 'base_url: https://base.test\n'}${s.name}: http://example.test\nallow_insecure_http: true\n`);
+      expect(resolveConfig({ flags: { config: path }, env: CREDS })[key]).toBe('http://example.test');
+    });
+  }
+
+  it('platform_url and cdn_url inherit an http base_url, and are refused with it', () => {
+    expect(thrown(() => resolveConfig({ flags: { baseUrl: 'http://gen.example.test:8080' }, env: CREDS })).message).toBe(refusal('base_url', 'from --base-url', 'gen.example.test:8080'));
+    const allowed = resolveConfig({ flags: { baseUrl: 'http://gen.example.test:8080', allowInsecureHttp: true }, env: CREDS });
+    expect([allowed.platformUrl, allowed.cdnUrl]).toEqual(['http://gen.example.test:8080', 'http://gen.example.test:8080']);
+  });
+
+  it('https anywhere, and http to localhost, 127.0.0.0/8 and ::1, need no permission', () => {
+    for (const url of ['https://example.test', 'http://localhost:8787', 'http://LOCALHOST', 'http://127.0.0.1:9', 'http://127.255.0.7', 'http://[::1]:8080', 'http://[0:0:0:0:0:0:0:1]', 'http://2130706433', 'http://0x7f.1']) {
+      const config = resolveConfig({ flags: { baseUrl: url, platformUrl: url, cdnUrl: url }, env: CREDS });
+      expect(config.baseUrl).toBe(url);
+    }
+    // The embedded emulator's fallback address.
+    expect(resolveConfig({ env: CREDS, fallbackBaseUrl: 'http://127.0.0.1:41234' }).baseUrl).toBe('http://127.0.0.1:41234');
+  });
+
+  it('hosts that only look like loopback are refused', () => {
+    for (const url of ['http://localhost.example.test', 'http://127.0.0.1.example.test', 'http://0.0.0.0:8080', 'http://[::ffff:127.0.0.1]', 'http://10.0.0.1', 'http://[::2]']) {
+      expect(thrown(() => resolveConfig({ flags: { baseUrl: url }, env: CREDS })).message).toMatch(/^base_url \(from --base-url\) is plain http to /);
+    }
+  });
+
+  it('only GENPIPE_ALLOW_INSECURE_HTTP=1 allows it, and allow_insecure_http must be a boolean', () => {
+    for (const value of ['0', 'true', 'yes', '']) {
+      expect(thrown(() => resolveConfig({ flags: { baseUrl: 'http://example.test' }, env: { ...CREDS, GENPIPE_ALLOW_INSECURE_HTTP: value } })).code).toBe('config');
+    }
+    const path = file('base_url: http://example.test\nallow_insecure_http: "yes"\n');
+    expect(thrown(() => resolveConfig({ flags: { config: path }, env: CREDS })).message).toContain(`${path}:2:22`);
+  });
+});

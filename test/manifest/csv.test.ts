@@ -13,8 +13,8 @@ const file = (name: string, text: string): string => {
 };
 
 describe('CSV rows', () => {
-  it('reads a header row and one record per line, remembering each line', () => {
-    const { columns, rows } = readCsv(file('ok.csv', '\uFEFFsku,prompt\nA1,"red, shoes"\n\nB2,blue\n'));
+  it('reads a header row and one record per line, remembering each line', async () => {
+    const { columns, rows } = await readCsv(file('ok.csv', '\uFEFFsku,prompt\nA1,"red, shoes"\n\nB2,blue\n'));
     expect(columns).toEqual(['sku', 'prompt']);
     expect(rows).toEqual([
       { line: 2, values: { sku: 'A1', prompt: 'red, shoes' } },
@@ -22,9 +22,9 @@ describe('CSV rows', () => {
     ]);
   });
 
-  it('locates a short row by row and column', () => {
+  it('locates a short row by row and column', async () => {
     try {
-      readCsv(file('short.csv', 'a,b\n1,2\n3\n'), 'short.csv');
+      await readCsv(file('short.csv', 'a,b\n1,2\n3\n'), 'short.csv');
       expect.unreachable();
     } catch (error) {
       expect(error).toBeInstanceOf(CsvError);
@@ -32,13 +32,23 @@ describe('CSV rows', () => {
     }
   });
 
-  it('locates an unclosed quote', () => {
-    expect(() => readCsv(file('quote.csv', 'a,b\n1,"2\n'), 'quote.csv')).toThrow(/Quote Not Closed/);
+  it('locates a bad row far into a file read in many chunks', async () => {
+    const good = Array.from({ length: 20_000 }, (_, i) => `${i},"row ${i}, quoted"`).join('\n');
+    const error = await readCsv(file('long.csv', `id,text\n${good}\n20000\n20001,last\n`), 'long.csv').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CsvError);
+    expect((error as CsvError).location).toEqual({ file: 'long.csv', line: 20_002, col: 2 });
   });
 
-  it('refuses a header that repeats a column, naming its column number', () => {
+  it('locates an unclosed quote', async () => {
+    const error = await readCsv(file('quote.csv', 'a,b\n1,"2\n'), 'quote.csv').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CsvError);
+    expect((error as CsvError).message).toMatch(/Quote Not Closed/);
+    expect((error as CsvError).location).toMatchObject({ file: 'quote.csv', line: 2 });
+  });
+
+  it('refuses a header that repeats a column, naming its column number', async () => {
     try {
-      readCsv(file('dup.csv', 'a,b,a\n1,2,3\n'), 'dup.csv');
+      await readCsv(file('dup.csv', 'a,b,a\n1,2,3\n'), 'dup.csv');
       expect.unreachable();
     } catch (error) {
       expect((error as CsvError).location).toEqual({ file: 'dup.csv', line: 1, col: 3 });

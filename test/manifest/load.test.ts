@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ManifestError } from '../../src/manifest/errors.js';
+import { formatProblem, ManifestError } from '../../src/manifest/errors.js';
 import { loadManifestText } from '../../src/manifest/load.js';
 
 function problems(text: string): { line: number; col: number; path: string; message: string }[] {
@@ -112,5 +112,80 @@ describe('loading a manifest', () => {
 
   it('refuses replies on a step that is not an agent step', () => {
     expect(problems(valid.replace('    model: dop\n', '    model: dop\n    replies: ["yes"]\n'))[0]?.message).toBe('replies apply to agent steps only');
+  });
+});
+
+describe('recursive YAML aliases', () => {
+  // The three forms of issue 11 §5, each refused at the alias (not a crash, and not "valid").
+  const forms: [string, string, string][] = [
+    ['vars that contain themselves', 'version: 1\nname: rec\nvars: &v {self: *v}\nsteps:\n  a:\n    model: character-sheet\n    input: {}\n', '3:17'],
+    ['a var list that contains itself', 'version: 1\nname: rec\nvars:\n  mood: &m [x, *m]\nsteps:\n  a:\n    model: character-sheet\n    input: {}\n', '4:16'],
+    ['an input whose selection is the input', 'version: 1\nname: rec\nsteps:\n  a:\n    model: character-sheet\n    input: &i {selection: *i}\n', '6:27'],
+  ];
+  for (const [name, text, where] of forms) {
+    it(`refuses ${name} at m.yaml:${where}`, () => {
+      const found = problems(text);
+      expect(found).toHaveLength(1);
+      expect(`${found[0]?.line}:${found[0]?.col}`).toBe(where);
+      expect(found[0]?.message).toMatch(/^the alias \*[vmi] is recursive/);
+    });
+  }
+
+  it('still accepts an alias to an earlier node', () => {
+    const loaded = loadManifestText(valid.replace('  brief: hello\n', '  brief: &b hello\n  again: *b\n'), 'm.yaml');
+    expect(loaded.manifest.vars).toEqual({ brief: 'hello', again: 'hello' });
+  });
+});
+
+describe('bounded error reporting', () => {
+  const refusal = (text: string): ManifestError => {
+    try {
+      loadManifestText(text, 'm.yaml');
+    } catch (error) {
+      expect(error).toBeInstanceOf(ManifestError);
+      return error as ManifestError;
+    }
+    throw new Error('expected the manifest to be refused');
+  };
+  const withStepKeys = (lines: readonly string[]): string => `version: 1\nname: p\nsteps:\n  a:\n    model: character-sheet\n    input: {}\n${lines.map((l) => `    ${l}\n`).join('')}`;
+
+  it('lists the first 50 of 10,000 unknown keys, the valid keys once, then how many more', () => {
+    const error = refusal(withStepKeys(Array.from({ length: 10_000 }, (_, i) => `k${i}: 1`)));
+    expect(error.total).toBe(10_000);
+    expect(error.problems).toHaveLength(51);
+    expect(error.problems[0]?.message).toMatch(/^unknown key "k0"; valid keys are model, input, /);
+    expect(error.problems[1]?.message).toBe('unknown key "k1"');
+    expect(error.problems[50]).toEqual({ location: { file: 'm.yaml', line: 57, col: 5 }, path: '', message: 'and 9950 more problems from here on, not listed' });
+    expect(error.message).toMatch(/\(10000 problems; the first 50 listed below\)$/);
+  });
+
+  it('clips a 500 KB key wherever it is echoed', () => {
+    const key = `concurrency${'x'.repeat(500_000)}`;
+    const error = refusal(withStepKeys([`? ${key}`, '  : 1']));
+    const text = [error.message, ...error.problems.map(formatProblem)].join('\n');
+    expect(text.length).toBeLessThan(2_000);
+    expect(error.problems[0]?.path).toBe(`steps.a.concurrencyxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…(500011 chars)`);
+    expect(error.problems[0]?.message).toMatch(/^unknown key "concurrencyx+…\(500011 chars\)"; valid keys are /);
+  });
+
+  it('clips a long name read by a template', () => {
+    const found = problems(valid.replace('"{{ vars.brief }}"', `"{{ vars.${'z'.repeat(10_000)} }}"`));
+    expect(found.map((p) => p.message)).toEqual([`{{ vars.${'z'.repeat(43)}…(10005 chars) }}: no var "${'z'.repeat(48)}…(10000 chars)"`]);
+  });
+
+  it('orders a chain of 12,000 steps without overflowing the stack', () => {
+    const lines = ['version: 1', 'name: chain', 'steps:', '  s0: {model: dop}'];
+    for (let i = 1; i < 12_000; i++) lines.push(`  s${i}: {model: dop, needs: [s${i - 1}]}`);
+    // Listed last first, so that ordering has to follow the whole chain down from s11999.
+    const loaded = loadManifestText([...lines.slice(0, 3), ...lines.slice(3).reverse()].join('\n'), 'm.yaml');
+    expect(loaded.order).toHaveLength(12_000);
+    expect(loaded.order.slice(0, 3)).toEqual(['s0', 's1', 's2']);
+    expect(loaded.order.at(-1)).toBe('s11999');
+  });
+
+  it('names a long dependency cycle by its first steps and how many more', () => {
+    const lines = ['version: 1', 'name: ring', 'steps:'];
+    for (let i = 0; i < 100; i++) lines.push(`  s${i}: {model: dop, input: {prompt: x}, needs: [s${(i + 1) % 100}]}`);
+    expect(problems(lines.join('\n')).map((p) => p.message)).toEqual(['dependency cycle: s0 -> s1 -> s2 -> s3 -> s4 -> s5 -> ... 94 more -> s0']);
   });
 });
