@@ -9,6 +9,7 @@ import { Credentials, credentialsFromEnv, credentialsFromFile } from './credenti
 import { GenpipeError } from './errors.js';
 import { DEFAULT_BACKOFF, DEFAULT_MAX_RETRY_AFTER_MS } from './retry.js';
 import { loadYamlAs, YamlSyntaxError } from '../util/yaml-source.js';
+import { isLoopbackHost } from '../util/loopback-host.js';
 
 export interface ClientConfig {
   /** `{base_url}`: the main API address. */
@@ -104,16 +105,6 @@ export function readConfigFile(path: string): ConfigFile {
     if (error instanceof YamlSyntaxError) throw new GenpipeError('config', `Invalid config file: ${error.message.split('\n')[0] ?? ''}.`);
     throw error;
   }
-}
-
-/**
- * Loopback hosts: localhost, 127.0.0.0/8 and ::1 (the same rule as run/download.ts's check of
- * download URLs). `hostname` is the WHATWG-normalised one, so spellings such as 0x7f.1 or
- * 2130706433 arrive as 127.0.0.1, and [0:0::1] as [::1].
- */
-function isLoopbackHost(hostname: string): boolean {
-  const host = hostname.toLowerCase();
-  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
 /** A setting's value and where it came from, for error messages. */

@@ -19,7 +19,6 @@ import { crashPoint } from './crash-points.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { link, lstat, mkdir, open, realpath, rename, unlink, type FileHandle } from 'node:fs/promises';
-import { isIP } from 'node:net';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { request, type Dispatcher } from 'undici';
 import { errorFromStatus, GenpipeError, type ErrorCode } from '../api/errors.js';
@@ -29,6 +28,7 @@ import { abortError } from '../api/sleep.js';
 import { redact } from '../util/redact.js';
 import { isInside, resolveInside } from './output-names.js';
 import { syncDirectory } from './sync-directory.js';
+import { isLoopbackHost } from '../util/loopback-host.js';
 
 export const DEFAULT_MAX_REDIRECTS = 3;
 /** Downloaded bytes are written to the temp file in batches of about this size. */
@@ -85,15 +85,6 @@ export interface DownloadResult {
 }
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
-
-/** True for hosts that never leave the machine: 127.0.0.0/8, ::1 and localhost. */
-export function isLoopbackHost(hostname: string): boolean {
-  const host = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
-  if (host === 'localhost') return true;
-  if (isIP(host) === 4) return host.startsWith('127.');
-  if (isIP(host) === 6) return host === '::1' || host === '0:0:0:0:0:0:0:1';
-  return false;
-}
 
 /** Refuses a URL that is not https, unless it is plain http to loopback. */
 export function checkDownloadUrl(url: URL): void {

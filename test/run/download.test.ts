@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, type Dispatcher } from 'undici';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { checkDownloadUrl, DownloadError, downloadToFile, isLoopbackHost, type DownloadOptions } from '../../src/run/download.js';
+import { checkDownloadUrl, DownloadError, downloadToFile, type DownloadOptions } from '../../src/run/download.js';
+import { isLoopbackHost } from '../../src/util/loopback-host.js';
 import { safeFileName } from '../../src/run/output-names.js';
 import { GenpipeError } from '../../src/api/errors.js';
 
