@@ -5,7 +5,8 @@
 import { GenerationClient } from '../api/client.js';
 import { DEFAULT_VENDOR, resolveConfig, type ClientConfig, type ConfigFlags } from '../api/config.js';
 import { Credentials } from '../api/credentials.js';
-import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '../emulator/index.js';
+import { DEFAULT_KEY_ID, DEFAULT_SECRET } from '../emulator/accounts.js';
+import type { Emulator } from '../emulator/index.js';
 import type { CliIO } from './io.js';
 
 export interface EmbeddedEmulator {
@@ -16,6 +17,8 @@ export interface EmbeddedEmulator {
 }
 
 export async function startEmbeddedEmulator(options: { timeScale?: number } = {}): Promise<EmbeddedEmulator> {
+  // Loaded only with --emulator: the whole service is a lot to load for a command that does not run it.
+  const { startEmulator } = await import('../emulator/index.js');
   const emulator = await startEmulator({ port: 0, host: '127.0.0.1', timeScale: options.timeScale ?? 0.01, log: () => {} });
   return {
     emulator,

@@ -4,25 +4,14 @@
  * GENPIPE_DEBUG=1.
  */
 import { GenpipeError, InvalidInputError } from '../api/errors.js';
-import { ManifestError, formatProblem } from '../manifest/errors.js';
-import type { Command } from './command.js';
-import { cancelCommand } from './commands/cancel.js';
-import { catalogCommand } from './commands/catalog.js';
-import { emulatorCommand } from './commands/emulator.js';
-import { planCommand } from './commands/plan.js';
-import { reportCommand } from './commands/report.js';
-import { runsCommand } from './commands/runs.js';
-import { resumeCommand, runCommand } from './commands/run.js';
-import { statusCommand } from './commands/status.js';
-import { validateCommand } from './commands/validate.js';
+import { COMMANDS } from './command-list.js';
 import { EXIT, exitCodeFor } from './exit-codes.js';
 import { processIO, type CliIO } from './io.js';
 import { redact } from '../util/redact.js';
 
 export const VERSION = '0.1.0';
 
-/** Every command, in the order `genpipe --help` lists them. */
-export const COMMANDS: readonly Command[] = [runCommand, resumeCommand, validateCommand, planCommand, reportCommand, runsCommand, catalogCommand, statusCommand, cancelCommand, emulatorCommand];
+export { COMMANDS } from './command-list.js';
 
 export function usage(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));
@@ -52,7 +41,7 @@ export async function main(argv: readonly string[], io?: CliIO): Promise<number>
   try {
     return await dispatch(argv, theIO);
   } catch (error) {
-    return report(error, theIO);
+    return await report(error, theIO);
   } finally {
     if (ownIO) {
       process.off('SIGINT', onSignal);
@@ -71,8 +60,9 @@ async function dispatch(argv: readonly string[], io: CliIO): Promise<number> {
     io.out(VERSION);
     return EXIT.ok;
   }
-  const command = COMMANDS.find((c) => c.name === name);
-  if (!command) throw new GenpipeError('invalid_input', `Unknown command "${name}"; run genpipe --help for the list.`);
+  const entry = COMMANDS.find((c) => c.name === name);
+  if (!entry) throw new GenpipeError('invalid_input', `Unknown command "${name}"; run genpipe --help for the list.`);
+  const command = await entry.load();
   outliveStdout = OUTLIVE_STDOUT.has(command.name);
   if (rest.includes('--help') || rest.includes('-h')) {
     io.out(command.help);
@@ -98,10 +88,12 @@ function onStdoutError(error: NodeJS.ErrnoException): void {
   throw error;
 }
 
-function report(error: unknown, io: CliIO): number {
+async function report(error: unknown, io: CliIO): Promise<number> {
   if (error instanceof GenpipeError) {
     io.err(`genpipe: ${error.message}`);
     if (error instanceof InvalidInputError) for (const issue of error.issues.slice(1)) io.err(`  ${issue.path}: ${issue.message}`);
+    // Loaded only when there is a manifest error to print (the YAML loader comes with it).
+    const { ManifestError, formatProblem } = await import('../manifest/errors.js');
     if (error instanceof ManifestError && error.problems.length > 1) for (const problem of error.problems) io.err(`  ${formatProblem(problem)}`);
     return exitCodeFor(error.code);
   }

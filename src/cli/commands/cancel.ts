@@ -5,7 +5,6 @@ import { EMULATOR_FLAG_HELP, openCommandClient } from '../embedded-emulator.js';
 
 export const cancelCommand: Command = {
   name: 'cancel',
-  summary: 'cancel a request that is still queued',
   help: `Usage: genpipe cancel <request_id> [--emulator]
 
 Only a queued request can be canceled; once it runs, the service refuses (exit 1).

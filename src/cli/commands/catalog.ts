@@ -7,7 +7,6 @@ import { EMULATOR_FLAG_HELP, openCommandClient } from '../embedded-emulator.js';
 
 export const catalogCommand: Command = {
   name: 'catalog',
-  summary: 'show the character-sheet options catalog or the marketing presets',
   help: `Usage:
   genpipe catalog options [--tier TIER] [--json] [--emulator]   character-sheet options (no credentials needed)
   genpipe catalog presets [--json] [--emulator]                 every visible marketing preset, all pages

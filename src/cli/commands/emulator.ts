@@ -28,7 +28,6 @@ function number(value: string | undefined, flag: string, check: (n: number) => b
 
 export const emulatorCommand: Command = {
   name: 'emulator',
-  summary: 'run the local Generation Service emulator (ledger, faults, no credits spent)',
   help: `Usage: genpipe emulator [options]
 
 Runs a faithful local Generation Service until Ctrl-C. The first line printed is

@@ -12,7 +12,6 @@ import { assertPricedUnderBudget, budgetOf, overBudgetWarning } from '../../plan
 
 export const planCommand: Command = {
   name: 'plan',
-  summary: 'show what a manifest will run and what it will cost; sends nothing that spends credits',
   help: `Usage: genpipe plan <manifest> [--json] [--limit N] [--emulator]
 
 Shows the steps (model, instance count, dependencies), sample instances and the estimated cost by

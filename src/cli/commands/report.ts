@@ -8,7 +8,6 @@ import { EXIT } from '../exit-codes.js';
 
 export const reportCommand: Command = {
   name: 'report',
-  summary: 'the credit-cost report of a run (also written as report.json, report.csv, report.md)',
   help: `Usage: genpipe report <run_dir> [--json | --csv | --md] [--config FILE]
 
 Counts by final status, estimated cost, actual cost where the service reports it (agent turns),

@@ -88,7 +88,6 @@ ${CONNECTION_HELP}`;
 
 export const runCommand: Command = {
   name: 'run',
-  summary: 'run a pipeline: submit, track, download, journal; resumable after any crash',
   help: `Usage: genpipe run <manifest> [options]
        genpipe run <manifest> --resume RUN_DIR [options]
 
@@ -104,7 +103,6 @@ ${RUN_HELP}`,
 
 export const resumeCommand: Command = {
   name: 'resume',
-  summary: 'continue an interrupted run from its journal, without paying twice',
   help: `Usage: genpipe resume <run_dir> [options]
 
 Reads the run's journal and continues: finished instances are skipped, submitted ones are

@@ -6,7 +6,6 @@ import { formatUsd } from '../../util/format-usd.js';
 
 export const runsCommand: Command = {
   name: 'runs',
-  summary: 'list past runs with their status and spend, newest first',
   help: `Usage: genpipe runs [--pipeline NAME] [--out DIR] [--json]
 
 Lists DIR/<pipeline>/<run-id>/ (DIR is runs/ by default). Status is the run's outcome

@@ -5,7 +5,6 @@ import { EMULATOR_FLAG_HELP, openCommandClient } from '../embedded-emulator.js';
 
 export const statusCommand: Command = {
   name: 'status',
-  summary: 'show the status and outputs of one request',
   help: `Usage: genpipe status <request_id> [--json] [--emulator]
 
 ${EMULATOR_FLAG_HELP}

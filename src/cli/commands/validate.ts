@@ -10,7 +10,6 @@ import { assertPricedUnderBudget, budgetOf, overBudgetWarning } from '../../plan
 
 export const validateCommand: Command = {
   name: 'validate',
-  summary: 'check a manifest and every instance it expands to; sends nothing that spends credits',
   help: `Usage: genpipe validate <manifest> [--emulator]
 
 Exits 0 when the manifest and every instance are valid, or 2 listing every problem with its
