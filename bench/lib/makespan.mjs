@@ -1,0 +1,65 @@
+// The two sides of a makespan benchmark, each against its own emulator started with the same
+// options (so both see the same job durations): `genpipe run` as a child process (polling, or
+// webhook mode), and the official client v2 `subscribe` with p-limit, as a user would write it.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pLimit from 'p-limit';
+import { startEmulator } from '../../dist/emulator/index.js';
+import { freePort, HF_KEY, runGenpipe } from './harness.mjs';
+
+const require = createRequire(import.meta.url);
+const { createHiggsfieldClient } = require('@higgsfield/client/v2');
+
+/** The ideal makespan: the sum of the jobs' durations over the concurrency, or the longest job if larger. */
+function ideal(emulator, concurrency) {
+  const durations = [...emulator.requests.byId.values()].map((r) => r.endAt - r.createdAt);
+  const sum = durations.reduce((a, b) => a + b, 0);
+  return { durations: durations.length, idealMs: Math.max(sum / concurrency, Math.max(...durations)) };
+}
+
+/** `genpipe run` of `instances` character sheets at `concurrency`; `webhook` tracks by webhook, else by polling. */
+export async function genpipeSide(emulatorOptions, { instances, concurrency, webhook }) {
+  const emulator = await startEmulator(emulatorOptions);
+  const dir = mkdtempSync(join(tmpdir(), 'genpipe-bench-makespan-'));
+  try {
+    const path = join(dir, 'makespan.yaml');
+    writeFileSync(path, `version: 1\nname: makespan\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: ${instances} } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+    const args = ['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--quiet', '--yes', '--out', join(dir, 'runs')];
+    if (webhook) {
+      // Completions arrive as they happen, each confirmed by one status GET.
+      const port = await freePort();
+      args.push('--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`);
+    }
+    const result = await runGenpipe(args, { HF_KEY });
+    if (result.code !== 0) throw new Error(`genpipe run failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
+    return { makespanMs: result.wallMs, requests: emulator.stats.total, ...ideal(emulator, concurrency) };
+  } finally {
+    await emulator.close();
+  }
+}
+
+/** The official client: `subscribe` per instance under p-limit, then one GET per image, as genpipe downloads. */
+export async function officialSide(emulatorOptions, { instances, concurrency }) {
+  const emulator = await startEmulator(emulatorOptions);
+  try {
+    const [apiKey, apiSecret] = HF_KEY.split(':');
+    // As a user would write it: the client's defaults, our emulator's address.
+    const client = createHiggsfieldClient({ apiKey, apiSecret, baseURL: emulator.url });
+    const limit = pLimit(concurrency);
+    const started = Date.now();
+    const results = await Promise.all(Array.from({ length: instances }, (_, i) => limit(() => client.subscribe('/vendor/ai-influencer', { input: { tier: 'cats', seed: i + 1 } }))));
+    const { request } = await import('undici');
+    await Promise.all(results.map((r) => limit(async () => (await request(r.images[0].url)).body.dump())));
+    const makespanMs = Date.now() - started;
+    const completed = results.filter((r) => r.status === 'completed').length;
+    if (completed !== instances) throw new Error(`the official client completed ${completed} of ${instances}`);
+    return { makespanMs, requests: emulator.stats.total, ...ideal(emulator, concurrency) };
+  } finally {
+    await emulator.close();
+  }
+}
+
+/** One contender's figures for results JSON. */
+export const sideResult = (side) => ({ makespan_s: side.makespanMs / 1000, ideal_s: side.idealMs / 1000, ratio_to_ideal: Number((side.makespanMs / side.idealMs).toFixed(3)), http_requests: side.requests });

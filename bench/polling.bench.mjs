@@ -1,0 +1,38 @@
+#!/usr/bin/env node
+// Polling makespan (issue 14): most users have no public webhook URL, so polling is the mode that
+// matters. 300 character sheets of 1.7-4.4 s at concurrency 20, side by side in one run, each
+// against its own emulator with the same seed: genpipe polling, genpipe in webhook mode, and the
+// official client v2 `subscribe` with p-limit. Targets: polling <= 1.05x the ideal with HTTP
+// requests <= 0.8x the official client's, and webhook mode no worse.
+import { genpipeSide, officialSide, sideResult } from './lib/makespan.mjs';
+import { writeResults } from './lib/harness.mjs';
+
+const instances = Number(process.env.BENCH_INSTANCES ?? 300);
+const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 20);
+const emulatorOptions = { port: 0, seed: 11, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [0, 0], runMs: [1_700, 4_400] } } };
+
+const polling = await genpipeSide(emulatorOptions, { instances, concurrency, webhook: false });
+console.log(`genpipe polling: ${(polling.makespanMs / 1000).toFixed(1)} s, ${polling.requests} requests, ideal ${(polling.idealMs / 1000).toFixed(1)} s`);
+const webhook = await genpipeSide(emulatorOptions, { instances, concurrency, webhook: true });
+console.log(`genpipe webhooks: ${(webhook.makespanMs / 1000).toFixed(1)} s, ${webhook.requests} requests`);
+const official = await officialSide(emulatorOptions, { instances, concurrency });
+console.log(`official client: ${(official.makespanMs / 1000).toFixed(1)} s, ${official.requests} requests`);
+const results = {
+  instances,
+  concurrency,
+  job_seconds: [1.7, 4.4],
+  genpipe_polling: sideResult(polling),
+  genpipe_webhooks: sideResult(webhook),
+  official_client: sideResult(official),
+  polling_requests_to_official: Number((polling.requests / official.requests).toFixed(3)),
+  webhook_requests_to_official: Number((webhook.requests / official.requests).toFixed(3)),
+  targets: { polling_to_ideal: 1.05, polling_requests_to_official: 0.8 },
+};
+console.table({
+  'polling makespan / ideal': results.genpipe_polling.ratio_to_ideal,
+  'webhook makespan / ideal': results.genpipe_webhooks.ratio_to_ideal,
+  'official makespan / ideal': results.official_client.ratio_to_ideal,
+  'polling requests / official': results.polling_requests_to_official,
+  'webhook requests / official': results.webhook_requests_to_official,
+});
+writeResults('polling', results);
