@@ -14,7 +14,7 @@ import { TERMINAL_STATUSES, type JournalRecord, type JournalRecordOf, type Termi
 import { applyRecord, emptyRunState, replayFile, resumeAction, type RunState } from '../../src/run/run-state.js';
 import { runPlan } from '../../src/run/runner.js';
 import { startEmulator } from '../../src/emulator/index.js';
-import { closeRun, prepareRun, type InProcessRun } from './pin-helpers.js';
+import { closeRun, prepareRun, type InProcessRun, runOf } from './pin-helpers.js';
 import { cleanTemps, emuRequests, tempDir } from './runner-helpers.js';
 
 afterAll(cleanTemps);
@@ -118,7 +118,7 @@ steps:
 `,
       );
       run = await prepareRun(emu, manifest);
-      const options = { plan: run.plan, client: run.client, runDir: run.runDir, runId: run.runId, planHash: run.hash, concurrency: 4, ratePerSecond: 10_000, poll: { floorMs: 1, baseMs: 2, capMs: 20 } };
+      const options = { ...runOf(run), concurrency: 4, ratePerSecond: 10_000, poll: { floorMs: 1, baseMs: 2, capMs: 20 } };
       const first = await runPlan({ ...options, signal: new AbortController().signal });
       expect(first.counts).toMatchObject({ completed: 2, failed: 1, nsfw: 1 });
       const journalPath = join(run.runDir, 'journal.jsonl');

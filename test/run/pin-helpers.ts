@@ -135,6 +135,15 @@ export async function prepareRun(emu: Emulator, manifest: string, config: (c: Cl
   return { plan, hash, runId, runDir: dir, client, agent };
 }
 
+/** The options of runPlan that name the prepared run (plan, client, directory, id, hash). */
+export const runOf = (run: InProcessRun): { plan: InProcessRun['plan']; client: InProcessRun['client']; runDir: string; runId: string; planHash: string } => ({
+  plan: run.plan,
+  client: run.client,
+  runDir: run.runDir,
+  runId: run.runId,
+  planHash: run.hash,
+});
+
 export async function closeRun(run: InProcessRun | undefined): Promise<void> {
   if (!run) return;
   await run.client.close();

@@ -19,7 +19,7 @@ import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { encodeLine } from '../../src/run/journal.js';
 import type { JournalRecord } from '../../src/run/journal-records.js';
 import { runPlan } from '../../src/run/runner.js';
-import { closeRun, isSubmit, MARKETING_SUBMIT, prepareRun, SHEET_SUBMIT, type Exchange, type InProcessRun } from './pin-helpers.js';
+import { closeRun, isSubmit, MARKETING_SUBMIT, prepareRun, SHEET_SUBMIT, type Exchange, type InProcessRun, runOf } from './pin-helpers.js';
 import { cleanTemps, tempDir } from './runner-helpers.js';
 
 afterAll(cleanTemps);
@@ -137,11 +137,7 @@ async function checkIntentSyncedBeforePost(emu: Emulator, sheets: number, ads: n
       if (isSubmit(e)) syncedAtDispatch.set(e.seq, syncs.synced());
     };
     const summary = await runPlan({
-      plan: run.plan,
-      client: run.client,
-      runDir: run.runDir,
-      runId: run.runId,
-      planHash: run.hash,
+      ...runOf(run),
       signal: new AbortController().signal,
       concurrency,
       ratePerSecond: 10_000,

@@ -17,15 +17,14 @@
 // instance's own retry must leave at t + 950 ms or later (the bucket grants nothing before the
 // pause ends, which is at least t + 1000 ms; 50 ms spare for clock granularity). Without the
 // slow-down the retry leaves within milliseconds and other instances' intents fill the window.
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
 import { readJournal } from '../../src/run/journal.js';
 import type { JournalRecordOf } from '../../src/run/journal-records.js';
 import { runPlan } from '../../src/run/runner.js';
-import { closeRun, isSubmit, MARKETING_SUBMIT, prepareRun, type Exchange, type InProcessRun } from './pin-helpers.js';
-import { cleanTemps, sheetsManifest, tempDir } from './runner-helpers.js';
+import { closeRun, isSubmit, MARKETING_SUBMIT, prepareRun, type Exchange, type InProcessRun, runOf } from './pin-helpers.js';
+import { cleanTemps, marketingManifest, sheetsManifest, tempDir } from './runner-helpers.js';
 
 afterAll(cleanTemps);
 
@@ -35,26 +34,6 @@ const CONCURRENCY = 16;
 const THROTTLED_AT = new Set([18, 30]);
 const GRACE_MS = 100;
 const WINDOW_END_MS = 950;
-
-function marketingManifest(dir: string): string {
-  const path = join(dir, 'ads.yaml');
-  writeFileSync(
-    path,
-    `version: 1
-name: ads
-steps:
-  ads:
-    model: marketing-image
-    matrix:
-      n: { range: { from: 1, to: ${INSTANCES} } }
-    input:
-      prompt: "Banner number {{ n }} for a pet food brand"
-      resolution: 1k
-      quality: low
-`,
-  );
-  return path;
-}
 
 /** The instance a submit is for: its Idempotency-Key's intent (sheets), or its prompt (ads). */
 function instanceOf(post: Exchange, intents: readonly JournalRecordOf<'intent'>[]): string {
@@ -75,7 +54,7 @@ async function throttledRun(model: 'marketing-image' | 'character-sheet', oneAtt
   let run: InProcessRun | undefined;
   try {
     const dir = tempDir();
-    const manifest = model === 'marketing-image' ? marketingManifest(dir) : sheetsManifest(dir, INSTANCES, { name: 'sheets' });
+    const manifest = model === 'marketing-image' ? marketingManifest(dir, INSTANCES) : sheetsManifest(dir, INSTANCES, { name: 'sheets' });
     // One attempt per call: the 429 reaches the runner's own retry. With the default attempts, the
     // transport retries a keyed 429 itself, and tells the runner through onThrottle.
     run = await prepareRun(emu, manifest, oneAttemptPerCall ? (c) => ({ ...c, retry: { ...c.retry, maxAttempts: 1 } }) : undefined);
@@ -84,11 +63,7 @@ async function throttledRun(model: 'marketing-image' | 'character-sheet', oneAtt
       if (isSubmit(e) && THROTTLED_AT.has(++submits)) emu.forceFaults('submit', 'rate_429');
     };
     const summary = await runPlan({
-      plan: run.plan,
-      client: run.client,
-      runDir: run.runDir,
-      runId: run.runId,
-      planHash: run.hash,
+      ...runOf(run),
       signal: new AbortController().signal,
       concurrency: CONCURRENCY,
       ratePerSecond: 1_000,

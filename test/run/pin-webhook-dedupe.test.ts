@@ -18,7 +18,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
 import { runPlan } from '../../src/run/runner.js';
 import { WebhookReceiver } from '../../src/run/webhook-receiver.js';
-import { closeRun, isSubmit, prepareRun, STATUS_PATH, type InProcessRun } from './pin-helpers.js';
+import { closeRun, isSubmit, prepareRun, STATUS_PATH, type InProcessRun, runOf } from './pin-helpers.js';
 import { cleanTemps, sheetsManifest, tempDir, freePort } from './runner-helpers.js';
 
 afterAll(cleanTemps);
@@ -43,11 +43,7 @@ describe('webhook dedupe, by effect', () => {
     try {
       run = await prepareRun(emu, sheetsManifest(dir, INSTANCES, { name: 'hooked' }));
       const summary = await runPlan({
-        plan: run.plan,
-        client: run.client,
-        runDir: run.runDir,
-        runId: run.runId,
-        planHash: run.hash,
+        ...runOf(run),
         signal: deadline.signal,
         concurrency: INSTANCES,
         ratePerSecond: 10_000,
