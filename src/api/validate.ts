@@ -5,6 +5,6 @@ import { issuesFromZod } from '../util/zod-issues.js';
 /** Parses `value` with a wire schema, or throws an InvalidInputError naming every offending field. */
 export function validateBody<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
   const parsed = schema.safeParse(value);
-  if (!parsed.success) throw new InvalidInputError(what, issuesFromZod(parsed.error));
+  if (!parsed.success) throw new InvalidInputError(what, issuesFromZod(parsed.error, schema));
   return parsed.data;
 }

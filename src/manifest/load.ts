@@ -8,8 +8,8 @@ import { dirname, resolve } from 'node:path';
 import { loadYaml, YamlSyntaxError, type YamlSource } from '../util/yaml-source.js';
 import { clip, formatPath } from '../util/zod-issues.js';
 import { ManifestError, type ManifestProblem } from './errors.js';
-import { Manifest, type Step } from './schema.js';
-import { Suggester } from './suggest.js';
+import { Manifest, MODEL_NAMES, type Step } from './schema.js';
+import { Suggester } from '../util/suggest.js';
 import { compileTemplate, TemplateError, type CompiledTemplate, type TemplateRef } from './template.js';
 import { problemsFromZod } from './zod-locate.js';
 
@@ -63,7 +63,11 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
   // One budget for every "did you mean" of this manifest, so that thousands of bad names stay cheap.
   const suggester = new Suggester();
   const parsed = Manifest.safeParse(source.value);
-  if (!parsed.success) throw new ManifestError(problemsFromZod(parsed.error, source, Manifest, [], suggester));
+  if (!parsed.success) {
+    const models = unknownModels(source, suggester);
+    const rest = problemsFromZod(parsed.error, source, Manifest, [], suggester).filter((p) => !models.some((m) => m.path === p.path));
+    throw new ManifestError([...models, ...rest]);
+  }
   const manifest = parsed.data;
 
   const problems: ManifestProblem[] = [];
@@ -87,7 +91,7 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
     try {
       const compiled = compileTemplate(step.input ?? {}, []);
       templates.set(id, compiled);
-      for (const ref of compiled.refs) checkRef(ref, step, axes, manifest, names, (message) => at([...base, 'input'], message));
+      for (const ref of compiled.refs) checkRef(ref, step, axes, manifest, names, (message) => at([...base, 'input', ...ref.at], message));
     } catch (error) {
       if (!(error instanceof TemplateError)) throw error;
       at([...base, 'input', ...error.at], error.message);
@@ -104,6 +108,25 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
   const order = topologicalOrder(manifest, (path, message) => at(path, message));
   if (problems.length > 0) throw new ManifestError(problems);
   return { manifest, file, dir: dirname(resolve(file)), source, templates, order };
+}
+
+/**
+ * A model name that is neither built in nor a raw path (`character_sheet`): named with the nearest
+ * built-in one, instead of the raw-path rule it also breaks.
+ */
+function unknownModels(source: YamlSource, suggester: Suggester): ManifestProblem[] {
+  const steps = (source.value as { steps?: unknown }).steps;
+  if (steps === null || typeof steps !== 'object' || Array.isArray(steps)) return [];
+  const out: ManifestProblem[] = [];
+  for (const [id, step] of Object.entries(steps)) {
+    const model = (step as { model?: unknown } | null)?.model;
+    if (typeof model !== 'string' || model.startsWith('/') || (MODEL_NAMES as readonly string[]).includes(model)) continue;
+    const path = ['steps', id, 'model'];
+    const suggestion = suggester.nearest(model, MODEL_NAMES);
+    const hint = suggestion ? `did you mean "${suggestion}"?` : `the built-in models are ${MODEL_NAMES.join(', ')}`;
+    out.push({ location: source.locate(path), path: formatPath(path), message: `unknown model ${JSON.stringify(clip(model))}; ${hint} (a raw endpoint path starts with /)` });
+  }
+  return out;
 }
 
 /** The names a manifest defines, listed once (a manifest may hold thousands), and its suggestion budget. */

@@ -14,6 +14,8 @@ export interface TemplateRef {
   /** The expression as written, without braces. */
   expression: string;
   segments: PathSegment[];
+  /** Where the template stands inside the step's input, for locating it in the manifest. */
+  at: readonly PathSegment[];
 }
 
 /** A template could not be compiled (syntax) or rendered (a missing value). */
@@ -84,7 +86,7 @@ function compileString(text: string, at: readonly PathSegment[]): CompiledTempla
       throw new TemplateError(`"{{${match[1] ?? ''}}}" is not a path such as {{ seed }} or {{ row.prompt }}; templates hold no code`, at);
     }
     if (match.index > last) parts.push(text.slice(last, match.index));
-    parts.push({ expression, segments });
+    parts.push({ expression, segments, at });
     last = match.index + match[0].length;
   }
   if (last < text.length) parts.push(text.slice(last));

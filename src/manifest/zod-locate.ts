@@ -3,31 +3,10 @@
  * branch of a union chosen, and unknown keys answered with the nearest valid key.
  */
 import type * as z from 'zod';
-import { clip, formatPath } from '../util/zod-issues.js';
+import { clip, formatPath, knownKeysAt } from '../util/zod-issues.js';
 import type { YamlSource } from '../util/yaml-source.js';
 import type { ManifestProblem } from './errors.js';
-import { Suggester } from './suggest.js';
-
-type Def = { type: string; shape?: Record<string, z.ZodType>; valueType?: z.ZodType; innerType?: z.ZodType; options?: z.ZodType[]; element?: z.ZodType };
-const defOf = (schema: z.ZodType): Def => (schema as unknown as { _zod: { def: Def } })._zod.def;
-
-/** The keys an object schema accepts at `path`, or [] when the path does not lead to one. */
-export function knownKeysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
-  const candidates = resolve(schema, path);
-  return [...new Set(candidates.flatMap((s) => Object.keys(defOf(s).shape ?? {})))];
-}
-
-function resolve(schema: z.ZodType, path: readonly PropertyKey[]): z.ZodType[] {
-  const def = defOf(schema);
-  if (def.innerType && ['optional', 'nullable', 'default', 'prefault', 'readonly', 'catch', 'nonoptional'].includes(def.type)) return resolve(def.innerType, path);
-  if (def.type === 'union' && def.options) return def.options.flatMap((o) => resolve(o, path));
-  if (path.length === 0) return def.type === 'object' ? [schema] : [];
-  const [head, ...rest] = path;
-  if (def.type === 'object' && def.shape && typeof head === 'string' && def.shape[head]) return resolve(def.shape[head], rest);
-  if (def.type === 'record' && def.valueType) return resolve(def.valueType, rest);
-  if (def.type === 'array' && def.element && typeof head === 'number') return resolve(def.element, rest);
-  return [];
-}
+import { Suggester } from '../util/suggest.js';
 
 type Issue = z.core.$ZodIssue;
 

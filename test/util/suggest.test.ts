@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { editDistance, MAX_SUGGEST_LENGTH, nearest, Suggester } from '../../src/manifest/suggest.js';
+import { editDistance, MAX_SUGGEST_LENGTH, nearest, Suggester } from '../../src/util/suggest.js';
 
 describe('did-you-mean suggestions', () => {
   it('proposes the nearest candidate within a third of the word', () => {
