@@ -6,7 +6,7 @@
 import { isAbsolute, relative, resolve } from 'node:path';
 import type { Preset } from '../api/wire.js';
 import type { Axis } from './schema.js';
-import { readCsv } from './csv.js';
+import { CsvError, readCsv, type CsvRow } from './csv.js';
 
 export interface ResolvedAxis {
   readonly name: string;
@@ -15,6 +15,22 @@ export interface ResolvedAxis {
   value(index: number): unknown;
   /** The value as it appears in instance ids: short, stable, readable. */
   label(index: number): string;
+  /** A CSV axis: the file's columns, for checking `{{ row.column }}` at plan time. */
+  readonly columns?: readonly string[];
+}
+
+/** Where a CSV row came from: the file (as shown to the user) and the line it starts on. */
+export interface CsvRowOrigin {
+  readonly file: string;
+  readonly line: number;
+  readonly columns: readonly string[];
+}
+
+const csvOrigins = new WeakMap<object, CsvRowOrigin>();
+
+/** The origin of a value a CSV axis gave templates (its row), or undefined for any other value. */
+export function csvRowOrigin(value: unknown): CsvRowOrigin | undefined {
+  return value !== null && typeof value === 'object' ? csvOrigins.get(value) : undefined;
 }
 
 export interface PresetFilter {
@@ -72,9 +88,9 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
     const path = isAbsolute(axis.csv) ? axis.csv : resolve(context.dir, axis.csv);
     const fromCwd = relative(process.cwd(), path);
     const display = fromCwd === '' || fromCwd.startsWith('..') ? path : fromCwd;
-    const { columns, rows } = await readCsv(path, display);
+    const { columns, rows } = await readCsv(path, display, { delimiter: axis.delimiter });
     const where = Object.entries(axis.where ?? {});
-    for (const [column] of where) {
+    for (const column of [...where.map(([c]) => c), ...(axis.key === undefined ? [] : [axis.key])]) {
       if (!columns.includes(column)) throw new AxisError(`the CSV file ${display} has no column "${column}" (columns: ${columns.join(', ')})`);
     }
     const kept = rows.filter((row) =>
@@ -84,7 +100,9 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
       }),
     );
     if (kept.length === 0) throw new AxisError(`no row of ${display} matches the where filter`);
-    return { name, length: kept.length, value: (i) => kept[i]?.values, label: (i) => String(kept[i]?.line ?? i) };
+    for (const row of kept) csvOrigins.set(row.values, { file: display, line: row.line, columns });
+    const label = axis.key === undefined ? (i: number) => String(kept[i]?.line ?? i) : keyLabels(kept, axis.key, columns, display);
+    return { name, length: kept.length, value: (i) => kept[i]?.values, label, columns };
   }
   if (!context.presets) throw new AxisError('preset axes need the preset catalog, which is not available here');
   const all = await context.presets();
@@ -92,4 +110,18 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
   const matched = all.filter((p) => !pattern || pattern.test(p.name)).slice(0, axis.presets.limit ?? Number.POSITIVE_INFINITY);
   if (matched.length === 0) throw new AxisError(`no visible preset matches ${axis.presets.name === undefined ? 'the filter' : `the name "${axis.presets.name}"`}`);
   return { name, length: matched.length, value: (i) => matched[i], label: (i) => scalarLabel(matched[i]?.name ?? i) };
+}
+
+/** Row labels from a key column: every kept row has a value there, and no two share one. */
+function keyLabels(rows: readonly CsvRow[], key: string, columns: readonly string[], display: string): (i: number) => string {
+  const col = columns.indexOf(key) + 1;
+  const lineOf = new Map<string, number>();
+  for (const row of rows) {
+    const value = (row.values[key] ?? '').trim();
+    if (value === '') throw new CsvError(`row ${row.line} has an empty key: column "${key}" names the rows, so every row needs a value there`, { file: display, line: row.line, col });
+    const first = lineOf.get(value);
+    if (first !== undefined) throw new CsvError(`row ${row.line} repeats the key ${JSON.stringify(value)} of row ${first}: column "${key}" names the rows, so its values must be unique`, { file: display, line: row.line, col });
+    lineOf.set(value, row.line);
+  }
+  return (i) => scalarLabel((rows[i]?.values[key] ?? '').trim());
 }

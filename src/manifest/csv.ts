@@ -34,6 +34,8 @@ export const MAX_CSV_BYTES = 64 * 1024 * 1024;
 export interface ReadCsvOptions {
   /** Largest file accepted, in bytes. Default MAX_CSV_BYTES. */
   maxBytes?: number;
+  /** The field separator. Default ",". */
+  delimiter?: string | undefined;
 }
 
 export async function readCsv(path: string, displayPath: string = path, options: ReadCsvOptions = {}): Promise<{ columns: string[]; rows: CsvRow[] }> {
@@ -54,9 +56,11 @@ export async function readCsv(path: string, displayPath: string = path, options:
   const rows: CsvRow[] = [];
   const parser = parse({
     bom: true,
+    delimiter: options.delimiter ?? ',',
     skip_empty_lines: true,
     info: true,
     columns: (header: string[]) => {
+      refuseOtherSeparator(header, options.delimiter, start);
       const seen = new Set<string>();
       header.forEach((name, index) => {
         const trimmed = name.trim();
@@ -96,4 +100,13 @@ export async function readCsv(path: string, displayPath: string = path, options:
   }
   if (columns.length === 0) throw new CsvError('the CSV file has no header row', start);
   return { columns, rows };
+}
+
+/** A header of one column holding `;` (or a tab, or `|`) is almost surely a file with another separator. */
+function refuseOtherSeparator(header: readonly string[], delimiter: string | undefined, start: SourceLocation): void {
+  if (delimiter !== undefined || header.length !== 1) return;
+  const other = [';', '\t', '|'].find((d) => (header[0] as string).includes(d));
+  if (other === undefined) return;
+  const shown = other === '\t' ? '"\\t"' : `"${other}"`;
+  throw new CsvError(`the header row is a single column holding ${shown}: if the file is separated by ${shown}, add delimiter: ${shown} to the csv axis`, start);
 }

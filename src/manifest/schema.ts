@@ -26,10 +26,18 @@ export const RangeAxis = z.strictObject({
     .refine((r) => r.to >= r.from, { message: 'range.to must be at least range.from' }),
 });
 
-/** Rows of a CSV file (header row required), optionally filtered: `{csv: data/rows.csv, where: {region: EU}}`. */
+/**
+ * Rows of a CSV file (header row required), optionally filtered: `{csv: data/rows.csv, where: {region: EU}}`.
+ * With `key: sku`, instance ids, file names and idempotency keys use that column instead of the
+ * line number, so editing the file never renumbers instances.
+ */
 export const CsvAxis = z.strictObject({
   csv: z.string().min(1),
   where: z.record(z.string(), z.union([scalar, z.array(scalar).min(1)])).optional(),
+  /** A column whose values name the rows: non-empty and unique among the rows kept. */
+  key: z.string().min(1).optional(),
+  /** The field separator, one character. Default ",". */
+  delimiter: z.string().length(1, 'delimiter is one character, such as ";" or a tab').refine((d) => !/["\r\n]/.test(d), 'a delimiter cannot be a quote or a line break').optional(),
 });
 
 /** Marketing presets resolved live from the preset catalog at plan time: `{presets: {name: "Summer*", limit: 3}}`. */

@@ -41,15 +41,15 @@ export const definitionOf = (model: string): ModelDefinition | undefined => BY_N
 export const adapterFor = (model: string): ModelAdapter | undefined => BY_NAME.get(model)?.adapter;
 
 /** Visits every value at an image field of `body`, letting `replace` swap it. */
-export function mapImageFields(body: unknown, fields: readonly ImageField[], replace: (value: string) => string): unknown {
-  const walk = (node: unknown, path: readonly (string | '*')[]): unknown => {
-    if (path.length === 0) return typeof node === 'string' ? replace(node) : node;
+export function mapImageFields(body: unknown, fields: readonly ImageField[], replace: (value: string, at: readonly (string | number)[]) => string): unknown {
+  const walk = (node: unknown, path: readonly (string | '*')[], at: readonly (string | number)[]): unknown => {
+    if (path.length === 0) return typeof node === 'string' ? replace(node, at) : node;
     const [head, ...rest] = path;
-    if (head === '*') return Array.isArray(node) ? node.map((item) => walk(item, rest)) : node;
+    if (head === '*') return Array.isArray(node) ? node.map((item, i) => walk(item, rest, [...at, i])) : node;
     if (node === null || typeof node !== 'object' || Array.isArray(node) || head === undefined || !Object.hasOwn(node, head)) return node;
-    return { ...(node as Record<string, unknown>), [head]: walk((node as Record<string, unknown>)[head], rest) };
+    return { ...(node as Record<string, unknown>), [head]: walk((node as Record<string, unknown>)[head], rest, [...at, head]) };
   };
-  return fields.reduce((current, field) => walk(current, field), body);
+  return fields.reduce((current, field) => walk(current, field, []), body);
 }
 
 /** True when a string is a URL the service can fetch (rather than a local path). */

@@ -5,15 +5,17 @@
  * character-sheet selection against the live options catalog included, before anything runs.
  */
 import { isAbsolute, resolve } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { GenpipeError, InvalidInputError, type InputIssue } from '../api/errors.js';
 import { checkLocalImage } from '../api/local-image.js';
 import type { OptionsCatalog } from '../api/wire.js';
-import { AxisError, resolveAxis, type PresetSource, type ResolvedAxis } from '../manifest/axes.js';
+import { AxisError, csvRowOrigin, resolveAxis, type PresetSource, type ResolvedAxis } from '../manifest/axes.js';
 import { CsvError } from '../manifest/csv.js';
 import { ManifestError, type ManifestProblem } from '../manifest/errors.js';
 import type { LoadedManifest } from '../manifest/load.js';
 import type { Step } from '../manifest/schema.js';
-import { TemplateError, type CompiledTemplate, type PathSegment, type Scope } from '../manifest/template.js';
+import { TemplateError, type CompiledTemplate, type PathSegment, type Scope, type TemplateRef } from '../manifest/template.js';
+import { Suggester } from '../util/suggest.js';
 import { isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models/registry.js';
 import { formatPath } from '../util/zod-issues.js';
 import { canonicalJson, downstreamId, idempotencyKey, instanceId, PlanFingerprint } from './instance.js';
@@ -188,7 +190,7 @@ export class Plan {
       }
       let body: unknown;
       try {
-        body = this.#validate(step, id, rendered, catalog);
+        body = this.#validate(step, id, rendered, catalog, scope);
       } catch (error) {
         if (error instanceof InstanceError) return error;
         throw error;
@@ -213,8 +215,15 @@ export class Plan {
     }
   }
 
-  #validate(step: StepPlan, id: string, rendered: unknown, catalog: OptionsCatalog | undefined): unknown {
+  #validate(step: StepPlan, id: string, rendered: unknown, catalog: OptionsCatalog | undefined, scope: Scope): unknown {
     const dir = this.loaded.dir;
+    const empty: { at: readonly PathSegment[]; message: string }[] = [];
+    mapImageFields(rendered, step.spec.imageFields, (v, at) => {
+      if (v.trim() === '') empty.push({ at, message: this.#emptyImage(step.id, at, scope) });
+      return v;
+    });
+    const first = empty[0];
+    if (first) throw new InstanceError(step.id, id, [{ path: formatPath(first.at), message: first.message }], first.at);
     // Local image paths are checked separately; here they stand as placeholder URLs.
     const forCheck = mapImageFields(rendered, step.spec.imageFields, (v) => (isRemoteUrl(v) ? v : `https://local.genpipe.invalid/${encodeURIComponent(resolvePath(dir, v))}`));
     let built: unknown;
@@ -226,6 +235,15 @@ export class Plan {
     }
     // Keep the canonical selection order the builder produced, with the local paths restored.
     return mapImageFields(built, step.spec.imageFields, (v) => (v.startsWith('https://local.genpipe.invalid/') ? decodeURIComponent(v.slice('https://local.genpipe.invalid/'.length)) : v));
+  }
+
+  /** "is empty", saying which CSV row and column it came from when a template read one. */
+  #emptyImage(stepId: string, at: readonly PathSegment[], scope: Scope): string {
+    const ref = this.loaded.templates.get(stepId)?.refs.find((r) => isDeepStrictEqual(r.at, at));
+    const [axis, column] = ref?.segments ?? [];
+    const origin = typeof axis === 'string' ? csvRowOrigin(scope[axis]) : undefined;
+    if (!origin || typeof column !== 'string') return 'an image URL or path is empty';
+    return `an image URL or path is empty: ${origin.file} has nothing in row ${origin.line}, column ${origin.columns.indexOf(column) + 1} ("${column}")`;
   }
 }
 
@@ -286,6 +304,7 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
         else throw error;
       }
     }
+    checkCsvColumns(id, axes, loaded.templates.get(id)?.refs ?? [], report);
     const matrix: MatrixSpec = { axes, zip: step.zip, include: step.include, exclude: step.exclude };
     let combos = 0;
     try {
@@ -377,6 +396,18 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
   }
   plan.fingerprint = fingerprint?.digest();
   return plan;
+}
+
+/** `{{ row.headlne }}` on a CSV axis without that column: refused at the template, with the nearest column. */
+function checkCsvColumns(id: string, axes: readonly ResolvedAxis[], refs: readonly TemplateRef[], report: (path: readonly (string | number)[], message: string) => void): void {
+  const suggester = new Suggester();
+  for (const ref of refs) {
+    const [root, column] = ref.segments;
+    const columns = axes.find((a) => a.name === root)?.columns;
+    if (!columns || typeof column !== 'string' || columns.includes(column)) continue;
+    const suggestion = suggester.nearest(column, columns);
+    report(['steps', id, 'input', ...ref.at], `{{ ${ref.expression} }}: the CSV file has no column "${column}"; ${suggestion ? `did you mean "${suggestion}"?` : `its columns are ${columns.join(', ')}`}`);
+  }
 }
 
 function countOf(iterator: Iterable<unknown>): number {

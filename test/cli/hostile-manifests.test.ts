@@ -72,7 +72,7 @@ describe('pathological manifests are judged quickly, with a bounded output', () 
     ['a nested list key deep inside an input', `${head.replace('input: {}', `input: {x: {y: [{${nestedList(40)}: 1}]}}`)}`, /:6:22: a mapping key must be a plain value/m],
     ['10,000 unknown keys', head + Array.from({ length: 10_000 }, (_, i) => `    k${i}: 1\n`).join(''), /:7:5: steps\.a\.k0: unknown key "k0"; valid keys are .* \(10000 problems; the first 50 listed below\)$/m],
     ['a 500 KB key', `${head}    ? ${'x'.repeat(500_000)}\n    : 1\n`, /:7:7: steps\.a\.x{48}…\(500000 chars\): unknown key "x{48}…\(500000 chars\)"; valid keys/],
-    ['a 500 KB name read by a template', head.replace('input: {}', `input: {prompt: "{{ vars.${'v'.repeat(500_000)} }}"}`), /:6:12: steps\.a\.input: \{\{ vars\.v{43}…\(500005 chars\) \}\}: no var "v{48}…\(500000 chars\)"$/m],
+    ['a 500 KB name read by a template', head.replace('input: {}', `input: {prompt: "{{ vars.${'v'.repeat(500_000)} }}"}`), /:6:21: steps\.a\.input\.prompt: \{\{ vars\.v{43}…\(500005 chars\) \}\}: no var "v{48}…\(500000 chars\)"$/m],
     ['mappings nested 100,000 deep', head.replace('input: {}', `input: ${'{a: '.repeat(100_000)}1${'}'.repeat(100_000)}`), /:6:2\d\d: nested more than 64 levels deep$/m],
     ['block mappings nested 1,000 deep', `${head.replace('input: {}\n', 'input:\n')}${Array.from({ length: 1_000 }, (_, i) => `${' '.repeat(6 + 2 * i)}k:\n`).join('')}`, /: nested more than 64 levels deep$/m],
     ['50,000 vars in one flow mapping, then one unknown key', `version: 1\nname: p\nvars: {${Array.from({ length: 50_000 }, (_, i) => `v${i}: ${i}`).join(', ')}}\nsteps: {a: {model: dop}}\nbogus: 1\n`, /:5:1: bogus: unknown key "bogus"; valid keys are \$schema, version/],
