@@ -32,7 +32,9 @@ export interface LoadedManifest {
 }
 
 /** Roots a template may read besides the step's axes. */
-const FIXED_ROOTS = ['vars', 'env', 'upstream'] as const;
+const FIXED_ROOTS = ['vars', 'env', 'upstream', 'run'] as const;
+/** What `{{ run.X }}` offers: the run's id, its UTC start date (`YYYY-MM-DD`) and start time (ISO 8601). */
+export const RUN_VARIABLES = ['id', 'date', 'started_at'] as const;
 
 export function loadManifestFile(file: string): LoadedManifest {
   let text: string;
@@ -167,6 +169,12 @@ function checkRef(ref: TemplateRef, step: Step, axes: ReadonlySet<string>, manif
     }
     return;
   }
+  if (root === 'run') {
+    if (typeof second !== 'string' || !(RUN_VARIABLES as readonly string[]).includes(second) || ref.segments.length > 2) {
+      report(`${expression}: a run variable is one of ${RUN_VARIABLES.map((v) => `run.${v}`).join(', ')}`);
+    }
+    return;
+  }
   if (root === 'upstream') {
     if (!step.for_each) report(`${expression}: upstream is only available in a for_each step`);
     return;
@@ -174,7 +182,7 @@ function checkRef(ref: TemplateRef, step: Step, axes: ReadonlySet<string>, manif
   if (!axes.has(root)) {
     const known = [...axes, ...FIXED_ROOTS];
     const suggestion = names.suggester.nearest(root, known);
-    report(`${expression}: ${JSON.stringify(clip(root))} is not an axis of this step, vars, env or upstream${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
+    report(`${expression}: ${JSON.stringify(clip(root))} is not an axis of this step, vars, env, run or upstream${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
   }
 }
 

@@ -28,6 +28,11 @@ export interface PlanOptions {
   presets?: PresetSource | undefined;
   /** Environment for `{{ env.X }}`; only the manifest's allow-listed names are read. */
   env?: NodeJS.ProcessEnv | undefined;
+  /**
+   * The run the plan is for, read by `{{ run.id }}`, `{{ run.date }}` and `{{ run.started_at }}`.
+   * Default: a preview run starting now (`plan` and `validate` show what a run now would send).
+   */
+  run?: { id: string; startedAt: Date } | undefined;
   /** Most problems reported; the rest are counted. Default 100. */
   maxProblems?: number | undefined;
   /** Largest plan accepted, in instances; a typo in a range should not plan for hours. Default 10,000,000. */
@@ -287,7 +292,9 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
     if (value === undefined) report(['env'], `environment variable ${name} is allow-listed but not set`);
     else env[name] = value;
   }
-  const scopeBase: Scope = { vars: manifest.vars ?? {}, env };
+  const run = options.run ?? { id: 'preview', startedAt: new Date() };
+  const startedAt = run.startedAt.toISOString();
+  const scopeBase: Scope = { vars: manifest.vars ?? {}, env, run: { id: run.id, date: startedAt.slice(0, 10), started_at: startedAt } };
   const prices: Record<string, number> = { ...manifest.prices };
 
   const steps: StepPlan[] = [];

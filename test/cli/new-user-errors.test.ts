@@ -72,6 +72,6 @@ describe('did you mean, for the typos new users make', () => {
     const file = manifest('template', 'character-sheet', '      tier: cats\n      seed: "{{ sed }}"\n      variation_index: 0\n');
     const { code, stderr } = await validate(file);
     expect(code).toBe(2);
-    expect(stderr).toEqual([`genpipe: ${file}:10:13: steps.s.input.seed: {{ sed }}: "sed" is not an axis of this step, vars, env or upstream; did you mean "seed"?`]);
+    expect(stderr).toEqual([`genpipe: ${file}:10:13: steps.s.input.seed: {{ sed }}: "sed" is not an axis of this step, vars, env, run or upstream; did you mean "seed"?`]);
   });
 });

@@ -72,7 +72,7 @@ describe('loading a manifest', () => {
   });
 
   it('refuses a template that reads an unknown axis, proposing the nearest', () => {
-    expect(problems(valid.replace('"{{ tier }}"', '"{{ tiers }}"'))[0]?.message).toBe('{{ tiers }}: "tiers" is not an axis of this step, vars, env or upstream; did you mean "tier"?');
+    expect(problems(valid.replace('"{{ tier }}"', '"{{ tiers }}"'))[0]?.message).toBe('{{ tiers }}: "tiers" is not an axis of this step, vars, env, run or upstream; did you mean "tier"?');
   });
 
   it('refuses code in a template', () => {

@@ -194,9 +194,14 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   const sources = planSources(flags, io, embedded, client);
   let catalog: OptionsCatalog | undefined;
   const fetchCatalog = sources.options.catalog;
+  // The run's id and start are known before the plan: templates may read them (`{{ run.date }}`),
+  // and a resume renders them as the run first did.
+  const startedAt = previous ? new Date(previous.createdAt) : new Date();
+  const newId = newRunId(startedAt);
   try {
     const plan = await buildPlan(loaded, {
       ...sources.options,
+      run: { id: previous?.runId ?? newId, startedAt },
       fingerprint: true,
       signal: io.signal,
       onProgress: values.quiet || values['json-logs'] ? undefined : checkingProgress(io),
@@ -226,10 +231,10 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     } else {
       const root = resolve(values.out ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'));
       // The lock first: a run refused for overlapping leaves nothing behind.
-      runId = newRunId();
+      runId = newId;
       lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, overlap, io.signal, { breakLock: values['break-lock'] === true });
       try {
-        ({ dir: runDir } = await createRunDir(root, plan, resolve(manifestPath), hash, new Date(), runId, serviceRecord(config, embedded !== undefined)));
+        ({ dir: runDir } = await createRunDir(root, plan, resolve(manifestPath), hash, startedAt, runId, serviceRecord(config, embedded !== undefined)));
       } catch (error) {
         await lock.release();
         throw error;
