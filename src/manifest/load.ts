@@ -27,6 +27,8 @@ export interface LoadedManifest {
   source: YamlSource;
   /** Each step's input, compiled once. */
   templates: ReadonlyMap<string, CompiledTemplate>;
+  /** The `output.filename` template of each step that has one. */
+  fileNames: ReadonlyMap<string, CompiledTemplate>;
   /** Step ids in an order where every step comes after the steps it depends on. */
   order: readonly string[];
 }
@@ -79,6 +81,7 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
   const stepIds = Object.keys(manifest.steps);
   const names: Names = { stepIds, steps: new Set(stepIds), vars: Object.keys(manifest.vars ?? {}), env: new Set(manifest.env ?? []), suggester };
   const templates = new Map<string, CompiledTemplate>();
+  const fileNames = new Map<string, CompiledTemplate>();
 
   for (const [id, step] of Object.entries(manifest.steps)) {
     const base = ['steps', id];
@@ -98,6 +101,20 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
       if (!(error instanceof TemplateError)) throw error;
       at([...base, 'input', ...error.at], error.message);
     }
+    if (step.output) {
+      const path = [...base, 'output', 'filename'];
+      try {
+        const compiled = compileTemplate(step.output.filename);
+        fileNames.set(id, compiled);
+        for (const ref of compiled.refs) {
+          if (ref.segments[0] === 'upstream' && ref.segments[1] === 'outputs') at(path, `{{ ${clip(ref.expression)} }}: a file name cannot read upstream outputs, which are known only at run time`);
+          else checkRef(ref, step, axes, manifest, names, (message) => at(path, message));
+        }
+      } catch (error) {
+        if (!(error instanceof TemplateError)) throw error;
+        at(path, error.message);
+      }
+    }
     if (step.conversation) {
       try {
         for (const ref of compileTemplate(step.conversation).refs) checkRef(ref, step, axes, manifest, names, (message) => at([...base, 'conversation'], message));
@@ -109,7 +126,7 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
   }
   const order = topologicalOrder(manifest, (path, message) => at(path, message));
   if (problems.length > 0) throw new ManifestError(problems);
-  return { manifest, file, dir: dirname(resolve(file)), source, templates, order };
+  return { manifest, file, dir: dirname(resolve(file)), source, templates, fileNames, order };
 }
 
 /**

@@ -92,6 +92,11 @@ export const Step = z.strictObject({
   conversation: z.string().min(1).optional(),
   /** Overrides the price table for this step, in US$ per instance. */
   price_usd: z.number().min(0).optional(),
+  /**
+   * How output files are named: `{filename: "{{ row.sku }}_{{ preset.name }}_{{ seed }}"}` (a
+   * template, sanitised; two instances of the step may not get the same name). Default: the instance id.
+   */
+  output: z.strictObject({ filename: z.string().min(1).max(1_000) }).optional(),
 });
 export type Step = z.infer<typeof Step>;
 

@@ -15,9 +15,10 @@ import { ManifestError, type ManifestProblem } from '../manifest/errors.js';
 import type { LoadedManifest } from '../manifest/load.js';
 import type { Step } from '../manifest/schema.js';
 import { TemplateError, type CompiledTemplate, type PathSegment, type Scope, type TemplateRef } from '../manifest/template.js';
+import { isWindowsDevice, sanitizeStem } from '../util/file-stem.js';
 import { Suggester } from '../util/suggest.js';
 import { isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models/registry.js';
-import { formatPath } from '../util/zod-issues.js';
+import { clip, formatPath } from '../util/zod-issues.js';
 import { canonicalJson, downstreamId, idempotencyKey, instanceId, PlanFingerprint } from './instance.js';
 import { expandMatrix, MatrixError, productSize, type MatrixSpec } from './matrix.js';
 
@@ -90,11 +91,13 @@ export class PlannedInstance {
     private readonly pipeline: string,
     /** False when the body depends on upstream outputs: the key is derived at run time from the real body. */
     private readonly keyed: boolean,
+    /** The file-name stem from the step's `output.filename`; undefined names files by the instance id. */
+    readonly fileStem?: string | undefined,
   ) {}
 
   /** The same instance with another body (an nsfw re-roll), hence another key. */
   withBody(body: unknown): PlannedInstance {
-    return new PlannedInstance(this.id, this.step, this.values, this.upstream, body, this.pipeline, true);
+    return new PlannedInstance(this.id, this.step, this.values, this.upstream, body, this.pipeline, true, this.fileStem);
   }
 
   /** The body as JSON with sorted keys. */
@@ -200,7 +203,14 @@ export class Plan {
         if (error instanceof InstanceError) return error;
         throw error;
       }
-      return new PlannedInstance(id, step.id, values, upstream, body, this.name, keyed);
+      const fileName = this.loaded.fileNames.get(step.id);
+      let fileStem: string | undefined;
+      if (fileName) {
+        const stem = renderFileStem(fileName, scope);
+        if (typeof stem !== 'string') return new InstanceError(step.id, id, [{ path: '', message: stem.problem }], [], ['output', 'filename']);
+        fileStem = stem;
+      }
+      return new PlannedInstance(id, step.id, values, upstream, body, this.name, keyed, fileStem);
     };
   }
 
@@ -254,7 +264,7 @@ export class Plan {
 
 type Maker = (id: string, values: Record<string, unknown>, scope: Scope, upstream?: string) => PlannedInstance | InstanceError;
 
-/** One instance broke a rule; `at` is where in the step's input, when known. */
+/** One instance broke a rule; `at` is where in the step's input (or below `field`), when known. */
 export class InstanceError extends Error {
   override readonly name = 'InstanceError';
   constructor(
@@ -262,9 +272,31 @@ export class InstanceError extends Error {
     readonly instance: string,
     readonly issues: readonly InputIssue[],
     readonly at?: readonly PathSegment[],
+    /** The step's field the problem is in. Default `input`. */
+    readonly field: readonly PathSegment[] = ['input'],
   ) {
     super(`${instance}: ${issues.map((i) => `${i.path ? `${i.path}: ` : ''}${i.message}`).join('; ')}`);
   }
+}
+
+/** Longest file-name stem a template may give, in characters (names from ids are bounded alike). */
+export const MAX_FILE_STEM = 100;
+
+/** The sanitised stem an `output.filename` template gives in `scope`, or why it gives none. */
+function renderFileStem(template: CompiledTemplate, scope: Scope): string | { problem: string } {
+  let rendered: unknown;
+  try {
+    rendered = template.render(scope);
+  } catch (error) {
+    if (error instanceof TemplateError) return { problem: error.message };
+    throw error;
+  }
+  const text = typeof rendered === 'string' ? rendered : JSON.stringify(rendered);
+  let stem = sanitizeStem(text);
+  if (stem === '') return { problem: `the file name ${JSON.stringify(clip(text))} has no character a file name can keep` };
+  if (stem.length > MAX_FILE_STEM) return { problem: `the file name ${JSON.stringify(clip(stem))} is longer than ${MAX_FILE_STEM} characters` };
+  if (isWindowsDevice(stem)) stem = `_${stem}`;
+  return stem;
 }
 
 const resolvePath = (dir: string, path: string): string => (isAbsolute(path) ? path : resolve(dir, path));
@@ -360,6 +392,7 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
   const total = plan.totalInstances;
   let checked = 0;
   for (const step of steps) {
+    const fileStems = new Map<string, string>();
     for (const entry of plan.entries(step.id, catalog)) {
       if (++checked % PROGRESS_EVERY === 0) {
         // A plan of millions takes seconds to check: let Ctrl-C and timers in, and say how far it is.
@@ -375,13 +408,24 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
           if (known) known.count++;
           else if (seen.size < maxProblems) {
             const at = error.at ?? segmentsOf(issue.path);
+            const field = formatPath(error.field);
             seen.set(signature, {
-              problem: { location: source.locate(['steps', step.id, 'input', ...at]), path: `steps.${step.id}.input${issue.path ? `.${issue.path}` : ''}`, message: `${error.instance}: ${issue.message}` },
+              problem: { location: source.locate(['steps', step.id, ...error.field, ...at]), path: `steps.${step.id}.${field}${issue.path ? `.${issue.path}` : ''}`, message: `${error.instance}: ${issue.message}` },
               count: 1,
             });
           }
         }
         continue;
+      }
+      if (entry.fileStem !== undefined) {
+        // Case-insensitive file systems (macOS, Windows) would make `A` and `a` one file.
+        const name = entry.fileStem.toLowerCase();
+        const other = fileStems.get(name);
+        if (other === undefined) fileStems.set(name, entry.id);
+        else if (seen.size < maxProblems) {
+          const path = ['steps', step.id, 'output', 'filename'];
+          seen.set(`stem\u0000${name}`, { problem: { location: source.locate(path), path: formatPath(path), message: `${other} and ${entry.id} would both be written as ${JSON.stringify(clip(entry.fileStem))}: add an axis that tells them apart to the file name` }, count: 1 });
+        }
       }
       fingerprint?.add(entry.id, entry.canonical);
       mapImageFields(entry.body, step.spec.imageFields, (v) => {

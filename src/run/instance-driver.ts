@@ -25,7 +25,7 @@ import { formatUsd } from '../util/format-usd.js';
 import { crashPoint } from './crash-points.js';
 import { DownloadError, downloadToFile } from './download.js';
 import type { TerminalStatus } from './journal-records.js';
-import { safeFileName } from './output-names.js';
+import { safeFileName, templatedFileName } from './output-names.js';
 import type { OutputsCsv } from './outputs-csv.js';
 import { PollScheduler } from './poll-schedule.js';
 import { linkEarlierFile } from './reuse.js';
@@ -135,7 +135,7 @@ export class InstanceDriver {
     let action = resumeAction(entry, adapter.idempotentSubmit, this.#fx.state.suspectAll);
     if (action.kind === 'done' && entry?.final) {
       const final = entry.final;
-      if (final.status === 'completed' && !(await this.#downloadAll(step, instance.id, final.outputs as OutputRef[], entry))) return undefined;
+      if (final.status === 'completed' && !(await this.#downloadAll(step, instance, final.outputs as OutputRef[], entry))) return undefined;
       if (entry.reusedFrom !== undefined) this.#fx.counts.reused++;
       else {
         this.#fx.count(final.status);
@@ -195,7 +195,7 @@ export class InstanceDriver {
         }
       }
       this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: result.status, estimatedUsd: step.priceUsd, actualCostUsd: result.actualCostUsd, error: result.error });
-      if (result.status === 'completed' && !(await this.#downloadAll(step, instance.id, result.files, this.#fx.state.instances.get(instance.id)))) return undefined;
+      if (result.status === 'completed' && !(await this.#downloadAll(step, instance, result.files, this.#fx.state.instances.get(instance.id)))) return undefined;
       this.#fx.count(result.status);
       if (result.status !== 'completed') this.#fx.noteFailure(step, instance.id);
       return { status: result.status, outputs: result.outputs };
@@ -213,7 +213,7 @@ export class InstanceDriver {
     const bodyHash = sha256Hex(JSON.stringify(instance.body));
     const found = this.#o.reuse?.find(step.model, bodyHash);
     if (!found) return undefined;
-    const paths = found.outputs.map((file, index) => outputPath(step.id, instance.id, file, found.outputs.length, index));
+    const paths = found.outputs.map((file, index) => outputPath(step.id, instance, file, found.outputs.length, index));
     for (const [index, file] of found.files.entries()) {
       const path = paths[index] as string;
       if (!(await this.#fx.op(() => linkEarlierFile(found, file, this.#o.runDir, path)))) return undefined;
@@ -545,12 +545,13 @@ export class InstanceDriver {
    * with backoff; a download that still fails is reported and left for a resume (the status record
    * is journaled, so a resume downloads again). Returns false when a file is missing.
    */
-  async #downloadAll(step: StepPlan, id: string, files: readonly OutputRef[] | readonly { url: string; name?: string | undefined; accept?: string[] | undefined }[], entry: InstanceState | undefined): Promise<boolean> {
+  async #downloadAll(step: StepPlan, instance: PlannedInstance, files: readonly OutputRef[] | readonly { url: string; name?: string | undefined; accept?: string[] | undefined }[], entry: InstanceState | undefined): Promise<boolean> {
     const list = files as readonly { url: string; name?: string | undefined; accept?: readonly string[] | undefined }[];
+    const id = instance.id;
     for (const [index, file] of list.entries()) {
       if (entry?.downloads?.has(index)) continue;
       const accept = file.accept ?? [];
-      const relativePath = outputPath(step.id, id, file, list.length, index);
+      const relativePath = outputPath(step.id, instance, file, list.length, index);
       let result: Awaited<ReturnType<typeof downloadToFile>>;
       for (let failures = 0; ; ) {
         try {
@@ -618,9 +619,14 @@ function requestIdOf(submission: Submission | undefined): string {
 }
 
 
-/** Where an instance's output goes in the run directory: `outputs/<step>/<instance>[-index].<ext>`. */
-function outputPath(stepId: string, id: string, file: { url: string; accept?: readonly string[] | undefined }, count: number, index: number): string {
-  const name = safeFileName(id, extensionFor(file.url, file.accept ?? []), count > 1 ? { index } : {});
+/**
+ * Where an instance's output goes in the run directory: `outputs/<step>/<name>[+index].<ext>`, the
+ * name from the step's `output.filename` when it has one, else from the instance id.
+ */
+function outputPath(stepId: string, instance: Pick<PlannedInstance, 'id' | 'fileStem'>, file: { url: string; accept?: readonly string[] | undefined }, count: number, index: number): string {
+  const extension = extensionFor(file.url, file.accept ?? []);
+  const options = count > 1 ? { index } : {};
+  const name = instance.fileStem === undefined ? safeFileName(instance.id, extension, options) : templatedFileName(instance.fileStem, extension, options);
   return `outputs/${safeFileName(stepId, 'd').replace(/\.d$/, '')}/${name}`;
 }
 

@@ -5,9 +5,7 @@
  * `safeFileName('sheets[tier=cats,seed=3]', 'png')` → `sheets_tier=cats,seed=3-1f0c9a7be2d4.png`
  *
  * The rule, and why names stay unique:
- * - Characters outside `[A-Za-z0-9._=,-]` become `_` (a run of them one `_`); leading `.`, `_`,
- *   `=`, `,`, `-` and trailing `.`, `_` go (no hidden files, no `.`/`..`, nothing that reads as a
- *   flag, no trailing dot that Windows drops), and a Windows device name (`CON`, `NUL`…) gets a `_`.
+ * - The character rules of util/file-stem.ts apply, and a Windows device name (`CON`, `NUL`…) gets a `_`.
  * - When that left a non-empty id exactly as it was, the id is the name: identity is injective.
  * - Otherwise (or when the id is long, or already looks like a hashed name) the readable part is
  *   cut to a bounded length and `-` plus 12 hex digits of sha256(id) is appended, so two ids that
@@ -19,13 +17,12 @@
 import { createHash } from 'node:crypto';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
+import { isWindowsDevice, sanitizeStem, tidyStem } from '../util/file-stem.js';
 
 /** Longest stem (name without index and extension). With them, a name stays under 130 bytes, far below NAME_MAX (255) even with a temp prefix. */
 export const MAX_STEM_LENGTH = 100;
 const HASH_DIGITS = 12;
-const UNSAFE_RUN = /[^A-Za-z0-9._=,-]+/g;
 const HASHED_SUFFIX = /-[0-9a-f]{12}$/;
-const WINDOWS_DEVICE = /^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])$/i;
 const EXTENSION = /^[a-z0-9]{1,10}$/;
 
 export interface SafeFileNameOptions {
@@ -38,25 +35,25 @@ export function safeFileName(instanceId: string, extension: string, options: Saf
   if (!EXTENSION.test(extension)) throw new GenpipeError('invalid_input', `"${extension.slice(0, 20)}" is not a file extension genpipe writes (1 to 10 lowercase letters or digits).`);
   const { index } = options;
   if (index !== undefined && (!Number.isSafeInteger(index) || index < 0)) throw new GenpipeError('invalid_input', 'An output index must be a non-negative integer.');
-  let stem = tidy(instanceId.replace(UNSAFE_RUN, '_'));
+  let stem = sanitizeStem(instanceId);
   const changed = stem === '' || stem !== instanceId || stem.length > MAX_STEM_LENGTH || HASHED_SUFFIX.test(stem) || isWindowsDevice(stem);
   if (changed) {
     // UTF-16 code units, not UTF-8: UTF-8 turns every lone surrogate into U+FFFD, which would collide.
     const hash = createHash('sha256').update(Buffer.from(instanceId, 'utf16le')).digest('hex').slice(0, HASH_DIGITS);
-    let readable = tidy(stem.slice(0, MAX_STEM_LENGTH - HASH_DIGITS - 2)) || 'instance';
+    let readable = tidyStem(stem.slice(0, MAX_STEM_LENGTH - HASH_DIGITS - 2)) || 'instance';
     if (isWindowsDevice(readable)) readable = `_${readable}`;
     stem = `${readable}-${hash}`;
   }
   return `${stem}${index === undefined ? '' : `+${index}`}.${extension}`;
 }
 
-/** Windows reserves device names before the first dot, whatever follows (`con.txt.png`). */
-function isWindowsDevice(name: string): boolean {
-  return WINDOWS_DEVICE.test(name.split('.')[0] ?? '');
-}
-
-function tidy(stem: string): string {
-  return stem.replace(/^[._=,-]+/, '').replace(/[._]+$/, '');
+/**
+ * The file name of an instance whose step names its files (`output.filename`): the stem the plan
+ * rendered and checked for collisions, with the output index and the extension.
+ */
+export function templatedFileName(stem: string, extension: string, options: SafeFileNameOptions = {}): string {
+  if (!EXTENSION.test(extension)) throw new GenpipeError('invalid_input', `"${extension.slice(0, 20)}" is not a file extension genpipe writes (1 to 10 lowercase letters or digits).`);
+  return `${stem}${options.index === undefined ? '' : `+${options.index}`}.${extension}`;
 }
 
 /** True when `child` is `parent` itself or lies below it (both resolved; no filesystem access). */
