@@ -16,7 +16,8 @@ import type { LoadedManifest } from '../manifest/load.js';
 import type { Step } from '../manifest/schema.js';
 import { TemplateError, type CompiledTemplate, type PathSegment, type Scope, type TemplateRef } from '../manifest/template.js';
 import { isWindowsDevice, sanitizeStem } from '../util/file-stem.js';
-import { Suggester } from '../util/suggest.js';
+import { nearest, Suggester } from '../util/suggest.js';
+import { labelMatcher, type Selection, type Selector } from './selection.js';
 import { isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models/registry.js';
 import { clip, formatPath } from '../util/zod-issues.js';
 import { canonicalJson, downstreamId, idempotencyKey, instanceId, PlanFingerprint } from './instance.js';
@@ -48,6 +49,8 @@ export interface PlanOptions {
    * checks that need only the counts (money guards) refuse a huge plan without waiting for it.
    */
   beforeInstances?: ((plan: Plan) => void | Promise<void>) | undefined;
+  /** Only these instances (`--only`, `--limit`); ids, inputs and keys stay those of the full plan. */
+  select?: Selection | undefined;
   /** Ends the validation pass (an `aborted` error) when it fires: Ctrl-C during a huge plan. */
   signal?: AbortSignal | undefined;
   /** Told how many instances have been checked, every `PROGRESS_EVERY` of them. */
@@ -72,6 +75,8 @@ export interface StepPlan {
   priceUsd: number | undefined;
   /** True when the input reads upstream outputs, so the final body (and key) is known only at run time. */
   readsUpstreamOutputs: boolean;
+  /** A subset run (`--only`, `--limit`, see selection.ts): which of the step's combinations run, and how many at most. */
+  subset?: { accept: (label: string) => boolean; limit: number | undefined } | undefined;
 }
 
 /** One instance of a step. Its canonical input and key are computed on first use only. */
@@ -124,6 +129,8 @@ export interface CostEstimate {
 export class Plan {
   /** Set by buildPlan when asked (`fingerprint: true`): see PlanFingerprint. */
   fingerprint: string | undefined;
+  /** The subset this plan runs (`--only`, `--limit`), when it is one; set by buildPlan. */
+  selection: Selection | undefined;
 
   constructor(
     readonly loaded: LoadedManifest,
@@ -173,7 +180,12 @@ export class Plan {
     // With placeholder upstream outputs, a body that reads them has no real key yet.
     const make = this.#maker(step, catalog, !step.readsUpstreamOutputs);
     if (step.forEach === undefined) {
+      let taken = 0;
       for (const combo of expandMatrix(step.matrix)) {
+        if (step.subset) {
+          if (!step.subset.accept(combo.label)) continue;
+          if (step.subset.limit !== undefined && taken++ >= step.subset.limit) return;
+        }
         yield make(instanceId(step.id, combo.label), combo.values, { ...this.scopeBase, ...combo.values });
       }
       return;
@@ -226,6 +238,7 @@ export class Plan {
   *#downstream(step: StepPlan, make: Maker, up: Pick<PlannedInstance, 'id' | 'values'>, outputs: Record<string, unknown>): Generator<PlannedInstance | InstanceError> {
     const upstream = { id: up.id, values: up.values, outputs };
     for (const combo of expandMatrix(step.matrix)) {
+      if (step.subset && !step.subset.accept(combo.label)) continue;
       yield make(downstreamId(step.id, up.id, combo.label), combo.values, { ...this.scopeBase, ...combo.values, upstream }, up.id);
     }
   }
@@ -366,8 +379,10 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
     }
   }
   if (problems.length > 0) throw new ManifestError(problems);
+  if (options.select) selectSubset(steps, options.select);
 
   const plan = new Plan(loaded, steps, scopeBase);
+  plan.selection = options.select;
   await options.beforeInstances?.(plan);
   let catalog: OptionsCatalog | undefined;
   if (steps.some((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection'))) {
@@ -458,6 +473,53 @@ function checkCsvColumns(id: string, axes: readonly ResolvedAxis[], refs: readon
     if (!columns || typeof column !== 'string' || columns.includes(column)) continue;
     const suggestion = suggester.nearest(column, columns);
     report(['steps', id, 'input', ...ref.at], `{{ ${ref.expression} }}: the CSV file has no column "${column}"; ${suggestion ? `did you mean "${suggestion}"?` : `its columns are ${columns.join(', ')}`}`);
+  }
+}
+
+/**
+ * Applies `--only` and `--limit` (selection.ts) to the steps: each step's subset and its count.
+ * Refuses (exit 2) a selector naming no step or no axis of its step, one that matches nothing,
+ * and a selected step whose `needs` or `for_each` step is left out.
+ */
+function selectSubset(steps: StepPlan[], select: Selection): void {
+  const ids = steps.map((s) => s.id);
+  const bySteps = new Map<string, Selector[]>();
+  for (const selector of select.only ?? []) {
+    const step = steps.find((s) => s.id === selector.step);
+    if (!step) {
+      const suggestion = nearest(selector.step, ids);
+      throw new GenpipeError('invalid_input', `--only ${JSON.stringify(clip(selector.text))} names no step of the manifest${suggestion ? `; did you mean "${suggestion}"?` : ` (steps: ${ids.join(', ')}).`}`);
+    }
+    const axes = [...step.matrix.axes.map((a) => a.name), ...(step.step.include ?? []).flatMap((e) => Object.keys(e))];
+    for (const [axis] of selector.where) {
+      if (!axes.includes(axis)) throw new GenpipeError('invalid_input', `--only ${JSON.stringify(clip(selector.text))}: "${clip(axis)}" is not an axis of step ${step.id}${axes.length > 0 ? ` (axes: ${[...new Set(axes)].join(', ')})` : ''}.`);
+    }
+    bySteps.set(step.id, [...(bySteps.get(step.id) ?? []), selector]);
+  }
+  const chosen = (id: string): boolean => select.only === undefined || select.only.length === 0 || bySteps.has(id);
+  for (const step of steps) {
+    if (!chosen(step.id)) {
+      step.subset = { accept: () => false, limit: 0 };
+      step.count = 0;
+      continue;
+    }
+    for (const upstream of [...step.needs, ...(step.forEach ? [step.forEach] : [])]) {
+      if (!chosen(upstream)) throw new GenpipeError('invalid_input', `--only selects step ${step.id}, which ${step.forEach === upstream ? 'runs for_each' : 'needs'} ${upstream}: select ${upstream} too (--only ${upstream}).`);
+    }
+    const selectors = bySteps.get(step.id);
+    const accept = selectors ? labelMatcher(selectors) : () => true;
+    const limit = step.forEach === undefined ? select.limit : undefined;
+    let own = 0;
+    for (const combo of expandMatrix(step.matrix)) {
+      if (accept(combo.label)) own++;
+      if (limit !== undefined && own >= limit) break;
+    }
+    if (own === 0 && step.matrix.axes.length + (step.step.include?.length ?? 0) > 0) {
+      throw new GenpipeError('invalid_input', `--only ${selectors?.map((s) => JSON.stringify(clip(s.text))).join(' --only ') ?? step.id} matches no instance of step ${step.id}.`);
+    }
+    const upstream = step.forEach ? steps.find((s) => s.id === step.forEach) : undefined;
+    step.subset = { accept, limit };
+    step.count = own * (upstream ? upstream.count : 1);
   }
 }
 

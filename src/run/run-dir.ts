@@ -20,6 +20,8 @@ export interface PlanFile {
   createdAt: string;
   steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; price_usd: number | null }[];
   estimate: { known_usd: number; unknown_instances: number };
+  /** A subset run (`--only`, `--limit`): the selectors as written; a resume runs the same subset. */
+  selection?: { only: string[]; limit: number | null };
   /** The service the run was made against; absent in plan.json files written before it was recorded. */
   service?: RunService;
 }
@@ -70,6 +72,7 @@ export async function createRunDir(
     createdAt: now.toISOString(),
     steps: plan.steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, price_usd: s.priceUsd ?? null })),
     estimate: { known_usd: estimate.knownUsd, unknown_instances: estimate.unknownInstances },
+    ...(plan.selection ? { selection: { only: (plan.selection.only ?? []).map((s) => s.text), limit: plan.selection.limit ?? null } } : {}),
     ...(service ? { service: { base_url: service.base_url, platform_url: service.platform_url, cdn_url: service.cdn_url, vendor: service.vendor, embedded_emulator: service.embedded_emulator } } : {}),
   };
   await writeFile(join(dir, 'plan.json'), `${JSON.stringify(file, null, 2)}\n`, { flag: 'wx' });
@@ -86,7 +89,17 @@ export async function readPlanFile(dir: string): Promise<PlanFile> {
   if (file.service !== undefined && !isRunService(file.service)) {
     throw new GenpipeError('invalid_input', `${join(dir, 'plan.json')} has a malformed service record (base_url, platform_url, cdn_url, vendor, embedded_emulator).`);
   }
+  const selection = file.selection as unknown;
+  if (selection !== undefined && !isSelection(selection)) {
+    throw new GenpipeError('invalid_input', `${join(dir, 'plan.json')} has a malformed selection record (only: a list of selectors, limit: a whole number or null).`);
+  }
   return file;
+}
+
+function isSelection(value: unknown): value is PlanFile['selection'] {
+  if (value === null || typeof value !== 'object') return false;
+  const v = value as Record<string, unknown>;
+  return Array.isArray(v.only) && v.only.every((s) => typeof s === 'string') && (v.limit === null || (Number.isSafeInteger(v.limit) && (v.limit as number) > 0));
 }
 
 function isRunService(value: unknown): value is RunService {

@@ -10,7 +10,8 @@ import { progressFor } from '../../report/progress.js';
 import { writeCostReport } from '../../report/write-report.js';
 import type { RunSummary } from '../../run/events.js';
 import { acquirePipelineLock, type PipelineLock } from '../../run/lock.js';
-import { createRunDir, newRunId, planHash, readPlanFile } from '../../run/run-dir.js';
+import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile } from '../../run/run-dir.js';
+import { parseSelector, type Selection } from '../../plan/selection.js';
 import { RETRY_STATUSES, runPlan, type RetryStatus } from '../../run/runner.js';
 import { ReuseIndex } from '../../run/reuse.js';
 import { parseListen, WebhookReceiver } from '../../run/webhook-receiver.js';
@@ -49,6 +50,8 @@ const RUN_OPTIONS = {
   overlap: { type: 'string' },
   'confirm-over': { type: 'string' },
   yes: { type: 'boolean' },
+  only: { type: 'string', multiple: true },
+  limit: { type: 'string' },
 } as const;
 
 const RUN_HELP = `Options:
@@ -65,6 +68,10 @@ const RUN_HELP = `Options:
                        instance such a line could belong to becomes unknown (see --retry unknown)
   --retry LIST         on resume, start a new attempt, with a new Idempotency-Key, of the instances
                        that ended in any of LIST: failed, canceled, nsfw, unknown (comma-separated)
+  --only SELECTOR      run only these instances, ids and keys unchanged: a step, or a step with
+                       axis values as in instance ids ('sheets[tier=cats,seed=3]'); repeatable
+  --limit N            run at most the first N (selected) instances of each step; a for_each step
+                       follows the selected upstream ones. A resume keeps the run's subset
   --reuse              reuse the results of earlier runs of this pipeline under the same --out:
                        an instance whose model and input completed before is linked, not sent (US$0)
   --retry-budget N     transient errors and refusals (429, busy) tolerated over the whole run
@@ -128,6 +135,12 @@ function checkingProgress(io: CliIO): (checked: number, total: number) => void {
   };
 }
 
+/** The subset a run recorded in plan.json, for its resume. */
+function recordedSelection(previous: PlanFile): Selection | undefined {
+  if (!previous.selection) return undefined;
+  return { only: previous.selection.only.map(parseSelector), limit: previous.selection.limit ?? undefined };
+}
+
 /** `--retry failed,canceled`: the outcomes to start over. */
 function retryStatuses(value: string | undefined): ReadonlySet<RetryStatus> | undefined {
   if (value === undefined) return undefined;
@@ -169,6 +182,11 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   } else {
     noExtraPositionals(positionals, 1, 'run');
   }
+  const limit = number(values.limit, '--limit', { integer: true, min: 1 });
+  const only = values.only?.map(parseSelector);
+  if (resumeDir && (only !== undefined || limit !== undefined)) {
+    throw new GenpipeError('invalid_input', '--only and --limit choose the instances of a new run; a resume runs the subset its run started with (recorded in plan.json).');
+  }
   if (retry && !resumeDir) throw new GenpipeError('invalid_input', '--retry starts new attempts of instances of an earlier run: use it with `genpipe resume RUN_DIR`.');
   const previous = resumeDir ? await readPlanFile(resumeDir) : undefined;
   // `genpipe resume DIR` runs the manifest the run was started with.
@@ -202,6 +220,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     const plan = await buildPlan(loaded, {
       ...sources.options,
       run: { id: previous?.runId ?? newId, startedAt },
+      select: previous ? recordedSelection(previous) : only !== undefined || limit !== undefined ? { only, limit } : undefined,
       fingerprint: true,
       signal: io.signal,
       onProgress: values.quiet || values['json-logs'] ? undefined : checkingProgress(io),
