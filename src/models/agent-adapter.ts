@@ -5,7 +5,8 @@
  */
 import { GenpipeError } from '../api/errors.js';
 import { turnOutcome } from '../api/agent.js';
-import type { ModelAdapter, Submission, TrackResult } from './adapter.js';
+import type { AgentMessage } from '../api/wire.js';
+import { acceptFor, type ModelAdapter, type Submission, type TrackResult } from './adapter.js';
 
 export const agentAdapter: ModelAdapter = {
   // A message POST places a reserve; resending it would start a second turn.
@@ -32,14 +33,32 @@ export const agentAdapter: ModelAdapter = {
       return { done: false, next: { ...submission, messageId: sent.message_id, repliesUsed: submission.repliesUsed + 1 } };
     }
     const cost = await turnCost(submission, ctx);
-    const outputs = { session_id: submission.sessionId, message_id: outcome.message.message_id, answer: outcome.kind === 'completed' ? outcome.answer : '' };
+    const media = mediaOf(outcome.message);
+    const outputs = { session_id: submission.sessionId, message_id: outcome.message.message_id, answer: outcome.kind === 'completed' ? outcome.answer : '', media };
     if (outcome.kind === 'failed') return { done: true, status: 'failed', files: [], outputs, error: 'the agent turn failed (its reserve is refunded)', actualCostUsd: cost };
-    return { done: true, status: 'completed', files: [], outputs, actualCostUsd: cost };
+    return { done: true, status: 'completed', files: media.map((m, i) => ({ url: m.url, name: `${m.type}-${i}`, accept: acceptFor(m.type) })), outputs, actualCostUsd: cost };
   },
   async stop(submission, ctx) {
     if (submission.kind === 'agent_turn') await ctx.client.agent.interrupt(submission.sessionId, { signal: ctx.signal });
   },
 };
+
+const MEDIA_PART_TYPES = new Set(['image', 'video', 'audio']);
+
+/**
+ * The media the agent generated in its turn: assistant parts of type image, video or audio with a
+ * URL (§2.3 leaves other part types to the client; these are the ones with something to download).
+ */
+export function mediaOf(message: AgentMessage): { type: string; url: string }[] {
+  const body = message.message as { parts?: unknown };
+  const parts = Array.isArray(body.parts) ? (body.parts as { type?: unknown; url?: unknown }[]) : [];
+  const media: { type: string; url: string }[] = [];
+  for (const part of parts) {
+    const { type, url } = part;
+    if (typeof type === 'string' && MEDIA_PART_TYPES.has(type) && typeof url === 'string' && /^https?:\/\//i.test(url)) media.push({ type, url });
+  }
+  return media;
+}
 
 /** Sums llm_cost_usd over the instance's user messages (the first one and every reply). */
 async function turnCost(submission: Extract<Submission, { kind: 'agent_turn' }>, ctx: Parameters<ModelAdapter['track']>[2]): Promise<number | undefined> {

@@ -196,6 +196,40 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
 }
 
 /**
+ * Writes text genpipe received (an agent's answer) as an output file, with the guarantees of a
+ * download: inside the run directory, synced temp file linked into place, never overwriting other
+ * bytes, the directory synced; the same bytes already there count as done.
+ */
+export async function writeTextOutput(options: { runDir: string; relativePath: string; text: string }): Promise<Omit<DownloadResult, 'contentType'>> {
+  let target: string;
+  try {
+    target = resolveInside(options.runDir, options.relativePath);
+  } catch (error) {
+    throw new DownloadError('unsafe_path', 'invalid_input', (error as Error).message);
+  }
+  const folder = dirname(target);
+  await prepareFolder(options.runDir, folder);
+  const bytes = Buffer.from(options.text, 'utf8');
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  let temp: string | undefined = join(folder, nextTempName());
+  let handle: FileHandle | undefined;
+  try {
+    handle = await openTemp(options.runDir, folder, temp);
+    await writeAll(handle, bytes);
+    await handle.datasync();
+    await handle.close();
+    handle = undefined;
+    const alreadyPresent = await placeWithoutOverwrite(temp, target, sha256);
+    temp = undefined;
+    if (!alreadyPresent) await syncDirectory(folder);
+    return { path: target, relativePath: relative(resolve(options.runDir), target).split(sep).join('/'), sha256, size: bytes.length, alreadyPresent };
+  } finally {
+    await handle?.close().catch(() => undefined);
+    if (temp !== undefined) await unlink(temp).catch(() => undefined);
+  }
+}
+
+/**
  * Folders already created and checked, by run directory: a step's outputs share one folder, so the
  * check runs once per folder and process instead of three filesystem calls per download. Bounded: a
  * run has a folder per step. What the check is for: a run directory (a resumed one, say) whose

@@ -23,7 +23,7 @@ import { InstanceError, type Plan, type PlannedInstance, type StepPlan } from '.
 import { csvRow } from '../util/csv.js';
 import { formatUsd } from '../util/format-usd.js';
 import { crashPoint } from './crash-points.js';
-import { DownloadError, downloadToFile } from './download.js';
+import { DownloadError, downloadToFile, writeTextOutput } from './download.js';
 import type { TerminalStatus } from './journal-records.js';
 import { safeFileName, templatedFileName } from './output-names.js';
 import type { OutputsCsv } from './outputs-csv.js';
@@ -135,7 +135,7 @@ export class InstanceDriver {
     let action = resumeAction(entry, adapter.idempotentSubmit, this.#fx.state.suspectAll);
     if (action.kind === 'done' && entry?.final) {
       const final = entry.final;
-      if (final.status === 'completed' && !(await this.#downloadAll(step, instance, final.outputs as OutputRef[], entry))) return undefined;
+      if (final.status === 'completed' && !(await this.#downloadAll(step, instance, final.outputs as OutputRef[], entry, answerOf(step, final.result)))) return undefined;
       if (entry.reusedFrom !== undefined) this.#fx.counts.reused++;
       else {
         this.#fx.count(final.status);
@@ -195,7 +195,7 @@ export class InstanceDriver {
         }
       }
       this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: result.status, estimatedUsd: step.priceUsd, actualCostUsd: result.actualCostUsd, error: result.error });
-      if (result.status === 'completed' && !(await this.#downloadAll(step, instance, result.files, this.#fx.state.instances.get(instance.id)))) return undefined;
+      if (result.status === 'completed' && !(await this.#downloadAll(step, instance, result.files, this.#fx.state.instances.get(instance.id), answerOf(step, result.outputs)))) return undefined;
       this.#fx.count(result.status);
       if (result.status !== 'completed') this.#fx.noteFailure(step, instance.id);
       return { status: result.status, outputs: result.outputs };
@@ -543,9 +543,10 @@ export class InstanceDriver {
   /**
    * Downloads the outputs not downloaded yet. Transient failures (the CDN's 5xx, resets) are retried
    * with backoff; a download that still fails is reported and left for a resume (the status record
-   * is journaled, so a resume downloads again). Returns false when a file is missing.
+   * is journaled, so a resume downloads again). An agent's answer is written after them as
+   * `<name>.md`, journaled as the output after the last file. Returns false when a file is missing.
    */
-  async #downloadAll(step: StepPlan, instance: PlannedInstance, files: readonly OutputRef[] | readonly { url: string; name?: string | undefined; accept?: string[] | undefined }[], entry: InstanceState | undefined): Promise<boolean> {
+  async #downloadAll(step: StepPlan, instance: PlannedInstance, files: readonly OutputRef[] | readonly { url: string; name?: string | undefined; accept?: string[] | undefined }[], entry: InstanceState | undefined, answer?: string): Promise<boolean> {
     const list = files as readonly { url: string; name?: string | undefined; accept?: readonly string[] | undefined }[];
     const id = instance.id;
     for (const [index, file] of list.entries()) {
@@ -587,6 +588,17 @@ export class InstanceDriver {
       crashPoint('mid_rename');
       await this.#fx.log({ type: 'downloaded', instance: id, output: index, path: result.relativePath, sha256: result.sha256, size: result.size });
     }
+    if (answer !== undefined && !entry?.downloads?.has(list.length)) {
+      const relativePath = `${stepFolder(step.id)}/${instance.fileStem === undefined ? safeFileName(id, 'md') : templatedFileName(instance.fileStem, 'md')}`;
+      try {
+        const written = await this.#fx.op(() => writeTextOutput({ runDir: this.#o.runDir, relativePath, text: answer.endsWith('\n') ? answer : `${answer}\n` }));
+        await this.#fx.log({ type: 'downloaded', instance: id, output: list.length, path: written.relativePath, sha256: written.sha256, size: written.size });
+      } catch (error) {
+        if (!(error instanceof DownloadError)) throw error;
+        this.#fx.fail(step, id, error.code, error.message);
+        return false;
+      }
+    }
     return true;
   }
 
@@ -627,7 +639,16 @@ function outputPath(stepId: string, instance: Pick<PlannedInstance, 'id' | 'file
   const extension = extensionFor(file.url, file.accept ?? []);
   const options = count > 1 ? { index } : {};
   const name = instance.fileStem === undefined ? safeFileName(instance.id, extension, options) : templatedFileName(instance.fileStem, extension, options);
-  return `outputs/${safeFileName(stepId, 'd').replace(/\.d$/, '')}/${name}`;
+  return `${stepFolder(stepId)}/${name}`;
+}
+
+/** A step's folder in the run directory: `outputs/<step>`. */
+const stepFolder = (stepId: string): string => `outputs/${safeFileName(stepId, 'd').replace(/\.d$/, '')}`;
+
+/** An agent turn's answer (its outputs' `answer`), saved as a file beside the media it made. */
+function answerOf(step: StepPlan, outputs: Record<string, unknown> | undefined): string | undefined {
+  const answer = outputs?.answer;
+  return step.model === 'agent' && typeof answer === 'string' ? answer : undefined;
 }
 
 /** An instance re-rolled by a genpipe older than journaled seeds: the next variation_index (animal tiers) or seed. */
