@@ -1,11 +1,13 @@
 /** The character-sheet model (§4.2): keyed submits, so a resend can never pay twice. */
 import { buildCharacterSheetRequest } from '../api/character-sheet.js';
-import { CHARACTER_SHEET_PRICE_USD, type CharacterSheetRequest } from '../api/wire.js';
+import { CHARACTER_SHEET_PRICE_USD, CharacterSheetRequest } from '../api/wire.js';
 import { imageOutputs, type ModelDefinition } from './model.js';
 import { requestAdapter } from './request-adapter.js';
 
 export const characterSheet: ModelDefinition<'character-sheet'> = {
   name: 'character-sheet',
+  summary: 'a character reference sheet (US$0.05)',
+  inputSchema: CharacterSheetRequest,
   build: (input, { catalog }) => buildCharacterSheetRequest(input, catalog),
   imageFields: [['image_url'], ['item_image_urls', '*']],
   listPriceUsd: CHARACTER_SHEET_PRICE_USD,

@@ -6,6 +6,8 @@ import { videoOutputs, type ModelDefinition } from './model.js';
 
 export const dop: ModelDefinition<'dop'> = {
   name: 'dop',
+  summary: 'DoP image-to-video (the legacy `params` object)',
+  inputSchema: DopParams,
   build: (input) => validateBody(DopParams, input, 'DoP params'),
   imageFields: [['input_images', '*', 'image_url'], ['input_images_end', '*', 'image_url']],
   placeholderOutputs: videoOutputs,

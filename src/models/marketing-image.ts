@@ -1,11 +1,13 @@
 /** The marketing image model (§4.4): no Idempotency-Key, no seed; priced by the manifest. */
 import { buildMarketingImageRequest } from '../api/marketing-image.js';
-import type { MarketingImageRequest } from '../api/wire.js';
+import { MarketingImageRequest } from '../api/wire.js';
 import { imageOutputs, type ModelDefinition } from './model.js';
 import { requestAdapter } from './request-adapter.js';
 
 export const marketingImage: ModelDefinition<'marketing-image'> = {
   name: 'marketing-image',
+  summary: 'a marketing image, direct or enhanced with a preset',
+  inputSchema: MarketingImageRequest,
   build: (input) => buildMarketingImageRequest(input),
   imageFields: [['image_urls', '*']],
   placeholderOutputs: imageOutputs,

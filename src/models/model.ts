@@ -5,6 +5,7 @@
  * result can be re-rolled with another seed. Each model is one file in this folder that exports
  * one definition; `registry.ts` lists them.
  */
+import type * as z from 'zod';
 import type { OptionsCatalog } from '../api/wire.js';
 import type { ModelAdapter } from './adapter.js';
 
@@ -29,6 +30,10 @@ export interface ModelSpec {
 /** A model a manifest names and a run can run. */
 export interface ModelDefinition<Name extends string = string> extends ModelSpec {
   name: Name;
+  /** One line for the docs: what the model makes. */
+  summary: string;
+  /** The step's `input` as the service takes it (before templates are rendered): the JSON Schema and the README's field list come from it. */
+  inputSchema: z.ZodType;
   /** How a run submits, tracks and stops it. */
   adapter: ModelAdapter;
   /** True when its body takes a `seed` (1 to 1,000,000), so an nsfw result can be re-rolled. */

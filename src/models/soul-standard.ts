@@ -6,6 +6,8 @@ import { requestAdapter } from './request-adapter.js';
 
 export const soulStandard: ModelDefinition<'soul-standard'> = {
   name: 'soul-standard',
+  summary: 'Soul text-to-image on the webhook-enabled path',
+  inputSchema: SoulStandardRequest,
   build: (input) => validateBody(SoulStandardRequest, input, 'Soul standard request'),
   imageFields: [],
   placeholderOutputs: imageOutputs,

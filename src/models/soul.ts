@@ -6,6 +6,8 @@ import { imageOutputs, type ModelDefinition } from './model.js';
 
 export const soul: ModelDefinition<'soul'> = {
   name: 'soul',
+  summary: 'Soul text-to-image (the legacy `params` object)',
+  inputSchema: SoulParams,
   build: (input) => validateBody(SoulParams, input, 'Soul params'),
   imageFields: [['image_reference', 'image_url']],
   placeholderOutputs: imageOutputs,

@@ -6,6 +6,8 @@ import { videoOutputs, type ModelDefinition } from './model.js';
 
 export const speak: ModelDefinition<'speak'> = {
   name: 'speak',
+  summary: 'Speak: a talking video from an image and audio (the `params` object)',
+  inputSchema: SpeakParams,
   build: (input) => validateBody(SpeakParams, input, 'Speak params'),
   imageFields: [['input_image', 'image_url']],
   placeholderOutputs: videoOutputs,
