@@ -97,6 +97,17 @@ export const Step = z.strictObject({
    * template, sanitised; two instances of the step may not get the same name). Default: the instance id.
    */
   output: z.strictObject({ filename: z.string().min(1).max(1_000) }).optional(),
+  /**
+   * The contact sheet's grid (gallery.html): which axis runs down the rows, which across, and which
+   * make pages. Default: the axis with the most values as rows, the next as columns, the rest pages.
+   */
+  gallery: z
+    .strictObject({
+      rows: z.string().min(1).optional(),
+      cols: z.string().min(1).optional(),
+      pages: z.array(z.string().min(1)).optional(),
+    })
+    .optional(),
 });
 export type Step = z.infer<typeof Step>;
 

@@ -61,7 +61,8 @@ export function splitLabel(label: string): string[] {
   return parts;
 }
 
-function unquote(label: string): string {
+/** A label as the user reads it: a JSON-quoted label (`"Summer Market"`) without its quotes. */
+export function unquote(label: string): string {
   if (!label.startsWith('"')) return label;
   try {
     const value: unknown = JSON.parse(label);

@@ -125,6 +125,7 @@ function errorLine(event: RunEvent): string | undefined {
   if (event.type === 'instance_failed') return `${event.instance}: ${event.message}`;
   if (event.type === 'instance_unknown') return `${event.instance}: unknown: ${event.message}`;
   if (event.type === 'run_stopping') return event.message;
+  if (event.type === 'gallery_failed') return `warning: ${event.message}; the run goes on`;
   if (event.type === 'journal_corrupt_accepted') return `journal line ${event.line} is damaged: ${event.instance === undefined ? 'every instance not yet submitted or final is' : `${event.instance} is`} treated as unknown (--accept-corrupt)`;
   if (event.type === 'instance_finished' && event.status !== 'completed') return `${event.instance}: ${event.status}${event.error ? `: ${event.error}` : ''}`;
   return undefined;

@@ -19,6 +19,8 @@ export type RunEvent =
   | { type: 'run_stopping'; reason: StopReason; message: string }
   /** `--accept-corrupt`: a damaged journal line, and the instance it provably was (none: any instance). */
   | { type: 'journal_corrupt_accepted'; line: number; instance: string | undefined }
+  /** gallery.html could not be written (a view only: the run goes on). */
+  | { type: 'gallery_failed'; message: string }
   | { type: 'run_finished'; summary: RunSummary };
 
 export type StopReason = 'budget' | 'fail_fast' | 'max_failures' | 'insufficient_credits' | 'retry_budget' | 'unreachable' | 'stuck' | 'aborted';

@@ -70,7 +70,12 @@ export class InstanceDriver {
   readonly #stepSeeds = new Map<string, (seed: number) => boolean>();
 
   /** `outputs`: outputs.csv; a finished instance's rows go there at once (spilled to disk), and the run forgets it. */
-  constructor(fx: RunEffects, outputs: OutputsCsv) {
+  constructor(
+    fx: RunEffects,
+    outputs: OutputsCsv,
+    /** Told of each instance as it finishes, before its state is forgotten (the gallery keeps a cell of it). */
+    private readonly onFinished?: (id: string, entry: InstanceState) => void,
+  ) {
     this.#fx = fx;
     this.#o = fx.options;
     this.#plan = fx.plan;
@@ -273,6 +278,7 @@ export class InstanceDriver {
     const entry = this.#fx.state.instances.get(id);
     if (!entry?.final) return;
     this.#outputs.add(id, this.#csvRows(id, entry));
+    this.onFinished?.(id, entry);
     this.#fx.state.instances.delete(id);
     this.#records.delete(id);
   }

@@ -18,7 +18,7 @@ export interface PlanFile {
   manifest: string;
   planHash: string;
   createdAt: string;
-  steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; price_usd: number | null }[];
+  steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; price_usd: number | null; gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined } }[];
   estimate: { known_usd: number; unknown_instances: number };
   /** A subset run (`--only`, `--limit`): the selectors as written; a resume runs the same subset. */
   selection?: { only: string[]; limit: number | null };
@@ -52,6 +52,11 @@ export function planHash(plan: Plan): string {
   return fingerprint.digest();
 }
 
+/** The steps as plan.json records them. */
+export function planFileSteps(plan: Plan): PlanFile['steps'] {
+  return plan.steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, price_usd: s.priceUsd ?? null, ...(s.step.gallery ? { gallery: s.step.gallery } : {}) }));
+}
+
 export async function createRunDir(
   root: string,
   plan: Plan,
@@ -70,7 +75,7 @@ export async function createRunDir(
     manifest: manifestPath,
     planHash: hash,
     createdAt: now.toISOString(),
-    steps: plan.steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, price_usd: s.priceUsd ?? null })),
+    steps: planFileSteps(plan),
     estimate: { known_usd: estimate.knownUsd, unknown_instances: estimate.unknownInstances },
     ...(plan.selection ? { selection: { only: (plan.selection.only ?? []).map((s) => s.text), limit: plan.selection.limit ?? null } } : {}),
     ...(service ? { service: { base_url: service.base_url, platform_url: service.platform_url, cdn_url: service.cdn_url, vendor: service.vendor, embedded_emulator: service.embedded_emulator } } : {}),

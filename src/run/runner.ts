@@ -13,6 +13,9 @@ import { GenpipeError } from '../api/errors.js';
 import type { RunOutcome, RunSummary } from './events.js';
 import { CANCEL_TIMEOUT_MS, InstanceDriver } from './instance-driver.js';
 import { OutputsCsv } from './outputs-csv.js';
+import { planFileSteps } from './run-dir.js';
+import { GalleryCells } from '../gallery/gallery-data.js';
+import { GalleryWriter, pricesOf } from '../gallery/write-gallery.js';
 import { RunContext } from './run-context.js';
 import type { RunOptions } from './run-options.js';
 import { openJournalStore, type RunStore } from './run-store.js';
@@ -20,6 +23,9 @@ import { Scheduler } from './scheduler.js';
 
 export { RETRY_STATUSES, type RateLimiter, type RetryStatus, type RunOptions } from './run-options.js';
 
+
+/** How often a running run rewrites gallery.html. */
+const GALLERY_EVERY_MS = 5_000;
 
 /** After Ctrl-C or a halt, how long the walk may take to settle before the run ends without it. */
 const HALT_GRACE_MS = 1_500;
@@ -57,7 +63,16 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
       }
     }
   }
-  const driver = new InstanceDriver(fx, outputs);
+  const steps = planFileSteps(options.plan);
+  const cells = new GalleryCells(pricesOf({ steps }));
+  const driver = new InstanceDriver(fx, outputs, (id, entry) => cells.add(id, entry));
+  const gallery = new GalleryWriter(
+    options.runDir,
+    () => ({ plan: { pipeline: options.plan.name, runId: options.runId, steps }, cells: cells.withLive(store.state.instances) }),
+    (error) => fx.emit({ type: 'gallery_failed', message: `could not write gallery.html: ${(error as Error).message}` }),
+  );
+  // The gallery of what is finished so far, now and then (a view: it never holds the run up).
+  const galleryTimer = setInterval(() => gallery.update(), GALLERY_EVERY_MS).unref();
   const scheduler = new Scheduler(fx, driver);
   if (!store.created) await removePartialDownloads(join(options.runDir, 'outputs'));
   await fx.log({ type: 'run_started', runId: options.runId, pipeline: options.plan.name, planHash: options.planHash }, true);
@@ -78,6 +93,8 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
       await store.close();
     } finally {
       await driver.writeOutputsCsv();
+      clearInterval(galleryTimer);
+      await gallery.finish();
     }
   }
   if (watchdog.stuck) throw watchdog.stuck;

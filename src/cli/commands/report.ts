@@ -2,6 +2,7 @@ import { readConfigFile } from '../../api/config.js';
 import { GenpipeError } from '../../api/errors.js';
 import { reportCsvParts, reportJsonParts, reportMarkdownParts } from '../../report/render.js';
 import { writeCostReport, writeInChunks } from '../../report/write-report.js';
+import { rewriteGallery } from '../../gallery/write-gallery.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
@@ -13,7 +14,8 @@ export const reportCommand: Command = {
 Counts by final status, estimated cost, actual cost where the service reports it (agent turns),
 refunds (failed and nsfw requests, failed agent turns) and totals, per instance, per step and per
 model, in US$ and credits (credits_per_usd from the config file, default 100). Writes report.json,
-report.csv and report.md into the run directory and prints one of them (Markdown by default).`,
+report.csv and report.md into the run directory and prints one of them (Markdown by default).
+Also rewrites gallery.html, the run's contact sheet, from the journal.`,
   async run(argv, io) {
     const { values, positionals } = parse(argv, { json: { type: 'boolean' }, csv: { type: 'boolean' }, md: { type: 'boolean' }, config: { type: 'string' } }, 'report');
     const runDir = positional(positionals, 0, 'a run directory', 'report');
@@ -22,6 +24,7 @@ report.csv and report.md into the run directory and prints one of them (Markdown
     const configPath = values.config ?? io.env.GENPIPE_CONFIG;
     const creditsPerUsd = configPath ? readConfigFile(configPath).credits_per_usd : undefined;
     const report = await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
+    if ((await rewriteGallery(runDir)) === undefined) io.err('genpipe: gallery.html was left as the run wrote it: a plan this large is not replayed for a contact sheet.');
     await writeInChunks((values.json ? reportJsonParts : values.csv ? reportCsvParts : reportMarkdownParts)(report), (chunk) => io.write(chunk), 64 * 1024);
     return EXIT.ok;
   },

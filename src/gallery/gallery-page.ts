@@ -1,0 +1,71 @@
+/**
+ * gallery.html: one self-contained page (style, script and data inline) that opens from file://
+ * with no network request. It refers to the run's files by relative path. `review: true` marks the
+ * page for `genpipe review`, which adds the decision controls.
+ */
+import type { GalleryData } from './gallery-data.js';
+import { PAGE_SCRIPT } from './page-script.js';
+
+const STYLE = `
+:root { color-scheme: light dark; --line: #8884; --muted: #888; --ok: #2e7d32; --bad: #c62828; --warn: #ef6c00; }
+* { box-sizing: border-box; }
+body { font: 14px/1.4 system-ui, sans-serif; margin: 0 1rem 2rem; }
+header { position: sticky; top: 0; background: Canvas; padding: .5rem 0; border-bottom: 1px solid var(--line); z-index: 1; }
+h1 { font-size: 1.2rem; margin: 0; } h2 { font-size: 1.05rem; margin: 1.2rem 0 .2rem; }
+.counts, .id, .empty, .pager span { color: var(--muted); }
+.controls { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; margin: .4rem 0; }
+.scroll { overflow-x: auto; }
+table.grid { border-collapse: collapse; }
+.grid th { font-weight: 600; text-align: left; padding: .25rem .4rem; white-space: nowrap; }
+.grid td { vertical-align: top; padding: .25rem; border-top: 1px solid var(--line); }
+.cell { width: 200px; border: 2px solid transparent; border-radius: 6px; padding: 4px; margin-bottom: 4px; }
+.cell:focus { outline: 2px solid Highlight; }
+.cell img, .cell video { display: block; width: 100%; height: auto; min-height: 60px; background: #8882; border-radius: 4px; }
+.cell audio { width: 100%; }
+.cell.approved { border-color: var(--ok); } .cell.rejected { border-color: var(--bad); opacity: .7; } .cell.starred .actions [data-action=star] { color: #f9a825; }
+.facts { display: flex; flex-wrap: wrap; gap: .3rem; margin-top: .2rem; }
+.badge { font-size: 12px; padding: 0 .35rem; border-radius: 3px; background: #8883; }
+.status-completed .badge:first-child, .status-reused .badge:first-child { background: #2e7d3233; }
+.status-failed .badge:first-child, .status-nsfw .badge:first-child, .status-canceled .badge:first-child { background: #c6282833; }
+.status-unknown .badge:first-child, .status-in_flight .badge:first-child { background: #ef6c0033; }
+.reroll { background: #1565c033; }
+.error { color: var(--bad); margin: .2rem 0; font-size: 13px; }
+.id { font-size: 11px; margin: .2rem 0; word-break: break-all; }
+.answer { white-space: pre-wrap; font-size: 12px; max-height: 12rem; overflow: auto; background: #8881; padding: .3rem; margin: 0; }
+.actions { display: flex; gap: .25rem; flex-wrap: wrap; }
+.actions button { font-size: 12px; }
+.actions [aria-pressed=true] { font-weight: 700; }
+#compare { border-top: 2px solid var(--line); margin-top: 1rem; }
+.compare-row { display: flex; gap: 1rem; overflow-x: auto; }
+.compare-row .cell { width: min(360px, 24vw); }
+#notice { color: var(--bad); }
+`;
+
+/** JSON safe inside a <script> element: no `</script>`, no `<!--`, no line separators JS would choke on. */
+function scriptJson(value: unknown): string {
+  return JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+}
+
+const escapeHtml = (text: string): string => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+export function galleryHtml(data: GalleryData, options: { review?: boolean } = {}): string {
+  const title = `${data.pipeline} ${data.runId}`;
+  return `<!doctype html>
+<html lang="en" data-review="${options.review ? 'on' : 'off'}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)}: gallery</title>
+<link rel="icon" href="data:,">
+<style>${STYLE}</style>
+</head>
+<body>
+<header><h1>${escapeHtml(title)}</h1><p class="counts">Written ${escapeHtml(data.writtenAt)} by genpipe${options.review ? '; decisions are saved to review.json as you make them' : ''}. <span id="notice"></span></p></header>
+<main id="app"></main>
+<section id="compare" hidden></section>
+<script type="application/json" id="gallery-data">${scriptJson(data)}</script>
+<script>${PAGE_SCRIPT}</script>
+</body>
+</html>
+`;
+}

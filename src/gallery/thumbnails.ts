@@ -1,0 +1,57 @@
+/**
+ * Thumbnails for the contact sheet: at most 512 px on the long side, WebP, under the run's
+ * `thumbs/`, made once per output with sharp (libvips), a few at a time (p-limit). A thumbnail is
+ * written to a temp file and renamed into place, so a crash never leaves half of one; an output
+ * sharp cannot read gets none (the page falls back to the output itself).
+ */
+import { mkdir, rename, stat, unlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import pLimit from 'p-limit';
+import type { GalleryData } from './gallery-data.js';
+
+export const THUMBNAIL_MAX_PX = 512;
+/** Thumbnails made at once; libvips uses threads of its own for each. */
+const PARALLEL = 2;
+
+/** Makes the missing thumbnails of `data`'s images; drops the `thumb` of an image that has none. Returns how many were made. */
+export async function makeThumbnails(runDir: string, data: GalleryData, signal?: AbortSignal): Promise<number> {
+  const { default: sharp } = await import('sharp');
+  const limit = pLimit(PARALLEL);
+  let made = 0;
+  const jobs: Promise<void>[] = [];
+  for (const step of data.steps) {
+    for (const cell of step.cells) {
+      for (const file of cell.files) {
+        const thumb = file.thumb;
+        if (thumb === undefined) continue;
+        jobs.push(
+          limit(async () => {
+            if (signal?.aborted) return;
+            const target = join(runDir, thumb);
+            if (await exists(target)) return;
+            const temp = `${target}.${process.pid}.tmp`;
+            try {
+              await mkdir(dirname(target), { recursive: true });
+              await sharp(join(runDir, file.path)).resize({ width: THUMBNAIL_MAX_PX, height: THUMBNAIL_MAX_PX, fit: 'inside', withoutEnlargement: true }).webp({ quality: 80 }).toFile(temp);
+              await rename(temp, target);
+              made++;
+            } catch {
+              await unlink(temp).catch(() => undefined);
+              file.thumb = undefined;
+            }
+          }),
+        );
+      }
+    }
+  }
+  await Promise.all(jobs);
+  return made;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isFile();
+  } catch {
+    return false;
+  }
+}
