@@ -171,7 +171,8 @@ export const PAGE_SCRIPT = String.raw`
     const facts = el('div', { className: 'facts' });
     facts.appendChild(el('span', { className: 'badge', text: c.status.replace('_', ' ') }));
     if (c.rerollSeed !== undefined) facts.appendChild(el('span', { className: 'badge reroll', text: 're-rolled: seed ' + c.rerollSeed }));
-    if (c.costUsd !== undefined) facts.appendChild(el('span', { className: 'cost', text: usd(c.costUsd) }));
+    const refunded = c.costUsd === 0 && (c.status === 'failed' || c.status === 'nsfw' || c.status === 'canceled');
+    if (c.costUsd !== undefined) facts.appendChild(el('span', { className: 'cost', text: refunded ? 'refunded' : usd(c.costUsd) }));
     cell.appendChild(facts);
     if (c.error) cell.appendChild(el('p', { className: 'error', text: c.error }));
     cell.appendChild(el('p', { className: 'id', text: c.id + (c.requestId ? ' \u00b7 ' + c.requestId : '') }));

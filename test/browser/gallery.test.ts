@@ -1,0 +1,119 @@
+/// <reference lib="dom" />
+// gallery.html in a real browser (issue 12, section 1): the page a run leaves opens from file://
+// with no network request and no console error, every completed image renders, a failed cell shows
+// its error, the grid follows the sweep's axes, and a screenshot is taken as a visual reference.
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CliIO } from '../../src/cli/io.js';
+import { main } from '../../src/cli/main.js';
+import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { cleanTemps, findRunDir, HF_KEY, tempDir } from '../run/runner-helpers.js';
+import { launchChromium, watchPage } from './chromium.js';
+
+let emu: Emulator;
+let browser: Browser;
+let runDir: string;
+
+const REFERENCE = new URL('./reference/gallery.png', import.meta.url).pathname;
+
+beforeAll(async () => {
+  browser = await launchChromium();
+  // Sheets complete; every marketing image fails, so both kinds of cell are on the page.
+  emu = await startEmulator({ port: 0, timeScale: 0, log: () => {}, modelRates: { 'marketing-image': { failureRate: 1 } } });
+  const dir = tempDir();
+  const manifest = join(dir, 'look.yaml');
+  writeFileSync(
+    manifest,
+    `version: 1
+name: look
+steps:
+  sheets:
+    model: character-sheet
+    matrix:
+      seed: { range: { from: 1, to: 3 } }
+      variation_index: { range: { from: 0, to: 1 } }
+    input: { tier: cats, seed: "{{ seed }}", variation_index: "{{ variation_index }}" }
+  ads:
+    model: marketing-image
+    matrix:
+      quality: [low, high]
+    input: { prompt: A poster, quality: "{{ quality }}" }
+`,
+  );
+  const out = tempDir();
+  const io: CliIO = { out: () => {}, write: async () => {}, err: () => {}, env: { GENPIPE_BASE_URL: emu.url, HF_KEY }, signal: new AbortController().signal };
+  expect(await main(['run', manifest, '--out', out, '--rate', '1000', '--quiet'], io)).toBe(1);
+  runDir = findRunDir(out, 'look');
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await emu?.close();
+  cleanTemps();
+});
+
+describe('gallery.html', () => {
+  it('opens from file:// offline: every completed image renders, failed cells show their error', { timeout: 30_000 }, async () => {
+    const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+    const problems = watchPage(page);
+    await page.goto(`file://${join(runDir, 'gallery.html')}`);
+    await page.waitForSelector('html[data-ready=true]');
+    await page.waitForFunction(() => Array.from(document.images).every((image) => image.complete));
+    const completed = page.locator('[data-step=sheets] [data-status=completed]');
+    expect(await completed.count()).toBe(6);
+    const widths = await page.$$eval('[data-step=sheets] [data-status=completed] img', (images) => images.map((image) => (image as HTMLImageElement).naturalWidth));
+    expect(widths).toHaveLength(6);
+    for (const width of widths) expect(width).toBeGreaterThan(0);
+    // Thumbnails, not the full images, and at most 512 px.
+    const sources = await page.$$eval('[data-step=sheets] img', (images) => images.map((image) => image.getAttribute('src')));
+    for (const src of sources) expect(src).toMatch(/^thumbs\/sheets\/.+\.png\.webp$/);
+    const failed = page.locator('[data-step=ads] [data-status=failed]');
+    expect(await failed.count()).toBe(2);
+    for (const text of await failed.locator('.error').allTextContents()) expect(text.length).toBeGreaterThan(5);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('lays the sheets out seed × variation_index, and the page can swap them', { timeout: 30_000 }, async () => {
+    const page = await browser.newPage();
+    await page.goto(`file://${join(runDir, 'gallery.html')}`);
+    await page.waitForSelector('html[data-ready=true]');
+    const section = page.locator('[data-step=sheets]');
+    expect(await section.locator('tbody th').allTextContents()).toEqual(['seed=1', 'seed=2', 'seed=3']);
+    expect(await section.locator('thead th[scope=col]').allTextContents()).toEqual(['variation_index=0', 'variation_index=1']);
+    await section.locator('select[data-control=rows]').selectOption('variation_index');
+    expect(await page.locator('[data-step=sheets] tbody th').allTextContents()).toEqual(['variation_index=0', 'variation_index=1']);
+    await page.close();
+  });
+
+  it('a screenshot of it is kept under test/ as the visual reference (UPDATE_REFERENCE=1 rewrites it)', { timeout: 30_000 }, async () => {
+    const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+    await page.goto(`file://${join(runDir, 'gallery.html')}`);
+    await page.waitForSelector('html[data-ready=true]');
+    await page.waitForFunction(() => Array.from(document.images).every((image) => image.complete));
+    const shot = join(tempDir(), 'gallery.png');
+    await page.screenshot({ path: shot, fullPage: true });
+    const png = readFileSync(shot);
+    expect(png.subarray(1, 4).toString()).toBe('PNG');
+    expect(png.readUInt32BE(16)).toBe(1100);
+    if (process.env.UPDATE_REFERENCE === '1') {
+      mkdirSync(join(REFERENCE, '..'), { recursive: true });
+      copyFileSync(shot, REFERENCE);
+      copyFileSync(shot, new URL('../../docs/gallery.png', import.meta.url).pathname);
+    }
+    expect(existsSync(REFERENCE) && statSync(REFERENCE).size > 10_000).toBe(true);
+    await page.close();
+  });
+
+  it('genpipe report rewrites it from the journal', { timeout: 30_000 }, async () => {
+    const before = statSync(join(runDir, 'gallery.html')).mtimeMs;
+    const io: CliIO = { out: () => {}, write: async () => {}, err: () => {}, env: {}, signal: new AbortController().signal };
+    expect(await main(['report', runDir], io)).toBe(0);
+    expect(statSync(join(runDir, 'gallery.html')).mtimeMs).toBeGreaterThan(before);
+    const html = readFileSync(join(runDir, 'gallery.html'), 'utf8');
+    expect(html).toContain('"id":"sheets[seed=3,variation_index=1]"');
+    expect(readdirSync(join(runDir, 'thumbs', 'sheets'))).toHaveLength(6);
+  });
+});
