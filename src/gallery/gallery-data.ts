@@ -3,12 +3,13 @@
  * plan.json: per step, its axes and grid, and per instance one cell that tells the truth about it.
  */
 import type { PlanFile } from '../run/run-dir.js';
-import type { InstanceState } from '../run/run-state.js';
-import { chooseLayout, axesOf, naturalCompare, type AxisValues, type GridLayout, type LayoutChoice } from './grid-layout.js';
+import { instanceCostUsd, instanceStatus, type InstanceState, type InstanceStatus } from '../run/run-state.js';
+import { naturalCompare } from '../util/natural-compare.js';
+import { chooseLayout, axesOf, type AxisValues, type GridLayout, type LayoutChoice } from './grid-layout.js';
 import { instanceAxes } from './instance-axes.js';
 
 /** `data-status` of a cell. */
-export type CellStatus = 'completed' | 'reused' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'pending';
+export type CellStatus = InstanceStatus;
 
 export interface CellFile {
   /** Relative to the run directory. */
@@ -136,7 +137,7 @@ export class GalleryCells {
 }
 
 function cellOf(id: string, entry: InstanceState, values: [string, string][], priceUsd: number | null): Cell {
-  const status = statusOf(entry);
+  const status = instanceStatus(entry);
   const files: CellFile[] = [...(entry.downloads?.entries() ?? [])]
     .sort(([a], [b]) => a - b)
     .map(([, d]) => {
@@ -147,30 +148,13 @@ function cellOf(id: string, entry: InstanceState, values: [string, string][], pr
   const cell: Cell = { id, values: Object.fromEntries(values), status, files };
   const error = entry.final?.error ?? entry.failed?.message;
   if (error !== undefined) cell.error = error;
-  const cost = costOf(entry, priceUsd);
+  const cost = instanceCostUsd(entry, priceUsd);
   if (cost !== undefined) cell.costUsd = cost;
   const requestId = requestIdOf(entry);
   if (requestId !== undefined) cell.requestId = requestId;
   if (entry.rerollSeed !== undefined) cell.rerollSeed = entry.rerollSeed;
   if (typeof answer === 'string') cell.answer = answer.length > MAX_ANSWER_CHARS ? `${answer.slice(0, MAX_ANSWER_CHARS)}…` : answer;
   return cell;
-}
-
-function statusOf(entry: InstanceState): CellStatus {
-  if (entry.reusedFrom !== undefined) return 'reused';
-  // Completed at the service but a file could not be fetched: the run failed it.
-  if (entry.final && !(entry.final.status === 'completed' && entry.failed)) return entry.final.status;
-  if (entry.failed) return 'failed';
-  if (entry.submission) return 'in_flight';
-  return entry.intent ? 'unknown' : 'pending';
-}
-
-/** What the instance costs as far as the journal knows: refunds and reuse are free, a completion costs its price. */
-function costOf(entry: InstanceState, priceUsd: number | null): number | undefined {
-  if (entry.reusedFrom !== undefined) return 0;
-  if (entry.final?.actualCostUsd !== undefined) return entry.final.actualCostUsd;
-  if (!entry.final) return undefined;
-  return entry.final.status === 'completed' ? (priceUsd ?? undefined) : 0;
 }
 
 function requestIdOf(entry: InstanceState): string | undefined {

@@ -4,6 +4,7 @@
  * the second most the columns, and every other axis a page each combination of its values; a
  * manifest's `gallery: {rows, cols, pages}` (per step) overrides any of them, and so can the page.
  */
+import { naturalCompare } from '../util/natural-compare.js';
 
 export interface AxisValues {
   name: string;
@@ -23,10 +24,7 @@ export interface LayoutChoice {
   pages?: readonly string[] | undefined;
 }
 
-const collator = new Intl.Collator('en', { numeric: true, sensitivity: 'base' });
-
-/** Natural order: numbers by value, text case-insensitively; `row=2` before `row=11`. */
-export const naturalCompare = (a: string, b: string): number => collator.compare(a, b) || (a < b ? -1 : a > b ? 1 : 0);
+export { naturalCompare };
 
 /** The axes of a step's instances, each with its distinct labels in natural order, in first-seen axis order. */
 export function axesOf(instances: Iterable<readonly (readonly [string, string])[]>): AxisValues[] {

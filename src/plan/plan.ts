@@ -98,11 +98,13 @@ export class PlannedInstance {
     private readonly keyed: boolean,
     /** The file-name stem from the step's `output.filename`; undefined names files by the instance id. */
     readonly fileStem?: string | undefined,
+    /** A for_each instance: its upstream instance's sweep values (outputs.csv shows them). */
+    readonly upstreamValues?: Record<string, unknown> | undefined,
   ) {}
 
   /** The same instance with another body (an nsfw re-roll), hence another key. */
   withBody(body: unknown): PlannedInstance {
-    return new PlannedInstance(this.id, this.step, this.values, this.upstream, body, this.pipeline, true, this.fileStem);
+    return new PlannedInstance(this.id, this.step, this.values, this.upstream, body, this.pipeline, true, this.fileStem, this.upstreamValues);
   }
 
   /** The body as JSON with sorted keys. */
@@ -222,7 +224,8 @@ export class Plan {
         if (typeof stem !== 'string') return new InstanceError(step.id, id, [{ path: '', message: stem.problem }], [], ['output', 'filename']);
         fileStem = stem;
       }
-      return new PlannedInstance(id, step.id, values, upstream, body, this.name, keyed, fileStem);
+      const upstreamValues = (scope.upstream as { values?: Record<string, unknown> } | undefined)?.values;
+      return new PlannedInstance(id, step.id, values, upstream, body, this.name, keyed, fileStem, upstreamValues);
     };
   }
 

@@ -20,13 +20,13 @@ import type { AdapterContext, ModelAdapter, OutputRef, Submission, TrackResult }
 import { adapterFor, definitionOf, isRemoteUrl, mapImageFields } from '../models/registry.js';
 import { runIdempotencyKey } from '../plan/instance.js';
 import { InstanceError, type Plan, type PlannedInstance, type StepPlan } from '../plan/plan.js';
-import { csvRow } from '../util/csv.js';
 import { formatUsd } from '../util/format-usd.js';
 import { crashPoint } from './crash-points.js';
 import { DownloadError, downloadToFile, writeTextOutput } from './download.js';
 import type { TerminalStatus } from './journal-records.js';
 import { safeFileName, templatedFileName } from './output-names.js';
 import type { OutputsCsv } from './outputs-csv.js';
+import { outputRows, type OutputRow } from './output-rows.js';
 import { PollScheduler } from './poll-schedule.js';
 import { linkEarlierFile } from './reuse.js';
 import type { RunEffects } from './run-context.js';
@@ -51,8 +51,9 @@ const BUSY_WAIT: TurnPollOptions = { initialMs: 2_000, maxMs: 10_000, factor: 1.
 const TRANSIENT = new Set(['network', 'timeout', 'request_timeout', 'server_error', 'backend_unavailable', 'rate_limited', 'conflict', 'invalid_response']);
 
 interface InstanceRecord {
-  step: string;
+  step: StepPlan;
   values: Record<string, unknown>;
+  upstreamValues?: Record<string, unknown> | undefined;
 }
 
 export class InstanceDriver {
@@ -97,7 +98,7 @@ export class InstanceDriver {
   /** Runs one instance of `step` to its end; a completed one is pushed to `completions` for its for_each step. */
   async process(step: StepPlan, planned: PlannedInstance, completions: AsyncQueue<Upstream> | undefined): Promise<void> {
     const adapter = adapterFor(step.model);
-    this.#records.set(planned.id, { step: step.id, values: planned.values });
+    this.#records.set(planned.id, { step, values: planned.values, upstreamValues: planned.upstreamValues });
     if (!adapter) {
       this.#fx.fail(step, planned.id, 'invalid_input', `raw model path ${step.model} can be planned but not run yet`);
       return;
@@ -610,31 +611,17 @@ export class InstanceDriver {
 
   /** outputs.csv, with the rows of the instances that did not finish (they are still in the state). */
   async writeOutputsCsv(): Promise<void> {
-    await this.#outputs.write([...this.#fx.state.instances].map(([id, entry]): [string, string] => [id, this.#csvRows(id, entry)]));
+    await this.#outputs.write([...this.#fx.state.instances].map(([id, entry]): [string, OutputRow[]] => [id, this.#csvRows(id, entry)]));
   }
 
   /** An instance's outputs.csv rows: one per downloaded file, or one without a file. */
-  #csvRows(id: string, entry: InstanceState): string {
+  #csvRows(id: string, entry: InstanceState): OutputRow[] {
     const record = this.#records.get(id);
-    const requestId = requestIdOf(entry.submission);
-    const status = entry.reusedFrom !== undefined ? 'reused' : (entry.final?.status ?? (entry.failed ? 'failed' : entry.submission ? 'in_flight' : entry.intent ? 'unknown' : 'pending'));
-    const step = record?.step ?? id.replace(/\[.*$/, '');
-    const axes = record?.values ?? '';
-    const seed = entry.rerollSeed ?? '';
-    if (!entry.downloads?.size) return csvRow([id, step, axes, requestId, status, '', '', seed]);
-    let rows = '';
-    for (const d of entry.downloads.values()) rows += csvRow([id, step, axes, requestId, status, d.path, d.sha256, seed]);
-    return rows;
+    return outputRows(id, entry, record && { step: record.step, values: record.values, upstreamValues: record.upstreamValues });
   }
 }
 
 
-function requestIdOf(submission: Submission | undefined): string {
-  if (!submission) return '';
-  if (submission.kind === 'request') return submission.requestId;
-  if (submission.kind === 'job_set') return submission.jobSetId;
-  return submission.messageId;
-}
 
 
 /**

@@ -217,3 +217,23 @@ function shared<T extends object>(cache: Map<string, T>, key: string, make: () =
   }
   return value;
 }
+
+/** What an instance is, as the journal tells it: the status outputs.csv and the gallery show. */
+export type InstanceStatus = TerminalStatus | 'reused' | 'unknown' | 'in_flight' | 'pending';
+
+export function instanceStatus(entry: InstanceState): InstanceStatus {
+  if (entry.reusedFrom !== undefined) return 'reused';
+  // Completed at the service but a file could not be fetched: the run failed it.
+  if (entry.final && !(entry.final.status === 'completed' && entry.failed)) return entry.final.status;
+  if (entry.failed) return 'failed';
+  if (entry.submission) return 'in_flight';
+  return entry.intent ? 'unknown' : 'pending';
+}
+
+/** What an instance costs as far as the journal knows: refunds and reuse are free, a completion costs its price (or what the service reported). */
+export function instanceCostUsd(entry: InstanceState, priceUsd: number | null | undefined): number | undefined {
+  if (entry.reusedFrom !== undefined) return 0;
+  if (entry.final?.actualCostUsd !== undefined) return entry.final.actualCostUsd;
+  if (!entry.final) return undefined;
+  return entry.final.status === 'completed' ? (priceUsd ?? undefined) : 0;
+}

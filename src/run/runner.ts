@@ -13,6 +13,7 @@ import { GenpipeError } from '../api/errors.js';
 import type { RunOutcome, RunSummary } from './events.js';
 import { CANCEL_TIMEOUT_MS, InstanceDriver } from './instance-driver.js';
 import { OutputsCsv } from './outputs-csv.js';
+import { axisColumns } from './output-rows.js';
 import { planFileSteps } from './run-dir.js';
 import { GalleryCells } from '../gallery/gallery-data.js';
 import { GalleryWriter, pricesOf } from '../gallery/write-gallery.js';
@@ -41,7 +42,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   }
   // Every instance in flight listens to the run's signal (sleeps, requests): no leak warning at high concurrency.
   setMaxListeners(0, options.signal);
-  const outputs = await OutputsCsv.open(options.runDir);
+  const outputs = await OutputsCsv.open(options.runDir, axisColumns(options.plan));
   let store: RunStore;
   try {
     store = await openJournalStore(options.runDir, {

@@ -1,9 +1,12 @@
+// outputs.csv and outputs.jsonl (issue 12, section 3): a column per axis, natural order, the same
+// records as JSON lines, rows spilled to disk while the run goes and the spill file removed.
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parse as parseCsv } from 'csv-parse/sync';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { OUTPUTS_CSV_HEADER, OutputsCsv } from '../../src/run/outputs-csv.js';
-import { csvRow } from '../../src/util/csv.js';
+import type { OutputRow } from '../../src/run/output-rows.js';
+import { outputsCsvHeader, OutputsCsv } from '../../src/run/outputs-csv.js';
 
 let runDir: string;
 beforeEach(async () => {
@@ -13,34 +16,45 @@ afterEach(async () => {
   await rm(runDir, { recursive: true, force: true });
 });
 
-const row = (id: string, file = ''): string => csvRow([id, 'a', { seed: 1 }, 'req', 'completed', file, file ? 'ff' : '']);
+const row = (id: string, seed: string, file?: string): OutputRow => ({ instance: id, step: 'a', axes: { seed }, status: 'completed', request_id: 'req', ...(file ? { role: 'image-0', file, sha256: 'ff', cost_usd: 0.05 } : {}) });
 
 describe('outputs.csv', () => {
-  // By UTF-16 code units: '0' sorts before ']', so seed=10 comes before seed=1.
-  it('sorts spilled and unfinished instances together by id, keeps multi-file rows together, and removes the spill file', async () => {
-    const csv = await OutputsCsv.open(runDir);
-    csv.add('a[seed=2]', row('a[seed=2]', 'outputs/a/2-0.png') + row('a[seed=2]', 'outputs/a/2-1.png'));
-    csv.add('a[seed=10]', row('a[seed=10]', 'outputs/a/10.png'));
-    csv.add('a["quote\n,line"]', row('a["quote\n,line"]'));
-    await csv.write([['a[seed=1]', row('a[seed=1]')]]);
+  it('sorts spilled and unfinished instances together in natural order (seed=2 before seed=10) and keeps multi-file rows together', async () => {
+    const csv = await OutputsCsv.open(runDir, ['seed']);
+    csv.add('a[seed=2]', [row('a[seed=2]', '2', 'outputs/a/2+0.png'), row('a[seed=2]', '2', 'outputs/a/2+1.png')]);
+    csv.add('a[seed=10]', [row('a[seed=10]', '10', 'outputs/a/10.png')]);
+    csv.add('a["quote\n,line"]', [row('a["quote\n,line"]', 'x')]);
+    await csv.write([['a[seed=1]', [row('a[seed=1]', '1')]]]);
     const text = await readFile(join(runDir, 'outputs.csv'), 'utf8');
-    expect(text).toBe(OUTPUTS_CSV_HEADER + row('a["quote\n,line"]') + row('a[seed=10]', 'outputs/a/10.png') + row('a[seed=1]') + row('a[seed=2]', 'outputs/a/2-0.png') + row('a[seed=2]', 'outputs/a/2-1.png'));
-    expect(await readdir(runDir)).toEqual(['outputs.csv']);
+    expect(text.split('\r\n')[0]).toBe('instance,step,seed,status,error,request_id,job_set_id,reroll_seed,role,file,sha256,cost_usd');
+    const rows = parseCsv(text, { columns: true }) as Record<string, string>[];
+    expect(rows.map((r) => [r.instance, r.seed, r.file])).toEqual([
+      ['a["quote\n,line"]', 'x', ''],
+      ['a[seed=1]', '1', ''],
+      ['a[seed=2]', '2', 'outputs/a/2+0.png'],
+      ['a[seed=2]', '2', 'outputs/a/2+1.png'],
+      ['a[seed=10]', '10', 'outputs/a/10.png'],
+    ]);
+    expect(rows[2]).toMatchObject({ status: 'completed', request_id: 'req', role: 'image-0', sha256: 'ff', cost_usd: '0.05' });
+    const jsonl = (await readFile(join(runDir, 'outputs.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as OutputRow);
+    expect(jsonl.map((r) => r.instance)).toEqual(rows.map((r) => r.instance));
+    expect(jsonl[4]).toEqual(row('a[seed=10]', '10', 'outputs/a/10.png'));
+    expect((await readdir(runDir)).sort()).toEqual(['outputs.csv', 'outputs.jsonl']);
   });
 
   it('spills in batches and reads every one back (more rows than one batch holds)', async () => {
-    const csv = await OutputsCsv.open(runDir);
-    const ids = Array.from({ length: 5_000 }, (_, i) => `s[i=${String(i).padStart(5, '0')}]`);
-    for (const id of [...ids].reverse()) csv.add(id, row(id, `outputs/s/${id}.png`));
+    const csv = await OutputsCsv.open(runDir, ['seed']);
+    const ids = Array.from({ length: 5_000 }, (_, i) => `s[i=${i}]`);
+    for (const id of [...ids].reverse()) csv.add(id, [row(id, '1', `outputs/s/${id}.png`)]);
     await csv.write([]);
-    const lines = (await readFile(join(runDir, 'outputs.csv'), 'utf8')).split('\r\n').filter((l) => l.length > 0);
-    expect(lines).toHaveLength(ids.length + 1);
-    expect(lines.slice(1).map((l) => l.split(',')[0])).toEqual(ids);
+    const rows = parseCsv(await readFile(join(runDir, 'outputs.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
+    expect(rows.map((r) => r.instance)).toEqual(ids);
   });
 
   it('writes the header alone for a run with no instances', async () => {
-    const csv = await OutputsCsv.open(runDir);
+    const csv = await OutputsCsv.open(runDir, ['tier', 'row.sku']);
     await csv.write([]);
-    expect(await readFile(join(runDir, 'outputs.csv'), 'utf8')).toBe(OUTPUTS_CSV_HEADER);
+    expect(await readFile(join(runDir, 'outputs.csv'), 'utf8')).toBe(outputsCsvHeader(['tier', 'row.sku']));
+    expect(await readFile(join(runDir, 'outputs.jsonl'), 'utf8')).toBe('');
   });
 });

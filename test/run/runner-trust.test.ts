@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { parse as parseCsv } from 'csv-parse/sync';
 import { afterAll, describe, expect, it } from 'vitest';
 import { GenpipeError } from '../../src/api/errors.js';
 import type { RunEvent } from '../../src/run/events.js';
@@ -389,14 +390,13 @@ describe('nothing is paid twice or for nothing', () => {
       const runDir = findRunDir(out, 'reroll');
       const journaled = journalOf(runDir).records.filter((r) => r.type === 'reroll').map((r) => (r as { seed: number }).seed);
       expect(journaled.sort()).toEqual([...rerolledSeeds].sort());
-      // Each re-rolled instance's outputs.csv row ends with the last seed it was re-rolled to.
+      // Each re-rolled instance's outputs.csv row has the last seed it was re-rolled to.
       const lastSeed = new Map<string, number>();
       for (const r of journalOf(runDir).records) if (r.type === 'reroll') lastSeed.set(r.instance, (r as { seed: number }).seed);
       expect(lastSeed.size).toBeGreaterThan(0);
-      const csvRows = readFileSync(join(runDir, 'outputs.csv'), 'utf8').trim().split(/\r?\n/);
+      const csvRows = parseCsv(readFileSync(join(runDir, 'outputs.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
       for (const [instance, seed] of lastSeed) {
-        const row = csvRows.find((line) => line.startsWith(`${instance},`));
-        expect(row?.split(',').at(-1), instance).toBe(String(seed));
+        expect(csvRows.find((row) => row.instance === instance)?.reroll_seed, instance).toBe(String(seed));
       }
       const report = reportOf(runDir);
       expect(report.total.rerolls).toBe(journaled.length);
