@@ -81,13 +81,26 @@ export class GalleryWriter {
 }
 
 /**
- * Rewrites a finished (or interrupted) run's gallery from its journal. A run planned for more than
- * twice MAX_GALLERY_CELLS instances gets none this way (its replay would hold every instance); the
- * run itself wrote one of its first cells. Returns the page's path, or undefined when skipped.
+ * A finished (or interrupted) run's gallery page, built from its journal (thumbnails made where
+ * missing). A run planned for more than twice MAX_GALLERY_CELLS instances gets none this way (its
+ * replay would hold every instance): undefined.
  */
-export async function rewriteGallery(runDir: string, options: { review?: boolean } = {}): Promise<string | undefined> {
+export async function galleryPageOf(runDir: string, options: { review?: boolean } = {}): Promise<string | undefined> {
   const plan = await readPlanFile(runDir);
   if (plan.steps.reduce((n, s) => n + s.count, 0) > 2 * MAX_GALLERY_CELLS) return undefined;
   const state = await replayFile(join(runDir, 'journal.jsonl'));
-  return writeGallery(runDir, { plan, cells: cellsOfState(plan, state) }, options);
+  const data = galleryData({ plan, cells: cellsOfState(plan, state), layouts: layoutsOf(plan) });
+  await makeThumbnails(runDir, data);
+  return galleryHtml(data, { review: options.review === true });
+}
+
+/** Rewrites a run's gallery.html from its journal (see galleryPageOf); the page's path, or undefined when skipped. */
+export async function rewriteGallery(runDir: string): Promise<string | undefined> {
+  const html = await galleryPageOf(runDir);
+  if (html === undefined) return undefined;
+  const path = join(runDir, GALLERY_FILE);
+  const temp = `${path}.${process.pid}.tmp`;
+  await writeFile(temp, html);
+  await rename(temp, path);
+  return path;
 }

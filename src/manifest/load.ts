@@ -8,7 +8,7 @@ import { dirname, resolve } from 'node:path';
 import { loadYaml, YamlSyntaxError, type YamlSource } from '../util/yaml-source.js';
 import { clip, formatPath } from '../util/zod-issues.js';
 import { ManifestError, type ManifestProblem } from './errors.js';
-import { Manifest, MODEL_NAMES, type Step } from './schema.js';
+import { forEachStepOf, Manifest, MODEL_NAMES, type Step } from './schema.js';
 import { Suggester } from '../util/suggest.js';
 import { compileTemplate, TemplateError, type CompiledTemplate, type TemplateRef } from './template.js';
 import { problemsFromZod } from './zod-locate.js';
@@ -166,7 +166,8 @@ function checkReferences(id: string, step: Step, names: Names, report: (path: (s
     }
   };
   step.needs?.forEach((target, i) => check(target, ['needs', i]));
-  if (step.for_each) check(step.for_each, ['for_each']);
+  const upstream = forEachStepOf(step);
+  if (upstream) check(upstream, typeof step.for_each === 'string' ? ['for_each'] : ['for_each', 'step']);
 }
 
 function checkRef(ref: TemplateRef, step: Step, axes: ReadonlySet<string>, manifest: Manifest, names: Names, report: (message: string) => void): void {
@@ -193,7 +194,7 @@ function checkRef(ref: TemplateRef, step: Step, axes: ReadonlySet<string>, manif
     return;
   }
   if (root === 'upstream') {
-    if (!step.for_each) report(`${expression}: upstream is only available in a for_each step`);
+    if (!forEachStepOf(step)) report(`${expression}: upstream is only available in a for_each step`);
     return;
   }
   if (!axes.has(root)) {
@@ -210,7 +211,8 @@ function checkRef(ref: TemplateRef, step: Step, axes: ReadonlySet<string>, manif
 function topologicalOrder(manifest: Manifest, report: (path: (string | number)[], message: string) => void): string[] {
   const deps = new Map<string, string[]>();
   for (const [id, step] of Object.entries(manifest.steps)) {
-    const targets = [...(step.needs ?? []), ...(step.for_each ? [step.for_each] : [])].filter((t) => t !== id && Object.hasOwn(manifest.steps, t));
+    const upstream = forEachStepOf(step);
+    const targets = [...(step.needs ?? []), ...(upstream ? [upstream] : [])].filter((t) => t !== id && Object.hasOwn(manifest.steps, t));
     deps.set(id, targets);
   }
   const order: string[] = [];

@@ -80,8 +80,11 @@ export const Step = z.strictObject({
   exclude: z.array(z.record(z.string(), z.unknown()).refine((e) => Object.keys(e).length > 0, 'an exclude entry needs at least one key')).optional(),
   /** Steps whose every instance must finish before this step starts. */
   needs: z.array(identifier('a step id')).optional(),
-  /** One instance per completed instance of that step, crossed with this step's own axes. */
-  for_each: identifier('a step id').optional(),
+  /**
+   * One instance per completed instance of that step, crossed with this step's own axes;
+   * `{step: sheets, only: approved}` follows only the instances approved in `genpipe review`.
+   */
+  for_each: z.union([identifier('a step id'), z.strictObject({ step: identifier('a step id'), only: z.literal('approved').optional() })]).optional(),
   concurrency: z.int().min(1).max(1_000).optional(),
   retries: z.int().min(0).max(20).optional(),
   on_failure: FailurePolicy.optional(),
@@ -141,3 +144,9 @@ export const Manifest = z.strictObject({
   steps: z.record(identifier('a step id'), Step).refine((steps) => Object.keys(steps).length > 0, 'a manifest needs at least one step'),
 });
 export type Manifest = z.infer<typeof Manifest>;
+
+/** The step a for_each step follows, however it is written. */
+export const forEachStepOf = (step: Pick<Step, 'for_each'>): string | undefined => (typeof step.for_each === 'string' ? step.for_each : step.for_each?.step);
+
+/** `approved` when a for_each step follows only the upstream instances approved in review. */
+export const forEachOnlyOf = (step: Pick<Step, 'for_each'>): 'approved' | undefined => (typeof step.for_each === 'object' ? step.for_each.only : undefined);

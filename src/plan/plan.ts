@@ -13,7 +13,7 @@ import { AxisError, csvRowOrigin, resolveAxis, type PresetSource, type ResolvedA
 import { CsvError } from '../manifest/csv.js';
 import { ManifestError, type ManifestProblem } from '../manifest/errors.js';
 import type { LoadedManifest } from '../manifest/load.js';
-import type { Step } from '../manifest/schema.js';
+import { forEachOnlyOf, forEachStepOf, type Step } from '../manifest/schema.js';
 import { TemplateError, type CompiledTemplate, type PathSegment, type Scope, type TemplateRef } from '../manifest/template.js';
 import { isWindowsDevice, sanitizeStem } from '../util/file-stem.js';
 import { nearest, Suggester } from '../util/suggest.js';
@@ -68,6 +68,8 @@ export interface StepPlan {
   step: Step;
   needs: readonly string[];
   forEach: string | undefined;
+  /** `approved`: the step follows only the upstream instances approved in review (review.json). */
+  forEachOnly?: 'approved' | undefined;
   matrix: MatrixSpec;
   /** Instances of this step: its own combinations, times the upstream's instances for for_each. */
   count: number;
@@ -370,10 +372,11 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
       if (!(error instanceof MatrixError)) throw error;
       report(['steps', id, ...error.at], error.message);
     }
-    const upstream = step.for_each ? steps.find((s) => s.id === step.for_each) : undefined;
+    const forEach = forEachStepOf(step);
+    const upstream = forEach ? steps.find((s) => s.id === forEach) : undefined;
     const priceUsd = step.price_usd ?? prices[step.model] ?? spec.listPriceUsd;
     const readsUpstreamOutputs = (loaded.templates.get(id)?.refs ?? []).some((r) => r.segments[0] === 'upstream' && r.segments[1] === 'outputs');
-    steps.push({ id, model: step.model, spec, step, needs: step.needs ?? [], forEach: step.for_each, matrix, count: combos * (upstream ? upstream.count : 1), priceUsd, readsUpstreamOutputs });
+    steps.push({ id, model: step.model, spec, step, needs: step.needs ?? [], forEach, forEachOnly: forEachOnlyOf(step), matrix, count: combos * (upstream ? upstream.count : 1), priceUsd, readsUpstreamOutputs });
   }
   const maxInstances = options.maxInstances ?? DEFAULT_MAX_INSTANCES;
   for (const step of steps) {

@@ -10,6 +10,8 @@
  * `--retry` it starts a new attempt with a new key, with `--reuse` it takes an earlier run's result,
  * and an nsfw result is re-rolled with a seed no other instance of the plan has.
  */
+import { link, mkdir, stat, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { agentPollInterval, AGENT_POLL, type TurnPollOptions } from '../api/agent.js';
 import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
 import { backoffDelay } from '../api/retry.js';
@@ -24,7 +26,8 @@ import { formatUsd } from '../util/format-usd.js';
 import { crashPoint } from './crash-points.js';
 import { DownloadError, downloadToFile, writeTextOutput } from './download.js';
 import type { TerminalStatus } from './journal-records.js';
-import { safeFileName, templatedFileName } from './output-names.js';
+import { resolveInside, safeFileName, templatedFileName } from './output-names.js';
+import { decidedIds } from '../review/review-store.js';
 import type { OutputsCsv } from './outputs-csv.js';
 import { outputRows, type OutputRow } from './output-rows.js';
 import { PollScheduler } from './poll-schedule.js';
@@ -67,6 +70,7 @@ export class InstanceDriver {
   readonly #records = new Map<string, InstanceRecord>();
   /** Seeds given to re-rolls (journaled ones included), so two re-rolls never send the same one. */
   readonly #rerollSeeds = new Set<number>();
+  #rejectedIds: Promise<ReadonlySet<string>> | undefined;
   /** Per step, which seeds its own instances send (see seedMembership). */
   readonly #stepSeeds = new Map<string, (seed: number) => boolean>();
 
@@ -110,6 +114,9 @@ export class InstanceDriver {
         // `--retry`: a new attempt of the same instance, with a new key; what came before is history.
         await this.#fx.log({ type: 'retry', instance: planned.id, attempt: (entry?.retries ?? 0) + 1, previous: retrying }, true);
         entry = this.#fx.state.instances.get(planned.id);
+      } else if (entry?.final?.status === 'completed' && entry.reusedFrom === undefined && this.#o.retry?.has('rejected') && (await this.#rejected()).has(planned.id)) {
+        if (!(await this.#remakeRejected(step, planned, entry))) return;
+        entry = this.#fx.state.instances.get(planned.id);
       }
       const instance = entry?.rerollSeed !== undefined ? withSeed(planned, entry.rerollSeed) : entry && entry.rerolls > 0 ? rerolledBefore(planned, entry.rerolls) : planned;
       const final = await this.#drive(step, adapter, instance, entry);
@@ -121,8 +128,34 @@ export class InstanceDriver {
     }
   }
 
+  /** The instances the run's review rejected (review.json), read once. */
+  #rejected(): Promise<ReadonlySet<string>> {
+    this.#rejectedIds ??= decidedIds(this.#o.runDir, 'rejected');
+    return this.#rejectedIds;
+  }
+
+  /**
+   * `--retry rejected`: a completed result the reviewer rejected is made again, as an nsfw re-roll
+   * is, with a seed outside the sweep (journaled as a `reroll`). Its files move first to
+   * `outputs/<step>/rejected/`, kept and out of the new attempt's way. A model without a seed is
+   * left as it is (false), with a line saying so.
+   */
+  async #remakeRejected(step: StepPlan, planned: PlannedInstance, entry: InstanceState): Promise<boolean> {
+    const attempt = entry.rerolls + 1;
+    const seed = this.#rerollSeed(step, planned, attempt);
+    if (seed === undefined) {
+      this.#fx.emit({ type: 'instance_skipped', step: step.id, instance: planned.id, reason: `rejected in review, but ${step.model} takes no seed to make it differently; it is kept as it was` });
+      return false;
+    }
+    for (const download of entry.downloads?.values() ?? []) await setAside(this.#o.runDir, download.path, entry.rerolls);
+    await this.#fx.log({ type: 'reroll', instance: planned.id, attempt, seed }, true);
+    this.#fx.counts.rerolled++;
+    this.#fx.emit({ type: 'instance_rerolled', step: step.id, instance: planned.id, attempt, seed, estimatedUsd: step.priceUsd });
+    return true;
+  }
+
   /** What `--retry` calls an instance's outcome so far (failed, canceled, nsfw, unknown), if it is one of those. */
-  #retryStatusOf(entry: InstanceState | undefined, adapter: ModelAdapter): RetryStatus | undefined {
+  #retryStatusOf(entry: InstanceState | undefined, adapter: ModelAdapter): Exclude<RetryStatus, 'rejected'> | undefined {
     const action = resumeAction(entry, adapter.idempotentSubmit, this.#fx.state.suspectAll);
     if (action.kind === 'failed') return 'failed';
     if (action.kind === 'unknown') return 'unknown';
@@ -652,6 +685,27 @@ function rerolledBefore(instance: PlannedInstance, times: number): PlannedInstan
   else if (typeof body.seed === 'number') body.seed = ((body.seed - 1 + times) % SEED_MAX) + 1;
   else body.seed = times;
   return instance.withBody(body);
+}
+
+/**
+ * Moves a rejected output to `outputs/<step>/rejected/<attempt>/` (linked there, then unlinked),
+ * replacing nothing; a file a crash left at both places (linked, not yet unlinked) is finished, and
+ * one already moved is not an error.
+ */
+async function setAside(runDir: string, path: string, attempt: number): Promise<void> {
+  const from = resolveInside(runDir, path);
+  const to = join(dirname(from), 'rejected', String(attempt), basename(from));
+  await mkdir(dirname(to), { recursive: true });
+  try {
+    await link(from, to);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return;
+    if (code !== 'EEXIST') throw error;
+    const [a, b] = await Promise.all([stat(from), stat(to)]);
+    if (a.ino !== b.ino || a.dev !== b.dev) throw new GenpipeError('invalid_file', `Cannot set ${path} aside: ${to} is another file.`);
+  }
+  await unlink(from);
 }
 
 /** The instance with another seed (a re-roll), hence another body and key. */

@@ -59,9 +59,12 @@ export interface RunOptions {
   watchdogMs?: number | undefined;
 }
 
-/** The outcomes `genpipe resume --retry` can start over. */
-export type RetryStatus = 'failed' | 'canceled' | 'nsfw' | 'unknown';
-export const RETRY_STATUSES: readonly RetryStatus[] = ['failed', 'canceled', 'nsfw', 'unknown'];
+/**
+ * The outcomes `genpipe resume --retry` can start over: an outcome of the run, or `rejected`, a
+ * completed result the reviewer rejected (review.json), made again with a new seed.
+ */
+export type RetryStatus = 'failed' | 'canceled' | 'nsfw' | 'unknown' | 'rejected';
+export const RETRY_STATUSES: readonly RetryStatus[] = ['failed', 'canceled', 'nsfw', 'unknown', 'rejected'];
 
 /** What the runner needs of a rate limiter (TokenBucket is the real one). */
 export interface RateLimiter {

@@ -8,6 +8,7 @@
 import { GenpipeError } from '../api/errors.js';
 import { InstanceError, type PlannedInstance, type StepPlan } from '../plan/plan.js';
 import type { InstanceDriver, Upstream } from './instance-driver.js';
+import { decidedIds } from '../review/review-store.js';
 import type { RunEffects } from './run-context.js';
 import { AsyncQueue, Slots } from './slots.js';
 
@@ -83,7 +84,10 @@ export class Scheduler {
                 await launch(entry);
               }
             } else {
+              // `only: approved`: the upstream instances approved in review, read when the step starts.
+              const approved = step.forEachOnly === 'approved' ? await decidedIds(this.#fx.options.runDir, 'approved') : undefined;
               for await (const up of completions.get(step.forEach) as AsyncQueue<Upstream>) {
+                if (approved && !approved.has(up.instance.id)) continue;
                 for (const entry of this.#fx.plan.downstreamOf(step.id, up.instance, up.outputs, this.#fx.options.catalog)) {
                   if (entry instanceof InstanceError) {
                     this.#fx.fail(step, entry.instance, 'invalid_input', entry.message);

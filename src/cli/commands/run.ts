@@ -67,7 +67,9 @@ const RUN_HELP = `Options:
   --accept-corrupt     on resume, go past damaged journal lines (refused otherwise, exit 2): every
                        instance such a line could belong to becomes unknown (see --retry unknown)
   --retry LIST         on resume, start a new attempt, with a new Idempotency-Key, of the instances
-                       that ended in any of LIST: failed, canceled, nsfw, unknown (comma-separated)
+                       that ended in any of LIST: failed, canceled, nsfw, unknown (comma-separated);
+                       rejected: the completed ones rejected in \`genpipe review\`, made again with
+                       a seed outside the sweep (their files move to outputs/<step>/rejected/)
   --only SELECTOR      run only these instances, ids and keys unchanged: a step, or a step with
                        axis values as in instance ids ('sheets[tier=cats,seed=3]'); repeatable
   --limit N            run at most the first N (selected) instances of each step; a for_each step

@@ -1,0 +1,134 @@
+/**
+ * The review server of `genpipe review RUN_DIR`: the run's gallery with approve / reject / star
+ * controls, on loopback only.
+ *
+ * - `GET /` the gallery page (rebuilt from the journal when the server starts, with the controls on).
+ * - `GET /review.json` the decisions so far; `POST /api/decisions` one change (review-store.ts).
+ * - `GET /outputs/...` and `/thumbs/...` the run's files, read only below those two folders: a
+ *   path that leaves them (`..`, an encoded slash, a symlink out) is 404, as is anything else.
+ * - A POST must come from the page itself (its Origin is the server's), so another site open in
+ *   the same browser cannot decide for the reviewer.
+ */
+import { createReadStream } from 'node:fs';
+import { realpath, stat } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { extname, join, resolve, sep } from 'node:path';
+import { GenpipeError } from '../api/errors.js';
+import { GALLERY_FILE, galleryPageOf } from '../gallery/write-gallery.js';
+import { DecisionChange, readReview, ReviewStore } from './review-store.js';
+
+const CONTENT_TYPES: Record<string, string> = {
+  '.png': 'image/png',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.webp': 'image/webp',
+  '.gif': 'image/gif',
+  '.mp4': 'video/mp4',
+  '.webm': 'video/webm',
+  '.mov': 'video/quicktime',
+  '.wav': 'audio/wav',
+  '.mp3': 'audio/mpeg',
+  '.m4a': 'audio/mp4',
+  '.md': 'text/markdown; charset=utf-8',
+};
+
+/** Largest decision body accepted, in bytes. */
+const MAX_BODY = 64 * 1024;
+
+export interface ReviewServer {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export async function startReviewServer(runDir: string, options: { host: string; port: number }): Promise<ReviewServer> {
+  const root = await realpath(resolve(runDir));
+  const store = new ReviewStore(root);
+  await readReview(root);
+  const built = await galleryPageOf(root, { review: true });
+  if (built === undefined) throw new GenpipeError('invalid_input', `${runDir} is a run planned for too many instances to review on one page.`);
+  const page: string = built;
+  let origin = '';
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch(() => {
+      if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error');
+      else res.destroy();
+    });
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', origin);
+    if (req.method === 'GET' && (url.pathname === '/' || url.pathname === `/${GALLERY_FILE}`)) return send(res, 200, 'text/html; charset=utf-8', page);
+    if (req.method === 'GET' && url.pathname === '/review.json') return send(res, 200, 'application/json', JSON.stringify(await readReview(root)));
+    if (req.method === 'POST' && url.pathname === '/api/decisions') {
+      if (req.headers.origin !== origin) return send(res, 403, 'text/plain; charset=utf-8', 'decisions are taken from the review page only');
+      const body = await readBody(req);
+      if (body === undefined) return send(res, 413, 'text/plain; charset=utf-8', 'the body is too large');
+      let json: unknown;
+      try {
+        json = JSON.parse(body);
+      } catch {
+        return send(res, 400, 'text/plain; charset=utf-8', 'the body is not JSON');
+      }
+      const change = DecisionChange.safeParse(json);
+      if (!change.success) return send(res, 400, 'text/plain; charset=utf-8', 'expected {instance, decision?: "approved" | "rejected" | null, starred?: boolean}');
+      return send(res, 200, 'application/json', JSON.stringify(await store.apply(change.data)));
+    }
+    if (req.method === 'GET') return serveFile(root, url.pathname, res);
+    return send(res, 405, 'text/plain; charset=utf-8', 'method not allowed');
+  }
+
+  await new Promise<void>((resolveListen, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolveListen());
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  origin = `http://${host}:${address.port}`;
+  return {
+    url: origin,
+    close: () =>
+      new Promise<void>((resolveClose) => {
+        server.close(() => resolveClose());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+async function serveFile(root: string, pathname: string, res: ServerResponse): Promise<void> {
+  let relative: string;
+  try {
+    relative = decodeURIComponent(pathname).replace(/^\/+/, '');
+  } catch {
+    return send(res, 404, 'text/plain; charset=utf-8', 'not found');
+  }
+  const top = relative.split('/')[0];
+  const type = CONTENT_TYPES[extname(relative).toLowerCase()];
+  if ((top !== 'outputs' && top !== 'thumbs') || type === undefined || relative.includes('\0') || relative.includes('\\')) return send(res, 404, 'text/plain; charset=utf-8', 'not found');
+  let real: string;
+  try {
+    // The real path, symlinks resolved, must still lie below outputs/ or thumbs/ of the run.
+    real = await realpath(join(root, relative));
+    if (!real.startsWith(`${join(root, top)}${sep}`) || !(await stat(real)).isFile()) throw new Error('outside');
+  } catch {
+    return send(res, 404, 'text/plain; charset=utf-8', 'not found');
+  }
+  res.writeHead(200, { 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+  createReadStream(real).on('error', () => res.destroy()).pipe(res);
+}
+
+function send(res: ServerResponse, status: number, type: string, body: string): void {
+  res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+  res.end(body);
+}
+
+async function readBody(req: IncomingMessage): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY) return undefined;
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
