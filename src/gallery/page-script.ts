@@ -1,6 +1,6 @@
 /**
  * The contact sheet's script, inlined into gallery.html: it renders the embedded data as one grid
- * per step (rows × columns, a page per combination of the other axes, rows paged), with status and
+ * per step (rows × columns, a page per combination of the other axes, rows and columns paged), with status and
  * text filters, a compare strip of 2 to 4 cells, and, when `genpipe review` serves the page,
  * approve / reject / star controls saved through the review server. Plain ES2020, no network
  * request of its own when opened from file://, and text from the run (errors, answers, labels)
@@ -12,6 +12,7 @@ export const PAGE_SCRIPT = String.raw`
   const data = JSON.parse(document.getElementById('gallery-data').textContent);
   const reviewing = document.documentElement.dataset.review === 'on';
   const ROWS_PER_PAGE = 25;
+  const COLS_PER_PAGE = 20;
   const decisions = {};
   const compare = [];
   const views = {};
@@ -31,7 +32,7 @@ export const PAGE_SCRIPT = String.raw`
   const collator = new Intl.Collator('en', { numeric: true, sensitivity: 'base' });
 
   function viewOf(step) {
-    if (!views[step.id]) views[step.id] = { rows: step.layout.rows, cols: step.layout.cols, page: {}, status: 'all', text: '', rowPage: 0 };
+    if (!views[step.id]) views[step.id] = { rows: step.layout.rows, cols: step.layout.cols, page: {}, status: 'all', text: '', rowPage: 0, colPage: 0 };
     return views[step.id];
   }
 
@@ -59,9 +60,12 @@ export const PAGE_SCRIPT = String.raw`
     const cells = step.cells.filter((c) => matches(c, step, view));
     const rowValues = view.rows ? valuesOf(step, view.rows).filter((v) => cells.some((c) => c.values[view.rows] === v)) : [''];
     const colValues = view.cols ? valuesOf(step, view.cols).filter((v) => cells.some((c) => c.values[view.cols] === v)) : [''];
-    const pages = Math.max(1, Math.ceil(rowValues.length / ROWS_PER_PAGE));
-    view.rowPage = Math.min(view.rowPage, pages - 1);
+    const rowPages = Math.max(1, Math.ceil(rowValues.length / ROWS_PER_PAGE));
+    view.rowPage = Math.min(view.rowPage, rowPages - 1);
     const shownRows = rowValues.slice(view.rowPage * ROWS_PER_PAGE, (view.rowPage + 1) * ROWS_PER_PAGE);
+    const colPages = Math.max(1, Math.ceil(colValues.length / COLS_PER_PAGE));
+    view.colPage = Math.min(view.colPage, colPages - 1);
+    const shownCols = colValues.slice(view.colPage * COLS_PER_PAGE, (view.colPage + 1) * COLS_PER_PAGE);
     const byPlace = new Map();
     for (const c of cells) {
       const key = (view.rows ? c.values[view.rows] : '') + '\u0000' + (view.cols ? c.values[view.cols] : '');
@@ -70,12 +74,12 @@ export const PAGE_SCRIPT = String.raw`
     }
     const table = el('table', { className: 'grid' });
     const head = el('tr', {}, [el('th', { className: 'corner', text: (view.rows || '') + (view.cols ? ' \u2193 / ' + view.cols + ' \u2192' : '') })]);
-    for (const col of colValues) head.appendChild(el('th', { scope: 'col', text: view.cols ? view.cols + '=' + col : '' }));
+    for (const col of shownCols) head.appendChild(el('th', { scope: 'col', text: view.cols ? view.cols + '=' + col : '' }));
     table.appendChild(el('thead', {}, [head]));
     const body = el('tbody');
     for (const row of shownRows) {
       const tr = el('tr', {}, [el('th', { scope: 'row', text: view.rows ? view.rows + '=' + row : '' })]);
-      for (const col of colValues) {
+      for (const col of shownCols) {
         const td = el('td');
         for (const c of byPlace.get(row + '\u0000' + col) || []) td.appendChild(renderCell(c, step));
         tr.appendChild(td);
@@ -85,14 +89,19 @@ export const PAGE_SCRIPT = String.raw`
     table.appendChild(body);
     section.appendChild(el('div', { className: 'scroll' }, [table]));
     if (cells.length === 0) section.appendChild(el('p', { className: 'empty', text: 'No instance matches.' }));
-    if (pages > 1) {
-      section.appendChild(el('p', { className: 'pager' }, [
-        el('button', { type: 'button', text: '\u2190 rows', disabled: view.rowPage === 0 ? '' : null, onclick: () => { view.rowPage--; render(); } }),
-        el('span', { text: ' rows ' + (view.rowPage * ROWS_PER_PAGE + 1) + '\u2013' + (view.rowPage * ROWS_PER_PAGE + shownRows.length) + ' of ' + rowValues.length + ' ' }),
-        el('button', { type: 'button', text: 'rows \u2192', disabled: view.rowPage >= pages - 1 ? '' : null, onclick: () => { view.rowPage++; render(); } }),
-      ]));
-    }
+    if (rowPages > 1) section.appendChild(pager('rows', view, 'rowPage', rowPages, ROWS_PER_PAGE, shownRows.length, rowValues.length));
+    if (colPages > 1) section.appendChild(pager('columns', view, 'colPage', colPages, COLS_PER_PAGE, shownCols.length, colValues.length));
     return section;
+  }
+
+  /** Previous / next buttons over one dimension of the grid, so a page never holds more than ROWS_PER_PAGE × COLS_PER_PAGE places. */
+  function pager(label, view, key, pages, size, shown, total) {
+    const first = view[key] * size + 1;
+    return el('p', { className: 'pager', 'data-pager': label }, [
+      el('button', { type: 'button', text: '\u2190 ' + label, disabled: view[key] === 0 ? '' : null, onclick: () => { view[key]--; render(); } }),
+      el('span', { text: ' ' + label + ' ' + first + '\u2013' + (first + shown - 1) + ' of ' + total + ' ' }),
+      el('button', { type: 'button', text: label + ' \u2192', disabled: view[key] >= pages - 1 ? '' : null, onclick: () => { view[key]++; render(); } }),
+    ]);
   }
 
   function valuesOf(step, axis) {
@@ -132,17 +141,17 @@ export const PAGE_SCRIPT = String.raw`
     const names = step.axes.map((a) => a.name);
     const axisOptions = [['', '(none)']].concat(names.map((n) => [n, n]));
     const bar = el('div', { className: 'controls' });
-    bar.appendChild(select('rows', axisOptions, view.rows || '', (v) => { view.rows = v || undefined; if (view.cols === view.rows) view.cols = undefined; view.rowPage = 0; render(); }, { 'data-control': 'rows' }));
-    bar.appendChild(select('columns', axisOptions, view.cols || '', (v) => { view.cols = v || undefined; if (view.cols === view.rows) view.rows = undefined; render(); }, { 'data-control': 'cols' }));
+    bar.appendChild(select('rows', axisOptions, view.rows || '', (v) => { view.rows = v || undefined; if (view.cols === view.rows) view.cols = undefined; view.rowPage = 0; view.colPage = 0; render(); }, { 'data-control': 'rows' }));
+    bar.appendChild(select('columns', axisOptions, view.cols || '', (v) => { view.cols = v || undefined; if (view.cols === view.rows) view.rows = undefined; view.colPage = 0; render(); }, { 'data-control': 'cols' }));
     for (const axis of pageAxes(step, view)) {
       const values = valuesOf(step, axis);
       if (view.page[axis] === undefined) view.page[axis] = values[0];
-      bar.appendChild(select(axis, [['*', 'all']].concat(values.map((v) => [v, v])), view.page[axis], (v) => { view.page[axis] = v; view.rowPage = 0; render(); }, { 'data-control': 'page' }));
+      bar.appendChild(select(axis, [['*', 'all']].concat(values.map((v) => [v, v])), view.page[axis], (v) => { view.page[axis] = v; view.rowPage = 0; view.colPage = 0; render(); }, { 'data-control': 'page' }));
     }
     const statuses = ['all', 'completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'pending'].concat(reviewing ? ['approved', 'rejected', 'starred'] : []);
-    bar.appendChild(select('show', statuses.map((s) => [s, s.replace('_', ' ')]), view.status, (v) => { view.status = v; view.rowPage = 0; render(); }, { 'data-control': 'status' }));
+    bar.appendChild(select('show', statuses.map((s) => [s, s.replace('_', ' ')]), view.status, (v) => { view.status = v; view.rowPage = 0; view.colPage = 0; render(); }, { 'data-control': 'status' }));
     const input = el('input', { type: 'search', placeholder: 'filter: seed=3, an error word…', value: view.text, 'data-control': 'text' });
-    input.addEventListener('change', () => { view.text = input.value.trim(); view.rowPage = 0; render(); });
+    input.addEventListener('change', () => { view.text = input.value.trim(); view.rowPage = 0; view.colPage = 0; render(); });
     bar.appendChild(input);
     return bar;
   }

@@ -9,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import type { GalleryData } from '../../src/gallery/gallery-data.js';
+import { galleryHtml } from '../../src/gallery/gallery-page.js';
 import { cleanTemps, findRunDir, HF_KEY, tempDir } from '../run/runner-helpers.js';
 import { launchChromium, watchPage } from './chromium.js';
 
@@ -115,5 +117,46 @@ describe('gallery.html', () => {
     const html = readFileSync(join(runDir, 'gallery.html'), 'utf8');
     expect(html).toContain('"id":"sheets[seed=3,variation_index=1]"');
     expect(readdirSync(join(runDir, 'thumbs', 'sheets'))).toHaveLength(6);
+  });
+});
+
+describe('gallery.html paging', () => {
+  it('shows at most 25 rows × 20 columns of a big grid, with pagers that move over both', { timeout: 30_000 }, async () => {
+    // 30 seeds × 45 variations: three column pages (20, 20, 5) and two row pages (25, 5).
+    const seeds = Array.from({ length: 30 }, (_, i) => String(i + 1));
+    const variations = Array.from({ length: 45 }, (_, i) => String(i));
+    const cells = seeds.flatMap((seed) =>
+      variations.map((v) => ({ id: `sheets[seed=${seed},variation_index=${v}]`, values: { seed, variation_index: v }, status: 'failed' as const, error: 'made up', files: [] })),
+    );
+    const data: GalleryData = {
+      pipeline: 'paging',
+      runId: 'r1',
+      writtenAt: new Date(0).toISOString(),
+      steps: [{ id: 'sheets', model: 'character-sheet', forEach: null, planned: cells.length, axes: [{ name: 'seed', values: seeds }, { name: 'variation_index', values: variations }], layout: { rows: 'seed', cols: 'variation_index', pages: [] }, cells }],
+    };
+    const dir = tempDir();
+    writeFileSync(join(dir, 'gallery.html'), galleryHtml(data));
+    const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+    const problems = watchPage(page);
+    await page.goto(`file://${join(dir, 'gallery.html')}`);
+    await page.waitForFunction(() => document.documentElement.dataset.ready === 'true');
+    const shown = () => page.evaluate(() => [...document.querySelectorAll('#app [data-instance]')].map((c) => (c as HTMLElement).dataset.instance));
+    let ids = await shown();
+    expect(ids).toHaveLength(25 * 20);
+    expect(ids).toContain('sheets[seed=1,variation_index=19]');
+    expect(ids).not.toContain('sheets[seed=1,variation_index=20]');
+    expect(ids).not.toContain('sheets[seed=26,variation_index=0]');
+    await page.click('[data-pager="columns"] button:last-child');
+    await page.click('[data-pager="columns"] button:last-child');
+    ids = await shown();
+    expect(ids).toHaveLength(25 * 5);
+    expect(ids).toContain('sheets[seed=1,variation_index=44]');
+    expect(await page.textContent('[data-pager="columns"] span')).toContain('41–45 of 45');
+    await page.click('[data-pager="rows"] button:last-child');
+    ids = await shown();
+    expect(ids).toEqual(expect.arrayContaining(['sheets[seed=30,variation_index=40]']));
+    expect(ids).toHaveLength(5 * 5);
+    expect(problems).toEqual([]);
+    await page.close();
   });
 });
