@@ -140,7 +140,7 @@ describe('gallery.html paging', () => {
     const problems = watchPage(page);
     await page.goto(`file://${join(dir, 'gallery.html')}`);
     await page.waitForFunction(() => document.documentElement.dataset.ready === 'true');
-    const shown = () => page.evaluate(() => [...document.querySelectorAll('#app [data-instance]')].map((c) => (c as HTMLElement).dataset.instance));
+    const shown = () => page.evaluate(() => Array.from(document.querySelectorAll('#app [data-instance]')).map((c) => (c as HTMLElement).dataset.instance));
     let ids = await shown();
     expect(ids).toHaveLength(25 * 20);
     expect(ids).toContain('sheets[seed=1,variation_index=19]');
