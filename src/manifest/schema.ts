@@ -128,6 +128,23 @@ export const Defaults = z.strictObject({
 });
 export type Defaults = z.infer<typeof Defaults>;
 
+/** When a run's notifications go out: how it ended (notify/notify-message.ts maps a run's outcome to one). */
+export const NOTIFY_EVENTS = ['finish', 'failure', 'budget', 'interrupted'] as const;
+export const NOTIFY_FORMATS = ['json', 'slack', 'discord'] as const;
+
+/** One place a run's end is posted to: a URL, or the environment variable holding one (a Slack or Discord webhook URL is a secret). */
+export const NotifyTarget = z
+  .strictObject({
+    url: z.string().min(1).optional(),
+    url_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'must be an environment variable name in upper case').optional(),
+    /** Default: every event. */
+    on: z.array(z.enum(NOTIFY_EVENTS)).min(1).optional(),
+    /** json (genpipe's summary), slack or discord (their incoming webhooks' message shape). Default json. */
+    format: z.enum(NOTIFY_FORMATS).optional(),
+  })
+  .refine((t) => (t.url === undefined) !== (t.url_env === undefined), 'give exactly one of url and url_env');
+export type NotifyTarget = z.infer<typeof NotifyTarget>;
+
 export const Manifest = z.strictObject({
   /** For editors; ignored by genpipe. */
   $schema: z.string().optional(),
@@ -142,6 +159,8 @@ export const Manifest = z.strictObject({
   /** US$ per instance, by model name or raw path; character-sheet is US$0.05 unless overridden. */
   prices: z.record(z.string(), z.number().min(0)).optional(),
   steps: z.record(identifier('a step id'), Step).refine((steps) => Object.keys(steps).length > 0, 'a manifest needs at least one step'),
+  /** Where to post a summary when a run ends (at most 10 places). */
+  notify: z.array(NotifyTarget).min(1).max(10).optional(),
 });
 export type Manifest = z.infer<typeof Manifest>;
 

@@ -186,6 +186,22 @@ export const RunFinishedRecord = z.looseObject({
   outcome: z.enum(['completed', 'failed', 'aborted', 'budget', 'stopped']).optional(),
 });
 
+/**
+ * One delivery of a run's end notification (notify/deliver.ts), written after run_finished: the
+ * target by its redacted URL only, whether it was delivered, after how many attempts.
+ */
+export const NotifyRecord = z.looseObject({
+  type: z.literal('notify'),
+  at,
+  event: z.enum(['finish', 'failure', 'budget', 'interrupted']),
+  target: z.string().min(1),
+  format: z.enum(['json', 'slack', 'discord']),
+  delivered: z.boolean(),
+  attempts: z.number().int().nonnegative(),
+  status: z.number().int().optional(),
+  error: z.string().optional(),
+});
+
 export const JournalRecord = z.discriminatedUnion('type', [
   RunStartedRecord,
   IntentRecord,
@@ -200,6 +216,7 @@ export const JournalRecord = z.discriminatedUnion('type', [
   RefusedRecord,
   RetryRecord,
   ReusedRecord,
+  NotifyRecord,
 ]);
 export type JournalRecord = z.infer<typeof JournalRecord>;
 export type JournalRecordType = JournalRecord['type'];
@@ -219,4 +236,5 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'refused',
   'retry',
   'reused',
+  'notify',
 ]);

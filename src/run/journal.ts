@@ -610,29 +610,7 @@ export class Journal {
   }
 
   #encode(record: JournalRecord): string {
-    const stamped = record.at === undefined ? { ...record, at: this.#now() } : record;
-    const parsed = JournalRecord.safeParse(stamped);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      throw new JournalError('invalid_input', `Refusing to journal an invalid ${String((record as { type?: unknown }).type)} record: ${issue ? `${issue.path.join('.') || '(record)'}: ${issue.message}` : 'invalid'}.`);
-    }
-    let text: string;
-    try {
-      text = JSON.stringify(stamped);
-    } catch (error) {
-      throw new JournalError('invalid_input', 'Refusing to journal a record that cannot be written as JSON (a cycle, or nesting too deep).', { cause: error });
-    }
-    const scrubbed = redactJsonText(text);
-    // A secret that only appears across JSON syntax cannot be cut out of it; a redaction must leave valid JSON.
-    if (scrubbed === undefined) throw new JournalError('invalid_input', 'Refusing to journal a record whose serialised form contains a secret.');
-    if (scrubbed !== text) {
-      try {
-        JSON.parse(scrubbed);
-      } catch {
-        throw new JournalError('invalid_input', 'Refusing to journal a record whose serialised form contains a secret.');
-      }
-    }
-    return lineText(scrubbed);
+    return encodeJournalRecord(record, this.#now);
   }
 
   #enqueue(line: string | undefined, durable: boolean): Promise<void> {
@@ -677,5 +655,52 @@ export class Journal {
       batch.resolve();
     }
     this.#draining = undefined;
+  }
+}
+
+/**
+ * A record as the journal writes it: stamped with `at`, checked against its schema, every
+ * registered secret redacted, one line. Throws a JournalError for a record it must not write.
+ */
+export function encodeJournalRecord(record: JournalRecord, now: () => number = Date.now): string {
+  const stamped = record.at === undefined ? { ...record, at: now() } : record;
+  const parsed = JournalRecord.safeParse(stamped);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new JournalError('invalid_input', `Refusing to journal an invalid ${String((record as { type?: unknown }).type)} record: ${issue ? `${issue.path.join('.') || '(record)'}: ${issue.message}` : 'invalid'}.`);
+  }
+  let text: string;
+  try {
+    text = JSON.stringify(stamped);
+  } catch (error) {
+    throw new JournalError('invalid_input', 'Refusing to journal a record that cannot be written as JSON (a cycle, or nesting too deep).', { cause: error });
+  }
+  const scrubbed = redactJsonText(text);
+  // A secret that only appears across JSON syntax cannot be cut out of it; a redaction must leave valid JSON.
+  if (scrubbed === undefined) throw new JournalError('invalid_input', 'Refusing to journal a record whose serialised form contains a secret.');
+  if (scrubbed !== text) {
+    try {
+      JSON.parse(scrubbed);
+    } catch {
+      throw new JournalError('invalid_input', 'Refusing to journal a record whose serialised form contains a secret.');
+    }
+  }
+  return lineText(scrubbed);
+}
+
+/**
+ * Appends records to the journal of a run that has ended (its Journal closed, so its last line is
+ * whole): one write in append mode, then synced. For what happens after run_finished, such as the
+ * deliveries of its notifications.
+ */
+export async function appendToClosedJournal(path: string, records: readonly JournalRecord[]): Promise<void> {
+  if (records.length === 0) return;
+  const text = records.map((r) => encodeJournalRecord(r)).join('');
+  const handle = await open(path, 'a');
+  try {
+    await handle.write(text);
+    await handle.datasync();
+  } finally {
+    await handle.close();
   }
 }

@@ -131,6 +131,7 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       state.uploads.set(record.path, record.url);
       return;
     case 'run_finished':
+    case 'notify':
       return;
   }
 }

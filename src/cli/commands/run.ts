@@ -8,7 +8,11 @@ import { loadManifestFile } from '../../manifest/load.js';
 import { buildPlan } from '../../plan/plan.js';
 import { progressFor } from '../../report/progress.js';
 import { writeCostReport } from '../../report/write-report.js';
-import type { RunSummary } from '../../run/events.js';
+import type { RunCounts, RunSummary } from '../../run/events.js';
+import type { RunEnd } from '../../notify/notify-message.js';
+import { notifyRunEnd } from '../../notify/notify-run.js';
+import { resolveNotifyTargets } from '../../notify/notify-targets.js';
+import { redact } from '../../util/redact.js';
 import { acquirePipelineLock, type PipelineLock } from '../../run/lock.js';
 import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile } from '../../run/run-dir.js';
 import { parseSelector, type Selection } from '../../plan/selection.js';
@@ -19,7 +23,7 @@ import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositional
 import type { Command } from '../command.js';
 import { confirmSpend } from '../confirm-spend.js';
 import { EMULATOR_FLAG_HELP, embeddedConfig, startEmbeddedEmulator } from '../embedded-emulator.js';
-import { EXIT } from '../exit-codes.js';
+import { EXIT, exitCodeFor } from '../exit-codes.js';
 import { formatCount } from '../../util/format-usd.js';
 import type { CliIO } from '../io.js';
 import { planSources } from '../plan-sources.js';
@@ -52,6 +56,7 @@ const RUN_OPTIONS = {
   yes: { type: 'boolean' },
   only: { type: 'string', multiple: true },
   limit: { type: 'string' },
+  notify: { type: 'string', multiple: true },
 } as const;
 
 const RUN_HELP = `Options:
@@ -88,6 +93,9 @@ const RUN_HELP = `Options:
                        wait for it, or allow both
   --break-lock         take the pipeline's lock even from a live run (which then stops, exit 4);
                        the displaced run is named on stderr
+  --notify URL         when the run ends, POST its summary (JSON) to URL (https, or http to this
+                       machine); repeatable, adds to the manifest's notify: block. Retried for
+                       at most 30 s; a failed delivery is a warning, never the run's exit code
   --quiet              print only errors and the summary
   --json-logs          one JSON event per line on stdout, for log shippers
   --progress-interval S
@@ -194,6 +202,8 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   // `genpipe resume DIR` runs the manifest the run was started with.
   const manifestPath = command === 'resume' && previous ? previous.manifest : positional(positionals, 0, 'a manifest file', 'run');
   const loaded = loadManifestFile(manifestPath);
+  // Checked before anything is sent: a bad URL or a missing url_env variable exits 2.
+  const notifyTargets = resolveNotifyTargets(loaded, values.notify ?? [], io.env);
 
   // A resume talks to the service its run recorded, unless told otherwise (run-service.ts).
   const flags = previous && resumeDir ? resumeFlags(previous, resumeDir, connectionFlags(values), io.env, values.emulator === true) : connectionFlags(values);
@@ -279,6 +289,8 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     );
     let webhook: WebhookReceiver | undefined;
     let summary: RunSummary;
+    const runStarted = Date.now();
+    const ended = (fields: Pick<RunEnd, 'outcome' | 'exitCode' | 'message'> & Partial<RunEnd>): RunEnd => ({ pipeline: plan.name, runId, runDir, counts: emptyCounts(), durationMs: Date.now() - runStarted, ...fields });
     try {
       if (listen && values['webhook-url']) webhook = await WebhookReceiver.start({ ...listen, publicUrl: values['webhook-url'] });
       summary = await runPlan({
@@ -304,21 +316,39 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
         webhook,
         onEvent: progress.listener,
       });
-    } finally {
+    } catch (error) {
       progress.stop();
       await webhook?.close();
       await lock.release();
+      // The run stopped on an error after its directory existed: the team hears of it too.
+      const code = error instanceof GenpipeError ? exitCodeFor(error.code) : EXIT.internal;
+      await notifyRunEnd(notifyTargets, ended({ outcome: code === EXIT.interrupted ? 'aborted' : 'failed', exitCode: code, message: redact(error instanceof Error ? error.message : String(error)) }), undefined, { err: io.err, quiet: values.quiet });
+      throw error;
     }
-    await writeCostReport(runDir, { creditsPerUsd: config.creditsPerUsd });
+    progress.stop();
+    await webhook?.close();
+    await lock.release();
+    const report = await writeCostReport(runDir, { creditsPerUsd: config.creditsPerUsd });
     // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence.
-    if (lock.signal.aborted && !io.signal.aborted) throw lock.signal.reason;
-    return exitCodeOf(summary);
+    const lockLost = lock.signal.aborted && !io.signal.aborted;
+    const exitCode = lockLost ? EXIT.locked : exitCodeOf(summary);
+    const lostMessage = lockLost ? redact(lock.signal.reason instanceof Error ? lock.signal.reason.message : 'The pipeline\'s lock was taken over.') : undefined;
+    await notifyRunEnd(
+      notifyTargets,
+      ended({ outcome: lockLost ? 'stopped' : summary.outcome, exitCode, message: lostMessage ?? summary.message, counts: summary.counts, durationMs: summary.durationMs }),
+      report,
+      { err: io.err, quiet: values.quiet },
+    );
+    if (lockLost) throw lock.signal.reason;
+    return exitCode;
   } finally {
     await sources.close();
     await client.close();
     await embedded?.close();
   }
 }
+
+const emptyCounts = (): RunCounts => ({ completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0 });
 
 export function exitCodeOf(summary: RunSummary): number {
   // The service could not be reached, or kept failing until the retry budget ran out.

@@ -1,5 +1,6 @@
 import { loadManifestFile } from '../../manifest/load.js';
 import { buildPlan } from '../../plan/plan.js';
+import { resolveNotifyTargets } from '../../notify/notify-targets.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
@@ -25,6 +26,7 @@ ${CONNECTION_HELP}`,
     const file = positional(positionals, 0, 'a manifest file', 'validate');
     noExtraPositionals(positionals, 1, 'validate');
     const loaded = loadManifestFile(file);
+    resolveNotifyTargets(loaded, [], io.env, { allowUnsetEnv: true });
     const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
     const sources = planSources(connectionFlags(values), io, embedded);
     try {

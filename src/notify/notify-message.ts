@@ -1,0 +1,104 @@
+/**
+ * What a run's end notification says: genpipe's JSON summary (pipeline, run id, outcome, counts,
+ * spend, paths of the gallery and the report), or that summary as a Slack or Discord incoming
+ * webhook message. Built from the run's summary and its cost report only: no credential, input or
+ * output URL is in it.
+ */
+import type { CostReport } from '../report/cost-report.js';
+import type { RunCounts, RunOutcome } from '../run/events.js';
+import type { NotifyEvent, NotifyFormat } from './notify-targets.js';
+
+export interface RunEnd {
+  pipeline: string;
+  runId: string;
+  runDir: string;
+  /** The runner's outcome, or `failed` when the run stopped on an error. */
+  outcome: RunOutcome;
+  exitCode: number;
+  /** The sentence that explains a stop. */
+  message?: string | undefined;
+  counts: RunCounts;
+  durationMs: number;
+}
+
+/** The event a run's end is: a clean finish, a failure or stop, the budget, or Ctrl-C / SIGTERM. */
+export function eventOf(outcome: RunOutcome): NotifyEvent {
+  switch (outcome) {
+    case 'completed':
+      return 'finish';
+    case 'budget':
+      return 'budget';
+    case 'aborted':
+      return 'interrupted';
+    default:
+      return 'failure';
+  }
+}
+
+export interface NotifySummary {
+  event: NotifyEvent;
+  pipeline: string;
+  run_id: string;
+  outcome: RunOutcome;
+  exit_code: number;
+  message?: string;
+  counts: RunCounts;
+  spend_usd: { estimated: number; refunded: number; net: number };
+  duration_s: number;
+  run_dir: string;
+  gallery: string;
+  report: string;
+}
+
+export function notifySummary(end: RunEnd, report: Pick<CostReport, 'total'> | undefined): NotifySummary {
+  const total = report?.total;
+  return {
+    event: eventOf(end.outcome),
+    pipeline: end.pipeline,
+    run_id: end.runId,
+    outcome: end.outcome,
+    exit_code: end.exitCode,
+    ...(end.message === undefined ? {} : { message: end.message }),
+    counts: end.counts,
+    spend_usd: { estimated: total?.estimatedUsd ?? 0, refunded: total?.refundedUsd ?? 0, net: total?.netUsd ?? 0 },
+    duration_s: Math.round(end.durationMs / 100) / 10,
+    run_dir: end.runDir,
+    gallery: `${end.runDir}/gallery.html`,
+    report: `${end.runDir}/report.md`,
+  };
+}
+
+const HEADLINE: Record<NotifyEvent, string> = {
+  finish: 'finished',
+  failure: 'failed',
+  budget: 'stopped at its budget',
+  interrupted: 'was interrupted',
+};
+
+const usd = (n: number): string => `US$${n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+
+/** One line per fact, plain text: the body of the Slack and Discord messages. */
+export function summaryText(s: NotifySummary): string {
+  const counts = Object.entries(s.counts)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${n.toLocaleString('en-US')} ${k}`)
+    .join(', ');
+  return [
+    `genpipe: ${s.pipeline} run ${s.run_id} ${HEADLINE[s.event]} (exit ${s.exit_code}) after ${s.duration_s} s.`,
+    ...(s.message === undefined ? [] : [s.message]),
+    `Instances: ${counts || 'none'}.`,
+    `Spend: ${usd(s.spend_usd.net)} net (${usd(s.spend_usd.estimated)} estimated, ${usd(s.spend_usd.refunded)} refunded).`,
+    `Gallery: ${s.gallery}`,
+  ].join('\n');
+}
+
+/** Discord refuses a message over 2,000 characters; Slack truncates long ones. */
+const MAX_TEXT = 1_900;
+
+/** The request body for a format. */
+export function notifyBody(format: NotifyFormat, summary: NotifySummary): string {
+  if (format === 'json') return JSON.stringify(summary);
+  let text = summaryText(summary);
+  if (text.length > MAX_TEXT) text = `${text.slice(0, MAX_TEXT - 1)}…`;
+  return JSON.stringify(format === 'slack' ? { text } : { content: text, allowed_mentions: { parse: [] } });
+}
