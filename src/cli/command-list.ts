@@ -19,6 +19,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'plan', summary: 'show what a manifest will run and what it will cost; sends nothing that spends credits', load: async () => (await import('./commands/plan.js')).planCommand },
   { name: 'report', summary: 'the credit-cost report of a run (also written as report.json, report.csv, report.md)', load: async () => (await import('./commands/report.js')).reportCommand },
   { name: 'review', summary: 'review a run in the browser: approve, reject and star its results (saved to review.json)', load: async () => (await import('./commands/review.js')).reviewCommand },
+  { name: 'diff', summary: 'compare two runs side by side: inputs that differ, status, cost and both images, as a page', load: async () => (await import('./commands/diff.js')).diffCommand },
   { name: 'runs', summary: 'list past runs with their status and spend, newest first', load: async () => (await import('./commands/runs.js')).runsCommand },
   { name: 'catalog', summary: 'show the character-sheet options catalog or the marketing presets', load: async () => (await import('./commands/catalog.js')).catalogCommand },
   { name: 'status', summary: 'show the status and outputs of one request', load: async () => (await import('./commands/status.js')).statusCommand },

@@ -22,6 +22,8 @@ export interface LoadedManifest {
   manifest: Manifest;
   /** The manifest file, as given. */
   file: string;
+  /** Its text as read (a run keeps a copy: `genpipe diff` re-plans what the run was given). */
+  text: string;
   /** Its folder: relative paths (CSV files, local images) are resolved against it. */
   dir: string;
   source: YamlSource;
@@ -126,7 +128,7 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
   }
   const order = topologicalOrder(manifest, (path, message) => at(path, message));
   if (problems.length > 0) throw new ManifestError(problems);
-  return { manifest, file, dir: dirname(resolve(file)), source, templates, fileNames, order };
+  return { manifest, file, text, dir: dirname(resolve(file)), source, templates, fileNames, order };
 }
 
 /**

@@ -1,6 +1,7 @@
 /** Run directories: `runs/<pipeline>/<run-id>/` with plan.json, journal.jsonl, outputs/ and outputs.csv. */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { redact } from '../util/redact.js';
 import { join } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
 import { PlanFingerprint } from '../plan/instance.js';
@@ -57,6 +58,9 @@ export function planFileSteps(plan: Plan): PlanFile['steps'] {
   return plan.steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, price_usd: s.priceUsd ?? null, ...(s.step.gallery ? { gallery: s.step.gallery } : {}) }));
 }
 
+/** The copy of its manifest a run directory keeps. */
+export const MANIFEST_COPY = 'manifest.yaml';
+
 export async function createRunDir(
   root: string,
   plan: Plan,
@@ -81,6 +85,9 @@ export async function createRunDir(
     ...(service ? { service: { base_url: service.base_url, platform_url: service.platform_url, cdn_url: service.cdn_url, vendor: service.vendor, embedded_emulator: service.embedded_emulator } } : {}),
   };
   await writeFile(join(dir, 'plan.json'), `${JSON.stringify(file, null, 2)}\n`, { flag: 'wx' });
+  // The manifest as this run read it: `genpipe diff` re-plans it to show the inputs the run sent,
+  // even after the file was edited for the next run. Redacted: a webhook URL written in it stays out.
+  await writeFile(join(dir, MANIFEST_COPY), redact(plan.loaded.text), { flag: 'wx' });
   return { runId, dir };
 }
 

@@ -1,0 +1,56 @@
+import { writeFile, rename } from 'node:fs/promises';
+import { basename, join, resolve } from 'node:path';
+import { diffData, type DiffRun } from '../../diff/diff-data.js';
+import { diffHtml } from '../../diff/diff-page.js';
+import { runInputs } from '../../diff/run-inputs.js';
+import { readPlanFile } from '../../run/run-dir.js';
+import { replayFile } from '../../run/run-state.js';
+import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import type { Command } from '../command.js';
+import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
+import { EXIT } from '../exit-codes.js';
+import type { CliIO } from '../io.js';
+import { planSources, type PlanSources } from '../plan-sources.js';
+
+export const diffCommand: Command = {
+  name: 'diff',
+  help: `Usage: genpipe diff <run_a> <run_b> [--out FILE]
+
+Writes a side-by-side page of the instances two runs share (matched by instance id): the input
+fields that differ (A → B), and each run's image or player, status, cost, error and request id,
+with a switch to show only the instances that differ. Inputs come from the copy of its manifest
+each run keeps, planned again with the run's own id and date; nothing that spends is sent (a
+manifest with selections or preset axes reads the catalog). Prints the page's path and a summary.
+
+  --out FILE   where to write the page (default RUN_B/diff-<run A's id>.html)
+
+${EMULATOR_FLAG_HELP}
+${CONNECTION_HELP}`,
+  async run(argv, io) {
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, out: { type: 'string' } }, 'diff');
+    const dirA = resolve(positional(positionals, 0, 'two run directories', 'diff'));
+    const dirB = resolve(positional(positionals, 1, 'two run directories', 'diff'));
+    noExtraPositionals(positionals, 2, 'diff');
+    const [planA, planB] = [await readPlanFile(dirA), await readPlanFile(dirB)];
+    const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
+    const sources = planSources(connectionFlags(values), io, embedded);
+    try {
+      const a: DiffRun = { plan: planA, runDir: dirA, state: await replayFile(join(dirA, 'journal.jsonl')), inputs: await runInputs(dirA, planA, inputOptions(sources, io)) };
+      const b: DiffRun = { plan: planB, runDir: dirB, state: await replayFile(join(dirB, 'journal.jsonl')), inputs: await runInputs(dirB, planB, inputOptions(sources, io)) };
+      const data = diffData(a, b);
+      const page = resolve(values.out ?? join(dirB, `diff-${basename(planA.runId)}.html`));
+      const temp = `${page}.${process.pid}.tmp`;
+      await writeFile(temp, diffHtml(data, page));
+      await rename(temp, page);
+      io.out(`wrote ${page}`);
+      io.out(`${data.shared} shared instances (${data.onlyA} only in A, ${data.onlyB} only in B); inputs differ in ${data.inputsDiffer}, status in ${data.statusDiffers}.`);
+      for (const note of data.notes) io.err(`note: ${note}.`);
+      return EXIT.ok;
+    } finally {
+      await sources.close();
+      await embedded?.close();
+    }
+  },
+};
+
+const inputOptions = (sources: PlanSources, io: CliIO) => ({ catalog: sources.options.catalog, presets: sources.options.presets, env: io.env });
