@@ -2,10 +2,10 @@
  * `--emulator`: starts the local emulator in this process on a free loopback port and points the
  * command at it with the emulator's default credentials, so a pipeline runs offline with no setup.
  */
-import { GenerationClient } from '../api/client.js';
+import type { GenerationClient } from '../api/client.js';
 import { DEFAULT_VENDOR, resolveConfig, type ClientConfig, type ConfigFlags } from '../api/config.js';
 import { Credentials } from '../api/credentials.js';
-import { DEFAULT_KEY_ID, DEFAULT_SECRET } from '../emulator/accounts.js';
+import { DEFAULT_KEY_ID, DEFAULT_SECRET } from '../emulator/default-credentials.js';
 import type { Emulator } from '../emulator/index.js';
 import type { CliIO } from './io.js';
 
@@ -44,6 +44,7 @@ export async function openCommandClient(
   io: CliIO,
   options: { emulator: boolean; requireCredentials?: boolean },
 ): Promise<{ client: GenerationClient; close(): Promise<void> }> {
+  const { GenerationClient } = await import('../api/client.js');
   if (!options.emulator) {
     const client = new GenerationClient(resolveConfig({ flags, env: io.env, requireCredentials: options.requireCredentials ?? true }));
     return { client, close: () => client.close() };

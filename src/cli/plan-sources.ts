@@ -3,7 +3,7 @@
  * embedded emulator with `--emulator`. The client is opened only when a manifest needs a catalog,
  * so a manifest without selections or preset axes validates offline.
  */
-import { GenerationClient } from '../api/client.js';
+import type { GenerationClient } from '../api/client.js';
 import { resolveConfig, type ConfigFlags } from '../api/config.js';
 import { GenpipeError } from '../api/errors.js';
 import type { Preset } from '../api/wire.js';
@@ -19,10 +19,12 @@ export interface PlanSources {
 /** With `shared`, catalogs are read through that client (the caller closes it); otherwise one is opened on demand. */
 export function planSources(flags: ConfigFlags, io: CliIO, embedded?: EmbeddedEmulator, shared?: GenerationClient): PlanSources {
   let client: GenerationClient | undefined = shared;
-  const open = (requireCredentials: boolean): GenerationClient => {
-    client ??= new GenerationClient(
-      embedded ? embeddedConfig(flags, embedded) : resolveConfig({ flags, env: io.env, requireCredentials: false }),
-    );
+  // The client (and undici under it) is loaded only when a manifest needs a catalog.
+  const open = async (requireCredentials: boolean): Promise<GenerationClient> => {
+    if (client === undefined) {
+      const { GenerationClient } = await import('../api/client.js');
+      client = new GenerationClient(embedded ? embeddedConfig(flags, embedded) : resolveConfig({ flags, env: io.env, requireCredentials: false }));
+    }
     if (requireCredentials && !client.config.credentials) {
       throw new GenpipeError('credentials', 'Reading the preset catalog needs credentials: set HF_KEY=key_id:key_secret (or HF_API_KEY and HF_API_SECRET), or pass --credentials FILE.');
     }
@@ -31,10 +33,10 @@ export function planSources(flags: ConfigFlags, io: CliIO, embedded?: EmbeddedEm
   return {
     options: {
       env: io.env,
-      catalog: () => open(false).options.fetch({ signal: io.signal }),
+      catalog: async () => (await open(false)).options.fetch({ signal: io.signal }),
       presets: async () => {
         const presets: Preset[] = [];
-        for await (const preset of open(true).marketingImage.presets({ signal: io.signal })) presets.push(preset);
+        for await (const preset of (await open(true)).marketingImage.presets({ signal: io.signal })) presets.push(preset);
         return presets;
       },
     },

@@ -5,9 +5,10 @@
 import * as z from 'zod';
 import { GenpipeError } from '../api/errors.js';
 import { readConfigDocument } from './config-file.js';
+import { DEFAULT_KEY_ID, DEFAULT_SECRET } from './default-credentials.js';
 
-export const DEFAULT_KEY_ID = '00000000-0000-4000-8000-000000000000';
-export const DEFAULT_SECRET = 'emulator-secret';
+export { DEFAULT_KEY_ID, DEFAULT_SECRET };
+
 /** "Generous": 1,000,000 credits, US$10,000 at the default rate. */
 export const DEFAULT_CREDITS = 1_000_000;
 
