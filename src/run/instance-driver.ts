@@ -96,6 +96,7 @@ export class InstanceDriver {
       },
       this.#random,
     );
+    for (const [model, durations] of fx.options.pollPrior ?? []) this.#polls.seed(model, durations);
     for (const entry of fx.state.instances.values()) if (entry.rerollSeed !== undefined) this.#rerollSeeds.add(entry.rerollSeed);
   }
 
@@ -559,12 +560,13 @@ export class InstanceDriver {
         }
         continue;
       }
-      timer.complete(Date.now());
+      const durationMs = timer.complete(Date.now(), submission.kind === 'request' && this.#o.webhook?.arrived(submission.requestId) === true);
       await this.#fx.log(
         {
           type: 'status',
           instance: instance.id,
           status: result.status,
+          durationMs,
           outputs: result.files.map((f) => ({ url: f.url, name: f.name, accept: [...f.accept] })),
           result: result.outputs,
           ...(result.error === undefined ? {} : { error: result.error }),

@@ -79,6 +79,11 @@ export const StatusRecord = z.looseObject({
   error: z.string().optional(),
   /** Cost the service reported (agent llm_cost_usd), in US$. */
   actualCostUsd: z.number().optional(),
+  /**
+   * How long the request took, as well as tracking could tell (the midpoint between the last poll
+   * that missed and the one that saw it end; exact from a webhook), in ms: later runs' poll prior.
+   */
+  durationMs: z.number().int().nonnegative().optional(),
 });
 
 /** A local file uploaded through the media flow, so a resumed run sends the same URL (and body). */

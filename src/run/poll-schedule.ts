@@ -159,6 +159,14 @@ export class PollScheduler {
     entry.targets = undefined;
   }
 
+  /**
+   * Starts `model` from durations known before the run (its earlier runs, poll-prior.ts): the polls
+   * aim at them from the first request; the run's own observations push them out of the window.
+   */
+  seed(model: string, durationsMs: readonly number[]): void {
+    for (const d of durationsMs) this.observe(model, d);
+  }
+
   /** The durations the polls aim at for `model`, ascending; empty until `minSamples` are known. */
   targets(model: string): readonly number[] {
     const entry = this.#entry(model);
@@ -224,8 +232,12 @@ export class PollTimer {
    * the request ended between the last poll that missed and this one, so the midpoint is recorded.
    * Recording `nowMs` would teach the scheduler its own poll delays: at a service that answers at
    * once, it would keep aiming at yesterday's wait and never learn that requests got faster.
+   * `exact`: the end was told as it happened (a webhook), so `nowMs` is the end. Returns the
+   * duration recorded (the status record keeps it for later runs' priors).
    */
-  complete(nowMs: number): void {
-    this.#scheduler.observe(this.model, (this.#lastMissMs + nowMs) / 2 - this.submittedAtMs);
+  complete(nowMs: number, exact = false): number {
+    const durationMs = Math.round((exact ? nowMs : (this.#lastMissMs + nowMs) / 2) - this.submittedAtMs);
+    this.#scheduler.observe(this.model, durationMs);
+    return durationMs;
   }
 }

@@ -48,6 +48,11 @@ export interface RunOptions {
   /** Largest output file, in bytes. Default 256 MiB. */
   maxDownloadBytes?: number | undefined;
   poll?: Partial<PollScheduleOptions> | undefined;
+  /**
+   * Durations per model known before the run (poll-prior.ts reads them from this pipeline's
+   * earlier runs); the first polls aim at them instead of backing off from cold.
+   */
+  pollPrior?: ReadonlyMap<string, readonly number[]> | undefined;
   agentPoll?: TurnPollOptions | undefined;
   onEvent?: RunListener | undefined;
   /** Track request models by webhook (`?hf_webhook=`), with polling as a slow fallback. */

@@ -18,6 +18,7 @@ import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile } from '.
 import { parseSelector, type Selection } from '../../plan/selection.js';
 import { RETRY_STATUSES, runPlan, type RetryStatus } from '../../run/runner.js';
 import { ReuseIndex } from '../../run/reuse.js';
+import { readPollPrior } from '../../run/poll-prior.js';
 import { parseListen, WebhookReceiver } from '../../run/webhook-receiver.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
@@ -311,6 +312,8 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
         serviceForgotten: previous?.service?.embedded_emulator === true && embedded !== undefined,
         retry,
         retryBudget,
+        // The first polls aim at how long this pipeline's requests took in its earlier runs.
+        pollPrior: await readPollPrior(runDir),
         reuse: values.reuse ? await ReuseIndex.build(dirname(runDir), runDir) : undefined,
         cancelOnAbort: values['cancel-on-abort'],
         webhook,

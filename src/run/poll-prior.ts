@@ -1,0 +1,78 @@
+/**
+ * A new run's first polls, aimed from the start (issue 14): how long this pipeline's requests took
+ * in its earlier runs (the journals beside this run's directory), per model, so the first wave is
+ * not noticed late by a cold backoff. A duration is the `durationMs` a status record keeps (the
+ * tracker's estimate: exact from a webhook, else the midpoint between the last poll that missed and
+ * the one that saw the end); for records without it, the status record's time minus the submitted
+ * record's (up to a poll late). The run's own observations push these out as they come.
+ *
+ * Bounded: the newest MAX_RUNS runs are read, each journal streamed (never held in memory) and left
+ * as soon as enough durations are known; a journal that cannot be read is passed over.
+ */
+import { readdir } from 'node:fs/promises';
+import { basename, join, resolve } from 'node:path';
+import { JOURNAL_RECORD_TYPES } from './journal-records.js';
+import { streamJournal } from './journal.js';
+
+/** Earlier runs read, newest first. */
+export const MAX_RUNS = 3;
+/** Durations kept per model (the scheduler's window). */
+export const PER_MODEL = 64;
+/** Records read per journal at most, whatever they hold. */
+const MAX_RECORDS_PER_JOURNAL = 200_000;
+
+const WANTED = new Set(['intent', 'submitted', 'status']);
+const SKIPPED = [...JOURNAL_RECORD_TYPES].filter((t) => !WANTED.has(t));
+
+/** Per model, up to PER_MODEL durations in ms from this pipeline's most recent earlier runs. */
+export async function readPollPrior(runDir: string, options: { maxRuns?: number; perModel?: number } = {}): Promise<Map<string, number[]>> {
+  const perModel = options.perModel ?? PER_MODEL;
+  const pipelineDir = resolve(runDir, '..');
+  const self = basename(resolve(runDir));
+  let names: string[];
+  try {
+    names = (await readdir(pipelineDir, { withFileTypes: true })).filter((e) => e.isDirectory() && !e.name.startsWith('.') && e.name !== self).map((e) => e.name);
+  } catch {
+    return new Map();
+  }
+  // Run ids sort by their start time.
+  names.sort().reverse();
+  const prior = new Map<string, number[]>();
+  for (const name of names.slice(0, options.maxRuns ?? MAX_RUNS)) {
+    try {
+      await readRun(join(pipelineDir, name, 'journal.jsonl'), prior, perModel);
+    } catch {
+      // An unreadable earlier run teaches nothing; the run goes on without it.
+    }
+  }
+  return prior;
+}
+
+async function readRun(journal: string, prior: Map<string, number[]>, perModel: number): Promise<void> {
+  const modelOf = new Map<string, string>();
+  const models = new Set<string>();
+  const submittedAt = new Map<string, number>();
+  let records = 0;
+  for await (const record of streamJournal(journal, { skipTypes: SKIPPED })) {
+    // Bounded: a huge journal is left after its first records.
+    if (++records > MAX_RECORDS_PER_JOURNAL) return;
+    if (record.type === 'intent') {
+      modelOf.set(record.instance, record.model);
+      models.add(record.model);
+    }
+    else if (record.type === 'submitted' && record.at !== undefined && record.handle.kind === 'request') submittedAt.set(record.instance, record.at);
+    else if (record.type === 'status' && record.status === 'completed' && record.at !== undefined) {
+      const start = submittedAt.get(record.instance);
+      const model = modelOf.get(record.instance);
+      submittedAt.delete(record.instance);
+      if (start === undefined || model === undefined || record.at < start) continue;
+      let list = prior.get(model);
+      if (!list) prior.set(model, (list = []));
+      if (list.length >= perModel) continue;
+      // The run's own estimate where it recorded one; else when the status was seen (up to a poll late).
+      list.push(record.durationMs ?? record.at - start);
+      // Full for every model this run has used so far: enough.
+      if (list.length === perModel && [...models].every((m) => (prior.get(m)?.length ?? 0) >= perModel)) return;
+    }
+  }
+}
