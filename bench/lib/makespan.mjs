@@ -19,13 +19,31 @@ function ideal(emulator, concurrency) {
   return { durations: durations.length, idealMs: Math.max(sum / concurrency, Math.max(...durations)) };
 }
 
-/** `genpipe run` of `instances` character sheets at `concurrency`; `webhook` tracks by webhook, else by polling. */
-export async function genpipeSide(emulatorOptions, { instances, concurrency, webhook }) {
-  const emulator = await startEmulator(emulatorOptions);
+/**
+ * `genpipe run` of `instances` character sheets at `concurrency`; `webhook` tracks by webhook, else
+ * by polling. `history`: an earlier run of the same pipeline (`history` sheets, against an emulator
+ * of its own with another seed, same durations) goes first into the same output root, as
+ * yesterday's run of a nightly job would: the measured run starts polling from its durations.
+ */
+export async function genpipeSide(emulatorOptions, { instances, concurrency, webhook, history = 0 }) {
   const dir = mkdtempSync(join(tmpdir(), 'genpipe-bench-makespan-'));
+  const path = join(dir, 'makespan.yaml');
+  writeFileSync(path, `version: 1\nname: makespan\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: ${instances} } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+  if (history > 0) {
+    const earlier = await startEmulator({ ...emulatorOptions, seed: (emulatorOptions.seed ?? 1) + 1000 });
+    try {
+      const yesterday = join(dir, 'yesterday.yaml');
+      writeFileSync(yesterday, `version: 1\nname: makespan\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: ${history} } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+      const result = await runGenpipe(['run', yesterday, '--base-url', earlier.url, '--concurrency', String(concurrency), '--quiet', '--yes', '--out', join(dir, 'runs')], { HF_KEY });
+      if (result.code !== 0) throw new Error(`the earlier genpipe run failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
+    } finally {
+      await earlier.close();
+    }
+    // Run ids have a one-second clock: the measured run must not share the earlier one's.
+    await new Promise((r) => setTimeout(r, 1_100));
+  }
+  const emulator = await startEmulator(emulatorOptions);
   try {
-    const path = join(dir, 'makespan.yaml');
-    writeFileSync(path, `version: 1\nname: makespan\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: ${instances} } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
     const args = ['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--quiet', '--yes', '--out', join(dir, 'runs')];
     if (webhook) {
       // Completions arrive as they happen, each confirmed by one status GET.

@@ -7,7 +7,8 @@
  */
 import { join } from 'node:path';
 import { readPlanFile, type PlanFile } from '../run/run-dir.js';
-import { replayFile, type InstanceState } from '../run/run-state.js';
+import type { InstanceState } from '../run/run-state.js';
+import { instanceStates } from './instance-lines.js';
 
 export type ReportStatus = 'completed' | 'reused' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
 
@@ -89,52 +90,56 @@ function add(group: GroupLine, line: InstanceLine): void {
   if (line.rerolls > 0) group.rerolledNetUsd = round(group.rerolledNetUsd + line.netUsd);
 }
 
-/** Builds the report of a run directory. */
-export async function buildCostReport(runDir: string, options: { creditsPerUsd?: number } = {}): Promise<CostReport> {
+/** One instance's line of the report, from its replayed state. */
+function lineOf(id: string, entry: InstanceState, stepInfo: ReadonlyMap<string, PlanFile['steps'][number]>): InstanceLine {
+  // An instance id starts with its step (a for_each id too: `clips[sheets[...],...]`).
+  const step = id.split('[')[0] ?? id;
+  const info = stepInfo.get(step);
+  const model = entry.intent?.model ?? info?.model ?? 'unknown';
+  const status = statusOf(entry);
+  // A reused result was paid for by an earlier run: nothing was sent in this one.
+  const submitted = entry.reusedFrom === undefined && (entry.intent !== undefined || entry.submission !== undefined || entry.final !== undefined);
+  const price = info?.price_usd ?? null;
+  const estimatedUsd = submitted && price !== null ? price : 0;
+  const actual = entry.final?.actualCostUsd;
+  const actualUsd = actual === undefined ? null : round(actual);
+  const charged = actualUsd ?? estimatedUsd;
+  const refundedUsd = REFUNDED.has(status) ? charged : 0;
+  return {
+    instance: id,
+    step,
+    model,
+    status,
+    requestId: requestIdOf(entry),
+    rerolls: entry.rerolls,
+    estimatedUsd,
+    actualUsd,
+    refundedUsd,
+    netUsd: round(charged - refundedUsd),
+    unpricedInstances: submitted && price === null && actualUsd === null ? 1 : 0,
+  };
+}
+
+/** The report without its instance lines: what a summary, a notification or `genpipe runs` needs. */
+export type CostSummary = Omit<CostReport, 'instances'>;
+
+/**
+ * Builds the report of a run directory as the journal streams (memory bounded whatever the run's
+ * size: instance-lines.ts), handing each instance's line to `onLine` in id order.
+ */
+export async function summarizeCostReport(runDir: string, options: { creditsPerUsd?: number } = {}, onLine?: (line: InstanceLine) => void | Promise<void>): Promise<CostSummary> {
   const plan: PlanFile = await readPlanFile(runDir);
-  const state = await replayFile(join(runDir, 'journal.jsonl'), { lean: true });
   const stepInfo = new Map(plan.steps.map((s) => [s.id, s]));
-  const instances: InstanceLine[] = [];
-  // Sorted by UTF-16 code units, like outputs.csv: the same order on every machine and locale.
-  for (const id of [...state.instances.keys()].sort()) {
-    const entry = state.instances.get(id) as InstanceState;
-    // Each replayed state gives way to its (smaller) line, so the two never both hold every instance.
-    state.instances.delete(id);
-    // An instance id starts with its step (a for_each id too: `clips[sheets[...],...]`).
-    const step = id.split('[')[0] ?? id;
-    const info = stepInfo.get(step);
-    const model = entry.intent?.model ?? info?.model ?? 'unknown';
-    const status = statusOf(entry);
-    // A reused result was paid for by an earlier run: nothing was sent in this one.
-    const submitted = entry.reusedFrom === undefined && (entry.intent !== undefined || entry.submission !== undefined || entry.final !== undefined);
-    const price = info?.price_usd ?? null;
-    const estimatedUsd = submitted && price !== null ? price : 0;
-    const actual = entry.final?.actualCostUsd;
-    const actualUsd = actual === undefined ? null : round(actual);
-    const charged = actualUsd ?? estimatedUsd;
-    const refundedUsd = REFUNDED.has(status) ? charged : 0;
-    instances.push({
-      instance: id,
-      step,
-      model,
-      status,
-      requestId: requestIdOf(entry),
-      rerolls: entry.rerolls,
-      estimatedUsd,
-      actualUsd,
-      refundedUsd,
-      netUsd: round(charged - refundedUsd),
-      unpricedInstances: submitted && price === null && actualUsd === null ? 1 : 0,
-    });
-  }
   const steps = new Map<string, GroupLine>();
   const models = new Map<string, GroupLine>();
   const total = emptyGroup('total');
   for (const s of plan.steps) steps.set(s.id, emptyGroup(s.id));
-  for (const line of instances) {
+  for await (const [id, entry] of instanceStates(join(runDir, 'journal.jsonl'))) {
+    const line = lineOf(id, entry, stepInfo);
     add(steps.get(line.step) ?? (steps.set(line.step, emptyGroup(line.step)).get(line.step) as GroupLine), line);
     add(models.get(line.model) ?? (models.set(line.model, emptyGroup(line.model)).get(line.model) as GroupLine), line);
     add(total, line);
+    await onLine?.(line);
   }
   // Planned instances that never started still count, so the report adds up to the plan.
   for (const s of plan.steps) {
@@ -146,5 +151,14 @@ export async function buildCostReport(runDir: string, options: { creditsPerUsd?:
     const model = models.get(s.model) ?? (models.set(s.model, emptyGroup(s.model)).get(s.model) as GroupLine);
     model.counts.not_started += missing;
   }
-  return { pipeline: plan.pipeline, runId: plan.runId, creditsPerUsd: options.creditsPerUsd ?? 100, instances, steps: [...steps.values()], models: [...models.values()], total };
+  return { pipeline: plan.pipeline, runId: plan.runId, creditsPerUsd: options.creditsPerUsd ?? 100, steps: [...steps.values()], models: [...models.values()], total };
+}
+
+/** The whole report, instance lines in memory: for tests and small runs (writeCostReport streams). */
+export async function buildCostReport(runDir: string, options: { creditsPerUsd?: number } = {}): Promise<CostReport> {
+  const instances: InstanceLine[] = [];
+  const summary = await summarizeCostReport(runDir, options, (line) => {
+    instances.push(line);
+  });
+  return { ...summary, instances };
 }

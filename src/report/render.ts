@@ -1,7 +1,7 @@
 /** The cost report as JSON, CSV (RFC 4180, formula-safe) and Markdown. */
 import { csvRow } from '../util/csv.js';
 import { formatUsd } from '../util/format-usd.js';
-import type { CostReport, GroupLine, Money } from './cost-report.js';
+import type { CostReport, CostSummary, GroupLine, InstanceLine, Money } from './cost-report.js';
 
 const credits = (usd: number, rate: number): number => Math.round(usd * rate * 100) / 100;
 
@@ -12,36 +12,53 @@ const withCredits = <T extends Money>(m: T, rate: number): T & { netCredits: num
 });
 
 /**
- * report.json in pieces, so a report of a million instances is written without building one
- * string of it: an instance per line, the groups indented as `JSON.stringify(…, null, 2)` would.
+ * Each report format in three pieces, so a report of any size is written as its lines come (the
+ * head, one piece per instance, the tail), never built as one string: write-report.ts streams them;
+ * the `*Parts` generators join them for a report held in memory.
  */
-export function* reportJsonParts(report: CostReport): Generator<string> {
-  const rate = report.creditsPerUsd;
-  const field = (name: string, value: unknown): string => `  ${JSON.stringify(name)}: ${JSON.stringify(value, null, 2).replace(/\n/g, '\n  ')}`;
-  yield `{\n${field('pipeline', report.pipeline)},\n${field('runId', report.runId)},\n${field('creditsPerUsd', rate)},\n  "instances": [`;
-  let first = true;
-  for (const line of report.instances) {
-    yield `${first ? '' : ','}\n    ${JSON.stringify(withCredits(line, rate))}`;
-    first = false;
-  }
-  yield `${first ? '' : '\n  '}],\n`;
-  yield `${field('steps', report.steps.map((g) => withCredits(g, rate)))},\n${field('models', report.models.map((g) => withCredits(g, rate)))},\n${field('total', withCredits(report.total, rate))}\n}\n`;
+export interface ReportFormat {
+  head(summary: CostSummary): string;
+  /** `index`: the instance's 0-based position. */
+  instance(line: InstanceLine, index: number, rate: number): string;
+  /** `count`: how many instance lines there were. */
+  tail(summary: CostSummary, count: number): string;
 }
+
+const field = (name: string, value: unknown): string => `  ${JSON.stringify(name)}: ${JSON.stringify(value, null, 2).replace(/\n/g, '\n  ')}`;
+
+/** report.json: an instance per line, the groups indented as `JSON.stringify(…, null, 2)` would. */
+export const JSON_FORMAT: ReportFormat = {
+  head: (r) => `{\n${field('pipeline', r.pipeline)},\n${field('runId', r.runId)},\n${field('creditsPerUsd', r.creditsPerUsd)},\n  "instances": [`,
+  instance: (line, index, rate) => `${index === 0 ? '' : ','}\n    ${JSON.stringify(withCredits(line, rate))}`,
+  tail: (r, count) =>
+    `${count === 0 ? '' : '\n  '}],\n${field('steps', r.steps.map((g) => withCredits(g, r.creditsPerUsd)))},\n${field('models', r.models.map((g) => withCredits(g, r.creditsPerUsd)))},\n${field('total', withCredits(r.total, r.creditsPerUsd))}\n}\n`,
+};
+
+function* partsOf(format: ReportFormat, report: CostReport): Generator<string> {
+  yield format.head(report);
+  let index = 0;
+  for (const line of report.instances) yield format.instance(line, index++, report.creditsPerUsd);
+  yield format.tail(report, index);
+}
+
+export const reportJsonParts = (report: CostReport): Generator<string> => partsOf(JSON_FORMAT, report);
 
 export const reportJson = (report: CostReport): string => [...reportJsonParts(report)].join('');
 
 const MONEY_HEADER = ['estimated_usd', 'actual_usd', 'refunded_usd', 'net_usd', 'net_credits', 'unpriced_instances'];
 const money = (m: Money, rate: number): unknown[] => [m.estimatedUsd, m.actualUsd ?? '', m.refundedUsd, m.netUsd, credits(m.netUsd, rate), m.unpricedInstances];
 
-/** One row per instance, then one per step, per model and the total (`level` tells them apart). */
-export function* reportCsvParts(report: CostReport): Generator<string> {
-  yield csvRow(['level', 'name', 'step', 'model', 'status', 'request_id', ...MONEY_HEADER]);
-  for (const line of report.instances) yield csvRow(['instance', line.instance, line.step, line.model, line.status, line.requestId, ...money(line, report.creditsPerUsd)]);
-  const group = (level: string, g: GroupLine): string => csvRow([level, g.name, '', '', countsText(g), '', ...money(g, report.creditsPerUsd)]);
-  for (const g of report.steps) yield group('step', g);
-  for (const g of report.models) yield group('model', g);
-  yield group('total', report.total);
-}
+/** report.csv: one row per instance, then one per step, per model and the total (`level` tells them apart). */
+export const CSV_FORMAT: ReportFormat = {
+  head: () => csvRow(['level', 'name', 'step', 'model', 'status', 'request_id', ...MONEY_HEADER]),
+  instance: (line, _index, rate) => csvRow(['instance', line.instance, line.step, line.model, line.status, line.requestId, ...money(line, rate)]),
+  tail: (r) => {
+    const group = (level: string, g: GroupLine): string => csvRow([level, g.name, '', '', countsText(g), '', ...money(g, r.creditsPerUsd)]);
+    return [...r.steps.map((g) => group('step', g)), ...r.models.map((g) => group('model', g)), group('total', r.total)].join('');
+  },
+};
+
+export const reportCsvParts = (report: CostReport): Generator<string> => partsOf(CSV_FORMAT, report);
 
 export const reportCsv = (report: CostReport): string => [...reportCsvParts(report)].join('');
 
@@ -56,7 +73,7 @@ function countsText(g: GroupLine): string {
 const usd = (n: number | null): string => (n === null ? '—' : formatUsd(n).replace(/^US/, ''));
 const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
 
-export function* reportMarkdownParts(report: CostReport): Generator<string> {
+function markdownHead(report: CostSummary): string {
   const rate = report.creditsPerUsd;
   const table = (title: string, groups: readonly GroupLine[]): string[] => [
     `## ${title}`,
@@ -83,8 +100,16 @@ export function* reportMarkdownParts(report: CostReport): Generator<string> {
     '| instance | status | request | net |',
     '|---|---|---|---:|',
   ];
-  yield `${head.join('\n')}\n`;
-  for (const l of report.instances) yield `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${usd(l.netUsd)} |\n`;
+  return `${head.join('\n')}\n`;
 }
+
+/** report.md: the totals and groups, then a table of the instances. */
+export const MARKDOWN_FORMAT: ReportFormat = {
+  head: markdownHead,
+  instance: (l) => `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${usd(l.netUsd)} |\n`,
+  tail: () => '',
+};
+
+export const reportMarkdownParts = (report: CostReport): Generator<string> => partsOf(MARKDOWN_FORMAT, report);
 
 export const reportMarkdown = (report: CostReport): string => [...reportMarkdownParts(report)].join('');

@@ -3,7 +3,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { JOURNAL_RECORD_TYPES } from '../run/journal-records.js';
 import { streamJournal } from '../run/journal.js';
-import { buildCostReport } from './cost-report.js';
+import { summarizeCostReport } from './cost-report.js';
 
 export interface RunListing {
   pipeline: string;
@@ -44,7 +44,7 @@ export async function listRuns(root: string, pipeline?: string): Promise<RunList
       } catch {
         status = 'unreadable';
       }
-      const report = await buildCostReport(dir);
+      const report = await summarizeCostReport(dir);
       const instances = Object.values(report.total.counts).reduce((a, b) => a + b, 0);
       out.push({ pipeline: name, runId, dir, status, completed: report.total.counts.completed, instances, netUsd: report.total.netUsd });
     }

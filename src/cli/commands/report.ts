@@ -1,7 +1,7 @@
 import { readConfigFile } from '../../api/config.js';
 import { GenpipeError } from '../../api/errors.js';
-import { reportCsvParts, reportJsonParts, reportMarkdownParts } from '../../report/render.js';
-import { writeCostReport, writeInChunks } from '../../report/write-report.js';
+import { join } from 'node:path';
+import { copyText, writeCostReport } from '../../report/write-report.js';
 import { rewriteGallery } from '../../gallery/write-gallery.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
@@ -23,9 +23,10 @@ Also rewrites gallery.html, the run's contact sheet, from the journal.`,
     if ([values.json, values.csv, values.md].filter(Boolean).length > 1) throw new GenpipeError('invalid_input', 'Choose one of --json, --csv and --md.');
     const configPath = values.config ?? io.env.GENPIPE_CONFIG;
     const creditsPerUsd = configPath ? readConfigFile(configPath).credits_per_usd : undefined;
-    const report = await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
+    await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
     if ((await rewriteGallery(runDir)) === undefined) io.err('genpipe: gallery.html was left as the run wrote it: a plan this large is not replayed for a contact sheet.');
-    await writeInChunks((values.json ? reportJsonParts : values.csv ? reportCsvParts : reportMarkdownParts)(report), (chunk) => io.write(chunk), 64 * 1024);
+    // What was just written, streamed: a report of any size is never held as one string.
+    await copyText(join(runDir, values.json ? 'report.json' : values.csv ? 'report.csv' : 'report.md'), (chunk) => io.write(chunk));
     return EXIT.ok;
   },
 };

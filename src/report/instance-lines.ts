@@ -1,0 +1,177 @@
+/**
+ * Each instance's outcome, in instance-id order, read from a journal of any size in bounded memory
+ * (issue 14, goal 4). The journal streams by; the records of each instance are gathered (reduced to
+ * what an outcome needs) for up to CHUNK_INSTANCES instances at a time. A run that fits one chunk
+ * is sorted in memory. A larger one spills each chunk, sorted by id, to a temporary file, and the
+ * files are merged: an instance whose records sit in several chunks (a resume, a retry much later)
+ * gets them back in journal order. So a report of 10,000,000 instances needs no more memory than
+ * one of CHUNK_INSTANCES.
+ */
+import { once } from 'node:events';
+import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { JournalRecord } from '../run/journal-records.js';
+import { streamJournal } from '../run/journal.js';
+import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
+
+/** Instances gathered in memory before a chunk is spilled to disk. */
+export const CHUNK_INSTANCES = 100_000;
+
+/** Records that say nothing about one instance's outcome, passed over unparsed. */
+const NOT_OUTCOME = ['run_started', 'run_finished', 'downloaded', 'uploaded', 'agent_session', 'notify'];
+
+/** A record reduced to what an instance's outcome needs (no outputs, results, keys or hashes). */
+function lean(record: JournalRecord): JournalRecord {
+  if (record.type === 'status') {
+    return record.actualCostUsd === undefined
+      ? { type: 'status', instance: '', status: record.status, outputs: [] }
+      : { type: 'status', instance: '', status: record.status, outputs: [], actualCostUsd: record.actualCostUsd };
+  }
+  if (record.type === 'intent') return { type: 'intent', instance: '', model: record.model, idempotencyKey: null, bodyHash: '' };
+  if (record.type === 'reused') return { ...record, instance: '', outputs: [], result: undefined };
+  if (record.type === 'failed') return { ...record, instance: '', message: '' };
+  return { ...record, instance: '' } as JournalRecord;
+}
+
+/** The state of one instance after its records, in order. */
+function stateOf(id: string, records: readonly JournalRecord[]): InstanceState {
+  const state = emptyRunState();
+  for (const record of records) applyRecord(state, { ...record, instance: id } as JournalRecord);
+  return state.instances.get(id) as InstanceState;
+}
+
+const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * Yields `[instance id, state]` for every instance the journal names, sorted by id (UTF-16 code
+ * units, like outputs.csv: the same order on every machine and locale).
+ */
+export async function* instanceStates(journalPath: string, options: { chunk?: number } = {}): AsyncGenerator<[string, InstanceState]> {
+  const limit = options.chunk ?? CHUNK_INSTANCES;
+  let chunk = new Map<string, JournalRecord[]>();
+  const spills: string[] = [];
+  let dir: string | undefined;
+  try {
+    for await (const record of streamJournal(journalPath, { skipTypes: NOT_OUTCOME })) {
+      const id = (record as { instance?: unknown }).instance;
+      if (typeof id !== 'string') continue;
+      let list = chunk.get(id);
+      if (!list) {
+        if (chunk.size >= limit) {
+          dir ??= await mkdtemp(join(tmpdir(), 'genpipe-report-'));
+          spills.push(await spill(chunk, join(dir, `chunk-${spills.length}.jsonl`)));
+          chunk = new Map();
+        }
+        chunk.set(id, (list = []));
+      }
+      list.push(lean(record));
+    }
+    if (spills.length === 0) {
+      const ids = [...chunk.keys()].sort(byCodeUnits);
+      for (const id of ids) {
+        const records = chunk.get(id) as JournalRecord[];
+        // Each instance's records give way to its state as it is yielded.
+        chunk.delete(id);
+        yield [id, stateOf(id, records)];
+      }
+      return;
+    }
+    if (chunk.size > 0) spills.push(await spill(chunk, join(dir as string, `chunk-${spills.length}.jsonl`)));
+    chunk = new Map();
+    yield* merge(spills);
+  } finally {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Writes a chunk sorted by id, one `[id, records]` JSON array per line; returns its path. */
+async function spill(chunk: ReadonlyMap<string, JournalRecord[]>, path: string): Promise<string> {
+  const out = createWriteStream(path);
+  let buffer = '';
+  for (const id of [...chunk.keys()].sort(byCodeUnits)) {
+    buffer += `${JSON.stringify([id, chunk.get(id)])}\n`;
+    if (buffer.length >= 1 << 20) {
+      await write(out, buffer);
+      buffer = '';
+    }
+  }
+  await write(out, buffer);
+  out.end();
+  await once(out, 'finish');
+  return path;
+}
+
+async function write(out: WriteStream, text: string): Promise<void> {
+  if (text.length > 0 && !out.write(text)) await once(out, 'drain');
+}
+
+interface Head {
+  /** Which spill file: the lower, the earlier in the journal. */
+  file: number;
+  id: string;
+  records: JournalRecord[];
+  lines: AsyncIterator<string>;
+}
+
+/** A k-way merge of sorted spill files (a binary heap on id, then file), combining an id's records in file order. */
+async function* merge(paths: readonly string[]): AsyncGenerator<[string, InstanceState]> {
+  const heap: Head[] = [];
+  const before = (a: Head, b: Head): boolean => a.id < b.id || (a.id === b.id && a.file < b.file);
+  const push = (h: Head): void => {
+    heap.push(h);
+    for (let i = heap.length - 1; i > 0; ) {
+      const p = (i - 1) >> 1;
+      if (!before(heap[i] as Head, heap[p] as Head)) break;
+      [heap[i], heap[p]] = [heap[p] as Head, heap[i] as Head];
+      i = p;
+    }
+  };
+  const pop = (): Head => {
+    const top = heap[0] as Head;
+    const last = heap.pop() as Head;
+    if (heap.length > 0) {
+      heap[0] = last;
+      for (let i = 0; ; ) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < heap.length && before(heap[l] as Head, heap[m] as Head)) m = l;
+        if (r < heap.length && before(heap[r] as Head, heap[m] as Head)) m = r;
+        if (m === i) break;
+        [heap[i], heap[m]] = [heap[m] as Head, heap[i] as Head];
+        i = m;
+      }
+    }
+    return top;
+  };
+  const advance = async (h: Pick<Head, 'file' | 'lines'>): Promise<void> => {
+    const next = await h.lines.next();
+    if (next.done) return;
+    const [id, records] = JSON.parse(next.value) as [string, JournalRecord[]];
+    push({ file: h.file, lines: h.lines, id, records });
+  };
+  const readers = paths.map((path) => createInterface({ input: createReadStream(path), crlfDelay: Infinity }));
+  // Each iterator at once: a reader emits lines as soon as it is created, and lines emitted before
+  // its iterator exists would be lost.
+  const iterators = readers.map((reader) => reader[Symbol.asyncIterator]());
+  try {
+    for (const [file, lines] of iterators.entries()) await advance({ file, lines });
+    // Bounded: every step consumes one line of one file.
+    while (heap.length > 0) {
+      const first = pop();
+      const records = first.records;
+      await advance(first);
+      while (heap.length > 0 && (heap[0] as Head).id === first.id) {
+        const more = pop();
+        records.push(...more.records);
+        await advance(more);
+      }
+      yield [first.id, stateOf(first.id, records)];
+    }
+  } finally {
+    for (const reader of readers) reader.close();
+  }
+}

@@ -1,0 +1,99 @@
+// Issue 14, goal 4: the report reads a journal of any size in bounded memory. instanceStates gathers
+// each instance's records a chunk of instances at a time, spills sorted chunks and merges them; a
+// run split across many chunks must give exactly what one chunk in memory gives.
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Journal } from '../../src/run/journal.js';
+import type { JournalRecord } from '../../src/run/journal-records.js';
+import { instanceStates } from '../../src/report/instance-lines.js';
+import { instanceStatus } from '../../src/run/run-state.js';
+import { cleanTemps, tempDir } from '../run/runner-helpers.js';
+
+afterAll(() => cleanTemps());
+
+const HASH = 'b'.repeat(64);
+
+async function writeJournal(records: JournalRecord[]): Promise<string> {
+  const path = join(tempDir('genpipe-lines-'), 'journal.jsonl');
+  const journal = await Journal.open(path);
+  for (const r of records) await journal.append(r);
+  await journal.close();
+  return path;
+}
+
+async function collect(path: string, chunk: number): Promise<[string, unknown][]> {
+  const out: [string, unknown][] = [];
+  for await (const [id, state] of instanceStates(path, { chunk })) {
+    out.push([id, { status: instanceStatus(state), model: state.intent?.model, rerolls: state.rerolls, retries: state.retries, request: state.submission?.kind === 'request' ? state.submission.requestId : undefined, cost: state.final?.actualCostUsd }]);
+  }
+  return out;
+}
+
+/** The records one instance may have, in an order a run (and its resumes) could write them. */
+const lifecycle = (id: string, n: number): fc.Arbitrary<JournalRecord[]> =>
+  fc.record({ ending: fc.constantFrom('completed', 'failed', 'nsfw', 'unknown', 'refused', 'failed-download', 'retried'), cost: fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined }) }).map(({ ending, cost }) => {
+    const intent: JournalRecord = { type: 'intent', instance: id, model: n % 2 ? 'soul' : 'character-sheet', idempotencyKey: `k${n}`, bodyHash: HASH };
+    const submitted: JournalRecord = { type: 'submitted', instance: id, handle: { kind: 'request', requestId: `r${n}` } };
+    const status = (s: 'completed' | 'failed' | 'nsfw'): JournalRecord => ({ type: 'status', instance: id, status: s, outputs: [{ url: `https://cdn.example/${n}.png` }], ...(cost === undefined ? {} : { actualCostUsd: cost }) });
+    switch (ending) {
+      case 'unknown':
+        return [intent];
+      case 'refused':
+        return [intent, { type: 'refused', instance: id, code: 'insufficient_credits' }];
+      case 'failed-download':
+        return [intent, submitted, status('completed'), { type: 'failed', instance: id, code: 'download', message: 'gone' }];
+      case 'retried':
+        return [intent, submitted, status('failed'), { type: 'retry', instance: id, attempt: 1, previous: 'failed' }, intent, { ...submitted, handle: { kind: 'request', requestId: `r${n}b` } }, status('completed')];
+      default:
+        return [intent, submitted, status(ending as 'completed' | 'failed' | 'nsfw')];
+    }
+  });
+
+/** Many instances' lifecycles, interleaved as concurrent work (and resumes) interleave them. */
+const journalRecords = fc.integer({ min: 1, max: 40 }).chain((count) =>
+  fc.tuple(
+    fc.tuple(...Array.from({ length: count }, (_, n) => lifecycle(`step[seed=${(n * 7919) % 1000}]`, n))),
+    fc.array(fc.nat(), { minLength: 200, maxLength: 200 }),
+  ).map(([lives, picks]) => {
+    // Interleave: repeatedly take the next record of a picked instance, keeping each one's order.
+    const queues = lives.map((l) => [...l]);
+    const out: JournalRecord[] = [];
+    let p = 0;
+    // Bounded: every turn takes one record.
+    while (queues.some((q) => q.length > 0)) {
+      const open = queues.filter((q) => q.length > 0);
+      const q = open[(picks[p++ % picks.length] ?? 0) % open.length] as JournalRecord[];
+      out.push(q.shift() as JournalRecord);
+    }
+    return out;
+  }),
+);
+
+describe('instanceStates', () => {
+  it('spilled and merged chunks give exactly what one chunk in memory gives, sorted by id (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(journalRecords, fc.integer({ min: 1, max: 5 }), async (records, chunk) => {
+        const path = await writeJournal(records);
+        const inMemory = await collect(path, 1_000_000);
+        expect(await collect(path, chunk)).toEqual(inMemory);
+        const ids = inMemory.map(([id]) => id);
+        expect(ids).toEqual([...ids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it('an instance whose records are far apart in the journal (a resume) ends as its last record says', async () => {
+    const records: JournalRecord[] = [
+      { type: 'intent', instance: 'a[x=1]', model: 'soul', idempotencyKey: 'k1', bodyHash: HASH },
+      { type: 'submitted', instance: 'a[x=1]', handle: { kind: 'request', requestId: 'r1' } },
+      ...Array.from({ length: 10 }, (_, i): JournalRecord => ({ type: 'intent', instance: `b[x=${i}]`, model: 'soul', idempotencyKey: `kb${i}`, bodyHash: HASH })),
+      { type: 'status', instance: 'a[x=1]', status: 'completed', outputs: [] },
+    ];
+    const path = await writeJournal(records);
+    const states = await collect(path, 2);
+    expect(states[0]).toEqual(['a[x=1]', expect.objectContaining({ status: 'completed', request: 'r1', model: 'soul' })]);
+    expect(states).toHaveLength(11);
+  });
+});
