@@ -13,7 +13,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import type { JournalRecord } from '../run/journal-records.js';
+import type { JournalRecord, JournalRecordOf } from '../run/journal-records.js';
 import { streamJournal } from '../run/journal.js';
 import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
 
@@ -23,24 +23,57 @@ export const CHUNK_INSTANCES = 100_000;
 /** Records that say nothing about one instance's outcome, passed over unparsed. */
 const NOT_OUTCOME = ['run_started', 'run_finished', 'downloaded', 'uploaded', 'agent_session', 'notify'];
 
-/** A record reduced to what an instance's outcome needs (no outputs, results, keys or hashes). */
-function lean(record: JournalRecord): JournalRecord {
-  if (record.type === 'status') {
-    return record.actualCostUsd === undefined
-      ? { type: 'status', instance: '', status: record.status, outputs: [] }
-      : { type: 'status', instance: '', status: record.status, outputs: [], actualCostUsd: record.actualCostUsd };
+/**
+ * A record reduced to what an instance's outcome needs, as a short tuple (cheap to keep, to spill
+ * as JSON and to read back): no outputs, results, keys or hashes.
+ */
+type Fact = readonly [code: string, a?: unknown, b?: unknown];
+
+function factOf(record: JournalRecord): Fact {
+  switch (record.type) {
+    case 'intent':
+      return ['i', record.model];
+    case 'submitted':
+      return ['s', record.handle];
+    case 'status':
+      return record.actualCostUsd === undefined ? ['S', record.status] : ['S', record.status, record.actualCostUsd];
+    case 'failed':
+      return ['f', record.code];
+    default: {
+      // Rare (refused, reroll, retry, reused): kept whole but for what an outcome never reads.
+      const { instance: _instance, ...rest } = record as JournalRecord & { instance: string };
+      if (rest.type === 'reused') return ['x', { ...rest, outputs: [], result: undefined }];
+      return ['x', rest];
+    }
   }
-  if (record.type === 'intent') return { type: 'intent', instance: '', model: record.model, idempotencyKey: null, bodyHash: '' };
-  if (record.type === 'reused') return { ...record, instance: '', outputs: [], result: undefined };
-  if (record.type === 'failed') return { ...record, instance: '', message: '' };
-  return { ...record, instance: '' } as JournalRecord;
 }
 
-/** The state of one instance after its records, in order. */
-function stateOf(id: string, records: readonly JournalRecord[]): InstanceState {
-  const state = emptyRunState();
-  for (const record of records) applyRecord(state, { ...record, instance: id } as JournalRecord);
-  return state.instances.get(id) as InstanceState;
+function recordOf(id: string, fact: Fact): JournalRecord {
+  switch (fact[0]) {
+    case 'i':
+      return { type: 'intent', instance: id, model: fact[1] as string, idempotencyKey: null, bodyHash: '' };
+    case 's':
+      return { type: 'submitted', instance: id, handle: fact[1] as JournalRecordOf<'submitted'>['handle'] };
+    case 'S':
+      return fact[2] === undefined
+        ? { type: 'status', instance: id, status: fact[1] as JournalRecordOf<'status'>['status'], outputs: [] }
+        : { type: 'status', instance: id, status: fact[1] as JournalRecordOf<'status'>['status'], outputs: [], actualCostUsd: fact[2] as number };
+    case 'f':
+      return { type: 'failed', instance: id, code: fact[1] as string, message: '' };
+    default:
+      return { ...(fact[1] as object), instance: id } as JournalRecord;
+  }
+}
+
+/** One state replayed per instance, reused: an instance's entry is taken out as soon as it is built. */
+const scratch = emptyRunState();
+
+/** The state of one instance after its facts, in journal order. */
+function stateOf(id: string, facts: readonly Fact[]): InstanceState {
+  for (const fact of facts) applyRecord(scratch, recordOf(id, fact));
+  const entry = scratch.instances.get(id) as InstanceState;
+  scratch.instances.clear();
+  return entry;
 }
 
 const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
@@ -51,7 +84,7 @@ const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 
  */
 export async function* instanceStates(journalPath: string, options: { chunk?: number } = {}): AsyncGenerator<[string, InstanceState]> {
   const limit = options.chunk ?? CHUNK_INSTANCES;
-  let chunk = new Map<string, JournalRecord[]>();
+  let chunk = new Map<string, Fact[]>();
   const spills: string[] = [];
   let dir: string | undefined;
   try {
@@ -67,12 +100,12 @@ export async function* instanceStates(journalPath: string, options: { chunk?: nu
         }
         chunk.set(id, (list = []));
       }
-      list.push(lean(record));
+      list.push(factOf(record));
     }
     if (spills.length === 0) {
       const ids = [...chunk.keys()].sort(byCodeUnits);
       for (const id of ids) {
-        const records = chunk.get(id) as JournalRecord[];
+        const records = chunk.get(id) as Fact[];
         // Each instance's records give way to its state as it is yielded.
         chunk.delete(id);
         yield [id, stateOf(id, records)];
@@ -88,7 +121,7 @@ export async function* instanceStates(journalPath: string, options: { chunk?: nu
 }
 
 /** Writes a chunk sorted by id, one `[id, records]` JSON array per line; returns its path. */
-async function spill(chunk: ReadonlyMap<string, JournalRecord[]>, path: string): Promise<string> {
+async function spill(chunk: ReadonlyMap<string, Fact[]>, path: string): Promise<string> {
   const out = createWriteStream(path);
   let buffer = '';
   for (const id of [...chunk.keys()].sort(byCodeUnits)) {
@@ -112,7 +145,7 @@ interface Head {
   /** Which spill file: the lower, the earlier in the journal. */
   file: number;
   id: string;
-  records: JournalRecord[];
+  records: Fact[];
   lines: AsyncIterator<string>;
 }
 
@@ -150,7 +183,7 @@ async function* merge(paths: readonly string[]): AsyncGenerator<[string, Instanc
   const advance = async (h: Pick<Head, 'file' | 'lines'>): Promise<void> => {
     const next = await h.lines.next();
     if (next.done) return;
-    const [id, records] = JSON.parse(next.value) as [string, JournalRecord[]];
+    const [id, records] = JSON.parse(next.value) as [string, Fact[]];
     push({ file: h.file, lines: h.lines, id, records });
   };
   const readers = paths.map((path) => createInterface({ input: createReadStream(path), crlfDelay: Infinity }));
