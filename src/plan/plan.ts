@@ -53,6 +53,11 @@ export interface PlanOptions {
   select?: Selection | undefined;
   /** Ends the validation pass (an `aborted` error) when it fires: Ctrl-C during a huge plan. */
   signal?: AbortSignal | undefined;
+  /**
+   * Handed every valid instance as the validation pass checks it, in plan order (`genpipe plan
+   * --json` spools them, so a plan is rendered once). The plan may still be refused afterwards.
+   */
+  onInstance?: ((instance: PlannedInstance) => void) | undefined;
   /** Told how many instances have been checked, every `PROGRESS_EVERY` of them. */
   onProgress?: ((checked: number, total: number) => void) | undefined;
 }
@@ -449,6 +454,7 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
         }
       }
       fingerprint?.add(entry.id, entry.canonical);
+      options.onInstance?.(entry);
       mapImageFields(entry.body, step.spec.imageFields, (v) => {
         if (!isRemoteUrl(v) && !localFiles.has(v)) localFiles.set(v, { step: step.id, instance: entry.id });
         return v;

@@ -186,7 +186,8 @@ async function* merge(paths: readonly string[]): AsyncGenerator<[string, Instanc
     const [id, records] = JSON.parse(next.value) as [string, Fact[]];
     push({ file: h.file, lines: h.lines, id, records });
   };
-  const readers = paths.map((path) => createInterface({ input: createReadStream(path), crlfDelay: Infinity }));
+  const inputs = paths.map((path) => createReadStream(path));
+  const readers = inputs.map((input) => createInterface({ input, crlfDelay: Infinity }));
   // Each iterator at once: a reader emits lines as soon as it is created, and lines emitted before
   // its iterator exists would be lost.
   const iterators = readers.map((reader) => reader[Symbol.asyncIterator]());
@@ -206,5 +207,7 @@ async function* merge(paths: readonly string[]): AsyncGenerator<[string, Instanc
     }
   } finally {
     for (const reader of readers) reader.close();
+    // Closing a readline interface leaves its input open.
+    for (const input of inputs) input.destroy();
   }
 }

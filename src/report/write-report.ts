@@ -1,7 +1,7 @@
-import { createReadStream } from 'node:fs';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readPlanFile } from '../run/run-dir.js';
+import { copyText } from '../util/copy-text.js';
 import { summarizeCostReport, type CostSummary } from './cost-report.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
 
@@ -49,12 +49,6 @@ class Sink {
       await this.handle.close();
     }
   }
-}
-
-/** Streams a text file into `write`, in the chunks it is read in. */
-export async function copyText(path: string, write: (chunk: string) => Promise<unknown>): Promise<void> {
-  const stream = createReadStream(path, { encoding: 'utf8', highWaterMark: 256 * 1024 });
-  for await (const chunk of stream) await write(chunk as string);
 }
 
 const FILES: readonly (readonly [string, ReportFormat])[] = [

@@ -1,4 +1,9 @@
+import { closeSync, openSync, writeSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { GenpipeError } from '../../api/errors.js';
+import { copyText } from '../../util/copy-text.js';
 import { loadManifestFile } from '../../manifest/load.js';
 import { buildPlan, type Plan, type PlannedInstance, type StepPlan } from '../../plan/plan.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
@@ -36,11 +41,23 @@ ${CONNECTION_HELP}`,
     const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
     const sources = planSources(connectionFlags(values), io, embedded);
     try {
+      if (values.json) {
+        // Rendered and checked once: each valid instance's JSON is spooled as the plan is checked,
+        // and printed only once the whole plan is valid.
+        const spool = await InstanceSpool.open(limit);
+        try {
+          const plan = await buildPlan(loaded, { ...sources.options, onInstance: (instance) => spool.add(instance) });
+          // A run would refuse it: say so before showing a plan that cannot run.
+          assertPricedUnderBudget(plan, budgetOf(plan));
+          await streamJson(plan, io, spool);
+        } finally {
+          await spool.remove();
+        }
+        return EXIT.ok;
+      }
       const plan = await buildPlan(loaded, sources.options);
-      // A run would refuse it: say so before showing a plan that cannot run.
       assertPricedUnderBudget(plan, budgetOf(plan));
-      if (values.json) await streamJson(plan, io, limit);
-      else printSummary(plan, io, limit ?? 3);
+      printSummary(plan, io, limit ?? 3);
       return EXIT.ok;
     } finally {
       await sources.close();
@@ -73,8 +90,57 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
   if (warning) io.out(warning);
 }
 
-/** One JSON document, streamed in chunks so that a million instances never sit in memory. */
-async function streamJson(plan: Plan, io: CliIO, limit: number | undefined): Promise<void> {
+/**
+ * The instances of a plan as JSON lines in a temporary file, written as the validation pass hands
+ * them over (synchronously, in writes of about 1 MB), at most `limit` per step.
+ */
+class InstanceSpool {
+  #buffer = '';
+  #count = 0;
+  #perStep = new Map<string, number>();
+
+  private constructor(
+    private readonly dir: string,
+    private readonly fd: number,
+    private readonly limit: number | undefined,
+  ) {}
+
+  static async open(limit: number | undefined): Promise<InstanceSpool> {
+    const dir = await mkdtemp(join(tmpdir(), 'genpipe-plan-'));
+    return new InstanceSpool(dir, openSync(join(dir, 'instances.jsonl'), 'w'), limit);
+  }
+
+  get path(): string {
+    return join(this.dir, 'instances.jsonl');
+  }
+
+  add(instance: PlannedInstance): void {
+    if (this.limit !== undefined) {
+      const n = this.#perStep.get(instance.step) ?? 0;
+      if (n >= this.limit) return;
+      this.#perStep.set(instance.step, n + 1);
+    }
+    this.#buffer += (this.#count++ === 0 ? '\n' : ',\n') + instanceJson(instance);
+    if (this.#buffer.length >= 1 << 20) this.flush();
+  }
+
+  flush(): void {
+    if (this.#buffer.length > 0) writeSync(this.fd, this.#buffer);
+    this.#buffer = '';
+  }
+
+  async remove(): Promise<void> {
+    try {
+      closeSync(this.fd);
+    } catch {
+      // closed already
+    }
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** One JSON document: the steps and estimate, then the spooled instances, streamed in chunks. */
+async function streamJson(plan: Plan, io: CliIO, spool: InstanceSpool): Promise<void> {
   const steps = plan.steps.map((s) => ({
     id: s.id,
     model: s.model,
@@ -85,22 +151,10 @@ async function streamJson(plan: Plan, io: CliIO, limit: number | undefined): Pro
     cost_usd: s.priceUsd === undefined ? null : Math.round(s.priceUsd * s.count * 1e6) / 1e6,
   }));
   const estimate = plan.estimate();
+  spool.flush();
   await io.write(`{"name":${JSON.stringify(plan.name)},"steps":${JSON.stringify(steps)},"estimate":{"known_usd":${estimate.knownUsd},"unknown_instances":${estimate.unknownInstances}},"instances":[`);
-  let buffer = '';
-  let first = true;
-  for (const step of plan.steps) {
-    let n = 0;
-    for (const instance of plan.instances(step.id)) {
-      if (limit !== undefined && n++ >= limit) break;
-      buffer += (first ? '\n' : ',\n') + instanceJson(instance);
-      first = false;
-      if (buffer.length > 64 * 1024) {
-        await io.write(buffer);
-        buffer = '';
-      }
-    }
-  }
-  await io.write(`${buffer}\n]}\n`);
+  await copyText(spool.path, (chunk) => io.write(chunk));
+  await io.write('\n]}\n');
 }
 
 const instanceJson = (i: PlannedInstance): string =>

@@ -1,7 +1,8 @@
 import { readConfigFile } from '../../api/config.js';
 import { GenpipeError } from '../../api/errors.js';
 import { join } from 'node:path';
-import { copyText, writeCostReport } from '../../report/write-report.js';
+import { writeCostReport } from '../../report/write-report.js';
+import { copyText } from '../../util/copy-text.js';
 import { rewriteGallery } from '../../gallery/write-gallery.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';

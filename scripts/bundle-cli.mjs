@@ -1,0 +1,29 @@
+#!/usr/bin/env node
+// Bundles the compiled CLI (dist/cli/main.js and the command modules it loads on demand) into
+// dist/bundle/ with esbuild, so `genpipe` starts from a handful of files instead of some fifty
+// modules, and zod's locales (loaded whole by `import 'zod'`, never used) are left out. Packages
+// with native parts or their own worker files stay external. bin/genpipe.js loads the bundle when
+// it exists, else dist/cli/main.js.
+import { build } from 'esbuild';
+import { rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = dirname(dirname(fileURLToPath(import.meta.url)));
+const outdir = join(root, 'dist', 'bundle');
+rmSync(outdir, { recursive: true, force: true });
+await build({
+  entryPoints: { main: join(root, 'dist', 'cli', 'main.js') },
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  // Bundled: zod, yaml, csv-parse and genpipe itself. External: what loads native code or files of its own.
+  external: ['sharp', 'undici', 'bullmq', 'ioredis', 'playwright-core', 'cli-progress', 'p-limit'],
+  logLevel: 'warning',
+  legalComments: 'none',
+  // Bundled CommonJS code (yaml) calls require() for Node's built-ins: give ESM one.
+  banner: { js: "import { createRequire as __genpipeCreateRequire } from 'node:module'; const require = __genpipeCreateRequire(import.meta.url);" },
+});
