@@ -51,6 +51,8 @@ export interface AdapterContext {
   signal: AbortSignal;
   /** Webhook URL for models that take one (`?hf_webhook=`), when the run uses webhooks. */
   webhookUrl?: string | undefined;
+  /** Which instance and attempt the call is for (a fleet coordinator names its queue job by them). */
+  attempt?: { instance: string; tag: string } | undefined;
 }
 
 export interface InstanceScript {
@@ -63,6 +65,11 @@ export interface InstanceScript {
 export interface ModelAdapter {
   /** True when a resubmit with the same key cannot create a second paid request. */
   readonly idempotentSubmit: boolean;
+  /**
+   * True when `track` itself waits until the submission is final (a fleet coordinator's adapter,
+   * whose workers poll): the runner then calls it without a poll delay of its own.
+   */
+  readonly waitsForResult?: boolean | undefined;
   submit(body: unknown, options: { idempotencyKey?: string | undefined; script: InstanceScript }, ctx: AdapterContext): Promise<Submission>;
   /** Looks at a submission once. */
   track(submission: Submission, script: InstanceScript, ctx: AdapterContext): Promise<TrackResult>;

@@ -51,7 +51,7 @@ const WEBHOOK_FALLBACK_POLL_MS = 30_000;
 const BUSY_WAIT: TurnPollOptions = { initialMs: 2_000, maxMs: 10_000, factor: 1.5 };
 
 /** Codes that a later attempt may not meet again: the network, the service's own trouble. */
-const TRANSIENT = new Set(['network', 'timeout', 'request_timeout', 'server_error', 'backend_unavailable', 'rate_limited', 'conflict', 'invalid_response']);
+export const TRANSIENT: ReadonlySet<string> = new Set(['network', 'timeout', 'request_timeout', 'server_error', 'backend_unavailable', 'rate_limited', 'conflict', 'invalid_response']);
 
 interface InstanceRecord {
   step: StepPlan;
@@ -102,7 +102,7 @@ export class InstanceDriver {
 
   /** Runs one instance of `step` to its end; a completed one is pushed to `completions` for its for_each step. */
   async process(step: StepPlan, planned: PlannedInstance, completions: AsyncQueue<Upstream> | undefined): Promise<void> {
-    const adapter = adapterFor(step.model);
+    const adapter = this.#o.dispatch ? this.#o.dispatch.adapterFor(step.model, adapterFor(step.model)) : adapterFor(step.model);
     this.#records.set(planned.id, { step, values: planned.values, upstreamValues: planned.upstreamValues });
     if (!adapter) {
       this.#fx.fail(step, planned.id, 'invalid_input', `raw model path ${step.model} can be planned but not run yet`);
@@ -368,7 +368,7 @@ export class InstanceDriver {
     this.#fx.estimatedUsd += price;
     const body = await this.#prepareBody(step, instance.body);
     const bodyHash = sha256Hex(JSON.stringify(body));
-    const ctx = this.#ctx();
+    const ctx = this.#ctx(instance.id);
     const retries = step.step.retries ?? this.#plan.loaded.manifest.defaults?.retries ?? 3;
     let busyPolls = 0;
     // Whether an earlier attempt of this submit may have reached the service (then it is never called unsent).
@@ -475,8 +475,9 @@ export class InstanceDriver {
     return locals.length === 0 ? body : mapImageFields(body, step.spec.imageFields, (v) => this.#fx.state.uploads.get(v) ?? v);
   }
 
-  #ctx(): AdapterContext {
-    return { client: this.#o.client, signal: this.#fx.signal, webhookUrl: this.#o.webhook?.url };
+  #ctx(instance: string): AdapterContext {
+    const entry = this.#fx.state.instances.get(instance);
+    return { client: this.#o.client, signal: this.#fx.signal, webhookUrl: this.#o.webhook?.url, attempt: { instance, tag: `${entry?.retries ?? 0}.${entry?.rerolls ?? 0}` } };
   }
 
   /**
@@ -505,9 +506,10 @@ export class InstanceDriver {
   async #track(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, first: Submission, submittedAt: number, script: { replies?: readonly string[] | undefined; sessionId?: string | undefined }): Promise<Extract<TrackResult, { done: true }> | undefined> {
     let submission = first;
     const timer = this.#polls.start(step.model, submittedAt);
-    const ctx = this.#ctx();
+    const ctx = this.#ctx(instance.id);
     for (let agentPolls = 0, failures = 0, looks = 0; ; looks++) {
-      const delay = submission.kind === 'agent_turn' ? agentPollInterval(agentPolls++, this.#o.agentPoll ?? AGENT_POLL) : timer.next(Date.now());
+      // An adapter that waits for the result itself (a fleet coordinator's) is asked at once.
+      const delay = adapter.waitsForResult ? 0 : submission.kind === 'agent_turn' ? agentPollInterval(agentPolls++, this.#o.agentPoll ?? AGENT_POLL) : timer.next(Date.now());
       try {
         const waitingOn = submission;
         const deliverySpent = submission.kind === 'request' && looks > 0 && this.#o.webhook?.arrived(submission.requestId) === true;

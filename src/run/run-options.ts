@@ -1,3 +1,4 @@
+import type { ModelAdapter } from '../models/adapter.js';
 /** The options of a run (see runPlan in runner.ts), with their defaults. */
 import type { GenerationClient } from '../api/client.js';
 import type { TurnPollOptions } from '../api/agent.js';
@@ -57,6 +58,11 @@ export interface RunOptions {
   onEvent?: RunListener | undefined;
   /** Track request models by webhook (`?hf_webhook=`), with polling as a slow fallback. */
   webhook?: WebhookReceiver | undefined;
+  /**
+   * Where submits and tracking go instead of this process (a fleet coordinator's queue, see
+   * fleet/dispatch.ts): given a model and its own adapter, the adapter the run uses.
+   */
+  dispatch?: { adapterFor(model: string, inner: ModelAdapter | undefined): ModelAdapter | undefined } | undefined;
   random?: () => number;
   /** The run's submit-rate limiter. Default: a TokenBucket at `ratePerSecond`. Injected by tests. */
   limiter?: RateLimiter | undefined;

@@ -26,6 +26,10 @@ import { confirmSpend } from '../confirm-spend.js';
 import { EMULATOR_FLAG_HELP, embeddedConfig, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { EXIT, exitCodeFor } from '../exit-codes.js';
 import { formatCount } from '../../util/format-usd.js';
+import { numberFlag } from '../number-flag.js';
+import { checkRedis, DEFAULT_QUEUE, parseRedisUrl, redisUrlOf } from '../../fleet/redis.js';
+import type { FleetDispatch, FleetDispatchOptions } from '../../fleet/dispatch.js';
+import type { FleetWorker } from '../../fleet/worker.js';
 import type { CliIO } from '../io.js';
 import { planSources } from '../plan-sources.js';
 import { embeddedRunSentence, movedServiceWarning, resumeFlags, serviceRecord } from '../run-service.js';
@@ -58,6 +62,9 @@ const RUN_OPTIONS = {
   only: { type: 'string', multiple: true },
   limit: { type: 'string' },
   notify: { type: 'string', multiple: true },
+  redis: { type: 'string' },
+  queue: { type: 'string' },
+  'no-local-worker': { type: 'boolean' },
 } as const;
 
 const RUN_HELP = `Options:
@@ -97,6 +104,12 @@ const RUN_HELP = `Options:
   --notify URL         when the run ends, POST its summary (JSON) to URL (https, or http to this
                        machine); repeatable, adds to the manifest's notify: block. Retried for
                        at most 30 s; a failed delivery is a warning, never the run's exit code
+  --redis URL          run on a fleet (see genpipe worker): instances go through the Redis queue
+                       at URL (or GENPIPE_REDIS_URL) and any worker on it submits and follows
+                       them; this process journals, downloads and reports as usual, and works
+                       jobs itself too unless --no-local-worker. Redis unreachable: exit 5
+  --queue NAME         the fleet queue (default genpipe)
+  --no-local-worker    with --redis, leave every job to the fleet's workers
   --quiet              print only errors and the summary
   --json-logs          one JSON event per line on stdout, for log shippers
   --progress-interval S
@@ -163,29 +176,24 @@ function retryStatuses(value: string | undefined): ReadonlySet<RetryStatus> | un
   return new Set(wanted as RetryStatus[]);
 }
 
-function number(value: string | undefined, flag: string, options: { integer?: boolean; min: number }): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < options.min || (options.integer && !Number.isInteger(n))) {
-    throw new GenpipeError('invalid_input', `${flag} takes ${options.integer ? 'a whole number' : 'a number'} of at least ${options.min}, not "${value}".`);
-  }
-  return n;
-}
-
 async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 'resume'): Promise<number> {
   const { values, positionals } = parse(argv, RUN_OPTIONS, command);
-  const concurrency = number(values.concurrency, '--concurrency', { integer: true, min: 1 });
+  const concurrency = numberFlag(values.concurrency, '--concurrency', { integer: true, min: 1 });
   // `--rate 5` or `--rate 5/s`.
-  const rate = number(values.rate?.replace(/\/s$/, ''), '--rate', { min: 0.01 });
-  const budget = number(values.budget, '--budget', { min: 0 });
-  const progressIntervalS = number(values['progress-interval'], '--progress-interval', { integer: true, min: 1 });
-  const retryBudget = number(values['retry-budget'], '--retry-budget', { integer: true, min: 0 });
+  const rate = numberFlag(values.rate?.replace(/\/s$/, ''), '--rate', { min: 0.01 });
+  const budget = numberFlag(values.budget, '--budget', { min: 0 });
+  const progressIntervalS = numberFlag(values['progress-interval'], '--progress-interval', { integer: true, min: 1 });
+  const retryBudget = numberFlag(values['retry-budget'], '--retry-budget', { integer: true, min: 0 });
   const retry = retryStatuses(values.retry);
-  const confirmOverUsd = number(values['confirm-over'], '--confirm-over', { min: 0 }) ?? DEFAULT_CONFIRM_OVER_USD;
+  const confirmOverUsd = numberFlag(values['confirm-over'], '--confirm-over', { min: 0 }) ?? DEFAULT_CONFIRM_OVER_USD;
   const overlap = values.overlap ?? 'skip';
   if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow') throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);
   if ((values['webhook-url'] === undefined) !== (values.listen === undefined)) throw new GenpipeError('invalid_input', '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.');
   const listen = values.listen === undefined ? undefined : parseListen(values.listen);
+  const redisUrl = redisUrlOf(values.redis, io.env);
+  const redis = redisUrl === undefined ? undefined : parseRedisUrl(redisUrl);
+  if (!redis && (values.queue !== undefined || values['no-local-worker'])) throw new GenpipeError('invalid_input', '--queue and --no-local-worker are fleet options: use them with --redis URL (or GENPIPE_REDIS_URL).');
+  if (redis && listen) throw new GenpipeError('invalid_input', 'A fleet run follows its requests from the workers, which poll: --webhook-url and --listen do not go with --redis.');
   let resumeDir = values.resume;
   if (command === 'resume') {
     resumeDir = positional(positionals, 0, 'a run directory', 'resume');
@@ -193,7 +201,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   } else {
     noExtraPositionals(positionals, 1, 'run');
   }
-  const limit = number(values.limit, '--limit', { integer: true, min: 1 });
+  const limit = numberFlag(values.limit, '--limit', { integer: true, min: 1 });
   const only = values.only?.map(parseSelector);
   if (resumeDir && (only !== undefined || limit !== undefined)) {
     throw new GenpipeError('invalid_input', '--only and --limit choose the instances of a new run; a resume runs the subset its run started with (recorded in plan.json).');
@@ -220,6 +228,15 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     if (previous.service?.embedded_emulator) io.err(embeddedRunSentence(resumeDir));
     const moved = movedServiceWarning(previous.service, config, embedded !== undefined);
     if (moved) io.err(moved);
+  }
+  if (redis) {
+    try {
+      // Unreachable at start: exit 5 with one sentence, before a run directory exists.
+      await checkRedis(redis);
+    } catch (error) {
+      await embedded?.close();
+      throw error;
+    }
   }
   const client = new GenerationClient(config);
   const sources = planSources(flags, io, embedded, client);
@@ -289,11 +306,17 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
       },
     );
     let webhook: WebhookReceiver | undefined;
+    let fleet: Fleet | undefined;
     let summary: RunSummary;
     const runStarted = Date.now();
     const ended = (fields: Pick<RunEnd, 'outcome' | 'exitCode' | 'message'> & Partial<RunEnd>): RunEnd => ({ pipeline: plan.name, runId, runDir, counts: emptyCounts(), durationMs: Date.now() - runStarted, ...fields });
     try {
       if (listen && values['webhook-url']) webhook = await WebhookReceiver.start({ ...listen, publicUrl: values['webhook-url'] });
+      if (redis) {
+        const polling = loaded.manifest.defaults?.polling;
+        const poll = polling ? { baseMs: polling.initial_ms, capMs: polling.max_ms, floorMs: polling.min_ms } : undefined;
+        fleet = await openFleet({ redis, queue: values.queue ?? DEFAULT_QUEUE, runId, say: (line) => io.err(line), poll }, values['no-local-worker'] ? undefined : { client, concurrency: concurrency ?? loaded.manifest.defaults?.concurrency ?? 8 });
+      }
       summary = await runPlan({
         plan,
         client,
@@ -317,10 +340,12 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
         reuse: values.reuse ? await ReuseIndex.build(dirname(runDir), runDir) : undefined,
         cancelOnAbort: values['cancel-on-abort'],
         webhook,
+        dispatch: fleet?.dispatch,
         onEvent: progress.listener,
       });
     } catch (error) {
       progress.stop();
+      await fleet?.close();
       await webhook?.close();
       await lock.release();
       // The run stopped on an error after its directory existed: the team hears of it too.
@@ -329,6 +354,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
       throw error;
     }
     progress.stop();
+    await fleet?.close();
     await webhook?.close();
     await lock.release();
     const report = await writeCostReport(runDir, { creditsPerUsd: config.creditsPerUsd });
@@ -349,6 +375,30 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     await client.close();
     await embedded?.close();
   }
+}
+
+interface Fleet {
+  dispatch: FleetDispatch;
+  close(): Promise<void>;
+}
+
+/** The coordinator's side of a fleet run: its dispatch through the queue and, unless told not to, a worker of its own. */
+async function openFleet(options: FleetDispatchOptions, local: { client: GenerationClient; concurrency: number } | undefined): Promise<Fleet> {
+  const { FleetDispatch } = await import('../../fleet/dispatch.js');
+  const dispatch = await FleetDispatch.open(options);
+  let worker: FleetWorker | undefined;
+  if (local) {
+    const { startFleetWorker, defaultWorkerName } = await import('../../fleet/worker.js');
+    worker = await startFleetWorker({ redis: options.redis, queue: options.queue, client: local.client, concurrency: local.concurrency, name: `${defaultWorkerName()}-coordinator`, say: options.say });
+  }
+  return {
+    dispatch,
+    close: async () => {
+      // The local worker hands back what it still holds at once: the run is over or interrupted.
+      await worker?.close(0);
+      await dispatch.close();
+    },
+  };
 }
 
 const emptyCounts = (): RunCounts => ({ completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0 });

@@ -1,0 +1,223 @@
+/**
+ * The coordinator's side of the fleet: the run's instance driver keeps its whole life cycle
+ * (journal, budget, re-rolls, downloads), and only the submit and the tracking go through the
+ * queue. `adapterFor` wraps a model's adapter so that:
+ *
+ *   submit → enqueue a job (id from run, instance and attempt: a re-enqueue is a no-op) and wait
+ *            for a worker's submission (job progress) or its result
+ *   track  → wait for the job's result (final status and output URLs); the job is removed once
+ *            read. A job that is gone (read before a coordinator crash) is followed directly.
+ *
+ * Agent conversations stay with the coordinator: a session's turns are serialized, and a turn's
+ * clarifying questions are answered from the manifest, which only the coordinator reads.
+ */
+import { Queue, QueueEvents, type Job } from 'bullmq';
+import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
+import { sleep } from '../api/sleep.js';
+import type { AdapterContext, ModelAdapter, Submission, TrackResult } from '../models/adapter.js';
+import { INSTANCE_JOB, jobIdOf, type JobPolling, type InstanceJobData, type InstanceJobResult, type SubmittedProgress } from './instance-job.js';
+import { reportConnection, type RedisTarget } from './redis.js';
+
+/** How often jobs still awaited are looked at in Redis, besides the queue's events (a missed event, a Redis restart). */
+const SWEEP_MS = 2_000;
+/** A followed submission whose job is gone is looked at directly this often. */
+const DIRECT_POLL_MS = 2_000;
+
+interface Waiter {
+  model: string;
+  submitted: Deferred<Submission>;
+  finished: Deferred<InstanceJobResult>;
+  settled: boolean;
+}
+
+class Deferred<T> {
+  readonly promise: Promise<T>;
+  resolve!: (value: T) => void;
+  done = false;
+  value: T | undefined;
+  constructor() {
+    this.promise = new Promise<T>((resolve) => {
+      this.resolve = (value) => {
+        if (this.done) return;
+        this.done = true;
+        this.value = value;
+        resolve(value);
+      };
+    });
+  }
+}
+
+export interface FleetDispatchOptions {
+  redis: RedisTarget;
+  queue: string;
+  runId: string;
+  say: (line: string) => void;
+  /** The manifest's polling settings, passed to the workers with each job. */
+  poll?: JobPolling | undefined;
+}
+
+export class FleetDispatch {
+  readonly #o: FleetDispatchOptions;
+  readonly #queue: Queue<InstanceJobData, InstanceJobResult>;
+  readonly #events: QueueEvents;
+  readonly #waiters = new Map<string, Waiter>();
+  readonly #sweep: NodeJS.Timeout;
+  #sweeping = false;
+
+  private constructor(o: FleetDispatchOptions, queue: Queue<InstanceJobData, InstanceJobResult>, events: QueueEvents) {
+    this.#o = o;
+    this.#queue = queue;
+    this.#events = events;
+    events.on('progress', ({ jobId, data }) => {
+      const progress = data as Partial<SubmittedProgress> | number;
+      if (typeof progress === 'object' && progress.submission) this.#waiters.get(jobId)?.submitted.resolve(progress.submission);
+    });
+    events.on('completed', ({ jobId, returnvalue }) => {
+      const result = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as InstanceJobResult;
+      this.#waiters.get(jobId)?.finished.resolve(result);
+    });
+    events.on('failed', ({ jobId, failedReason }) => {
+      const waiter = this.#waiters.get(jobId);
+      if (waiter) waiter.finished.resolve(workerFailure(waiter, failedReason));
+    });
+    this.#sweep = setInterval(() => void this.#lookAll(), SWEEP_MS);
+  }
+
+  static async open(o: FleetDispatchOptions): Promise<FleetDispatch> {
+    const queue = new Queue<InstanceJobData, InstanceJobResult>(o.queue, { connection: o.redis.options });
+    reportConnection(queue, o.redis, o.say, 'coordinator');
+    // Only events from now on: what happened before (a resume) is read from the jobs themselves.
+    const events = new QueueEvents(o.queue, { connection: o.redis.options, lastEventId: '$' });
+    reportConnection(events, o.redis, o.say, 'coordinator');
+    await queue.waitUntilReady();
+    await events.waitUntilReady();
+    return new FleetDispatch(o, queue, events);
+  }
+
+  /** The adapter the run uses for `model`: through the queue, except agents (see the file comment). */
+  adapterFor(model: string, inner: ModelAdapter | undefined): ModelAdapter | undefined {
+    if (!inner || model === 'agent') return inner;
+    return {
+      idempotentSubmit: inner.idempotentSubmit,
+      waitsForResult: true,
+      submit: (body, options, ctx) => this.#submit(model, body, options.idempotencyKey, ctx),
+      track: (submission, script, ctx) => this.#track(model, inner, submission, script, ctx),
+      ...(inner.stop ? { stop: inner.stop.bind(inner) } : {}),
+    };
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#sweep);
+    await this.#events.close();
+    await this.#queue.close();
+  }
+
+  #jobId(ctx: AdapterContext): string {
+    if (!ctx.attempt) throw new GenpipeError('internal', 'A fleet submit needs the instance and attempt it is for.');
+    return jobIdOf(this.#o.runId, ctx.attempt.instance, ctx.attempt.tag);
+  }
+
+  #waiter(jobId: string, model: string): Waiter {
+    let waiter = this.#waiters.get(jobId);
+    if (!waiter) {
+      waiter = { model, submitted: new Deferred(), finished: new Deferred(), settled: false };
+      this.#waiters.set(jobId, waiter);
+    }
+    return waiter;
+  }
+
+  async #submit(model: string, body: unknown, key: string | undefined, ctx: AdapterContext): Promise<Submission> {
+    const jobId = this.#jobId(ctx);
+    const waiter = this.#waiter(jobId, model);
+    const data: InstanceJobData = { v: 1, runId: this.#o.runId, instance: ctx.attempt?.instance ?? '', model, body, idempotencyKey: key ?? null, ...(this.#o.poll ? { poll: this.#o.poll } : {}) };
+    // An existing job of the same attempt (a resumed coordinator) is kept as it is: no second job.
+    await this.#queue.add(INSTANCE_JOB, data, { jobId, attempts: 1, removeOnComplete: false, removeOnFail: false });
+    await this.#look(jobId, waiter);
+    const first = await unlessAborted(Promise.race([waiter.submitted.promise.then((submission) => ({ submission })), waiter.finished.promise.then((result) => ({ result }))]), ctx.signal);
+    if ('submission' in first) return first.submission;
+    const result = first.result;
+    if (result.kind === 'final' || result.kind === 'track_error') return result.submission;
+    await this.#forget(jobId);
+    if (result.kind === 'unknown') {
+      throw new IndeterminateSubmissionError({ method: 'POST', path: `(${model}, by a fleet worker)`, idempotencyKey: key, bodyHash: '', cause: new Error(result.message) });
+    }
+    throw new GenpipeError(result.code, result.message, { neverSent: result.neverSent, status: result.status, retryAfterMs: result.retryAfterMs });
+  }
+
+  async #track(model: string, inner: ModelAdapter, submission: Submission, script: Parameters<ModelAdapter['track']>[1], ctx: AdapterContext): Promise<TrackResult> {
+    const jobId = this.#jobId(ctx);
+    let waiter = this.#waiters.get(jobId);
+    if (!waiter) {
+      // A resumed coordinator: the job may be in the queue, or already read and removed.
+      waiter = this.#waiter(jobId, model);
+      if (!(await this.#look(jobId, waiter))) {
+        this.#waiters.delete(jobId);
+        await sleep(DIRECT_POLL_MS, ctx.signal);
+        return inner.track(submission, script, ctx);
+      }
+    }
+    const result = await unlessAborted(waiter.finished.promise, ctx.signal);
+    await this.#forget(jobId);
+    if (result.kind === 'final') return result.result;
+    if (result.kind === 'track_error') throw new GenpipeError(result.code, result.message);
+    throw new GenpipeError('internal', `A fleet worker answered a followed submission with ${result.kind}.`);
+  }
+
+  /** Reads a job's state from Redis into its waiter; false when the job does not exist. */
+  async #look(jobId: string, waiter: Waiter): Promise<boolean> {
+    const job = (await this.#queue.getJob(jobId)) as Job<InstanceJobData, InstanceJobResult> | undefined;
+    if (!job) return false;
+    if (job.data.submission) waiter.submitted.resolve(job.data.submission);
+    if (job.finishedOn !== undefined) {
+      if (job.returnvalue !== null && job.returnvalue !== undefined) waiter.finished.resolve(job.returnvalue);
+      else if (job.failedReason) waiter.finished.resolve(workerFailure(waiter, job.failedReason));
+    }
+    return true;
+  }
+
+  async #lookAll(): Promise<void> {
+    if (this.#sweeping) return;
+    this.#sweeping = true;
+    try {
+      for (const [jobId, waiter] of this.#waiters) {
+        if (waiter.finished.done) continue;
+        await this.#look(jobId, waiter);
+      }
+    } catch {
+      // Redis is away: said once by the connection's listener; the next sweep tries again.
+    } finally {
+      this.#sweeping = false;
+    }
+  }
+
+  /** The result is read: the job goes, so Redis holds only what is in flight. */
+  async #forget(jobId: string): Promise<void> {
+    this.#waiters.delete(jobId);
+    await this.#queue.remove(jobId).catch(() => 0);
+  }
+}
+
+function workerFailure(waiter: Waiter, reason: string): InstanceJobResult {
+  const message = `a fleet worker failed on it: ${reason}`;
+  const submission = waiter.submitted.value;
+  return submission ? { kind: 'track_error', submission, code: 'server_error', message } : { kind: 'submit_error', code: 'server_error', message, neverSent: false };
+}
+
+/** `promise`, or a rejection once `signal` aborts; the listener goes either way (no leak per instance). */
+function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new GenpipeError('aborted', 'Interrupted.', { cause: signal.reason }));
+  return new Promise<T>((resolve, reject) => {
+    const fail = (): void => reject(new GenpipeError('aborted', 'Interrupted.', { cause: signal.reason }));
+    signal.addEventListener('abort', fail, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', fail);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', fail);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
+}

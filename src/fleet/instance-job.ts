@@ -1,0 +1,58 @@
+/**
+ * What travels through the queue: one job per instance attempt, its data written by the
+ * coordinator (the prepared body and Idempotency-Key, never a credential) and by the worker that
+ * holds it (the intent before the POST, the submission after it), and the result the worker hands
+ * back (a final status with output URLs, or why there is none).
+ */
+import { createHash } from 'node:crypto';
+import type { ErrorCode } from '../api/errors.js';
+import type { Submission, TrackResult } from '../models/adapter.js';
+
+export const INSTANCE_JOB = 'instance';
+
+export interface InstanceJobData {
+  v: 1;
+  runId: string;
+  instance: string;
+  model: string;
+  body: unknown;
+  idempotencyKey: string | null;
+  /** The manifest's `defaults.polling`, for the worker that follows the submission. */
+  poll?: JobPolling | undefined;
+  /**
+   * Written to Redis by the worker before its POST. A worker that finds it set without a
+   * submission knows an earlier holder died mid-submit: a keyed submit is resent with its key, a
+   * keyless one is *unknown* and never resent (see worker.ts).
+   */
+  intentAt?: number | undefined;
+  /** Written by the worker once the service answered the submit: a later holder follows it. */
+  submission?: Submission | undefined;
+}
+
+export interface JobPolling {
+  baseMs?: number | undefined;
+  capMs?: number | undefined;
+  floorMs?: number | undefined;
+}
+
+export type FinalTrack = Extract<TrackResult, { done: true }>;
+
+export type InstanceJobResult =
+  | { kind: 'final'; submission: Submission; result: FinalTrack }
+  | { kind: 'submit_error'; code: ErrorCode; message: string; neverSent: boolean; status?: number | undefined; retryAfterMs?: number | undefined }
+  | { kind: 'unknown'; message: string }
+  | { kind: 'track_error'; submission: Submission; code: ErrorCode; message: string };
+
+/** What the worker reports once the submit is answered (job progress). */
+export interface SubmittedProgress {
+  submission: Submission;
+}
+
+/**
+ * The job id of one attempt of an instance of a run: a re-enqueue of the same attempt (a resumed
+ * coordinator) is a no-op, and a new attempt (`--retry`, a re-roll) is a new job. Hex only: BullMQ
+ * refuses ids with a colon and ids that read as numbers.
+ */
+export function jobIdOf(runId: string, instance: string, attempt: string): string {
+  return `g${createHash('sha256').update(`${runId}\u0000${instance}\u0000${attempt}`).digest('hex').slice(0, 40)}`;
+}

@@ -1,0 +1,106 @@
+/**
+ * The queue's account-wide limits and what is going on in it: `genpipe queue limits` and
+ * `genpipe queue status`. Limits live in Redis (BullMQ's global concurrency and rate limit), so
+ * every worker and every run on the queue shares them.
+ */
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { InstanceJobData } from './instance-job.js';
+import type { RedisTarget } from './redis.js';
+
+/** A worker's heartbeat, written every few seconds with an expiry (a dead worker's goes away). */
+export interface WorkerHeartbeat {
+  name: string;
+  host: string;
+  pid: number;
+  /** ISO time of the beat. */
+  at: string;
+  active: number;
+  done: number;
+  concurrency: number;
+}
+
+export const workerKey = (queue: string, name: string): string => `genpipe:${queue}:worker:${name}`;
+
+export interface QueueLimits {
+  concurrency: number | null;
+  /** Jobs started per second, across the fleet. */
+  ratePerSecond: number | null;
+}
+
+export async function setQueueLimits(redis: RedisTarget, queueName: string, limits: { concurrency?: number | undefined; ratePerSecond?: number | undefined }): Promise<QueueLimits> {
+  const queue = new Queue(queueName, { connection: redis.options });
+  try {
+    if (limits.concurrency !== undefined) await queue.setGlobalConcurrency(limits.concurrency);
+    if (limits.ratePerSecond !== undefined) {
+      // BullMQ counts jobs per window: R/s as a whole number of jobs per window of 1 s or more.
+      const windowMs = limits.ratePerSecond >= 1 ? 1_000 : Math.round(1_000 / limits.ratePerSecond);
+      await queue.setGlobalRateLimit(Math.max(1, Math.floor(limits.ratePerSecond >= 1 ? limits.ratePerSecond : 1)), windowMs);
+    }
+    return await limitsOf(queue);
+  } finally {
+    await queue.close();
+  }
+}
+
+async function limitsOf(queue: Queue): Promise<QueueLimits> {
+  const concurrency = await queue.getGlobalConcurrency();
+  const rate = await queue.getGlobalRateLimit();
+  return { concurrency: concurrency ?? null, ratePerSecond: rate ? Math.round((rate.max * 1_000 * 100) / rate.duration) / 100 : null };
+}
+
+const STATES = ['waiting', 'active', 'delayed', 'completed', 'failed'] as const;
+type State = (typeof STATES)[number];
+/** At most this many jobs per state are read to count them by run. */
+const SCAN_PER_STATE = 10_000;
+
+export interface QueueStatus {
+  queue: string;
+  limits: QueueLimits;
+  totals: Record<State, number>;
+  runs: { runId: string; counts: Record<State, number> }[];
+  workers: WorkerHeartbeat[];
+  /** True when a state held more jobs than were read to count them by run. */
+  runsTruncated: boolean;
+}
+
+export async function queueStatus(redis: RedisTarget, queueName: string): Promise<QueueStatus> {
+  const queue = new Queue<InstanceJobData>(queueName, { connection: redis.options });
+  const client = new Redis({ ...redis.options, lazyConnect: true });
+  client.on('error', () => {});
+  try {
+    const totals = (await queue.getJobCounts(...STATES)) as Record<State, number>;
+    const byRun = new Map<string, Record<State, number>>();
+    let runsTruncated = false;
+    for (const state of STATES) {
+      if ((totals[state] ?? 0) > SCAN_PER_STATE) runsTruncated = true;
+      for (const job of await queue.getJobs([state], 0, SCAN_PER_STATE - 1)) {
+        if (!job) continue;
+        const runId = job.data?.runId ?? '(other)';
+        let counts = byRun.get(runId);
+        if (!counts) {
+          counts = { waiting: 0, active: 0, delayed: 0, completed: 0, failed: 0 };
+          byRun.set(runId, counts);
+        }
+        counts[state]++;
+      }
+    }
+    await client.connect();
+    const workers: WorkerHeartbeat[] = [];
+    let cursor = '0';
+    for (let rounds = 0; rounds < 1_000; rounds++) {
+      const [next, keys] = await client.scan(cursor, 'MATCH', workerKey(queueName, '*'), 'COUNT', 200);
+      for (const key of keys) {
+        const value = await client.get(key);
+        if (value) workers.push(JSON.parse(value) as WorkerHeartbeat);
+      }
+      cursor = next;
+      if (cursor === '0') break;
+    }
+    workers.sort((a, b) => a.name.localeCompare(b.name));
+    return { queue: queueName, limits: await limitsOf(queue), totals, runs: [...byRun].map(([runId, counts]) => ({ runId, counts })).sort((a, b) => a.runId.localeCompare(b.runId)), workers, runsTruncated };
+  } finally {
+    client.disconnect();
+    await queue.close();
+  }
+}

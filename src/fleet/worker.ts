@@ -1,0 +1,195 @@
+/**
+ * A fleet worker: takes instance jobs from the queue and runs each one's submit and tracking
+ * against the service with its own credentials, then hands the final status and output URLs back
+ * to the run's coordinator (which journals, downloads and reports). Limits are the queue's:
+ * BullMQ's global concurrency and rate limit hold across every worker on every host, and a 429
+ * anywhere pauses the whole queue.
+ *
+ * Paying once across hosts: before its POST a worker writes the intent into the job (Redis); after
+ * it, the submission. A job taken over from a dead worker (BullMQ's stalled-job recovery) is
+ * followed from its submission if there is one; otherwise a keyed submit is resent with the same
+ * Idempotency-Key (the service answers with the same request) and a keyless one becomes *unknown*,
+ * never resent. That needs the intent to survive a Redis crash too: see the README (appendfsync).
+ */
+import { hostname } from 'node:os';
+import { DelayedError, Queue, Worker, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { GenerationClient } from '../api/client.js';
+import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
+import { backoffDelay } from '../api/retry.js';
+import { sleep } from '../api/sleep.js';
+import type { AdapterContext, ModelAdapter, Submission } from '../models/adapter.js';
+import { adapterFor } from '../models/registry.js';
+import { TRANSIENT } from '../run/instance-driver.js';
+import { PollScheduler } from '../run/poll-schedule.js';
+import type { InstanceJobData, InstanceJobResult, JobPolling } from './instance-job.js';
+import { reportConnection, type RedisTarget } from './redis.js';
+import { workerKey, type WorkerHeartbeat } from './queue-admin.js';
+
+/** How long a worker's lock on a job lasts unless renewed, and how often stalled jobs are looked for. */
+export const LOCK_MS = 10_000;
+export const STALLED_CHECK_MS = 5_000;
+const HEARTBEAT_MS = 5_000;
+/** A transient error while tracking is retried this many times before the job hands back an error. */
+const TRACK_FAILURES = 20;
+
+export interface FleetWorkerOptions {
+  redis: RedisTarget;
+  queue: string;
+  client: GenerationClient;
+  concurrency: number;
+  name: string;
+  /** Where warnings go (one line each). */
+  say: (line: string) => void;
+}
+
+export interface FleetWorker {
+  readonly name: string;
+  /**
+   * Stops taking jobs and lets those in flight finish for at most `graceMs`; a job still tracking
+   * then is handed back (moved to delayed, due at once) for another worker to follow from its
+   * submission. Resolves once the worker is closed.
+   */
+  close(graceMs: number): Promise<void>;
+}
+
+export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWorker> {
+  // One schedule per polling setting the jobs bring (a manifest's defaults.polling), each learning per model.
+  const schedules = new Map<string, PollScheduler>();
+  const pollsFor = (poll: JobPolling | undefined): PollScheduler => {
+    const options = { ...(poll?.baseMs ? { baseMs: poll.baseMs } : {}), ...(poll?.capMs ? { capMs: poll.capMs } : {}), ...(poll?.floorMs ? { floorMs: poll.floorMs } : {}) };
+    const key = JSON.stringify(options);
+    let polls = schedules.get(key);
+    if (!polls) {
+      polls = new PollScheduler(options, Math.random);
+      schedules.set(key, polls);
+    }
+    return polls;
+  };
+  // Aborted at the end of the grace: tracking stops and the job is handed back.
+  const handBack = new AbortController();
+  const queue = new Queue<InstanceJobData, InstanceJobResult>(o.queue, { connection: o.redis.options });
+  const status = reportConnection(queue, o.redis, o.say, `worker ${o.name}`);
+  const heartbeat = new Redis({ ...o.redis.options, lazyConnect: true });
+  heartbeat.on('error', () => {});
+  let active = 0;
+  let done = 0;
+  const processor = async (job: Job<InstanceJobData, InstanceJobResult>, token?: string): Promise<InstanceJobResult> => {
+    active++;
+    try {
+      return await runJob(job, token);
+    } finally {
+      active--;
+      done++;
+    }
+  };
+  const runJob = async (job: Job<InstanceJobData, InstanceJobResult>, token?: string): Promise<InstanceJobResult> => {
+    const data = job.data;
+    const adapter = adapterFor(data.model);
+    if (!adapter) return { kind: 'submit_error', code: 'invalid_input', message: `this worker does not know the model ${data.model}; update genpipe on ${hostname()}`, neverSent: true };
+    const ctx: AdapterContext = { client: o.client, signal: handBack.signal };
+    let submission = data.submission;
+    if (!submission) {
+      if (data.intentAt !== undefined && data.idempotencyKey === null) {
+        return { kind: 'unknown', message: 'a fleet worker died while submitting this keyless request: it may or may not have reached the service, so it was not resent (`genpipe resume --retry unknown` resends it)' };
+      }
+      const intentAt = Date.now();
+      // The intent reaches Redis before the POST (see the file comment).
+      await job.updateData({ ...data, intentAt });
+      try {
+        submission = await adapter.submit(data.body, { idempotencyKey: data.idempotencyKey ?? undefined, script: {} }, { ...ctx, signal: AbortSignal.timeout(120_000) });
+      } catch (error) {
+        if (!(error instanceof GenpipeError)) throw error;
+        if (error instanceof IndeterminateSubmissionError) return { kind: 'unknown', message: error.message };
+        if (error.code === 'rate_limited') {
+          // Refused before processing, never charged (§7): the intent is withdrawn, and the whole
+          // queue waits out the Retry-After before any worker takes a job again.
+          await job.updateData({ ...data, intentAt: undefined });
+          await queue.rateLimit(error.retryAfterMs ?? 1_000);
+          throw Worker.RateLimitError();
+        }
+        return { kind: 'submit_error', code: error.code, message: error.message, neverSent: error.neverSent, status: error.status, retryAfterMs: error.retryAfterMs };
+      }
+      await job.updateData({ ...data, intentAt, submission });
+      await job.updateProgress({ submission });
+    }
+    try {
+      return await track(adapter, submission, data.model, pollsFor(data.poll), ctx);
+    } catch (error) {
+      if (handBack.signal.aborted && token !== undefined) {
+        // Shutting down: another worker follows the submission (it is in the job's data).
+        await job.moveToDelayed(Date.now(), token);
+        throw new DelayedError();
+      }
+      throw error;
+    }
+  };
+  const track = async (adapter: ModelAdapter, submission: Submission, model: string, polls: PollScheduler, ctx: AdapterContext): Promise<InstanceJobResult> => {
+    const timer = polls.start(model, Date.now());
+    for (let failures = 0; ; ) {
+      await sleep(timer.next(Date.now()), handBack.signal);
+      try {
+        const result = await adapter.track(submission, {}, ctx);
+        if (!result.done) continue;
+        timer.complete(Date.now());
+        return { kind: 'final', submission, result };
+      } catch (error) {
+        if (!(error instanceof GenpipeError) || error.code === 'aborted') throw error;
+        if (TRANSIENT.has(error.code) && failures < TRACK_FAILURES) {
+          await sleep(backoffDelay(failures++, { baseMs: 200, capMs: 10_000 }), handBack.signal);
+          continue;
+        }
+        return { kind: 'track_error', submission, code: error.code, message: error.message };
+      }
+    }
+  };
+  const worker = new Worker<InstanceJobData, InstanceJobResult>(o.queue, processor, {
+    connection: o.redis.options,
+    concurrency: o.concurrency,
+    name: o.name,
+    lockDuration: LOCK_MS,
+    stalledInterval: STALLED_CHECK_MS,
+    // A job is taken over after a worker dies as often as that happens; it never fails for it.
+    maxStalledCount: 1_000,
+    autorun: false,
+  });
+  reportConnection(worker, o.redis, o.say, `worker ${o.name}`);
+  worker.on('failed', (job, error) => {
+    if (job && !(error instanceof DelayedError)) o.say(`warning: worker ${o.name}: job of ${job.data.instance} failed: ${error.message}`);
+  });
+  const beat = async (): Promise<void> => {
+    const record: WorkerHeartbeat = { name: o.name, host: hostname(), pid: process.pid, at: new Date().toISOString(), active, done, concurrency: o.concurrency };
+    try {
+      await heartbeat.set(workerKey(o.queue, o.name), JSON.stringify(record), 'PX', HEARTBEAT_MS * 4);
+      status.ready();
+    } catch {
+      // Said once by the queue's error listener; the next beat tries again.
+    }
+  };
+  await heartbeat.connect();
+  await beat();
+  const beating = setInterval(() => void beat(), HEARTBEAT_MS);
+  await worker.waitUntilReady();
+  void worker.run();
+  let closing: Promise<void> | undefined;
+  return {
+    name: o.name,
+    close: (graceMs) =>
+      (closing ??= (async () => {
+        clearInterval(beating);
+        const closed = worker.close();
+        const grace = setTimeout(() => handBack.abort(new GenpipeError('aborted', 'the worker is shutting down')), graceMs);
+        try {
+          await closed;
+        } finally {
+          clearTimeout(grace);
+        }
+        await heartbeat.del(workerKey(o.queue, o.name)).catch(() => {});
+        heartbeat.disconnect();
+        await queue.close();
+      })()),
+  };
+}
+
+/** A default worker name: host and pid. */
+export const defaultWorkerName = (): string => `${hostname()}-${process.pid}`;

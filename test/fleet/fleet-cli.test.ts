@@ -1,0 +1,173 @@
+// The fleet as users run it: `genpipe worker` processes, `genpipe queue`, and `genpipe run --redis`
+// as the coordinator, against a redis-server of the test's own and a real emulator. These run the
+// built binary (`npm test` builds first).
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Emulator } from '../../src/emulator/index.js';
+import { startEmulator } from '../../src/emulator/index.js';
+import { cleanTemps, expectCompletedRun, expectNoSecret, expectOneRequestPerKey, findRunDir, freePort, journalOf, runCli, SECRET, spentUsd, tempDir, waitForRequests } from '../run/runner-helpers.js';
+import { killAll, startWorkerProcess, type WorkerProcess } from './fleet-helpers.js';
+import { startTestRedis, type TestRedis } from './redis-server.js';
+
+let redis: TestRedis;
+const workers: WorkerProcess[] = [];
+const emulators: Emulator[] = [];
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+});
+
+afterEach(async () => {
+  await killAll(workers.splice(0));
+  for (const emu of emulators.splice(0)) await emu.close();
+  cleanTemps();
+});
+
+afterAll(async () => {
+  await redis?.dispose();
+});
+
+async function emulator(timeScale: number): Promise<Emulator> {
+  const emu = await startEmulator({ port: 0, timeScale, log: () => {} });
+  emulators.push(emu);
+  return emu;
+}
+
+async function worker(emu: Emulator, name: string, queue: string, concurrency = 8): Promise<WorkerProcess> {
+  const w = await startWorkerProcess(redis.url, emu.url, name, ['--queue', queue, '--concurrency', String(concurrency)]);
+  workers.push(w);
+  return w;
+}
+
+/** Sheets with fast polling: the emulator's durations are scaled down, and so are the polls. */
+function sheets(dir: string, count: number, name = 'fleet'): string {
+  const path = join(dir, `${name}.yaml`);
+  // Written by hand: the runner helpers' manifest has no polling block.
+  const text = `version: 1
+name: ${name}
+defaults:
+  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }
+steps:
+  sheets:
+    model: character-sheet
+    matrix:
+      seed: { range: { from: 1, to: ${count} } }
+    input:
+      tier: cats
+      seed: "{{ seed }}"
+      brief: A mascot
+`;
+  writeFileSync(path, text);
+  return path;
+}
+
+const env = (emu: Emulator): Record<string, string> => ({ GENPIPE_BASE_URL: emu.url });
+
+describe('genpipe on a fleet (BullMQ on Redis)', () => {
+  it('Redis unreachable at start: run, worker and queue exit 5 with one sentence, and nothing is sent or created', async () => {
+    const emu = await emulator(0.01);
+    const dir = tempDir();
+    const manifest = sheets(dir, 3);
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    const run = await runCli(['run', manifest, '--out', join(dir, 'runs'), '--redis', dead, '--yes'], { env: env(emu) });
+    expect(run.code).toBe(5);
+    expect(run.stderr).toMatch(/^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ could not be reached \(ECONNREFUSED\); start it, or check --redis \/ GENPIPE_REDIS_URL\.\n$/);
+    expect(existsSync(join(dir, 'runs'))).toBe(false);
+    expect(emu.requests.byId.size).toBe(0);
+    const viaEnv = await runCli(['worker'], { env: { ...env(emu), GENPIPE_REDIS_URL: dead } });
+    expect(viaEnv.code).toBe(5);
+    expect(viaEnv.stderr).toMatch(/could not be reached/);
+    expect(viaEnv.stdout).toBe('');
+    const status = await runCli(['queue', 'status', '--redis', dead]);
+    expect(status.code).toBe(5);
+  });
+
+  it('a password in the Redis URL never reaches output or the run directory', async () => {
+    const emu = await emulator(0.01);
+    const dir = tempDir();
+    const manifest = sheets(dir, 2, 'secretive');
+    const url = `redis://:${SECRET}@127.0.0.1:${await freePort()}`;
+    const run = await runCli(['run', manifest, '--out', join(dir, 'runs'), '--redis', url, '--yes'], { env: env(emu) });
+    expect(run.code).toBe(5);
+    expectNoSecret(undefined, run.stdout + run.stderr);
+  });
+
+  it('three workers and a coordinator under a queue cap of 8: 300 sheets, never more than 8 in flight at the service, every one completed, one request per key', async () => {
+    const emu = await emulator(0.01);
+    const dir = tempDir();
+    const queue = 'quota';
+    const limits = await runCli(['queue', 'limits', '--redis', redis.url, '--queue', queue, '--concurrency', '8']);
+    expect(limits.stdout).toBe('queue quota: concurrency 8, rate unlimited\n');
+    await Promise.all([worker(emu, 'q1', queue), worker(emu, 'q2', queue), worker(emu, 'q3', queue)]);
+    const run = await runCli(['run', sheets(dir, 300), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--concurrency', '64', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    const runDir = findRunDir(join(dir, 'runs'), 'fleet');
+    expectCompletedRun(runDir, emu, 300);
+    expect(expectOneRequestPerKey(emu).size).toBe(300);
+    expect(emu.requests.peakActive).toBeGreaterThan(1);
+    expect(emu.requests.peakActive).toBeLessThanOrEqual(8);
+    expect(spentUsd(emu)).toBeCloseTo(300 * 0.05, 6);
+    // Read back from Redis: the cap in force, and every job's result removed once journaled.
+    const status = JSON.parse((await runCli(['queue', 'status', '--redis', redis.url, '--queue', queue, '--json'])).stdout) as { limits: { concurrency: number }; totals: Record<string, number>; workers: { name: string; host: string; pid: number }[] };
+    expect(status.limits.concurrency).toBe(8);
+    expect(status.totals).toEqual({ waiting: 0, active: 0, delayed: 0, completed: 0, failed: 0 });
+    expect(status.workers.map((w) => w.name)).toEqual(['q1', 'q2', 'q3']);
+    expect(status.workers.every((w) => w.pid > 0 && w.host.length > 0)).toBe(true);
+  }, 180_000);
+
+  it('kill -9 of a worker mid-run: its jobs finish on the others (the first within 20 s), nothing is charged twice, and SIGTERM stops a worker with exit 0', async () => {
+    const emu = await emulator(0.1);
+    const dir = tempDir();
+    const queue = 'deadworker';
+    const doomed = await worker(emu, 'doomed', queue, 8);
+    const running = runCli(['run', sheets(dir, 24, 'dw'), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '24', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
+    // Only the doomed worker exists yet: the requests at the service are its jobs.
+    expect(await waitForRequests(emu, 8)).toBe(true);
+    doomed.child.kill('SIGKILL');
+    const killedAt = Date.now();
+    expect(await doomed.exited).toBe('SIGKILL');
+    const held = new Set((emu.requests.inspect({}) as { request_id: string }[]).map((r) => r.request_id));
+    const [survivor] = await Promise.all([worker(emu, 'survivor', queue), worker(emu, 'other', queue)]);
+    const run = await running;
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    const runDir = findRunDir(join(dir, 'runs'), 'dw');
+    const { requestIds } = expectCompletedRun(runDir, emu, 24);
+    expect(expectOneRequestPerKey(emu).size).toBe(24);
+    expect(spentUsd(emu)).toBeCloseTo(24 * 0.05, 6);
+    // The dead worker's requests were followed to their end by the others, not sent again.
+    const heldInstances = [...requestIds].filter(([, id]) => held.has(id)).map(([instance]) => instance);
+    expect(heldInstances.length).toBeGreaterThanOrEqual(8);
+    const firstRecovered = Math.min(...journalOf(runDir).records.filter((r) => r.type === 'status' && heldInstances.includes(r.instance)).map((r) => (r as { at: number }).at));
+    expect(firstRecovered - killedAt).toBeLessThan(20_000);
+    survivor?.child.kill('SIGTERM');
+    expect(await survivor?.exited).toBe(0);
+  }, 180_000);
+
+  it('kill -9 of the coordinator mid-run: genpipe resume RUN_DIR --redis completes it, collecting what finished meanwhile, with nothing paid twice', async () => {
+    const emu = await emulator(0.05);
+    const dir = tempDir();
+    const queue = 'deadcoordinator';
+    await Promise.all([worker(emu, 'c1', queue), worker(emu, 'c2', queue)]);
+    const manifest = sheets(dir, 30, 'dc');
+    const args = ['--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '30', '--yes', '--quiet'];
+    let kill: ((signal: NodeJS.Signals) => void) | undefined;
+    const first = runCli(['run', manifest, ...args], { env: env(emu), onSpawn: (send) => (kill = send), timeoutMs: 120_000 });
+    expect(await waitForRequests(emu, 12)).toBe(true);
+    kill?.('SIGKILL');
+    expect((await first).signal).toBe('SIGKILL');
+    const runDir = findRunDir(join(dir, 'runs'), 'dc');
+    // The workers go on while the coordinator is down: results wait in Redis.
+    await new Promise((r) => setTimeout(r, 1_500));
+    const resumed = await runCli(['resume', runDir, '--redis', redis.url, '--queue', queue, '--no-local-worker', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
+    // The killed coordinator's lock is stale (its pid is gone): taken over, and said so.
+    expect(resumed.stderr).toMatch(/^note: took over the stale lock of run \S+ \(pid \d+ on [^)]+\)\.\n$/);
+    expect(resumed.code).toBe(0);
+    expectCompletedRun(runDir, emu, 30);
+    expect(expectOneRequestPerKey(emu).size).toBe(30);
+    expect(spentUsd(emu)).toBeCloseTo(30 * 0.05, 6);
+    expect(readdirSync(join(runDir, 'outputs', 'sheets'))).toHaveLength(30);
+  }, 180_000);
+});

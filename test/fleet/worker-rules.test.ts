@@ -1,0 +1,134 @@
+// The rules a fleet worker keeps for one job, against a real redis-server and a real emulator:
+// the intent reaches Redis before the POST, a job taken over is followed from its submission, a
+// keyed submit is resent with its key, a keyless one whose fate is unknown is never resent, and a
+// 429 is withdrawn (never charged) and pauses the queue.
+import { Queue, type Job } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GenerationClient } from '../../src/api/client.js';
+import { resolveConfig } from '../../src/api/config.js';
+import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import type { InstanceJobData, InstanceJobResult } from '../../src/fleet/instance-job.js';
+import { parseRedisUrl, type RedisTarget } from '../../src/fleet/redis.js';
+import { startFleetWorker, type FleetWorker } from '../../src/fleet/worker.js';
+import { HF_KEY } from '../run/runner-helpers.js';
+import { startTestRedis, type TestRedis } from './redis-server.js';
+
+let redis: TestRedis;
+let target: RedisTarget;
+let emu: Emulator;
+let client: GenerationClient;
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  target = parseRedisUrl(redis.url);
+  emu = await startEmulator({ port: 0, timeScale: 0.001, log: () => {} });
+  client = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
+});
+
+afterAll(async () => {
+  await client?.close();
+  await emu?.close();
+  await redis?.dispose();
+});
+
+const SHEET = { tier: 'cats' as const, seed: 7, brief: 'A mascot' };
+const POLL = { baseMs: 20, floorMs: 20, capMs: 200 };
+
+let queues = 0;
+/** A queue of the test's own with one worker on it; `body` adds jobs and reads what they return. */
+async function withWorker(body: (queue: Queue<InstanceJobData, InstanceJobResult>, worker: FleetWorker) => Promise<void>): Promise<void> {
+  const name = `rules-${++queues}`;
+  const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: target.options });
+  const worker = await startFleetWorker({ redis: target, queue: name, client, concurrency: 2, name: `w-${name}`, say: () => {} });
+  try {
+    await body(queue, worker);
+  } finally {
+    await worker.close(0);
+    await queue.close();
+  }
+}
+
+async function resultOf(queue: Queue<InstanceJobData, InstanceJobResult>, jobId: string, timeoutMs = 15_000): Promise<{ result: InstanceJobResult; job: Job<InstanceJobData, InstanceJobResult> }> {
+  const end = Date.now() + timeoutMs;
+  // Bounded by the deadline.
+  while (Date.now() < end) {
+    const job = await queue.getJob(jobId);
+    if (job?.finishedOn !== undefined && job.returnvalue) return { result: job.returnvalue, job };
+    if (job?.failedReason) throw new Error(`job failed: ${job.failedReason}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`job ${jobId} did not finish within ${timeoutMs} ms`);
+}
+
+const requestsWithKey = (key: string | null): number => (emu.requests.inspect({}) as { idempotency_key: string | null }[]).filter((r) => r.idempotency_key === key).length;
+
+describe('a fleet worker', () => {
+  it('submits with the job\'s Idempotency-Key, writes the intent and then the submission into the job, and hands back the final status with output URLs', async () => {
+    await withWorker(async (queue) => {
+      const key = 'rules-fresh-key';
+      await queue.add('instance', { v: 1, runId: 'r1', instance: 'sheets[seed=7]', model: 'character-sheet', body: SHEET, idempotencyKey: key, poll: POLL }, { jobId: 'gfresh' });
+      const { result, job } = await resultOf(queue, 'gfresh');
+      expect(result.kind).toBe('final');
+      if (result.kind !== 'final') return;
+      expect(result.result.status).toBe('completed');
+      expect(result.result.files[0]?.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
+      expect(job.data.intentAt).toBeTypeOf('number');
+      expect(job.data.submission).toEqual(result.submission);
+      expect(requestsWithKey(key)).toBe(1);
+    });
+  });
+
+  it('follows the submission a dead worker left in the job, without a second POST', async () => {
+    const key = 'rules-followed-key';
+    const submission = await client.characterSheet.submit(SHEET, { idempotencyKey: key });
+    await withWorker(async (queue) => {
+      const handle = { kind: 'request' as const, requestId: submission.request_id };
+      await queue.add('instance', { v: 1, runId: 'r1', instance: 'sheets[seed=8]', model: 'character-sheet', body: SHEET, idempotencyKey: key, intentAt: Date.now(), submission: handle, poll: POLL }, { jobId: 'gfollow' });
+      const { result } = await resultOf(queue, 'gfollow');
+      expect(result).toMatchObject({ kind: 'final', submission: handle, result: { status: 'completed' } });
+      expect(requestsWithKey(key)).toBe(1);
+    });
+  });
+
+  it('resends a keyed submit whose holder died after its intent with the same key: the service answers with the same request', async () => {
+    const key = 'rules-resent-key';
+    const first = await client.characterSheet.submit(SHEET, { idempotencyKey: key });
+    await withWorker(async (queue) => {
+      await queue.add('instance', { v: 1, runId: 'r1', instance: 'sheets[seed=9]', model: 'character-sheet', body: SHEET, idempotencyKey: key, intentAt: Date.now(), poll: POLL }, { jobId: 'gresend' });
+      const { result } = await resultOf(queue, 'gresend');
+      expect(result).toMatchObject({ kind: 'final', submission: { kind: 'request', requestId: first.request_id } });
+      expect(requestsWithKey(key)).toBe(1);
+    });
+  });
+
+  it('never resends a keyless submit whose holder died after its intent: the job ends unknown and nothing is sent', async () => {
+    const before = emu.requests.byId.size;
+    await withWorker(async (queue) => {
+      const body = { prompt: 'Banner for the fleet', resolution: '1k', quality: 'low' };
+      await queue.add('instance', { v: 1, runId: 'r1', instance: 'ads[n=1]', model: 'marketing-image', body, idempotencyKey: null, intentAt: Date.now(), poll: POLL }, { jobId: 'gkeyless' });
+      const { result } = await resultOf(queue, 'gkeyless');
+      expect(result.kind).toBe('unknown');
+      expect(emu.requests.byId.size).toBe(before);
+    });
+  });
+
+  it('sends a keyless submit once when no intent was written before (the accepted case of the rule above)', async () => {
+    const before = emu.requests.byId.size;
+    await withWorker(async (queue) => {
+      const body = { prompt: 'Banner for the fleet, fresh', resolution: '1k', quality: 'low' };
+      await queue.add('instance', { v: 1, runId: 'r1', instance: 'ads[n=2]', model: 'marketing-image', body, idempotencyKey: null, poll: POLL }, { jobId: 'gkeylessfresh' });
+      const { result } = await resultOf(queue, 'gkeylessfresh');
+      expect(result).toMatchObject({ kind: 'final', result: { status: 'completed' } });
+      expect(emu.requests.byId.size).toBe(before + 1);
+    });
+  });
+
+  it('hands a refused submit back as an error with its code, for the coordinator to decide', async () => {
+    await withWorker(async (queue) => {
+      await queue.add('instance', { v: 1, runId: 'r1', instance: 'sheets[seed=10]', model: 'character-sheet', body: { ...SHEET, tier: 'no-such-tier' }, idempotencyKey: 'rules-refused', poll: POLL }, { jobId: 'grefused' });
+      const { result } = await resultOf(queue, 'grefused');
+      expect(result).toMatchObject({ kind: 'submit_error' });
+      expect(requestsWithKey('rules-refused')).toBe(0);
+    });
+  });
+});
