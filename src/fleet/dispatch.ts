@@ -27,7 +27,10 @@ interface Waiter {
   model: string;
   submitted: Deferred<Submission>;
   finished: Deferred<InstanceJobResult>;
-  settled: boolean;
+  /** Resolved when a sweep finds the job gone from Redis before its result was read (Redis lost its data). */
+  lost: Deferred<true>;
+  /** Set once the job was added (or found): only then does a sweep call a missing job lost. */
+  enqueued: boolean;
 }
 
 class Deferred<T> {
@@ -120,7 +123,7 @@ export class FleetDispatch {
   #waiter(jobId: string, model: string): Waiter {
     let waiter = this.#waiters.get(jobId);
     if (!waiter) {
-      waiter = { model, submitted: new Deferred(), finished: new Deferred(), settled: false };
+      waiter = { model, submitted: new Deferred(), finished: new Deferred(), lost: new Deferred(), enqueued: false };
       this.#waiters.set(jobId, waiter);
     }
     return waiter;
@@ -128,20 +131,35 @@ export class FleetDispatch {
 
   async #submit(model: string, body: unknown, key: string | undefined, ctx: AdapterContext): Promise<Submission> {
     const jobId = this.#jobId(ctx);
-    const waiter = this.#waiter(jobId, model);
     const data: InstanceJobData = { v: 1, runId: this.#o.runId, instance: ctx.attempt?.instance ?? '', model, body, idempotencyKey: key ?? null, ...(this.#o.poll ? { poll: this.#o.poll } : {}) };
-    // An existing job of the same attempt (a resumed coordinator) is kept as it is: no second job.
-    await this.#queue.add(INSTANCE_JOB, data, { jobId, attempts: 1, removeOnComplete: false, removeOnFail: false });
-    await this.#look(jobId, waiter);
-    const first = await unlessAborted(Promise.race([waiter.submitted.promise.then((submission) => ({ submission })), waiter.finished.promise.then((result) => ({ result }))]), ctx.signal);
-    if ('submission' in first) return first.submission;
-    const result = first.result;
-    if (result.kind === 'final' || result.kind === 'track_error') return result.submission;
-    await this.#forget(jobId);
-    if (result.kind === 'unknown') {
-      throw new IndeterminateSubmissionError({ method: 'POST', path: `(${model}, by a fleet worker)`, idempotencyKey: key, bodyHash: '', cause: new Error(result.message) });
+    // Bounded: each round is a job Redis lost, and a keyless one ends the loop at once.
+    for (let round = 0; ; round++) {
+      const waiter = this.#waiter(jobId, model);
+      // An existing job of the same attempt (a resumed coordinator) is kept as it is: no second job.
+      await this.#queue.add(INSTANCE_JOB, data, { jobId, attempts: 1, removeOnComplete: false, removeOnFail: false });
+      waiter.enqueued = true;
+      await this.#look(jobId, waiter);
+      const first = await unlessAborted(
+        Promise.race([waiter.submitted.promise.then((submission) => ({ submission })), waiter.finished.promise.then((result) => ({ result })), waiter.lost.promise.then(() => ({ lost: true as const }))]),
+        ctx.signal,
+      );
+      if ('submission' in first) return first.submission;
+      if ('lost' in first) {
+        this.#waiters.delete(jobId);
+        // Redis lost the job (a restart without its data). A keyed submit is safe to hand out
+        // again: its key makes a second POST answer with the same request. A keyless one may have
+        // been sent: unknown, never resent.
+        if (key !== undefined && round < 100) continue;
+        throw new IndeterminateSubmissionError({ method: 'POST', path: `(${model}, a fleet job Redis lost)`, idempotencyKey: key, bodyHash: '', cause: new Error('the job is gone from Redis') });
+      }
+      const result = first.result;
+      if (result.kind === 'final' || result.kind === 'track_error') return result.submission;
+      await this.#forget(jobId);
+      if (result.kind === 'unknown') {
+        throw new IndeterminateSubmissionError({ method: 'POST', path: `(${model}, by a fleet worker)`, idempotencyKey: key, bodyHash: '', cause: new Error(result.message) });
+      }
+      throw new GenpipeError(result.code, result.message, { neverSent: result.neverSent, status: result.status, retryAfterMs: result.retryAfterMs });
     }
-    throw new GenpipeError(result.code, result.message, { neverSent: result.neverSent, status: result.status, retryAfterMs: result.retryAfterMs });
   }
 
   async #track(model: string, inner: ModelAdapter, submission: Submission, script: Parameters<ModelAdapter['track']>[1], ctx: AdapterContext): Promise<TrackResult> {
@@ -150,14 +168,19 @@ export class FleetDispatch {
     if (!waiter) {
       // A resumed coordinator: the job may be in the queue, or already read and removed.
       waiter = this.#waiter(jobId, model);
-      if (!(await this.#look(jobId, waiter))) {
+      if (await this.#look(jobId, waiter)) waiter.enqueued = true;
+      else {
         this.#waiters.delete(jobId);
         await sleep(DIRECT_POLL_MS, ctx.signal);
         return inner.track(submission, script, ctx);
       }
     }
-    const result = await unlessAborted(waiter.finished.promise, ctx.signal);
+    const result = await unlessAborted(Promise.race([waiter.finished.promise, waiter.lost.promise]), ctx.signal);
     await this.#forget(jobId);
+    if (result === true) {
+      // Redis lost the job: the submission is journaled, so the service is asked directly.
+      return inner.track(submission, script, ctx);
+    }
     if (result.kind === 'final') return result.result;
     if (result.kind === 'track_error') throw new GenpipeError(result.code, result.message);
     throw new GenpipeError('internal', `A fleet worker answered a followed submission with ${result.kind}.`);
@@ -180,8 +203,8 @@ export class FleetDispatch {
     this.#sweeping = true;
     try {
       for (const [jobId, waiter] of this.#waiters) {
-        if (waiter.finished.done) continue;
-        await this.#look(jobId, waiter);
+        if (waiter.finished.done || !waiter.enqueued) continue;
+        if (!(await this.#look(jobId, waiter))) waiter.lost.resolve(true);
       }
     } catch {
       // Redis is away: said once by the connection's listener; the next sweep tries again.

@@ -170,4 +170,35 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(spentUsd(emu)).toBeCloseTo(30 * 0.05, 6);
     expect(readdirSync(join(runDir, 'outputs', 'sheets'))).toHaveLength(30);
   }, 180_000);
+
+  it.each([
+    ['with AOF', true],
+    ['that lost every job (no persistence): keyed jobs are handed out again under their keys', false],
+  ])('a Redis restart %s, mid-run: workers and coordinator say so on one line, reconnect, and the run completes with nothing lost or paid twice', async (_, appendonly) => {
+    const aof = await startTestRedis({ appendonly });
+    try {
+      const emu = await emulator(0.05);
+      const dir = tempDir();
+      const queue = 'restart';
+      const w = await startWorkerProcess(aof.url, emu.url, 'r1', ['--queue', queue]);
+      workers.push(w);
+      const running = runCli(['run', sheets(dir, 40, 'rr'), '--out', join(dir, 'runs'), '--redis', aof.url, '--queue', queue, '--concurrency', '40', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
+      expect(await waitForRequests(emu, 10)).toBe(true);
+      await aof.stop('SIGKILL');
+      await new Promise((r) => setTimeout(r, 1_000));
+      await aof.start();
+      const run = await running;
+      expect(run.code).toBe(0);
+      // One line when it is lost (and one when it is back), never a stack trace.
+      expect(run.stderr).toMatch(/^warning: (coordinator|worker \S+) lost Redis at redis:\/\/127\.0\.0\.1:\d+ \(\w+\); retrying with backoff\.$/m);
+      expect(run.stderr).not.toMatch(/\n\s+at /);
+      const runDir = findRunDir(join(dir, 'runs'), 'rr');
+      expectCompletedRun(runDir, emu, 40);
+      expect(expectOneRequestPerKey(emu).size).toBe(40);
+      expect(spentUsd(emu)).toBeCloseTo(40 * 0.05, 6);
+      expect(w.output()).toMatch(/lost Redis/);
+    } finally {
+      await aof.dispose();
+    }
+  }, 180_000);
 });
