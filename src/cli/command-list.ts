@@ -22,6 +22,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'diff', summary: 'compare two runs side by side: inputs that differ, status, cost and both images, as a page', load: async () => (await import('./commands/diff.js')).diffCommand },
   { name: 'worker', summary: 'a fleet worker: takes instance jobs from a Redis queue (BullMQ), submits and follows them', load: async () => (await import('./commands/worker.js')).workerCommand },
   { name: 'queue', summary: 'a fleet queue: set its account-wide limits, or show its jobs per run and its workers', load: async () => (await import('./commands/queue.js')).queueCommand },
+  { name: 'schedule', summary: 'cron schedules of runs on a fleet queue: each tick runs once, on one worker with --runs', load: async () => (await import('./commands/schedule.js')).scheduleCommand },
   { name: 'runs', summary: 'list past runs with their status and spend, newest first', load: async () => (await import('./commands/runs.js')).runsCommand },
   { name: 'catalog', summary: 'show the character-sheet options catalog or the marketing presets', load: async () => (await import('./commands/catalog.js')).catalogCommand },
   { name: 'status', summary: 'show the status and outputs of one request', load: async () => (await import('./commands/status.js')).statusCommand },

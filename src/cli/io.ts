@@ -19,6 +19,11 @@ export interface CliIO {
    * when the input ends first). Present only when someone can answer: stdin is a terminal.
    */
   prompt?: (question: string) => Promise<string>;
+  /**
+   * Told a run's directory as soon as it exists or is resumed (a worker coordinating a scheduled
+   * run records it in Redis, so another worker can resume that very run if this one dies).
+   */
+  onRunDir?: (runDir: string) => Promise<void>;
 }
 
 export function processIO(signal: AbortSignal): CliIO {

@@ -3,11 +3,11 @@
  * exit code. Expected failures print one sentence; only a bug prints more, and only with
  * GENPIPE_DEBUG=1.
  */
-import { GenpipeError, InvalidInputError } from '../api/errors.js';
+import { GenpipeError } from '../api/errors.js';
 import { COMMANDS } from './command-list.js';
-import { EXIT, exitCodeFor } from './exit-codes.js';
+import { EXIT } from './exit-codes.js';
 import { processIO, type CliIO } from './io.js';
-import { redact } from '../util/redact.js';
+import { reportError as report } from './report-error.js';
 
 export const VERSION = '0.1.0';
 
@@ -86,19 +86,4 @@ function onStdoutError(error: NodeJS.ErrnoException): void {
     return;
   }
   throw error;
-}
-
-async function report(error: unknown, io: CliIO): Promise<number> {
-  if (error instanceof GenpipeError) {
-    io.err(`genpipe: ${error.message}`);
-    if (error instanceof InvalidInputError) for (const issue of error.issues.slice(1)) io.err(`  ${issue.path}: ${issue.message}`);
-    // Loaded only when there is a manifest error to print (the YAML loader comes with it).
-    const { ManifestError, formatProblem } = await import('../manifest/errors.js');
-    if (error instanceof ManifestError && error.problems.length > 1) for (const problem of error.problems) io.err(`  ${formatProblem(problem)}`);
-    return exitCodeFor(error.code);
-  }
-  const message = error instanceof Error ? error.message : String(error);
-  io.err(`genpipe: internal error: ${message} (this is a bug in genpipe; rerun with GENPIPE_DEBUG=1 for details).`);
-  if (io.env.GENPIPE_DEBUG === '1' && error instanceof Error && error.stack) io.err(redact(error.stack));
-  return EXIT.internal;
 }

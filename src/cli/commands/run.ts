@@ -289,6 +289,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
         throw error;
       }
     }
+    await io.onRunDir?.(runDir);
     if (lock.displaced) {
       const { owner, reason } = lock.displaced;
       const who = owner ? `run ${owner.runId} (pid ${owner.pid} on ${owner.host}, since ${owner.startedAt})` : 'a lock with no readable owner';

@@ -4,13 +4,16 @@ import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { openClient } from '../open-client.js';
 import { wholeNumber } from '../number-flag.js';
+import type { CliIO } from '../io.js';
+import type { RedisTarget } from '../../fleet/redis.js';
+import type { RunTaker } from '../../fleet/run-taker.js';
 
 /** After SIGTERM, how long jobs in flight may take before they are handed back to the queue. */
 const DEFAULT_GRACE_S = 20;
 
 export const workerCommand: Command = {
   name: 'worker',
-  help: `Usage: genpipe worker --redis URL [--queue NAME] [--concurrency N] [--name ID] [--grace S]
+  help: `Usage: genpipe worker --redis URL [--queue NAME] [--concurrency N] [--name ID] [--grace S] [--runs]
 
 A fleet worker: takes instance jobs from the queue (any run's), submits each with its
 Idempotency-Key, follows it to its end and hands the final status and output URLs back to the
@@ -24,11 +27,14 @@ for up to --grace seconds, hands back the rest (another worker follows them) and
   --concurrency N    jobs this worker runs at once (default 8)
   --name ID          how queue status names it (default host-pid)
   --grace S          seconds jobs in flight may take after SIGTERM (default ${DEFAULT_GRACE_S})
+  --runs             also take scheduled runs (genpipe schedule), one at a time, and coordinate
+                     each as genpipe run --redis would; a run whose worker died is resumed from
+                     its directory by another worker with --runs
 Exit codes: 0 stopped by a signal, 2 invalid input, 5 Redis unreachable at start.
 
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, name: { type: 'string' }, grace: { type: 'string' } }, 'worker');
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, name: { type: 'string' }, grace: { type: 'string' }, runs: { type: 'boolean' } }, 'worker');
     noExtraPositionals(positionals, 0, 'worker');
     const { parseRedisUrl, redisUrlOf, checkRedis, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
     const url = redisUrlOf(values.redis, io.env);
@@ -43,12 +49,14 @@ ${CONNECTION_HELP}`,
       const name = values.name ?? defaultWorkerName();
       const queue = values.queue ?? DEFAULT_QUEUE;
       const worker = await startFleetWorker({ redis: target, queue, client, concurrency, name, say: (line) => io.err(line) });
-      io.out(`ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once`);
+      const runs = values.runs ? await startRuns(url, target, queue, name, io) : undefined;
+      io.out(`ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once${runs ? ', taking scheduled runs' : ''}`);
       await new Promise<void>((resolve) => {
         if (io.signal.aborted) resolve();
         else io.signal.addEventListener('abort', () => resolve(), { once: true });
       });
       io.err(`worker ${name}: stopping; jobs in flight have ${graceS} s to finish, then go back to the queue.`);
+      await runs?.close();
       await worker.close(graceS * 1000);
       io.err(`worker ${name}: stopped.`);
       return EXIT.ok;
@@ -57,3 +65,28 @@ ${CONNECTION_HELP}`,
     }
   },
 };
+
+/**
+ * `--runs`: scheduled runs, coordinated in this process as `genpipe run --redis` (or, taking over
+ * a run whose worker died, `genpipe resume`) would, with their lines on stderr tagged by schedule.
+ */
+async function startRuns(url: string, target: RedisTarget, queue: string, name: string, io: CliIO): Promise<RunTaker> {
+  const { startRunTaker } = await import('../../fleet/run-taker.js');
+  return startRunTaker({
+    redis: target,
+    queue,
+    name,
+    say: (line) => io.err(line),
+    coordinate: async (data, takeover, stop, remember) => {
+      const { runCommand, resumeCommand } = await import('./run.js');
+      const { reportError } = await import('../report-error.js');
+      const main = (command: Command, argv: readonly string[]): Promise<number> => command.run(argv, runIo).catch((error: unknown) => reportError(error, runIo));
+      const tag = (text: string): string => text.split('\n').map((line) => `[${data.schedule}] ${line}`).join('\n');
+      const runIo: CliIO = { out: (t) => io.err(tag(t)), err: (t) => io.err(tag(t)), write: async (t) => io.err(tag(t)), env: io.env, signal: AbortSignal.any([io.signal, stop]), tty: false, onRunDir: remember };
+      const fleet = ['--redis', url, '--queue', queue, '--quiet'];
+      // A run its dead coordinator had started: resumed, after whatever run holds the lock now.
+      if (takeover?.runDir) return main(resumeCommand, [takeover.runDir, '--overlap', 'wait', ...fleet]);
+      return main(runCommand, [data.manifest, '--out', data.out, '--yes', '--overlap', 'skip', ...fleet]);
+    },
+  });
+}

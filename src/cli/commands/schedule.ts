@@ -1,0 +1,74 @@
+import { resolve } from 'node:path';
+import { GenpipeError } from '../../api/errors.js';
+import { loadManifestFile } from '../../manifest/load.js';
+import { noExtraPositionals, parse, positional } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT } from '../exit-codes.js';
+
+export const scheduleCommand: Command = {
+  name: 'schedule',
+  help: `Usage: genpipe schedule add <manifest> --cron "30 2 * * *" [--tz ZONE] --out DIR --redis URL [--name NAME]
+       genpipe schedule list --redis URL [--json]
+       genpipe schedule remove <name> --redis URL
+
+Cron schedules of whole runs, kept in Redis (BullMQ job schedulers): a schedule fires once per
+tick however many hosts run workers, and one worker started with --runs takes each tick's run and
+coordinates it (as genpipe run --redis does). A tick while the pipeline's previous run still holds
+its lock is skipped (exit 4), so two runs of a schedule never overlap. If that worker dies, another
+worker with --runs resumes the run from its directory: --out must be storage every such host
+shares, and the manifest path must be the same on each of them.
+
+  --cron EXPR    five fields (minute hour day month weekday), or six with seconds first
+  --tz ZONE      the time zone of the cron fields, such as Europe/Berlin (default UTC)
+  --out DIR      where the runs go (made absolute; shared storage)
+  --name NAME    the schedule's name (default: the pipeline's name); add replaces a schedule of
+                 the same name
+  --redis URL    redis://[user:password@]host[:port][/db] (or GENPIPE_REDIS_URL)
+  --queue NAME   the fleet queue (default genpipe)
+Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreachable.`,
+  async run(argv, io) {
+    const { values, positionals } = parse(
+      argv,
+      { redis: { type: 'string' }, queue: { type: 'string' }, cron: { type: 'string' }, tz: { type: 'string' }, out: { type: 'string' }, name: { type: 'string' }, json: { type: 'boolean' } },
+      'schedule',
+    );
+    const action = positional(positionals, 0, 'add, list or remove', 'schedule');
+    if (action !== 'add' && action !== 'list' && action !== 'remove') throw new GenpipeError('invalid_input', `genpipe schedule takes add, list or remove, not "${action}".`);
+    const { parseRedisUrl, redisUrlOf, checkRedis, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
+    const url = redisUrlOf(values.redis, io.env);
+    if (url === undefined) throw new GenpipeError('invalid_input', `genpipe schedule ${action} needs --redis URL (or GENPIPE_REDIS_URL).`);
+    const target = parseRedisUrl(url);
+    const queue = values.queue ?? DEFAULT_QUEUE;
+    const schedules = await import('../../fleet/schedules.js');
+    if (action === 'add') {
+      const manifestPath = positional(positionals, 1, 'a manifest file', 'schedule add');
+      noExtraPositionals(positionals, 2, 'schedule add');
+      if (values.cron === undefined) throw new GenpipeError('invalid_input', 'genpipe schedule add needs --cron "EXPR" (five fields, or six with seconds first).');
+      if (values.out === undefined) throw new GenpipeError('invalid_input', 'genpipe schedule add needs --out DIR: where the runs go, on storage every worker with --runs shares.');
+      // Checked now, not at 02:30: a manifest that does not load is refused here (exit 2).
+      const loaded = loadManifestFile(manifestPath);
+      await checkRedis(target);
+      const listed = await schedules.addSchedule(target, queue, { name: values.name ?? loaded.manifest.name, cron: values.cron, tz: values.tz, manifest: resolve(manifestPath), out: resolve(values.out) });
+      io.out(`schedule ${listed.name}: ${listed.cron}${listed.tz ? ` (${listed.tz})` : ''}, runs ${listed.manifest} into ${listed.out}; next ${listed.next ?? 'unknown'}`);
+      return EXIT.ok;
+    }
+    if (action === 'list') {
+      noExtraPositionals(positionals, 1, 'schedule list');
+      await checkRedis(target);
+      const all = await schedules.listSchedules(target, queue);
+      if (values.json) io.out(JSON.stringify(all, null, 2));
+      else if (all.length === 0) io.out('no schedules');
+      else for (const s of all) io.out(`${s.name}: ${s.cron}${s.tz ? ` (${s.tz})` : ''}, ${s.manifest} into ${s.out}; next ${s.next ?? 'unknown'}`);
+      return EXIT.ok;
+    }
+    const name = positional(positionals, 1, 'a schedule name', 'schedule remove');
+    noExtraPositionals(positionals, 2, 'schedule remove');
+    await checkRedis(target);
+    if (!(await schedules.removeSchedule(target, queue, name))) {
+      io.err(`genpipe: There is no schedule named ${name} on queue ${queue}; genpipe schedule list shows them.`);
+      return EXIT.failed;
+    }
+    io.out(`schedule ${name} removed`);
+    return EXIT.ok;
+  },
+};

@@ -1,0 +1,158 @@
+// Schedules on a fleet: `genpipe schedule` keeps cron schedules in Redis (BullMQ job schedulers),
+// workers started with --runs take each tick's run and coordinate it, and a run whose worker died
+// is resumed by another. Against a redis-server of the test's own, worker processes and an emulator.
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import type { JournalRecord } from '../../src/run/journal-records.js';
+import { cleanTemps, expectOneRequestPerKey, journalOf, runCli, spentUsd, tempDir } from '../run/runner-helpers.js';
+import { killAll, startWorkerProcess, type WorkerProcess } from './fleet-helpers.js';
+import { startTestRedis, type TestRedis } from './redis-server.js';
+
+let redis: TestRedis;
+let emu: Emulator;
+const workers: WorkerProcess[] = [];
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  emu = await startEmulator({ port: 0, timeScale: 0.1, log: () => {} });
+});
+
+afterEach(async () => {
+  await killAll(workers.splice(0));
+  cleanTemps();
+});
+
+afterAll(async () => {
+  await emu?.close();
+  await redis?.dispose();
+});
+
+function manifest(dir: string): string {
+  const path = join(dir, 'nightly.yaml');
+  writeFileSync(
+    path,
+    `version: 1
+name: nightly
+defaults:
+  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }
+steps:
+  sheets:
+    model: character-sheet
+    matrix:
+      seed: { range: { from: 1, to: 4 } }
+    input:
+      tier: cats
+      seed: "{{ seed }}"
+      brief: "Nightly mascot {{ run.id }}"
+`,
+  );
+  return path;
+}
+
+/**
+ * Each coordinator's time on a run: from a run_started to its run_finished, or, for one that
+ * crashed, to the last record it wrote before the next run_started.
+ */
+function segments(records: readonly JournalRecord[]): [number, number][] {
+  const out: [number, number][] = [];
+  let open: number | undefined;
+  let last = 0;
+  for (const r of records) {
+    const at = (r as { at?: number }).at ?? last;
+    if (r.type === 'run_started') {
+      if (open !== undefined) out.push([open, last]);
+      open = at;
+    }
+    if (r.type === 'run_finished' && open !== undefined) {
+      out.push([open, at]);
+      open = undefined;
+    }
+    last = at;
+  }
+  return out;
+}
+
+/** The owner of the highest generation of a pipeline lock (see src/run/lock.ts), if any. */
+function lockOwner(lock: string): { pid: number; runId: string } | undefined {
+  try {
+    const generations = readdirSync(lock).filter((n) => /^g-\d+$/.test(n)).sort((a, b) => Number(b.slice(2)) - Number(a.slice(2)));
+    const top = generations[0];
+    if (top === undefined || existsSync(join(lock, top, 'released'))) return undefined;
+    return JSON.parse(readFileSync(join(lock, top, 'owner.json'), 'utf8')) as { pid: number; runId: string };
+  } catch {
+    return undefined;
+  }
+}
+
+describe('genpipe schedule', () => {
+  it('refuses a cron expression that is not one, and a manifest that does not load, before anything is stored', async () => {
+    const dir = tempDir();
+    const bad = await runCli(['schedule', 'add', manifest(dir), '--cron', 'every night', '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', 'refused']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^genpipe: --cron "every night" is not a schedule: .+\. Five fields \(minute hour day month weekday\), or six with seconds first\.\n$/);
+    const missing = await runCli(['schedule', 'add', join(dir, 'nope.yaml'), '--cron', '30 2 * * *', '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', 'refused']);
+    expect(missing.code).toBe(2);
+    expect((await runCli(['schedule', 'list', '--redis', redis.url, '--queue', 'refused'])).stdout).toBe('no schedules\n');
+    const gone = await runCli(['schedule', 'remove', 'nightly', '--redis', redis.url, '--queue', 'refused']);
+    expect(gone.code).toBe(1);
+  });
+
+  it('3 workers with --runs and a schedule every 2 s for 20 s: one run per tick at most, never two at once, a killed coordinator\'s run taken over and finished', async () => {
+    const dir = tempDir();
+    const out = join(dir, 'runs');
+    const queue = 'sched';
+    for (const name of ['s1', 's2', 's3']) workers.push(await startWorkerProcess(redis.url, emu.url, name, ['--queue', queue, '--runs']));
+    const added = await runCli(['schedule', 'add', manifest(dir), '--cron', '*/2 * * * * *', '--out', out, '--redis', redis.url, '--queue', queue]);
+    expect(added.code).toBe(0);
+    expect(added.stdout).toMatch(/^schedule nightly: \*\/2 \* \* \* \* \*, runs \S+nightly\.yaml into \S+; next \d{4}-/);
+    const listed = JSON.parse((await runCli(['schedule', 'list', '--redis', redis.url, '--queue', queue, '--json'])).stdout) as { name: string; cron: string }[];
+    expect(listed.map((s) => [s.name, s.cron])).toEqual([['nightly', '*/2 * * * * *']]);
+    const started = Date.now();
+    // Kill the worker that coordinates a run (the pid in the pipeline's lock), once that run has sent something.
+    let killed: WorkerProcess | undefined;
+    const deadline = started + 15_000;
+    // Bounded by the deadline.
+    while (!killed && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      const owner = lockOwner(join(out, 'nightly', '.lock'));
+      if (!owner) continue;
+      const runDir = join(out, 'nightly', owner.runId);
+      if (!existsSync(join(runDir, 'journal.jsonl'))) continue;
+      const records = journalOf(runDir).records;
+      if (!records.some((r) => r.type === 'submitted') || records.at(-1)?.type === 'run_finished') continue;
+      killed = workers.find((w) => w.child.pid === owner.pid);
+    }
+    expect(killed, 'no worker was coordinating a run').toBeDefined();
+    killed?.child.kill('SIGKILL');
+    await new Promise((r) => setTimeout(r, Math.max(0, started + 20_000 - Date.now())));
+    expect((await runCli(['schedule', 'remove', 'nightly', '--redis', redis.url, '--queue', queue])).code).toBe(0);
+    const ticks = Math.ceil((Date.now() - started) / 2_000) + 1;
+    // Let the last runs and the takeover (a lock of 10 s, a stall check every 5 s) finish.
+    const settle = Date.now() + 60_000;
+    const runDirs = (): string[] => readdirSync(join(out, 'nightly')).filter((n) => !n.startsWith('.')).map((n) => join(out, 'nightly', n));
+    const finished = (runDir: string): boolean => journalOf(runDir).records.at(-1)?.type === 'run_finished';
+    // Bounded by the deadline.
+    while (Date.now() < settle && !(runDirs().length > 0 && runDirs().every(finished) && workers.some((w) => w !== killed && /taking over the scheduled run of nightly/.test(w.output())))) {
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const dirs = runDirs();
+    expect(dirs.length).toBeGreaterThanOrEqual(2);
+    expect(dirs.length).toBeLessThanOrEqual(ticks);
+    const all: [number, number][] = [];
+    let resumed = 0;
+    for (const runDir of dirs) {
+      const records = journalOf(runDir).records;
+      const finish = records.filter((r) => r.type === 'run_finished').at(-1) as { outcome?: string } | undefined;
+      expect(finish?.outcome, runDir).toBe('completed');
+      if (records.filter((r) => r.type === 'run_started').length > 1) resumed++;
+      all.push(...segments(records));
+    }
+    expect(resumed, 'the killed coordinator\'s run was resumed by another worker').toBeGreaterThanOrEqual(1);
+    all.sort((a, b) => a[0] - b[0]);
+    for (let i = 1; i < all.length; i++) expect(all[i]![0], 'two runs of the schedule at once').toBeGreaterThanOrEqual(all[i - 1]![1]);
+    expectOneRequestPerKey(emu);
+    expect(spentUsd(emu)).toBeCloseTo(dirs.length * 4 * 0.05, 6);
+  }, 150_000);
+});
