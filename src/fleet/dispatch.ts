@@ -135,6 +135,7 @@ export class FleetDispatch {
     // Bounded: each round is a job Redis lost, and a keyless one ends the loop at once.
     for (let round = 0; ; round++) {
       const waiter = this.#waiter(jobId, model);
+      if (round === 0) await this.#dropStaleUnknown(jobId);
       // An existing job of the same attempt (a resumed coordinator) is kept as it is: no second job.
       await this.#queue.add(INSTANCE_JOB, data, { jobId, attempts: 1, removeOnComplete: false, removeOnFail: false });
       waiter.enqueued = true;
@@ -184,6 +185,17 @@ export class FleetDispatch {
     if (result.kind === 'final') return result.result;
     if (result.kind === 'track_error') throw new GenpipeError(result.code, result.message);
     throw new GenpipeError('internal', `A fleet worker answered a followed submission with ${result.kind}.`);
+  }
+
+  /**
+   * A job of this attempt that already ended *unknown* (a worker died mid-submit) was an earlier
+   * coordinator's verdict, never read before it stopped: the run reported the instance unknown,
+   * and a submit now is the deliberate resend of `--resubmit-unknown`. The old job goes, so the
+   * resend is a new job. (A job that knows its submission is kept: it is followed, not resent.)
+   */
+  async #dropStaleUnknown(jobId: string): Promise<void> {
+    const job = (await this.#queue.getJob(jobId)) as Job<InstanceJobData, InstanceJobResult> | undefined;
+    if (job?.finishedOn !== undefined && job.returnvalue?.kind === 'unknown') await job.remove();
   }
 
   /** Reads a job's state from Redis into its waiter; false when the job does not exist. */

@@ -2,10 +2,14 @@
 // (GENPIPE_CRASH_AT=<point>:<n>, n seeded) and at seeded random moments, then resumed. Afterwards the
 // emulator holds exactly one request per Idempotency-Key (one per instance), every output is on disk
 // with the sha256 of its journal record and of outputs.csv, and the ledger equals the estimate.
+//
+// A conformance suite: every scenario runs against both backends, the local one and the fleet
+// (BullMQ on a redis-server of the file's own, a `genpipe worker` process per scenario, the
+// coordinator with --no-local-worker: the worker goes on while the coordinator is killed).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
 import { CRASH_POINTS } from '../../src/run/crash-points.js';
 import {
@@ -26,7 +30,35 @@ import {
   waitForRequests,
 } from './runner-helpers.js';
 
-afterAll(cleanTemps);
+import { startWorkerProcess, type WorkerProcess } from '../fleet/fleet-helpers.js';
+import { startTestRedis, type TestRedis } from '../fleet/redis-server.js';
+
+let redis: TestRedis;
+beforeAll(async () => {
+  redis = await startTestRedis();
+});
+afterAll(async () => {
+  cleanTemps();
+  await redis?.dispose();
+});
+
+const BACKENDS = ['local', 'bullmq'] as const;
+type Backend = (typeof BACKENDS)[number];
+let queues = 0;
+
+/** The flags of a run on `backend` against `emu`, and (fleet) a worker process of its own; `stop` ends it. */
+async function backendFor(backend: Backend, emu: { url: string }): Promise<{ flags: string[]; stop(): Promise<void> }> {
+  if (backend === 'local') return { flags: [], stop: async () => {} };
+  const queue = `conformance-${process.pid}-${++queues}`;
+  const worker: WorkerProcess = await startWorkerProcess(redis.url, emu.url, queue, ['--queue', queue]);
+  return {
+    flags: ['--redis', redis.url, '--queue', queue, '--no-local-worker'],
+    stop: async () => {
+      worker.child.kill('SIGKILL');
+      await worker.exited;
+    },
+  };
+}
 
 const INSTANCES = 24;
 const CONCURRENCY = 8;
@@ -54,14 +86,15 @@ const random: Scenario[] = Array.from({ length: 10 }, (_, i) => {
   return { name: `random ${delay} ms${second === undefined ? '' : `, resume killed at ${second} ms`} (seed ${seed})`, seed, killAfterFirstSubmitMs: delay, killResumeAfterMs: second };
 });
 
-describe.concurrent('crash and resume (character sheets, keyed)', () => {
+describe.concurrent.each(BACKENDS)('crash and resume (character sheets, keyed), %s backend', (backend) => {
   it.each([...named, ...random])('$name', { timeout: 120_000 }, async (scenario) => {
     const emu = await startEmulator({ port: 0, timeScale: 0.01, seed: scenario.seed, log: () => {} });
+    const fleet = await backendFor(backend, emu);
     try {
       const dir = tempDir();
       const out = tempDir();
       const manifest = sheetsManifest(dir, INSTANCES);
-      const common = ['--base-url', emu.url, '--concurrency', String(CONCURRENCY), '--rate', '1000'];
+      const common = ['--base-url', emu.url, '--concurrency', String(CONCURRENCY), '--rate', '1000', ...fleet.flags];
       const first = await runCli(['run', manifest, '--out', out, ...common], {
         env: scenario.crashAt ? { GENPIPE_CRASH_AT: scenario.crashAt } : {},
         onSpawn: (send) => {
@@ -97,20 +130,22 @@ describe.concurrent('crash and resume (character sheets, keyed)', () => {
       expect(spentUsd(emu)).toBeCloseTo(INSTANCES * PRICE, 6);
       expectNoSecret(runDir, output);
     } finally {
+      await fleet.stop();
       await emu.close();
     }
   });
 });
 
-describe.concurrent('crash and resume (marketing images, keyless)', () => {
+describe.concurrent.each(BACKENDS)('crash and resume (marketing images, keyless), %s backend', (backend) => {
   it.each(['after_intent_sync', 'after_post'])('%s: the instance is unknown and resent only with --resubmit-unknown', { timeout: 120_000 }, async (point) => {
     const emu = await startEmulator({ port: 0, timeScale: 0.01, seed: 7, log: () => {} });
+    const fleet = await backendFor(backend, emu);
     try {
       const dir = tempDir();
       const out = tempDir();
       const count = 6;
       const manifest = marketingManifest(dir, count);
-      const common = ['--base-url', emu.url, '--concurrency', '2', '--rate', '1000'];
+      const common = ['--base-url', emu.url, '--concurrency', '2', '--rate', '1000', ...fleet.flags];
       const first = await runCli(['run', manifest, '--out', out, ...common], { env: { GENPIPE_CRASH_AT: `${point}:3` } });
       expect(first.signal).toBe('SIGKILL');
       const runDir = findRunDir(out, 'ads');
@@ -145,10 +180,12 @@ describe.concurrent('crash and resume (marketing images, keyless)', () => {
       const forced = await runCli(['resume', runDir, ...common, '--resubmit-unknown']);
       expect(forced.code, forced.stderr).toBe(0);
       expect(forced.stdout).toContain(`completed; ${count} completed, 0 failed`);
-      for (const id of unknown) expect(sentFor(id)).toBe((sentBefore.get(id) ?? 0) + 1);
+      // Locally an unknown instance is sent once more. On the fleet the job in Redis still knows a
+      // submission its worker made, so that one is followed, not resent: every instance is sent once.
+      for (const id of unknown) expect(sentFor(id)).toBe(backend === 'local' ? (sentBefore.get(id) ?? 0) + 1 : 1);
       for (const id of answered) expect(sentFor(id)).toBe(1);
       const rows = emuRequests(emu);
-      expect(rows).toHaveLength(count + [...sentBefore.values()].reduce((a, b) => a + b, 0));
+      expect(rows).toHaveLength(backend === 'local' ? count + [...sentBefore.values()].reduce((a, b) => a + b, 0) : count);
       // Every instance's output is on disk with its journaled hash.
       const journal = journalOf(runDir);
       const downloaded = journal.records.filter((r) => r.type === 'downloaded');
@@ -156,6 +193,7 @@ describe.concurrent('crash and resume (marketing images, keyless)', () => {
       expect(expectCompletedRows(join(runDir, 'outputs.csv'))).toBe(count);
       expectNoSecret(runDir, first.stdout + first.stderr + resumed.stdout + resumed.stderr + forced.stdout + forced.stderr);
     } finally {
+      await fleet.stop();
       await emu.close();
     }
   });
