@@ -151,6 +151,9 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     stalledInterval: STALLED_CHECK_MS,
     // A job is taken over after a worker dies as often as that happens; it never fails for it.
     maxStalledCount: 1_000,
+    // BullMQ honours a manual rate limit (a 429's, queue.rateLimit) only where some limiter is set:
+    // this one never binds by itself, and the queue's own (genpipe queue limits --rate) wins over it.
+    limiter: { max: 1_000_000, duration: 1_000 },
     autorun: false,
   });
   reportConnection(worker, o.redis, o.say, `worker ${o.name}`);
@@ -166,6 +169,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       // Said once by the queue's error listener; the next beat tries again.
     }
   };
+  // A 429 the transport met (and retried by itself) slows the whole queue, not just this worker.
+  const unsubscribe = o.client.transport.onThrottle((retryAfterMs) => void queue.rateLimit(retryAfterMs ?? 1_000).catch(() => {}));
   await heartbeat.connect();
   await beat();
   const beating = setInterval(() => void beat(), HEARTBEAT_MS);
@@ -177,6 +182,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     close: (graceMs) =>
       (closing ??= (async () => {
         clearInterval(beating);
+        unsubscribe();
         const closed = worker.close();
         const grace = setTimeout(() => handBack.abort(new GenpipeError('aborted', 'the worker is shutting down')), graceMs);
         try {

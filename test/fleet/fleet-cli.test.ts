@@ -117,6 +117,22 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(status.workers.every((w) => w.pid > 0 && w.host.length > 0)).toBe(true);
   }, 180_000);
 
+  it('two pipelines from two coordinators on one queue share its cap, and both finish', async () => {
+    const emu = await emulator(0.02);
+    const dir = tempDir();
+    const queue = 'shared';
+    expect((await runCli(['queue', 'limits', '--redis', redis.url, '--queue', queue, '--concurrency', '4'])).code).toBe(0);
+    await Promise.all([worker(emu, 'p1', queue), worker(emu, 'p2', queue)]);
+    const flags = ['--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '20', '--yes', '--quiet'];
+    const [a, b] = await Promise.all([runCli(['run', sheets(dir, 20, 'alpha'), ...flags], { env: env(emu), timeoutMs: 120_000 }), runCli(['run', sheets(dir, 20, 'beta'), ...flags], { env: env(emu), timeoutMs: 120_000 })]);
+    expect([a.code, b.code]).toEqual([0, 0]);
+    expectCompletedRun(findRunDir(join(dir, 'runs'), 'alpha'), emu, 20);
+    expectCompletedRun(findRunDir(join(dir, 'runs'), 'beta'), emu, 20);
+    expect(expectOneRequestPerKey(emu).size).toBe(40);
+    expect(emu.requests.peakActive).toBeGreaterThan(1);
+    expect(emu.requests.peakActive).toBeLessThanOrEqual(4);
+  }, 180_000);
+
   it('kill -9 of a worker mid-run: its jobs finish on the others (the first within 20 s), nothing is charged twice, and SIGTERM stops a worker with exit 0', async () => {
     const emu = await emulator(0.1);
     const dir = tempDir();

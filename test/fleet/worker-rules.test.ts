@@ -131,4 +131,34 @@ describe('a fleet worker', () => {
       expect(requestsWithKey('rules-refused')).toBe(0);
     });
   });
+
+  it('a 429 met by one worker pauses the whole queue for its Retry-After: another worker takes no job meanwhile', async () => {
+    const name = `rules-${++queues}`;
+    const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: target.options });
+    const clientB = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
+    const a = await startFleetWorker({ redis: target, queue: name, client, concurrency: 1, name: `a-${name}`, say: () => {} });
+    const b = await startFleetWorker({ redis: target, queue: name, client: clientB, concurrency: 1, name: `b-${name}`, say: () => {} });
+    try {
+      // The emulator's Retry-After is 1 s: the first submit is refused once.
+      emu.forceFaults('submit', 'rate_429');
+      const refusedBefore = Object.values(emu.faults.injected).reduce((x, y) => x + y, 0);
+      await queue.add('instance', { v: 1, runId: 'r2', instance: 'sheets[seed=11]', model: 'character-sheet', body: { ...SHEET, seed: 11 }, idempotencyKey: 'rules-429-first', poll: POLL }, { jobId: 'g429a' });
+      const end = Date.now() + 5_000;
+      // Bounded by the deadline.
+      while (Date.now() < end && Object.values(emu.faults.injected).reduce((x, y) => x + y, 0) === refusedBefore) await new Promise((r) => setTimeout(r, 5));
+      const refusedAt = Date.now();
+      // The other worker is idle, yet the second job waits out the Retry-After too.
+      await queue.add('instance', { v: 1, runId: 'r2', instance: 'sheets[seed=12]', model: 'character-sheet', body: { ...SHEET, seed: 12 }, idempotencyKey: 'rules-429-second', poll: POLL }, { jobId: 'g429b' });
+      await resultOf(queue, 'g429a');
+      await resultOf(queue, 'g429b');
+      const second = (emu.requests.inspect({}) as { idempotency_key: string | null; created_at: string }[]).find((r) => r.idempotency_key === 'rules-429-second');
+      expect(Date.parse(second?.created_at ?? '')).toBeGreaterThanOrEqual(refusedAt + 800);
+      expect(requestsWithKey('rules-429-first')).toBe(1);
+    } finally {
+      await a.close(0);
+      await b.close(0);
+      await clientB.close();
+      await queue.close();
+    }
+  });
 });
