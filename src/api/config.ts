@@ -65,6 +65,8 @@ export const ConfigFile = z.strictObject({
     .optional(),
   credits_per_usd: z.number().positive().optional(),
   allow_insecure_http: z.boolean().optional(),
+  /** The fleet's Redis (genpipe run --redis, worker, queue, schedule), when no flag or GENPIPE_REDIS_URL names one. */
+  redis_url: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
 });
 export type ConfigFile = z.infer<typeof ConfigFile>;
 

@@ -4,6 +4,7 @@
  * else: Redis unreachable at start is one sentence and exit 5, never a stack trace.
  */
 import type { RedisOptions } from 'bullmq';
+import { readConfigFile } from '../api/config.js';
 import { GenpipeError } from '../api/errors.js';
 
 export const DEFAULT_QUEUE = 'genpipe';
@@ -44,10 +45,15 @@ export function parseRedisUrl(value: string): RedisTarget {
   return { shown: `${url.protocol}//${url.host}${db === '' ? '' : `/${db}`}`, options };
 }
 
-/** The URL from the flag, else GENPIPE_REDIS_URL; undefined when neither is set (a local run). */
-export function redisUrlOf(flag: string | undefined, env: NodeJS.ProcessEnv | Record<string, string | undefined>): string | undefined {
-  const value = flag ?? env.GENPIPE_REDIS_URL;
-  return value === undefined || value === '' ? undefined : value;
+/**
+ * The URL from the flag, else GENPIPE_REDIS_URL, else `redis_url` in the config file (--config or
+ * GENPIPE_CONFIG); undefined when none is set (a local run).
+ */
+export function redisUrlOf(flag: string | undefined, env: NodeJS.ProcessEnv | Record<string, string | undefined>, configFlag?: string | undefined): string | undefined {
+  const value = flag ?? (env.GENPIPE_REDIS_URL || undefined);
+  if (value !== undefined) return value === '' ? undefined : value;
+  const configPath = configFlag ?? env.GENPIPE_CONFIG;
+  return configPath ? readConfigFile(configPath).redis_url : undefined;
 }
 
 /**

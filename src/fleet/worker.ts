@@ -11,6 +11,7 @@
  * Idempotency-Key (the service answers with the same request) and a keyless one becomes *unknown*,
  * never resent. That needs the intent to survive a Redis crash too: see the README (appendfsync).
  */
+import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { DelayedError, Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -68,6 +69,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
   };
   // Aborted at the end of the grace: tracking stops and the job is handed back.
   const handBack = new AbortController();
+  // Every job in flight listens to it (sleeps, requests): no leak warning at high concurrency.
+  setMaxListeners(0, handBack.signal);
   const queue = new Queue<InstanceJobData, InstanceJobResult>(o.queue, { connection: o.redis.options });
   const status = reportConnection(queue, o.redis, o.say, `worker ${o.name}`);
   const heartbeat = new Redis({ ...o.redis.options, lazyConnect: true });

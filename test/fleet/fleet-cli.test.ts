@@ -81,6 +81,13 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(viaEnv.stdout).toBe('');
     const status = await runCli(['queue', 'status', '--redis', dead]);
     expect(status.code).toBe(5);
+    // redis_url in the config file, when no flag or GENPIPE_REDIS_URL names one.
+    const config = join(dir, 'genpipe.yaml');
+    writeFileSync(config, `redis_url: ${dead}\n`);
+    const viaConfig = await runCli(['run', manifest, '--out', join(dir, 'runs'), '--yes'], { env: { ...env(emu), GENPIPE_CONFIG: config } });
+    expect(viaConfig.code).toBe(5);
+    expect(viaConfig.stderr).toMatch(/^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ could not be reached/);
+    expect(existsSync(join(dir, 'runs'))).toBe(false);
   });
 
   it('a password in the Redis URL never reaches output or the run directory', async () => {

@@ -190,7 +190,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow') throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);
   if ((values['webhook-url'] === undefined) !== (values.listen === undefined)) throw new GenpipeError('invalid_input', '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.');
   const listen = values.listen === undefined ? undefined : parseListen(values.listen);
-  const redisUrl = redisUrlOf(values.redis, io.env);
+  const redisUrl = redisUrlOf(values.redis, io.env, values.config);
   const redis = redisUrl === undefined ? undefined : parseRedisUrl(redisUrl);
   if (!redis && (values.queue !== undefined || values['no-local-worker'])) throw new GenpipeError('invalid_input', '--queue and --no-local-worker are fleet options: use them with --redis URL (or GENPIPE_REDIS_URL).');
   if (redis && listen) throw new GenpipeError('invalid_input', 'A fleet run follows its requests from the workers, which poll: --webhook-url and --listen do not go with --redis.');

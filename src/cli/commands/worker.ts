@@ -37,7 +37,7 @@ ${CONNECTION_HELP}`,
     const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, name: { type: 'string' }, grace: { type: 'string' }, runs: { type: 'boolean' } }, 'worker');
     noExtraPositionals(positionals, 0, 'worker');
     const { parseRedisUrl, redisUrlOf, checkRedis, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
-    const url = redisUrlOf(values.redis, io.env);
+    const url = redisUrlOf(values.redis, io.env, values.config);
     if (url === undefined) throw new GenpipeError('invalid_input', 'genpipe worker needs --redis URL (or GENPIPE_REDIS_URL): the queue it takes jobs from.');
     const target = parseRedisUrl(url);
     const concurrency = wholeNumber(values.concurrency, '--concurrency', 1) ?? 8;
