@@ -23,6 +23,8 @@ import type { AdapterContext, ModelAdapter, Submission } from '../models/adapter
 import { adapterFor } from '../models/registry.js';
 import { TRANSIENT } from '../run/instance-driver.js';
 import { PollScheduler } from '../run/poll-schedule.js';
+import { deliveryArrived, waitForNews } from '../run/wait-for-news.js';
+import type { WebhookReceiver } from '../run/webhook-receiver.js';
 import type { InstanceJobData, InstanceJobResult, JobPolling } from './instance-job.js';
 import { reportConnection, type RedisTarget } from './redis.js';
 import { workerKey, type WorkerHeartbeat } from './queue-admin.js';
@@ -42,6 +44,12 @@ export interface FleetWorkerOptions {
   name: string;
   /** Where warnings go (one line each). */
   say: (line: string) => void;
+  /**
+   * Track this worker's own requests by webhook (§6): the service posts to the receiver, and a
+   * delivery wakes the job for one confirming GET; polling stays on as a slow fallback. A job taken
+   * over from another worker was submitted with that worker's URL, so it is polled.
+   */
+  webhook?: WebhookReceiver | undefined;
 }
 
 export interface FleetWorker {
@@ -92,6 +100,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     if (!adapter) return { kind: 'submit_error', code: 'invalid_input', message: `this worker does not know the model ${data.model}; update genpipe on ${hostname()}`, neverSent: true };
     const ctx: AdapterContext = { client: o.client, signal: handBack.signal };
     let submission = data.submission;
+    // Whether this worker sent the request, so its deliveries come to this worker's receiver.
+    let submittedHere = false;
     if (!submission) {
       if (data.intentAt !== undefined && data.idempotencyKey === null) {
         return { kind: 'unknown', message: 'a fleet worker died while submitting this keyless request: it may or may not have reached the service, so it was not resent (`genpipe resume --retry unknown` resends it)' };
@@ -100,7 +110,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       // The intent reaches Redis before the POST (see the file comment).
       await job.updateData({ ...data, intentAt });
       try {
-        submission = await adapter.submit(data.body, { idempotencyKey: data.idempotencyKey ?? undefined, script: {} }, { ...ctx, signal: AbortSignal.timeout(120_000) });
+        submission = await adapter.submit(data.body, { idempotencyKey: data.idempotencyKey ?? undefined, script: {} }, { ...ctx, webhookUrl: o.webhook?.url, signal: AbortSignal.timeout(120_000) });
+        submittedHere = true;
       } catch (error) {
         if (!(error instanceof GenpipeError)) throw error;
         if (error instanceof IndeterminateSubmissionError) return { kind: 'unknown', message: error.message };
@@ -117,7 +128,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       await job.updateProgress({ submission });
     }
     try {
-      return await track(adapter, submission, data.model, pollsFor(data.poll), ctx);
+      return await track(adapter, submission, data.model, pollsFor(data.poll), ctx, submittedHere ? o.webhook : undefined);
     } catch (error) {
       if (handBack.signal.aborted && token !== undefined) {
         // Shutting down: another worker follows the submission (it is in the job's data).
@@ -127,14 +138,14 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       throw error;
     }
   };
-  const track = async (adapter: ModelAdapter, submission: Submission, model: string, polls: PollScheduler, ctx: AdapterContext): Promise<InstanceJobResult> => {
+  const track = async (adapter: ModelAdapter, submission: Submission, model: string, polls: PollScheduler, ctx: AdapterContext, receiver: WebhookReceiver | undefined): Promise<InstanceJobResult> => {
     const timer = polls.start(model, Date.now());
-    for (let failures = 0; ; ) {
-      await sleep(timer.next(Date.now()), handBack.signal);
+    for (let failures = 0, looks = 0; ; looks++) {
+      await waitForNews(receiver, submission, timer.next(Date.now()), looks > 0 && deliveryArrived(receiver, submission), handBack.signal);
       try {
         const result = await adapter.track(submission, {}, ctx);
         if (!result.done) continue;
-        timer.complete(Date.now());
+        timer.complete(Date.now(), deliveryArrived(receiver, submission));
         return { kind: 'final', submission, result };
       } catch (error) {
         if (!(error instanceof GenpipeError) || error.code === 'aborted') throw error;

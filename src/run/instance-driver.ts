@@ -15,7 +15,7 @@ import { basename, dirname, join } from 'node:path';
 import { agentPollInterval, AGENT_POLL, type TurnPollOptions } from '../api/agent.js';
 import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
 import { backoffDelay } from '../api/retry.js';
-import { abortError, sleep } from '../api/sleep.js';
+import { sleep } from '../api/sleep.js';
 import { sha256Hex } from '../api/transport.js';
 import { compileTemplate } from '../manifest/template.js';
 import type { AdapterContext, ModelAdapter, OutputRef, Submission, TrackResult } from '../models/adapter.js';
@@ -31,6 +31,7 @@ import { decidedIds } from '../review/review-store.js';
 import type { OutputsCsv } from './outputs-csv.js';
 import { outputRows, type OutputRow } from './output-rows.js';
 import { PollScheduler } from './poll-schedule.js';
+import { deliveryArrived, waitForNews } from './wait-for-news.js';
 import { linkEarlierFile } from './reuse.js';
 import type { RunEffects } from './run-context.js';
 import { resumeAction, type InstanceState } from './run-state.js';
@@ -46,8 +47,6 @@ export interface Upstream {
 const MAX_REROLLS = 3;
 /** How long a cancel (--cancel-on-abort) or an agent interrupt may take after Ctrl-C. */
 export const CANCEL_TIMEOUT_MS = 4_000;
-/** In webhook mode, how long to wait for a delivery before polling anyway (§6 rule 3: it may never come). */
-const WEBHOOK_FALLBACK_POLL_MS = 30_000;
 const BUSY_WAIT: TurnPollOptions = { initialMs: 2_000, maxMs: 10_000, factor: 1.5 };
 
 /** Codes that a later attempt may not meet again: the network, the service's own trouble. */
@@ -480,26 +479,6 @@ export class InstanceDriver {
     return { client: this.#o.client, signal: this.#fx.signal, webhookUrl: this.#o.webhook?.url, attempt: { instance, tag: `${entry?.retries ?? 0}.${entry?.rerolls ?? 0}` } };
   }
 
-  /**
-   * Waits before the next look at a submission. With a webhook receiver, a request is looked at as
-   * soon as its delivery arrives (to confirm it with a GET: a payload is never trusted), and
-   * otherwise only by slow fallback polls. Once a look after the delivery found the request not
-   * final (a forged or early payload), the delivery is spent: it polls, never hot.
-   */
-  async #waitForNews(submission: Submission, delayMs: number, deliverySpent: boolean): Promise<void> {
-    const receiver = this.#o.webhook;
-    if (!receiver || submission.kind !== 'request' || deliverySpent) return sleep(delayMs, this.#fx.signal);
-    if (receiver.arrived(submission.requestId)) return;
-    const done = new AbortController();
-    const signal = AbortSignal.any([this.#fx.signal, done.signal]);
-    try {
-      await Promise.race([sleep(Math.max(delayMs, WEBHOOK_FALLBACK_POLL_MS), signal).catch(() => {}), receiver.wait(submission.requestId, signal)]);
-    } finally {
-      done.abort();
-    }
-    if (this.#fx.signal.aborted) throw abortError(this.#fx.signal);
-  }
-
   // -------------------------------------------------------------------------------------------
   // Tracking.
 
@@ -512,8 +491,8 @@ export class InstanceDriver {
       const delay = adapter.waitsForResult ? 0 : submission.kind === 'agent_turn' ? agentPollInterval(agentPolls++, this.#o.agentPoll ?? AGENT_POLL) : timer.next(Date.now());
       try {
         const waitingOn = submission;
-        const deliverySpent = submission.kind === 'request' && looks > 0 && this.#o.webhook?.arrived(submission.requestId) === true;
-        await this.#fx.op(() => this.#waitForNews(waitingOn, delay, deliverySpent));
+        const deliverySpent = looks > 0 && deliveryArrived(this.#o.webhook, submission);
+        await this.#fx.op(() => waitForNews(this.#o.webhook, waitingOn, delay, deliverySpent, this.#fx.signal));
       } catch (error) {
         if (adapter.stop && (this.#o.cancelOnAbort || submission.kind === 'agent_turn')) {
           const stopping = submission;
@@ -562,7 +541,7 @@ export class InstanceDriver {
         }
         continue;
       }
-      const durationMs = timer.complete(Date.now(), submission.kind === 'request' && this.#o.webhook?.arrived(submission.requestId) === true);
+      const durationMs = timer.complete(Date.now(), deliveryArrived(this.#o.webhook, submission));
       await this.#fx.log(
         {
           type: 'status',

@@ -103,6 +103,16 @@ export function parseListen(value: string): { host: string; port: number } {
   return { host: match[1] ?? match[2] ?? '', port };
 }
 
+/**
+ * `--webhook-url URL --listen HOST:PORT`, which go together: the receiver's options, or undefined
+ * when neither is given.
+ */
+export function webhookFlags(url: string | undefined, listen: string | undefined): WebhookReceiverOptions | undefined {
+  if ((url === undefined) !== (listen === undefined)) throw new GenpipeError('invalid_input', '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.');
+  if (url === undefined || listen === undefined) return undefined;
+  return { ...parseListen(listen), publicUrl: url };
+}
+
 export class WebhookReceiver {
   readonly stats: WebhookStats = { received: 0, duplicates: 0, refused: 0, malformed: 0, oversized: 0 };
   /** The URL to hand to the service: the public URL plus the run's token. */

@@ -140,6 +140,46 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(emu.requests.peakActive).toBeLessThanOrEqual(4);
   }, 180_000);
 
+  it('workers with --webhook-url and --listen follow their requests by webhook: one confirming status GET per request, from the coordinator\'s own worker too', async () => {
+    // Sheets take at least 1.275 s here and the manifest polls every 100-400 ms, so a polled
+    // request is looked at several times; one followed by webhook once, after its delivery.
+    const emu = await emulator(0.15);
+    const dir = tempDir();
+    const queue = 'hooks';
+    const ports = [await freePort(), await freePort()];
+    const hooked = async (name: string, port: number): Promise<WorkerProcess> => {
+      const w = await startWorkerProcess(redis.url, emu.url, name, ['--queue', queue, '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`]);
+      workers.push(w);
+      return w;
+    };
+    const [h1, h2] = await Promise.all([hooked('h1', ports[0] ?? 0), hooked('h2', ports[1] ?? 0)]);
+    expect(h1.output()).toMatch(new RegExp(`^ready: worker h1 on queue hooks at redis://127\\.0\\.0\\.1:\\d+, 8 at once, webhooks on 127\\.0\\.0\\.1:${ports[0]}\n`));
+    const statusGets = (): number => emu.stats.byRoute.get('GET /requests/:id/status') ?? 0;
+    const flags = ['--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--concurrency', '12', '--yes', '--quiet'];
+    const run = await runCli(['run', sheets(dir, 12, 'hooked'), ...flags, '--no-local-worker'], { env: env(emu), timeoutMs: 120_000 });
+    expect(run.code).toBe(0);
+    expectCompletedRun(findRunDir(join(dir, 'runs'), 'hooked'), emu, 12);
+    expect(statusGets()).toBe(12);
+    // Each request carried the webhook URL of the worker that sent it, with a token no output shows.
+    const targets = [...emu.requests.byId.values()].map((r) => r.webhook?.url ?? '');
+    expect(targets.every((u) => ports.some((p) => u.startsWith(`http://127.0.0.1:${p}/hooks/`)))).toBe(true);
+    for (const token of new Set(targets.map((u) => u.split('/').pop() ?? ''))) expectNoSecret(findRunDir(join(dir, 'runs'), 'hooked'), run.stdout + run.stderr + h1.output() + h2.output(), token);
+    // The coordinator's own worker, given the flags, follows its requests by webhook as well.
+    await killAll(workers.splice(0));
+    emu.stats.reset();
+    const port = await freePort();
+    const own = await runCli(['run', sheets(dir, 6, 'own'), ...flags, '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`], { env: env(emu), timeoutMs: 120_000 });
+    expect(own.code).toBe(0);
+    expectCompletedRun(findRunDir(join(dir, 'runs'), 'own'), emu, 6);
+    expect(statusGets()).toBe(6);
+    // Without a worker of its own the flags would serve nothing: refused before anything is sent.
+    const before = emu.requests.byId.size;
+    const refused = await runCli(['run', sheets(dir, 3, 'refused'), ...flags, '--no-local-worker', '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`], { env: env(emu) });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/^genpipe: With --redis, --webhook-url and --listen serve the coordinator's own worker/);
+    expect(emu.requests.byId.size).toBe(before);
+  }, 180_000);
+
   it('kill -9 of a worker mid-run: its jobs finish on the others (the first within 20 s), nothing is charged twice, and SIGTERM stops a worker with exit 0', async () => {
     const emu = await emulator(0.1);
     const dir = tempDir();

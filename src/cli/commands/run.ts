@@ -19,7 +19,7 @@ import { parseSelector, type Selection } from '../../plan/selection.js';
 import { RETRY_STATUSES, runPlan, type RetryStatus } from '../../run/runner.js';
 import { ReuseIndex } from '../../run/reuse.js';
 import { readPollPrior } from '../../run/poll-prior.js';
-import { parseListen, WebhookReceiver } from '../../run/webhook-receiver.js';
+import { webhookFlags, WebhookReceiver } from '../../run/webhook-receiver.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { confirmSpend } from '../confirm-spend.js';
@@ -188,12 +188,11 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   const confirmOverUsd = numberFlag(values['confirm-over'], '--confirm-over', { min: 0 }) ?? DEFAULT_CONFIRM_OVER_USD;
   const overlap = values.overlap ?? 'skip';
   if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow') throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);
-  if ((values['webhook-url'] === undefined) !== (values.listen === undefined)) throw new GenpipeError('invalid_input', '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.');
-  const listen = values.listen === undefined ? undefined : parseListen(values.listen);
+  const listen = webhookFlags(values['webhook-url'], values.listen);
   const redisUrl = redisUrlOf(values.redis, io.env, values.config);
   const redis = redisUrl === undefined ? undefined : parseRedisUrl(redisUrl);
   if (!redis && (values.queue !== undefined || values['no-local-worker'])) throw new GenpipeError('invalid_input', '--queue and --no-local-worker are fleet options: use them with --redis URL (or GENPIPE_REDIS_URL).');
-  if (redis && listen) throw new GenpipeError('invalid_input', 'A fleet run follows its requests from the workers, which poll: --webhook-url and --listen do not go with --redis.');
+  if (redis && listen && values['no-local-worker']) throw new GenpipeError('invalid_input', 'With --redis, --webhook-url and --listen serve the coordinator\'s own worker, and --no-local-worker has none: give them to each genpipe worker instead.');
   let resumeDir = values.resume;
   if (command === 'resume') {
     resumeDir = positional(positionals, 0, 'a run directory', 'resume');
@@ -312,11 +311,11 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     const runStarted = Date.now();
     const ended = (fields: Pick<RunEnd, 'outcome' | 'exitCode' | 'message'> & Partial<RunEnd>): RunEnd => ({ pipeline: plan.name, runId, runDir, counts: emptyCounts(), durationMs: Date.now() - runStarted, ...fields });
     try {
-      if (listen && values['webhook-url']) webhook = await WebhookReceiver.start({ ...listen, publicUrl: values['webhook-url'] });
+      if (listen) webhook = await WebhookReceiver.start(listen);
       if (redis) {
         const polling = loaded.manifest.defaults?.polling;
         const poll = polling ? { baseMs: polling.initial_ms, capMs: polling.max_ms, floorMs: polling.min_ms } : undefined;
-        fleet = await openFleet({ redis, queue: values.queue ?? DEFAULT_QUEUE, runId, say: (line) => io.err(line), poll }, values['no-local-worker'] ? undefined : { client, concurrency: concurrency ?? loaded.manifest.defaults?.concurrency ?? 8 });
+        fleet = await openFleet({ redis, queue: values.queue ?? DEFAULT_QUEUE, runId, say: (line) => io.err(line), poll }, values['no-local-worker'] ? undefined : { client, concurrency: concurrency ?? loaded.manifest.defaults?.concurrency ?? 8, webhook });
       }
       summary = await runPlan({
         plan,
@@ -340,7 +339,8 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
         pollPrior: await readPollPrior(runDir),
         reuse: values.reuse ? await ReuseIndex.build(dirname(runDir), runDir) : undefined,
         cancelOnAbort: values['cancel-on-abort'],
-        webhook,
+        // On a fleet the workers follow the requests (the coordinator's own worker with this receiver).
+        webhook: fleet ? undefined : webhook,
         dispatch: fleet?.dispatch,
         onEvent: progress.listener,
       });
@@ -384,13 +384,13 @@ interface Fleet {
 }
 
 /** The coordinator's side of a fleet run: its dispatch through the queue and, unless told not to, a worker of its own. */
-async function openFleet(options: FleetDispatchOptions, local: { client: GenerationClient; concurrency: number } | undefined): Promise<Fleet> {
+async function openFleet(options: FleetDispatchOptions, local: { client: GenerationClient; concurrency: number; webhook: WebhookReceiver | undefined } | undefined): Promise<Fleet> {
   const { FleetDispatch } = await import('../../fleet/dispatch.js');
   const dispatch = await FleetDispatch.open(options);
   let worker: FleetWorker | undefined;
   if (local) {
     const { startFleetWorker, defaultWorkerName } = await import('../../fleet/worker.js');
-    worker = await startFleetWorker({ redis: options.redis, queue: options.queue, client: local.client, concurrency: local.concurrency, name: `${defaultWorkerName()}-coordinator`, say: options.say });
+    worker = await startFleetWorker({ redis: options.redis, queue: options.queue, client: local.client, concurrency: local.concurrency, name: `${defaultWorkerName()}-coordinator`, say: options.say, webhook: local.webhook });
   }
   return {
     dispatch,

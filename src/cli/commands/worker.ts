@@ -4,6 +4,7 @@ import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { openClient } from '../open-client.js';
 import { wholeNumber } from '../number-flag.js';
+import { webhookFlags, WebhookReceiver } from '../../run/webhook-receiver.js';
 import type { CliIO } from '../io.js';
 import type { RedisTarget } from '../../fleet/redis.js';
 import type { RunTaker } from '../../fleet/run-taker.js';
@@ -14,6 +15,7 @@ const DEFAULT_GRACE_S = 20;
 export const workerCommand: Command = {
   name: 'worker',
   help: `Usage: genpipe worker --redis URL [--queue NAME] [--concurrency N] [--name ID] [--grace S] [--runs]
+                      [--webhook-url URL --listen HOST:PORT]
 
 A fleet worker: takes instance jobs from the queue (any run's), submits each with its
 Idempotency-Key, follows it to its end and hands the final status and output URLs back to the
@@ -30,11 +32,15 @@ for up to --grace seconds, hands back the rest (another worker follows them) and
   --runs             also take scheduled runs (genpipe schedule), one at a time, and coordinate
                      each as genpipe run --redis would; a run whose worker died is resumed from
                      its directory by another worker with --runs
+  --webhook-url URL --listen HOST:PORT
+                     follow this worker's requests by webhook: a receiver on HOST:PORT, reached
+                     by the service at URL (a random token is appended); polling stays on as a
+                     slow fallback, and jobs taken over from another worker are polled
 Exit codes: 0 stopped by a signal, 2 invalid input, 5 Redis unreachable at start.
 
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, name: { type: 'string' }, grace: { type: 'string' }, runs: { type: 'boolean' } }, 'worker');
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, name: { type: 'string' }, grace: { type: 'string' }, runs: { type: 'boolean' }, 'webhook-url': { type: 'string' }, listen: { type: 'string' } }, 'worker');
     noExtraPositionals(positionals, 0, 'worker');
     const { parseRedisUrl, redisUrlOf, checkRedis, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
     const url = redisUrlOf(values.redis, io.env, values.config);
@@ -42,15 +48,18 @@ ${CONNECTION_HELP}`,
     const target = parseRedisUrl(url);
     const concurrency = wholeNumber(values.concurrency, '--concurrency', 1) ?? 8;
     const graceS = wholeNumber(values.grace, '--grace', 0) ?? DEFAULT_GRACE_S;
+    const listen = webhookFlags(values['webhook-url'], values.listen);
     const client = openClient(connectionFlags(values), io);
+    let webhook: WebhookReceiver | undefined;
     try {
       await checkRedis(target);
+      if (listen) webhook = await WebhookReceiver.start(listen);
       const { startFleetWorker, defaultWorkerName } = await import('../../fleet/worker.js');
       const name = values.name ?? defaultWorkerName();
       const queue = values.queue ?? DEFAULT_QUEUE;
-      const worker = await startFleetWorker({ redis: target, queue, client, concurrency, name, say: (line) => io.err(line) });
+      const worker = await startFleetWorker({ redis: target, queue, client, concurrency, name, say: (line) => io.err(line), webhook });
       const runs = values.runs ? await startRuns(url, target, queue, name, io) : undefined;
-      io.out(`ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once${runs ? ', taking scheduled runs' : ''}`);
+      io.out(`ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once${webhook ? `, webhooks on ${listen?.host}:${webhook.port}` : ''}${runs ? ', taking scheduled runs' : ''}`);
       await new Promise<void>((resolve) => {
         if (io.signal.aborted) resolve();
         else io.signal.addEventListener('abort', () => resolve(), { once: true });
@@ -61,6 +70,7 @@ ${CONNECTION_HELP}`,
       io.err(`worker ${name}: stopped.`);
       return EXIT.ok;
     } finally {
+      await webhook?.close();
       await client.close();
     }
   },
