@@ -5,7 +5,8 @@
 //      Goal: >= 0.5x the local backend. Also Redis commands per instance (INFO's
 //      total_commands_processed over the fleet run).
 //   2. Makespan: 500 sheets of 1-10 s, an account cap of 20 (genpipe queue limits), 4 workers,
-//      against the ideal (sum of durations / 20, or the longest job). Goal: <= 1.05x.
+//      against the ideal (sum of durations / 20, or the longest job), with workers that poll and
+//      with workers that follow by webhook (--webhook-url, --listen). Goal: <= 1.05x.
 //   3. Recovery: kill -9 of a worker mid-run, to the first completion of one of its jobs on another
 //      (goal < 20 s); kill -9 of Redis (AOF), from its restart to the next completion.
 // A redis-server of its own on a free loopback port. BENCH_RUNS (default 3) rounds of 1;
@@ -57,8 +58,8 @@ async function redisCounters(port) {
   return { commands: n('total_commands_processed'), cpuS: n('used_cpu_user') + n('used_cpu_sys') };
 }
 
-function startWorker(redisUrl, serviceUrl, name, queue) {
-  const child = spawn(process.execPath, [bin, 'worker', '--redis', redisUrl, '--queue', queue, '--name', name, '--concurrency', '64'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, HF_KEY, GENPIPE_BASE_URL: serviceUrl } });
+function startWorker(redisUrl, serviceUrl, name, queue, extra = []) {
+  const child = spawn(process.execPath, [bin, 'worker', '--redis', redisUrl, '--queue', queue, '--name', name, '--concurrency', '64', ...extra], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, HF_KEY, GENPIPE_BASE_URL: serviceUrl } });
   child.stderr.on('data', () => {});
   return new Promise((resolve, reject) => {
     let out = '';
@@ -127,8 +128,9 @@ for (let i = 0; i < (only && only !== 'throughput' ? 0 : runs); i++) {
 }
 await redis.stop();
 
-// 2. Makespan with an account cap of 20 and 4 workers.
-async function makespan() {
+// 2. Makespan with an account cap of 20 and 4 workers, polling and then by webhook (each worker
+// with a receiver of its own on loopback).
+async function makespan(webhooks) {
   const r = await startRedis(false);
   const emulator = await startEmulator({ port: 0, seed: 7, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [0, 0], runMs: [1_000, 10_000] } } });
   const workers = [];
@@ -136,7 +138,10 @@ async function makespan() {
     const queue = 'makespan';
     const limits = await runGenpipe(['queue', 'limits', '--redis', r.url, '--queue', queue, '--concurrency', '20']);
     if (limits.code !== 0) throw new Error(limits.stderr);
-    for (let i = 0; i < 4; i++) workers.push(await startWorker(r.url, emulator.url, `m${i}`, queue));
+    for (let i = 0; i < 4; i++) {
+      const port = webhooks ? await freePort() : 0;
+      workers.push(await startWorker(r.url, emulator.url, `m${i}`, queue, webhooks ? ['--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`] : []));
+    }
     const out = mkdtempSync(join(dir, 'makespan-'));
     const run = await runGenpipe(['run', manifest('makespan', makespanInstances, '{ min_ms: 100 }'), '--base-url', emulator.url, '--concurrency', String(makespanInstances), '--quiet', '--yes', '--out', out, '--redis', r.url, '--queue', queue, '--no-local-worker']);
     if (run.code !== 0) throw new Error(`makespan run failed: ${run.stderr.slice(-500)}`);
@@ -149,8 +154,10 @@ async function makespan() {
     await r.stop();
   }
 }
-const span = only && only !== 'makespan' ? {} : await makespan();
-if (span.makespan_s !== undefined) console.log(`makespan: ${span.makespan_s.toFixed(1)} s against an ideal of ${span.ideal_s.toFixed(1)} s (${span.ratio_to_ideal}x), peak ${span.peak_active} in progress`);
+const span = only && only !== 'makespan' ? {} : await makespan(false);
+if (span.makespan_s !== undefined) console.log(`makespan, polling: ${span.makespan_s.toFixed(1)} s against an ideal of ${span.ideal_s.toFixed(1)} s (${span.ratio_to_ideal}x), peak ${span.peak_active} in progress`);
+const hooked = only && only !== 'makespan' ? {} : await makespan(true);
+if (hooked.makespan_s !== undefined) console.log(`makespan, webhooks: ${hooked.makespan_s.toFixed(1)} s against an ideal of ${hooked.ideal_s.toFixed(1)} s (${hooked.ratio_to_ideal}x), peak ${hooked.peak_active} in progress`);
 
 // 3. Recovery.
 async function fleetRun(r, name, count, runMs, workerCount, during) {
@@ -227,14 +234,15 @@ const results = {
     redis_ceiling_instances_per_s: cpu.length ? Math.round(1000 / median(cpu)) : null,
     target_ratio: 0.5,
   },
-  makespan: { instances: makespanInstances, cap: 20, workers: 4, job_seconds: [1, 10], ...span, target_ratio: 1.05 },
+  makespan: { instances: makespanInstances, cap: 20, workers: 4, job_seconds: [1, 10], polling: span, webhooks: hooked, target_ratio: 1.05 },
   recovery: rec,
 };
 console.table({
   'fleet 1 worker / local': results.throughput.ratio_1_worker_to_local,
   'fleet 2 workers / local': results.throughput.ratio_2_workers_to_local,
   'Redis commands / instance': results.throughput.redis_commands_per_instance,
-  'makespan / ideal': span.ratio_to_ideal,
+  'makespan / ideal, polling': span.ratio_to_ideal,
+  'makespan / ideal, webhooks': hooked.ratio_to_ideal,
   'worker kill -9 to recovery (s)': rec.worker_kill_to_first_recovered_s,
   'Redis restart to completion (s)': rec.redis_restart_to_next_completion_s,
 });

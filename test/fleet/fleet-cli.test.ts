@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Emulator } from '../../src/emulator/index.js';
 import { startEmulator } from '../../src/emulator/index.js';
+import { FAULT_PROFILES, NO_ROUTE_FAULTS } from '../../src/emulator/faults.js';
 import { cleanTemps, expectCompletedRun, expectNoSecret, expectOneRequestPerKey, findRunDir, freePort, journalOf, runCli, SECRET, spentUsd, tempDir, waitForRequests } from '../run/runner-helpers.js';
 import { killAll, startWorkerProcess, type WorkerProcess } from './fleet-helpers.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
@@ -178,6 +179,39 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/^genpipe: With --redis, --webhook-url and --listen serve the coordinator's own worker/);
     expect(emu.requests.byId.size).toBe(before);
+  }, 180_000);
+
+  it('a 429 storm slows the submits of the whole fleet, measured at the service across three worker processes, and the run still completes paying once', async () => {
+    // No queue cap: without the queue-wide pause the workers would keep taking new jobs between
+    // refusals. Sheets of 0.17 s or more, 12 slots across the fleet.
+    const emu = await emulator(0.02);
+    const dir = tempDir();
+    const queue = 'storm';
+    await Promise.all([worker(emu, 's1', queue, 4), worker(emu, 's2', queue, 4), worker(emu, 's3', queue, 4)]);
+    const submits = (): number => emu.stats.byRoute.get('POST /vendor/ai-influencer') ?? 0;
+    const rateOver = async (ms: number): Promise<number> => {
+      const from = submits();
+      await new Promise((r) => setTimeout(r, ms));
+      return ((submits() - from) * 1000) / ms;
+    };
+    const running = runCli(['run', sheets(dir, 400, 'storm'), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '400', '--yes', '--quiet'], { env: env(emu), timeoutMs: 150_000 });
+    await waitForRequests(emu, 30, 30_000);
+    const before = await rateOver(2_000);
+    // A quarter of the submits answered 429 with Retry-After: 1 s, for 4 s.
+    emu.faults.set({ ...FAULT_PROFILES.none, name: 'storm', routes: { ...FAULT_PROFILES.none.routes, submit: { ...NO_ROUTE_FAULTS, rate_429: 0.25, retry_after_s: 1 } } });
+    await new Promise((r) => setTimeout(r, 1_000));
+    const during = await rateOver(3_000);
+    emu.faults.set(FAULT_PROFILES.none);
+    const run = await running;
+    expect(run.code).toBe(0);
+    expectCompletedRun(findRunDir(join(dir, 'runs'), 'storm'), emu, 400);
+    expect(expectOneRequestPerKey(emu).size).toBe(400);
+    // A 429 is never charged: 400 sheets cost what 400 sheets cost.
+    expect(spentUsd(emu)).toBeCloseTo(400 * 0.05, 6);
+    expect(emu.faults.injected['submit.rate_429'] ?? 0).toBeGreaterThan(0);
+    expect(before).toBeGreaterThan(10);
+    // Measured here: about 0.4x the rate before the storm; without the queue-wide pause about 1.05x.
+    expect(during).toBeLessThan(before / 2);
   }, 180_000);
 
   it('kill -9 of a worker mid-run: its jobs finish on the others (the first within 20 s), nothing is charged twice, and SIGTERM stops a worker with exit 0', async () => {
