@@ -30,7 +30,7 @@ import {
   waitForRequests,
 } from './runner-helpers.js';
 
-import { startWorkerProcess, type WorkerProcess } from '../fleet/fleet-helpers.js';
+import { BACKENDS, backendFor } from '../fleet/backends.js';
 import { startTestRedis, type TestRedis } from '../fleet/redis-server.js';
 
 let redis: TestRedis;
@@ -41,24 +41,6 @@ afterAll(async () => {
   cleanTemps();
   await redis?.dispose();
 });
-
-const BACKENDS = ['local', 'bullmq'] as const;
-type Backend = (typeof BACKENDS)[number];
-let queues = 0;
-
-/** The flags of a run on `backend` against `emu`, and (fleet) a worker process of its own; `stop` ends it. */
-async function backendFor(backend: Backend, emu: { url: string }): Promise<{ flags: string[]; stop(): Promise<void> }> {
-  if (backend === 'local') return { flags: [], stop: async () => {} };
-  const queue = `conformance-${process.pid}-${++queues}`;
-  const worker: WorkerProcess = await startWorkerProcess(redis.url, emu.url, queue, ['--queue', queue]);
-  return {
-    flags: ['--redis', redis.url, '--queue', queue, '--no-local-worker'],
-    stop: async () => {
-      worker.child.kill('SIGKILL');
-      await worker.exited;
-    },
-  };
-}
 
 const INSTANCES = 24;
 const CONCURRENCY = 8;
@@ -89,7 +71,7 @@ const random: Scenario[] = Array.from({ length: 10 }, (_, i) => {
 describe.concurrent.each(BACKENDS)('crash and resume (character sheets, keyed), %s backend', (backend) => {
   it.each([...named, ...random])('$name', { timeout: 120_000 }, async (scenario) => {
     const emu = await startEmulator({ port: 0, timeScale: 0.01, seed: scenario.seed, log: () => {} });
-    const fleet = await backendFor(backend, emu);
+    const fleet = await backendFor(backend, emu.url, redis.url);
     try {
       const dir = tempDir();
       const out = tempDir();
@@ -139,7 +121,7 @@ describe.concurrent.each(BACKENDS)('crash and resume (character sheets, keyed), 
 describe.concurrent.each(BACKENDS)('crash and resume (marketing images, keyless), %s backend', (backend) => {
   it.each(['after_intent_sync', 'after_post'])('%s: the instance is unknown and resent only with --resubmit-unknown', { timeout: 120_000 }, async (point) => {
     const emu = await startEmulator({ port: 0, timeScale: 0.01, seed: 7, log: () => {} });
-    const fleet = await backendFor(backend, emu);
+    const fleet = await backendFor(backend, emu.url, redis.url);
     try {
       const dir = tempDir();
       const out = tempDir();

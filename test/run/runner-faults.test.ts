@@ -1,23 +1,35 @@
 // Faults and limits (reliability.md #3, #8, #9): the built CLI against an emulator with the hostile
 // fault profile (5xx, resets after processing, 429 with Retry-After, slow bodies) completes a
 // 1,000-instance run with one request per Idempotency-Key, and never has more generations active
-// or HTTP requests in flight than --concurrency.
-import { afterAll, describe, expect, it } from 'vitest';
+// or HTTP requests in flight than --concurrency. The 1,000-instance run is a conformance check: it
+// runs on the local backend and on the fleet (a worker process doing all the service work).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
 import { cleanTemps, emuRequests, expectCompletedRun, expectNoSecret, expectOneRequestPerKey, findRunDir, runCli, sheetsManifest, spentUsd, tempDir } from './runner-helpers.js';
 
-afterAll(cleanTemps);
+import { BACKENDS, backendFor } from '../fleet/backends.js';
+import { startTestRedis, type TestRedis } from '../fleet/redis-server.js';
+
+let redis: TestRedis;
+beforeAll(async () => {
+  redis = await startTestRedis();
+});
+afterAll(async () => {
+  cleanTemps();
+  await redis?.dispose();
+});
 
 describe('faults', () => {
-  it('a 1,000-instance run under the hostile profile completes every instance without a duplicate submit', { timeout: 180_000 }, async () => {
+  it.each(BACKENDS)('a 1,000-instance run under the hostile profile completes every instance without a duplicate submit (%s backend)', { timeout: 180_000 }, async (backend) => {
     const emu = await startEmulator({ port: 0, timeScale: 0, seed: 99, faults: 'hostile', log: () => {} });
+    const fleet = await backendFor(backend, emu.url, redis.url, ['--concurrency', '100']);
     try {
       const count = 1_000;
       const concurrency = 100;
       const dir = tempDir();
       const out = tempDir();
       const manifest = sheetsManifest(dir, count, { name: 'hostile' });
-      const result = await runCli(['run', manifest, '--out', out, '--base-url', emu.url, '--concurrency', String(concurrency), '--rate', '1000'], { timeoutMs: 170_000 });
+      const result = await runCli(['run', manifest, '--out', out, '--base-url', emu.url, '--concurrency', String(concurrency), '--rate', '1000', ...fleet.flags], { timeoutMs: 170_000 });
       expect(result.code, result.stderr.slice(-2_000)).toBe(0);
       expect(result.stdout).toContain(`completed; ${count} completed, 0 failed`);
 
@@ -38,6 +50,7 @@ describe('faults', () => {
       expect(emu.stats.peakInFlight).toBeLessThanOrEqual(concurrency);
       expectNoSecret(runDir, result.stdout + result.stderr);
     } finally {
+      await fleet.stop();
       await emu.close();
     }
   });
