@@ -4,6 +4,7 @@
  * and the input fields that differ. Self-contained and static (one small script for the "only
  * differences" switch); it opens from file:// and refers to both runs' files by relative path.
  */
+import { existsSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import type { Cell } from '../gallery/gallery-data.js';
 import { escapeHtml } from '../gallery/gallery-page.js';
@@ -39,7 +40,9 @@ function side(cell: Cell | undefined, runDir: string, pageDir: string, differs: 
   const media = cell.files
     .map((f) => {
       const src = href(pageDir, runDir, f.path);
-      if (f.kind === 'image') return `<a href="${escapeHtml(src)}"><img src="${escapeHtml(f.thumb ? href(pageDir, runDir, f.thumb) : src)}" alt="${escapeHtml(cell.id)}" loading="lazy"></a>`;
+      // The run's thumbnail where its gallery made one (an image within 512 px has none: itself).
+      const thumb = f.thumb !== undefined && existsSync(join(runDir, f.thumb)) ? href(pageDir, runDir, f.thumb) : src;
+      if (f.kind === 'image') return `<a href="${escapeHtml(src)}"><img src="${escapeHtml(thumb)}" alt="${escapeHtml(cell.id)}" loading="lazy"></a>`;
       if (f.kind === 'video') return `<video src="${escapeHtml(src)}" controls preload="none"></video>`;
       if (f.kind === 'audio') return `<audio src="${escapeHtml(src)}" controls preload="none"></audio>`;
       if (f.kind === 'text') return '';

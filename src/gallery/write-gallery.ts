@@ -12,7 +12,7 @@ import { replayFile, type RunState } from '../run/run-state.js';
 import { galleryData, GalleryCells, MAX_GALLERY_CELLS, type Cell } from './gallery-data.js';
 import { galleryHtml } from './gallery-page.js';
 import type { LayoutChoice } from './grid-layout.js';
-import { makeThumbnails } from './thumbnails.js';
+import { makeThumbnails, type ThumbnailMemo } from './thumbnails.js';
 
 export const GALLERY_FILE = 'gallery.html';
 
@@ -33,9 +33,9 @@ export function layoutsOf(plan: Pick<PlanFile, 'steps'>): Map<string, LayoutChoi
   return new Map(plan.steps.flatMap((s) => (s.gallery ? [[s.id, s.gallery] as const] : [])));
 }
 
-export async function writeGallery(runDir: string, source: GallerySource, options: { review?: boolean; signal?: AbortSignal } = {}): Promise<string> {
+export async function writeGallery(runDir: string, source: GallerySource, options: { review?: boolean; signal?: AbortSignal; thumbnails?: ThumbnailMemo } = {}): Promise<string> {
   const data = galleryData({ plan: source.plan, cells: source.cells, layouts: layoutsOf(source.plan) });
-  await makeThumbnails(runDir, data, options.signal);
+  await makeThumbnails(runDir, data, options.signal, options.thumbnails);
   const path = join(runDir, GALLERY_FILE);
   const temp = `${path}.${process.pid}.tmp`;
   await writeFile(temp, galleryHtml(data, { review: options.review === true }));
@@ -50,6 +50,8 @@ export async function writeGallery(runDir: string, source: GallerySource, option
 export class GalleryWriter {
   #last = 0;
   #running: Promise<void> | undefined;
+  /** Each output's thumbnail is looked for (and made) once, not at every rewrite. */
+  readonly #thumbnails: ThumbnailMemo = new Map();
 
   constructor(
     private readonly runDir: string,
@@ -73,7 +75,7 @@ export class GalleryWriter {
   async #write(): Promise<void> {
     this.#last = Date.now();
     try {
-      await writeGallery(this.runDir, this.source());
+      await writeGallery(this.runDir, this.source(), { thumbnails: this.#thumbnails });
     } catch (error) {
       this.onError(error);
     }

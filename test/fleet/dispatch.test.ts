@@ -2,37 +2,16 @@
 // a real emulator and a real worker: what a submit does with a job an earlier coordinator left in
 // Redis, and with a job Redis lost.
 import { Queue } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GenerationClient } from '../../src/api/client.js';
-import { resolveConfig } from '../../src/api/config.js';
+import { describe, expect, it } from 'vitest';
 import { GenpipeError, IndeterminateSubmissionError } from '../../src/api/errors.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { FleetDispatch } from '../../src/fleet/dispatch.js';
 import { jobIdOf, type InstanceJobData, type InstanceJobResult } from '../../src/fleet/instance-job.js';
-import { parseRedisUrl, type RedisTarget } from '../../src/fleet/redis.js';
 import { startFleetWorker } from '../../src/fleet/worker.js';
 import type { AdapterContext, ModelAdapter } from '../../src/models/adapter.js';
 import { adapterFor } from '../../src/models/registry.js';
-import { HF_KEY } from '../run/runner-helpers.js';
-import { startTestRedis, type TestRedis } from './redis-server.js';
+import { useInProcessFleet } from './fleet-helpers.js';
 
-let redis: TestRedis;
-let target: RedisTarget;
-let emu: Emulator;
-let client: GenerationClient;
-
-beforeAll(async () => {
-  redis = await startTestRedis();
-  target = parseRedisUrl(redis.url);
-  emu = await startEmulator({ port: 0, timeScale: 0.001, log: () => {} });
-  client = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
-});
-
-afterAll(async () => {
-  await client?.close();
-  await emu?.close();
-  await redis?.dispose();
-});
+const fleet = useInProcessFleet();
 
 const BANNER = { prompt: 'Banner of the dispatch test', resolution: '1k', quality: 'low' };
 let runs = 0;
@@ -40,11 +19,11 @@ let runs = 0;
 async function withDispatch(body: (adapter: ModelAdapter, queue: Queue<InstanceJobData, InstanceJobResult>, runId: string, ctx: AdapterContext) => Promise<void>, options: { worker?: boolean } = {}): Promise<void> {
   const name = `dispatch-${++runs}`;
   const runId = `run-${runs}`;
-  const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: target.options });
-  const dispatch = await FleetDispatch.open({ redis: target, queue: name, runId, say: () => {}, poll: { baseMs: 20, floorMs: 20 } });
-  const worker = options.worker === false ? undefined : await startFleetWorker({ redis: target, queue: name, client, concurrency: 2, name: `w-${name}`, say: () => {} });
+  const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: fleet.target.options });
+  const dispatch = await FleetDispatch.open({ redis: fleet.target, queue: name, runId, say: () => {}, poll: { baseMs: 20, floorMs: 20 } });
+  const worker = options.worker === false ? undefined : await startFleetWorker({ redis: fleet.target, queue: name, client: fleet.client, concurrency: 2, name: `w-${name}`, say: () => {} });
   const adapter = dispatch.adapterFor('marketing-image', adapterFor('marketing-image')) as ModelAdapter;
-  const ctx: AdapterContext = { client, signal: AbortSignal.timeout(20_000), attempt: { instance: 'ads[n=1]', tag: '0.0' } };
+  const ctx: AdapterContext = { client: fleet.client, signal: AbortSignal.timeout(20_000), attempt: { instance: 'ads[n=1]', tag: '0.0' } };
   try {
     await body(adapter, queue, runId, ctx);
   } finally {
@@ -64,12 +43,12 @@ describe('the fleet coordinator\'s dispatch', () => {
       // Bounded by the deadline.
       while (Date.now() < end && (await queue.getJob(jobId))?.returnvalue?.kind !== 'unknown') await new Promise((r) => setTimeout(r, 20));
       expect((await queue.getJob(jobId))?.returnvalue?.kind).toBe('unknown');
-      const before = emu.requests.byId.size;
+      const before = fleet.emu.requests.byId.size;
       const submission = await adapter.submit(BANNER, { idempotencyKey: undefined, script: {} }, ctx);
       expect(submission.kind).toBe('request');
       const result = await adapter.track(submission, {}, ctx);
       expect(result).toMatchObject({ done: true, status: 'completed' });
-      expect(emu.requests.byId.size).toBe(before + 1);
+      expect(fleet.emu.requests.byId.size).toBe(before + 1);
       // Read and journaled: the job is gone from Redis.
       expect(await queue.getJob(jobId)).toBeUndefined();
     });
@@ -79,7 +58,7 @@ describe('the fleet coordinator\'s dispatch', () => {
     await withDispatch(
       async (adapter, queue, runId, ctx) => {
         const jobId = jobIdOf(runId, 'ads[n=1]', '0.0');
-        const before = emu.requests.byId.size;
+        const before = fleet.emu.requests.byId.size;
         const submitting = adapter.submit(BANNER, { idempotencyKey: undefined, script: {} }, ctx);
         const end = Date.now() + 10_000;
         // Bounded by the deadline.
@@ -89,7 +68,7 @@ describe('the fleet coordinator\'s dispatch', () => {
         const error = await submitting.catch((e: unknown) => e);
         expect(error).toBeInstanceOf(IndeterminateSubmissionError);
         expect((error as GenpipeError).code).toBe('indeterminate_submission');
-        expect(emu.requests.byId.size).toBe(before);
+        expect(fleet.emu.requests.byId.size).toBe(before);
       },
       { worker: false },
     );

@@ -8,7 +8,7 @@ import type { Emulator } from '../../src/emulator/index.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import { FAULT_PROFILES, NO_ROUTE_FAULTS } from '../../src/emulator/faults.js';
 import { cleanTemps, expectCompletedRun, expectNoSecret, expectOneRequestPerKey, findRunDir, freePort, journalOf, runCli, SECRET, spentUsd, tempDir, waitForRequests } from '../run/runner-helpers.js';
-import { killAll, startWorkerProcess, type WorkerProcess } from './fleet-helpers.js';
+import { fastSheets, killAll, startWorkerProcess, type WorkerProcess } from './fleet-helpers.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
 
 let redis: TestRedis;
@@ -41,35 +41,13 @@ async function worker(emu: Emulator, name: string, queue: string, concurrency = 
   return w;
 }
 
-/** Sheets with fast polling: the emulator's durations are scaled down, and so are the polls. */
-function sheets(dir: string, count: number, name = 'fleet'): string {
-  const path = join(dir, `${name}.yaml`);
-  // Written by hand: the runner helpers' manifest has no polling block.
-  const text = `version: 1
-name: ${name}
-defaults:
-  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }
-steps:
-  sheets:
-    model: character-sheet
-    matrix:
-      seed: { range: { from: 1, to: ${count} } }
-    input:
-      tier: cats
-      seed: "{{ seed }}"
-      brief: A mascot
-`;
-  writeFileSync(path, text);
-  return path;
-}
-
 const env = (emu: Emulator): Record<string, string> => ({ GENPIPE_BASE_URL: emu.url });
 
 describe('genpipe on a fleet (BullMQ on Redis)', () => {
   it('Redis unreachable at start: run, worker and queue exit 5 with one sentence, and nothing is sent or created', async () => {
     const emu = await emulator(0.01);
     const dir = tempDir();
-    const manifest = sheets(dir, 3);
+    const manifest = fastSheets(dir, 3, 'fleet');
     const dead = `redis://127.0.0.1:${await freePort()}`;
     const run = await runCli(['run', manifest, '--out', join(dir, 'runs'), '--redis', dead, '--yes'], { env: env(emu) });
     expect(run.code).toBe(5);
@@ -94,7 +72,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
   it('a password in the Redis URL never reaches output or the run directory', async () => {
     const emu = await emulator(0.01);
     const dir = tempDir();
-    const manifest = sheets(dir, 2, 'secretive');
+    const manifest = fastSheets(dir, 2, 'secretive');
     const url = `redis://:${SECRET}@127.0.0.1:${await freePort()}`;
     const run = await runCli(['run', manifest, '--out', join(dir, 'runs'), '--redis', url, '--yes'], { env: env(emu) });
     expect(run.code).toBe(5);
@@ -108,7 +86,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const limits = await runCli(['queue', 'limits', '--redis', redis.url, '--queue', queue, '--concurrency', '8']);
     expect(limits.stdout).toBe('queue quota: concurrency 8, rate unlimited\n');
     await Promise.all([worker(emu, 'q1', queue), worker(emu, 'q2', queue), worker(emu, 'q3', queue)]);
-    const run = await runCli(['run', sheets(dir, 300), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--concurrency', '64', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
+    const run = await runCli(['run', fastSheets(dir, 300, 'fleet'), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--concurrency', '64', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     const runDir = findRunDir(join(dir, 'runs'), 'fleet');
@@ -132,7 +110,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect((await runCli(['queue', 'limits', '--redis', redis.url, '--queue', queue, '--concurrency', '4'])).code).toBe(0);
     await Promise.all([worker(emu, 'p1', queue), worker(emu, 'p2', queue)]);
     const flags = ['--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '20', '--yes', '--quiet'];
-    const [a, b] = await Promise.all([runCli(['run', sheets(dir, 20, 'alpha'), ...flags], { env: env(emu), timeoutMs: 120_000 }), runCli(['run', sheets(dir, 20, 'beta'), ...flags], { env: env(emu), timeoutMs: 120_000 })]);
+    const [a, b] = await Promise.all([runCli(['run', fastSheets(dir, 20, 'alpha'), ...flags], { env: env(emu), timeoutMs: 120_000 }), runCli(['run', fastSheets(dir, 20, 'beta'), ...flags], { env: env(emu), timeoutMs: 120_000 })]);
     expect([a.code, b.code]).toEqual([0, 0]);
     expectCompletedRun(findRunDir(join(dir, 'runs'), 'alpha'), emu, 20);
     expectCompletedRun(findRunDir(join(dir, 'runs'), 'beta'), emu, 20);
@@ -157,7 +135,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(h1.output()).toMatch(new RegExp(`^ready: worker h1 on queue hooks at redis://127\\.0\\.0\\.1:\\d+, 8 at once, webhooks on 127\\.0\\.0\\.1:${ports[0]}\n`));
     const statusGets = (): number => emu.stats.byRoute.get('GET /requests/:id/status') ?? 0;
     const flags = ['--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--concurrency', '12', '--yes', '--quiet'];
-    const run = await runCli(['run', sheets(dir, 12, 'hooked'), ...flags, '--no-local-worker'], { env: env(emu), timeoutMs: 120_000 });
+    const run = await runCli(['run', fastSheets(dir, 12, 'hooked'), ...flags, '--no-local-worker'], { env: env(emu), timeoutMs: 120_000 });
     expect(run.code).toBe(0);
     expectCompletedRun(findRunDir(join(dir, 'runs'), 'hooked'), emu, 12);
     expect(statusGets()).toBe(12);
@@ -169,13 +147,13 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     await killAll(workers.splice(0));
     emu.stats.reset();
     const port = await freePort();
-    const own = await runCli(['run', sheets(dir, 6, 'own'), ...flags, '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`], { env: env(emu), timeoutMs: 120_000 });
+    const own = await runCli(['run', fastSheets(dir, 6, 'own'), ...flags, '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`], { env: env(emu), timeoutMs: 120_000 });
     expect(own.code).toBe(0);
     expectCompletedRun(findRunDir(join(dir, 'runs'), 'own'), emu, 6);
     expect(statusGets()).toBe(6);
     // Without a worker of its own the flags would serve nothing: refused before anything is sent.
     const before = emu.requests.byId.size;
-    const refused = await runCli(['run', sheets(dir, 3, 'refused'), ...flags, '--no-local-worker', '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`], { env: env(emu) });
+    const refused = await runCli(['run', fastSheets(dir, 3, 'refused'), ...flags, '--no-local-worker', '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`], { env: env(emu) });
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/^genpipe: With --redis, --webhook-url and --listen serve the coordinator's own worker/);
     expect(emu.requests.byId.size).toBe(before);
@@ -194,7 +172,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
       await new Promise((r) => setTimeout(r, ms));
       return ((submits() - from) * 1000) / ms;
     };
-    const running = runCli(['run', sheets(dir, 400, 'storm'), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '400', '--yes', '--quiet'], { env: env(emu), timeoutMs: 150_000 });
+    const running = runCli(['run', fastSheets(dir, 400, 'storm'), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '400', '--yes', '--quiet'], { env: env(emu), timeoutMs: 150_000 });
     await waitForRequests(emu, 30, 30_000);
     const before = await rateOver(2_000);
     // A quarter of the submits answered 429 with Retry-After: 1 s, for 4 s.
@@ -219,7 +197,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const dir = tempDir();
     const queue = 'deadworker';
     const doomed = await worker(emu, 'doomed', queue, 8);
-    const running = runCli(['run', sheets(dir, 24, 'dw'), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '24', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
+    const running = runCli(['run', fastSheets(dir, 24, 'dw'), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '24', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
     // Only the doomed worker exists yet: the requests at the service are its jobs.
     expect(await waitForRequests(emu, 8)).toBe(true);
     doomed.child.kill('SIGKILL');
@@ -248,7 +226,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const dir = tempDir();
     const queue = 'deadcoordinator';
     await Promise.all([worker(emu, 'c1', queue), worker(emu, 'c2', queue)]);
-    const manifest = sheets(dir, 30, 'dc');
+    const manifest = fastSheets(dir, 30, 'dc');
     const args = ['--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '30', '--yes', '--quiet'];
     let kill: ((signal: NodeJS.Signals) => void) | undefined;
     const first = runCli(['run', manifest, ...args], { env: env(emu), onSpawn: (send) => (kill = send), timeoutMs: 120_000 });
@@ -279,7 +257,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
       const queue = 'restart';
       const w = await startWorkerProcess(aof.url, emu.url, 'r1', ['--queue', queue]);
       workers.push(w);
-      const running = runCli(['run', sheets(dir, 40, 'rr'), '--out', join(dir, 'runs'), '--redis', aof.url, '--queue', queue, '--concurrency', '40', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
+      const running = runCli(['run', fastSheets(dir, 40, 'rr'), '--out', join(dir, 'runs'), '--redis', aof.url, '--queue', queue, '--concurrency', '40', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
       expect(await waitForRequests(emu, 10)).toBe(true);
       await aof.stop('SIGKILL');
       await new Promise((r) => setTimeout(r, 1_000));

@@ -1,13 +1,13 @@
 // Schedules on a fleet: `genpipe schedule` keeps cron schedules in Redis (BullMQ job schedulers),
 // workers started with --runs take each tick's run and coordinate it, and a run whose worker died
 // is resumed by another. Against a redis-server of the test's own, worker processes and an emulator.
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import type { JournalRecord } from '../../src/run/journal-records.js';
 import { cleanTemps, expectOneRequestPerKey, journalOf, runCli, spentUsd, tempDir } from '../run/runner-helpers.js';
-import { killAll, startWorkerProcess, type WorkerProcess } from './fleet-helpers.js';
+import { fastSheets, killAll, startWorkerProcess, type WorkerProcess } from './fleet-helpers.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
 
 let redis: TestRedis;
@@ -29,27 +29,7 @@ afterAll(async () => {
   await redis?.dispose();
 });
 
-function manifest(dir: string): string {
-  const path = join(dir, 'nightly.yaml');
-  writeFileSync(
-    path,
-    `version: 1
-name: nightly
-defaults:
-  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }
-steps:
-  sheets:
-    model: character-sheet
-    matrix:
-      seed: { range: { from: 1, to: 4 } }
-    input:
-      tier: cats
-      seed: "{{ seed }}"
-      brief: "Nightly mascot {{ run.id }}"
-`,
-  );
-  return path;
-}
+const manifest = (dir: string): string => fastSheets(dir, 4, 'nightly', 'Nightly mascot {{ run.id }}');
 
 /**
  * Each coordinator's time on a run: from a run_started to its run_finished, or, for one that

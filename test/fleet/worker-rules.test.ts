@@ -3,33 +3,15 @@
 // keyed submit is resent with its key, a keyless one whose fate is unknown is never resent, and a
 // 429 is withdrawn (never charged) and pauses the queue.
 import { Queue, type Job } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { GenerationClient } from '../../src/api/client.js';
 import { resolveConfig } from '../../src/api/config.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import type { InstanceJobData, InstanceJobResult } from '../../src/fleet/instance-job.js';
-import { parseRedisUrl, type RedisTarget } from '../../src/fleet/redis.js';
 import { startFleetWorker, type FleetWorker } from '../../src/fleet/worker.js';
 import { HF_KEY } from '../run/runner-helpers.js';
-import { startTestRedis, type TestRedis } from './redis-server.js';
+import { useInProcessFleet } from './fleet-helpers.js';
 
-let redis: TestRedis;
-let target: RedisTarget;
-let emu: Emulator;
-let client: GenerationClient;
-
-beforeAll(async () => {
-  redis = await startTestRedis();
-  target = parseRedisUrl(redis.url);
-  emu = await startEmulator({ port: 0, timeScale: 0.001, log: () => {} });
-  client = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
-});
-
-afterAll(async () => {
-  await client?.close();
-  await emu?.close();
-  await redis?.dispose();
-});
+const fleet = useInProcessFleet();
 
 const SHEET = { tier: 'cats' as const, seed: 7, brief: 'A mascot' };
 const POLL = { baseMs: 20, floorMs: 20, capMs: 200 };
@@ -38,8 +20,8 @@ let queues = 0;
 /** A queue of the test's own with one worker on it; `body` adds jobs and reads what they return. */
 async function withWorker(body: (queue: Queue<InstanceJobData, InstanceJobResult>, worker: FleetWorker) => Promise<void>): Promise<void> {
   const name = `rules-${++queues}`;
-  const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: target.options });
-  const worker = await startFleetWorker({ redis: target, queue: name, client, concurrency: 2, name: `w-${name}`, say: () => {} });
+  const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: fleet.target.options });
+  const worker = await startFleetWorker({ redis: fleet.target, queue: name, client: fleet.client, concurrency: 2, name: `w-${name}`, say: () => {} });
   try {
     await body(queue, worker);
   } finally {
@@ -60,7 +42,7 @@ async function resultOf(queue: Queue<InstanceJobData, InstanceJobResult>, jobId:
   throw new Error(`job ${jobId} did not finish within ${timeoutMs} ms`);
 }
 
-const requestsWithKey = (key: string | null): number => (emu.requests.inspect({}) as { idempotency_key: string | null }[]).filter((r) => r.idempotency_key === key).length;
+const requestsWithKey = (key: string | null): number => (fleet.emu.requests.inspect({}) as { idempotency_key: string | null }[]).filter((r) => r.idempotency_key === key).length;
 
 describe('a fleet worker', () => {
   it('submits with the job\'s Idempotency-Key, writes the intent and then the submission into the job, and hands back the final status with output URLs', async () => {
@@ -80,7 +62,7 @@ describe('a fleet worker', () => {
 
   it('follows the submission a dead worker left in the job, without a second POST', async () => {
     const key = 'rules-followed-key';
-    const submission = await client.characterSheet.submit(SHEET, { idempotencyKey: key });
+    const submission = await fleet.client.characterSheet.submit(SHEET, { idempotencyKey: key });
     await withWorker(async (queue) => {
       const handle = { kind: 'request' as const, requestId: submission.request_id };
       await queue.add('instance', { v: 1, runId: 'r1', instance: 'sheets[seed=8]', model: 'character-sheet', body: SHEET, idempotencyKey: key, intentAt: Date.now(), submission: handle, poll: POLL }, { jobId: 'gfollow' });
@@ -92,7 +74,7 @@ describe('a fleet worker', () => {
 
   it('resends a keyed submit whose holder died after its intent with the same key: the service answers with the same request', async () => {
     const key = 'rules-resent-key';
-    const first = await client.characterSheet.submit(SHEET, { idempotencyKey: key });
+    const first = await fleet.client.characterSheet.submit(SHEET, { idempotencyKey: key });
     await withWorker(async (queue) => {
       await queue.add('instance', { v: 1, runId: 'r1', instance: 'sheets[seed=9]', model: 'character-sheet', body: SHEET, idempotencyKey: key, intentAt: Date.now(), poll: POLL }, { jobId: 'gresend' });
       const { result } = await resultOf(queue, 'gresend');
@@ -102,24 +84,24 @@ describe('a fleet worker', () => {
   });
 
   it('never resends a keyless submit whose holder died after its intent: the job ends unknown and nothing is sent', async () => {
-    const before = emu.requests.byId.size;
+    const before = fleet.emu.requests.byId.size;
     await withWorker(async (queue) => {
       const body = { prompt: 'Banner for the fleet', resolution: '1k', quality: 'low' };
       await queue.add('instance', { v: 1, runId: 'r1', instance: 'ads[n=1]', model: 'marketing-image', body, idempotencyKey: null, intentAt: Date.now(), poll: POLL }, { jobId: 'gkeyless' });
       const { result } = await resultOf(queue, 'gkeyless');
       expect(result.kind).toBe('unknown');
-      expect(emu.requests.byId.size).toBe(before);
+      expect(fleet.emu.requests.byId.size).toBe(before);
     });
   });
 
   it('sends a keyless submit once when no intent was written before (the accepted case of the rule above)', async () => {
-    const before = emu.requests.byId.size;
+    const before = fleet.emu.requests.byId.size;
     await withWorker(async (queue) => {
       const body = { prompt: 'Banner for the fleet, fresh', resolution: '1k', quality: 'low' };
       await queue.add('instance', { v: 1, runId: 'r1', instance: 'ads[n=2]', model: 'marketing-image', body, idempotencyKey: null, poll: POLL }, { jobId: 'gkeylessfresh' });
       const { result } = await resultOf(queue, 'gkeylessfresh');
       expect(result).toMatchObject({ kind: 'final', result: { status: 'completed' } });
-      expect(emu.requests.byId.size).toBe(before + 1);
+      expect(fleet.emu.requests.byId.size).toBe(before + 1);
     });
   });
 
@@ -134,24 +116,24 @@ describe('a fleet worker', () => {
 
   it('a 429 met by one worker pauses the whole queue for its Retry-After: another worker takes no job meanwhile', async () => {
     const name = `rules-${++queues}`;
-    const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: target.options });
-    const clientB = new GenerationClient(resolveConfig({ flags: { baseUrl: emu.url }, env: { HF_KEY } }));
-    const a = await startFleetWorker({ redis: target, queue: name, client, concurrency: 1, name: `a-${name}`, say: () => {} });
-    const b = await startFleetWorker({ redis: target, queue: name, client: clientB, concurrency: 1, name: `b-${name}`, say: () => {} });
+    const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: fleet.target.options });
+    const clientB = new GenerationClient(resolveConfig({ flags: { baseUrl: fleet.emu.url }, env: { HF_KEY } }));
+    const a = await startFleetWorker({ redis: fleet.target, queue: name, client: fleet.client, concurrency: 1, name: `a-${name}`, say: () => {} });
+    const b = await startFleetWorker({ redis: fleet.target, queue: name, client: clientB, concurrency: 1, name: `b-${name}`, say: () => {} });
     try {
       // The emulator's Retry-After is 1 s: the first submit is refused once.
-      emu.forceFaults('submit', 'rate_429');
-      const refusedBefore = Object.values(emu.faults.injected).reduce((x, y) => x + y, 0);
+      fleet.emu.forceFaults('submit', 'rate_429');
+      const refusedBefore = Object.values(fleet.emu.faults.injected).reduce((x, y) => x + y, 0);
       await queue.add('instance', { v: 1, runId: 'r2', instance: 'sheets[seed=11]', model: 'character-sheet', body: { ...SHEET, seed: 11 }, idempotencyKey: 'rules-429-first', poll: POLL }, { jobId: 'g429a' });
       const end = Date.now() + 5_000;
       // Bounded by the deadline.
-      while (Date.now() < end && Object.values(emu.faults.injected).reduce((x, y) => x + y, 0) === refusedBefore) await new Promise((r) => setTimeout(r, 5));
+      while (Date.now() < end && Object.values(fleet.emu.faults.injected).reduce((x, y) => x + y, 0) === refusedBefore) await new Promise((r) => setTimeout(r, 5));
       const refusedAt = Date.now();
       // The other worker is idle, yet the second job waits out the Retry-After too.
       await queue.add('instance', { v: 1, runId: 'r2', instance: 'sheets[seed=12]', model: 'character-sheet', body: { ...SHEET, seed: 12 }, idempotencyKey: 'rules-429-second', poll: POLL }, { jobId: 'g429b' });
       await resultOf(queue, 'g429a');
       await resultOf(queue, 'g429b');
-      const second = (emu.requests.inspect({}) as { idempotency_key: string | null; created_at: string }[]).find((r) => r.idempotency_key === 'rules-429-second');
+      const second = (fleet.emu.requests.inspect({}) as { idempotency_key: string | null; created_at: string }[]).find((r) => r.idempotency_key === 'rules-429-second');
       expect(Date.parse(second?.created_at ?? '')).toBeGreaterThanOrEqual(refusedAt + 800);
       expect(requestsWithKey('rules-429-first')).toBe(1);
     } finally {

@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
 import { CRASH_POINTS } from '../../src/run/crash-points.js';
 import {
@@ -31,16 +31,10 @@ import {
 } from './runner-helpers.js';
 
 import { BACKENDS, backendFor } from '../fleet/backends.js';
-import { startTestRedis, type TestRedis } from '../fleet/redis-server.js';
+import { useTestRedis } from '../fleet/fleet-helpers.js';
 
-let redis: TestRedis;
-beforeAll(async () => {
-  redis = await startTestRedis();
-});
-afterAll(async () => {
-  cleanTemps();
-  await redis?.dispose();
-});
+const redis = useTestRedis();
+afterAll(cleanTemps);
 
 const INSTANCES = 24;
 const CONCURRENCY = 8;

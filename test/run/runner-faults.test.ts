@@ -3,21 +3,15 @@
 // 1,000-instance run with one request per Idempotency-Key, and never has more generations active
 // or HTTP requests in flight than --concurrency. The 1,000-instance run is a conformance check: it
 // runs on the local backend and on the fleet (a worker process doing all the service work).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
 import { cleanTemps, emuRequests, expectCompletedRun, expectNoSecret, expectOneRequestPerKey, findRunDir, runCli, sheetsManifest, spentUsd, tempDir } from './runner-helpers.js';
 
 import { BACKENDS, backendFor } from '../fleet/backends.js';
-import { startTestRedis, type TestRedis } from '../fleet/redis-server.js';
+import { useTestRedis } from '../fleet/fleet-helpers.js';
 
-let redis: TestRedis;
-beforeAll(async () => {
-  redis = await startTestRedis();
-});
-afterAll(async () => {
-  cleanTemps();
-  await redis?.dispose();
-});
+const redis = useTestRedis();
+afterAll(cleanTemps);
 
 describe('faults', () => {
   it.each(BACKENDS)('a 1,000-instance run under the hostile profile completes every instance without a duplicate submit (%s backend)', { timeout: 180_000 }, async (backend) => {

@@ -1,0 +1,53 @@
+// Thumbnails (issue 12): an image larger than 512 px on a side gets a WebP thumbnail of at most
+// 512 px under thumbs/, made once; one that already fits is shown as itself (no thumbnail to
+// make); one sharp cannot read gets none. Against real files and sharp, no stand-ins.
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import sharp from 'sharp';
+import { afterAll, describe, expect, it } from 'vitest';
+import { thumbPathOf, type CellFile, type GalleryData } from '../../src/gallery/gallery-data.js';
+import { makeThumbnails, THUMBNAIL_MAX_PX, type ThumbnailMemo } from '../../src/gallery/thumbnails.js';
+import { cleanTemps, tempDir } from '../run/runner-helpers.js';
+
+afterAll(cleanTemps);
+
+async function image(runDir: string, path: string, width: number, height: number): Promise<CellFile> {
+  mkdirSync(join(runDir, 'outputs', 'sheets'), { recursive: true });
+  await sharp({ create: { width, height, channels: 3, background: { r: 200, g: 120, b: 40 } } }).png().toFile(join(runDir, path));
+  return { path, kind: 'image', thumb: thumbPathOf(path) };
+}
+
+const dataOf = (files: CellFile[]): GalleryData => ({ pipeline: 'p', runId: 'r', writtenAt: '', steps: [{ cells: [{ files }] }] }) as unknown as GalleryData;
+
+describe('thumbnails', () => {
+  it('makes a WebP of at most 512 px for a larger image, none for one that already fits or cannot be read, and each once', async () => {
+    const runDir = tempDir();
+    const big = await image(runDir, 'outputs/sheets/big.png', 1536, 1024);
+    const tall = await image(runDir, 'outputs/sheets/tall.png', 300, 600);
+    const small = await image(runDir, 'outputs/sheets/small.png', 512, 288);
+    const broken: CellFile = { path: 'outputs/sheets/broken.png', kind: 'image', thumb: thumbPathOf('outputs/sheets/broken.png') };
+    writeFileSync(join(runDir, broken.path), 'not a png');
+    const memo: ThumbnailMemo = new Map();
+    const data = dataOf([big, tall, small, broken]);
+    expect(await makeThumbnails(runDir, data, undefined, memo)).toBe(2);
+    const sizeOf = async (f: CellFile): Promise<[number, number, string]> => {
+      const m = await sharp(join(runDir, f.thumb ?? '')).metadata();
+      return [m.width ?? 0, m.height ?? 0, m.format ?? ''];
+    };
+    expect(await sizeOf(big)).toEqual([THUMBNAIL_MAX_PX, 341, 'webp']);
+    expect(await sizeOf(tall)).toEqual([256, THUMBNAIL_MAX_PX, 'webp']);
+    // Already within 512 x 512: the page shows the output itself.
+    expect(small.thumb).toBeUndefined();
+    expect(existsSync(join(runDir, thumbPathOf(small.path)))).toBe(false);
+    expect(broken.thumb).toBeUndefined();
+    // A later rewrite of the page (new cell objects, as each rewrite builds) makes nothing again
+    // and still drops the thumbnails that do not exist.
+    const again = dataOf([{ ...big, thumb: thumbPathOf(big.path) }, { ...small, thumb: thumbPathOf(small.path) }]);
+    expect(await makeThumbnails(runDir, again, undefined, memo)).toBe(0);
+    expect(again.steps[0]?.cells[0]?.files.map((f) => f.thumb)).toEqual([thumbPathOf(big.path), undefined]);
+    // Without the memo (genpipe report), an existing thumbnail is kept, not made again.
+    const fresh = dataOf([{ ...big, thumb: thumbPathOf(big.path) }]);
+    expect(await makeThumbnails(runDir, fresh)).toBe(0);
+    expect(fresh.steps[0]?.cells[0]?.files[0]?.thumb).toBe(thumbPathOf(big.path));
+  });
+});
