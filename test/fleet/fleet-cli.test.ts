@@ -3,30 +3,22 @@
 // built binary (`npm test` builds first).
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { Emulator } from '../../src/emulator/index.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import { FAULT_PROFILES, NO_ROUTE_FAULTS } from '../../src/emulator/faults.js';
 import { cleanTemps, expectCompletedRun, expectNoSecret, expectOneRequestPerKey, findRunDir, freePort, journalOf, runCli, SECRET, spentUsd, tempDir, waitForRequests } from '../run/runner-helpers.js';
-import { fastSheets, killAll, startWorkerProcess, type WorkerProcess } from './fleet-helpers.js';
-import { startTestRedis, type TestRedis } from './redis-server.js';
+import { fastSheets, killAll, startWorkerProcess, useTestRedis, type WorkerProcess } from './fleet-helpers.js';
+import { startTestRedis } from './redis-server.js';
 
-let redis: TestRedis;
+const redis = useTestRedis();
 const workers: WorkerProcess[] = [];
 const emulators: Emulator[] = [];
-
-beforeAll(async () => {
-  redis = await startTestRedis();
-});
 
 afterEach(async () => {
   await killAll(workers.splice(0));
   for (const emu of emulators.splice(0)) await emu.close();
   cleanTemps();
-});
-
-afterAll(async () => {
-  await redis?.dispose();
 });
 
 async function emulator(timeScale: number): Promise<Emulator> {

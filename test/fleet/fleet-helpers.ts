@@ -13,34 +13,6 @@ export const FAST_POLLING = 'defaults:\n  polling: { initial_ms: 100, min_ms: 20
 /** A manifest of `count` character sheets with fast polling (see sheetsManifest). */
 export const fastSheets = (dir: string, count: number, name: string, brief?: string): string => sheetsManifest(dir, count, { name, extra: FAST_POLLING, ...(brief === undefined ? {} : { brief }) });
 
-export interface InProcessFleet {
-  redis: TestRedis;
-  target: RedisTarget;
-  emu: Emulator;
-  client: GenerationClient;
-}
-
-/**
- * For tests of the fleet's parts in this process: a redis-server of the file's own, an emulator at
- * time scale 0.001 and a client of it, started before the file's tests and stopped after them.
- * Read the fields inside tests (they are set by then).
- */
-export function useInProcessFleet(): InProcessFleet {
-  const fleet = {} as InProcessFleet;
-  beforeAll(async () => {
-    fleet.redis = await startTestRedis();
-    fleet.target = parseRedisUrl(fleet.redis.url);
-    fleet.emu = await startEmulator({ port: 0, timeScale: 0.001, log: () => {} });
-    fleet.client = new GenerationClient(resolveConfig({ flags: { baseUrl: fleet.emu.url }, env: { HF_KEY } }));
-  });
-  afterAll(async () => {
-    await fleet.client?.close();
-    await fleet.emu?.close();
-    await fleet.redis?.dispose();
-  });
-  return fleet;
-}
-
 /** A redis-server of the file's own for its tests (started before them, removed after them). */
 export function useTestRedis(): { readonly url: string } {
   let redis: TestRedis | undefined;
@@ -56,6 +28,32 @@ export function useTestRedis(): { readonly url: string } {
       return redis.url;
     },
   };
+}
+
+export interface InProcessFleet {
+  target: RedisTarget;
+  emu: Emulator;
+  client: GenerationClient;
+}
+
+/**
+ * For tests of the fleet's parts in this process: a redis-server of the file's own (useTestRedis),
+ * an emulator at time scale 0.001 and a client of it, started before the file's tests and stopped
+ * after them. Read the fields inside tests (they are set by then).
+ */
+export function useInProcessFleet(): InProcessFleet {
+  const redis = useTestRedis();
+  const fleet = {} as InProcessFleet;
+  beforeAll(async () => {
+    fleet.target = parseRedisUrl(redis.url);
+    fleet.emu = await startEmulator({ port: 0, timeScale: 0.001, log: () => {} });
+    fleet.client = new GenerationClient(resolveConfig({ flags: { baseUrl: fleet.emu.url }, env: { HF_KEY } }));
+  });
+  afterAll(async () => {
+    await fleet.client?.close();
+    await fleet.emu?.close();
+  });
+  return fleet;
 }
 
 export interface WorkerProcess {

@@ -7,15 +7,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import type { JournalRecord } from '../../src/run/journal-records.js';
 import { cleanTemps, expectOneRequestPerKey, journalOf, runCli, spentUsd, tempDir } from '../run/runner-helpers.js';
-import { fastSheets, killAll, startWorkerProcess, type WorkerProcess } from './fleet-helpers.js';
-import { startTestRedis, type TestRedis } from './redis-server.js';
+import { fastSheets, killAll, startWorkerProcess, useTestRedis, type WorkerProcess } from './fleet-helpers.js';
 
-let redis: TestRedis;
+const redis = useTestRedis();
 let emu: Emulator;
 const workers: WorkerProcess[] = [];
 
 beforeAll(async () => {
-  redis = await startTestRedis();
   emu = await startEmulator({ port: 0, timeScale: 0.1, log: () => {} });
 });
 
@@ -26,7 +24,6 @@ afterEach(async () => {
 
 afterAll(async () => {
   await emu?.close();
-  await redis?.dispose();
 });
 
 const manifest = (dir: string): string => fastSheets(dir, 4, 'nightly', 'Nightly mascot {{ run.id }}');
