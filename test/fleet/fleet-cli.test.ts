@@ -61,6 +61,19 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(existsSync(join(dir, 'runs'))).toBe(false);
   });
 
+  it('genpipe worker refuses --webhook-url without --listen, and a --listen that is not HOST:PORT: exit 2, one sentence, nothing sent', async () => {
+    const emu = await emulator(0.01);
+    const hook = ['worker', '--redis', redis.url, '--queue', 'refused'];
+    const alone = await runCli([...hook, '--webhook-url', 'http://127.0.0.1:9/hooks'], { env: env(emu) });
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toBe('genpipe: --webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.\n');
+    const bad = await runCli([...hook, '--webhook-url', 'http://127.0.0.1:9/hooks', '--listen', 'nowhere'], { env: env(emu) });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toBe('genpipe: --listen takes HOST:PORT, such as 127.0.0.1:8787, not "nowhere".\n');
+    expect(alone.stdout + bad.stdout).toBe('');
+    expect(emu.stats.total).toBe(0);
+  });
+
   it('a password in the Redis URL never reaches output or the run directory', async () => {
     const emu = await emulator(0.01);
     const dir = tempDir();
