@@ -5,13 +5,15 @@
  * sharp cannot read gets none (the page falls back to the output itself).
  *
  * An image that already fits in 512 × 512 gets none either: the page shows the output itself,
- * which is what its thumbnail would be. Reading its size costs a header read; making the thumbnail
- * cost about 3 ms of CPU per image here, which at zero latency had made a run 3x slower.
+ * which is what its thumbnail would be. Its size comes from its first bytes where the format
+ * allows (image-size.ts), else from sharp; making the thumbnail cost about 3 ms of CPU per image
+ * here, which at zero latency had made a run 3x slower.
  */
 import { mkdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import pLimit from 'p-limit';
-import type { GalleryData } from './gallery-data.js';
+import type { Cell } from './gallery-data.js';
+import { imageSizeOf } from './image-size.js';
 
 export const THUMBNAIL_MAX_PX = 512;
 /** Thumbnails made at once; libvips uses threads of its own for each. */
@@ -23,55 +25,61 @@ const PARALLEL = 2;
  */
 export type ThumbnailMemo = Map<string, boolean>;
 
-/** Makes the missing thumbnails of `data`'s images; drops the `thumb` of an image that has none. Returns how many were made. */
-export async function makeThumbnails(runDir: string, data: GalleryData, signal?: AbortSignal, memo: ThumbnailMemo = new Map()): Promise<number> {
+/** Makes the missing thumbnails of the cells' images; drops the `thumb` of an image that has none. Returns how many were made. */
+export async function makeThumbnails(runDir: string, cells: Iterable<Cell>, signal?: AbortSignal, memo: ThumbnailMemo = new Map()): Promise<number> {
   const { default: sharp } = await import('sharp');
   const limit = pLimit(PARALLEL);
   let made = 0;
   const jobs: Promise<void>[] = [];
-  for (const step of data.steps) {
-    for (const cell of step.cells) {
-      for (const file of cell.files) {
-        const thumb = file.thumb;
-        if (thumb === undefined) continue;
-        const known = memo.get(file.path);
-        if (known === false) file.thumb = undefined;
-        if (known !== undefined) continue;
-        jobs.push(
-          limit(async () => {
-            if (signal?.aborted) return;
-            const target = join(runDir, thumb);
-            if (await exists(target)) {
-              memo.set(file.path, true);
-              return;
-            }
-            const source = join(runDir, file.path);
-            const temp = `${target}.${process.pid}.tmp`;
-            try {
-              const { width = 0, height = 0 } = await sharp(source).metadata();
-              if (width <= THUMBNAIL_MAX_PX && height <= THUMBNAIL_MAX_PX) {
-                file.thumb = undefined;
-                memo.set(file.path, false);
-                return;
-              }
-              await mkdir(dirname(target), { recursive: true });
-              await sharp(source).resize({ width: THUMBNAIL_MAX_PX, height: THUMBNAIL_MAX_PX, fit: 'inside', withoutEnlargement: true }).webp({ quality: 80 }).toFile(temp);
-              await rename(temp, target);
-              memo.set(file.path, true);
-              made++;
-            } catch {
-              await unlink(temp).catch(() => undefined);
+  for (const cell of cells) {
+    for (const file of cell.files) {
+      const thumb = file.thumb;
+      if (thumb === undefined) continue;
+      const known = memo.get(file.path);
+      if (known === false) file.thumb = undefined;
+      if (known !== undefined) continue;
+      const source = join(runDir, file.path);
+      // Most outputs are PNG, GIF or WebP: their size is in their first bytes (see image-size.ts).
+      const header = imageSizeOf(source);
+      if (header && fits(header)) {
+        file.thumb = undefined;
+        memo.set(file.path, false);
+        continue;
+      }
+      jobs.push(
+        limit(async () => {
+          if (signal?.aborted) return;
+          const target = join(runDir, thumb);
+          if (await exists(target)) {
+            memo.set(file.path, true);
+            return;
+          }
+          const temp = `${target}.${process.pid}.tmp`;
+          try {
+            if (!header && fits(await sharp(source).metadata())) {
               file.thumb = undefined;
               memo.set(file.path, false);
+              return;
             }
-          }),
-        );
-      }
+            await mkdir(dirname(target), { recursive: true });
+            await sharp(source).resize({ width: THUMBNAIL_MAX_PX, height: THUMBNAIL_MAX_PX, fit: 'inside', withoutEnlargement: true }).webp({ quality: 80 }).toFile(temp);
+            await rename(temp, target);
+            memo.set(file.path, true);
+            made++;
+          } catch {
+            await unlink(temp).catch(() => undefined);
+            file.thumb = undefined;
+            memo.set(file.path, false);
+          }
+        }),
+      );
     }
   }
   await Promise.all(jobs);
   return made;
 }
+
+const fits = ({ width = 0, height = 0 }: { width?: number | undefined; height?: number | undefined }): boolean => width <= THUMBNAIL_MAX_PX && height <= THUMBNAIL_MAX_PX;
 
 async function exists(path: string): Promise<boolean> {
   try {

@@ -5,25 +5,26 @@
  * view: it is written to a temp file and renamed, never synced, and a failure to write it never
  * touches the run.
  */
-import { rename, writeFile } from 'node:fs/promises';
+import { open, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readPlanFile, type PlanFile } from '../run/run-dir.js';
 import { replayFile, type RunState } from '../run/run-state.js';
-import { galleryData, GalleryCells, MAX_GALLERY_CELLS, type Cell } from './gallery-data.js';
-import { galleryHtml } from './gallery-page.js';
-import type { LayoutChoice } from './grid-layout.js';
+import { cellLists, galleryData, GalleryCells, MAX_GALLERY_CELLS, type Cell, type GalleryData, type StepCells } from './gallery-data.js';
+import { CELLS_PER_CHUNK, galleryHtml, galleryHtmlChunks, galleryPageChunks, type PageStep } from './gallery-page.js';
+import { chooseLayout, type LayoutChoice } from './grid-layout.js';
 import { makeThumbnails, type ThumbnailMemo } from './thumbnails.js';
 
 export const GALLERY_FILE = 'gallery.html';
 
 export interface GallerySource {
   plan: Pick<PlanFile, 'pipeline' | 'runId' | 'steps'>;
-  cells: ReadonlyMap<string, Iterable<Cell>>;
+  /** GalleryCells.withLive. */
+  cells: ReadonlyMap<string, StepCells>;
 }
 
-/** The cells of a replayed run state (`genpipe report`, `genpipe review`). */
+/** The cells of a replayed run state (`genpipe report`, `genpipe review`, `genpipe diff`), sorted. */
 export function cellsOfState(plan: Pick<PlanFile, 'steps'>, state: RunState): Map<string, Cell[]> {
-  return new GalleryCells(pricesOf(plan)).withLive(state.instances);
+  return cellLists(new GalleryCells(pricesOf(plan)).withLive(state.instances));
 }
 
 export const pricesOf = (plan: Pick<PlanFile, 'steps'>): Map<string, number | null> => new Map(plan.steps.map((s) => [s.id, s.price_usd]));
@@ -33,22 +34,80 @@ export function layoutsOf(plan: Pick<PlanFile, 'steps'>): Map<string, LayoutChoi
   return new Map(plan.steps.flatMap((s) => (s.gallery ? [[s.id, s.gallery] as const] : [])));
 }
 
-export async function writeGallery(runDir: string, source: GallerySource, options: { review?: boolean; signal?: AbortSignal; thumbnails?: ThumbnailMemo } = {}): Promise<string> {
-  const data = galleryData({ plan: source.plan, cells: source.cells, layouts: layoutsOf(source.plan) });
-  await makeThumbnails(runDir, data, options.signal, options.thumbnails);
+/**
+ * A running run's page: each step's cells are made (and their thumbnails) a chunk at a time as the
+ * page is written, so a rewrite never holds them all.
+ */
+export async function writeGallery(runDir: string, source: GallerySource, options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo } = {}): Promise<string> {
+  const layouts = layoutsOf(source.plan);
+  const steps: PageStep[] = source.plan.steps.map((s) => {
+    const cells = source.cells.get(s.id) ?? NO_CELLS;
+    return {
+      fields: { id: s.id, model: s.model, forEach: s.for_each, planned: s.count, axes: cells.axes, layout: chooseLayout(cells.axes, layouts.get(s.id)) },
+      chunks: cellChunks(runDir, cells, options),
+    };
+  });
+  return writePage(runDir, galleryPageChunks({ pipeline: source.plan.pipeline, runId: source.plan.runId, writtenAt: new Date().toISOString() }, steps));
+}
+
+const NO_CELLS: StepCells = {
+  ids: [],
+  axes: [],
+  cell: (id) => {
+    throw new Error(`no cell ${id}`);
+  },
+};
+
+async function* cellChunks(runDir: string, cells: StepCells, options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo }): AsyncGenerator<Cell[]> {
+  for (let at = 0; at < cells.ids.length; at += CELLS_PER_CHUNK) {
+    const chunk = cells.ids.slice(at, at + CELLS_PER_CHUNK).map((id) => cells.cell(id));
+    await makeThumbnails(runDir, chunk, options.signal, options.thumbnails);
+    yield chunk;
+  }
+}
+
+/** Bytes gathered before a write of the page. */
+const WRITE_BYTES = 1 << 20;
+
+/** Writes the page's pieces to a temp file a megabyte at a time, then renames it over gallery.html. */
+async function writePage(runDir: string, chunks: AsyncIterable<string>): Promise<string> {
   const path = join(runDir, GALLERY_FILE);
   const temp = `${path}.${process.pid}.tmp`;
-  await writeFile(temp, galleryHtml(data, { review: options.review === true }));
+  const file = await open(temp, 'w');
+  try {
+    let pending: string[] = [];
+    let size = 0;
+    for await (const chunk of chunks) {
+      pending.push(chunk);
+      size += chunk.length;
+      if (size < WRITE_BYTES) continue;
+      await file.write(pending.join(''));
+      pending = [];
+      size = 0;
+    }
+    await file.write(pending.join(''));
+  } catch (error) {
+    await file.close();
+    await unlink(temp).catch(() => undefined);
+    throw error;
+  }
+  await file.close();
   await rename(temp, path);
   return path;
 }
 
+/** A running run's gallery is rewritten no more often than every this many times its last write took. */
+const SPACING_TO_COST = 10;
+
 /**
- * The gallery of a running run: `update()` rewrites it when the last write is `intervalMs` old and
- * none is under way (without waiting for it); `finish()` waits for that one and writes the last.
+ * The gallery of a running run: `update()` rewrites it when none is under way (without waiting
+ * for it) and the last one is `intervalMs` old, or ten times as old as it took to write, whichever
+ * is longer, so that a big page takes at most a tenth of the run's time; `finish()` waits for the
+ * one under way and writes the last.
  */
 export class GalleryWriter {
   #last = 0;
+  #cost = 0;
   #running: Promise<void> | undefined;
   /** Each output's thumbnail is looked for (and made) once, not at every rewrite. */
   readonly #thumbnails: ThumbnailMemo = new Map();
@@ -61,7 +120,7 @@ export class GalleryWriter {
   ) {}
 
   update(): void {
-    if (this.#running || Date.now() - this.#last < this.intervalMs) return;
+    if (this.#running || Date.now() - this.#last < Math.max(this.intervalMs, SPACING_TO_COST * this.#cost)) return;
     this.#running = this.#write().finally(() => {
       this.#running = undefined;
     });
@@ -73,12 +132,14 @@ export class GalleryWriter {
   }
 
   async #write(): Promise<void> {
-    this.#last = Date.now();
+    const started = Date.now();
     try {
       await writeGallery(this.runDir, this.source(), { thumbnails: this.#thumbnails });
     } catch (error) {
       this.onError(error);
     }
+    this.#last = Date.now();
+    this.#cost = this.#last - started;
   }
 }
 
@@ -88,21 +149,21 @@ export class GalleryWriter {
  * replay would hold every instance): undefined.
  */
 export async function galleryPageOf(runDir: string, options: { review?: boolean } = {}): Promise<string | undefined> {
+  const data = await galleryDataOf(runDir);
+  return data && (await galleryHtml(data, { review: options.review === true }));
+}
+
+async function galleryDataOf(runDir: string): Promise<GalleryData | undefined> {
   const plan = await readPlanFile(runDir);
   if (plan.steps.reduce((n, s) => n + s.count, 0) > 2 * MAX_GALLERY_CELLS) return undefined;
   const state = await replayFile(join(runDir, 'journal.jsonl'));
   const data = galleryData({ plan, cells: cellsOfState(plan, state), layouts: layoutsOf(plan) });
-  await makeThumbnails(runDir, data);
-  return galleryHtml(data, { review: options.review === true });
+  await makeThumbnails(runDir, data.steps.flatMap((s) => s.cells));
+  return data;
 }
 
 /** Rewrites a run's gallery.html from its journal (see galleryPageOf); the page's path, or undefined when skipped. */
 export async function rewriteGallery(runDir: string): Promise<string | undefined> {
-  const html = await galleryPageOf(runDir);
-  if (html === undefined) return undefined;
-  const path = join(runDir, GALLERY_FILE);
-  const temp = `${path}.${process.pid}.tmp`;
-  await writeFile(temp, html);
-  await rename(temp, path);
-  return path;
+  const data = await galleryDataOf(runDir);
+  return data && writePage(runDir, galleryHtmlChunks(data));
 }

@@ -18,7 +18,7 @@ import { streamJournal } from '../run/journal.js';
 import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
 
 /** Instances gathered in memory before a chunk is spilled to disk. */
-export const CHUNK_INSTANCES = 100_000;
+export const CHUNK_INSTANCES = 25_000;
 
 /** Records that say nothing about one instance's outcome, passed over unparsed. */
 const NOT_OUTCOME = ['run_started', 'run_finished', 'downloaded', 'uploaded', 'agent_session', 'notify'];

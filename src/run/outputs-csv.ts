@@ -4,14 +4,17 @@
  *
  * A finished instance's rows are not kept in memory until then: they are appended to a spill file
  * in the run directory as the instance finishes, so a run of millions of instances holds only the
- * ones in flight. At the end the spill file is read back, sorted with the rows of instances that
- * never finished, written to a temp file renamed into place, and removed. A crash leaves the spill
+ * ones in flight. At the end the spill file is read back line by line, sorted with the rows of
+ * instances that never finished (external-sort.ts: in memory up to 25,000 instances, beyond that
+ * in sorted runs merged from disk, so the end of a run of millions needs no more memory than one
+ * of 25,000), written in one pass to temp files renamed into place, and removed. A crash leaves the spill
  * file behind; the next run of the directory starts it afresh (a resume visits every instance again).
  */
 import { createReadStream } from 'node:fs';
 import { open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { csvRow } from '../util/csv.js';
+import { keyOfLine, sortLines } from '../util/external-sort.js';
 import { naturalCompare } from '../util/natural-compare.js';
 import { LEADING_COLUMNS, TRAILING_COLUMNS, type OutputRow } from './output-rows.js';
 
@@ -25,6 +28,8 @@ function csvLine(row: OutputRow, axisColumns: readonly string[]): string {
 const SPILL_NAME = '.outputs-rows.jsonl';
 /** Spilled rows are written in batches of about this many characters. */
 const SPILL_BATCH = 64 * 1024;
+/** Instances sorted in memory at once (external-sort.ts); beyond, sorted runs are merged from disk. */
+const SORT_CHUNK = 25_000;
 /** outputs.csv is written in chunks of about this many characters. */
 const WRITE_CHUNK = 1024 * 1024;
 
@@ -32,19 +37,21 @@ export class OutputsCsv {
   readonly #runDir: string;
   readonly #spill: FileHandle;
   readonly #columns: readonly string[];
+  readonly #sortChunk: number;
   #buffer = '';
   /** The spill writes, in order; the first failure is kept and reported by `write`. */
   #writing: Promise<void> = Promise.resolve();
 
-  private constructor(runDir: string, spill: FileHandle, columns: readonly string[]) {
+  private constructor(runDir: string, spill: FileHandle, columns: readonly string[], sortChunk: number) {
+    this.#sortChunk = sortChunk;
     this.#runDir = runDir;
     this.#spill = spill;
     this.#columns = columns;
   }
 
-  /** `axisColumns`: the plan's axis columns (output-rows.ts axisColumns). */
-  static async open(runDir: string, axisColumns: readonly string[] = []): Promise<OutputsCsv> {
-    return new OutputsCsv(runDir, await open(join(runDir, SPILL_NAME), 'w', 0o600), axisColumns);
+  /** `axisColumns`: the plan's axis columns (output-rows.ts axisColumns); `sortChunk`: instances sorted in memory at once. */
+  static async open(runDir: string, axisColumns: readonly string[] = [], options: { sortChunk?: number } = {}): Promise<OutputsCsv> {
+    return new OutputsCsv(runDir, await open(join(runDir, SPILL_NAME), 'w', 0o600), axisColumns, options.sortChunk ?? SORT_CHUNK);
   }
 
   /** Closes and removes the spill file without writing outputs.csv (the run could not start). */
@@ -55,7 +62,7 @@ export class OutputsCsv {
 
   /** Sets aside the rows of a finished instance. */
   add(id: string, rows: readonly OutputRow[]): void {
-    this.#buffer += `${JSON.stringify([id, rows])}\n`;
+    this.#buffer += spillLine(id, rows);
     if (this.#buffer.length >= SPILL_BATCH) this.#flush();
   }
 
@@ -80,42 +87,64 @@ export class OutputsCsv {
       await this.#spill.close();
     }
     const spillPath = join(this.#runDir, SPILL_NAME);
-    const entries: [string, readonly OutputRow[]][] = [];
-    for await (const entry of readSpill(spillPath)) entries.push(entry);
-    for (const entry of unfinished) entries.push(entry);
-    entries.sort(([a], [b]) => naturalCompare(a, b));
-    await writeChunked(join(this.#runDir, 'outputs.csv'), outputsCsvHeader(this.#columns), entries, (row) => csvLine(row, this.#columns));
-    await writeChunked(join(this.#runDir, 'outputs.jsonl'), '', entries, (row) => `${JSON.stringify(row)}\n`);
+    const unfinishedLines: string[] = [];
+    for (const [id, rows] of unfinished) unfinishedLines.push(spillLine(id, rows).slice(0, -1));
+    const sorted = sortLines(concat(readLines(spillPath), unfinishedLines), naturalCompare, { chunk: this.#sortChunk, decode: (raw) => JSON.parse(raw) as string });
+    await writeBoth(this.#runDir, outputsCsvHeader(this.#columns), sorted, (row) => csvLine(row, this.#columns));
     await unlink(spillPath).catch(() => undefined);
   }
 }
 
-/** Writes `head` then every row's line to a temp file, in chunks, and renames it into place. */
-async function writeChunked(path: string, head: string, entries: readonly [string, readonly OutputRow[]][], line: (row: OutputRow) => string): Promise<void> {
-  const handle = await open(`${path}.tmp`, 'w');
-  try {
-    let chunk = head;
-    for (const [, rows] of entries) {
-      for (const row of rows) chunk += line(row);
-      if (chunk.length > WRITE_CHUNK) {
-        await handle.write(chunk);
-        chunk = '';
-      }
-    }
-    await handle.write(chunk);
-  } finally {
-    await handle.close();
-  }
-  await rename(`${path}.tmp`, path);
+/** A spill line: the id (JSON, so it holds no tab or newline), a tab, the rows (JSON). */
+const spillLine = (id: string, rows: readonly OutputRow[]): string => `${JSON.stringify(id)}\t${JSON.stringify(rows)}\n`;
+
+async function* concat<T>(...sources: (AsyncIterable<T> | Iterable<T>)[]): AsyncGenerator<T> {
+  for (const source of sources) yield* source;
 }
 
-/** The spilled [id, rows] pairs, read a chunk at a time. */
-async function* readSpill(path: string): AsyncGenerator<[string, OutputRow[]]> {
+/**
+ * Writes outputs.csv (`head`, then every row's line) and outputs.jsonl from the sorted spill lines,
+ * in one pass, each to a temp file renamed into place.
+ */
+async function writeBoth(runDir: string, head: string, lines: AsyncIterable<string>, csv: (row: OutputRow) => string): Promise<void> {
+  const csvPath = join(runDir, 'outputs.csv');
+  const jsonlPath = join(runDir, 'outputs.jsonl');
+  const csvFile = await open(`${csvPath}.tmp`, 'w');
+  try {
+    const jsonlFile = await open(`${jsonlPath}.tmp`, 'w');
+    try {
+      let csvChunk = head;
+      let jsonlChunk = '';
+      for await (const line of lines) {
+        for (const row of JSON.parse(line.slice(keyOfLine(line).length + 1)) as OutputRow[]) {
+          csvChunk += csv(row);
+          jsonlChunk += `${JSON.stringify(row)}\n`;
+        }
+        if (csvChunk.length + jsonlChunk.length < WRITE_CHUNK) continue;
+        await csvFile.write(csvChunk);
+        await jsonlFile.write(jsonlChunk);
+        csvChunk = '';
+        jsonlChunk = '';
+      }
+      await csvFile.write(csvChunk);
+      await jsonlFile.write(jsonlChunk);
+    } finally {
+      await jsonlFile.close();
+    }
+  } finally {
+    await csvFile.close();
+  }
+  await rename(`${csvPath}.tmp`, csvPath);
+  await rename(`${jsonlPath}.tmp`, jsonlPath);
+}
+
+/** The lines of a spill file, read a megabyte at a time. */
+async function* readLines(path: string): AsyncGenerator<string> {
   let rest = '';
   for await (const chunk of createReadStream(path, { encoding: 'utf8', highWaterMark: 1024 * 1024 })) {
     const lines = (rest + (chunk as string)).split('\n');
     rest = lines.pop() ?? '';
-    for (const line of lines) if (line.length > 0) yield JSON.parse(line) as [string, OutputRow[]];
+    for (const line of lines) if (line.length > 0) yield line;
   }
-  if (rest.length > 0) yield JSON.parse(rest) as [string, OutputRow[]];
+  if (rest.length > 0) yield rest;
 }

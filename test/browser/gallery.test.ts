@@ -136,7 +136,7 @@ describe('gallery.html paging', () => {
       steps: [{ id: 'sheets', model: 'character-sheet', forEach: null, planned: cells.length, axes: [{ name: 'seed', values: seeds }, { name: 'variation_index', values: variations }], layout: { rows: 'seed', cols: 'variation_index', pages: [] }, cells }],
     };
     const dir = tempDir();
-    writeFileSync(join(dir, 'gallery.html'), galleryHtml(data));
+    writeFileSync(join(dir, 'gallery.html'), await galleryHtml(data));
     const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     const problems = watchPage(page);
     await page.goto(`file://${join(dir, 'gallery.html')}`);

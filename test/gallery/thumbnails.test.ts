@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, describe, expect, it } from 'vitest';
-import { thumbPathOf, type CellFile, type GalleryData } from '../../src/gallery/gallery-data.js';
+import { thumbPathOf, type Cell, type CellFile } from '../../src/gallery/gallery-data.js';
 import { makeThumbnails, THUMBNAIL_MAX_PX, type ThumbnailMemo } from '../../src/gallery/thumbnails.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
 
@@ -17,7 +17,7 @@ async function image(runDir: string, path: string, width: number, height: number
   return { path, kind: 'image', thumb: thumbPathOf(path) };
 }
 
-const dataOf = (files: CellFile[]): GalleryData => ({ pipeline: 'p', runId: 'r', writtenAt: '', steps: [{ cells: [{ files }] }] }) as unknown as GalleryData;
+const cellsOf = (files: CellFile[]): Cell[] => [{ id: 'sheets[seed=1]', values: { seed: '1' }, status: 'completed', files }];
 
 describe('thumbnails', () => {
   it('makes a WebP of at most 512 px for a larger image, none for one that already fits or cannot be read, and each once', async () => {
@@ -28,7 +28,7 @@ describe('thumbnails', () => {
     const broken: CellFile = { path: 'outputs/sheets/broken.png', kind: 'image', thumb: thumbPathOf('outputs/sheets/broken.png') };
     writeFileSync(join(runDir, broken.path), 'not a png');
     const memo: ThumbnailMemo = new Map();
-    const data = dataOf([big, tall, small, broken]);
+    const data = cellsOf([big, tall, small, broken]);
     expect(await makeThumbnails(runDir, data, undefined, memo)).toBe(2);
     const sizeOf = async (f: CellFile): Promise<[number, number, string]> => {
       const m = await sharp(join(runDir, f.thumb ?? '')).metadata();
@@ -42,12 +42,12 @@ describe('thumbnails', () => {
     expect(broken.thumb).toBeUndefined();
     // A later rewrite of the page (new cell objects, as each rewrite builds) makes nothing again
     // and still drops the thumbnails that do not exist.
-    const again = dataOf([{ ...big, thumb: thumbPathOf(big.path) }, { ...small, thumb: thumbPathOf(small.path) }]);
+    const again = cellsOf([{ ...big, thumb: thumbPathOf(big.path) }, { ...small, thumb: thumbPathOf(small.path) }]);
     expect(await makeThumbnails(runDir, again, undefined, memo)).toBe(0);
-    expect(again.steps[0]?.cells[0]?.files.map((f) => f.thumb)).toEqual([thumbPathOf(big.path), undefined]);
+    expect(again[0]?.files.map((f) => f.thumb)).toEqual([thumbPathOf(big.path), undefined]);
     // Without the memo (genpipe report), an existing thumbnail is kept, not made again.
-    const fresh = dataOf([{ ...big, thumb: thumbPathOf(big.path) }]);
+    const fresh = cellsOf([{ ...big, thumb: thumbPathOf(big.path) }]);
     expect(await makeThumbnails(runDir, fresh)).toBe(0);
-    expect(fresh.steps[0]?.cells[0]?.files[0]?.thumb).toBe(thumbPathOf(big.path));
+    expect(fresh[0]?.files[0]?.thumb).toBe(thumbPathOf(big.path));
   });
 });

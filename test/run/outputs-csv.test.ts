@@ -51,6 +51,19 @@ describe('outputs.csv', () => {
     expect(rows.map((r) => r.instance)).toEqual(ids);
   });
 
+  it('sorts more instances than it holds in memory at once through sorted runs on disk, and removes them', async () => {
+    const before = (await readdir(tmpdir())).filter((n) => n.startsWith('genpipe-sort-')).length;
+    const csv = await OutputsCsv.open(runDir, ['seed'], { sortChunk: 700 });
+    const ids = Array.from({ length: 5_000 }, (_, i) => `s[i=${i}]`);
+    // Spilled out of order; one instance's two files stay together and in their order.
+    for (const id of [...ids].reverse()) csv.add(id, id === 's[i=42]' ? [row(id, '1', 'outputs/s/42+0.png'), row(id, '1', 'outputs/s/42+1.png')] : [row(id, '1', `outputs/s/${id}.png`)]);
+    await csv.write([['s[i=5000]', [row('s[i=5000]', '1')]]]);
+    const rows = parseCsv(await readFile(join(runDir, 'outputs.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
+    expect(rows.map((r) => r.instance)).toEqual([...ids.slice(0, 43), 's[i=42]', ...ids.slice(43), 's[i=5000]'].sort((a, b) => Number(/\d+/.exec(a)?.[0]) - Number(/\d+/.exec(b)?.[0])));
+    expect(rows.filter((r) => r.instance === 's[i=42]').map((r) => r.file)).toEqual(['outputs/s/42+0.png', 'outputs/s/42+1.png']);
+    expect((await readdir(tmpdir())).filter((n) => n.startsWith('genpipe-sort-')).length).toBe(before);
+  });
+
   it('writes the header alone for a run with no instances', async () => {
     const csv = await OutputsCsv.open(runDir, ['tier', 'row.sku']);
     await csv.write([]);

@@ -1,0 +1,127 @@
+/**
+ * Sorting more lines than memory should hold: lines arrive as `key<TAB>payload` (a key holds no
+ * tab); up to `chunk` of them are sorted in memory, and a longer input is cut into sorted runs
+ * spilled to temporary files and merged, so memory stays bounded by the chunk whatever the input.
+ * Equal keys keep their input order.
+ */
+import { once } from 'node:events';
+import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+export const keyOfLine = (line: string): string => line.slice(0, line.indexOf('\t'));
+
+interface Keyed {
+  key: string;
+  line: string;
+  /** Which input position (in memory) or run (merging) it came from: ties go to the earlier. */
+  order: number;
+}
+
+/** `decode`: the sort key of a line's raw key (by default the raw key itself), computed once per line. */
+export async function* sortLines(lines: AsyncIterable<string> | Iterable<string>, compare: (a: string, b: string) => number, options: { chunk?: number; decode?: (rawKey: string) => string } = {}): AsyncGenerator<string> {
+  const limit = options.chunk ?? 100_000;
+  const decode = options.decode ?? ((raw: string): string => raw);
+  const runs: string[] = [];
+  let dir: string | undefined;
+  let batch: Keyed[] = [];
+  const sortBatch = (): Keyed[] => batch.sort((a, b) => compare(a.key, b.key) || a.order - b.order);
+  try {
+    for await (const line of lines) {
+      batch.push({ key: decode(keyOfLine(line)), line, order: batch.length });
+      if (batch.length < limit) continue;
+      dir ??= await mkdtemp(join(tmpdir(), 'genpipe-sort-'));
+      runs.push(await spillRun(sortBatch(), join(dir, `run-${runs.length}.txt`)));
+      batch = [];
+    }
+    if (runs.length === 0) {
+      for (const item of sortBatch()) yield item.line;
+      return;
+    }
+    if (batch.length > 0) runs.push(await spillRun(sortBatch(), join(dir as string, `run-${runs.length}.txt`)));
+    batch = [];
+    yield* mergeRuns(runs, compare, decode);
+  } finally {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function spillRun(items: readonly Keyed[], path: string): Promise<string> {
+  const out = createWriteStream(path);
+  let buffer = '';
+  for (const item of items) {
+    buffer += `${item.line}\n`;
+    if (buffer.length < 1 << 20) continue;
+    await write(out, buffer);
+    buffer = '';
+  }
+  await write(out, buffer);
+  out.end();
+  await once(out, 'finish');
+  return path;
+}
+
+async function write(out: WriteStream, text: string): Promise<void> {
+  if (text.length > 0 && !out.write(text)) await once(out, 'drain');
+}
+
+/** A k-way merge of sorted runs: a binary heap on (key, run). */
+async function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string): AsyncGenerator<string> {
+  const heap: (Keyed & { lines: AsyncIterator<string> })[] = [];
+  type Head = (typeof heap)[number];
+  const before = (a: Head, b: Head): boolean => {
+    const c = compare(a.key, b.key);
+    return c < 0 || (c === 0 && a.order < b.order);
+  };
+  const swap = (i: number, j: number): void => {
+    [heap[i], heap[j]] = [heap[j] as Head, heap[i] as Head];
+  };
+  const push = (h: Head): void => {
+    heap.push(h);
+    for (let i = heap.length - 1; i > 0; ) {
+      const p = (i - 1) >> 1;
+      if (!before(heap[i] as Head, heap[p] as Head)) break;
+      swap(i, p);
+      i = p;
+    }
+  };
+  const pop = (): Head => {
+    const top = heap[0] as Head;
+    const last = heap.pop() as Head;
+    if (heap.length === 0) return top;
+    heap[0] = last;
+    for (let i = 0; ; ) {
+      const l = 2 * i + 1;
+      let m = i;
+      if (l < heap.length && before(heap[l] as Head, heap[m] as Head)) m = l;
+      if (l + 1 < heap.length && before(heap[l + 1] as Head, heap[m] as Head)) m = l + 1;
+      if (m === i) break;
+      swap(i, m);
+      i = m;
+    }
+    return top;
+  };
+  const advance = async (order: number, lines: AsyncIterator<string>): Promise<void> => {
+    const next = await lines.next();
+    if (!next.done) push({ key: decode(keyOfLine(next.value)), line: next.value, order, lines });
+  };
+  const inputs = paths.map((path) => createReadStream(path));
+  const readers = inputs.map((input) => createInterface({ input, crlfDelay: Infinity }));
+  // Every iterator at once: a reader emits lines as soon as it exists, and lines emitted before
+  // its iterator would be lost.
+  const iterators = readers.map((reader) => reader[Symbol.asyncIterator]());
+  try {
+    for (const [order, lines] of iterators.entries()) await advance(order, lines);
+    // Bounded: every step consumes one line of one run.
+    while (heap.length > 0) {
+      const head = pop();
+      yield head.line;
+      await advance(head.order, head.lines);
+    }
+  } finally {
+    for (const reader of readers) reader.close();
+    for (const input of inputs) input.destroy();
+  }
+}

@@ -1,0 +1,39 @@
+// The external sort behind outputs.csv: lines `key<TAB>payload`, sorted in memory up to a chunk,
+// in sorted runs on disk merged beyond it; equal keys keep their input order either way.
+import { readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import { sortLines } from '../../src/util/external-sort.js';
+import { naturalCompare } from '../../src/util/natural-compare.js';
+
+async function sorted(lines: string[], chunk: number): Promise<string[]> {
+  const out: string[] = [];
+  for await (const line of sortLines(lines, naturalCompare, { chunk })) out.push(line);
+  return out;
+}
+
+const input = ['b10\tfirst b10', 'a\t1', 'b2\tx', 'b10\tsecond b10', 'c\t', 'a\t2', 'b10\tthird b10', 'B3\ty'];
+const expected = ['a\t1', 'a\t2', 'b2\tx', 'B3\ty', 'b10\tfirst b10', 'b10\tsecond b10', 'b10\tthird b10', 'c\t'];
+
+describe('sortLines', () => {
+  it('sorts in memory when the input fits one chunk, equal keys in input order', async () => {
+    expect(await sorted(input, 100)).toEqual(expected);
+  });
+
+  it('gives the same order through runs on disk (chunks of 2 and 3), equal keys in input order across runs, and removes the runs', async () => {
+    const before = (await readdir(tmpdir())).filter((n) => n.startsWith('genpipe-sort-')).length;
+    expect(await sorted(input, 2)).toEqual(expected);
+    expect(await sorted(input, 3)).toEqual(expected);
+    expect((await readdir(tmpdir())).filter((n) => n.startsWith('genpipe-sort-')).length).toBe(before);
+  });
+
+  it('sorts by the decoded key when told how to decode it', async () => {
+    // JSON keys: "\u0064" is d, and sorts after "c" once decoded (before it as raw text).
+    const lines = ['"\\u0064"\td', '"c"\tc'];
+    for (const chunk of [1, 10]) {
+      const out: string[] = [];
+      for await (const line of sortLines(lines, naturalCompare, { chunk, decode: (raw) => JSON.parse(raw) as string })) out.push(line);
+      expect(out).toEqual(['"c"\tc', '"\\u0064"\td']);
+    }
+  });
+});
