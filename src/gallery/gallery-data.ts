@@ -2,10 +2,9 @@
  * What the contact sheet shows, read from a run's state (the journal, replayed or live) and its
  * plan.json: per step, its axes and grid, and per instance one cell that tells the truth about it.
  */
-import type { PlanFile } from '../run/run-dir.js';
 import { instanceCostUsd, instanceStatus, type InstanceState, type InstanceStatus } from '../run/run-state.js';
 import { naturalCompare } from '../util/natural-compare.js';
-import { chooseLayout, axesOf, type AxisValues, type GridLayout, type LayoutChoice } from './grid-layout.js';
+import { sortedAxes, type AxisValues, type GridLayout } from './grid-layout.js';
 import { instanceAxes } from './instance-axes.js';
 
 /** `data-status` of a cell. */
@@ -69,24 +68,6 @@ export function fileKind(path: string): CellFile['kind'] {
 
 /** Where an image's thumbnail goes: `thumbs/<path below outputs/>.webp`. */
 export const thumbPathOf = (path: string): string => `thumbs/${path.replace(/^outputs\//, '')}.webp`;
-
-export interface GalleryInput {
-  plan: Pick<PlanFile, 'pipeline' | 'runId' | 'steps'>;
-  /** The cells, by step (see GalleryCells). */
-  cells: ReadonlyMap<string, Iterable<Cell>>;
-  /** Per step, the manifest's `gallery` choice. */
-  layouts?: ReadonlyMap<string, LayoutChoice> | undefined;
-  now?: Date | undefined;
-}
-
-export function galleryData({ plan, cells, layouts, now }: GalleryInput): GalleryData {
-  const steps: GalleryStep[] = plan.steps.map((s) => {
-    const list = [...(cells.get(s.id) ?? [])].sort((a, b) => naturalCompare(a.id, b.id));
-    const axes = axesOf(list.map((c) => Object.entries(c.values)));
-    return { id: s.id, model: s.model, forEach: s.for_each, planned: s.count, axes, layout: chooseLayout(axes, layouts?.get(s.id)), cells: list };
-  });
-  return { pipeline: plan.pipeline, runId: plan.runId, writtenAt: (now ?? new Date()).toISOString(), steps };
-}
 
 /** Most cells a gallery keeps: a contact sheet of more is no longer something to look at. */
 export const MAX_GALLERY_CELLS = 100_000;
@@ -162,7 +143,7 @@ export class GalleryCells {
           set.add(label);
         }
       }
-      const axes = [...labels].map(([name, set]) => ({ name, values: [...set].sort(naturalCompare) }));
+      const axes = sortedAxes(labels);
       const cellOfId = (id: string): Cell => liveCells.get(id) ?? unpackCell(id, stored.get(id) as string);
       out.set(step, { ids, axes, cell: cellOfId });
     }

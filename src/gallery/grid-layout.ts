@@ -26,17 +26,9 @@ export interface LayoutChoice {
 
 export { naturalCompare };
 
-/** The axes of a step's instances, each with its distinct labels in natural order, in first-seen axis order. */
-export function axesOf(instances: Iterable<readonly (readonly [string, string])[]>): AxisValues[] {
-  const byName = new Map<string, Set<string>>();
-  for (const values of instances) {
-    for (const [axis, label] of values) {
-      let set = byName.get(axis);
-      if (!set) byName.set(axis, (set = new Set()));
-      set.add(label);
-    }
-  }
-  return [...byName].map(([name, set]) => ({ name, values: [...set].sort(naturalCompare) }));
+/** Axes from their labels (axis → labels, in first-seen axis order), each with its labels in natural order. */
+export function sortedAxes(labels: ReadonlyMap<string, ReadonlySet<string>>): AxisValues[] {
+  return [...labels].map(([name, set]) => ({ name, values: [...set].sort(naturalCompare) }));
 }
 
 /** Chooses the grid for `axes`; names in `choice` that are not axes are ignored. */

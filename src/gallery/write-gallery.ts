@@ -8,9 +8,10 @@
 import { open, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readPlanFile, type PlanFile } from '../run/run-dir.js';
-import { replayFile, type RunState } from '../run/run-state.js';
-import { cellLists, galleryData, GalleryCells, MAX_GALLERY_CELLS, type Cell, type GalleryData, type StepCells } from './gallery-data.js';
-import { CELLS_PER_CHUNK, galleryHtml, galleryHtmlChunks, galleryPageChunks, type PageStep } from './gallery-page.js';
+import { instanceStates } from '../report/instance-lines.js';
+import type { RunState } from '../run/run-state.js';
+import { cellLists, GalleryCells, MAX_GALLERY_CELLS, type Cell, type StepCells } from './gallery-data.js';
+import { CELLS_PER_CHUNK, galleryPageChunks, type PageStep } from './gallery-page.js';
 import { chooseLayout, type LayoutChoice } from './grid-layout.js';
 import { makeThumbnails, type ThumbnailMemo } from './thumbnails.js';
 
@@ -35,10 +36,14 @@ export function layoutsOf(plan: Pick<PlanFile, 'steps'>): Map<string, LayoutChoi
 }
 
 /**
- * A running run's page: each step's cells are made (and their thumbnails) a chunk at a time as the
- * page is written, so a rewrite never holds them all.
+ * Writes the page: each step's cells are made (and their thumbnails) a chunk at a time as the page
+ * is written, so a rewrite never holds them all.
  */
 export async function writeGallery(runDir: string, source: GallerySource, options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo } = {}): Promise<string> {
+  return writePage(runDir, galleryChunks(runDir, source, options));
+}
+
+function galleryChunks(runDir: string, source: GallerySource, options: { review?: boolean; signal?: AbortSignal; thumbnails?: ThumbnailMemo } = {}): AsyncGenerator<string> {
   const layouts = layoutsOf(source.plan);
   const steps: PageStep[] = source.plan.steps.map((s) => {
     const cells = source.cells.get(s.id) ?? NO_CELLS;
@@ -47,7 +52,7 @@ export async function writeGallery(runDir: string, source: GallerySource, option
       chunks: cellChunks(runDir, cells, options),
     };
   });
-  return writePage(runDir, galleryPageChunks({ pipeline: source.plan.pipeline, runId: source.plan.runId, writtenAt: new Date().toISOString() }, steps));
+  return galleryPageChunks({ pipeline: source.plan.pipeline, runId: source.plan.runId, writtenAt: new Date().toISOString() }, steps, { review: options.review === true });
 }
 
 const NO_CELLS: StepCells = {
@@ -144,26 +149,30 @@ export class GalleryWriter {
 }
 
 /**
- * A finished (or interrupted) run's gallery page, built from its journal (thumbnails made where
- * missing). A run planned for more than twice MAX_GALLERY_CELLS instances gets none this way (its
- * replay would hold every instance): undefined.
+ * A finished (or interrupted) run's gallery page, built from its journal as it streams (sorted and
+ * reduced to what cells show, in bounded memory: report/instance-lines.ts), its cells kept packed,
+ * thumbnails made where missing. A run planned for more than twice MAX_GALLERY_CELLS instances gets
+ * none this way (its page would show a part of it, for another pass over a journal of millions of
+ * records): undefined.
  */
 export async function galleryPageOf(runDir: string, options: { review?: boolean } = {}): Promise<string | undefined> {
-  const data = await galleryDataOf(runDir);
-  return data && (await galleryHtml(data, { review: options.review === true }));
+  const source = await gallerySourceOf(runDir);
+  if (source === undefined) return undefined;
+  const parts: string[] = [];
+  for await (const part of galleryChunks(runDir, source, { review: options.review === true })) parts.push(part);
+  return parts.join('');
 }
 
-async function galleryDataOf(runDir: string): Promise<GalleryData | undefined> {
+async function gallerySourceOf(runDir: string): Promise<GallerySource | undefined> {
   const plan = await readPlanFile(runDir);
   if (plan.steps.reduce((n, s) => n + s.count, 0) > 2 * MAX_GALLERY_CELLS) return undefined;
-  const state = await replayFile(join(runDir, 'journal.jsonl'));
-  const data = galleryData({ plan, cells: cellsOfState(plan, state), layouts: layoutsOf(plan) });
-  await makeThumbnails(runDir, data.steps.flatMap((s) => s.cells));
-  return data;
+  const cells = new GalleryCells(pricesOf(plan));
+  for await (const [id, entry] of instanceStates(join(runDir, 'journal.jsonl'), { gallery: true })) cells.add(id, entry);
+  return { plan, cells: cells.withLive([]) };
 }
 
 /** Rewrites a run's gallery.html from its journal (see galleryPageOf); the page's path, or undefined when skipped. */
 export async function rewriteGallery(runDir: string): Promise<string | undefined> {
-  const data = await galleryDataOf(runDir);
-  return data && writePage(runDir, galleryHtmlChunks(data));
+  const source = await gallerySourceOf(runDir);
+  return source && writeGallery(runDir, source);
 }

@@ -29,6 +29,26 @@ const NOT_OUTCOME = ['run_started', 'run_finished', 'downloaded', 'uploaded', 'a
  */
 type Fact = readonly [code: string, a?: unknown, b?: unknown];
 
+/**
+ * What a contact sheet needs besides: each downloaded file's path, a failure's message, a status's
+ * error and an agent's answer (gallery-data.ts cellOf). Still no output URLs, results or hashes.
+ */
+function galleryFactOf(record: JournalRecord): Fact {
+  switch (record.type) {
+    case 'downloaded':
+      return ['x', { type: 'downloaded', output: record.output, path: record.path, sha256: '', size: 0 }];
+    case 'failed':
+      return ['x', { type: 'failed', code: record.code, message: record.message }];
+    case 'status': {
+      const answer = record.result?.answer;
+      const { instance: _instance, outputs: _outputs, result: _result, ...rest } = record;
+      return ['x', { ...rest, outputs: [], ...(answer === undefined ? {} : { result: { answer } }) }];
+    }
+    default:
+      return factOf(record);
+  }
+}
+
 function factOf(record: JournalRecord): Fact {
   switch (record.type) {
     case 'intent':
@@ -82,13 +102,16 @@ const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 
  * Yields `[instance id, state]` for every instance the journal names, sorted by id (UTF-16 code
  * units, like outputs.csv: the same order on every machine and locale).
  */
-export async function* instanceStates(journalPath: string, options: { chunk?: number } = {}): AsyncGenerator<[string, InstanceState]> {
+export async function* instanceStates(journalPath: string, options: { chunk?: number; gallery?: boolean } = {}): AsyncGenerator<[string, InstanceState]> {
   const limit = options.chunk ?? CHUNK_INSTANCES;
+  // A gallery reads downloaded records too, and keeps what its cells show (galleryFactOf).
+  const skipTypes = options.gallery ? NOT_OUTCOME.filter((t) => t !== 'downloaded') : NOT_OUTCOME;
+  const fact = options.gallery ? galleryFactOf : factOf;
   let chunk = new Map<string, Fact[]>();
   const spills: string[] = [];
   let dir: string | undefined;
   try {
-    for await (const record of streamJournal(journalPath, { skipTypes: NOT_OUTCOME })) {
+    for await (const record of streamJournal(journalPath, { skipTypes })) {
       const id = (record as { instance?: unknown }).instance;
       if (typeof id !== 'string') continue;
       let list = chunk.get(id);
@@ -100,7 +123,7 @@ export async function* instanceStates(journalPath: string, options: { chunk?: nu
         }
         chunk.set(id, (list = []));
       }
-      list.push(factOf(record));
+      list.push(fact(record));
     }
     if (spills.length === 0) {
       const ids = [...chunk.keys()].sort(byCodeUnits);

@@ -1,6 +1,6 @@
 // The contact sheet's grid (issue 12, section 1): axes -> rows, columns and pages, in natural order.
 import { describe, expect, it } from 'vitest';
-import { axesOf, chooseLayout, naturalCompare } from '../../src/gallery/grid-layout.js';
+import { chooseLayout, naturalCompare, sortedAxes } from '../../src/gallery/grid-layout.js';
 import { instanceAxes } from '../../src/gallery/instance-axes.js';
 
 const axes = (spec: Record<string, number>) => Object.entries(spec).map(([name, n]) => ({ name, values: Array.from({ length: n }, (_, i) => String(i)) }));
@@ -27,7 +27,7 @@ describe('grid layout', () => {
 
   it('sorts values naturally: row=2 before row=11, text case aside', () => {
     expect(['11', '2', 'b', 'A', '1'].sort(naturalCompare)).toEqual(['1', '2', '11', 'A', 'b']);
-    expect(axesOf([[['row', '11']], [['row', '2']], [['row', '2']]])).toEqual([{ name: 'row', values: ['2', '11'] }]);
+    expect(sortedAxes(new Map([['row', new Set(['11', '2'])], ['col', new Set(['b', 'A'])]]))).toEqual([{ name: 'row', values: ['2', '11'] }, { name: 'col', values: ['A', 'b'] }]);
   });
 });
 
