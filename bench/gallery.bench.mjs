@@ -107,7 +107,7 @@ for (let i = 0; i < 200; i++) {
   bigFiles.push({ path, kind: 'image', thumb: `thumbs/sheets/big-${i}.png.webp` });
 }
 const thumbStarted = performance.now();
-const bigMade = await makeThumbnails(bigDir, { steps: [{ cells: [{ files: bigFiles }] }] });
+const bigMade = await makeThumbnails(bigDir, [{ files: bigFiles }]);
 const thumbMsEach = (performance.now() - thumbStarted) / bigMade;
 
 const firstScreenS = median(loads) / 1000;
