@@ -7,14 +7,14 @@
  * gets them back in journal order. So a report of 10,000,000 instances needs no more memory than
  * one of CHUNK_INSTANCES.
  */
-import { once } from 'node:events';
-import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { JournalRecord, JournalRecordOf } from '../run/journal-records.js';
 import { streamJournal } from '../run/journal.js';
+import { writeLinesFile } from '../util/external-sort.js';
 import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
 
 /** Instances gathered in memory before a chunk is spilled to disk. */
@@ -144,24 +144,9 @@ export async function* instanceStates(journalPath: string, options: { chunk?: nu
 }
 
 /** Writes a chunk sorted by id, one `[id, records]` JSON array per line; returns its path. */
-async function spill(chunk: ReadonlyMap<string, Fact[]>, path: string): Promise<string> {
-  const out = createWriteStream(path);
-  let buffer = '';
-  for (const id of [...chunk.keys()].sort(byCodeUnits)) {
-    buffer += `${JSON.stringify([id, chunk.get(id)])}\n`;
-    if (buffer.length >= 1 << 20) {
-      await write(out, buffer);
-      buffer = '';
-    }
-  }
-  await write(out, buffer);
-  out.end();
-  await once(out, 'finish');
-  return path;
-}
-
-async function write(out: WriteStream, text: string): Promise<void> {
-  if (text.length > 0 && !out.write(text)) await once(out, 'drain');
+function spill(chunk: ReadonlyMap<string, Fact[]>, path: string): Promise<string> {
+  const ids = [...chunk.keys()].sort(byCodeUnits);
+  return writeLinesFile(path, ids.map((id) => JSON.stringify([id, chunk.get(id)])));
 }
 
 interface Head {

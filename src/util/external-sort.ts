@@ -48,11 +48,14 @@ export async function* sortLines(lines: AsyncIterable<string> | Iterable<string>
   }
 }
 
-async function spillRun(items: readonly Keyed[], path: string): Promise<string> {
+const spillRun = (items: readonly Keyed[], path: string): Promise<string> => writeLinesFile(path, items.map((item) => item.line));
+
+/** Writes `lines` to a new file at `path`, each followed by a newline, a megabyte at a time; returns the path. */
+export async function writeLinesFile(path: string, lines: Iterable<string>): Promise<string> {
   const out = createWriteStream(path);
   let buffer = '';
-  for (const item of items) {
-    buffer += `${item.line}\n`;
+  for (const line of lines) {
+    buffer += `${line}\n`;
     if (buffer.length < 1 << 20) continue;
     await write(out, buffer);
     buffer = '';
