@@ -128,13 +128,19 @@ describe('a fleet worker', () => {
       const end = Date.now() + 5_000;
       // Bounded by the deadline.
       while (Date.now() < end && Object.values(fleet.emu.faults.injected).reduce((x, y) => x + y, 0) === refusedBefore) await new Promise((r) => setTimeout(r, 5));
-      const refusedAt = Date.now();
+      // The pause starts once worker A has read the 429 and set the queue's limit (BullMQ's limiter
+      // key at its maximum count), not when the emulator sent it: wait for it, bounded.
+      let pauseMs = -2;
+      // Bounded by the deadline.
+      while (Date.now() < end && (pauseMs = await queue.getRateLimitTtl(Number.MAX_SAFE_INTEGER)) <= 0) await new Promise((r) => setTimeout(r, 5));
+      const pausedAt = Date.now();
+      expect(pauseMs).toBeGreaterThan(0);
       // The other worker is idle, yet the second job waits out the Retry-After too.
       await queue.add('instance', { v: 1, runId: 'r2', instance: 'sheets[seed=12]', model: 'character-sheet', body: { ...SHEET, seed: 12 }, idempotencyKey: 'rules-429-second', poll: POLL }, { jobId: 'g429b' });
       await resultOf(queue, 'g429a');
       await resultOf(queue, 'g429b');
       const second = (fleet.emu.requests.inspect({}) as { idempotency_key: string | null; created_at: string }[]).find((r) => r.idempotency_key === 'rules-429-second');
-      expect(Date.parse(second?.created_at ?? '')).toBeGreaterThanOrEqual(refusedAt + 800);
+      expect(Date.parse(second?.created_at ?? '')).toBeGreaterThanOrEqual(pausedAt + pauseMs - 50);
       expect(requestsWithKey('rules-429-first')).toBe(1);
     } finally {
       await a.close(0);
