@@ -64,15 +64,10 @@ export function* chunksOf<T>(list: readonly T[]): Generator<T[]> {
 
 /** The page as a whole string (`genpipe review` serves it). */
 export async function galleryHtml(data: GalleryData, options: { review?: boolean } = {}): Promise<string> {
+  const steps: PageStep[] = data.steps.map(({ cells, ...fields }) => ({ fields, chunks: chunksOf(cells) }));
   const parts: string[] = [];
-  for await (const part of galleryHtmlChunks(data, options)) parts.push(part);
+  for await (const part of galleryPageChunks(data, steps, options)) parts.push(part);
   return parts.join('');
-}
-
-export const pageStepsOf = (data: GalleryData): PageStep[] => data.steps.map(({ cells, ...fields }) => ({ fields, chunks: chunksOf(cells) }));
-
-export function galleryHtmlChunks(data: GalleryData, options: { review?: boolean } = {}): AsyncGenerator<string> {
-  return galleryPageChunks(data, pageStepsOf(data), options);
 }
 
 /**

@@ -11,7 +11,7 @@ import { readPlanFile, type PlanFile } from '../run/run-dir.js';
 import { instanceStates } from '../report/instance-lines.js';
 import type { RunState } from '../run/run-state.js';
 import { cellLists, GalleryCells, MAX_GALLERY_CELLS, type Cell, type StepCells } from './gallery-data.js';
-import { CELLS_PER_CHUNK, galleryPageChunks, type PageStep } from './gallery-page.js';
+import { chunksOf, galleryPageChunks, type PageStep } from './gallery-page.js';
 import { chooseLayout, type LayoutChoice } from './grid-layout.js';
 import { makeThumbnails, type ThumbnailMemo } from './thumbnails.js';
 
@@ -64,8 +64,8 @@ const NO_CELLS: StepCells = {
 };
 
 async function* cellChunks(runDir: string, cells: StepCells, options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo }): AsyncGenerator<Cell[]> {
-  for (let at = 0; at < cells.ids.length; at += CELLS_PER_CHUNK) {
-    const chunk = cells.ids.slice(at, at + CELLS_PER_CHUNK).map((id) => cells.cell(id));
+  for (const ids of chunksOf(cells.ids)) {
+    const chunk = ids.map((id) => cells.cell(id));
     await makeThumbnails(runDir, chunk, options.signal, options.thumbnails);
     yield chunk;
   }

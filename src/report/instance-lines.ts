@@ -7,14 +7,12 @@
  * gets them back in journal order. So a report of 10,000,000 instances needs no more memory than
  * one of CHUNK_INSTANCES.
  */
-import { createReadStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { JournalRecord, JournalRecordOf } from '../run/journal-records.js';
 import { streamJournal } from '../run/journal.js';
-import { writeLinesFile } from '../util/external-sort.js';
+import { keyOfLine, mergeRuns, writeLinesFile } from '../util/external-sort.js';
 import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
 
 /** Instances gathered in memory before a chunk is spilled to disk. */
@@ -143,79 +141,25 @@ export async function* instanceStates(journalPath: string, options: { chunk?: nu
   }
 }
 
-/** Writes a chunk sorted by id, one `[id, records]` JSON array per line; returns its path. */
+/** Writes a chunk sorted by id, a line per instance: its id (JSON), a tab, its records (JSON); returns its path. */
 function spill(chunk: ReadonlyMap<string, Fact[]>, path: string): Promise<string> {
   const ids = [...chunk.keys()].sort(byCodeUnits);
-  return writeLinesFile(path, ids.map((id) => JSON.stringify([id, chunk.get(id)])));
+  return writeLinesFile(path, ids.map((id) => `${JSON.stringify(id)}\t${JSON.stringify(chunk.get(id))}`));
 }
 
-interface Head {
-  /** Which spill file: the lower, the earlier in the journal. */
-  file: number;
-  id: string;
-  records: Fact[];
-  lines: AsyncIterator<string>;
-}
-
-/** A k-way merge of sorted spill files (a binary heap on id, then file), combining an id's records in file order. */
+/** A merge of sorted spill files (external-sort.ts), combining an id's records in file order, so in journal order. */
 async function* merge(paths: readonly string[]): AsyncGenerator<[string, InstanceState]> {
-  const heap: Head[] = [];
-  const before = (a: Head, b: Head): boolean => a.id < b.id || (a.id === b.id && a.file < b.file);
-  const push = (h: Head): void => {
-    heap.push(h);
-    for (let i = heap.length - 1; i > 0; ) {
-      const p = (i - 1) >> 1;
-      if (!before(heap[i] as Head, heap[p] as Head)) break;
-      [heap[i], heap[p]] = [heap[p] as Head, heap[i] as Head];
-      i = p;
-    }
-  };
-  const pop = (): Head => {
-    const top = heap[0] as Head;
-    const last = heap.pop() as Head;
-    if (heap.length > 0) {
-      heap[0] = last;
-      for (let i = 0; ; ) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < heap.length && before(heap[l] as Head, heap[m] as Head)) m = l;
-        if (r < heap.length && before(heap[r] as Head, heap[m] as Head)) m = r;
-        if (m === i) break;
-        [heap[i], heap[m]] = [heap[m] as Head, heap[i] as Head];
-        i = m;
-      }
-    }
-    return top;
-  };
-  const advance = async (h: Pick<Head, 'file' | 'lines'>): Promise<void> => {
-    const next = await h.lines.next();
-    if (next.done) return;
-    const [id, records] = JSON.parse(next.value) as [string, Fact[]];
-    push({ file: h.file, lines: h.lines, id, records });
-  };
-  const inputs = paths.map((path) => createReadStream(path));
-  const readers = inputs.map((input) => createInterface({ input, crlfDelay: Infinity }));
-  // Each iterator at once: a reader emits lines as soon as it is created, and lines emitted before
-  // its iterator exists would be lost.
-  const iterators = readers.map((reader) => reader[Symbol.asyncIterator]());
-  try {
-    for (const [file, lines] of iterators.entries()) await advance({ file, lines });
-    // Bounded: every step consumes one line of one file.
-    while (heap.length > 0) {
-      const first = pop();
-      const records = first.records;
-      await advance(first);
-      while (heap.length > 0 && (heap[0] as Head).id === first.id) {
-        const more = pop();
-        records.push(...more.records);
-        await advance(more);
-      }
-      yield [first.id, stateOf(first.id, records)];
-    }
-  } finally {
-    for (const reader of readers) reader.close();
-    // Closing a readline interface leaves its input open.
-    for (const input of inputs) input.destroy();
+  let id: string | undefined;
+  let records: Fact[] = [];
+  for await (const line of mergeRuns(paths, byCodeUnits, decodeId)) {
+    const raw = keyOfLine(line);
+    const next = decodeId(raw);
+    if (id !== undefined && next !== id) yield [id, stateOf(id, records)];
+    if (next !== id) records = [];
+    id = next;
+    records.push(...(JSON.parse(line.slice(raw.length + 1)) as Fact[]));
   }
+  if (id !== undefined) yield [id, stateOf(id, records)];
 }
+
+const decodeId = (raw: string): string => JSON.parse(raw) as string;

@@ -70,8 +70,8 @@ async function write(out: WriteStream, text: string): Promise<void> {
   if (text.length > 0 && !out.write(text)) await once(out, 'drain');
 }
 
-/** A k-way merge of sorted runs: a binary heap on (key, run). */
-async function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string): AsyncGenerator<string> {
+/** A k-way merge of sorted runs (files of `key<TAB>payload` lines): a binary heap on (key, run), so equal keys come in run order. */
+export async function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string): AsyncGenerator<string> {
   const heap: (Keyed & { lines: AsyncIterator<string> })[] = [];
   type Head = (typeof heap)[number];
   const before = (a: Head, b: Head): boolean => {
