@@ -61,17 +61,24 @@ describe('§3.2 state table', () => {
   });
 
   it('awaiting_input + reply → processing, resuming the same turn (no second reserve)', async () => {
-    const id = await session();
-    const first = await send(id, 'please draw it');
-    await waitStatus(id, 'awaiting_input');
-    const reply = await send(id, 'a marketing image');
-    expect(reply.status).toBe(202);
-    expect((await list(id)).json.status).toBe('processing');
-    const done = await waitStatus(id, 'idle');
-    expect(emu.ledger.entries.filter((e) => e.kind === 'reserve' && (e.message_id === first.json.message_id || e.message_id === reply.json.message_id))).toHaveLength(1);
-    const answer = done.messages[done.messages.length - 1];
-    expect(answer.status).toBe('completed');
-    expect(answer.message.parts.some((p: any) => p.type === 'tool_call' && p.name === 'marketing-image')).toBe(true);
+    // The resumed turn's generation runs 2 s of real time, so the session is still busy when it is
+    // listed even on a loaded machine (at the shared emulator's speed the whole turn could end first).
+    const local = await start({ timeScale: 0.001, durations: { 'marketing-image': { runMs: [2_000_000, 2_000_000], queuedMs: [1, 1] } } });
+    try {
+      const id = await session(local);
+      const first = await send(id, 'please draw it', local);
+      await waitStatus(id, 'awaiting_input', local);
+      const reply = await send(id, 'a marketing image', local);
+      expect(reply.status).toBe(202);
+      expect((await list(id, undefined, local)).json.status).toBe('processing');
+      const done = await waitStatus(id, 'idle', local);
+      expect(local.ledger.entries.filter((e) => e.kind === 'reserve' && (e.message_id === first.json.message_id || e.message_id === reply.json.message_id))).toHaveLength(1);
+      const answer = done.messages[done.messages.length - 1];
+      expect(answer.status).toBe('completed');
+      expect(answer.message.parts.some((p: any) => p.type === 'tool_call' && p.name === 'marketing-image')).toBe(true);
+    } finally {
+      await local.close();
+    }
   });
 
   it('processing or awaiting_input + interrupt → processing, then idle; the turn settles normally', async () => {
