@@ -76,6 +76,21 @@ describe('genpipe plan', () => {
     expect(doc.instances[0]).toMatchObject({ id: 'cats[seed=1,variation_index=0]', body: { tier: 'cats', seed: 1, variation_index: 0 } });
   });
 
+  it('--json keeps every instance whole across the spool buffer, multi-byte text included', async () => {
+    // 3,000 instances of about 1.2 KB of three-byte characters: several megabytes, so the spool's
+    // 1 MB buffer is flushed many times, and a line may end just short of its end.
+    const brief = '猫'.repeat(400);
+    const path = manifest('spool.yaml', `version: 1\nname: spool\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: 3000 } } }\n    input: { seed: "{{ seed }}", brief: "${brief}" }\n`);
+    const io = capture();
+    expect(await main(['plan', path, '--json'], io)).toBe(0);
+    const doc = JSON.parse(io.stdout.join('')) as { instances: { id: string; body: { seed: number; brief: string } }[] };
+    expect(doc.instances).toHaveLength(3000);
+    doc.instances.forEach((instance, i) => {
+      expect(instance.id).toBe(`a[seed=${i + 1}]`);
+      expect(instance.body).toMatchObject({ seed: i + 1, brief });
+    });
+  });
+
   it('refuses a --limit that is not a whole number with exit 2', async () => {
     const io = capture();
     expect(await main(['plan', quickstart, '--limit', 'ten'], io)).toBe(2);

@@ -95,7 +95,10 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
  * them over (synchronously, in writes of about 1 MB), at most `limit` per step.
  */
 class InstanceSpool {
-  #buffer = '';
+  // Each line is encoded into this buffer at once: a megabyte of pending strings outlived young
+  // garbage collections and made a third of a million-instance plan's time GC.
+  readonly #buffer = Buffer.allocUnsafe(1 << 20);
+  #used = 0;
   #count = 0;
   #perStep = new Map<string, number>();
 
@@ -120,13 +123,16 @@ class InstanceSpool {
       if (n >= this.limit) return;
       this.#perStep.set(instance.step, n + 1);
     }
-    this.#buffer += (this.#count++ === 0 ? '\n' : ',\n') + instanceJson(instance);
-    if (this.#buffer.length >= 1 << 20) this.flush();
+    const line = (this.#count++ === 0 ? '\n' : ',\n') + instanceJson(instance);
+    // A UTF-16 unit takes at most 3 bytes of UTF-8.
+    if (line.length * 3 > this.#buffer.length - this.#used) this.flush();
+    if (line.length * 3 > this.#buffer.length) writeSync(this.fd, line);
+    else this.#used += this.#buffer.write(line, this.#used);
   }
 
   flush(): void {
-    if (this.#buffer.length > 0) writeSync(this.fd, this.#buffer);
-    this.#buffer = '';
+    for (let at = 0; at < this.#used; ) at += writeSync(this.fd, this.#buffer, at, this.#used - at);
+    this.#used = 0;
   }
 
   async remove(): Promise<void> {
