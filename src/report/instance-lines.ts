@@ -11,7 +11,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JournalRecord, JournalRecordOf } from '../run/journal-records.js';
-import { streamJournal } from '../run/journal.js';
+import { streamJournalBatches } from '../run/journal.js';
 import { keyOfLine, mergeRuns, writeLinesFile } from '../util/external-sort.js';
 import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
 
@@ -66,6 +66,42 @@ function factOf(record: JournalRecord): Fact {
   }
 }
 
+/** A fact read straight from a line's text (projectFact), with the instance it belongs to. */
+class ProjectedFact {
+  constructor(
+    readonly instance: string,
+    readonly fact: Fact,
+  ) {}
+}
+
+// The layouts genpipe writes its three commonest records in, read by pattern: no JSON parse, no
+// schema check for the fields the report never reads (the checksum has vouched for the bytes). An
+// id or model is taken only when its JSON text has no escape, so it is the string itself.
+const INTENT = /^\{"type":"intent","instance":"([^"\\]+)","model":"([^"\\]+)","idempotencyKey":(?:null|"[^"\\]+"),"bodyHash":"[0-9a-f]{64}"(?:,"at":\d+)?\}$/;
+const SUBMITTED = /^\{"type":"submitted","instance":"([^"\\]+)","handle":\{"kind":"request","requestId":"([^"\\]+)"\}(?:,"at":\d+)?\}$/;
+const STATUS = /^\{"type":"status","instance":"([^"\\]+)","status":"(completed|failed|nsfw|canceled)",/;
+
+/**
+ * The report's fact of an intent, a request's submission or a status without a reported cost, read
+ * from the line's JSON text; undefined for anything else, which is then parsed and checked in full
+ * (ProjectLine in journal.ts). A status line is most of a journal (its outputs and result), and the
+ * report reads only its status: a status that names a cost anywhere goes the full way.
+ */
+function projectFact(json: string): ProjectedFact | undefined {
+  let m: RegExpExecArray | null;
+  switch (json.charCodeAt(9)) {
+    case 0x69: // {"type":"i…
+      if ((m = INTENT.exec(json))) return new ProjectedFact(m[1] as string, ['i', m[2]]);
+      return undefined;
+    case 0x73: // {"type":"s…
+      if ((m = SUBMITTED.exec(json))) return new ProjectedFact(m[1] as string, ['s', { kind: 'request', requestId: m[2] }]);
+      if ((m = STATUS.exec(json)) && json.includes(',"outputs":[') && !json.includes('"actualCostUsd"')) return new ProjectedFact(m[1] as string, ['S', m[2]]);
+      return undefined;
+    default:
+      return undefined;
+  }
+}
+
 function recordOf(id: string, fact: Fact): JournalRecord {
   switch (fact[0]) {
     case 'i':
@@ -98,9 +134,10 @@ const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 
 
 /**
  * Yields `[instance id, state]` for every instance the journal names, sorted by id (UTF-16 code
- * units, like outputs.csv: the same order on every machine and locale).
+ * units, like outputs.csv: the same order on every machine and locale). `fullParse` parses and
+ * checks every line rather than reading the common ones' facts from their text (tests compare).
  */
-export async function* instanceStates(journalPath: string, options: { chunk?: number; gallery?: boolean } = {}): AsyncGenerator<[string, InstanceState]> {
+export async function* instanceStates(journalPath: string, options: { chunk?: number; gallery?: boolean; fullParse?: boolean } = {}): AsyncGenerator<[string, InstanceState]> {
   const limit = options.chunk ?? CHUNK_INSTANCES;
   // A gallery reads downloaded records too, and keeps what its cells show (galleryFactOf).
   const skipTypes = options.gallery ? NOT_OUTCOME.filter((t) => t !== 'downloaded') : NOT_OUTCOME;
@@ -109,19 +146,24 @@ export async function* instanceStates(journalPath: string, options: { chunk?: nu
   const spills: string[] = [];
   let dir: string | undefined;
   try {
-    for await (const record of streamJournal(journalPath, { skipTypes })) {
-      const id = (record as { instance?: unknown }).instance;
-      if (typeof id !== 'string') continue;
-      let list = chunk.get(id);
-      if (!list) {
-        if (chunk.size >= limit) {
-          dir ??= await mkdtemp(join(tmpdir(), 'genpipe-report-'));
-          spills.push(await spill(chunk, join(dir, `chunk-${spills.length}.jsonl`)));
-          chunk = new Map();
+    // A gallery reads more of each status than projectFact gives: its lines are read in full.
+    const batches = options.gallery || options.fullParse ? streamJournalBatches(journalPath, { skipTypes }) : streamJournalBatches(journalPath, { skipTypes, project: projectFact });
+    for await (const batch of batches) {
+      for (const item of batch) {
+        const projected = item instanceof ProjectedFact ? item : undefined;
+        const id = projected ? projected.instance : (item as { instance?: unknown }).instance;
+        if (typeof id !== 'string') continue;
+        let list = chunk.get(id);
+        if (!list) {
+          if (chunk.size >= limit) {
+            dir ??= await mkdtemp(join(tmpdir(), 'genpipe-report-'));
+            spills.push(spill(chunk, join(dir, `chunk-${spills.length}.jsonl`)));
+            chunk = new Map();
+          }
+          chunk.set(id, (list = []));
         }
-        chunk.set(id, (list = []));
+        list.push(projected ? projected.fact : fact(item as JournalRecord));
       }
-      list.push(fact(record));
     }
     if (spills.length === 0) {
       const ids = [...chunk.keys()].sort(byCodeUnits);
@@ -133,7 +175,7 @@ export async function* instanceStates(journalPath: string, options: { chunk?: nu
       }
       return;
     }
-    if (chunk.size > 0) spills.push(await spill(chunk, join(dir as string, `chunk-${spills.length}.jsonl`)));
+    if (chunk.size > 0) spills.push(spill(chunk, join(dir as string, `chunk-${spills.length}.jsonl`)));
     chunk = new Map();
     yield* merge(spills);
   } finally {
@@ -142,7 +184,7 @@ export async function* instanceStates(journalPath: string, options: { chunk?: nu
 }
 
 /** Writes a chunk sorted by id, a line per instance: its id (JSON), a tab, its records (JSON); returns its path. */
-function spill(chunk: ReadonlyMap<string, Fact[]>, path: string): Promise<string> {
+function spill(chunk: ReadonlyMap<string, Fact[]>, path: string): string {
   const ids = [...chunk.keys()].sort(byCodeUnits);
   return writeLinesFile(path, ids.map((id) => `${JSON.stringify(id)}\t${JSON.stringify(chunk.get(id))}`));
 }

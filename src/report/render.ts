@@ -5,11 +5,9 @@ import type { CostReport, CostSummary, GroupLine, InstanceLine, Money } from './
 
 const credits = (usd: number, rate: number): number => Math.round(usd * rate * 100) / 100;
 
-const withCredits = <T extends Money>(m: T, rate: number): T & { netCredits: number; refundedCredits: number } => ({
-  ...m,
-  netCredits: credits(m.netUsd, rate),
-  refundedCredits: credits(m.refundedUsd, rate),
-});
+// Object.assign, not a spread: spreading a line into a literal took 3.5 s a million lines.
+const withCredits = <T extends Money>(m: T, rate: number): T & { netCredits: number; refundedCredits: number } =>
+  Object.assign({}, m, { netCredits: credits(m.netUsd, rate), refundedCredits: credits(m.refundedUsd, rate) });
 
 /**
  * Each report format in three pieces, so a report of any size is written as its lines come (the

@@ -1,55 +1,10 @@
-import { open, rename, rm, type FileHandle } from 'node:fs/promises';
+import { rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readPlanFile } from '../run/run-dir.js';
+import { ByteSink } from '../util/byte-sink.js';
 import { copyText } from '../util/copy-text.js';
 import { summarizeCostReport, type CostSummary } from './cost-report.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
-
-/** Joins small pieces into writes of about `size` characters. */
-export async function writeInChunks(parts: Iterable<string>, write: (chunk: string) => Promise<unknown>, size = 256 * 1024): Promise<void> {
-  let chunk = '';
-  for (const part of parts) {
-    chunk += part;
-    if (chunk.length >= size) {
-      await write(chunk);
-      chunk = '';
-    }
-  }
-  if (chunk.length > 0) await write(chunk);
-}
-
-/** A file written in chunks of about 256 KB. */
-class Sink {
-  #buffer = '';
-  private constructor(
-    readonly path: string,
-    private readonly handle: FileHandle,
-  ) {}
-
-  static async open(path: string): Promise<Sink> {
-    return new Sink(path, await open(path, 'w'));
-  }
-
-  async add(text: string): Promise<void> {
-    this.#buffer += text;
-    if (this.#buffer.length >= 256 * 1024) await this.flush();
-  }
-
-  async flush(): Promise<void> {
-    if (this.#buffer.length === 0) return;
-    const text = this.#buffer;
-    this.#buffer = '';
-    await this.handle.write(text);
-  }
-
-  async close(): Promise<void> {
-    try {
-      await this.flush();
-    } finally {
-      await this.handle.close();
-    }
-  }
-}
 
 const FILES: readonly (readonly [string, ReportFormat])[] = [
   ['report.json', JSON_FORMAT],
@@ -69,41 +24,46 @@ export async function writeCostReport(runDir: string, options: { creditsPerUsd?:
   // What a head may read before the totals exist: the run's names and the rate.
   const early: CostSummary = { pipeline: plan.pipeline, runId: plan.runId, creditsPerUsd: rate, steps: [], models: [], total: { name: 'total', counts: {} as CostSummary['total']['counts'], estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 } };
   const headFirst = new Set<ReportFormat>([JSON_FORMAT, CSV_FORMAT]);
-  const sinks: Sink[] = [];
+  const sinks: ByteSink[] = [];
   try {
     for (const [name, format] of FILES) {
-      const sink = await Sink.open(join(runDir, headFirst.has(format) ? `${name}.tmp` : `${name}.lines.tmp`));
+      const sink = new ByteSink(join(runDir, headFirst.has(format) ? `${name}.tmp` : `${name}.lines.tmp`));
       sinks.push(sink);
-      if (headFirst.has(format)) await sink.add(format.head(early));
+      if (headFirst.has(format)) sink.add(format.head(early));
     }
     let index = 0;
-    const summary = await summarizeCostReport(runDir, options, async (line) => {
-      for (const [i, [, format]] of FILES.entries()) await (sinks[i] as Sink).add(format.instance(line, index, rate));
+    const summary = await summarizeCostReport(runDir, options, (line) => {
+      for (const [i, [, format]] of FILES.entries()) (sinks[i] as ByteSink).add(format.instance(line, index, rate));
       index++;
     });
     for (const [i, [name, format]] of FILES.entries()) {
-      const sink = sinks[i] as Sink;
+      const sink = sinks[i] as ByteSink;
       if (headFirst.has(format)) {
-        await sink.add(format.tail(summary, index));
-        await sink.close();
+        sink.add(format.tail(summary, index));
+        sink.close();
         continue;
       }
-      await sink.close();
-      const whole = await Sink.open(join(runDir, `${name}.tmp`));
+      sink.close();
+      const whole = new ByteSink(join(runDir, `${name}.tmp`));
       try {
-        await whole.add(format.head(summary));
-        await whole.flush();
-        await copyText(sink.path, (chunk) => whole.add(chunk));
-        await whole.add(format.tail(summary, index));
+        whole.add(format.head(summary));
+        await copyText(sink.path, async (chunk) => whole.add(chunk));
+        whole.add(format.tail(summary, index));
       } finally {
-        await whole.close();
+        whole.close();
       }
       await rm(sink.path, { force: true });
     }
     for (const [name] of FILES) await rename(join(runDir, `${name}.tmp`), join(runDir, name));
     return summary;
   } catch (error) {
-    for (const sink of sinks) await sink.close().catch(() => undefined);
+    for (const sink of sinks) {
+      try {
+        sink.close();
+      } catch {
+        // the first error is the one to report
+      }
+    }
     for (const [name] of FILES) {
       await rm(join(runDir, `${name}.tmp`), { force: true });
       await rm(join(runDir, `${name}.lines.tmp`), { force: true });

@@ -4,12 +4,12 @@
  * spilled to temporary files and merged, so memory stays bounded by the chunk whatever the input.
  * Equal keys keep their input order.
  */
-import { once } from 'node:events';
-import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { ByteSink } from './byte-sink.js';
 
 export const keyOfLine = (line: string): string => line.slice(0, line.indexOf('\t'));
 
@@ -33,14 +33,14 @@ export async function* sortLines(lines: AsyncIterable<string> | Iterable<string>
       batch.push({ key: decode(keyOfLine(line)), line, order: batch.length });
       if (batch.length < limit) continue;
       dir ??= await mkdtemp(join(tmpdir(), 'genpipe-sort-'));
-      runs.push(await spillRun(sortBatch(), join(dir, `run-${runs.length}.txt`)));
+      runs.push(spillRun(sortBatch(), join(dir, `run-${runs.length}.txt`)));
       batch = [];
     }
     if (runs.length === 0) {
       for (const item of sortBatch()) yield item.line;
       return;
     }
-    if (batch.length > 0) runs.push(await spillRun(sortBatch(), join(dir as string, `run-${runs.length}.txt`)));
+    if (batch.length > 0) runs.push(spillRun(sortBatch(), join(dir as string, `run-${runs.length}.txt`)));
     batch = [];
     yield* mergeRuns(runs, compare, decode);
   } finally {
@@ -48,26 +48,17 @@ export async function* sortLines(lines: AsyncIterable<string> | Iterable<string>
   }
 }
 
-const spillRun = (items: readonly Keyed[], path: string): Promise<string> => writeLinesFile(path, items.map((item) => item.line));
+const spillRun = (items: readonly Keyed[], path: string): string => writeLinesFile(path, items.map((item) => item.line));
 
-/** Writes `lines` to a new file at `path`, each followed by a newline, a megabyte at a time; returns the path. */
-export async function writeLinesFile(path: string, lines: Iterable<string>): Promise<string> {
-  const out = createWriteStream(path);
-  let buffer = '';
-  for (const line of lines) {
-    buffer += `${line}\n`;
-    if (buffer.length < 1 << 20) continue;
-    await write(out, buffer);
-    buffer = '';
+/** Writes `lines` to a new file at `path`, each followed by a newline; returns the path. */
+export function writeLinesFile(path: string, lines: Iterable<string>): string {
+  const sink = new ByteSink(path);
+  try {
+    for (const line of lines) sink.add(`${line}\n`);
+  } finally {
+    sink.close();
   }
-  await write(out, buffer);
-  out.end();
-  await once(out, 'finish');
   return path;
-}
-
-async function write(out: WriteStream, text: string): Promise<void> {
-  if (text.length > 0 && !out.write(text)) await once(out, 'drain');
 }
 
 /** A k-way merge of sorted runs (files of `key<TAB>payload` lines): a binary heap on (key, run), so equal keys come in run order. */

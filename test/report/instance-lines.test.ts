@@ -96,4 +96,46 @@ describe('instanceStates', () => {
     expect(states[0]).toEqual(['a[x=1]', expect.objectContaining({ status: 'completed', request: 'r1', model: 'soul' })]);
     expect(states).toHaveLength(11);
   });
+
+  it('reading facts from the lines\' text (projectFact) gives exactly the states a full parse gives (property)', async () => {
+    // Ids with a quote, a backslash or a non-ASCII letter, agent handles and reported costs take
+    // the full parse; plain intents, request submissions and statuses are read from the text.
+    const id = fc.constantFrom('step[seed=1]', 'step[name="q"]', 'step[path=a\\b]', 'step[chat=é]', 'step[x=1,y=2]');
+    const record = fc.tuple(id, fc.nat({ max: 9 }), fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined })).map(([instance, kind, cost]): JournalRecord => {
+      switch (kind) {
+        case 0:
+          return { type: 'intent', instance, model: 'soul', idempotencyKey: null, bodyHash: HASH };
+        case 1:
+          return { type: 'intent', instance, model: 'character-sheet', idempotencyKey: 'k"1', bodyHash: HASH };
+        case 2:
+          return { type: 'submitted', instance, handle: { kind: 'request', requestId: 'r1' } };
+        case 3:
+          return { type: 'submitted', instance, handle: { kind: 'agent_message', sessionId: 's1', messageId: 'm1' } };
+        case 4:
+          return { type: 'status', instance, status: 'completed', durationMs: 5, outputs: [{ url: 'https://cdn.example/1.png' }], result: { actualCostUsd: 2, status: 'failed' } };
+        case 5:
+          return { type: 'status', instance, status: 'nsfw', outputs: [], ...(cost === undefined ? {} : { actualCostUsd: cost }) };
+        case 6:
+          return { type: 'status', instance, status: 'failed', outputs: [], error: '"status":"completed"' };
+        case 7:
+          return { type: 'failed', instance, code: 'download', message: 'gone' };
+        case 8:
+          return { type: 'reroll', instance, attempt: 1, seed: 7 } as JournalRecord;
+        default:
+          return { type: 'retry', instance, attempt: 1, previous: 'failed' };
+      }
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(record, { minLength: 1, maxLength: 60 }), async (records) => {
+        const path = await writeJournal(records);
+        const read = async (fullParse: boolean): Promise<unknown[]> => {
+          const out: unknown[] = [];
+          for await (const entry of instanceStates(path, { chunk: 2, fullParse })) out.push(entry);
+          return out;
+        };
+        expect(await read(false)).toEqual(await read(true));
+      }),
+      { numRuns: 60 },
+    );
+  });
 });

@@ -1,8 +1,8 @@
-import { closeSync, openSync, writeSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GenpipeError } from '../../api/errors.js';
+import { ByteSink } from '../../util/byte-sink.js';
 import { copyText } from '../../util/copy-text.js';
 import { loadManifestFile } from '../../manifest/load.js';
 import { buildPlan, type Plan, type PlannedInstance, type StepPlan } from '../../plan/plan.js';
@@ -92,29 +92,25 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
 
 /**
  * The instances of a plan as JSON lines in a temporary file, written as the validation pass hands
- * them over (synchronously, in writes of about 1 MB), at most `limit` per step.
+ * them over (synchronously, a megabyte at a time), at most `limit` per step.
  */
 class InstanceSpool {
-  // Each line is encoded into this buffer at once: a megabyte of pending strings outlived young
-  // garbage collections and made a third of a million-instance plan's time GC.
-  readonly #buffer = Buffer.allocUnsafe(1 << 20);
-  #used = 0;
   #count = 0;
   #perStep = new Map<string, number>();
 
   private constructor(
     private readonly dir: string,
-    private readonly fd: number,
+    private readonly sink: ByteSink,
     private readonly limit: number | undefined,
   ) {}
 
   static async open(limit: number | undefined): Promise<InstanceSpool> {
     const dir = await mkdtemp(join(tmpdir(), 'genpipe-plan-'));
-    return new InstanceSpool(dir, openSync(join(dir, 'instances.jsonl'), 'w'), limit);
+    return new InstanceSpool(dir, new ByteSink(join(dir, 'instances.jsonl')), limit);
   }
 
   get path(): string {
-    return join(this.dir, 'instances.jsonl');
+    return this.sink.path;
   }
 
   add(instance: PlannedInstance): void {
@@ -123,24 +119,15 @@ class InstanceSpool {
       if (n >= this.limit) return;
       this.#perStep.set(instance.step, n + 1);
     }
-    const line = (this.#count++ === 0 ? '\n' : ',\n') + instanceJson(instance);
-    // A UTF-16 unit takes at most 3 bytes of UTF-8.
-    if (line.length * 3 > this.#buffer.length - this.#used) this.flush();
-    if (line.length * 3 > this.#buffer.length) writeSync(this.fd, line);
-    else this.#used += this.#buffer.write(line, this.#used);
+    this.sink.add((this.#count++ === 0 ? '\n' : ',\n') + instanceJson(instance));
   }
 
   flush(): void {
-    for (let at = 0; at < this.#used; ) at += writeSync(this.fd, this.#buffer, at, this.#used - at);
-    this.#used = 0;
+    this.sink.flush();
   }
 
   async remove(): Promise<void> {
-    try {
-      closeSync(this.fd);
-    } catch {
-      // closed already
-    }
+    this.sink.close();
     await rm(this.dir, { recursive: true, force: true });
   }
 }

@@ -1,0 +1,51 @@
+/**
+ * A file written from many small strings, each encoded into a 1 MB buffer as it comes and the
+ * buffer written (synchronously) when full. Joining the strings instead kept a megabyte of small
+ * pieces alive until each write: they outlived young garbage collections, and on files of millions
+ * of lines (a plan --json spool, a report) garbage collection took a third of the time.
+ */
+import { closeSync, openSync, writeSync } from 'node:fs';
+
+const SIZE = 1 << 20;
+
+export class ByteSink {
+  readonly #buffer = Buffer.allocUnsafe(SIZE);
+  #used = 0;
+  #fd: number | undefined;
+
+  /** Creates (or truncates) the file at `path`. */
+  constructor(readonly path: string) {
+    this.#fd = openSync(path, 'w');
+  }
+
+  add(text: string): void {
+    if (this.#fd === undefined) throw new Error(`${this.path} is closed`);
+    // A UTF-16 code unit takes at most 3 bytes of UTF-8.
+    if (text.length * 3 > SIZE - this.#used) this.flush();
+    if (text.length * 3 > SIZE) this.#write(Buffer.from(text), Buffer.byteLength(text));
+    else this.#used += this.#buffer.write(text, this.#used);
+  }
+
+  /** Writes what is buffered. */
+  flush(): void {
+    this.#write(this.#buffer, this.#used);
+    this.#used = 0;
+  }
+
+  /** Flushes and closes; a second close does nothing. */
+  close(): void {
+    const fd = this.#fd;
+    if (fd === undefined) return;
+    try {
+      this.flush();
+    } finally {
+      this.#fd = undefined;
+      closeSync(fd);
+    }
+  }
+
+  #write(bytes: Buffer, length: number): void {
+    if (this.#fd === undefined) throw new Error(`${this.path} is closed`);
+    for (let at = 0; at < length; ) at += writeSync(this.#fd, bytes, at, length - at);
+  }
+}
