@@ -87,20 +87,27 @@ const STATUS = /^\{"type":"status","instance":"([^"\\]+)","status":"(completed|f
  * (ProjectLine in journal.ts). A status line is most of a journal (its outputs and result), and the
  * report reads only its status: a status that names a cost anywhere goes the full way.
  */
-function projectFact(json: string): ProjectedFact | undefined {
+function projectFact(json: Buffer): ProjectedFact | undefined {
   let m: RegExpExecArray | null;
-  switch (json.charCodeAt(9)) {
+  switch (json[9]) {
     case 0x69: // {"type":"i…
-      if ((m = INTENT.exec(json))) return new ProjectedFact(m[1] as string, ['i', m[2]]);
+      if ((m = INTENT.exec(json.toString('utf8')))) return new ProjectedFact(m[1] as string, ['i', m[2]]);
       return undefined;
     case 0x73: // {"type":"s…
-      if ((m = SUBMITTED.exec(json))) return new ProjectedFact(m[1] as string, ['s', { kind: 'request', requestId: m[2] }]);
-      if ((m = STATUS.exec(json)) && json.includes(',"outputs":[') && !json.includes('"actualCostUsd"')) return new ProjectedFact(m[1] as string, ['S', m[2]]);
+      if (json[10] === 0x75) {
+        if ((m = SUBMITTED.exec(json.toString('utf8')))) return new ProjectedFact(m[1] as string, ['s', { kind: 'request', requestId: m[2] }]);
+        return undefined;
+      }
+      // Only the start of a status is decoded: a character cut at its end fails the pattern.
+      if (json.includes(OUTPUTS) && !json.includes(COST) && (m = STATUS.exec(json.toString('utf8', 0, 400)))) return new ProjectedFact(m[1] as string, ['S', m[2]]);
       return undefined;
     default:
       return undefined;
   }
 }
+
+const OUTPUTS = ',"outputs":[';
+const COST = '"actualCostUsd"';
 
 function recordOf(id: string, fact: Fact): JournalRecord {
   switch (fact[0]) {
@@ -193,7 +200,10 @@ function spill(chunk: ReadonlyMap<string, Fact[]>, path: string): string {
 async function* merge(paths: readonly string[]): AsyncGenerator<[string, InstanceState]> {
   let id: string | undefined;
   let records: Fact[] = [];
-  for await (const line of mergeRuns(paths, byCodeUnits, decodeId)) {
+  let merged = 0;
+  for (const line of mergeRuns(paths, byCodeUnits, decodeId)) {
+    // The merge reads synchronously: let signals and timers in now and then.
+    if (++merged % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
     const raw = keyOfLine(line);
     const next = decodeId(raw);
     if (id !== undefined && next !== id) yield [id, stateOf(id, records)];

@@ -2,7 +2,6 @@ import { rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readPlanFile } from '../run/run-dir.js';
 import { ByteSink } from '../util/byte-sink.js';
-import { copyText } from '../util/copy-text.js';
 import { summarizeCostReport, type CostSummary } from './cost-report.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
 
@@ -47,7 +46,7 @@ export async function writeCostReport(runDir: string, options: { creditsPerUsd?:
       const whole = new ByteSink(join(runDir, `${name}.tmp`));
       try {
         whole.add(format.head(summary));
-        await copyText(sink.path, async (chunk) => whole.add(chunk));
+        whole.addFile(sink.path);
         whole.add(format.tail(summary, index));
       } finally {
         whole.close();

@@ -4,7 +4,7 @@
  * pieces alive until each write: they outlived young garbage collections, and on files of millions
  * of lines (a plan --json spool, a report) garbage collection took a third of the time.
  */
-import { closeSync, openSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readSync, writeSync } from 'node:fs';
 
 const SIZE = 1 << 20;
 
@@ -24,6 +24,18 @@ export class ByteSink {
     if (text.length * 3 > SIZE - this.#used) this.flush();
     if (text.length * 3 > SIZE) this.#write(Buffer.from(text), Buffer.byteLength(text));
     else this.#used += this.#buffer.write(text, this.#used);
+  }
+
+  /** Appends the bytes of the file at `path` as they are (no decoding), after what was added. */
+  addFile(path: string): void {
+    this.flush();
+    const fd = openSync(path, 'r');
+    try {
+      // Bounded: each turn reads at least one byte, or ends.
+      for (let read = readSync(fd, this.#buffer); read > 0; read = readSync(fd, this.#buffer)) this.#write(this.#buffer, read);
+    } finally {
+      closeSync(fd);
+    }
   }
 
   /** Writes what is buffered. */

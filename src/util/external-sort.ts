@@ -4,12 +4,11 @@
  * spilled to temporary files and merged, so memory stays bounded by the chunk whatever the input.
  * Equal keys keep their input order.
  */
-import { createReadStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { ByteSink } from './byte-sink.js';
+import { linesOfFile } from './read-lines.js';
 
 export const keyOfLine = (line: string): string => line.slice(0, line.indexOf('\t'));
 
@@ -61,9 +60,12 @@ export function writeLinesFile(path: string, lines: Iterable<string>): string {
   return path;
 }
 
-/** A k-way merge of sorted runs (files of `key<TAB>payload` lines): a binary heap on (key, run), so equal keys come in run order. */
-export async function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string): AsyncGenerator<string> {
-  const heap: (Keyed & { lines: AsyncIterator<string> })[] = [];
+/**
+ * A k-way merge of sorted runs (files of `key<TAB>payload` lines): a binary heap on (key, run), so
+ * equal keys come in run order. Synchronous: the runs are read 64 KB at a time (read-lines.ts).
+ */
+export function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string): Generator<string> {
+  const heap: (Keyed & { lines: Iterator<string> })[] = [];
   type Head = (typeof heap)[number];
   const before = (a: Head, b: Head): boolean => {
     const c = compare(a.key, b.key);
@@ -97,25 +99,21 @@ export async function* mergeRuns(paths: readonly string[], compare: (a: string, 
     }
     return top;
   };
-  const advance = async (order: number, lines: AsyncIterator<string>): Promise<void> => {
-    const next = await lines.next();
+  const advance = (order: number, lines: Iterator<string>): void => {
+    const next = lines.next();
     if (!next.done) push({ key: decode(keyOfLine(next.value)), line: next.value, order, lines });
   };
-  const inputs = paths.map((path) => createReadStream(path));
-  const readers = inputs.map((input) => createInterface({ input, crlfDelay: Infinity }));
-  // Every iterator at once: a reader emits lines as soon as it exists, and lines emitted before
-  // its iterator would be lost.
-  const iterators = readers.map((reader) => reader[Symbol.asyncIterator]());
+  const iterators: Iterator<string>[] = [];
   try {
-    for (const [order, lines] of iterators.entries()) await advance(order, lines);
+    for (const path of paths) iterators.push(linesOfFile(path));
+    for (const [order, lines] of iterators.entries()) advance(order, lines);
     // Bounded: every step consumes one line of one run.
     while (heap.length > 0) {
       const head = pop();
       yield head.line;
-      await advance(head.order, head.lines);
+      advance(head.order, head.lines);
     }
   } finally {
-    for (const reader of readers) reader.close();
-    for (const input of inputs) input.destroy();
+    for (const lines of iterators) lines.return?.();
   }
 }

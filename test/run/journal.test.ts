@@ -259,6 +259,14 @@ describe('corruption in the middle', () => {
     expect(result.corrupt[3]!.reason).toMatch(/invalid record/);
   });
 
+  it('the prefix is exactly eight lowercase hex digits and a space: anything else is malformed', () => {
+    const json = JSON.stringify(SAMPLE[0]);
+    const prefixes = ['ABCDEF01 ', '0123456g ', '01234567\t', '-1234567 ', '+1234567 ', '0x123456 ', ' 1234567 '];
+    const result = parseJournal(Buffer.concat([...prefixes.map((p) => Buffer.from(`${p}${json}\n`)), encodeLine(json)]));
+    expect(result.records).toEqual([SAMPLE[0]]);
+    expect(result.corrupt.map((c) => c.reason)).toEqual(prefixes.map(() => 'malformed checksum prefix'));
+  });
+
   it('a last line whose checksum is right but whose content is unknown is corruption, not a torn write', () => {
     const data = Buffer.concat([encodeLine(JSON.stringify(SAMPLE[0])), encodeLine(JSON.stringify({ type: 'from_the_future' }))]);
     const result = parseJournal(data);

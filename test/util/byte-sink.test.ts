@@ -16,4 +16,18 @@ describe('ByteSink', () => {
     expect(() => sink.add('late')).toThrow(/closed/);
     expect(readFileSync(path, 'utf8')).toBe(pieces.join(''));
   });
+
+  it('addFile appends a file\'s bytes after what was added, then goes on', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'genpipe-sink-'));
+    const part = new ByteSink(join(dir, 'part.txt'));
+    const middle = `${'é猫'.repeat(700_000)}\n`;
+    part.add(middle);
+    part.close();
+    const whole = new ByteSink(join(dir, 'whole.txt'));
+    whole.add('head\n');
+    whole.addFile(part.path);
+    whole.add('tail\n');
+    whole.close();
+    expect(readFileSync(whole.path, 'utf8')).toBe(`head\n${middle}tail\n`);
+  });
 });
