@@ -52,7 +52,8 @@ function factOf(record: JournalRecord): Fact {
     case 'intent':
       return ['i', record.model];
     case 'submitted':
-      return ['s', record.handle];
+      // A request's handle is its id (the commonest, and shortest to spill); others are kept whole.
+      return record.handle.kind === 'request' && Object.keys(record.handle).length === 2 ? ['r', record.handle.requestId] : ['s', record.handle];
     case 'status':
       return record.actualCostUsd === undefined ? ['S', record.status] : ['S', record.status, record.actualCostUsd];
     case 'failed':
@@ -95,7 +96,7 @@ function projectFact(json: Buffer): ProjectedFact | undefined {
       return undefined;
     case 0x73: // {"type":"s…
       if (json[10] === 0x75) {
-        if ((m = SUBMITTED.exec(json.toString('utf8')))) return new ProjectedFact(m[1] as string, ['s', { kind: 'request', requestId: m[2] }]);
+        if ((m = SUBMITTED.exec(json.toString('utf8')))) return new ProjectedFact(m[1] as string, ['r', m[2]]);
         return undefined;
       }
       // Only the start of a status is decoded: a character cut at its end fails the pattern.
@@ -106,13 +107,15 @@ function projectFact(json: Buffer): ProjectedFact | undefined {
   }
 }
 
-const OUTPUTS = ',"outputs":[';
-const COST = '"actualCostUsd"';
+const OUTPUTS = Buffer.from(',"outputs":[');
+const COST = Buffer.from('"actualCostUsd"');
 
 function recordOf(id: string, fact: Fact): JournalRecord {
   switch (fact[0]) {
     case 'i':
       return { type: 'intent', instance: id, model: fact[1] as string, idempotencyKey: null, bodyHash: '' };
+    case 'r':
+      return { type: 'submitted', instance: id, handle: { kind: 'request', requestId: fact[1] as string } };
     case 's':
       return { type: 'submitted', instance: id, handle: fact[1] as JournalRecordOf<'submitted'>['handle'] };
     case 'S':
