@@ -19,15 +19,31 @@ export function canonicalJson(value: unknown): string {
     }
     return `${text}]`;
   }
-  const keys = Object.keys(value).sort();
   let text = '{';
-  for (const key of keys) {
+  for (const [key, quoted] of sortedKeys(Object.keys(value))) {
     const item = (value as Record<string, unknown>)[key];
     if (item === undefined) continue;
-    text += `${text.length > 1 ? ',' : ''}${JSON.stringify(key)}:${canonicalJson(item)}`;
+    text += `${text.length > 1 ? ',' : ''}${quoted}${canonicalJson(item)}`;
   }
   return `${text}}`;
 }
+
+/**
+ * The keys sorted, each with its JSON and a colon. The inputs of one step share a few key lists, so
+ * the last few orders are remembered (by the list's text) rather than sorted and quoted each time.
+ */
+function sortedKeys(keys: string[]): readonly (readonly [string, string])[] {
+  const signature = keys.join('\u0000');
+  let order = keyOrders.get(signature);
+  if (order === undefined) {
+    order = keys.sort().map((key) => [key, `${JSON.stringify(key)}:`] as const);
+    if (keyOrders.size >= 256) keyOrders.clear();
+    keyOrders.set(signature, order);
+  }
+  return order;
+}
+
+const keyOrders = new Map<string, readonly (readonly [string, string])[]>();
 
 /**
  * A plan's fingerprint: the manifest and every instance's id and canonical input, in plan order.

@@ -114,23 +114,24 @@ export function* expandMatrix(spec: MatrixSpec): Generator<Combination> {
   const counters = new Array<number>(dims.length).fill(0);
   for (;;) {
     const values: Record<string, unknown> = {};
-    const labels: string[] = [];
-    dims.forEach((dim, d) => {
+    let label = '';
+    for (let d = 0; d < dims.length; d++) {
       const index = counters[d] ?? 0;
-      for (const axis of dim.axes) {
+      for (const axis of (dims[d] as Dimension).axes) {
         values[axis.name] = axis.value(index);
-        labels.push(`${axis.name}=${axis.label(index)}`);
+        label += `${label === '' ? '' : ','}${axis.name}=${axis.label(index)}`;
       }
-    });
-    if (!exclude.some((entry) => Object.entries(entry).every(([k, v]) => matches(values[k], v)))) {
-      const originalValues = { ...values };
+    }
+    if (exclude.length === 0 || !exclude.some((entry) => Object.entries(entry).every(([k, v]) => matches(values[k], v)))) {
+      // A copy only when include entries may add to the values (a spread per combination is slow).
+      const originalValues = include.length === 0 ? values : { ...values };
       include.forEach((entry, i) => {
         const fits = Object.entries(entry).every(([k, v]) => !original.has(k) || isDeepStrictEqual(originalValues[k], v));
         if (!fits) return;
         used[i] = true;
         for (const [k, v] of Object.entries(entry)) if (!original.has(k)) values[k] = v;
       });
-      yield { values, label: labels.join(',') };
+      yield { values, label };
     }
     // Odometer: the last dimension turns fastest.
     let d = dims.length - 1;

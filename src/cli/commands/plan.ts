@@ -150,5 +150,8 @@ async function streamJson(plan: Plan, io: CliIO, spool: InstanceSpool): Promise<
   await io.write('\n]}\n');
 }
 
-const instanceJson = (i: PlannedInstance): string =>
-  `{"id":${JSON.stringify(i.id)},"step":${JSON.stringify(i.step)},"values":${JSON.stringify(i.values)},"upstream":${JSON.stringify(i.upstream ?? null)},"key":${JSON.stringify(i.key ?? null)},"body":${i.canonical}}`;
+const instanceJson = (i: PlannedInstance): string => {
+  // A key is `gp1-` and hex digits: its JSON is the key in quotes.
+  const key = i.key;
+  return `{"id":${JSON.stringify(i.id)},"step":${JSON.stringify(i.step)},"values":${JSON.stringify(i.values)},"upstream":${i.upstream === undefined ? 'null' : JSON.stringify(i.upstream)},"key":${key === undefined ? 'null' : `"${key}"`},"body":${i.canonical}}`;
+};
