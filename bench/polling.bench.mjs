@@ -5,7 +5,7 @@
 // earlier run of 100 sheets, whose durations seed its polls), genpipe in webhook mode, and the
 // official client v2 `subscribe` with p-limit. Targets: polling <= 1.05x the ideal with HTTP
 // requests <= 0.8x the official client's, and webhook mode no worse.
-import { genpipeSide, officialSide, sideResult } from './lib/makespan.mjs';
+import { genpipeSide, officialSide, pollingFloor, sideResult } from './lib/makespan.mjs';
 import { writeResults } from './lib/harness.mjs';
 
 const instances = Number(process.env.BENCH_INSTANCES ?? 300);
@@ -20,6 +20,12 @@ const webhook = await genpipeSide(emulatorOptions, { instances, concurrency, web
 console.log(`genpipe webhooks: ${(webhook.makespanMs / 1000).toFixed(1)} s, ${webhook.requests} requests`);
 const official = await officialSide(emulatorOptions, { instances, concurrency });
 console.log(`official client: ${(official.makespanMs / 1000).toFixed(1)} s, ${official.requests} requests`);
+// What any polling client could expect within the target's request budget: 0.8x the official
+// client's requests, less a submit and a download per sheet, left for status polls.
+const pollBudget = Math.floor(0.8 * official.requests) - 2 * instances;
+const floor = pollingFloor(polling.durationsMs, concurrency, pollBudget, [1_700, 4_400]);
+// The same with 200 polls a job: jobs seen done at once, what is left is how they pack on the slots.
+const packing = pollingFloor(polling.durationsMs, concurrency, Number.POSITIVE_INFINITY, [1_700, 4_400]);
 const results = {
   instances,
   concurrency,
@@ -31,6 +37,8 @@ const results = {
   polling_requests_to_official: Number((polling.requests / official.requests).toFixed(3)),
   polling_with_history_requests_to_official: Number((warm.requests / official.requests).toFixed(3)),
   webhook_requests_to_official: Number((webhook.requests / official.requests).toFixed(3)),
+  polling_floor_at_request_budget: { status_polls_allowed: pollBudget, ...floor },
+  seen_at_once_packing_ratio_to_ideal: packing?.ratio_to_ideal,
   targets: { polling_to_ideal: 1.05, polling_requests_to_official: 0.8 },
 };
 console.table({
@@ -40,6 +48,8 @@ console.table({
   'webhook makespan / ideal': results.genpipe_webhooks.ratio_to_ideal,
   'official makespan / ideal': results.official_client.ratio_to_ideal,
   'polling requests / official': results.polling_requests_to_official,
+  'floor of any polling within 0.8x the official requests, makespan / ideal': floor?.ratio_to_ideal,
+  'jobs seen done at once (packing alone), makespan / ideal': packing?.ratio_to_ideal,
   'webhook requests / official': results.webhook_requests_to_official,
 });
 writeResults('polling', results);

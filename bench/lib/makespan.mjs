@@ -16,7 +16,44 @@ const { createHiggsfieldClient } = require('@higgsfield/client/v2');
 function ideal(emulator, concurrency) {
   const durations = [...emulator.requests.byId.values()].map((r) => r.endAt - r.createdAt);
   const sum = durations.reduce((a, b) => a + b, 0);
-  return { durations: durations.length, idealMs: Math.max(sum / concurrency, Math.max(...durations)) };
+  return { durations: durations.length, durationsMs: durations, idealMs: Math.max(sum / concurrency, Math.max(...durations)) };
+}
+
+/**
+ * A floor for polling under a request budget: the jobs (durations in submission order) run on
+ * `concurrency` slots, each taken by the next job as soon as its job is seen done, and each job is
+ * polled on the best fixed grid for its spread (k polls evenly over [minMs, maxMs], the last at the
+ * longest duration), with k as large as `pollBudget` polls in all allow. Known in advance here, the
+ * range is more than a real client knows, so no polling client under that budget can expect to
+ * beat this by much. Returns the makespan over the ideal, and the polls per job.
+ */
+export function pollingFloor(durationsMs, concurrency, pollBudget, [minMs, maxMs]) {
+  const sum = durationsMs.reduce((a, b) => a + b, 0);
+  const idealMs = Math.max(sum / concurrency, Math.max(...durationsMs));
+  let best;
+  // Bounded: k up to 200.
+  for (let k = 1; k <= 200; k++) {
+    const slots = new Array(concurrency).fill(0);
+    let polls = 0;
+    for (const d of durationsMs) {
+      let seen = maxMs;
+      let n = k;
+      for (let j = 1; j <= k; j++) {
+        const t = minMs + ((maxMs - minMs) * j) / k;
+        if (t >= d) {
+          seen = t;
+          n = j;
+          break;
+        }
+      }
+      polls += n;
+      const free = slots.indexOf(Math.min(...slots));
+      slots[free] += Math.max(seen, d);
+    }
+    if (polls > pollBudget) break;
+    best = { polls_per_job: Number((polls / durationsMs.length).toFixed(2)), ratio_to_ideal: Number((Math.max(...slots) / idealMs).toFixed(3)) };
+  }
+  return best;
 }
 
 /**

@@ -3,6 +3,7 @@
  * exit code. Expected failures print one sentence; only a bug prints more, and only with
  * GENPIPE_DEBUG=1.
  */
+import { setFlagsFromString } from 'node:v8';
 import { GenpipeError } from '../api/errors.js';
 import { COMMANDS } from './command-list.js';
 import { EXIT } from './exit-codes.js';
@@ -27,6 +28,22 @@ Exit codes: 0 ok, 1 failed, 2 invalid input, 3 budget reached, 4 locked,
             5 service unavailable or credentials refused, 70 internal error, 130 interrupted.`;
 }
 
+/**
+ * How far V8 lets the heap grow past what was live at the last full collection before the next
+ * one, for the commands that run a pipeline: 1.5x. Left to itself V8 picks up to 4x when a process
+ * allocates fast, as a run does: a 100,000-instance run held about 70 MB live yet peaked at 457 MB
+ * of RSS; with 1.5x it peaked at 267 MB in the same wall time. V8 reads the flag at each
+ * collection, so setting it at start-up works without a command-line flag. Short commands keep
+ * V8's choice: the report of a million instances took a fifth longer with it, under its memory
+ * target either way.
+ */
+const HEAP_GROWING_PERCENT = 50;
+const BOUNDED_HEAP: ReadonlySet<string> = new Set(['run', 'resume', 'worker']);
+
+function boundHeapGrowth(): void {
+  setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
+}
+
 /** Runs genpipe with `argv` (without node and the script) and returns the exit code. */
 export async function main(argv: readonly string[], io?: CliIO): Promise<number> {
   const controller = new AbortController();
@@ -39,7 +56,7 @@ export async function main(argv: readonly string[], io?: CliIO): Promise<number>
     process.stdout.on('error', onStdoutError);
   }
   try {
-    return await dispatch(argv, theIO);
+    return await dispatch(argv, theIO, ownIO);
   } catch (error) {
     return await report(error, theIO);
   } finally {
@@ -50,7 +67,7 @@ export async function main(argv: readonly string[], io?: CliIO): Promise<number>
   }
 }
 
-async function dispatch(argv: readonly string[], io: CliIO): Promise<number> {
+async function dispatch(argv: readonly string[], io: CliIO, ownProcess: boolean): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.out(usage());
@@ -64,6 +81,7 @@ async function dispatch(argv: readonly string[], io: CliIO): Promise<number> {
   if (!entry) throw new GenpipeError('invalid_input', `Unknown command "${name}"; run genpipe --help for the list.`);
   const command = await entry.load();
   outliveStdout = OUTLIVE_STDOUT.has(command.name);
+  if (ownProcess && BOUNDED_HEAP.has(command.name)) boundHeapGrowth();
   if (rest.includes('--help') || rest.includes('-h')) {
     io.out(command.help);
     return EXIT.ok;

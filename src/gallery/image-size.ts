@@ -20,16 +20,18 @@ const header = Buffer.alloc(HEADER_BYTES);
 
 /**
  * Read synchronously, on purpose: three system calls of a few microseconds on the main thread
- * cost less than three trips through the thread pool, and leave the pool to the run.
+ * cost less than three trips through the thread pool, and leave the pool to the run. null: there
+ * is no file at `path` (a run directory whose outputs were moved away), so nothing to ask sharp.
  */
-export function imageSizeOf(path: string): ImageSize | undefined {
+export function imageSizeOf(path: string): ImageSize | null | undefined {
   let fd: number | undefined;
   try {
     fd = openSync(path, 'r');
     const bytesRead = readSync(fd, header, 0, HEADER_BYTES, 0);
     return imageSizeOfHeader(header.subarray(0, bytesRead));
-  } catch {
-    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR' ? null : undefined;
   } finally {
     if (fd !== undefined) closeSync(fd);
   }

@@ -41,7 +41,8 @@ export async function makeThumbnails(runDir: string, cells: Iterable<Cell>, sign
       const source = join(runDir, file.path);
       // Most outputs are PNG, GIF or WebP: their size is in their first bytes (see image-size.ts).
       const header = imageSizeOf(source);
-      if (header && fits(header)) {
+      // No file (moved away since it was downloaded), or one small enough: no thumbnail to make.
+      if (header === null || (header && fits(header))) {
         file.thumb = undefined;
         memo.set(file.path, false);
         continue;

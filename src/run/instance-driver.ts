@@ -317,12 +317,6 @@ export class InstanceDriver {
     this.#records.delete(id);
   }
 
-
-
-
-
-
-
   #script(step: StepPlan): { replies?: readonly string[] | undefined; sessionId?: string | undefined } {
     return { replies: step.step.replies };
   }

@@ -1,5 +1,6 @@
 // Image sizes from a file's first bytes (PNG, GIF, WebP), checked against files sharp writes;
-// JPEG and anything unreadable give undefined, and the thumbnail maker asks sharp instead.
+// JPEG and anything unreadable give undefined, and the thumbnail maker asks sharp instead; a
+// missing file gives null, and nothing is asked of sharp.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import sharp, { type Sharp } from 'sharp';
@@ -29,12 +30,19 @@ describe('imageSizeOf', () => {
     }
   });
 
-  it('gives undefined for JPEG, a truncated header, text and a missing file', async () => {
+  it('gives null for a missing file (nothing to hand sharp) and a path through a file', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'plain'), 'x');
+    expect(imageSizeOf(join(dir, 'missing.png'))).toBeNull();
+    expect(imageSizeOf(join(dir, 'plain', 'a.png'))).toBeNull();
+  });
+
+  it('gives undefined for JPEG, a truncated header and text', async () => {
     const dir = tempDir();
     await picture(800, 600).jpeg().toFile(join(dir, 'a.jpg'));
     const png = await picture(800, 600).png().toBuffer();
     writeFileSync(join(dir, 'short.png'), png.subarray(0, 20));
     writeFileSync(join(dir, 'text.png'), 'not a png at all, not at all');
-    for (const name of ['a.jpg', 'short.png', 'text.png', 'missing.png']) expect({ name, size: imageSizeOf(join(dir, name)) }).toEqual({ name, size: undefined });
+    for (const name of ['a.jpg', 'short.png', 'text.png']) expect({ name, size: imageSizeOf(join(dir, name)) }).toEqual({ name, size: undefined });
   });
 });

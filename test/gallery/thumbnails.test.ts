@@ -50,4 +50,15 @@ describe('thumbnails', () => {
     expect(await makeThumbnails(runDir, fresh)).toBe(0);
     expect(fresh[0]?.files[0]?.thumb).toBe(thumbPathOf(big.path));
   });
+
+  it('an output no longer on disk gets no thumbnail, and the others are still made', async () => {
+    const runDir = tempDir();
+    const big = await image(runDir, 'outputs/sheets/big.png', 1536, 1024);
+    const gone: CellFile = { path: 'outputs/sheets/gone.png', kind: 'image', thumb: thumbPathOf('outputs/sheets/gone.png') };
+    const memo: ThumbnailMemo = new Map();
+    expect(await makeThumbnails(runDir, cellsOf([gone, big]), undefined, memo)).toBe(1);
+    expect(gone.thumb).toBeUndefined();
+    expect(memo.get(gone.path)).toBe(false);
+    expect(existsSync(join(runDir, thumbPathOf(big.path)))).toBe(true);
+  });
 });
