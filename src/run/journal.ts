@@ -385,8 +385,9 @@ const TYPE_OPENING = Buffer.from('{"type":"');
  * A reader's own parse of a line, given its JSON's bytes once its checksum matched: what it wants
  * of the record, or undefined to have the line parsed and checked in full like any other. A reader
  * that needs a few fields of its own records' layout (the cost report of millions of instances)
- * reads them without parsing and checking the rest; it must give undefined for anything it does
- * not recognise exactly, so a record it projects is one the full check would read the same way.
+ * reads them without parsing and checking the rest: the checksum vouches for the bytes, and the
+ * fields it does not read cannot mislead it. It must give undefined for anything it does not
+ * recognise exactly, so what it reads is what the full check would have read.
  */
 export type ProjectLine<T> = (json: Buffer) => T | undefined;
 
