@@ -20,7 +20,7 @@ export function canonicalJson(value: unknown): string {
     return `${text}]`;
   }
   let text = '{';
-  for (const [key, quoted] of sortedKeys(Object.keys(value))) {
+  for (const [key, quoted] of sortedKeys(value)) {
     const item = (value as Record<string, unknown>)[key];
     if (item === undefined) continue;
     text += `${text.length > 1 ? ',' : ''}${quoted}${canonicalJson(item)}`;
@@ -29,17 +29,19 @@ export function canonicalJson(value: unknown): string {
 }
 
 /**
- * The keys sorted, each with its JSON and a colon. The inputs of one step share a few key lists, so
- * the last few orders are remembered (by the list's text) rather than sorted and quoted each time.
+ * The object's keys sorted, each with its JSON and a colon. The inputs of one step share a few key
+ * lists, so the last few orders are remembered (by the list's text) rather than sorted and quoted
+ * each time. A remembered order is used only when it names exactly the object's keys: two lists
+ * can join to the same text when a key holds the separator.
  */
-function sortedKeys(keys: string[]): readonly (readonly [string, string])[] {
+function sortedKeys(value: object): readonly (readonly [string, string])[] {
+  const keys = Object.keys(value);
   const signature = keys.join('\u0000');
-  let order = keyOrders.get(signature);
-  if (order === undefined) {
-    order = keys.sort().map((key) => [key, `${JSON.stringify(key)}:`] as const);
-    if (keyOrders.size >= 256) keyOrders.clear();
-    keyOrders.set(signature, order);
-  }
+  const known = keyOrders.get(signature);
+  if (known !== undefined && known.length === keys.length && known.every(([key]) => Object.hasOwn(value, key))) return known;
+  const order = keys.sort().map((key) => [key, `${JSON.stringify(key)}:`] as const);
+  if (keyOrders.size >= 256) keyOrders.clear();
+  keyOrders.set(signature, order);
   return order;
 }
 

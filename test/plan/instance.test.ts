@@ -26,6 +26,13 @@ describe('canonicalJson', () => {
     expect(JSON.parse(canonicalJson(a))).toEqual(a);
   });
 
+  it('keeps every key when two key lists read alike joined (a key holding the NUL it remembers orders by)', () => {
+    expect(canonicalJson({ a: 1, b: 2 })).toBe('{"a":1,"b":2}');
+    expect(canonicalJson({ 'a\u0000b': 3 })).toBe('{"a\\u0000b":3}');
+    expect(canonicalJson({ 'a\u0000b': 1, c: 2 })).toBe('{"a\\u0000b":1,"c":2}');
+    expect(canonicalJson({ a: 1, 'b\u0000c': 2 })).toBe('{"a":1,"b\\u0000c":2}');
+  });
+
   it('writes scalars as JSON does, and empty containers', () => {
     expect([null, 0, -1.5, 'a"b', true, [], {}].map(canonicalJson)).toEqual(['null', '0', '-1.5', '"a\\"b"', 'true', '[]', '{}']);
   });
