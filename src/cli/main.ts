@@ -32,7 +32,7 @@ Exit codes: 0 ok, 1 failed, 2 invalid input, 3 budget reached, 4 locked,
  * How far V8 lets the heap grow past what was live at the last full collection before the next
  * one, for the commands that run a pipeline: 1.5x. Left to itself V8 picks up to 4x when a process
  * allocates fast, as a run does: a 100,000-instance run held about 70 MB live yet peaked at 457 MB
- * of RSS; with 1.5x it peaked at 267 MB in the same wall time. V8 reads the flag at each
+ * of RSS; with 1.5x about 270 MB, in the same wall time. V8 reads the flag at each
  * collection, so setting it at start-up works without a command-line flag. Short commands keep
  * V8's choice: the report of a million instances took a fifth longer with it, under its memory
  * target either way.
