@@ -204,15 +204,13 @@ async function* merge(paths: readonly string[]): AsyncGenerator<[string, Instanc
   let id: string | undefined;
   let records: Fact[] = [];
   let merged = 0;
-  for (const line of mergeRuns(paths, byCodeUnits, decodeId)) {
+  for (const { key: next, line } of mergeRuns(paths, byCodeUnits, decodeId)) {
     // The merge reads synchronously: let signals and timers in now and then.
     if (++merged % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
-    const raw = keyOfLine(line);
-    const next = decodeId(raw);
     if (id !== undefined && next !== id) yield [id, stateOf(id, records)];
     if (next !== id) records = [];
     id = next;
-    records.push(...(JSON.parse(line.slice(raw.length + 1)) as Fact[]));
+    records.push(...(JSON.parse(line.slice(keyOfLine(line).length + 1)) as Fact[]));
   }
   if (id !== undefined) yield [id, stateOf(id, records)];
 }

@@ -108,13 +108,6 @@ function checksumProblem(bytes: Buffer): string | undefined {
   return undefined;
 }
 
-/** Checks one line (without its newline). `integrity` failures are the ones a torn write causes. */
-function checkLine(bytes: Buffer): LineCheck {
-  const problem = checksumProblem(bytes);
-  if (problem !== undefined) return { ok: false, integrity: true, reason: problem };
-  return checkBody(bytes.subarray(PREFIX_LENGTH));
-}
-
 /** Checks the JSON of a line whose checksum matched. */
 function checkBody(body: Buffer): LineCheck {
   let json: unknown;
@@ -310,11 +303,13 @@ class JournalScanner {
   #check(bytes: Buffer, lineStart: number, isLast: boolean): void {
     this.#line++;
     if (this.#torn || this.#skip?.(bytes)) return;
-    if (this.#project && checksumProblem(bytes) === undefined) {
+    // The checksum once per line, projected or not. Its failures are `integrity` ones: what a torn write causes.
+    const problem = checksumProblem(bytes);
+    if (problem === undefined && this.#project) {
       const projected = this.#project(bytes.subarray(PREFIX_LENGTH));
       if (projected !== undefined) return this.#onRecord(projected as JournalRecord);
     }
-    const check = checkLine(bytes);
+    const check: LineCheck = problem === undefined ? checkBody(bytes.subarray(PREFIX_LENGTH)) : { ok: false, integrity: true, reason: problem };
     if (check.ok) this.#onRecord(check.value as JournalRecord);
     else if (isLast && check.integrity && !oneByteDamaged(bytes)) this.#torn = { at: lineStart };
     else {

@@ -10,12 +10,12 @@
  * of 25,000), written in one pass to temp files renamed into place, and removed. A crash leaves the spill
  * file behind; the next run of the directory starts it afresh (a resume visits every instance again).
  */
-import { createReadStream } from 'node:fs';
 import { open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { csvRow } from '../util/csv.js';
 import { keyOfLine, sortLines } from '../util/external-sort.js';
 import { naturalCompare } from '../util/natural-compare.js';
+import { streamLinesOfFile } from '../util/read-lines.js';
 import { LEADING_COLUMNS, TRAILING_COLUMNS, type OutputRow } from './output-rows.js';
 
 /** The header of outputs.csv for these axis columns. */
@@ -89,7 +89,7 @@ export class OutputsCsv {
     const spillPath = join(this.#runDir, SPILL_NAME);
     const unfinishedLines: string[] = [];
     for (const [id, rows] of unfinished) unfinishedLines.push(spillLine(id, rows).slice(0, -1));
-    const sorted = sortLines(concat(readLines(spillPath), unfinishedLines), naturalCompare, { chunk: this.#sortChunk, decode: (raw) => JSON.parse(raw) as string });
+    const sorted = sortLines(concat(streamLinesOfFile(spillPath), unfinishedLines), naturalCompare, { chunk: this.#sortChunk, decode: (raw) => JSON.parse(raw) as string });
     await writeBoth(this.#runDir, outputsCsvHeader(this.#columns), sorted, (row) => csvLine(row, this.#columns));
     await unlink(spillPath).catch(() => undefined);
   }
@@ -136,15 +136,4 @@ async function writeBoth(runDir: string, head: string, lines: AsyncIterable<stri
   }
   await rename(`${csvPath}.tmp`, csvPath);
   await rename(`${jsonlPath}.tmp`, jsonlPath);
-}
-
-/** The lines of a spill file, read a megabyte at a time. */
-async function* readLines(path: string): AsyncGenerator<string> {
-  let rest = '';
-  for await (const chunk of createReadStream(path, { encoding: 'utf8', highWaterMark: 1024 * 1024 })) {
-    const lines = (rest + (chunk as string)).split('\n');
-    rest = lines.pop() ?? '';
-    for (const line of lines) if (line.length > 0) yield line;
-  }
-  if (rest.length > 0) yield rest;
 }

@@ -41,7 +41,7 @@ export async function* sortLines(lines: AsyncIterable<string> | Iterable<string>
     }
     if (batch.length > 0) runs.push(spillRun(sortBatch(), join(dir as string, `run-${runs.length}.txt`)));
     batch = [];
-    yield* mergeRuns(runs, compare, decode);
+    for (const { line } of mergeRuns(runs, compare, decode)) yield line;
   } finally {
     if (dir) await rm(dir, { recursive: true, force: true });
   }
@@ -62,9 +62,10 @@ export function writeLinesFile(path: string, lines: Iterable<string>): string {
 
 /**
  * A k-way merge of sorted runs (files of `key<TAB>payload` lines): a binary heap on (key, run), so
- * equal keys come in run order. Synchronous: the runs are read 64 KB at a time (read-lines.ts).
+ * equal keys come in run order. Each line comes with its decoded key, decoded once. Synchronous:
+ * the runs are read 64 KB at a time (read-lines.ts).
  */
-export function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string): Generator<string> {
+export function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string): Generator<Readonly<{ key: string; line: string }>> {
   const heap: (Keyed & { lines: Iterator<string> })[] = [];
   type Head = (typeof heap)[number];
   const before = (a: Head, b: Head): boolean => {
@@ -110,7 +111,7 @@ export function* mergeRuns(paths: readonly string[], compare: (a: string, b: str
     // Bounded: every step consumes one line of one run.
     while (heap.length > 0) {
       const head = pop();
-      yield head.line;
+      yield head;
       advance(head.order, head.lines);
     }
   } finally {

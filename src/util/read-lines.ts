@@ -1,12 +1,15 @@
 /**
- * The lines of a UTF-8 text file, read synchronously 64 KB at a time: for merging many sorted runs
- * a line at a time, where an await per line (readline's iterator) cost more than the merge itself.
- * A line ends at `\n`; a last line without one is still a line. The file is closed when the
- * generator ends, however it ends.
+ * The lines of a UTF-8 text file, two ways. A line ends at `\n`; a last line without one is still
+ * a line.
+ * - linesOfFile reads synchronously, 64 KB at a time: for merging many sorted runs a line at a
+ *   time, where an await per line (readline's iterator) cost more than the merge itself.
+ * - streamLinesOfFile reads a megabyte at a time through the thread pool, so a long file (a run's
+ *   spilled output rows) never holds the event loop, and skips empty lines.
  */
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 
+/** The file is closed when the generator ends, however it ends. */
 export function* linesOfFile(path: string): Generator<string> {
   const fd = openSync(path, 'r');
   try {
@@ -28,4 +31,14 @@ export function* linesOfFile(path: string): Generator<string> {
   } finally {
     closeSync(fd);
   }
+}
+
+export async function* streamLinesOfFile(path: string): AsyncGenerator<string> {
+  let rest = '';
+  for await (const chunk of createReadStream(path, { encoding: 'utf8', highWaterMark: 1024 * 1024 })) {
+    const lines = (rest + (chunk as string)).split('\n');
+    rest = lines.pop() ?? '';
+    for (const line of lines) if (line.length > 0) yield line;
+  }
+  if (rest.length > 0) yield rest;
 }
