@@ -1,6 +1,7 @@
 // Issue 14, goal 4: the report reads a journal of any size in bounded memory. instanceStates gathers
 // each instance's records a chunk of instances at a time, spills sorted chunks and merges them; a
 // run split across many chunks must give exactly what one chunk in memory gives.
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -137,5 +138,27 @@ describe('instanceStates', () => {
       }),
       { numRuns: 60 },
     );
+  });
+
+  it('a line whose checksum fails is not read, even when its text has the layout the report reads by pattern', async () => {
+    const records: JournalRecord[] = [
+      { type: 'intent', instance: 'a[x=1]', model: 'soul', idempotencyKey: 'k1', bodyHash: HASH },
+      { type: 'submitted', instance: 'a[x=1]', handle: { kind: 'request', requestId: 'r1' } },
+      { type: 'status', instance: 'a[x=1]', status: 'completed', outputs: [{ url: 'https://cdn.example/1.png' }] },
+      { type: 'intent', instance: 'b[x=2]', model: 'soul', idempotencyKey: 'k2', bodyHash: HASH },
+    ];
+    const path = await writeJournal(records);
+    // Damage the status line's checksum (a digit changed): its JSON is untouched and still matches.
+    const lines = readFileSync(path, 'utf8').split('\n');
+    const at = lines.findIndex((l) => l.includes('"type":"status"'));
+    const digit = lines[at]!.charAt(0);
+    lines[at] = `${digit === '0' ? '1' : '0'}${lines[at]!.slice(1)}`;
+    writeFileSync(path, lines.join('\n'));
+    for (const fullParse of [false, true]) {
+      const states: [string, string][] = [];
+      for await (const [id, state] of instanceStates(path, { fullParse })) states.push([id, instanceStatus(state)]);
+      // Submitted, never seen completed: the damaged status counts for nothing.
+      expect({ fullParse, states }).toEqual({ fullParse, states: [['a[x=1]', 'in_flight'], ['b[x=2]', 'unknown']] });
+    }
   });
 });
