@@ -13,7 +13,8 @@ const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const outdir = join(root, 'dist', 'bundle');
 rmSync(outdir, { recursive: true, force: true });
 await build({
-  entryPoints: { main: join(root, 'dist', 'cli', 'main.js') },
+  // plan-worker: the worker thread of a parallel plan (src/plan/parallel-plan.ts), found beside the chunk that starts it.
+  entryPoints: { main: join(root, 'dist', 'cli', 'main.js'), 'plan-worker': join(root, 'dist', 'plan', 'plan-worker.js') },
   outdir,
   bundle: true,
   splitting: true,

@@ -60,6 +60,11 @@ export interface PlanOptions {
   onInstance?: ((instance: PlannedInstance) => void) | undefined;
   /** Told how many instances have been checked, every `PROGRESS_EVERY` of them. */
   onProgress?: ((checked: number, total: number) => void) | undefined;
+  /**
+   * Asked, once the steps are resolved, for a helper thread to check the plan's last instances in
+   * parallel (parallel-plan.ts); undefined leaves them all to this thread.
+   */
+  helper?: ((plan: Plan, catalog: OptionsCatalog | undefined) => PlanHelper | undefined) | undefined;
 }
 
 export const DEFAULT_MAX_INSTANCES = 10_000_000;
@@ -184,21 +189,28 @@ export class Plan {
    * step follows only the valid instances of its upstream (the invalid ones are the upstream's
    * problems).
    */
-  *entries(stepId: string, catalog?: OptionsCatalog): Generator<PlannedInstance | InstanceError> {
+  *entries(stepId: string, catalog?: OptionsCatalog, window?: StepWindow): Generator<PlannedInstance | InstanceError> {
     const step = this.step(stepId);
     // With placeholder upstream outputs, a body that reads them has no real key yet.
     const make = this.#maker(step, catalog, !step.readsUpstreamOutputs);
     if (step.forEach === undefined) {
       let taken = 0;
+      let index = -1;
       for (const combo of expandMatrix(step.matrix)) {
         if (step.subset) {
           if (!step.subset.accept(combo.label)) continue;
           if (step.subset.limit !== undefined && taken++ >= step.subset.limit) return;
         }
+        if (window) {
+          // Outside the window an instance is counted past, neither rendered nor checked.
+          if (++index < window.from) continue;
+          if (index >= window.to) return;
+        }
         yield make(instanceId(step.id, combo.label), combo.values, scopeOf(this.scopeBase, combo.values));
       }
       return;
     }
+    if (window) throw new Error(`step ${stepId} runs for_each: its instances cannot be windowed`);
     const upstreamSpec = this.step(step.forEach).spec;
     for (const up of this.entries(step.forEach, catalog)) {
       if (up instanceof InstanceError) continue;
@@ -285,6 +297,12 @@ export class Plan {
   }
 }
 
+/** A step's instances from index `from` (inclusive) to `to` (exclusive), in plan order. */
+export interface StepWindow {
+  from: number;
+  to: number;
+}
+
 type Maker = (id: string, values: Record<string, unknown>, scope: Scope, upstream?: string) => PlannedInstance | InstanceError;
 
 /** One instance broke a rule; `at` is where in the step's input (or below `field`), when known. */
@@ -347,6 +365,43 @@ const segmentsOf = (path: string): PathSegment[] =>
  * every problem found (up to maxProblems distinct ones, each with how many instances share it).
  */
 export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {}): Promise<Plan> {
+  const { plan, catalog } = await preparePlan(loaded, options);
+  const { manifest, source } = loaded;
+  // Validate every instance (a helper thread may take the plan's end: parallel-plan.ts).
+  const maxProblems = options.maxProblems ?? 100;
+  const helper = options.helper?.(plan, catalog);
+  const own = helper ? { from: 0, to: helper.from } : undefined;
+  const fingerprint = options.fingerprint ? new PlanFingerprint(manifest) : undefined;
+  let check: InstanceCheck;
+  try {
+    check = await checkInstances(plan, catalog, { ...options, maxProblems, fingerprint }, own);
+  } catch (error) {
+    helper?.cancel();
+    throw error;
+  }
+  if (helper) check = mergeChecks(check, await helper.check, maxProblems);
+  const { seen, localFiles } = check;
+  for (const [path, where] of localFiles) {
+    try {
+      await checkLocalImage(resolvePath(loaded.dir, path));
+    } catch (error) {
+      const problem = { location: source.locate(['steps', where.step, 'input']), path: `steps.${where.step}.input`, message: `${where.instance}: ${(error as Error).message.replace(/\.$/, '')}` };
+      seen.set(`file\u0000${path}`, { problem, count: 1 });
+    }
+  }
+  if (seen.size > 0) {
+    throw new ManifestError([...seen.values()].map(({ problem, count }) => (count > 1 ? { ...problem, message: `${problem.message} (and ${count - 1} more instances)` } : problem)));
+  }
+  plan.fingerprint = fingerprint?.digest();
+  return plan;
+}
+
+/**
+ * The plan's steps resolved (axes read, instances counted, limits and env checked: ManifestError
+ * otherwise), `beforeInstances` called, and the options catalog fetched when a step needs it; no
+ * instance rendered yet.
+ */
+export async function preparePlan(loaded: LoadedManifest, options: PlanOptions = {}): Promise<{ plan: Plan; catalog: OptionsCatalog | undefined }> {
   const { manifest, source } = loaded;
   const problems: ManifestProblem[] = [];
   const report = (path: readonly (string | number)[], message: string, location = source.locate(path)): void => {
@@ -421,16 +476,56 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
     catalog = await options.catalog();
   }
 
-  // Validate every instance; keep distinct problems, count the instances sharing each.
-  const maxProblems = options.maxProblems ?? 100;
+  return { plan, catalog };
+}
+
+/**
+ * What checking instances found: each distinct problem (up to maxProblems) with how many instances
+ * share it, in the order first seen, and the local image files the valid instances name.
+ */
+export interface InstanceCheck {
+  seen: Map<string, { problem: ManifestProblem; count: number }>;
+  localFiles: Map<string, { step: string; instance: string }>;
+}
+
+/**
+ * Another thread checking the plan's instances from index `from` to the end, while this one checks
+ * those before. Its findings are merged after this thread's, so the plan's verdict is the same.
+ */
+export interface PlanHelper {
+  from: number;
+  check: Promise<InstanceCheck>;
+  cancel(): void;
+}
+
+/**
+ * Renders and validates the plan's instances in `range` (all by default) in plan order, handing
+ * each valid one to `onInstance`. A range is only for plans without for_each steps (their
+ * instances follow the upstream's valid ones, known only by checking those).
+ */
+export async function checkInstances(
+  plan: Plan,
+  catalog: OptionsCatalog | undefined,
+  options: Pick<PlanOptions, 'signal' | 'onInstance' | 'onProgress'> & { maxProblems: number; fingerprint?: PlanFingerprint | undefined },
+  range?: StepWindow,
+): Promise<InstanceCheck> {
+  const { source } = plan.loaded;
+  const { maxProblems, fingerprint } = options;
   const seen = new Map<string, { problem: ManifestProblem; count: number }>();
   const localFiles = new Map<string, { step: string; instance: string }>();
-  const fingerprint = options.fingerprint ? new PlanFingerprint(manifest) : undefined;
   const total = plan.totalInstances;
   let checked = 0;
-  for (const step of steps) {
+  let offset = 0;
+  for (const step of plan.steps) {
+    const start = offset;
+    offset += step.count;
+    let window: StepWindow | undefined;
+    if (range) {
+      window = { from: Math.max(0, range.from - start), to: Math.min(step.count, range.to - start) };
+      if (window.from >= window.to) continue;
+    }
     const fileStems = new Map<string, string>();
-    for (const entry of plan.entries(step.id, catalog)) {
+    for (const entry of plan.entries(step.id, catalog, window)) {
       if (++checked % PROGRESS_EVERY === 0) {
         // A plan of millions takes seconds to check: let Ctrl-C and timers in, and say how far it is.
         await new Promise<void>((resolve) => setImmediate(resolve));
@@ -472,19 +567,23 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
       });
     }
   }
-  for (const [path, where] of localFiles) {
-    try {
-      await checkLocalImage(resolvePath(loaded.dir, path));
-    } catch (error) {
-      const problem = { location: source.locate(['steps', where.step, 'input']), path: `steps.${where.step}.input`, message: `${where.instance}: ${(error as Error).message.replace(/\.$/, '')}` };
-      seen.set(`file\u0000${path}`, { problem, count: 1 });
-    }
+  return { seen, localFiles };
+}
+
+/**
+ * The check of a whole plan from the checks of its first part and the rest: `first`'s findings,
+ * then those of `rest` (counts of a problem both saw added), as one pass would have found them.
+ */
+export function mergeChecks(first: InstanceCheck, rest: InstanceCheck, maxProblems: number): InstanceCheck {
+  const seen = new Map(first.seen);
+  for (const [signature, entry] of rest.seen) {
+    const known = seen.get(signature);
+    if (known) seen.set(signature, { problem: known.problem, count: known.count + entry.count });
+    else if (seen.size < maxProblems) seen.set(signature, entry);
   }
-  if (seen.size > 0) {
-    throw new ManifestError([...seen.values()].map(({ problem, count }) => (count > 1 ? { ...problem, message: `${problem.message} (and ${count - 1} more instances)` } : problem)));
-  }
-  plan.fingerprint = fingerprint?.digest();
-  return plan;
+  const localFiles = new Map(first.localFiles);
+  for (const [path, where] of rest.localFiles) if (!localFiles.has(path)) localFiles.set(path, where);
+  return { seen, localFiles };
 }
 
 /** `{{ row.headlne }}` on a CSV axis without that column: refused at the template, with the nearest column. */

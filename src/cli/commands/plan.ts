@@ -2,10 +2,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GenpipeError } from '../../api/errors.js';
-import { ByteSink } from '../../util/byte-sink.js';
 import { copyText } from '../../util/copy-text.js';
 import { loadManifestFile } from '../../manifest/load.js';
-import { buildPlan, type Plan, type PlannedInstance, type StepPlan } from '../../plan/plan.js';
+import { buildPlan, type Plan, type StepPlan } from '../../plan/plan.js';
+import { InstanceSpool } from '../../plan/instance-spool.js';
+import { parallelPlanHelper } from '../../plan/parallel-plan.js';
+import type { Preset } from '../../api/wire.js';
+import { existsSync } from 'node:fs';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
@@ -43,15 +46,30 @@ ${CONNECTION_HELP}`,
     try {
       if (values.json) {
         // Rendered and checked once: each valid instance's JSON is spooled as the plan is checked,
-        // and printed only once the whole plan is valid.
-        const spool = await InstanceSpool.open(limit);
+        // and printed only once the whole plan is valid. A big plan is checked by two threads.
+        const dir = await mkdtemp(join(tmpdir(), 'genpipe-plan-'));
+        const spool = new InstanceSpool(join(dir, 'instances.jsonl'), { limit });
         try {
-          const plan = await buildPlan(loaded, { ...sources.options, onInstance: (instance) => spool.add(instance) });
+          let presets: readonly Preset[] | undefined;
+          const readPresets = sources.options.presets;
+          const run = { id: 'preview', startedAt: new Date() };
+          const helper = parallelPlanHelper({ manifest: file, spool: join(dir, 'instances-2.jsonl'), env: io.env, run, presets: () => presets, signal: io.signal, minInstances: parallelMin(io.env) });
+          const plan = await buildPlan(loaded, {
+            ...sources.options,
+            run,
+            ...(readPresets ? { presets: async () => (presets = await readPresets()) } : {}),
+            onInstance: (instance) => spool.add(instance),
+            // With --limit few instances are spooled: one thread does.
+            helper: limit === undefined ? helper : undefined,
+          });
           // A run would refuse it: say so before showing a plan that cannot run.
           assertPricedUnderBudget(plan, budgetOf(plan));
-          await streamJson(plan, io, spool);
+          spool.close();
+          const parts = [spool.path, ...(existsSync(join(dir, 'instances-2.jsonl')) ? [join(dir, 'instances-2.jsonl')] : [])];
+          await streamJson(plan, io, parts);
         } finally {
-          await spool.remove();
+          spool.close();
+          await rm(dir, { recursive: true, force: true });
         }
         return EXIT.ok;
       }
@@ -65,6 +83,12 @@ ${CONNECTION_HELP}`,
     }
   },
 };
+
+/** GENPIPE_PLAN_PARALLEL_MIN: the plan size from which two threads check it (tests set 1; default parallel-plan.ts). */
+function parallelMin(env: NodeJS.ProcessEnv): number | undefined {
+  const value = env.GENPIPE_PLAN_PARALLEL_MIN;
+  return value !== undefined && /^\d+$/.test(value) ? Number(value) : undefined;
+}
 
 const stepCost = (step: StepPlan): string => (step.priceUsd === undefined ? 'unknown' : formatUsd(step.priceUsd * step.count));
 
@@ -90,50 +114,8 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
   if (warning) io.out(warning);
 }
 
-/**
- * The instances of a plan as JSON lines in a temporary file, written as the validation pass hands
- * them over (synchronously, a megabyte at a time), at most `limit` per step.
- */
-class InstanceSpool {
-  #count = 0;
-  #perStep = new Map<string, number>();
-
-  private constructor(
-    private readonly dir: string,
-    private readonly sink: ByteSink,
-    private readonly limit: number | undefined,
-  ) {}
-
-  static async open(limit: number | undefined): Promise<InstanceSpool> {
-    const dir = await mkdtemp(join(tmpdir(), 'genpipe-plan-'));
-    return new InstanceSpool(dir, new ByteSink(join(dir, 'instances.jsonl')), limit);
-  }
-
-  get path(): string {
-    return this.sink.path;
-  }
-
-  add(instance: PlannedInstance): void {
-    if (this.limit !== undefined) {
-      const n = this.#perStep.get(instance.step) ?? 0;
-      if (n >= this.limit) return;
-      this.#perStep.set(instance.step, n + 1);
-    }
-    this.sink.add((this.#count++ === 0 ? '\n' : ',\n') + instanceJson(instance));
-  }
-
-  flush(): void {
-    this.sink.flush();
-  }
-
-  async remove(): Promise<void> {
-    this.sink.close();
-    await rm(this.dir, { recursive: true, force: true });
-  }
-}
-
-/** One JSON document: the steps and estimate, then the spooled instances, streamed in chunks. */
-async function streamJson(plan: Plan, io: CliIO, spool: InstanceSpool): Promise<void> {
+/** One JSON document: the steps and estimate, then the spooled instances (`parts`, in order), streamed in chunks. */
+async function streamJson(plan: Plan, io: CliIO, parts: readonly string[]): Promise<void> {
   const steps = plan.steps.map((s) => ({
     id: s.id,
     model: s.model,
@@ -144,14 +126,7 @@ async function streamJson(plan: Plan, io: CliIO, spool: InstanceSpool): Promise<
     cost_usd: s.priceUsd === undefined ? null : Math.round(s.priceUsd * s.count * 1e6) / 1e6,
   }));
   const estimate = plan.estimate();
-  spool.flush();
   await io.write(`{"name":${JSON.stringify(plan.name)},"steps":${JSON.stringify(steps)},"estimate":{"known_usd":${estimate.knownUsd},"unknown_instances":${estimate.unknownInstances}},"instances":[`);
-  await copyText(spool.path, (chunk) => io.write(chunk));
+  for (const part of parts) await copyText(part, (chunk) => io.write(chunk));
   await io.write('\n]}\n');
 }
-
-const instanceJson = (i: PlannedInstance): string => {
-  // A key is `gp1-` and hex digits: its JSON is the key in quotes.
-  const key = i.key;
-  return `{"id":${JSON.stringify(i.id)},"step":${JSON.stringify(i.step)},"values":${JSON.stringify(i.values)},"upstream":${i.upstream === undefined ? 'null' : JSON.stringify(i.upstream)},"key":${key === undefined ? 'null' : `"${key}"`},"body":${i.canonical}}`;
-};
