@@ -13,8 +13,8 @@ const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const outdir = join(root, 'dist', 'bundle');
 rmSync(outdir, { recursive: true, force: true });
 await build({
-  // plan-worker: the worker thread of a parallel plan (src/plan/parallel-plan.ts), found beside the chunk that starts it.
-  entryPoints: { main: join(root, 'dist', 'cli', 'main.js'), 'plan-worker': join(root, 'dist', 'plan', 'plan-worker.js') },
+  // plan-worker, report-worker: worker threads (src/plan/parallel-plan.ts, src/report/instance-lines.ts), found beside the chunk that starts them.
+  entryPoints: { main: join(root, 'dist', 'cli', 'main.js'), 'plan-worker': join(root, 'dist', 'plan', 'plan-worker.js'), 'report-worker': join(root, 'dist', 'report', 'report-worker.js') },
   outdir,
   bundle: true,
   splitting: true,

@@ -5,9 +5,17 @@
  * is sorted in memory. A larger one spills each chunk, sorted by id, to a temporary file, and the
  * files are merged: an instance whose records sit in several chunks (a resume, a retry much later)
  * gets them back in journal order. So a report of 10,000,000 instances needs no more memory than
- * one of CHUNK_INSTANCES.
+ * one of CHUNK_INSTANCES (many files are merged in passes: external-sort.ts MAX_FAN_IN).
+ *
+ * A journal of PARALLEL_MIN_BYTES or more is read by two threads: this one reads the first half,
+ * a worker (report-worker.ts) the second, each spilling its own chunks; the merge takes the first
+ * half's files before the second's, so records keep their journal order across the halves.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JournalRecord, JournalRecordOf } from '../run/journal-records.js';
@@ -25,7 +33,7 @@ const NOT_OUTCOME = ['run_started', 'run_finished', 'downloaded', 'uploaded', 'a
  * A record reduced to what an instance's outcome needs, as a short tuple (cheap to keep, to spill
  * as JSON and to read back): no outputs, results, keys or hashes.
  */
-type Fact = readonly [code: string, a?: unknown, b?: unknown];
+export type Fact = readonly [code: string, a?: unknown, b?: unknown];
 
 /**
  * What a contact sheet needs besides: each downloaded file's path, a failure's message, a status's
@@ -142,55 +150,166 @@ function stateOf(id: string, facts: readonly Fact[]): InstanceState {
 
 const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
+export interface StatesOptions {
+  /** Instances gathered in memory before a chunk is spilled. Default CHUNK_INSTANCES. */
+  chunk?: number | undefined;
+  /** Keep what a contact sheet shows too (galleryFactOf). */
+  gallery?: boolean | undefined;
+  /** Parse and check every line in full (tests compare with the projected reading). */
+  fullParse?: boolean | undefined;
+  /** Journals this big or bigger are read by two threads. Default PARALLEL_MIN_BYTES. */
+  parallelMinBytes?: number | undefined;
+  /** The second thread's module; default report-worker.js beside this one (tests of the sources name the built one). */
+  worker?: URL | undefined;
+}
+
+/**
+ * Journals of at least this many bytes (about 50,000 instances) have their second half read by a
+ * worker thread (report-worker.ts) while this thread reads the first: a thread costs about a
+ * tenth of a second to start.
+ */
+export const PARALLEL_MIN_BYTES = 64 * 2 ** 20;
+
+/** The worker's module: beside this one in the build (dist/report/ or dist/bundle/); absent when running from sources. */
+const WORKER = new URL('./report-worker.js', import.meta.url);
+
 /**
  * Yields `[instance id, state]` for every instance the journal names, sorted by id (UTF-16 code
  * units, like outputs.csv: the same order on every machine and locale). `fullParse` parses and
  * checks every line rather than reading the common ones' facts from their text (tests compare).
+ *
+ * A big journal is read by two threads, each spilling its part's chunks: the first thread's
+ * chunks are merged before the second's, so an instance whose records sit in both parts gets them
+ * back in journal order, as from one thread.
  */
-export async function* instanceStates(journalPath: string, options: { chunk?: number; gallery?: boolean; fullParse?: boolean } = {}): AsyncGenerator<[string, InstanceState]> {
+export async function* instanceStates(journalPath: string, options: StatesOptions = {}): AsyncGenerator<[string, InstanceState]> {
+  let dir: string | undefined;
+  const spillDir = async (): Promise<string> => (dir ??= await mkdtemp(join(tmpdir(), 'genpipe-report-')));
+  let helper: Promise<string[]> | undefined;
+  let stop: (() => void) | undefined;
+  try {
+    const split = await splitPoint(journalPath, options);
+    // Two threads gather a quarter chunk each: each thread has its own heap, and on a million
+    // instances half chunks peaked at 290-300 MB, quarter chunks at 220-240 MB, in the same time.
+    const chunk = split === undefined ? options.chunk : Math.max(1, Math.floor((options.chunk ?? CHUNK_INSTANCES) / 4));
+    if (split !== undefined) {
+      const job: ReaderJob = { journal: journalPath, start: split.at, dir: await spillDir(), chunk, gallery: options.gallery, fullParse: options.fullParse };
+      ({ spills: helper, stop } = startReader(split.worker, job));
+    }
+    const gathered = await gatherRuns(journalPath, { ...options, chunk, end: split?.at, spillDir, spillAll: split !== undefined, prefix: 'a' });
+    const { spills } = gathered;
+    if (helper) spills.push(...(await helper));
+    if (spills.length === 0) {
+      const inMemory = gathered.chunk;
+      const ids = [...inMemory.keys()].sort(byCodeUnits);
+      for (const id of ids) {
+        const records = inMemory.get(id) as Fact[];
+        // Each instance's records give way to its state as it is yielded.
+        inMemory.delete(id);
+        yield [id, stateOf(id, records)];
+      }
+      return;
+    }
+    yield* merge(spills);
+  } finally {
+    stop?.();
+    // A failed or stopped second thread: its answer no longer matters.
+    await helper?.catch(() => {});
+    if (dir) await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Where the second thread starts reading (the first line past the middle), or undefined when one thread reads it all. */
+async function splitPoint(journalPath: string, options: StatesOptions): Promise<{ at: number; worker: URL } | undefined> {
+  const worker = options.worker ?? WORKER;
+  let handle: FileHandle;
+  try {
+    handle = await open(journalPath, 'r');
+  } catch {
+    return undefined;
+  }
+  try {
+    const { size } = await handle.stat();
+    if (size < (options.parallelMinBytes ?? PARALLEL_MIN_BYTES) || availableParallelism() < 2 || !existsSync(fileURLToPath(worker))) return undefined;
+    // The first line starting at the middle or after: past the first newline from the byte
+    // before the middle on, within a megabyte (a line is far shorter).
+    const from = Math.max(0, Math.floor(size / 2) - 1);
+    const probe = Buffer.alloc(Math.min(2 ** 20, size - from));
+    const { bytesRead } = await handle.read(probe, 0, probe.length, from);
+    const newline = probe.subarray(0, bytesRead).indexOf(0x0a);
+    const at = from + newline + 1;
+    return newline === -1 || at >= size ? undefined : { at, worker };
+  } finally {
+    await handle.close();
+  }
+}
+
+/** What the second thread reads (its workerData): the journal from `start` on, its chunks spilled into `dir`. */
+export interface ReaderJob {
+  journal: string;
+  start: number;
+  dir: string;
+  chunk: number | undefined;
+  gallery: boolean | undefined;
+  fullParse: boolean | undefined;
+}
+
+/** The second thread's answer: its spilled chunks, in journal order, or why it failed. */
+export type ReaderAnswer = { spills: string[] } | { failed: string };
+
+function startReader(module: URL, job: ReaderJob): { spills: Promise<string[]>; stop: () => void } {
+  const worker = new Worker(module, { workerData: job });
+  const failed = (why: string): Error => new Error(`Reading the second half of ${job.journal} in another thread failed: ${why}`);
+  const spills = new Promise<string[]>((resolve, reject) => {
+    worker.once('message', (answer: ReaderAnswer) => ('failed' in answer ? reject(failed(answer.failed)) : resolve(answer.spills)));
+    worker.once('error', (error) => reject(failed(error.message)));
+    // After an answer this does nothing (a promise settles once).
+    worker.once('exit', (code) => reject(failed(`the thread stopped (exit code ${code}) before answering`)));
+  });
+  // Awaited once this thread's half is read: a failure waits for that, unreported till then.
+  spills.catch(() => {});
+  return { spills, stop: () => void worker.terminate() };
+}
+
+/**
+ * Gathers the facts of each instance of the journal's bytes `start` to `end`, spilling each full
+ * chunk (and with `spillAll` the last one too) into `spillDir()`, its files named after `prefix`.
+ * Returns the chunk left in memory and the spilled files, in journal order.
+ */
+export async function gatherRuns(
+  journalPath: string,
+  options: Pick<StatesOptions, 'chunk' | 'gallery' | 'fullParse'> & { start?: number | undefined; end?: number | undefined; spillDir: () => Promise<string>; spillAll: boolean; prefix: string },
+): Promise<{ chunk: Map<string, Fact[]>; spills: string[] }> {
   const limit = options.chunk ?? CHUNK_INSTANCES;
   // A gallery reads downloaded records too, and keeps what its cells show (galleryFactOf).
   const skipTypes = options.gallery ? NOT_OUTCOME.filter((t) => t !== 'downloaded') : NOT_OUTCOME;
   const fact = options.gallery ? galleryFactOf : factOf;
   let chunk = new Map<string, Fact[]>();
   const spills: string[] = [];
-  let dir: string | undefined;
-  try {
-    // A gallery reads more of each status than projectFact gives: its lines are read in full.
-    const batches = options.gallery || options.fullParse ? streamJournalBatches(journalPath, { skipTypes }) : streamJournalBatches(journalPath, { skipTypes, project: projectFact });
-    for await (const batch of batches) {
-      for (const item of batch) {
-        const projected = item instanceof ProjectedFact ? item : undefined;
-        const id = projected ? projected.instance : (item as { instance?: unknown }).instance;
-        if (typeof id !== 'string') continue;
-        let list = chunk.get(id);
-        if (!list) {
-          if (chunk.size >= limit) {
-            dir ??= await mkdtemp(join(tmpdir(), 'genpipe-report-'));
-            spills.push(spill(chunk, join(dir, `chunk-${spills.length}.jsonl`)));
-            chunk = new Map();
-          }
-          chunk.set(id, (list = []));
+  const range = { start: options.start, end: options.end };
+  // A gallery reads more of each status than projectFact gives: its lines are read in full.
+  const batches = options.gallery || options.fullParse ? streamJournalBatches(journalPath, { skipTypes, ...range }) : streamJournalBatches(journalPath, { skipTypes, project: projectFact, ...range });
+  for await (const batch of batches) {
+    for (const item of batch) {
+      const projected = item instanceof ProjectedFact ? item : undefined;
+      const id = projected ? projected.instance : (item as { instance?: unknown }).instance;
+      if (typeof id !== 'string') continue;
+      let list = chunk.get(id);
+      if (!list) {
+        if (chunk.size >= limit) {
+          spills.push(spill(chunk, join(await options.spillDir(), `${options.prefix}-${spills.length}.jsonl`)));
+          chunk = new Map();
         }
-        list.push(projected ? projected.fact : fact(item as JournalRecord));
+        chunk.set(id, (list = []));
       }
+      list.push(projected ? projected.fact : fact(item as JournalRecord));
     }
-    if (spills.length === 0) {
-      const ids = [...chunk.keys()].sort(byCodeUnits);
-      for (const id of ids) {
-        const records = chunk.get(id) as Fact[];
-        // Each instance's records give way to its state as it is yielded.
-        chunk.delete(id);
-        yield [id, stateOf(id, records)];
-      }
-      return;
-    }
-    if (chunk.size > 0) spills.push(spill(chunk, join(dir as string, `chunk-${spills.length}.jsonl`)));
-    chunk = new Map();
-    yield* merge(spills);
-  } finally {
-    if (dir) await rm(dir, { recursive: true, force: true });
   }
+  if (chunk.size > 0 && (options.spillAll || spills.length > 0)) {
+    spills.push(spill(chunk, join(await options.spillDir(), `${options.prefix}-${spills.length}.jsonl`)));
+    chunk = new Map();
+  }
+  return { chunk, spills };
 }
 
 /** Writes a chunk sorted by id, a line per instance: its id (JSON), a tab, its records (JSON); returns its path. */

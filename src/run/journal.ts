@@ -274,8 +274,10 @@ class JournalScanner {
   /** A reader's own parse of the lines whose checksum matched (see ProjectLine). */
   readonly #project: ProjectLine<unknown> | undefined;
 
-  constructor(size: number, onRecord: (record: JournalRecord) => void, options: { skip?: ((line: Buffer) => boolean) | undefined; onCorrupt?: ((corrupt: CorruptLine) => void) | undefined; project?: ProjectLine<unknown> | undefined } = {}) {
+  /** `offset`: where in the file the first chunk starts (a part of it: streamJournalBatches). */
+  constructor(size: number, onRecord: (record: JournalRecord) => void, options: { skip?: ((line: Buffer) => boolean) | undefined; onCorrupt?: ((corrupt: CorruptLine) => void) | undefined; project?: ProjectLine<unknown> | undefined; offset?: number } = {}) {
     this.#size = size;
+    this.#offset = options.offset ?? 0;
     this.#onRecord = onRecord;
     this.#skip = options.skip;
     this.#onCorrupt = options.onCorrupt;
@@ -396,14 +398,24 @@ export async function* streamJournal(path: string, options: { skipTypes?: Iterab
   for await (const batch of streamJournalBatches(path, options)) yield* batch;
 }
 
+export interface StreamOptions {
+  skipTypes?: Iterable<string> | undefined;
+  /**
+   * Only the bytes from `start` (a line's first byte) to `end` (just past a newline, or the file's
+   * end): a part of a big journal, for one of several threads to read (the cost report's).
+   */
+  start?: number | undefined;
+  end?: number | undefined;
+}
+
 /**
  * streamJournal a read chunk (256 KB) at a time: one await per chunk rather than per record, which
  * a journal of millions of records notices. With `project`, the lines it projects come as its
  * values, in file order with the records.
  */
-export function streamJournalBatches(path: string, options?: { skipTypes?: Iterable<string> | undefined }): AsyncGenerator<JournalRecord[]>;
-export function streamJournalBatches<T>(path: string, options: { skipTypes?: Iterable<string> | undefined; project: ProjectLine<T> }): AsyncGenerator<(JournalRecord | T)[]>;
-export async function* streamJournalBatches<T>(path: string, options: { skipTypes?: Iterable<string> | undefined; project?: ProjectLine<T> | undefined } = {}): AsyncGenerator<(JournalRecord | T)[]> {
+export function streamJournalBatches(path: string, options?: StreamOptions): AsyncGenerator<JournalRecord[]>;
+export function streamJournalBatches<T>(path: string, options: StreamOptions & { project: ProjectLine<T> }): AsyncGenerator<(JournalRecord | T)[]>;
+export async function* streamJournalBatches<T>(path: string, options: StreamOptions & { project?: ProjectLine<T> | undefined } = {}): AsyncGenerator<(JournalRecord | T)[]> {
   let handle: FileHandle;
   try {
     handle = await open(path, 'r');
@@ -414,8 +426,12 @@ export async function* streamJournalBatches<T>(path: string, options: { skipType
   try {
     let batch: (JournalRecord | T)[] = [];
     const skip = options.skipTypes === undefined ? undefined : lineOfTypes(options.skipTypes);
-    const scanner = new JournalScanner((await handle.stat()).size, (record) => batch.push(record), { skip, project: options.project });
-    for await (const chunk of handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false })) {
+    const size = (await handle.stat()).size;
+    const start = options.start ?? 0;
+    const end = Math.min(options.end ?? size, size);
+    if (start >= end) return;
+    const scanner = new JournalScanner(size, (record) => batch.push(record), { skip, project: options.project, offset: start });
+    for await (const chunk of handle.createReadStream({ start, end: end - 1, highWaterMark: 256 * 1024, autoClose: false })) {
       scanner.push(chunk as Buffer);
       if (batch.length === 0) continue;
       const full = batch;

@@ -61,11 +61,39 @@ export function writeLinesFile(path: string, lines: Iterable<string>): string {
 }
 
 /**
+ * Most runs merged at once. Each open run holds a read buffer and the text decoded from it, so
+ * more runs (a journal of millions of instances, read by two threads) are first merged in passes
+ * of this many into longer runs, beside the first of each group: memory stays bounded whatever the
+ * number of runs, for another pass over the data. (256 runs hold about 32 MB.)
+ */
+export const MAX_FAN_IN = 256;
+
+/**
  * A k-way merge of sorted runs (files of `key<TAB>payload` lines): a binary heap on (key, run), so
  * equal keys come in run order. Each line comes with its decoded key, decoded once. Synchronous:
- * the runs are read 64 KB at a time (read-lines.ts).
+ * the runs are read 64 KB at a time (read-lines.ts). Over `fanIn` runs, consecutive groups of them
+ * are merged first (MAX_FAN_IN), which keeps equal keys in run order too.
  */
-export function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string): Generator<Readonly<{ key: string; line: string }>> {
+export function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string, fanIn = MAX_FAN_IN): Generator<Readonly<{ key: string; line: string }>> {
+  let runs = paths;
+  const width = Math.max(2, fanIn);
+  // Bounded: each pass divides the number of runs by `width` (at least two).
+  for (let pass = 0; runs.length > width; pass++) {
+    const next: string[] = [];
+    for (let i = 0; i < runs.length; i += width) {
+      const group = runs.slice(i, i + width);
+      next.push(group.length === 1 ? (group[0] as string) : writeLinesFile(`${group[0] as string}.pass-${pass}`, linesOf(mergeOnce(group, compare, decode))));
+    }
+    runs = next;
+  }
+  yield* mergeOnce(runs, compare, decode);
+}
+
+function* linesOf(merged: Iterable<{ line: string }>): Generator<string> {
+  for (const { line } of merged) yield line;
+}
+
+function* mergeOnce(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string): Generator<Readonly<{ key: string; line: string }>> {
   const heap: (Keyed & { lines: Iterator<string> })[] = [];
   type Head = (typeof heap)[number];
   const before = (a: Head, b: Head): boolean => {

@@ -161,4 +161,60 @@ describe('instanceStates', () => {
       expect({ fullParse, states }).toEqual({ fullParse, states: [['a[x=1]', 'in_flight'], ['b[x=2]', 'unknown']] });
     }
   });
+
+  // A big journal is read by two threads (the second half by report-worker.ts); the sources' tests
+  // name the built worker, and a threshold of 0 bytes makes every journal big.
+  const worker = new URL('../../dist/report/report-worker.js', import.meta.url);
+  const readAll = async (path: string, options: Parameters<typeof instanceStates>[1]): Promise<unknown[]> => {
+    const out: unknown[] = [];
+    for await (const entry of instanceStates(path, options)) out.push(entry);
+    return out;
+  };
+
+  it('two threads give exactly what one gives, projected or parsed in full, whatever the chunk (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(journalRecords, fc.integer({ min: 1, max: 6 }), fc.boolean(), async (records, chunk, fullParse) => {
+        const path = await writeJournal(records);
+        const one = await readAll(path, { chunk: 1_000_000, fullParse });
+        expect(await readAll(path, { chunk, fullParse, worker, parallelMinBytes: 0 })).toEqual(one);
+      }),
+      { numRuns: 25 },
+    );
+  });
+
+  it('an instance whose records straddle the two halves gets them back in journal order; torn and damaged lines are skipped alike', async () => {
+    const ids = Array.from({ length: 30 }, (_, n) => `s[seed=${n}]`);
+    // Every intent in the first half, every outcome in the second: a wrong order of the halves'
+    // chunks would replay a status before its intent.
+    const records: JournalRecord[] = [
+      ...ids.map((id, n): JournalRecord => ({ type: 'intent', instance: id, model: 'soul', idempotencyKey: `k${n}`, bodyHash: HASH })),
+      ...ids.map((id, n): JournalRecord => ({ type: 'submitted', instance: id, handle: { kind: 'request', requestId: `r${n}` } })),
+      ...ids.map((id, n): JournalRecord => ({ type: 'status', instance: id, status: n % 3 === 0 ? 'failed' : 'completed', outputs: [] })),
+      ...ids.slice(0, 5).map((id): JournalRecord => ({ type: 'retry', instance: id, attempt: 1, previous: 'failed' })),
+    ];
+    const path = await writeJournal(records);
+    const lines = readFileSync(path, 'utf8').split('\n');
+    // A damaged status in the second half, and a torn last line.
+    const at = lines.findIndex((l) => l.includes('"instance":"s[seed=20]","status"'));
+    lines[at] = lines[at]!.replace('"completed"', '"complexed"');
+    writeFileSync(path, `${lines.join('\n')}{"type":"status","inst`);
+    const one = await readAll(path, { chunk: 1_000_000 });
+    const two = await readAll(path, { chunk: 4, worker, parallelMinBytes: 0 });
+    expect(two).toEqual(one);
+    const statuses = new Map((two as [string, Parameters<typeof instanceStatus>[0]][]).map(([id, state]) => [id, instanceStatus(state)]));
+    expect(statuses.get('s[seed=1]')).toBe('completed');
+    expect(statuses.get('s[seed=20]')).toBe('in_flight');
+    expect(statuses.size).toBe(30);
+  });
+
+  it('a second thread that fails or stops fails the read with a sentence: never a report missing half the journal', async () => {
+    const path = await writeJournal([{ type: 'intent', instance: 'a[x=1]', model: 'soul', idempotencyKey: 'k1', bodyHash: HASH }, { type: 'intent', instance: 'b[x=2]', model: 'soul', idempotencyKey: 'k2', bodyHash: HASH }]);
+    const dir = tempDir('genpipe-bad-worker-');
+    const throwing = join(dir, 'throws.mjs');
+    writeFileSync(throwing, "throw new Error('disk on fire');\n");
+    const exiting = join(dir, 'exits.mjs');
+    writeFileSync(exiting, 'process.exit(3);\n');
+    await expect(readAll(path, { worker: new URL(`file://${throwing}`), parallelMinBytes: 0 })).rejects.toThrow(/^Reading the second half of .*journal\.jsonl in another thread failed: disk on fire$/);
+    await expect(readAll(path, { worker: new URL(`file://${exiting}`), parallelMinBytes: 0 })).rejects.toThrow(/in another thread failed: the thread stopped \(exit code 3\) before answering$/);
+  });
 });

@@ -1,9 +1,11 @@
 // The external sort behind outputs.csv: lines `key<TAB>payload`, sorted in memory up to a chunk,
 // in sorted runs on disk merged beyond it; equal keys keep their input order either way.
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { sortLines } from '../../src/util/external-sort.js';
+import { mergeRuns, sortLines } from '../../src/util/external-sort.js';
 import { naturalCompare } from '../../src/util/natural-compare.js';
 
 async function sorted(lines: string[], chunk: number): Promise<string[]> {
@@ -34,6 +36,27 @@ describe('sortLines', () => {
       const out: string[] = [];
       for await (const line of sortLines(lines, naturalCompare, { chunk, decode: (raw) => JSON.parse(raw) as string })) out.push(line);
       expect(out).toEqual(['"c"\tc', '"\\u0064"\td']);
+    }
+  });
+
+  it('merges more runs than its fan-in in passes, equal keys still in run order', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'genpipe-merge-'));
+    try {
+      // Seven runs, each sorted; key k appears in every run, tagged with its run.
+      const runs = Array.from({ length: 7 }, (_, r) => {
+        const path = join(dir, `run-${r}.txt`);
+        writeFileSync(path, [`a${r}\tonly ${r}`, `k\trun ${r}`, `z\trun ${r}`].sort().map((l) => `${l}\n`).join(''));
+        return path;
+      });
+      const merged = (fanIn: number): string[] => [...mergeRuns(runs, (a, b) => (a < b ? -1 : a > b ? 1 : 0), (raw) => raw, fanIn)].map((l) => l.line);
+      const once = merged(100);
+      expect(once.filter((l) => l.startsWith('k\t'))).toEqual(Array.from({ length: 7 }, (_, r) => `k\trun ${r}`));
+      expect(merged(2)).toEqual(once);
+      // Fan-in 2 over seven runs: four runs after a first pass, two after a second, then the merge.
+      expect(readdirSync(dir).filter((n) => n.includes('.pass-')).sort()).toEqual(['run-0.txt.pass-0', 'run-0.txt.pass-0.pass-1', 'run-2.txt.pass-0', 'run-4.txt.pass-0', 'run-4.txt.pass-0.pass-1']);
+      expect(merged(3)).toEqual(once);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
