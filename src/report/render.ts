@@ -1,5 +1,5 @@
 /** The cost report as JSON, CSV (RFC 4180, formula-safe) and Markdown. */
-import { csvRow } from '../util/csv.js';
+import { csvCell, csvRow } from '../util/csv.js';
 import { formatUsd } from '../util/format-usd.js';
 import type { CostReport, CostSummary, GroupLine, InstanceLine, Money } from './cost-report.js';
 
@@ -24,10 +24,22 @@ export interface ReportFormat {
 
 const field = (name: string, value: unknown): string => `  ${JSON.stringify(name)}: ${JSON.stringify(value, null, 2).replace(/\n/g, '\n  ')}`;
 
+/** A number as JSON writes it (null for what JSON cannot hold). */
+const num = (n: number): string => (Number.isFinite(n) ? String(n) : 'null');
+
+/**
+ * An instance line as `JSON.stringify(withCredits(line, rate))` writes a line built by lineOf, its
+ * fields in that order, written field by field: the generic path took a fifth of a million-line
+ * report's formatting (render.test.ts compares the two).
+ */
+export function instanceJson(l: InstanceLine, rate: number): string {
+  return `{"instance":${JSON.stringify(l.instance)},"step":${JSON.stringify(l.step)},"model":${JSON.stringify(l.model)},"status":${JSON.stringify(l.status)},"requestId":${JSON.stringify(l.requestId)},"rerolls":${num(l.rerolls)},"estimatedUsd":${num(l.estimatedUsd)},"actualUsd":${l.actualUsd === null ? 'null' : num(l.actualUsd)},"refundedUsd":${num(l.refundedUsd)},"netUsd":${num(l.netUsd)},"unpricedInstances":${num(l.unpricedInstances)},"netCredits":${num(credits(l.netUsd, rate))},"refundedCredits":${num(credits(l.refundedUsd, rate))}}`;
+}
+
 /** report.json: an instance per line, the groups indented as `JSON.stringify(…, null, 2)` would. */
 export const JSON_FORMAT: ReportFormat = {
   head: (r) => `{\n${field('pipeline', r.pipeline)},\n${field('runId', r.runId)},\n${field('creditsPerUsd', r.creditsPerUsd)},\n  "instances": [`,
-  instance: (line, index, rate) => `${index === 0 ? '' : ','}\n    ${JSON.stringify(withCredits(line, rate))}`,
+  instance: (line, index, rate) => `${index === 0 ? '' : ','}\n    ${instanceJson(line, rate)}`,
   tail: (r, count) =>
     `${count === 0 ? '' : '\n  '}],\n${field('steps', r.steps.map((g) => withCredits(g, r.creditsPerUsd)))},\n${field('models', r.models.map((g) => withCredits(g, r.creditsPerUsd)))},\n${field('total', withCredits(r.total, r.creditsPerUsd))}\n}\n`,
 };
@@ -49,7 +61,10 @@ const money = (m: Money, rate: number): unknown[] => [m.estimatedUsd, m.actualUs
 /** report.csv: one row per instance, then one per step, per model and the total (`level` tells them apart). */
 export const CSV_FORMAT: ReportFormat = {
   head: () => csvRow(['level', 'name', 'step', 'model', 'status', 'request_id', ...MONEY_HEADER]),
-  instance: (line, _index, rate) => csvRow(['instance', line.instance, line.step, line.model, line.status, line.requestId, ...money(line, rate)]),
+  // csvRow(['instance', line.instance, line.step, line.model, line.status, line.requestId, ...money(line, rate)]),
+  // without the array: a number's cell is its text, and a status is a plain word (render.test.ts compares).
+  instance: (l, _index, rate) =>
+    `instance,${csvCell(l.instance)},${csvCell(l.step)},${csvCell(l.model)},${l.status},${csvCell(l.requestId)},${String(l.estimatedUsd)},${l.actualUsd === null ? '' : String(l.actualUsd)},${String(l.refundedUsd)},${String(l.netUsd)},${String(credits(l.netUsd, rate))},${String(l.unpricedInstances)}\r\n`,
   tail: (r) => {
     const group = (level: string, g: GroupLine): string => csvRow([level, g.name, '', '', countsText(g), '', ...money(g, r.creditsPerUsd)]);
     return [...r.steps.map((g) => group('step', g)), ...r.models.map((g) => group('model', g)), group('total', r.total)].join('');
@@ -69,7 +84,19 @@ function countsText(g: GroupLine): string {
 
 /** `$1,234.50`: the report's dollars, grouped like every other figure of money genpipe prints. */
 const usd = (n: number | null): string => (n === null ? '—' : formatUsd(n).replace(/^US/, ''));
-const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
+const cell = (text: string): string => (MARKDOWN_SPECIAL.test(text) ? text.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ') : text);
+const MARKDOWN_SPECIAL = /[|\n]/;
+
+/** usd() of the last amounts seen: an instance table repeats a handful of amounts a million times. */
+const usdSeen = new Map<number, string>();
+function usdOf(n: number): string {
+  let text = usdSeen.get(n);
+  if (text === undefined) {
+    if (usdSeen.size >= 256) usdSeen.clear();
+    usdSeen.set(n, (text = usd(n)));
+  }
+  return text;
+}
 
 function markdownHead(report: CostSummary): string {
   const rate = report.creditsPerUsd;
@@ -104,7 +131,7 @@ function markdownHead(report: CostSummary): string {
 /** report.md: the totals and groups, then a table of the instances. */
 export const MARKDOWN_FORMAT: ReportFormat = {
   head: markdownHead,
-  instance: (l) => `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${usd(l.netUsd)} |\n`,
+  instance: (l) => `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${usdOf(l.netUsd)} |\n`,
   tail: () => '',
 };
 
