@@ -91,7 +91,7 @@ function add(group: GroupLine, line: InstanceLine): void {
 }
 
 /** One instance's line of the report, from its replayed state. */
-function lineOf(id: string, entry: InstanceState, stepInfo: ReadonlyMap<string, PlanFile['steps'][number]>): InstanceLine {
+export function lineOf(id: string, entry: InstanceState, stepInfo: ReadonlyMap<string, PlanFile['steps'][number]>): InstanceLine {
   // An instance id starts with its step (a for_each id too: `clips[sheets[...],...]`).
   const step = id.split('[')[0] ?? id;
   const info = stepInfo.get(step);
@@ -123,35 +123,87 @@ function lineOf(id: string, entry: InstanceState, stepInfo: ReadonlyMap<string, 
 /** The report without its instance lines: what a summary, a notification or `genpipe runs` needs. */
 export type CostSummary = Omit<CostReport, 'instances'>;
 
+/** Adds one group's sums and counts into another's (the halves of a report read by two threads). */
+function absorb(group: GroupLine, other: GroupLine): void {
+  for (const status of STATUSES) group.counts[status] += other.counts[status];
+  group.estimatedUsd = round(group.estimatedUsd + other.estimatedUsd);
+  if (other.actualUsd !== null) group.actualUsd = round((group.actualUsd ?? 0) + other.actualUsd);
+  group.refundedUsd = round(group.refundedUsd + other.refundedUsd);
+  group.netUsd = round(group.netUsd + other.netUsd);
+  group.unpricedInstances += other.unpricedInstances;
+  group.rerolls += other.rerolls;
+  group.rerolledNetUsd = round(group.rerolledNetUsd + other.rerolledNetUsd);
+}
+
+/**
+ * The sums of a report as its instance lines come, in id order: by step (the plan's first, in its
+ * order), by model (as first met) and in total. Every sum is rounded to a millionth of a dollar
+ * at each step, so the sums of two consecutive ranges of lines, added, are those of one pass.
+ */
+export class CostTally {
+  readonly stepInfo: ReadonlyMap<string, PlanFile['steps'][number]>;
+  readonly steps = new Map<string, GroupLine>();
+  readonly models = new Map<string, GroupLine>();
+  readonly total = emptyGroup('total');
+
+  constructor(readonly plan: PlanFile) {
+    this.stepInfo = new Map(plan.steps.map((s) => [s.id, s]));
+    for (const s of plan.steps) this.steps.set(s.id, emptyGroup(s.id));
+  }
+
+  /** The line of an instance, counted. */
+  line(id: string, entry: InstanceState): InstanceLine {
+    const line = lineOf(id, entry, this.stepInfo);
+    add(this.#group(this.steps, line.step), line);
+    add(this.#group(this.models, line.model), line);
+    add(this.total, line);
+    return line;
+  }
+
+  /** The groups so far, as plain data (a worker thread's answer). */
+  groups(): { steps: GroupLine[]; models: GroupLine[]; total: GroupLine } {
+    return { steps: [...this.steps.values()], models: [...this.models.values()], total: this.total };
+  }
+
+  /** Adds the groups of the lines after this tally's (another thread's tally of them). */
+  absorb(later: { steps: readonly GroupLine[]; models: readonly GroupLine[]; total: GroupLine }): void {
+    for (const g of later.steps) absorb(this.#group(this.steps, g.name), g);
+    for (const g of later.models) absorb(this.#group(this.models, g.name), g);
+    absorb(this.total, later.total);
+  }
+
+  /** The summary, planned instances that never started counted too, so the report adds up to the plan. */
+  summary(creditsPerUsd: number | undefined): CostSummary {
+    const { plan, steps, models, total } = this;
+    for (const s of plan.steps) {
+      const group = steps.get(s.id) as GroupLine;
+      const seen = STATUSES.reduce((n, st) => n + group.counts[st], 0);
+      const missing = Math.max(0, s.count - seen);
+      group.counts.not_started += missing;
+      total.counts.not_started += missing;
+      this.#group(models, s.model).counts.not_started += missing;
+    }
+    return { pipeline: plan.pipeline, runId: plan.runId, creditsPerUsd: creditsPerUsd ?? 100, steps: [...steps.values()], models: [...models.values()], total };
+  }
+
+  #group(groups: Map<string, GroupLine>, name: string): GroupLine {
+    let group = groups.get(name);
+    if (!group) groups.set(name, (group = emptyGroup(name)));
+    return group;
+  }
+}
+
 /**
  * Builds the report of a run directory as the journal streams (memory bounded whatever the run's
  * size: instance-lines.ts), handing each instance's line to `onLine` in id order.
  */
 export async function summarizeCostReport(runDir: string, options: { creditsPerUsd?: number } = {}, onLine?: (line: InstanceLine) => void | Promise<void>): Promise<CostSummary> {
-  const plan: PlanFile = await readPlanFile(runDir);
-  const stepInfo = new Map(plan.steps.map((s) => [s.id, s]));
-  const steps = new Map<string, GroupLine>();
-  const models = new Map<string, GroupLine>();
-  const total = emptyGroup('total');
-  for (const s of plan.steps) steps.set(s.id, emptyGroup(s.id));
+  const tally = new CostTally(await readPlanFile(runDir));
   for await (const [id, entry] of instanceStates(join(runDir, 'journal.jsonl'))) {
-    const line = lineOf(id, entry, stepInfo);
-    add(steps.get(line.step) ?? (steps.set(line.step, emptyGroup(line.step)).get(line.step) as GroupLine), line);
-    add(models.get(line.model) ?? (models.set(line.model, emptyGroup(line.model)).get(line.model) as GroupLine), line);
-    add(total, line);
+    const line = tally.line(id, entry);
     await onLine?.(line);
   }
-  // Planned instances that never started still count, so the report adds up to the plan.
-  for (const s of plan.steps) {
-    const group = steps.get(s.id) as GroupLine;
-    const seen = STATUSES.reduce((n, st) => n + group.counts[st], 0);
-    const missing = Math.max(0, s.count - seen);
-    group.counts.not_started += missing;
-    total.counts.not_started += missing;
-    const model = models.get(s.model) ?? (models.set(s.model, emptyGroup(s.model)).get(s.model) as GroupLine);
-    model.counts.not_started += missing;
-  }
-  return { pipeline: plan.pipeline, runId: plan.runId, creditsPerUsd: options.creditsPerUsd ?? 100, steps: [...steps.values()], models: [...models.values()], total };
+  return tally.summary(options.creditsPerUsd);
 }
 
 /** The whole report, instance lines in memory: for tests and small runs (writeCostReport streams). */

@@ -11,7 +11,7 @@
  * a worker (report-worker.ts) the second, each spilling its own chunks; the merge takes the first
  * half's files before the second's, so records keep their journal order across the halves.
  */
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JournalRecord, JournalRecordOf } from '../run/journal-records.js';
 import { streamJournalBatches } from '../run/journal.js';
-import { keyOfLine, mergeRuns, writeLinesFile } from '../util/external-sort.js';
+import { keyOfLine, mergeRuns, mergeRunsFrom, narrowRuns, writeLinesFile } from '../util/external-sort.js';
 import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
 
 /** Instances gathered in memory before a chunk is spilled to disk. */
@@ -183,8 +183,31 @@ const WORKER = new URL('./report-worker.js', import.meta.url);
  * back in journal order, as from one thread.
  */
 export async function* instanceStates(journalPath: string, options: StatesOptions = {}): AsyncGenerator<[string, InstanceState]> {
+  const runs = await gatherInstanceRuns(journalPath, options);
+  try {
+    yield* statesOf(runs);
+  } finally {
+    await runs.dispose();
+  }
+}
+
+/**
+ * A journal's facts, gathered by instance: in memory when they fit one chunk, else in sorted runs
+ * (spill files, at most MAX_FAN_IN of them), which `dispose` removes.
+ */
+export interface InstanceRuns {
+  inMemory: Map<string, Fact[]>;
+  runs: readonly string[];
+  dispose(): Promise<void>;
+}
+
+/** Reads the journal (a big one by two threads: see instanceStates) into InstanceRuns. */
+export async function gatherInstanceRuns(journalPath: string, options: StatesOptions = {}): Promise<InstanceRuns> {
   let dir: string | undefined;
   const spillDir = async (): Promise<string> => (dir ??= await mkdtemp(join(tmpdir(), 'genpipe-report-')));
+  const dispose = async (): Promise<void> => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  };
   let helper: Promise<string[]> | undefined;
   let stop: (() => void) | undefined;
   try {
@@ -193,30 +216,73 @@ export async function* instanceStates(journalPath: string, options: StatesOption
     // instances half chunks peaked at 290-300 MB, quarter chunks at 220-240 MB, in the same time.
     const chunk = split === undefined ? options.chunk : Math.max(1, Math.floor((options.chunk ?? CHUNK_INSTANCES) / 4));
     if (split !== undefined) {
-      const job: ReaderJob = { journal: journalPath, start: split.at, dir: await spillDir(), chunk, gallery: options.gallery, fullParse: options.fullParse };
+      const job: ReaderJob = { kind: 'read', journal: journalPath, start: split.at, dir: await spillDir(), chunk, gallery: options.gallery, fullParse: options.fullParse };
       ({ spills: helper, stop } = startReader(split.worker, job));
     }
     const gathered = await gatherRuns(journalPath, { ...options, chunk, end: split?.at, spillDir, spillAll: split !== undefined, prefix: 'a' });
     const { spills } = gathered;
     if (helper) spills.push(...(await helper));
-    if (spills.length === 0) {
-      const inMemory = gathered.chunk;
-      const ids = [...inMemory.keys()].sort(byCodeUnits);
-      for (const id of ids) {
-        const records = inMemory.get(id) as Fact[];
-        // Each instance's records give way to its state as it is yielded.
-        inMemory.delete(id);
-        yield [id, stateOf(id, records)];
-      }
-      return;
-    }
-    yield* merge(spills);
-  } finally {
+    return { inMemory: gathered.chunk, runs: narrowRuns(spills, byCodeUnits, decodeId), dispose };
+  } catch (error) {
     stop?.();
     // A failed or stopped second thread: its answer no longer matters.
     await helper?.catch(() => {});
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await dispose();
+    throw error;
   }
+}
+
+/**
+ * The states of the gathered instances, sorted by id; with `range`, only those whose id is at or
+ * after `from` and before `to` (the parts of a report written by two threads: write-report.ts).
+ */
+export async function* statesOf(gathered: Pick<InstanceRuns, 'inMemory' | 'runs'>, range: { from?: string | undefined; to?: string | undefined } = {}): AsyncGenerator<[string, InstanceState]> {
+  const { inMemory } = gathered;
+  const inRange = (id: string): boolean => (range.from === undefined || id >= range.from) && (range.to === undefined || id < range.to);
+  if (gathered.runs.length === 0) {
+    const ids = [...inMemory.keys()].sort(byCodeUnits);
+    for (const id of ids) {
+      const records = inMemory.get(id) as Fact[];
+      // Each instance's records give way to its state as it is yielded.
+      inMemory.delete(id);
+      if (inRange(id)) yield [id, stateOf(id, records)];
+    }
+    return;
+  }
+  yield* merge(gathered.runs, range);
+}
+
+/**
+ * An id near the middle of the gathered instances (the median of the runs' middle ids), past the
+ * first id, so that the instances before it and from it on both hold some; undefined when there
+ * is no such id (all in memory, or too few).
+ */
+export function middleId(gathered: Pick<InstanceRuns, 'runs'>): string | undefined {
+  const middles: string[] = [];
+  let first: string | undefined;
+  for (const run of gathered.runs) {
+    const fd = openSync(run, 'r');
+    try {
+      const size = fstatSync(fd).size;
+      const head = Buffer.alloc(Math.min(size, 2 ** 16));
+      const firstLine = head.subarray(0, readSync(fd, head, 0, head.length, 0)).toString('utf8');
+      if (firstLine.includes('\t')) {
+        const id = decodeId(keyOfLine(firstLine));
+        if (first === undefined || id < first) first = id;
+      }
+      // The first whole line from the middle on.
+      const probe = Buffer.alloc(Math.min(size, 2 ** 16));
+      const text = probe.subarray(0, readSync(fd, probe, 0, probe.length, Math.floor(size / 2))).toString('utf8');
+      const start = text.indexOf('\n') + 1;
+      const tab = text.indexOf('\t', start);
+      if (start > 0 && tab > start && !text.slice(start, tab).includes('\n')) middles.push(decodeId(text.slice(start, tab)));
+    } finally {
+      closeSync(fd);
+    }
+  }
+  middles.sort(byCodeUnits);
+  const middle = middles[Math.floor(middles.length / 2)];
+  return middle !== undefined && first !== undefined && middle > first ? middle : undefined;
 }
 
 /** Where the second thread starts reading (the first line past the middle), or undefined when one thread reads it all. */
@@ -246,6 +312,7 @@ async function splitPoint(journalPath: string, options: StatesOptions): Promise<
 
 /** What the second thread reads (its workerData): the journal from `start` on, its chunks spilled into `dir`. */
 export interface ReaderJob {
+  kind: 'read';
   journal: string;
   start: number;
   dir: string;
@@ -319,13 +386,16 @@ function spill(chunk: ReadonlyMap<string, Fact[]>, path: string): string {
 }
 
 /** A merge of sorted spill files (external-sort.ts), combining an id's records in file order, so in journal order. */
-async function* merge(paths: readonly string[]): AsyncGenerator<[string, InstanceState]> {
+async function* merge(paths: readonly string[], range: { from?: string | undefined; to?: string | undefined }): AsyncGenerator<[string, InstanceState]> {
   let id: string | undefined;
   let records: Fact[] = [];
-  let merged = 0;
-  for (const { key: next, line } of mergeRuns(paths, byCodeUnits, decodeId)) {
+  let count = 0;
+  const merged = range.from === undefined ? mergeRuns(paths, byCodeUnits, decodeId) : mergeRunsFrom(paths, range.from, byCodeUnits, decodeId);
+  for (const { key: next, line } of merged) {
     // The merge reads synchronously: let signals and timers in now and then.
-    if (++merged % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    if (++count % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    if (range.from !== undefined && next < range.from) continue;
+    if (range.to !== undefined && next >= range.to) break;
     if (id !== undefined && next !== id) yield [id, stateOf(id, records)];
     if (next !== id) records = [];
     id = next;

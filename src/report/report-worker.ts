@@ -1,17 +1,23 @@
 /**
- * The second thread of a big journal's reading (instance-lines.ts): gathers the facts of the
- * journal's second half, spills its chunks into the directory it is given, and answers with
- * their paths, in journal order.
+ * The second thread of a big report: reads the journal's second half (instance-lines.ts: its
+ * chunks spilled into the directory it is given, their paths the answer), or writes the report's
+ * lines from an id on (write-report.ts: into part files, its sums the answer).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { gatherRuns, type ReaderAnswer, type ReaderJob } from './instance-lines.js';
+import { writeTail, type TailAnswer, type TailJob } from './write-report.js';
 
-const job = workerData as ReaderJob;
+const job = workerData as ReaderJob | TailJob;
 
-let answer: ReaderAnswer;
-try {
+async function work(): Promise<ReaderAnswer | TailAnswer> {
+  if (job.kind === 'tail') return await writeTail(job);
   const { spills } = await gatherRuns(job.journal, { start: job.start, chunk: job.chunk, gallery: job.gallery, fullParse: job.fullParse, spillDir: async () => job.dir, spillAll: true, prefix: 'b' });
-  answer = { spills };
+  return { spills };
+}
+
+let answer: ReaderAnswer | TailAnswer;
+try {
+  answer = await work();
 } catch (error) {
   answer = { failed: error instanceof Error ? error.message : String(error) };
 }

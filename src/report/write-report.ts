@@ -1,8 +1,14 @@
+import { existsSync } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { readPlanFile } from '../run/run-dir.js';
+import type { InstanceState } from '../run/run-state.js';
 import { ByteSink } from '../util/byte-sink.js';
-import { summarizeCostReport, type CostSummary } from './cost-report.js';
+import { CostTally, type CostSummary, type GroupLine } from './cost-report.js';
+import { gatherInstanceRuns, middleId, statesOf, type StatesOptions } from './instance-lines.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
 
 const FILES: readonly (readonly [string, ReportFormat])[] = [
@@ -11,30 +17,53 @@ const FILES: readonly (readonly [string, ReportFormat])[] = [
   ['report.md', MARKDOWN_FORMAT],
 ];
 
+/** The second thread's module (report-worker.ts): beside this one in the build; absent when running from sources. */
+const WORKER = new URL('./report-worker.js', import.meta.url);
+
 /**
  * Writes report.json, report.csv and report.md into the run directory as the journal streams (each
  * to a temp file renamed into place), in one pass over the instances and in memory bounded whatever
  * the run's size, and returns the report without its instance lines. A format whose head needs the
  * totals (Markdown) gets its instance lines in a section file, copied in after its head.
+ *
+ * A big journal is read by two threads (instance-lines.ts), and its instances' lines are written by
+ * two as well: this thread writes those before the middle id, a worker (report-worker.ts) those from
+ * it on, into part files copied in after this thread's lines, its sums added after this thread's
+ * (CostTally.absorb). The files are byte for byte those one thread writes.
+ *
+ * `threads` is for tests of the sources: the built worker, and the journal size from which two
+ * threads read it.
  */
-export async function writeCostReport(runDir: string, options: { creditsPerUsd?: number } = {}): Promise<CostSummary> {
+export async function writeCostReport(runDir: string, options: { creditsPerUsd?: number; threads?: Pick<StatesOptions, 'worker' | 'parallelMinBytes'> } = {}): Promise<CostSummary> {
   const plan = await readPlanFile(runDir);
   const rate = options.creditsPerUsd ?? 100;
   // What a head may read before the totals exist: the run's names and the rate.
   const early: CostSummary = { pipeline: plan.pipeline, runId: plan.runId, creditsPerUsd: rate, steps: [], models: [], total: { name: 'total', counts: {} as CostSummary['total']['counts'], estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 } };
   const headFirst = new Set<ReportFormat>([JSON_FORMAT, CSV_FORMAT]);
   const sinks: ByteSink[] = [];
+  const gathered = await gatherInstanceRuns(join(runDir, 'journal.jsonl'), options.threads ?? {});
+  let tail: TailWriter | undefined;
   try {
     for (const [name, format] of FILES) {
       const sink = new ByteSink(join(runDir, headFirst.has(format) ? `${name}.tmp` : `${name}.lines.tmp`));
       sinks.push(sink);
       if (headFirst.has(format)) sink.add(format.head(early));
     }
-    let index = 0;
-    const summary = await summarizeCostReport(runDir, options, (line) => {
-      for (const [i, [, format]] of FILES.entries()) (sinks[i] as ByteSink).add(format.instance(line, index, rate));
-      index++;
-    });
+    const worker = options.threads?.worker ?? WORKER;
+    const middle = gathered.runs.length > 0 && availableParallelism() >= 2 && existsSync(fileURLToPath(worker)) ? middleId(gathered) : undefined;
+    if (middle !== undefined) {
+      const parts = FILES.map(([name]) => join(runDir, `${name}.part.tmp`));
+      tail = startTail(worker, { kind: 'tail', runs: gathered.runs, from: middle, runDir, creditsPerUsd: rate, parts });
+    }
+    const tally = new CostTally(plan);
+    let index = await writeInstanceLines(statesOf(gathered, { to: middle }), tally, sinks, rate, 0);
+    if (tail) {
+      const answer = await tail.done;
+      for (const [i, sink] of sinks.entries()) sink.addFile(tail.parts[i] as string);
+      tally.absorb(answer.groups);
+      index += answer.count;
+    }
+    const summary = tally.summary(options.creditsPerUsd);
     for (const [i, [name, format]] of FILES.entries()) {
       const sink = sinks[i] as ByteSink;
       if (headFirst.has(format)) {
@@ -68,5 +97,75 @@ export async function writeCostReport(runDir: string, options: { creditsPerUsd?:
       await rm(join(runDir, `${name}.lines.tmp`), { force: true });
     }
     throw error;
+  } finally {
+    if (tail) {
+      tail.stop();
+      await tail.done.catch(() => {});
+      for (const part of tail.parts) await rm(part, { force: true });
+    }
+    await gathered.dispose();
   }
+}
+
+/**
+ * Counts each instance's line into `tally` and appends it to each format's sink, numbering them
+ * from `first` (a JSON line after the first starts with its comma); returns how many there were.
+ */
+export async function writeInstanceLines(states: AsyncIterable<[string, InstanceState]>, tally: CostTally, sinks: readonly ByteSink[], rate: number, first: number): Promise<number> {
+  let index = first;
+  for await (const [id, entry] of states) {
+    const line = tally.line(id, entry);
+    for (const [i, [, format]] of FILES.entries()) (sinks[i] as ByteSink).add(format.instance(line, index, rate));
+    index++;
+  }
+  return index - first;
+}
+
+/** What the worker writing a report's last lines is asked (its workerData). */
+export interface TailJob {
+  kind: 'tail';
+  /** The sorted runs of the gathered instances (instance-lines.ts InstanceRuns). */
+  runs: readonly string[];
+  /** The first instance id the worker writes; the ids before are this thread's. */
+  from: string;
+  runDir: string;
+  creditsPerUsd: number;
+  /** A file per format (FILES' order) for its lines. */
+  parts: readonly string[];
+}
+
+/** The worker's answer: how many lines it wrote and its sums, or why it failed. */
+export type TailAnswer = { count: number; groups: { steps: GroupLine[]; models: GroupLine[]; total: GroupLine } } | { failed: string };
+
+/** Writes the lines of the instances from `job.from` on: in the worker (report-worker.ts). */
+export async function writeTail(job: TailJob): Promise<Extract<TailAnswer, { count: number }>> {
+  const tally = new CostTally(await readPlanFile(job.runDir));
+  // Its lines continue this thread's (which hold at least the first id): numbered from 1.
+  const sinks = job.parts.map((part) => new ByteSink(part));
+  try {
+    const count = await writeInstanceLines(statesOf({ inMemory: new Map(), runs: job.runs }, { from: job.from }), tally, sinks, job.creditsPerUsd, 1);
+    return { count, groups: tally.groups() };
+  } finally {
+    for (const sink of sinks) sink.close();
+  }
+}
+
+interface TailWriter {
+  parts: readonly string[];
+  done: Promise<Extract<TailAnswer, { count: number }>>;
+  stop(): void;
+}
+
+function startTail(module: URL, job: TailJob): TailWriter {
+  const worker = new Worker(module, { workerData: job });
+  const failed = (why: string): Error => new Error(`Writing the report's last instances in another thread failed: ${why}`);
+  const done = new Promise<Extract<TailAnswer, { count: number }>>((resolve, reject) => {
+    worker.once('message', (answer: TailAnswer) => ('failed' in answer ? reject(failed(answer.failed)) : resolve(answer)));
+    worker.once('error', (error) => reject(failed(error.message)));
+    // After an answer this does nothing (a promise settles once).
+    worker.once('exit', (code) => reject(failed(`the thread stopped (exit code ${code}) before answering`)));
+  });
+  // Awaited once this thread's lines are written: a failure waits for that, unreported till then.
+  done.catch(() => {});
+  return { parts: job.parts, done, stop: () => void worker.terminate() };
 }

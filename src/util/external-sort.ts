@@ -4,6 +4,7 @@
  * spilled to temporary files and merged, so memory stays bounded by the chunk whatever the input.
  * Equal keys keep their input order.
  */
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -64,17 +65,31 @@ export function writeLinesFile(path: string, lines: Iterable<string>): string {
  * Most runs merged at once. Each open run holds a read buffer and the text decoded from it, so
  * more runs (a journal of millions of instances, read by two threads) are first merged in passes
  * of this many into longer runs, beside the first of each group: memory stays bounded whatever the
- * number of runs, for another pass over the data. (256 runs hold about 32 MB.)
+ * number of runs, for another pass over the data. (256 runs hold about 12 MB.)
  */
 export const MAX_FAN_IN = 256;
 
 /**
  * A k-way merge of sorted runs (files of `key<TAB>payload` lines): a binary heap on (key, run), so
  * equal keys come in run order. Each line comes with its decoded key, decoded once. Synchronous:
- * the runs are read 64 KB at a time (read-lines.ts). Over `fanIn` runs, consecutive groups of them
+ * the runs are read 16 KB at a time (read-lines.ts). Over `fanIn` runs, consecutive groups of them
  * are merged first (MAX_FAN_IN), which keeps equal keys in run order too.
  */
 export function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string, fanIn = MAX_FAN_IN): Generator<Readonly<{ key: string; line: string }>> {
+  yield* mergeOnce(narrowRuns(paths, compare, decode, fanIn), compare, decode);
+}
+
+/** mergeRuns of the lines whose key is `from` or after, each run read from there on (seekRun). */
+export function* mergeRunsFrom(paths: readonly string[], from: string, compare: (a: string, b: string) => number, decode: (rawKey: string) => string, fanIn = MAX_FAN_IN): Generator<Readonly<{ key: string; line: string }>> {
+  const runs = narrowRuns(paths, compare, decode, fanIn);
+  yield* mergeOnce(runs, compare, decode, runs.map((run) => seekRun(run, from, compare, decode)));
+}
+
+/**
+ * At most `fanIn` runs with the same lines: consecutive groups of runs merged into longer ones
+ * (each written beside the group's first), pass after pass, so equal keys stay in run order.
+ */
+export function narrowRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string, fanIn = MAX_FAN_IN): readonly string[] {
   let runs = paths;
   const width = Math.max(2, fanIn);
   // Bounded: each pass divides the number of runs by `width` (at least two).
@@ -86,14 +101,66 @@ export function* mergeRuns(paths: readonly string[], compare: (a: string, b: str
     }
     runs = next;
   }
-  yield* mergeOnce(runs, compare, decode);
+  return runs;
 }
 
 function* linesOf(merged: Iterable<{ line: string }>): Generator<string> {
   for (const { line } of merged) yield line;
 }
 
-function* mergeOnce(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string): Generator<Readonly<{ key: string; line: string }>> {
+/**
+ * Where the first line of a sorted run whose key is `key` or after starts (the file's size when
+ * none is): a binary search over byte offsets, then a scan of the last 4 KB.
+ */
+export function seekRun(path: string, key: string, compare: (a: string, b: string) => number, decode: (rawKey: string) => string): number {
+  const fd = openSync(path, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    const buffer = Buffer.allocUnsafe(1 << 12);
+    // The start of the first line that starts at `at` or after, or the size.
+    const lineStartFrom = (at: number): number => {
+      if (at === 0) return 0;
+      // Bounded: each turn moves 4 KB on, to the file's end.
+      for (let p = at - 1; p < size; p += buffer.length) {
+        const read = readSync(fd, buffer, 0, buffer.length, p);
+        const newline = buffer.subarray(0, read).indexOf(0x0a);
+        if (newline !== -1) return p + newline + 1;
+      }
+      return size;
+    };
+    const keyAt = (start: number): string => {
+      const parts: Buffer[] = [];
+      // Bounded: each turn moves 4 KB on, to the file's end.
+      for (let p = start; p < size; p += buffer.length) {
+        const read = readSync(fd, buffer, 0, buffer.length, p);
+        const tab = buffer.subarray(0, read).indexOf(0x09);
+        if (tab !== -1) return decode(Buffer.concat([...parts, buffer.subarray(0, tab)]).toString('utf8'));
+        parts.push(Buffer.from(buffer.subarray(0, read)));
+      }
+      throw new Error(`${path}: a line without a key at byte ${start}`);
+    };
+    // Invariant: every line starting before `lo` has a key before `key`; the line at `hi` (unless
+    // hi is the size) does not. Bounded: each turn halves hi - lo, down to 4 KB.
+    let lo = 0;
+    let hi = size;
+    while (hi - lo > buffer.length) {
+      const start = lineStartFrom(lo + Math.floor((hi - lo) / 2));
+      if (start >= hi) break;
+      if (compare(keyAt(start), key) < 0) lo = start + 1;
+      else hi = start;
+    }
+    // The lines from lo's on, one at a time (bounded by hi).
+    for (let start = lineStartFrom(lo); start < hi; ) {
+      if (compare(keyAt(start), key) >= 0) return start;
+      start = lineStartFrom(start + 1);
+    }
+    return hi;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function* mergeOnce(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string, starts?: readonly number[]): Generator<Readonly<{ key: string; line: string }>> {
   const heap: (Keyed & { lines: Iterator<string> })[] = [];
   type Head = (typeof heap)[number];
   const before = (a: Head, b: Head): boolean => {
@@ -134,7 +201,7 @@ function* mergeOnce(paths: readonly string[], compare: (a: string, b: string) =>
   };
   const iterators: Iterator<string>[] = [];
   try {
-    for (const path of paths) iterators.push(linesOfFile(path));
+    for (const [i, path] of paths.entries()) iterators.push(linesOfFile(path, starts?.[i] ?? 0));
     for (const [order, lines] of iterators.entries()) advance(order, lines);
     // Bounded: every step consumes one line of one run.
     while (heap.length > 0) {

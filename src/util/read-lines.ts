@@ -1,7 +1,7 @@
 /**
  * The lines of a UTF-8 text file, two ways. A line ends at `\n`; a last line without one is still
  * a line.
- * - linesOfFile reads synchronously, 64 KB at a time: for merging many sorted runs a line at a
+ * - linesOfFile reads synchronously, 16 KB at a time: for merging many sorted runs a line at a
  *   time, where an await per line (readline's iterator) cost more than the merge itself.
  * - streamLinesOfFile reads a megabyte at a time through the thread pool, so a long file (a run's
  *   spilled output rows) never holds the event loop, and skips empty lines.
@@ -9,15 +9,17 @@
 import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 
-/** The file is closed when the generator ends, however it ends. */
-export function* linesOfFile(path: string): Generator<string> {
+/** The file is closed when the generator ends, however it ends. `start`: a line's first byte. */
+export function* linesOfFile(path: string, start = 0): Generator<string> {
   const fd = openSync(path, 'r');
   try {
-    const buffer = Buffer.allocUnsafe(1 << 16);
+    const buffer = Buffer.allocUnsafe(1 << 14);
     const decoder = new StringDecoder('utf8');
     let rest = '';
+    let position = start;
     // Bounded: each turn reads at least one byte, or ends.
-    for (let read = readSync(fd, buffer); read > 0; read = readSync(fd, buffer)) {
+    for (let read = readSync(fd, buffer, 0, buffer.length, position); read > 0; read = readSync(fd, buffer, 0, buffer.length, position)) {
+      position += read;
       const text = rest + decoder.write(buffer.subarray(0, read));
       let start = 0;
       for (let end = text.indexOf('\n'); end !== -1; end = text.indexOf('\n', start)) {

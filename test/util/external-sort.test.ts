@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { mergeRuns, sortLines } from '../../src/util/external-sort.js';
+import { mergeRuns, mergeRunsFrom, seekRun, sortLines } from '../../src/util/external-sort.js';
+import fc from 'fast-check';
 import { naturalCompare } from '../../src/util/natural-compare.js';
 
 async function sorted(lines: string[], chunk: number): Promise<string[]> {
@@ -55,6 +56,33 @@ describe('sortLines', () => {
       // Fan-in 2 over seven runs: four runs after a first pass, two after a second, then the merge.
       expect(readdirSync(dir).filter((n) => n.includes('.pass-')).sort()).toEqual(['run-0.txt.pass-0', 'run-0.txt.pass-0.pass-1', 'run-2.txt.pass-0', 'run-4.txt.pass-0', 'run-4.txt.pass-0.pass-1']);
       expect(merged(3)).toEqual(once);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('seekRun finds where the first line with a key at or after a given one starts, as a scan does (property)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'genpipe-seek-'));
+    const byUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+    try {
+      let n = 0;
+      fc.assert(
+        fc.property(fc.array(fc.tuple(fc.string({ minLength: 1, maxLength: 6, unit: fc.constantFrom('a', 'b', 'c', 'é', '\u{1F600}') }), fc.nat(9000)), { maxLength: 400 }), fc.string({ maxLength: 6, unit: fc.constantFrom('a', 'b', 'c', 'é') }), (entries, target) => {
+          // Payloads up to 9,000 bytes: lines longer than the 4 KB the search reads at a time.
+          const lines = entries.map(([key, pad]) => `${JSON.stringify(key)}\t${'x'.repeat(pad)}`).sort((a, b) => byUnits(JSON.parse(a.split('\t')[0] as string) as string, JSON.parse(b.split('\t')[0] as string) as string));
+          const path = join(dir, `run-${n++}.txt`);
+          writeFileSync(path, lines.map((l) => `${l}\n`).join(''));
+          let expected = 0;
+          for (const line of lines) {
+            if ((JSON.parse(line.split('\t')[0] as string) as string) >= target) break;
+            expected += Buffer.byteLength(line) + 1;
+          }
+          expect(seekRun(path, target, byUnits, (raw) => JSON.parse(raw) as string)).toBe(expected);
+          const all = [...mergeRuns([path], byUnits, (raw) => JSON.parse(raw) as string)].filter((l) => l.key >= target);
+          expect([...mergeRunsFrom([path], target, byUnits, (raw) => JSON.parse(raw) as string)]).toEqual(all);
+        }),
+        { numRuns: 150 },
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,0 +1,113 @@
+// A big run's report is written by two threads (issue 14, goal 4): the journal's halves read by
+// two, the instance lines before the middle id written by this thread and those after by a worker
+// (src/report/write-report.ts, report-worker.ts). The files must be byte for byte those one thread
+// writes. The sources' tests name the built worker; a threshold of 0 bytes makes every journal big.
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { writeCostReport } from '../../src/report/write-report.js';
+import { Journal } from '../../src/run/journal.js';
+import type { JournalRecord } from '../../src/run/journal-records.js';
+import { cleanTemps, tempDir } from '../run/runner-helpers.js';
+
+afterAll(cleanTemps);
+
+const worker = new URL('../../dist/report/report-worker.js', import.meta.url);
+const HASH = 'b'.repeat(64);
+const FILES = ['report.json', 'report.csv', 'report.md'];
+
+const STEPS = [
+  { id: 'sheets', model: 'character-sheet', price_usd: 0.05 },
+  { id: 'ads', model: 'marketing-image', price_usd: null },
+  { id: 'chat', model: 'agent', price_usd: 0.002 },
+];
+
+/** One instance's records: an outcome, sometimes a reported cost, a re-roll or a retry. */
+const life = fc.record({
+  step: fc.nat(3),
+  seed: fc.nat(5000),
+  ending: fc.constantFrom('completed', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'rerolled', 'retried'),
+  cost: fc.option(fc.integer({ min: 0, max: 999_999 }).map((n) => n / 1e6), { nil: undefined }),
+});
+
+type Life = typeof life extends fc.Arbitrary<infer T> ? T : never;
+
+function recordsOf(lives: readonly Life[]): JournalRecord[] {
+  const out: JournalRecord[] = [];
+  const seen = new Set<string>();
+  for (const [n, l] of lives.entries()) {
+    // A fourth step the plan does not name: counted under its own name.
+    const step = STEPS[l.step]?.id ?? 'extra';
+    const id = `${step}[seed=${l.seed}]`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    const model = STEPS[l.step]?.model ?? 'soul';
+    const intent: JournalRecord = { type: 'intent', instance: id, model, idempotencyKey: `k${n}`, bodyHash: HASH };
+    const submitted: JournalRecord = { type: 'submitted', instance: id, handle: { kind: 'request', requestId: `r-${n}` } };
+    const status = (s: 'completed' | 'failed' | 'nsfw' | 'canceled'): JournalRecord => ({ type: 'status', instance: id, status: s, outputs: [], ...(l.cost === undefined ? {} : { actualCostUsd: l.cost }) });
+    switch (l.ending) {
+      case 'unknown':
+        out.push(intent);
+        break;
+      case 'in_flight':
+        out.push(intent, submitted);
+        break;
+      case 'rerolled':
+        out.push(intent, submitted, status('nsfw'), { type: 'reroll', instance: id, attempt: 1, seed: 7 }, intent, submitted, status('completed'));
+        break;
+      case 'retried':
+        out.push(intent, submitted, status('failed'), { type: 'retry', instance: id, attempt: 1, previous: 'failed' }, intent, submitted, status('completed'));
+        break;
+      default:
+        out.push(intent, submitted, status(l.ending as 'completed' | 'failed' | 'nsfw' | 'canceled'));
+    }
+  }
+  return out;
+}
+
+/** A run directory holding `records`, and a copy of it: one for each way of writing the report. */
+async function runDirs(records: JournalRecord[]): Promise<[string, string]> {
+  const base = tempDir('genpipe-parallel-report-');
+  const one = join(base, 'one');
+  mkdirSync(one);
+  const plan = { pipeline: 'p', runId: '20261101T000000Z-0000', manifest: join(base, 'p.yaml'), planHash: 'x', createdAt: '2026-11-01T00:00:00.000Z', steps: STEPS.map((s) => ({ ...s, count: 6000, needs: [], for_each: null })), estimate: { known_usd: 0, unknown_instances: 0 } };
+  writeFileSync(join(one, 'plan.json'), JSON.stringify(plan));
+  const journal = await Journal.open(join(one, 'journal.jsonl'));
+  // Interleaved as concurrent work writes them: every record of a step's instances, then the next step's.
+  for (const r of records) await journal.append(r);
+  await journal.close();
+  const two = join(base, 'two');
+  mkdirSync(two);
+  for (const f of ['plan.json', 'journal.jsonl']) copyFileSync(join(one, f), join(two, f));
+  return [one, two];
+}
+
+describe('a report written by two threads', () => {
+  it('is byte for byte the report one thread writes: lines, sums by step and model, totals (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(life, { minLength: 1, maxLength: 120 }), async (lives) => {
+        const [one, two] = await runDirs(recordsOf(lives));
+        const single = await writeCostReport(one, { threads: { parallelMinBytes: Number.MAX_SAFE_INTEGER } });
+        const double = await writeCostReport(two, { threads: { worker, parallelMinBytes: 0 } });
+        expect(double).toEqual(single);
+        for (const f of FILES) expect(readFileSync(join(two, f), 'utf8')).toBe(readFileSync(join(one, f), 'utf8'));
+        // Nothing left over: no part or temporary file.
+        expect(readdirSync(two).sort()).toEqual(['journal.jsonl', 'plan.json', ...FILES].sort());
+      }),
+      { numRuns: 25 },
+    );
+  });
+
+  it('hands the lines from the middle id on to the worker: a worker that fails them fails the report, and no report file is left', async () => {
+    const lives = Array.from({ length: 40 }, (_, n) => ({ step: n % 3, seed: n, ending: 'completed' as const, cost: undefined }));
+    const [, two] = await runDirs(recordsOf(lives));
+    // The real worker for the journal's second half, a failing one for the report's last lines.
+    const dir = tempDir('genpipe-tail-worker-');
+    const failing = join(dir, 'tail-fails.mjs');
+    writeFileSync(failing, `import { workerData } from 'node:worker_threads';\nif (workerData.kind === 'tail') throw new Error('disk full');\nawait import(${JSON.stringify(worker.href)});\n`);
+    await expect(writeCostReport(two, { threads: { worker: new URL(`file://${failing}`), parallelMinBytes: 0 } })).rejects.toThrow("Writing the report's last instances in another thread failed: disk full");
+    expect(readdirSync(two).sort()).toEqual(['journal.jsonl', 'plan.json']);
+    expect(existsSync(join(two, 'report.json'))).toBe(false);
+  });
+});
