@@ -60,10 +60,10 @@ const galleryPath = join(runDir, 'gallery.html');
 // From scratch: no thumbnails, no page.
 rmSync(join(runDir, 'thumbs'), { recursive: true, force: true });
 rmSync(galleryPath, { force: true });
-const fresh = await runGenpipe(['report', runDir, '--json']);
+const fresh = await runGenpipe(['report', runDir, '--json'], {}, { discardStdout: true });
 if (fresh.code !== 0 || !existsSync(galleryPath)) throw new Error(`genpipe report failed (exit ${fresh.code}): ${fresh.stderr.slice(-800)}`);
 const thumbs = existsSync(join(runDir, 'thumbs')) ? readdirSync(join(runDir, 'thumbs'), { recursive: true }).filter((f) => String(f).endsWith('.webp')).length : 0;
-const rewrite = await runGenpipe(['report', runDir, '--json']);
+const rewrite = await runGenpipe(['report', runDir, '--json'], {}, { discardStdout: true });
 if (rewrite.code !== 0) throw new Error(`genpipe report (rewrite) failed (exit ${rewrite.code}): ${rewrite.stderr.slice(-800)}`);
 const pageBytes = statSync(galleryPath).size;
 
