@@ -13,11 +13,10 @@
  */
 import { closeSync, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { JournalRecord, JournalRecordOf } from '../run/journal-records.js';
 import { streamJournalBatches } from '../run/journal.js';
 import { keyOfLine, mergeRuns, mergeRunsFrom, narrowRuns, writeLinesFile } from '../util/external-sort.js';
