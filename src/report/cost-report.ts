@@ -79,13 +79,18 @@ function emptyGroup(name: string): GroupLine {
   return { name, counts: Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<ReportStatus, number>, estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 };
 }
 
+/** Adds `m`'s sums into `group`'s, each rounded to a millionth. */
+function addMoney(group: Money, m: Money): void {
+  group.estimatedUsd = round(group.estimatedUsd + m.estimatedUsd);
+  if (m.actualUsd !== null) group.actualUsd = round((group.actualUsd ?? 0) + m.actualUsd);
+  group.refundedUsd = round(group.refundedUsd + m.refundedUsd);
+  group.netUsd = round(group.netUsd + m.netUsd);
+  group.unpricedInstances += m.unpricedInstances;
+}
+
 function add(group: GroupLine, line: InstanceLine): void {
   group.counts[line.status]++;
-  group.estimatedUsd = round(group.estimatedUsd + line.estimatedUsd);
-  if (line.actualUsd !== null) group.actualUsd = round((group.actualUsd ?? 0) + line.actualUsd);
-  group.refundedUsd = round(group.refundedUsd + line.refundedUsd);
-  group.netUsd = round(group.netUsd + line.netUsd);
-  group.unpricedInstances += line.unpricedInstances;
+  addMoney(group, line);
   group.rerolls += line.rerolls;
   if (line.rerolls > 0) group.rerolledNetUsd = round(group.rerolledNetUsd + line.netUsd);
 }
@@ -126,11 +131,7 @@ export type CostSummary = Omit<CostReport, 'instances'>;
 /** Adds one group's sums and counts into another's (the halves of a report read by two threads). */
 function absorb(group: GroupLine, other: GroupLine): void {
   for (const status of STATUSES) group.counts[status] += other.counts[status];
-  group.estimatedUsd = round(group.estimatedUsd + other.estimatedUsd);
-  if (other.actualUsd !== null) group.actualUsd = round((group.actualUsd ?? 0) + other.actualUsd);
-  group.refundedUsd = round(group.refundedUsd + other.refundedUsd);
-  group.netUsd = round(group.netUsd + other.netUsd);
-  group.unpricedInstances += other.unpricedInstances;
+  addMoney(group, other);
   group.rerolls += other.rerolls;
   group.rerolledNetUsd = round(group.rerolledNetUsd + other.rerolledNetUsd);
 }
