@@ -163,4 +163,34 @@ steps:
     expect((error as ManifestError).problems[0]?.location.line).toBe(13);
     expect(seen).toEqual(['sheets[seed=1,variation_index=0]', 'sheets[seed=2,variation_index=0]']);
   });
+
+  it('hands the worker the presets this thread read: the second half sweeps the same presets, and without them the worker refuses', async () => {
+    const presets = [
+      { id: '11111111-1111-4111-8111-111111111111', type: 'ads' as const, name: 'Summer Beach' },
+      { id: '22222222-2222-4222-8222-222222222222', type: 'ads' as const, name: 'Winter Cabin' },
+    ];
+    const path = manifest('presets', `version: 1
+name: presets
+steps:
+  ads:
+    model: marketing-image
+    matrix:
+      n: { range: { from: 1, to: 3 } }
+      preset: { presets: { name: "*" } }
+    input:
+      prompt: "ad {{ n }}"
+      enhance_prompt: true
+      preset_id: "{{ preset.id }}"
+      image_urls: ["https://cdn.example.com/product.png"]
+`);
+    const built = new URL('dist/plan/plan-worker.js', `file://${root}`);
+    let read: typeof presets | undefined;
+    const theirs = join(dir, 'presets-theirs.jsonl');
+    const helper = parallelPlanHelper({ manifest: path, spool: theirs, env: {}, run: { id: 'preview', startedAt: new Date() }, presets: () => read, signal: new AbortController().signal, minInstances: 1, worker: built });
+    await buildPlan(loadManifestFile(path), { presets: async () => (read = presets), helper });
+    const ids = [...readFileSync(theirs, 'utf8').matchAll(/"preset_id":"([^"]+)"/g)].map((m) => m[1]);
+    expect(ids).toEqual([presets[1]?.id, presets[0]?.id, presets[1]?.id]);
+    const blind = parallelPlanHelper({ manifest: path, spool: join(dir, 'presets-blind.jsonl'), env: {}, run: { id: 'preview', startedAt: new Date() }, presets: () => undefined, signal: new AbortController().signal, minInstances: 1, worker: built });
+    await expect(buildPlan(loadManifestFile(path), { presets: async () => presets, helper: blind })).rejects.toThrow(/second thread failed: the plan reads presets the first thread did not/);
+  });
 });

@@ -48,8 +48,10 @@ ${CONNECTION_HELP}`,
         // Rendered and checked once: each valid instance's JSON is spooled as the plan is checked,
         // and printed only once the whole plan is valid. A big plan is checked by two threads.
         const dir = await mkdtemp(join(tmpdir(), 'genpipe-plan-'));
-        const spool = new InstanceSpool(join(dir, 'instances.jsonl'), { limit });
+        let spool: InstanceSpool | undefined;
         try {
+          spool = new InstanceSpool(join(dir, 'instances.jsonl'), { limit });
+          const own = spool;
           let presets: readonly Preset[] | undefined;
           const readPresets = sources.options.presets;
           const run = { id: 'preview', startedAt: new Date() };
@@ -58,7 +60,7 @@ ${CONNECTION_HELP}`,
             ...sources.options,
             run,
             ...(readPresets ? { presets: async () => (presets = await readPresets()) } : {}),
-            onInstance: (instance) => spool.add(instance),
+            onInstance: (instance) => own.add(instance),
             // With --limit few instances are spooled: one thread does.
             helper: limit === undefined ? helper : undefined,
           });
@@ -68,7 +70,7 @@ ${CONNECTION_HELP}`,
           const parts = [spool.path, ...(existsSync(join(dir, 'instances-2.jsonl')) ? [join(dir, 'instances-2.jsonl')] : [])];
           await streamJson(plan, io, parts);
         } finally {
-          spool.close();
+          spool?.close();
           await rm(dir, { recursive: true, force: true });
         }
         return EXIT.ok;
