@@ -369,7 +369,8 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
   const { manifest, source } = loaded;
   // Validate every instance (a helper thread may take the plan's end: parallel-plan.ts).
   const maxProblems = options.maxProblems ?? 100;
-  const helper = options.helper?.(plan, catalog);
+  // A fingerprint is of every instance, in order, in this thread: no helper then.
+  const helper = options.fingerprint ? undefined : options.helper?.(plan, catalog);
   const own = helper ? { from: 0, to: helper.from } : undefined;
   const fingerprint = options.fingerprint ? new PlanFingerprint(manifest) : undefined;
   let check: InstanceCheck;

@@ -193,4 +193,14 @@ steps:
     const blind = parallelPlanHelper({ manifest: path, spool: join(dir, 'presets-blind.jsonl'), env: {}, run: { id: 'preview', startedAt: new Date() }, presets: () => undefined, signal: new AbortController().signal, minInstances: 1, worker: built });
     await expect(buildPlan(loadManifestFile(path), { presets: async () => presets, helper: blind })).rejects.toThrow(/second thread failed: the plan reads presets the first thread did not/);
   });
+
+  it('fingerprints a plan in one thread even when offered a helper: the fingerprint covers every instance', async () => {
+    const path = manifest('fingerprint', sheets('      seed: { range: { from: 1, to: 8 } }\n      variation_index: [0, 1]\n', '      brief: "{{ env.BRAND }}"\n'));
+    const run = { id: 'preview', startedAt: new Date('2026-11-25T00:00:00Z') };
+    const alone = await buildPlan(loadManifestFile(path), { env: { BRAND: 'Acme' }, run, fingerprint: true });
+    const helper = parallelPlanHelper({ manifest: path, spool: join(dir, 'fingerprint.jsonl'), env: { BRAND: 'Acme' }, run, presets: () => undefined, signal: new AbortController().signal, minInstances: 1, worker: new URL('dist/plan/plan-worker.js', `file://${root}`) });
+    const offered = await buildPlan(loadManifestFile(path), { env: { BRAND: 'Acme' }, run, fingerprint: true, helper });
+    expect(offered.fingerprint).toMatch(/^[0-9a-f]{64}$/);
+    expect(offered.fingerprint).toBe(alone.fingerprint);
+  });
 });
