@@ -24,11 +24,6 @@ export class InstanceSpool {
     return this.#sink.path;
   }
 
-  /** Instances spooled. */
-  get count(): number {
-    return this.#count;
-  }
-
   add(instance: PlannedInstance): void {
     const { limit } = this.options;
     if (limit !== undefined) {
@@ -37,10 +32,6 @@ export class InstanceSpool {
       this.#perStep.set(instance.step, n + 1);
     }
     this.#sink.add((this.#count++ === 0 && !this.options.continues ? '\n' : ',\n') + instanceJson(instance));
-  }
-
-  flush(): void {
-    this.#sink.flush();
   }
 
   /** Flushes and closes the file (a second close does nothing). */

@@ -9,13 +9,10 @@
  * second to start) without for_each steps (their instances follow the upstream's valid ones) or
  * output file names (two instances' names may not collide, a check over the whole step).
  */
-import { existsSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import { GenpipeError } from '../api/errors.js';
 import type { OptionsCatalog, Preset } from '../api/wire.js';
 import type { ManifestProblem } from '../manifest/errors.js';
+import { canStartWorker, startTask } from '../util/worker-task.js';
 import type { InstanceCheck, Plan, PlanHelper, PlanOptions } from './plan.js';
 
 /** Plans smaller than this are checked by one thread. */
@@ -43,10 +40,11 @@ export interface HelperJob {
   catalog: OptionsCatalog | undefined;
 }
 
-/** What the worker answers: its check as entry lists, or why it failed. */
-export type HelperAnswer =
-  | { seen: [string, { problem: ManifestProblem; count: number }][]; localFiles: [string, { step: string; instance: string }][] }
-  | { failed: string };
+/** What the worker answers: its check, as entry lists. */
+export interface HelperAnswer {
+  seen: [string, { problem: ManifestProblem; count: number }][];
+  localFiles: [string, { step: string; instance: string }][];
+}
 
 /** The worker's module: beside this one, in the build (dist/plan/ or dist/bundle/); absent when running from sources. */
 const WORKER = new URL('./plan-worker.js', import.meta.url);
@@ -95,34 +93,22 @@ export function parallelPlanHelper(options: ParallelPlanOptions): NonNullable<Pl
 }
 
 function parallelizable(plan: Plan, worker: URL): boolean {
-  return availableParallelism() >= 2 && existsSync(fileURLToPath(worker)) && plan.loaded.fileNames.size === 0 && plan.steps.every((s) => s.forEach === undefined && s.subset === undefined);
+  return canStartWorker(worker) && plan.loaded.fileNames.size === 0 && plan.steps.every((s) => s.forEach === undefined && s.subset === undefined);
 }
 
 function startHelper(module: URL, job: HelperJob, signal: AbortSignal): PlanHelper {
-  const worker = new Worker(module, { workerData: job });
+  const task = startTask<HelperAnswer>(module, job, (why) => new GenpipeError('internal', `Checking the plan's last ${job.to - job.from} instances in a second thread failed: ${why}`));
   const check = new Promise<InstanceCheck>((resolve, reject) => {
     const onAbort = (): void => {
-      void worker.terminate();
+      task.stop();
       reject(new GenpipeError('aborted', 'Interrupted while checking the plan; nothing was sent.', { cause: signal.reason }));
     };
     signal.addEventListener('abort', onAbort, { once: true });
-    const settle = (): void => signal.removeEventListener('abort', onAbort);
-    worker.once('message', (answer: HelperAnswer) => {
-      settle();
-      if ('failed' in answer) reject(new GenpipeError('internal', `Checking the plan's last ${job.to - job.from} instances in a second thread failed: ${answer.failed}`));
-      else resolve({ seen: new Map(answer.seen), localFiles: new Map(answer.localFiles) });
-    });
-    worker.once('error', (error) => {
-      settle();
-      reject(new GenpipeError('internal', `Checking the plan's last ${job.to - job.from} instances in a second thread failed: ${error.message}`));
-    });
-    worker.once('exit', (code) => {
-      settle();
-      // After an answer this does nothing (a promise settles once).
-      reject(new GenpipeError('internal', `The thread checking the plan's last ${job.to - job.from} instances stopped (exit code ${code}) before answering.`));
-    });
+    task.answer
+      .then((answer) => resolve({ seen: new Map(answer.seen), localFiles: new Map(answer.localFiles) }), reject)
+      .finally(() => signal.removeEventListener('abort', onAbort));
   });
   // Not awaited until this thread's part is checked: a failure waits for that, unreported till then.
   check.catch(() => {});
-  return { from: job.from, check, cancel: () => void worker.terminate() };
+  return { from: job.from, check, cancel: task.stop };
 }

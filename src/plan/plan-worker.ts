@@ -2,7 +2,8 @@
  * The worker thread of a parallel plan (parallel-plan.ts): checks the instances `from` to `to` of
  * the plan of `manifest`, spooling the valid ones' JSON lines, and answers with what it found.
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { workerData } from 'node:worker_threads';
+import { answerTask } from '../util/worker-task.js';
 import { loadManifestFile } from '../manifest/load.js';
 import { InstanceSpool } from './instance-spool.js';
 import type { HelperAnswer, HelperJob } from './parallel-plan.js';
@@ -35,10 +36,4 @@ async function check(): Promise<HelperAnswer> {
   }
 }
 
-let answer: HelperAnswer;
-try {
-  answer = await check();
-} catch (error) {
-  answer = { failed: error instanceof Error ? error.message : String(error) };
-}
-parentPort?.postMessage(answer);
+await answerTask(check);

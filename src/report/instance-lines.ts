@@ -11,16 +11,14 @@
  * a worker (report-worker.ts) the second, each spilling its own chunks; the merge takes the first
  * half's files before the second's, so records keep their journal order across the halves.
  */
-import { closeSync, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
-import { availableParallelism, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import type { JournalRecord, JournalRecordOf } from '../run/journal-records.js';
 import { streamJournalBatches } from '../run/journal.js';
-import { keyOfLine, mergeRuns, mergeRunsFrom, narrowRuns, writeLinesFile } from '../util/external-sort.js';
+import { keyOfLine, mergeRuns, narrowRuns, sampleRun, writeLinesFile } from '../util/external-sort.js';
 import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
+import { canStartWorker, startTask } from '../util/worker-task.js';
 
 /** Instances gathered in memory before a chunk is spilled to disk. */
 export const CHUNK_INSTANCES = 25_000;
@@ -260,24 +258,9 @@ export function middleId(gathered: Pick<InstanceRuns, 'runs'>): string | undefin
   const middles: string[] = [];
   let first: string | undefined;
   for (const run of gathered.runs) {
-    const fd = openSync(run, 'r');
-    try {
-      const size = fstatSync(fd).size;
-      const head = Buffer.alloc(Math.min(size, 2 ** 16));
-      const firstLine = head.subarray(0, readSync(fd, head, 0, head.length, 0)).toString('utf8');
-      if (firstLine.includes('\t')) {
-        const id = decodeId(keyOfLine(firstLine));
-        if (first === undefined || id < first) first = id;
-      }
-      // The first whole line from the middle on.
-      const probe = Buffer.alloc(Math.min(size, 2 ** 16));
-      const text = probe.subarray(0, readSync(fd, probe, 0, probe.length, Math.floor(size / 2))).toString('utf8');
-      const start = text.indexOf('\n') + 1;
-      const tab = text.indexOf('\t', start);
-      if (start > 0 && tab > start && !text.slice(start, tab).includes('\n')) middles.push(decodeId(text.slice(start, tab)));
-    } finally {
-      closeSync(fd);
-    }
+    const sample = sampleRun(run, decodeId);
+    if (sample.first !== undefined && (first === undefined || sample.first < first)) first = sample.first;
+    if (sample.middle !== undefined) middles.push(sample.middle);
   }
   middles.sort(byCodeUnits);
   const middle = middles[Math.floor(middles.length / 2)];
@@ -295,7 +278,7 @@ async function splitPoint(journalPath: string, options: StatesOptions): Promise<
   }
   try {
     const { size } = await handle.stat();
-    if (size < (options.parallelMinBytes ?? PARALLEL_MIN_BYTES) || availableParallelism() < 2 || !existsSync(fileURLToPath(worker))) return undefined;
+    if (size < (options.parallelMinBytes ?? PARALLEL_MIN_BYTES) || !canStartWorker(worker)) return undefined;
     // The first line starting at the middle or after: past the first newline from the byte
     // before the middle on, within a megabyte (a line is far shorter).
     const from = Math.max(0, Math.floor(size / 2) - 1);
@@ -320,21 +303,16 @@ export interface ReaderJob {
   fullParse: boolean | undefined;
 }
 
-/** The second thread's answer: its spilled chunks, in journal order, or why it failed. */
-export type ReaderAnswer = { spills: string[] } | { failed: string };
+/** The second thread's answer: its spilled chunks, in journal order. */
+export interface ReaderAnswer {
+  spills: string[];
+}
 
 function startReader(module: URL, job: ReaderJob): { spills: Promise<string[]>; stop: () => void } {
-  const worker = new Worker(module, { workerData: job });
-  const failed = (why: string): Error => new Error(`Reading the second half of ${job.journal} in another thread failed: ${why}`);
-  const spills = new Promise<string[]>((resolve, reject) => {
-    worker.once('message', (answer: ReaderAnswer) => ('failed' in answer ? reject(failed(answer.failed)) : resolve(answer.spills)));
-    worker.once('error', (error) => reject(failed(error.message)));
-    // After an answer this does nothing (a promise settles once).
-    worker.once('exit', (code) => reject(failed(`the thread stopped (exit code ${code}) before answering`)));
-  });
-  // Awaited once this thread's half is read: a failure waits for that, unreported till then.
+  const task = startTask<ReaderAnswer>(module, job, (why) => new Error(`Reading the second half of ${job.journal} in another thread failed: ${why}`));
+  const spills = task.answer.then((answer) => answer.spills);
   spills.catch(() => {});
-  return { spills, stop: () => void worker.terminate() };
+  return { spills, stop: task.stop };
 }
 
 /**
@@ -389,11 +367,9 @@ async function* merge(paths: readonly string[], range: { from?: string | undefin
   let id: string | undefined;
   let records: Fact[] = [];
   let count = 0;
-  const merged = range.from === undefined ? mergeRuns(paths, byCodeUnits, decodeId) : mergeRunsFrom(paths, range.from, byCodeUnits, decodeId);
-  for (const { key: next, line } of merged) {
+  for (const { key: next, line } of mergeRuns(paths, byCodeUnits, decodeId, { from: range.from })) {
     // The merge reads synchronously: let signals and timers in now and then.
     if (++count % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
-    if (range.from !== undefined && next < range.from) continue;
     if (range.to !== undefined && next >= range.to) break;
     if (id !== undefined && next !== id) yield [id, stateOf(id, records)];
     if (next !== id) records = [];

@@ -3,7 +3,8 @@
  * chunks spilled into the directory it is given, their paths the answer), or writes the report's
  * lines from an id on (write-report.ts: into part files, its sums the answer).
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { workerData } from 'node:worker_threads';
+import { answerTask } from '../util/worker-task.js';
 import { gatherRuns, type ReaderAnswer, type ReaderJob } from './instance-lines.js';
 import { writeTail, type TailAnswer, type TailJob } from './write-report.js';
 
@@ -15,10 +16,4 @@ async function work(): Promise<ReaderAnswer | TailAnswer> {
   return { spills };
 }
 
-let answer: ReaderAnswer | TailAnswer;
-try {
-  answer = await work();
-} catch (error) {
-  answer = { failed: error instanceof Error ? error.message : String(error) };
-}
-parentPort?.postMessage(answer);
+await answerTask(work);

@@ -1,12 +1,9 @@
-import { existsSync } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
-import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import { readPlanFile } from '../run/run-dir.js';
 import type { InstanceState } from '../run/run-state.js';
 import { ByteSink } from '../util/byte-sink.js';
+import { canStartWorker, startTask } from '../util/worker-task.js';
 import { CostTally, type CostSummary, type GroupLine } from './cost-report.js';
 import { gatherInstanceRuns, middleId, statesOf, type StatesOptions } from './instance-lines.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
@@ -50,7 +47,7 @@ export async function writeCostReport(runDir: string, options: { creditsPerUsd?:
       if (headFirst.has(format)) sink.add(format.head(early));
     }
     const worker = options.threads?.worker ?? WORKER;
-    const middle = gathered.runs.length > 0 && availableParallelism() >= 2 && existsSync(fileURLToPath(worker)) ? middleId(gathered) : undefined;
+    const middle = gathered.runs.length > 0 && canStartWorker(worker) ? middleId(gathered) : undefined;
     if (middle !== undefined) {
       const parts = FILES.map(([name]) => join(runDir, `${name}.part.tmp`));
       tail = startTail(worker, { kind: 'tail', runs: gathered.runs, from: middle, runDir, creditsPerUsd: rate, parts });
@@ -134,11 +131,14 @@ export interface TailJob {
   parts: readonly string[];
 }
 
-/** The worker's answer: how many lines it wrote and its sums, or why it failed. */
-export type TailAnswer = { count: number; groups: { steps: GroupLine[]; models: GroupLine[]; total: GroupLine } } | { failed: string };
+/** The worker's answer: how many lines it wrote, and its sums. */
+export interface TailAnswer {
+  count: number;
+  groups: { steps: GroupLine[]; models: GroupLine[]; total: GroupLine };
+}
 
 /** Writes the lines of the instances from `job.from` on: in the worker (report-worker.ts). */
-export async function writeTail(job: TailJob): Promise<Extract<TailAnswer, { count: number }>> {
+export async function writeTail(job: TailJob): Promise<TailAnswer> {
   const tally = new CostTally(await readPlanFile(job.runDir));
   // Its lines continue this thread's (which hold at least the first id): numbered from 1.
   const sinks = job.parts.map((part) => new ByteSink(part));
@@ -152,20 +152,11 @@ export async function writeTail(job: TailJob): Promise<Extract<TailAnswer, { cou
 
 interface TailWriter {
   parts: readonly string[];
-  done: Promise<Extract<TailAnswer, { count: number }>>;
+  done: Promise<TailAnswer>;
   stop(): void;
 }
 
 function startTail(module: URL, job: TailJob): TailWriter {
-  const worker = new Worker(module, { workerData: job });
-  const failed = (why: string): Error => new Error(`Writing the report's last instances in another thread failed: ${why}`);
-  const done = new Promise<Extract<TailAnswer, { count: number }>>((resolve, reject) => {
-    worker.once('message', (answer: TailAnswer) => ('failed' in answer ? reject(failed(answer.failed)) : resolve(answer)));
-    worker.once('error', (error) => reject(failed(error.message)));
-    // After an answer this does nothing (a promise settles once).
-    worker.once('exit', (code) => reject(failed(`the thread stopped (exit code ${code}) before answering`)));
-  });
-  // Awaited once this thread's lines are written: a failure waits for that, unreported till then.
-  done.catch(() => {});
-  return { parts: job.parts, done, stop: () => void worker.terminate() };
+  const task = startTask<TailAnswer>(module, job, (why) => new Error(`Writing the report's last instances in another thread failed: ${why}`));
+  return { parts: job.parts, done: task.answer, stop: task.stop };
 }

@@ -73,16 +73,13 @@ export const MAX_FAN_IN = 256;
  * A k-way merge of sorted runs (files of `key<TAB>payload` lines): a binary heap on (key, run), so
  * equal keys come in run order. Each line comes with its decoded key, decoded once. Synchronous:
  * the runs are read 16 KB at a time (read-lines.ts). Over `fanIn` runs, consecutive groups of them
- * are merged first (MAX_FAN_IN), which keeps equal keys in run order too.
+ * are merged first (MAX_FAN_IN), which keeps equal keys in run order too. With `from`, only the
+ * lines whose key is `from` or after, each run read from there on (seekRun).
  */
-export function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string, fanIn = MAX_FAN_IN): Generator<Readonly<{ key: string; line: string }>> {
-  yield* mergeOnce(narrowRuns(paths, compare, decode, fanIn), compare, decode);
-}
-
-/** mergeRuns of the lines whose key is `from` or after, each run read from there on (seekRun). */
-export function* mergeRunsFrom(paths: readonly string[], from: string, compare: (a: string, b: string) => number, decode: (rawKey: string) => string, fanIn = MAX_FAN_IN): Generator<Readonly<{ key: string; line: string }>> {
-  const runs = narrowRuns(paths, compare, decode, fanIn);
-  yield* mergeOnce(runs, compare, decode, runs.map((run) => seekRun(run, from, compare, decode)));
+export function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string, options: { fanIn?: number; from?: string | undefined } = {}): Generator<Readonly<{ key: string; line: string }>> {
+  const runs = narrowRuns(paths, compare, decode, options.fanIn);
+  const { from } = options;
+  yield* mergeOnce(runs, compare, decode, from === undefined ? undefined : runs.map((run) => seekRun(run, from, compare, decode)));
 }
 
 /**
@@ -109,55 +106,94 @@ function* linesOf(merged: Iterable<{ line: string }>): Generator<string> {
 }
 
 /**
+ * A run file read by byte offset, 4 KB at a time: where lines start, and the key of the line at an
+ * offset (a key longer than 4 KB is read in several pieces).
+ */
+class RunFile {
+  readonly #fd: number;
+  readonly #buffer = Buffer.allocUnsafe(1 << 12);
+  readonly size: number;
+
+  constructor(
+    readonly path: string,
+    private readonly decode: (rawKey: string) => string,
+  ) {
+    this.#fd = openSync(path, 'r');
+    this.size = fstatSync(this.#fd).size;
+  }
+
+  /** The start of the first line that starts at `at` or after, or the size. */
+  lineStartFrom(at: number): number {
+    if (at === 0) return 0;
+    // Bounded: each turn moves 4 KB on, to the file's end.
+    for (let p = at - 1; p < this.size; p += this.#buffer.length) {
+      const read = readSync(this.#fd, this.#buffer, 0, this.#buffer.length, p);
+      const newline = this.#buffer.subarray(0, read).indexOf(0x0a);
+      if (newline !== -1) return p + newline + 1;
+    }
+    return this.size;
+  }
+
+  /** The decoded key of the line starting at `start`. */
+  keyAt(start: number): string {
+    const parts: Buffer[] = [];
+    // Bounded: each turn moves 4 KB on, to the file's end.
+    for (let p = start; p < this.size; p += this.#buffer.length) {
+      const read = readSync(this.#fd, this.#buffer, 0, this.#buffer.length, p);
+      const tab = this.#buffer.subarray(0, read).indexOf(0x09);
+      if (tab !== -1) return this.decode(Buffer.concat([...parts, this.#buffer.subarray(0, tab)]).toString('utf8'));
+      parts.push(Buffer.from(this.#buffer.subarray(0, read)));
+    }
+    throw new Error(`${this.path}: a line without a key at byte ${start}`);
+  }
+
+  close(): void {
+    closeSync(this.#fd);
+  }
+}
+
+/** Opens `path` as a RunFile for `use`, and closes it. */
+function withRun<T>(path: string, decode: (rawKey: string) => string, use: (run: RunFile) => T): T {
+  const run = new RunFile(path, decode);
+  try {
+    return use(run);
+  } finally {
+    run.close();
+  }
+}
+
+/**
  * Where the first line of a sorted run whose key is `key` or after starts (the file's size when
  * none is): a binary search over byte offsets, then a scan of the last 4 KB.
  */
 export function seekRun(path: string, key: string, compare: (a: string, b: string) => number, decode: (rawKey: string) => string): number {
-  const fd = openSync(path, 'r');
-  try {
-    const size = fstatSync(fd).size;
-    const buffer = Buffer.allocUnsafe(1 << 12);
-    // The start of the first line that starts at `at` or after, or the size.
-    const lineStartFrom = (at: number): number => {
-      if (at === 0) return 0;
-      // Bounded: each turn moves 4 KB on, to the file's end.
-      for (let p = at - 1; p < size; p += buffer.length) {
-        const read = readSync(fd, buffer, 0, buffer.length, p);
-        const newline = buffer.subarray(0, read).indexOf(0x0a);
-        if (newline !== -1) return p + newline + 1;
-      }
-      return size;
-    };
-    const keyAt = (start: number): string => {
-      const parts: Buffer[] = [];
-      // Bounded: each turn moves 4 KB on, to the file's end.
-      for (let p = start; p < size; p += buffer.length) {
-        const read = readSync(fd, buffer, 0, buffer.length, p);
-        const tab = buffer.subarray(0, read).indexOf(0x09);
-        if (tab !== -1) return decode(Buffer.concat([...parts, buffer.subarray(0, tab)]).toString('utf8'));
-        parts.push(Buffer.from(buffer.subarray(0, read)));
-      }
-      throw new Error(`${path}: a line without a key at byte ${start}`);
-    };
+  return withRun(path, decode, (run) => {
     // Invariant: every line starting before `lo` has a key before `key`; the line at `hi` (unless
     // hi is the size) does not. Bounded: each turn halves hi - lo, down to 4 KB.
     let lo = 0;
-    let hi = size;
-    while (hi - lo > buffer.length) {
-      const start = lineStartFrom(lo + Math.floor((hi - lo) / 2));
+    let hi = run.size;
+    while (hi - lo > 1 << 12) {
+      const start = run.lineStartFrom(lo + Math.floor((hi - lo) / 2));
       if (start >= hi) break;
-      if (compare(keyAt(start), key) < 0) lo = start + 1;
+      if (compare(run.keyAt(start), key) < 0) lo = start + 1;
       else hi = start;
     }
     // The lines from lo's on, one at a time (bounded by hi).
-    for (let start = lineStartFrom(lo); start < hi; ) {
-      if (compare(keyAt(start), key) >= 0) return start;
-      start = lineStartFrom(start + 1);
+    for (let start = run.lineStartFrom(lo); start < hi; ) {
+      if (compare(run.keyAt(start), key) >= 0) return start;
+      start = run.lineStartFrom(start + 1);
     }
     return hi;
-  } finally {
-    closeSync(fd);
-  }
+  });
+}
+
+/** The keys of a run's first line and of the first line from its middle byte on (undefined past its end). */
+export function sampleRun(path: string, decode: (rawKey: string) => string): { first: string | undefined; middle: string | undefined } {
+  return withRun(path, decode, (run) => {
+    if (run.size === 0) return { first: undefined, middle: undefined };
+    const middle = run.lineStartFrom(Math.floor(run.size / 2));
+    return { first: run.keyAt(0), middle: middle < run.size ? run.keyAt(middle) : undefined };
+  });
 }
 
 function* mergeOnce(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string, starts?: readonly number[]): Generator<Readonly<{ key: string; line: string }>> {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { mergeRuns, mergeRunsFrom, seekRun, sortLines } from '../../src/util/external-sort.js';
+import { mergeRuns, seekRun, sortLines } from '../../src/util/external-sort.js';
 import fc from 'fast-check';
 import { naturalCompare } from '../../src/util/natural-compare.js';
 
@@ -49,7 +49,7 @@ describe('sortLines', () => {
         writeFileSync(path, [`a${r}\tonly ${r}`, `k\trun ${r}`, `z\trun ${r}`].sort().map((l) => `${l}\n`).join(''));
         return path;
       });
-      const merged = (fanIn: number): string[] => [...mergeRuns(runs, (a, b) => (a < b ? -1 : a > b ? 1 : 0), (raw) => raw, fanIn)].map((l) => l.line);
+      const merged = (fanIn: number): string[] => [...mergeRuns(runs, (a, b) => (a < b ? -1 : a > b ? 1 : 0), (raw) => raw, { fanIn })].map((l) => l.line);
       const once = merged(100);
       expect(once.filter((l) => l.startsWith('k\t'))).toEqual(Array.from({ length: 7 }, (_, r) => `k\trun ${r}`));
       expect(merged(2)).toEqual(once);
@@ -79,7 +79,7 @@ describe('sortLines', () => {
           }
           expect(seekRun(path, target, byUnits, (raw) => JSON.parse(raw) as string)).toBe(expected);
           const all = [...mergeRuns([path], byUnits, (raw) => JSON.parse(raw) as string)].filter((l) => l.key >= target);
-          expect([...mergeRunsFrom([path], target, byUnits, (raw) => JSON.parse(raw) as string)]).toEqual(all);
+          expect([...mergeRuns([path], byUnits, (raw) => JSON.parse(raw) as string, { from: target })]).toEqual(all);
         }),
         { numRuns: 150 },
       );
