@@ -1,7 +1,8 @@
 /**
  * An image's width and height from the first bytes of its file, for PNG, GIF and WebP: one small
- * read instead of a sharp (libvips) open. The gallery asks this of every output to know whether it
- * needs a thumbnail; through sharp that took about 4 ms of the thread pool per image, which a
+ * read instead of a sharp (libvips) open. The gallery asks this of every output a download did not
+ * already size (download.ts reads the same header as the bytes pass) to know whether it needs a
+ * thumbnail; through sharp that took about 4 ms of the thread pool per image, which a
  * running run needs for its own downloads and syncs (a 30,000-instance run at zero latency spent
  * 21 s in one gallery rewrite). Other formats (JPEG keeps its size behind variable-length
  * segments) and unreadable files: undefined, and the caller asks sharp.
@@ -14,9 +15,9 @@ export interface ImageSize {
 }
 
 /** Bytes enough for the headers read here (a WebP VP8X header ends at byte 30). */
-const HEADER_BYTES = 32;
+export const IMAGE_HEADER_BYTES = 32;
 
-const header = Buffer.alloc(HEADER_BYTES);
+const header = Buffer.alloc(IMAGE_HEADER_BYTES);
 
 /**
  * Read synchronously, on purpose: three system calls of a few microseconds on the main thread
@@ -27,7 +28,7 @@ export function imageSizeOf(path: string): ImageSize | null | undefined {
   let fd: number | undefined;
   try {
     fd = openSync(path, 'r');
-    const bytesRead = readSync(fd, header, 0, HEADER_BYTES, 0);
+    const bytesRead = readSync(fd, header, 0, IMAGE_HEADER_BYTES, 0);
     return imageSizeOfHeader(header.subarray(0, bytesRead));
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;

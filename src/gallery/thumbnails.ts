@@ -13,7 +13,7 @@ import { mkdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import pLimit from 'p-limit';
 import type { Cell } from './gallery-data.js';
-import { imageSizeOf } from './image-size.js';
+import { imageSizeOf, type ImageSize } from './image-size.js';
 
 export const THUMBNAIL_MAX_PX = 512;
 /** Thumbnails made at once; libvips uses threads of its own for each. */
@@ -21,13 +21,22 @@ const PARALLEL = 2;
 
 /**
  * What is known of each output (by its path): whether it has a thumbnail. A running run's gallery
- * keeps one across its rewrites, so each output is looked at once.
+ * keeps one across its rewrites, so each output is looked at once; a run tells it the size of each
+ * image it downloads (noteDownloadedImage), so most are never looked at.
  */
 export type ThumbnailMemo = Map<string, boolean>;
 
+/**
+ * Records what a download learnt of an image from its first bytes: one that fits needs no
+ * thumbnail, so the gallery need not open the file again to find out. Anything else is left to
+ * makeThumbnails.
+ */
+export function noteDownloadedImage(memo: ThumbnailMemo, path: string, size: ImageSize | undefined): void {
+  if (size !== undefined && fits(size)) memo.set(path, false);
+}
+
 /** Makes the missing thumbnails of the cells' images; drops the `thumb` of an image that has none. Returns how many were made. */
 export async function makeThumbnails(runDir: string, cells: Iterable<Cell>, signal?: AbortSignal, memo: ThumbnailMemo = new Map()): Promise<number> {
-  const { default: sharp } = await import('sharp');
   const limit = pLimit(PARALLEL);
   let made = 0;
   const jobs: Promise<void>[] = [];
@@ -57,6 +66,9 @@ export async function makeThumbnails(runDir: string, cells: Iterable<Cell>, sign
           }
           const temp = `${target}.${process.pid}.tmp`;
           try {
+            // Loaded only for an image that needs it: libvips takes about 60 ms of CPU to load, and a
+            // run of small images (most of them) never does.
+            const { default: sharp } = await import('sharp');
             if (!header && fits(await sharp(source).metadata())) {
               file.thumb = undefined;
               memo.set(file.path, false);

@@ -13,7 +13,8 @@ import type { RunState } from '../run/run-state.js';
 import { cellLists, GalleryCells, MAX_GALLERY_CELLS, type Cell, type StepCells } from './gallery-data.js';
 import { chunksOf, galleryPageChunks, type PageStep } from './gallery-page.js';
 import { chooseLayout, type LayoutChoice } from './grid-layout.js';
-import { makeThumbnails, type ThumbnailMemo } from './thumbnails.js';
+import type { ImageSize } from './image-size.js';
+import { makeThumbnails, noteDownloadedImage, type ThumbnailMemo } from './thumbnails.js';
 
 export const GALLERY_FILE = 'gallery.html';
 
@@ -129,6 +130,11 @@ export class GalleryWriter {
     this.#running = this.#write().finally(() => {
       this.#running = undefined;
     });
+  }
+
+  /** A file the run downloaded, with an image's size from its first bytes: an image that fits is not opened again (thumbnails.ts). */
+  noteDownloaded(path: string, imageSize: ImageSize | undefined): void {
+    noteDownloadedImage(this.#thumbnails, path, imageSize);
   }
 
   async finish(): Promise<void> {

@@ -29,6 +29,7 @@ import { redact } from '../util/redact.js';
 import { isInside, resolveInside } from './output-names.js';
 import { syncDirectory } from './sync-directory.js';
 import { isLoopbackHost } from '../util/loopback-host.js';
+import { IMAGE_HEADER_BYTES, imageSizeOfHeader, type ImageSize } from '../gallery/image-size.js';
 
 export const DEFAULT_MAX_REDIRECTS = 3;
 /** Downloaded bytes are written to the temp file in batches of about this size. */
@@ -82,6 +83,8 @@ export interface DownloadResult {
   contentType: string;
   /** The same bytes were already there (a resumed run); nothing was written. */
   alreadyPresent: boolean;
+  /** An image's width and height, from its first bytes, for the formats image-size.ts reads. */
+  imageSize?: ImageSize | undefined;
 }
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -153,6 +156,8 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
     // Chunks are hashed as they come and written in batches: a small output is one write.
     let batch: Buffer[] = [];
     let batched = 0;
+    // The first bytes, for the image's size (the gallery then need not open the file to learn it).
+    let head: Buffer | undefined;
     // Each write starts after the one before, whatever the stream does: the file's bytes stay in the hashed order.
     let writing = Promise.resolve();
     const writeBatch = (): Promise<void> => {
@@ -170,6 +175,7 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
       tooLarge: () => tooLarge(first, options.maxBytes),
       onChunk: (chunk) => {
         hash.update(chunk);
+        if (head === undefined || head.length < IMAGE_HEADER_BYTES) head = head === undefined ? chunk : Buffer.concat([head, chunk]);
         batch.push(chunk);
         batched += chunk.length;
         return batched >= WRITE_BATCH_BYTES ? writeBatch() : undefined;
@@ -184,7 +190,8 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
     const alreadyPresent = await placeWithoutOverwrite(temp, target, sha256);
     temp = undefined;
     if (!alreadyPresent) await syncDirectory(folder);
-    return { path: target, relativePath: relative(resolve(options.runDir), target).split(sep).join('/'), sha256, size, contentType, alreadyPresent };
+    const imageSize = head && imageSizeOfHeader(head);
+    return { path: target, relativePath: relative(resolve(options.runDir), target).split(sep).join('/'), sha256, size, contentType, alreadyPresent, ...(imageSize ? { imageSize } : {}) };
   } catch (error) {
     // Close the connection rather than drain a body we refuse; undici reports that as an error event.
     body.on('error', () => undefined).destroy();

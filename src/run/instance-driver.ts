@@ -26,6 +26,7 @@ import { formatUsd } from '../util/format-usd.js';
 import { crashPoint } from './crash-points.js';
 import { DownloadError, downloadToFile, writeTextOutput } from './download.js';
 import type { TerminalStatus } from './journal-records.js';
+import type { ImageSize } from '../gallery/image-size.js';
 import { resolveInside, safeFileName, templatedFileName } from './output-names.js';
 import { decidedIds } from '../review/review-store.js';
 import type { OutputsCsv } from './outputs-csv.js';
@@ -77,8 +78,12 @@ export class InstanceDriver {
   constructor(
     fx: RunEffects,
     outputs: OutputsCsv,
-    /** Told of each instance as it finishes, before its state is forgotten (the gallery keeps a cell of it). */
-    private readonly onFinished?: (id: string, entry: InstanceState) => void,
+    private readonly hooks: {
+      /** Told of each instance as it finishes, before its state is forgotten (the gallery keeps a cell of it). */
+      onFinished?: (id: string, entry: InstanceState) => void;
+      /** Told of each file downloaded (its path relative to the run directory), with an image's size when its first bytes told it. */
+      onDownloaded?: (path: string, imageSize: ImageSize | undefined) => void;
+    } = {},
   ) {
     this.#fx = fx;
     this.#o = fx.options;
@@ -312,7 +317,7 @@ export class InstanceDriver {
     const entry = this.#fx.state.instances.get(id);
     if (!entry?.final) return;
     this.#outputs.add(id, this.#csvRows(id, entry));
-    this.onFinished?.(id, entry);
+    this.hooks.onFinished?.(id, entry);
     this.#fx.state.instances.delete(id);
     this.#records.delete(id);
   }
@@ -603,6 +608,7 @@ export class InstanceDriver {
         }
       }
       crashPoint('mid_rename');
+      this.hooks.onDownloaded?.(result.relativePath, result.imageSize);
       await this.#fx.log({ type: 'downloaded', instance: id, output: index, path: result.relativePath, sha256: result.sha256, size: result.size });
     }
     if (answer !== undefined && !entry?.downloads?.has(list.length)) {

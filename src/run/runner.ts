@@ -66,12 +66,12 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   }
   const steps = planFileSteps(options.plan);
   const cells = new GalleryCells(pricesOf({ steps }));
-  const driver = new InstanceDriver(fx, outputs, (id, entry) => cells.add(id, entry));
   const gallery = new GalleryWriter(
     options.runDir,
     () => ({ plan: { pipeline: options.plan.name, runId: options.runId, steps }, cells: cells.withLive(store.state.instances) }),
     (error) => fx.emit({ type: 'gallery_failed', message: `could not write gallery.html: ${(error as Error).message}` }),
   );
+  const driver = new InstanceDriver(fx, outputs, { onFinished: (id, entry) => cells.add(id, entry), onDownloaded: (path, size) => gallery.noteDownloaded(path, size) });
   // The gallery of what is finished so far, now and then (a view: it never holds the run up).
   const galleryTimer = setInterval(() => gallery.update(), GALLERY_EVERY_MS).unref();
   const scheduler = new Scheduler(fx, driver);

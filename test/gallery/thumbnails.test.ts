@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, describe, expect, it } from 'vitest';
 import { thumbPathOf, type Cell, type CellFile } from '../../src/gallery/gallery-data.js';
-import { makeThumbnails, THUMBNAIL_MAX_PX, type ThumbnailMemo } from '../../src/gallery/thumbnails.js';
+import { makeThumbnails, noteDownloadedImage, THUMBNAIL_MAX_PX, type ThumbnailMemo } from '../../src/gallery/thumbnails.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
 
 afterAll(cleanTemps);
@@ -60,5 +60,24 @@ describe('thumbnails', () => {
     expect(gone.thumb).toBeUndefined();
     expect(memo.get(gone.path)).toBe(false);
     expect(existsSync(join(runDir, thumbPathOf(big.path)))).toBe(true);
+  });
+});
+
+describe('thumbnails: what a download learnt', () => {
+  it('an image the download saw fit in 512 px is not opened again; one it saw larger, or could not size, is looked at as before', async () => {
+    const runDir = tempDir();
+    // On disk these are all larger than 512 px: only what the memo was told decides.
+    const toldSmall = await image(runDir, 'outputs/sheets/told-small.png', 1536, 1024);
+    const toldLarge = await image(runDir, 'outputs/sheets/told-large.png', 1536, 1024);
+    const unsized = await image(runDir, 'outputs/sheets/unsized.png', 1536, 1024);
+    const memo: ThumbnailMemo = new Map();
+    noteDownloadedImage(memo, toldSmall.path, { width: 512, height: 512 });
+    noteDownloadedImage(memo, toldLarge.path, { width: 513, height: 100 });
+    noteDownloadedImage(memo, unsized.path, undefined);
+    expect(await makeThumbnails(runDir, cellsOf([toldSmall, toldLarge, unsized]), undefined, memo)).toBe(2);
+    expect(toldSmall.thumb).toBeUndefined();
+    expect(existsSync(join(runDir, thumbPathOf(toldSmall.path)))).toBe(false);
+    expect(existsSync(join(runDir, thumbPathOf(toldLarge.path)))).toBe(true);
+    expect(existsSync(join(runDir, thumbPathOf(unsized.path)))).toBe(true);
   });
 });

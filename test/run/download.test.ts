@@ -109,6 +109,36 @@ describe('downloadToFile: success', () => {
     expect(await filesUnder(runDir)).toEqual(['outputs/a.png']);
   });
 
+  it("tells an image's width and height from its first bytes, also when they come in pieces shorter than the header; nothing for other bytes", async () => {
+    // A PNG's signature and IHDR chunk: 640 x 360.
+    const ihdr = Buffer.alloc(17);
+    ihdr.write('IHDR', 4, 'latin1');
+    ihdr.writeUInt32BE(13, 0);
+    ihdr.writeUInt32BE(640, 8);
+    ihdr.writeUInt32BE(360, 12);
+    const png = Buffer.concat([PNG.subarray(0, 8), ihdr, Buffer.alloc(500, 1)]);
+    routes.set('/a.png', (_req, res) => {
+      res.writeHead(200, { 'content-type': 'image/png' });
+      // Five bytes at a time for the first 40, each its own write after a pause.
+      let at = 0;
+      const next = (): void => {
+        if (at >= 40) {
+          res.end(png.subarray(at));
+          return;
+        }
+        res.write(png.subarray(at, at + 5));
+        at += 5;
+        setTimeout(next, 2);
+      };
+      next();
+    });
+    const result = await downloadToFile(options());
+    expect(result.imageSize).toEqual({ width: 640, height: 360 });
+    expect((await readFile(result.path)).equals(png)).toBe(true);
+    serve('/b.png', PNG);
+    expect((await downloadToFile(options({ url: `${base}/b.png`, relativePath: 'outputs/b.png' }))).imageSize).toBeUndefined();
+  });
+
   it('accepts a chunked body with no Content-Length, and a wildcard type', async () => {
     routes.set('/a.png', (_req, res) => {
       res.writeHead(200, { 'content-type': 'image/webp' });
