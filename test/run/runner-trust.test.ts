@@ -309,14 +309,17 @@ describe('nothing is paid twice or for nothing', () => {
       expect(emuRequests(emu)).toHaveLength(12);
       expect(new Set(emuRequests(emu).map((r) => r.idempotency_key)).size).toBe(12);
       const spentBefore = spentUsd(emu);
+      const earlier = new Set(readRunDirs(out, 'again'));
 
       const reused = await runCli(['run', manifest, ...common, '--reuse']);
       expect(reused.code, reused.stderr).toBe(0);
       expect(reused.stdout).toContain('6 reused');
       expect(emuRequests(emu)).toHaveLength(12);
       expect(spentUsd(emu)).toBe(spentBefore);
-      const runDirs = readRunDirs(out, 'again');
-      const third = runDirs.at(-1) as string;
+      // The new run's directory (not the last by name: two runs started in the same second sort by their random suffix).
+      const added = readRunDirs(out, 'again').filter((d) => !earlier.has(d));
+      expect(added).toHaveLength(1);
+      const third = added[0] as string;
       const report = reportOf(third);
       expect(report.total.counts.reused).toBe(6);
       expect(report.total.netUsd).toBe(0);
@@ -412,7 +415,7 @@ describe('nothing is paid twice or for nothing', () => {
 });
 
 function readRunDirs(out: string, pipeline: string): string[] {
-  // Run ids start with a UTC stamp: sorted names are in start order.
+  // Run ids start with a UTC stamp: sorted names are in start order to the second only.
   return readdirSync(join(out, pipeline), { withFileTypes: true })
     .filter((d) => d.isDirectory())
     .map((d) => join(out, pipeline, d.name))
