@@ -1,13 +1,18 @@
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { GenpipeError } from '../api/errors.js';
-import { redact } from '../util/redact.js';
+import { redact, redactBytes } from '../util/redact.js';
 
 /** Where a command writes; injected so that tests read what a user would see. */
 export interface CliIO {
   out(text: string): void;
   /** Writes a chunk to stdout without a newline, waiting while the pipe is full (large outputs). */
   write(chunk: string): Promise<void>;
+  /**
+   * The same for UTF-8 bytes (a whole number of characters), where stdout takes them as they are;
+   * without it, callers decode them and use `write`.
+   */
+  writeBytes?(chunk: Buffer): Promise<void>;
   err(text: string): void;
   env: NodeJS.ProcessEnv;
   /** Fires on Ctrl-C or SIGTERM. */
@@ -26,6 +31,11 @@ export interface CliIO {
   onRunDir?: (runDir: string) => Promise<void>;
 }
 
+/** Writes UTF-8 bytes to stdout: as they are where the IO takes bytes, else decoded. */
+export function writeBytes(io: CliIO, chunk: Buffer): Promise<void> {
+  return io.writeBytes ? io.writeBytes(chunk) : io.write(chunk.toString('utf8'));
+}
+
 export function processIO(signal: AbortSignal): CliIO {
   return {
     // Once the reader of stdout has left (EPIPE), what would go there is dropped: see main.ts.
@@ -34,6 +44,9 @@ export function processIO(signal: AbortSignal): CliIO {
     },
     write: async (chunk) => {
       if (!process.stdout.destroyed && !process.stdout.write(redact(chunk))) await once(process.stdout, 'drain');
+    },
+    writeBytes: async (chunk) => {
+      if (!process.stdout.destroyed && !process.stdout.write(redactBytes(chunk))) await once(process.stdout, 'drain');
     },
     err: (text) => process.stderr.write(`${redact(text)}\n`),
     env: process.env,

@@ -8,8 +8,13 @@ const secrets = new Map<string, string>();
 
 /** Registers a secret so that `redact` hides it. Short strings are ignored: they would mask ordinary words. */
 export function registerSecret(secret: string): void {
-  if (secret.length >= 4) secrets.set(secret, JSON.stringify(secret).slice(1, -1));
+  if (secret.length < 4) return;
+  secrets.set(secret, JSON.stringify(secret).slice(1, -1));
+  secretBytes.set(secret, Buffer.from(secret, 'utf8'));
 }
+
+/** Each registered secret's UTF-8 bytes, for redactBytes. */
+const secretBytes = new Map<string, Buffer>();
 
 export const REDACTED = '[REDACTED]';
 
@@ -20,6 +25,18 @@ export function redact(text: string): string {
     if (out.includes(secret)) out = out.split(secret).join(REDACTED);
   }
   return out;
+}
+
+/**
+ * `redact` for UTF-8 text held as bytes (a whole number of characters): the same bytes when no
+ * registered secret is in them (looked for as bytes; UTF-8 matches only at character starts), else
+ * the redacted text encoded again.
+ */
+export function redactBytes(bytes: Buffer): Buffer {
+  for (const secret of secretBytes.values()) {
+    if (bytes.includes(secret)) return Buffer.from(redact(bytes.toString('utf8')), 'utf8');
+  }
+  return bytes;
 }
 
 /**

@@ -12,7 +12,7 @@ import { existsSync } from 'node:fs';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
-import type { CliIO } from '../io.js';
+import { writeBytes, type CliIO } from '../io.js';
 import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { planSources } from '../plan-sources.js';
 import { formatUsd } from '../../util/format-usd.js';
@@ -129,6 +129,6 @@ async function streamJson(plan: Plan, io: CliIO, parts: readonly string[]): Prom
   }));
   const estimate = plan.estimate();
   await io.write(`{"name":${JSON.stringify(plan.name)},"steps":${JSON.stringify(steps)},"estimate":{"known_usd":${estimate.knownUsd},"unknown_instances":${estimate.unknownInstances}},"instances":[`);
-  for (const part of parts) await copyText(part, (chunk) => io.write(chunk));
+  for (const part of parts) await copyText(part, (chunk) => writeBytes(io, chunk));
   await io.write('\n]}\n');
 }

@@ -7,6 +7,7 @@ import { rewriteGallery } from '../../gallery/write-gallery.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
+import { writeBytes } from '../io.js';
 
 export const reportCommand: Command = {
   name: 'report',
@@ -27,7 +28,7 @@ Also rewrites gallery.html, the run's contact sheet, from the journal.`,
     await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
     if ((await rewriteGallery(runDir)) === undefined) io.err('genpipe: gallery.html was left as the run wrote it: a plan this large is not replayed for a contact sheet.');
     // What was just written, streamed: a report of any size is never held as one string.
-    await copyText(join(runDir, values.json ? 'report.json' : values.csv ? 'report.csv' : 'report.md'), (chunk) => io.write(chunk));
+    await copyText(join(runDir, values.json ? 'report.json' : values.csv ? 'report.csv' : 'report.md'), (chunk) => writeBytes(io, chunk));
     return EXIT.ok;
   },
 };
