@@ -26,7 +26,7 @@ export function canStartWorker(module: URL): boolean {
  * awaits it once its own part is done; `stop` ends the thread.
  */
 export function startTask<T>(module: URL, data: unknown, failed: (why: string) => Error): { answer: Promise<T>; stop: () => void } {
-  const worker = new Worker(module, { workerData: data });
+  const worker = new Worker(module, { workerData: data, execArgv: workerExecArgv(process.execArgv) });
   const answer = new Promise<T>((resolve, reject) => {
     worker.once('message', (message: unknown) => (isFailure(message) ? reject(failed(message.failed)) : resolve(message as T)));
     worker.once('error', (error) => reject(failed(error.message)));
@@ -36,6 +36,26 @@ export function startTask<T>(module: URL, data: unknown, failed: (why: string) =
   // Not awaited until the caller's own part is done: a failure waits for that, unreported till then.
   answer.catch(() => {});
   return { answer, stop: () => void worker.terminate() };
+}
+
+/**
+ * The Node options a worker starts with: this process's, less those about the main script's own
+ * source (`--input-type`, `-e`, `-p` and their values). A worker inherits them by default, and with
+ * `--input-type` it refused to start ("can only be used with string input"): genpipe driven from
+ * `node --input-type=module -e '…'` failed its big plans and reports with exit 70.
+ */
+export function workerExecArgv(execArgv: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const arg = execArgv[i] as string;
+    if (arg.startsWith('--input-type=') || /^--(eval|print)=/.test(arg)) continue;
+    if (['--input-type', '-e', '--eval', '-p', '--print', '-pe'].includes(arg)) {
+      i++;
+      continue;
+    }
+    kept.push(arg);
+  }
+  return kept;
 }
 
 /** In the worker: runs the task and answers the thread that started it, with its result or why it failed. */

@@ -61,6 +61,16 @@ describe('a plan checked by two threads', () => {
     expect(instances[59]?.body.brief).toBe('winter mascot for Acme');
   });
 
+  it('works when genpipe is driven from node --input-type=module -e (options the worker must not inherit)', () => {
+    const path = manifest('eval', sheets('      seed: { range: { from: 1, to: 10 } }\n      variation_index: [0, 1]\n'));
+    const one = planJson(path, false);
+    const script = `import { main } from ${JSON.stringify(join(root, 'dist/cli/main.js'))}; process.exitCode = await main(${JSON.stringify(['plan', path, '--json'])});`;
+    const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], { env: { PATH: process.env.PATH, BRAND: 'Acme', GENPIPE_PLAN_PARALLEL_MIN: '1' }, encoding: 'utf8', timeout: 60_000 });
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    expect(result.stdout).toBe(one.stdout);
+  });
+
   it("renders {{ run.started_at }} with the first thread's time in both", () => {
     const path = manifest('started', sheets('      seed: { range: { from: 1, to: 10 } }\n      variation_index: [0, 1]\n', '      brief: "run {{ run.started_at }}"\n'));
     const two = planJson(path, true);

@@ -4,7 +4,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startTask } from '../../src/util/worker-task.js';
+import { startTask, workerExecArgv } from '../../src/util/worker-task.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
 
 afterAll(cleanTemps);
@@ -41,5 +41,13 @@ describe('startTask and answerTask', () => {
     const task = startTask(module, {}, failed);
     task.stop();
     await expect(task.answer).rejects.toThrow(/before answering$/);
+  });
+});
+
+describe('workerExecArgv', () => {
+  it('drops the options about the main script’s source, with their values, and keeps the rest', () => {
+    expect(workerExecArgv(['--max-old-space-size=512', '--input-type=module', '-e', 'code', '--enable-source-maps'])).toEqual(['--max-old-space-size=512', '--enable-source-maps']);
+    expect(workerExecArgv(['--input-type', 'module', '--eval', 'code', '--require', 'x.cjs'])).toEqual(['--require', 'x.cjs']);
+    expect(workerExecArgv(['-p', 'code', '--print=code', '--eval=code', '--no-warnings'])).toEqual(['--no-warnings']);
   });
 });
