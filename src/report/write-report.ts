@@ -56,29 +56,39 @@ export async function writeCostReport(runDir: string, options: { creditsPerUsd?:
     let index = await writeInstanceLines(statesOf(gathered, { to: middle }), tally, sinks, rate, 0);
     if (tail) {
       const answer = await tail.done;
-      for (const [i, sink] of sinks.entries()) sink.addFile(tail.parts[i] as string);
       tally.absorb(answer.groups);
       index += answer.count;
     }
     const summary = tally.summary(options.creditsPerUsd);
-    for (const [i, [name, format]] of FILES.entries()) {
-      const sink = sinks[i] as ByteSink;
-      if (headFirst.has(format)) {
-        sink.add(format.tail(summary, index));
+    // Each file is finished on its own, all at once: the copies of the worker's parts (hundreds of
+    // megabytes for a million instances) then run on several threads of the pool. A format whose
+    // head needs the totals is written whole here from its head, this thread's lines and the
+    // worker's, each copied once. All settle before a failure is reported, so that none is still
+    // writing when the cleanup below closes the files.
+    const finished = await Promise.allSettled(
+      FILES.map(async ([name, format], i) => {
+        const sink = sinks[i] as ByteSink;
+        const part = tail?.parts[i];
+        if (headFirst.has(format)) {
+          if (part !== undefined) await sink.appendFile(part);
+          sink.add(format.tail(summary, index));
+          sink.close();
+          return;
+        }
         sink.close();
-        continue;
-      }
-      sink.close();
-      const whole = new ByteSink(join(runDir, `${name}.tmp`));
-      try {
-        whole.add(format.head(summary));
-        whole.addFile(sink.path);
-        whole.add(format.tail(summary, index));
-      } finally {
-        whole.close();
-      }
-      await rm(sink.path, { force: true });
-    }
+        const whole = new ByteSink(join(runDir, `${name}.tmp`));
+        try {
+          whole.add(format.head(summary));
+          await whole.appendFile(sink.path);
+          if (part !== undefined) await whole.appendFile(part);
+          whole.add(format.tail(summary, index));
+        } finally {
+          whole.close();
+        }
+        await rm(sink.path, { force: true });
+      }),
+    );
+    for (const outcome of finished) if (outcome.status === 'rejected') throw outcome.reason;
     for (const [name] of FILES) await rename(join(runDir, `${name}.tmp`), join(runDir, name));
     return summary;
   } catch (error) {

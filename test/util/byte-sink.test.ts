@@ -17,17 +17,23 @@ describe('ByteSink', () => {
     expect(readFileSync(path, 'utf8')).toBe(pieces.join(''));
   });
 
-  it('addFile appends a file\'s bytes after what was added, then goes on', () => {
+  it("appendFile appends a file's bytes after what was added, then goes on; copies into several sinks at once keep each its own bytes", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'genpipe-sink-'));
-    const part = new ByteSink(join(dir, 'part.txt'));
-    const middle = `${'é猫'.repeat(700_000)}\n`;
-    part.add(middle);
-    part.close();
-    const whole = new ByteSink(join(dir, 'whole.txt'));
-    whole.add('head\n');
-    whole.addFile(part.path);
-    whole.add('tail\n');
-    whole.close();
-    expect(readFileSync(whole.path, 'utf8')).toBe(`head\n${middle}tail\n`);
+    // Over a megabyte each (several reads), different bytes in each.
+    const middles = ['é猫', 'ab✓', 'z😀'].map((unit, i) => `${unit.repeat(300_000 + i * 1_000)}\n`);
+    const parts = middles.map((middle, i) => {
+      const part = new ByteSink(join(dir, `part${i}.txt`));
+      part.add(middle);
+      part.close();
+      return part.path;
+    });
+    const wholes = parts.map((_, i) => new ByteSink(join(dir, `whole${i}.txt`)));
+    for (const [i, whole] of wholes.entries()) whole.add(`head ${i}\n`);
+    await Promise.all(wholes.map((whole, i) => whole.appendFile(parts[i] as string)));
+    for (const [i, whole] of wholes.entries()) {
+      whole.add(`tail ${i}\n`);
+      whole.close();
+      expect(readFileSync(whole.path, 'utf8')).toBe(`head ${i}\n${middles[i]}tail ${i}\n`);
+    }
   });
 });
