@@ -109,7 +109,9 @@ describe('genpipe schedule', () => {
     // Let the last runs and the takeover (a lock of 10 s, a stall check every 5 s) finish.
     const settle = Date.now() + 60_000;
     const runDirs = (): string[] => readdirSync(join(out, 'nightly')).filter((n) => !n.startsWith('.')).map((n) => join(out, 'nightly', n));
-    const finished = (runDir: string): boolean => journalOf(runDir).records.at(-1)?.type === 'run_finished';
+    // A tick's run creates its directory a moment before its journal: one without a journal yet is
+    // still starting, not finished.
+    const finished = (runDir: string): boolean => existsSync(join(runDir, 'journal.jsonl')) && journalOf(runDir).records.at(-1)?.type === 'run_finished';
     // Bounded by the deadline.
     while (Date.now() < settle && !(runDirs().length > 0 && runDirs().every(finished) && workers.some((w) => w !== killed && /taking over the scheduled run of nightly/.test(w.output())))) {
       await new Promise((r) => setTimeout(r, 250));
