@@ -10,6 +10,8 @@
 import * as z from 'zod';
 
 const at = z.number().int().nonnegative().optional();
+/** A SHA-256 in lowercase hex: a body hash, a file's digest. */
+const SHA256_HEX = /^[0-9a-f]{64}$/;
 /** A downloaded file's path: relative, `/`-separated, never `..`. */
 function relativeInside(p: string): boolean {
   return !p.startsWith('/') && !p.split('/').includes('..') && !p.includes('\0') && !p.includes('\\');
@@ -37,7 +39,7 @@ export const IntentRecord = z.looseObject({
   /** null when the endpoint takes no Idempotency-Key (reliability.md #5). */
   idempotencyKey: z.string().min(1).nullable(),
   /** sha256 hex of the exact request body sent, so a retry can prove it sends the same body. */
-  bodyHash: z.string().regex(/^[0-9a-f]{64}$/),
+  bodyHash: z.string().regex(SHA256_HEX),
 });
 
 /** How a submitted instance is tracked; one shape per kind of handle the service gives back. */
@@ -135,7 +137,7 @@ export const ReusedRecord = z.looseObject({
   instance,
   model: z.string().min(1),
   /** sha256 hex of the request body the earlier run sent. */
-  bodyHash: z.string().regex(/^[0-9a-f]{64}$/),
+  bodyHash: z.string().regex(SHA256_HEX),
   fromRunId: z.string().min(1),
   outputs: z.array(OutputRef),
   result: z.record(z.string(), z.unknown()).optional(),
@@ -152,7 +154,7 @@ export const DownloadedRecord = z.looseObject({
     .string()
     .min(1)
     .refine(relativeInside, 'must be a relative path inside the run directory'),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  sha256: z.string().regex(SHA256_HEX),
   size: z.number().int().nonnegative(),
 });
 
@@ -285,9 +287,8 @@ export function surelyValidRecord(record: unknown): boolean {
 }
 
 const TERMINAL = new Set<unknown>(TERMINAL_STATUSES);
-const HASH = /^[0-9a-f]{64}$/;
 const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
-const isHash = (v: unknown): boolean => typeof v === 'string' && HASH.test(v);
+const isHash = (v: unknown): boolean => typeof v === 'string' && SHA256_HEX.test(v);
 const count = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
 const optionalCount = (v: unknown): boolean => v === undefined || count(v);
 /** An object literal or JSON.parse's: the prototype Object's, string keys only. */

@@ -3,18 +3,17 @@
  * journal records, reports, error messages. Credentials and webhook secrets register themselves
  * when they are created, so no writer has to remember to.
  */
-/** Each registered secret, with the form JSON gives it inside a string (the same text for most secrets). */
-const secrets = new Map<string, string>();
+/**
+ * Each registered secret, with the form JSON gives it inside a string (the same text for most
+ * secrets) and its UTF-8 bytes (for redactBytes).
+ */
+const secrets = new Map<string, { escaped: string; bytes: Buffer }>();
 
 /** Registers a secret so that `redact` hides it. Short strings are ignored: they would mask ordinary words. */
 export function registerSecret(secret: string): void {
   if (secret.length < 4) return;
-  secrets.set(secret, JSON.stringify(secret).slice(1, -1));
-  secretBytes.set(secret, Buffer.from(secret, 'utf8'));
+  secrets.set(secret, { escaped: JSON.stringify(secret).slice(1, -1), bytes: Buffer.from(secret, 'utf8') });
 }
-
-/** Each registered secret's UTF-8 bytes, for redactBytes. */
-const secretBytes = new Map<string, Buffer>();
 
 export const REDACTED = '[REDACTED]';
 
@@ -33,8 +32,8 @@ export function redact(text: string): string {
  * the redacted text encoded again.
  */
 export function redactBytes(bytes: Buffer): Buffer {
-  for (const secret of secretBytes.values()) {
-    if (bytes.includes(secret)) return Buffer.from(redact(bytes.toString('utf8')), 'utf8');
+  for (const secret of secrets.values()) {
+    if (bytes.includes(secret.bytes)) return Buffer.from(redact(bytes.toString('utf8')), 'utf8');
   }
   return bytes;
 }
@@ -46,7 +45,7 @@ export function redactBytes(bytes: Buffer): Buffer {
  */
 export function redactJsonText(text: string): string | undefined {
   let out = text;
-  for (const [secret, escaped] of secrets) {
+  for (const [secret, { escaped }] of secrets) {
     if (out.includes(escaped)) out = out.split(escaped).join(REDACTED);
     if (escaped !== secret && out.includes(secret)) return undefined;
   }
