@@ -1,7 +1,7 @@
 // The two sides of a makespan benchmark, each against its own emulator started with the same
 // options (so both see the same job durations): `genpipe run` as a child process (polling, or
 // webhook mode), and the official client v2 `subscribe` with p-limit, as a user would write it.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
@@ -149,13 +149,24 @@ export async function idealSide(emulatorOptions, { instances, concurrency }) {
     const { request } = await import('undici');
     const hook = encodeURIComponent(`http://127.0.0.1:${listener.address().port}/hooks`);
     const headers = { authorization: `Key ${HF_KEY}`, 'content-type': 'application/json' };
-    const ended = (id) => early.get(id) ?? new Promise((resolve) => waiting.set(id, resolve));
+    // Bounded: a delivery that has not come a minute after the longest job could end fails the run.
+    const ended = (id) =>
+      early.get(id) ??
+      new Promise((resolve, reject) => {
+        const limitMs = 60_000 + 1.5 * maxRunMs(emulatorOptions);
+        const timer = setTimeout(() => reject(new Error(`the ideal client heard nothing of ${id} within ${Math.round(limitMs / 1000)} s`)), limitMs);
+        waiting.set(id, (event) => {
+          clearTimeout(timer);
+          resolve(event);
+        });
+      });
     const limit = pLimit(concurrency);
     const started = Date.now();
     const statuses = await Promise.all(
       Array.from({ length: instances }, (_, i) =>
         limit(async () => {
           const submit = await request(`${emulator.url}/vendor/ai-influencer?hf_webhook=${hook}`, { method: 'POST', headers, body: JSON.stringify({ tier: 'cats', seed: i + 1 }) });
+          if (submit.statusCode !== 200) throw new Error(`the ideal client's submit answered ${submit.statusCode}: ${await submit.body.text()}`);
           const { request_id: id } = await submit.body.json();
           const event = await ended(id);
           if (event.status !== 'completed') return event.status;
@@ -172,7 +183,15 @@ export async function idealSide(emulatorOptions, { instances, concurrency }) {
   } finally {
     listener.close();
     await emulator.close();
+    rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The longest a character sheet runs under these emulator options, in ms of wall time. */
+function maxRunMs(emulatorOptions) {
+  const run = emulatorOptions.durations?.['character-sheet']?.runMs?.[1] ?? 30_000;
+  const queued = emulatorOptions.durations?.['character-sheet']?.queuedMs?.[1] ?? 0;
+  return (run + queued) * (emulatorOptions.timeScale ?? 1);
 }
 
 /** One contender's figures for results JSON. */
