@@ -1,6 +1,7 @@
-// The two sides of a makespan benchmark, each against its own emulator started with the same
-// options (so both see the same job durations): `genpipe run` as a child process (polling, or
-// webhook mode), and the official client v2 `subscribe` with p-limit, as a user would write it.
+// The sides of a makespan benchmark, each against its own emulator started with the same options
+// (so all see the same job durations): `genpipe run` as a child process (polling, or webhook mode),
+// the official client v2 `subscribe` with p-limit, as a user would write it, and the ideal client
+// issue 14 defines (told by the emulator when each job ends).
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
