@@ -9,6 +9,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
+import { request } from 'undici';
 import { startEmulator } from '../../dist/emulator/index.js';
 import { freePort, HF_KEY, runGenpipe } from './harness.mjs';
 
@@ -108,7 +109,6 @@ export async function officialSide(emulatorOptions, { instances, concurrency }) 
     const limit = pLimit(concurrency);
     const started = Date.now();
     const results = await Promise.all(Array.from({ length: instances }, (_, i) => limit(() => client.subscribe('/vendor/ai-influencer', { input: { tier: 'cats', seed: i + 1 } }))));
-    const { request } = await import('undici');
     await Promise.all(results.map((r) => limit(async () => (await request(r.images[0].url)).body.dump())));
     const makespanMs = Date.now() - started;
     const completed = results.filter((r) => r.status === 'completed').length;
@@ -147,14 +147,13 @@ export async function idealSide(emulatorOptions, { instances, concurrency }) {
   });
   await new Promise((resolve) => listener.listen(0, '127.0.0.1', resolve));
   try {
-    const { request } = await import('undici');
     const hook = encodeURIComponent(`http://127.0.0.1:${listener.address().port}/hooks`);
     const headers = { authorization: `Key ${HF_KEY}`, 'content-type': 'application/json' };
     // Bounded: a delivery that has not come a minute after the longest job could end fails the run.
+    const limitMs = 60_000 + 1.5 * maxRunMs(emulatorOptions);
     const ended = (id) =>
       early.get(id) ??
       new Promise((resolve, reject) => {
-        const limitMs = 60_000 + 1.5 * maxRunMs(emulatorOptions);
         const timer = setTimeout(() => reject(new Error(`the ideal client heard nothing of ${id} within ${Math.round(limitMs / 1000)} s`)), limitMs);
         waiting.set(id, (event) => {
           clearTimeout(timer);
