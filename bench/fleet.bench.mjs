@@ -13,16 +13,15 @@
 // BENCH_FLEET_INSTANCES (default 2000) for 1; BENCH_MAKESPAN_INSTANCES (default 500) for 2.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { startEmulator } from '../dist/emulator/index.js';
-import { bin, freePort, HF_KEY, median, runGenpipe, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import { bin, freePort, HF_KEY, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const throughputInstances = Number(process.env.BENCH_FLEET_INSTANCES ?? 2_000);
 const makespanInstances = Number(process.env.BENCH_MAKESPAN_INSTANCES ?? 500);
-const dir = mkdtempSync(join(tmpdir(), 'genpipe-bench-fleet-'));
+const dir = scratchDir('fleet');
 
 async function startRedis(appendonly) {
   const port = await freePort();

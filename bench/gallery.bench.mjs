@@ -7,13 +7,12 @@
 // of 5 page loads, each in a fresh browser context. The emulator's images are 160 x 90, within a
 // thumbnail's 512 px, so they are shown as themselves; the cost of a thumbnail is measured apart,
 // on 200 images of 1536 x 1024 (the size of a real sheet) made here.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 import sharp from 'sharp';
-import { median, runGenpipe, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import { median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
 
 const CHROMIUM = process.env.GENPIPE_CHROMIUM ?? '/usr/bin/chromium';
 const LOADS = Number(process.env.BENCH_PAGE_LOADS ?? 5);
@@ -26,7 +25,7 @@ if (!existsSync(CHROMIUM)) {
   process.exit(1);
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'genpipe-bench-gallery-'));
+const dir = scratchDir('gallery');
 const manifest = join(dir, 'gallery-scale.yaml');
 writeFileSync(
   manifest,
@@ -133,4 +132,3 @@ console.table({
   'one thumbnail of a 1536 x 1024 PNG (200 made, 2 at a time)': { seconds: (thumbMsEach / 1000).toFixed(4) },
   [`first screen in Chromium (median of ${LOADS}; ${cellsShown} cells, page ${result.page_mib.toFixed(2)} MiB)`]: { seconds: firstScreenS.toFixed(3) },
 });
-rmSync(dir, { recursive: true, force: true });

@@ -3,13 +3,13 @@
 // variation indexes), each one rendered and validated. Targets: at most 5 s and 512 MB peak RSS.
 // Also measures --json, which streams every instance to stdout (here to /dev/null).
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { scratchDir } from './lib/harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const dir = mkdtempSync(join(tmpdir(), 'genpipe-bench-plan-'));
+const dir = scratchDir('plan');
 const manifest = join(dir, 'million.yaml');
 writeFileSync(
   manifest,

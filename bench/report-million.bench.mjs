@@ -5,15 +5,14 @@
 // per instance), wall time and peak RSS, and the same for 100,000 instances: a report's memory
 // must not grow with the run. Targets: <= 10 s and <= 300 MB for 1,000,000 instances. The report
 // printed (--json) goes to /dev/null, as to a file a user redirects it to.
-import { createWriteStream, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { createWriteStream, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { encodeJournalRecord } from '../dist/run/journal.js';
-import { median, runGenpipe, writeResults } from './lib/harness.mjs';
+import { median, runGenpipe, scratchDir, writeResults } from './lib/harness.mjs';
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
-const dir = mkdtempSync(join(tmpdir(), 'genpipe-bench-report-'));
+const dir = scratchDir('report');
 
 /** A run directory whose journal holds `instances` completed character sheets. */
 async function runDir(instances) {
@@ -75,4 +74,3 @@ for (const instances of (process.env.BENCH_SIZES ?? '100000,1000000').split(',')
 }
 writeResults('report-million', { results });
 console.table(Object.fromEntries(results.map((r) => [r.label, { 'journal MB': r.journal_mb, 'median s': r.median_wall_s.toFixed(2), 'median peak RSS MB': r.median_peak_rss_mb.toFixed(0) }])));
-if (!process.env.BENCH_KEEP) rmSync(dir, { recursive: true, force: true });

@@ -4,7 +4,8 @@
 // bench/results/<name>.json itself. `npm run bench -- NAME` runs only the benchmarks whose file
 // name contains NAME.
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -17,12 +18,20 @@ if (files.length === 0) {
   console.error(`no benchmark matches "${filter}"`);
   process.exit(2);
 }
+// Every benchmark's files go under one root, removed after the last one (lib/harness.mjs
+// scratchDir says why not sooner).
+const scratch = mkdtempSync(join(tmpdir(), 'genpipe-bench-'));
 let failed = 0;
-for (const file of files) {
-  console.log(`\n=== ${file}`);
-  const started = Date.now();
-  const result = spawnSync(process.execPath, ['--expose-gc', join(here, file)], { stdio: 'inherit' });
-  console.log(`=== ${file}: ${result.status === 0 ? 'ok' : `FAILED (exit ${result.status})`} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-  if (result.status !== 0) failed++;
+try {
+  for (const file of files) {
+    console.log(`\n=== ${file}`);
+    const started = Date.now();
+    const result = spawnSync(process.execPath, ['--expose-gc', join(here, file)], { stdio: 'inherit', env: { ...process.env, GENPIPE_BENCH_SCRATCH: scratch } });
+    console.log(`=== ${file}: ${result.status === 0 ? 'ok' : `FAILED (exit ${result.status})`} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    if (result.status !== 0) failed++;
+  }
+} finally {
+  if (process.env.BENCH_KEEP) console.log(`kept ${scratch}`);
+  else rmSync(scratch, { recursive: true, force: true });
 }
 process.exit(failed === 0 ? 0 : 1);

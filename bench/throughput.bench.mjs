@@ -8,14 +8,13 @@
 // (intent synced before each submit, group commit), which says what the journal's durability costs.
 // Also: peak RSS of a 100,000-instance run (target <= 400 MB), unless BENCH_SKIP_MEMORY=1.
 import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { bareHttpRate, here, HF_KEY, median, runGenpipe, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import { bareHttpRate, here, HF_KEY, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
-const dir = mkdtempSync(join(tmpdir(), 'genpipe-bench-throughput-'));
+const dir = scratchDir('throughput');
 
 function manifest(name, seeds, variations) {
   const path = join(dir, `${name}.yaml`);

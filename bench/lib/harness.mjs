@@ -1,8 +1,9 @@
 // Shared pieces of the benchmarks: child processes for the emulator and genpipe, a bare node:http
 // baseline, medians. Everything listens on and talks to 127.0.0.1 only; every loop is bounded.
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
@@ -80,6 +81,28 @@ export async function bareHttpRate({ concurrency = 32, seconds = 3 } = {}) {
   await dispatcher.close();
   await new Promise((r) => server.close(r));
   return count / seconds;
+}
+
+let ownScratch;
+
+/**
+ * A fresh directory for a benchmark's files (`name` starts its name). Under `npm run bench` every
+ * one sits in the root bench/run.mjs made (GENPIPE_BENCH_SCRATCH), removed after the last
+ * benchmark; a benchmark run by itself removes its own when its process exits. Never in between,
+ * while something is measured: on a file system without a journal, as this machine's ext4 is, each
+ * file created in the minute after a mass delete scans past the freed inodes (ext4's
+ * recently_deleted). A 10,000-instance genpipe run started right after 150,000 files were removed
+ * spent 16.3 s in the kernel instead of 3.9 s, and took 1.42x the wall time (2026-11-26).
+ * BENCH_KEEP=1 keeps the files.
+ */
+export function scratchDir(name) {
+  const shared = process.env.GENPIPE_BENCH_SCRATCH;
+  if (shared) return mkdtempSync(join(shared, `${name}-`));
+  if (ownScratch === undefined) {
+    ownScratch = mkdtempSync(join(tmpdir(), 'genpipe-bench-'));
+    if (!process.env.BENCH_KEEP) process.once('exit', () => rmSync(ownScratch, { recursive: true, force: true }));
+  }
+  return mkdtempSync(join(ownScratch, `${name}-`));
 }
 
 export function writeResults(name, results) {

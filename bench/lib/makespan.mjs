@@ -2,16 +2,15 @@
 // (so all see the same job durations): `genpipe run` as a child process (polling, or webhook mode),
 // the official client v2 `subscribe` with p-limit, as a user would write it, and the ideal client
 // issue 14 defines (told by the emulator when each job ends).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
 import { request } from 'undici';
 import { startEmulator } from '../../dist/emulator/index.js';
-import { freePort, HF_KEY, runGenpipe } from './harness.mjs';
+import { freePort, HF_KEY, runGenpipe, scratchDir } from './harness.mjs';
 
 const require = createRequire(import.meta.url);
 const { createHiggsfieldClient } = require('@higgsfield/client/v2');
@@ -67,7 +66,7 @@ export function pollingFloor(durationsMs, concurrency, pollBudget, [minMs, maxMs
  * yesterday's run of a nightly job would: the measured run starts polling from its durations.
  */
 export async function genpipeSide(emulatorOptions, { instances, concurrency, webhook, history = 0 }) {
-  const dir = mkdtempSync(join(tmpdir(), 'genpipe-bench-makespan-'));
+  const dir = scratchDir('makespan');
   const path = join(dir, 'makespan.yaml');
   writeFileSync(path, `version: 1\nname: makespan\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: ${instances} } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
   if (history > 0) {
@@ -129,7 +128,7 @@ export async function officialSide(emulatorOptions, { instances, concurrency }) 
  */
 export async function idealSide(emulatorOptions, { instances, concurrency }) {
   const emulator = await startEmulator(emulatorOptions);
-  const dir = mkdtempSync(join(tmpdir(), 'genpipe-bench-ideal-'));
+  const dir = scratchDir('ideal');
   const waiting = new Map();
   const early = new Map();
   const listener = createServer((req, res) => {
@@ -183,7 +182,6 @@ export async function idealSide(emulatorOptions, { instances, concurrency }) {
   } finally {
     listener.close();
     await emulator.close();
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 
