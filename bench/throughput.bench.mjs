@@ -6,12 +6,14 @@
 // both measured in the same run, each a process of its own timed from spawn to exit. Target:
 // >= 1,000 instances/s, and >= 0.8x the minimal client with the same durability: the minimal client is also measured keeping a journal the way genpipe does
 // (intent synced before each submit, group commit), which says what the journal's durability costs.
-// Also: peak RSS of a 100,000-instance run (target <= 400 MB), unless BENCH_SKIP_MEMORY=1.
+// Also: peak RSS of a 100,000-instance run (target <= 400 MB), unless BENCH_SKIP_MEMORY=1. The CPU
+// time of each contender and of its emulator (user and system, medians) says where the two cores went:
+// at zero latency they are saturated, so a contender's whole CPU time, every thread, sets its pace.
 import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { bareHttpRate, here, HF_KEY, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import { bareHttpRate, cpuOfMeasure, here, HF_KEY, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const dir = scratchDir('throughput');
@@ -44,7 +46,7 @@ async function genpipeRun(path, instances, concurrency) {
     if (result.code !== 0) throw new Error(`genpipe run failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
     const files = readdirSync(join(out, path.match(/([^/]+)\.yaml$/)[1]), { recursive: true }).filter((f) => String(f).endsWith('.png')).length;
     if (files !== instances) throw new Error(`expected ${instances} files, found ${files}`);
-    return result;
+    return { ...result, emulatorCpu: emulator.cpu() };
   } finally {
     await emulator.stop();
   }
@@ -56,10 +58,14 @@ async function minimalRun(instances, concurrency, journal = false) {
   const emulator = await startEmulatorProcess(['--time-scale', '0']);
   try {
     const started = process.hrtime.bigint();
-    const child = spawn(process.execPath, [join(here, 'lib', 'minimal-client-cli.mjs'), emulator.url, mkdtempSync(join(dir, 'minimal-')), String(instances), String(concurrency), ...(journal ? ['journal'] : [])], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, HF_KEY } });
+    const child = spawn(process.execPath, [join(here, 'lib', 'minimal-client-cli.mjs'), emulator.url, mkdtempSync(join(dir, 'minimal-')), String(instances), String(concurrency), ...(journal ? ['journal'] : [])], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HF_KEY } });
+    let stderr = '';
+    child.stderr.on('data', (c) => (stderr += c));
     const [code] = await once(child, 'exit');
-    if (code !== 0) throw new Error(`the minimal client failed (exit ${code})`);
-    return instances / (Number(process.hrtime.bigint() - started) / 1e9);
+    const perSecond = instances / (Number(process.hrtime.bigint() - started) / 1e9);
+    if (code !== 0) throw new Error(`the minimal client failed (exit ${code}): ${stderr.slice(-800)}`);
+    const line = stderr.split('\n').find((l) => l.startsWith('__measure__'));
+    return { perSecond, cpu: line ? cpuOfMeasure(JSON.parse(line.slice('__measure__'.length))) : undefined, emulatorCpu: emulator.cpu() };
   } finally {
     await emulator.stop();
   }
@@ -69,13 +75,23 @@ const bare = [];
 const minimal = [];
 const durable = [];
 const genpipe = [];
+// CPU seconds of each contender and of the emulator it ran against, per round.
+const cpu = { genpipe: [], minimal: [], minimal_with_journal: [], emulator_for_genpipe: [], emulator_for_minimal_with_journal: [] };
+const keep = (list, value) => value && list.push(value);
 const ten = manifest('throughput', 100, 100);
 for (let i = 0; i < runs; i++) {
   bare.push(await bareHttpRate({ concurrency: 64, seconds: 3 }));
-  minimal.push(await minimalRun(10_000, 256));
-  durable.push(await minimalRun(10_000, 256, true));
+  const m = await minimalRun(10_000, 256);
+  minimal.push(m.perSecond);
+  keep(cpu.minimal, m.cpu);
+  const d = await minimalRun(10_000, 256, true);
+  durable.push(d.perSecond);
+  keep(cpu.minimal_with_journal, d.cpu);
+  keep(cpu.emulator_for_minimal_with_journal, d.emulatorCpu);
   const r = await genpipeRun(ten, 10_000, 256);
   genpipe.push(10_000 / (r.wallMs / 1000));
+  keep(cpu.genpipe, r.cpu);
+  keep(cpu.emulator_for_genpipe, r.emulatorCpu);
   console.log(`round ${i + 1}: bare ${bare.at(-1).toFixed(0)} req/s, minimal client ${minimal.at(-1).toFixed(0)} instances/s (${durable.at(-1).toFixed(0)} with a durable journal), genpipe ${genpipe.at(-1).toFixed(0)} instances/s (${(r.wallMs / 1000).toFixed(1)} s, ${r.maxRssMb?.toFixed(0)} MB)`);
 }
 const results = {
@@ -91,10 +107,16 @@ const results = {
   journal_cost_in_minimal_client: Number((1 - median(durable) / median(minimal)).toFixed(3)),
   target_instances_per_s: 1000,
   ratio_to_target: Number((median(genpipe) / 1000).toFixed(3)),
+  // Medians over the rounds, in s; absent where the platform does not tell (the emulator's needs /proc).
+  cpu_s: Object.fromEntries(
+    Object.entries(cpu)
+      .filter(([, runs]) => runs.length > 0)
+      .map(([who, runs]) => [who, { user: Number(median(runs.map((c) => c.userS)).toFixed(2)), system: Number(median(runs.map((c) => c.systemS)).toFixed(2)) }]),
+  ),
 };
 if (process.env.BENCH_SKIP_MEMORY !== '1') {
   const big = await genpipeRun(manifest('memory', 1000, 100), 100_000, 256);
   results.memory = { instances: 100_000, peak_rss_mb: Math.round(big.maxRssMb), target_mb: 400, ratio_to_target: Number((big.maxRssMb / 400).toFixed(3)), wall_s: Number((big.wallMs / 1000).toFixed(1)) };
 }
-console.table({ bare: `${results.bare_http_median_rps} req/s`, 'minimal client': `${results.minimal_client_median_instances_per_s} instances/s`, genpipe: `${results.genpipe_median_instances_per_s} instances/s`, 'genpipe / bare': results.ratio_to_bare, 'genpipe / minimal client': results.ratio_to_minimal_client, 'minimal client with a durable journal': `${results.minimal_client_with_journal_median_instances_per_s} instances/s`, 'genpipe / minimal client with a durable journal': results.ratio_to_minimal_client_with_journal, 'genpipe / 1,000 target': results.ratio_to_target, ...(results.memory ? { 'peak RSS, 100k instances': `${results.memory.peak_rss_mb} MB (${results.memory.ratio_to_target}x of 400 MB)` } : {}) });
+console.table({ bare: `${results.bare_http_median_rps} req/s`, 'minimal client': `${results.minimal_client_median_instances_per_s} instances/s`, genpipe: `${results.genpipe_median_instances_per_s} instances/s`, 'genpipe / bare': results.ratio_to_bare, 'genpipe / minimal client': results.ratio_to_minimal_client, 'minimal client with a durable journal': `${results.minimal_client_with_journal_median_instances_per_s} instances/s`, 'genpipe / minimal client with a durable journal': results.ratio_to_minimal_client_with_journal, 'genpipe / 1,000 target': results.ratio_to_target, ...Object.fromEntries(Object.entries(results.cpu_s).map(([who, c]) => [`CPU s, ${who.replaceAll('_', ' ')} (user + system)`, `${c.user} + ${c.system}`])), ...(results.memory ? { 'peak RSS, 100k instances': `${results.memory.peak_rss_mb} MB (${results.memory.ratio_to_target}x of 400 MB)` } : {}) });
 writeResults('throughput', results);

@@ -1,7 +1,7 @@
 // Shared pieces of the benchmarks: child processes for the emulator and genpipe, a bare node:http
 // baseline, medians. Everything listens on and talks to 127.0.0.1 only; every loop is bounded.
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -28,7 +28,7 @@ export function startEmulatorProcess(args = []) {
       const match = /^listening on (http:\/\/127\.0\.0\.1:\d+)$/m.exec(buffer);
       if (match) {
         clearTimeout(timer);
-        resolve({ url: match[1], child, stop: () => new Promise((r) => { child.once('exit', r); child.kill('SIGINT'); }) });
+        resolve({ url: match[1], child, cpu: () => cpuOfProcess(child.pid), stop: () => new Promise((r) => { child.once('exit', r); child.kill('SIGINT'); }) });
       }
     });
     child.once('exit', (code) => reject(new Error(`the emulator exited with ${code}`)));
@@ -52,7 +52,7 @@ export function runGenpipe(args, env = {}, { discardStdout = false } = {}) {
     child.once('exit', (code) => {
       const line = stderr.split('\n').find((l) => l.startsWith('__measure__'));
       const measured = line ? JSON.parse(line.slice('__measure__'.length)) : {};
-      resolve({ code, wallMs: Number(process.hrtime.bigint() - started) / 1e6, maxRssMb: measured.maxRssMb, stdout, stderr });
+      resolve({ code, wallMs: Number(process.hrtime.bigint() - started) / 1e6, maxRssMb: measured.maxRssMb, cpu: cpuOfMeasure(measured), stdout, stderr });
     });
   });
 }
@@ -81,6 +81,23 @@ export async function bareHttpRate({ concurrency = 32, seconds = 3 } = {}) {
   await dispatcher.close();
   await new Promise((r) => server.close(r));
   return count / seconds;
+}
+
+/** CPU seconds (user, system) a `__measure__` line reported, or undefined. */
+export const cpuOfMeasure = (measured) => (measured.userS === undefined ? undefined : { userS: measured.userS, systemS: measured.systemS });
+
+/**
+ * CPU seconds (user, system) a running process has used so far, every thread, from
+ * /proc/<pid>/stat (Linux; in clock ticks of 1/100 s, the kernel's USER_HZ); undefined elsewhere.
+ */
+export function cpuOfProcess(pid) {
+  try {
+    // The command name in parentheses may hold spaces; the fields after it are fixed.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return { userS: Number(fields[11]) / 100, systemS: Number(fields[12]) / 100 };
+  } catch {
+    return undefined;
+  }
 }
 
 let ownScratch;
