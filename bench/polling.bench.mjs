@@ -42,6 +42,10 @@ const results = {
   polling_requests_to_official: Number((polling.requests / official.requests).toFixed(3)),
   polling_with_history_requests_to_official: Number((warm.requests / official.requests).toFixed(3)),
   webhook_requests_to_official: Number((webhook.requests / official.requests).toFixed(3)),
+  // The issue: "Report both polling and webhook figures, each against the official client."
+  polling_makespan_to_official: Number((polling.makespanMs / official.makespanMs).toFixed(3)),
+  polling_with_history_makespan_to_official: Number((warm.makespanMs / official.makespanMs).toFixed(3)),
+  webhook_makespan_to_official: Number((webhook.makespanMs / official.makespanMs).toFixed(3)),
   // The floor is simulated; over the simulated packing (jobs seen at once) it compares with the ideal client.
   polling_floor_at_request_budget: { status_polls_allowed: pollBudget, ...floor, ratio_to_packing: floor && packing ? Number((floor.ratio_to_ideal / packing.ratio_to_ideal).toFixed(3)) : undefined },
   seen_at_once_packing_ratio_to_ideal: packing?.ratio_to_ideal,
@@ -63,5 +67,8 @@ console.table({
   'floor of any polling within 0.8x the official requests, makespan / ideal': floor?.ratio_to_ideal,
   'jobs seen done at once (packing alone), makespan / ideal': packing?.ratio_to_ideal,
   'webhook requests / official': results.webhook_requests_to_official,
+  'polling makespan / official': results.polling_makespan_to_official,
+  'polling after an earlier run, makespan / official': results.polling_with_history_makespan_to_official,
+  'webhook makespan / official': results.webhook_makespan_to_official,
 });
 writeResults('polling', results);
