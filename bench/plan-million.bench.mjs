@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { scratchDir } from './lib/harness.mjs';
+import { measuredIn, scratchDir } from './lib/harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const dir = scratchDir('plan');
@@ -33,9 +33,9 @@ steps:
 function measure(args) {
   const out = openSync('/dev/null', 'w');
   const result = spawnSync(process.execPath, [join(here, 'lib/measure-cli.mjs'), ...args], { stdio: ['ignore', out, 'pipe'], encoding: 'utf8' });
-  const line = result.stderr.split('\n').find((l) => l.startsWith('__measure__'));
-  if (!line || result.status !== 0) throw new Error(`plan failed (exit ${result.status}): ${result.stderr.slice(0, 500)}`);
-  return JSON.parse(line.slice('__measure__'.length));
+  const measured = measuredIn(result.stderr);
+  if (!measured || result.status !== 0) throw new Error(`plan failed (exit ${result.status}): ${result.stderr.slice(0, 500)}`);
+  return measured;
 }
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);

@@ -13,7 +13,7 @@ import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { bareHttpRate, cpuOfMeasure, here, HF_KEY, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import { bareHttpRate, cpuOfMeasure, here, HF_KEY, measuredIn, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const dir = scratchDir('throughput');
@@ -64,8 +64,7 @@ async function minimalRun(instances, concurrency, journal = false) {
     const [code] = await once(child, 'exit');
     const perSecond = instances / (Number(process.hrtime.bigint() - started) / 1e9);
     if (code !== 0) throw new Error(`the minimal client failed (exit ${code}): ${stderr.slice(-800)}`);
-    const line = stderr.split('\n').find((l) => l.startsWith('__measure__'));
-    return { perSecond, cpu: line ? cpuOfMeasure(JSON.parse(line.slice('__measure__'.length))) : undefined, emulatorCpu: emulator.cpu() };
+    return { perSecond, cpu: cpuOfMeasure(measuredIn(stderr) ?? {}), emulatorCpu: emulator.cpu() };
   } finally {
     await emulator.stop();
   }

@@ -50,8 +50,7 @@ export function runGenpipe(args, env = {}, { discardStdout = false } = {}) {
   child.stderr.on('data', (c) => (stderr += c));
   return new Promise((resolve) => {
     child.once('exit', (code) => {
-      const line = stderr.split('\n').find((l) => l.startsWith('__measure__'));
-      const measured = line ? JSON.parse(line.slice('__measure__'.length)) : {};
+      const measured = measuredIn(stderr) ?? {};
       resolve({ code, wallMs: Number(process.hrtime.bigint() - started) / 1e6, maxRssMb: measured.maxRssMb, cpu: cpuOfMeasure(measured), stdout, stderr });
     });
   });
@@ -81,6 +80,12 @@ export async function bareHttpRate({ concurrency = 32, seconds = 3 } = {}) {
   await dispatcher.close();
   await new Promise((r) => server.close(r));
   return count / seconds;
+}
+
+/** What a `__measure__` line on `stderr` reported (lib/measure-cli.mjs, lib/minimal-client-cli.mjs), or undefined. */
+export function measuredIn(stderr) {
+  const line = stderr.split('\n').find((l) => l.startsWith('__measure__'));
+  return line === undefined ? undefined : JSON.parse(line.slice('__measure__'.length));
 }
 
 /** CPU seconds (user, system) a `__measure__` line reported, or undefined. */
