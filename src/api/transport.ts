@@ -56,6 +56,13 @@ export interface ExchangeEvent {
   durationMs: number;
 }
 
+/** A retry the transport is about to make: the failure's code and how long it would wait first. */
+export interface RetryAsked {
+  code: string;
+  delayMs: number;
+}
+export type RetryGate = (retry: RetryAsked) => boolean;
+
 export interface TransportOptions {
   config: Pick<ClientConfig, 'credentials' | 'timeouts' | 'retry'>;
   dispatcher?: Dispatcher;
@@ -82,6 +89,7 @@ export class Transport {
   readonly #random: () => number;
   readonly #now: () => number;
   readonly #throttleListeners = new Set<(retryAfterMs: number | undefined) => void>();
+  readonly #retryGates = new Set<RetryGate>();
 
   constructor(options: TransportOptions) {
     this.#options = options;
@@ -99,6 +107,22 @@ export class Transport {
   onThrottle(listener: (retryAfterMs: number | undefined) => void): () => void {
     this.#throttleListeners.add(listener);
     return () => this.#throttleListeners.delete(listener);
+  }
+
+  /**
+   * Asks `gate` before every retry this transport would make by itself (after decideRetry said it
+   * may): a run draws each one from its retry budget, so a service that refuses every request ends
+   * the run instead of being retried without end, attempt by attempt (issue 26, item 7). A gate
+   * that answers false ends the call with its last failure. Returns the unsubscribe function.
+   */
+  retryGate(gate: RetryGate): () => void {
+    this.#retryGates.add(gate);
+    return () => this.#retryGates.delete(gate);
+  }
+
+  #mayRetry(retry: RetryAsked): boolean {
+    for (const gate of this.#retryGates) if (!gate(retry)) return false;
+    return true;
   }
 
   /** Closes the dispatcher when the transport created it. */
@@ -187,8 +211,10 @@ export class Transport {
       const decision = decideRetry(outcome, safety);
       if (decision.retry && attempt + 1 < config.retry.maxAttempts) {
         const delay = retryAfterMs ?? backoffDelay(attempt, config.retry, this.#random);
-        await sleep(delay, options.signal);
-        continue;
+        if (this.#mayRetry({ code: failure.code, delayMs: delay })) {
+          await sleep(delay, options.signal);
+          continue;
+        }
       }
       if (!decision.retry && decision.indeterminate) {
         throw new IndeterminateSubmissionError({

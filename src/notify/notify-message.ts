@@ -7,6 +7,7 @@
 import type { CostReport } from '../report/cost-report.js';
 import type { RunCounts, RunOutcome } from '../run/events.js';
 import type { NotifyEvent, NotifyFormat } from './notify-targets.js';
+import { formatSpend } from '../util/format-usd.js';
 
 export interface RunEnd {
   pipeline: string;
@@ -43,7 +44,8 @@ export interface NotifySummary {
   exit_code: number;
   message?: string;
   counts: RunCounts;
-  spend_usd: { estimated: number; refunded: number; net: number };
+  /** `unknown`: attempts whose end is unknown, at their price; `unpriced_instances`: not in these sums. */
+  spend_usd: { estimated: number; refunded: number; net: number; unknown: number; unpriced_instances: number };
   duration_s: number;
   run_dir: string;
   gallery: string;
@@ -60,7 +62,7 @@ export function notifySummary(end: RunEnd, report: Pick<CostReport, 'total'> | u
     exit_code: end.exitCode,
     ...(end.message === undefined ? {} : { message: end.message }),
     counts: end.counts,
-    spend_usd: { estimated: total?.estimatedUsd ?? 0, refunded: total?.refundedUsd ?? 0, net: total?.netUsd ?? 0 },
+    spend_usd: { estimated: total?.estimatedUsd ?? 0, refunded: total?.refundedUsd ?? 0, net: total?.netUsd ?? 0, unknown: total?.unknownUsd ?? 0, unpriced_instances: total?.unpricedInstances ?? 0 },
     duration_s: Math.round(end.durationMs / 100) / 10,
     run_dir: end.runDir,
     gallery: `${end.runDir}/gallery.html`,
@@ -87,7 +89,7 @@ export function summaryText(s: NotifySummary): string {
     `genpipe: ${s.pipeline} run ${s.run_id} ${HEADLINE[s.event]} (exit ${s.exit_code}) after ${s.duration_s} s.`,
     ...(s.message === undefined ? [] : [s.message]),
     `Instances: ${counts || 'none'}.`,
-    `Spend: ${usd(s.spend_usd.net)} net (${usd(s.spend_usd.estimated)} estimated, ${usd(s.spend_usd.refunded)} refunded).`,
+    `Spend: ${formatSpend({ netUsd: s.spend_usd.net, unknownUsd: s.spend_usd.unknown, unpricedInstances: s.spend_usd.unpriced_instances })} net (${usd(s.spend_usd.estimated)} estimated, ${usd(s.spend_usd.refunded)} refunded).`,
     `Gallery: ${s.gallery}`,
   ].join('\n');
 }

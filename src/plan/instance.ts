@@ -86,3 +86,6 @@ export function idempotencyKey(pipeline: string, id: string, canonicalInput: str
 export function runIdempotencyKey(planKey: string, runId: string, attempt: number): string {
   return `gp2-${hash('sha256', `${planKey}\u0000${runId}\u0000${attempt}`, 'hex').slice(0, 40)}`;
 }
+
+/** The step an instance id belongs to: ids start with their step (a for_each id too: `clips[sheets[...],...]`). */
+export const stepOfInstanceId = (id: string): string => id.split('[')[0] ?? id;

@@ -4,10 +4,15 @@
  * - a submitted instance costs its estimate (the price table; US$0.05 per character sheet);
  * - the service's actual cost replaces the estimate where it reports one (agent llm_cost_usd);
  * - failed, nsfw and canceled requests, and failed agent turns, are refunded in full.
+ * Money is counted per attempt (run/attempt-money.ts): an attempt left behind by a re-roll or a
+ * `--retry` keeps what it cost, and an attempt whose end is unknown is shown apart (`unknownUsd`),
+ * never in the net: the service's ledger lies within [net, net + unknown].
  */
 import { join } from 'node:path';
 import { readPlanFile, type PlanFile } from '../run/run-dir.js';
 import type { InstanceState } from '../run/run-state.js';
+import { moneyOf } from '../run/attempt-money.js';
+import { stepOfInstanceId } from '../plan/instance.js';
 import { instanceStates } from './instance-lines.js';
 
 export type ReportStatus = 'completed' | 'reused' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
@@ -19,8 +24,10 @@ export interface Money {
   actualUsd: number | null;
   /** Refunds: failed, nsfw and canceled requests, failed agent turns. */
   refundedUsd: number;
-  /** What the account pays: (actual where known, else estimated) minus refunds. */
+  /** What the account pays for the attempts whose end is known: (actual where known, else estimated) minus refunds. */
   netUsd: number;
+  /** Attempts whose end is unknown (sent, or maybe sent, never seen to end), at their price: the account pays between 0 and this on top of the net. */
+  unknownUsd: number;
   /** Instances submitted whose price is unknown: their cost is not in these sums. */
   unpricedInstances: number;
 }
@@ -76,7 +83,7 @@ function requestIdOf(entry: InstanceState): string {
 }
 
 function emptyGroup(name: string): GroupLine {
-  return { name, counts: Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<ReportStatus, number>, estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 };
+  return { name, counts: Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<ReportStatus, number>, estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unknownUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 };
 }
 
 /** Adds `m`'s sums into `group`'s, each rounded to a millionth. */
@@ -85,6 +92,7 @@ function addMoney(group: Money, m: Money): void {
   if (m.actualUsd !== null) group.actualUsd = round((group.actualUsd ?? 0) + m.actualUsd);
   group.refundedUsd = round(group.refundedUsd + m.refundedUsd);
   group.netUsd = round(group.netUsd + m.netUsd);
+  group.unknownUsd = round(group.unknownUsd + m.unknownUsd);
   group.unpricedInstances += m.unpricedInstances;
 }
 
@@ -97,19 +105,15 @@ function add(group: GroupLine, line: InstanceLine): void {
 
 /** One instance's line of the report, from its replayed state. */
 export function lineOf(id: string, entry: InstanceState, stepInfo: ReadonlyMap<string, PlanFile['steps'][number]>): InstanceLine {
-  // An instance id starts with its step (a for_each id too: `clips[sheets[...],...]`).
-  const step = id.split('[')[0] ?? id;
+  const step = stepOfInstanceId(id);
   const info = stepInfo.get(step);
   const model = entry.intent?.model ?? info?.model ?? 'unknown';
   const status = statusOf(entry);
-  // A reused result was paid for by an earlier run: nothing was sent in this one.
-  const submitted = entry.reusedFrom === undefined && (entry.intent !== undefined || entry.submission !== undefined || entry.final !== undefined);
   const price = info?.price_usd ?? null;
-  const estimatedUsd = submitted && price !== null ? price : 0;
+  // Every attempt counts, the ones a re-roll or a retry left behind too (attempt-money.ts).
+  const money = moneyOf(entry, price);
   const actual = entry.final?.actualCostUsd;
   const actualUsd = actual === undefined ? null : round(actual);
-  const charged = actualUsd ?? estimatedUsd;
-  const refundedUsd = REFUNDED.has(status) ? charged : 0;
   return {
     instance: id,
     step,
@@ -117,11 +121,12 @@ export function lineOf(id: string, entry: InstanceState, stepInfo: ReadonlyMap<s
     status,
     requestId: requestIdOf(entry),
     rerolls: entry.rerolls,
-    estimatedUsd,
+    estimatedUsd: round(money.estimatedUsd),
     actualUsd,
-    refundedUsd,
-    netUsd: round(charged - refundedUsd),
-    unpricedInstances: submitted && price === null && actualUsd === null ? 1 : 0,
+    refundedUsd: round(money.refundedUsd),
+    netUsd: round(money.chargedUsd),
+    unknownUsd: round(money.unknownUsd),
+    unpricedInstances: money.unpricedAttempts > 0 ? 1 : 0,
   };
 }
 

@@ -57,6 +57,8 @@ interface StepTally {
   done: number;
   failed: number;
   inFlight: number;
+  /** Finished before this process started (a resume): not part of the pace the ETA goes by. */
+  before: number;
   /** When its first instance was submitted. */
   startedAt: number | undefined;
 }
@@ -74,7 +76,7 @@ class Tally {
   step(id: string): StepTally {
     let s = this.steps.get(id);
     if (!s) {
-      s = { done: 0, failed: 0, inFlight: 0, startedAt: undefined };
+      s = { done: 0, failed: 0, inFlight: 0, before: 0, startedAt: undefined };
       this.steps.set(id, s);
     }
     return s;
@@ -84,6 +86,11 @@ class Tally {
     switch (event.type) {
       case 'run_started':
         this.total = event.instances;
+        // A resume starts from where its journal stands, not from zero (issue 26, item 10).
+        if (event.already) {
+          for (const [id, t] of Object.entries(event.already.steps)) Object.assign(this.step(id), { done: t.done, failed: t.failed, inFlight: t.inFlight, before: t.done + t.failed });
+          this.spentUsd = event.already.spentUsd;
+        }
         return;
       case 'instance_submitted': {
         const s = this.step(event.step);
@@ -97,7 +104,11 @@ class Tally {
         const s = this.step(event.step);
         s.inFlight = Math.max(0, s.inFlight - 1);
         if (event.status === 'completed') s.done++;
-        else s.failed++;
+        else {
+          s.failed++;
+          // Failed, nsfw and canceled requests are refunded (§8): spent is what the account pays.
+          this.spentUsd -= event.estimatedUsd ?? 0;
+        }
         return;
       }
       case 'instance_rerolled': {
@@ -125,6 +136,8 @@ function errorLine(event: RunEvent): string | undefined {
   if (event.type === 'instance_failed') return `${event.instance}: ${event.message}`;
   if (event.type === 'instance_unknown') return `${event.instance}: unknown: ${event.message}`;
   if (event.type === 'run_stopping') return event.message;
+  if (event.type === 'throttled') return `throttled by the service: waiting ${Math.max(1, Math.round(event.waitMs / 1000))} s; retry budget ${event.retriesLeft} left`;
+  if (event.type === 'options_changed') return `resuming with changed options: ${event.changes.join('; ')}`;
   if (event.type === 'gallery_failed') return `warning: ${event.message}; the run goes on`;
   if (event.type === 'journal_corrupt_accepted') return `journal line ${event.line} is damaged: ${event.instance === undefined ? 'every instance not yet submitted or final is' : `${event.instance} is`} treated as unknown (--accept-corrupt)`;
   if (event.type === 'instance_finished' && event.status !== 'completed') return `${event.instance}: ${event.status}${event.error ? `: ${event.error}` : ''}`;
@@ -167,12 +180,14 @@ export class LineProgress implements ProgressSink {
     let done = 0;
     let failed = 0;
     let inFlight = 0;
+    let before = 0;
     for (const s of this.#tally.steps.values()) {
       done += s.done;
       failed += s.failed;
       inFlight += s.inFlight;
+      before += s.before;
     }
-    const eta = etaText(done + failed, this.#tally.total, this.#tally.startedAt, this.#tally.now());
+    const eta = etaText(done + failed - before, this.#tally.total - before, this.#tally.startedAt, this.#tally.now());
     return `progress: ${done + failed}/${this.#tally.total} done (${failed} failed), ${inFlight} in flight, spent ${usd(this.#tally.spentUsd)}, ETA ${eta}`;
   }
 
@@ -245,7 +260,7 @@ export class TtyProgress implements ProgressSink {
     const budget = this.options.budgetUsd;
     const spend = budget === undefined ? `spent ${usd(this.#tally.spentUsd)}` : `spent ${usd(this.#tally.spentUsd)} of ${usd(budget)}`;
     const finished = s.done + s.failed;
-    bar.update(finished, { failed: s.failed, inflight: s.inFlight, time_left: etaText(finished, bar.getTotal(), s.startedAt, this.#tally.now()), spend });
+    bar.update(finished, { failed: s.failed, inflight: s.inFlight, time_left: etaText(finished - s.before, bar.getTotal() - s.before, s.startedAt, this.#tally.now()), spend });
   }
 
   stop(): void {

@@ -4,6 +4,7 @@ import { formatUsd } from '../util/format-usd.js';
 import type { CostReport, CostSummary, GroupLine, InstanceLine, Money } from './cost-report.js';
 
 const credits = (usd: number, rate: number): number => Math.round(usd * rate * 100) / 100;
+const round6 = (n: number): number => Math.round(n * 1e6) / 1e6;
 
 // Object.assign, not a spread: spreading a line into a literal took 3.5 s a million lines.
 const withCredits = <T extends Money>(m: T, rate: number): T & { netCredits: number; refundedCredits: number } =>
@@ -33,7 +34,7 @@ const num = (n: number): string => (Number.isFinite(n) ? String(n) : 'null');
  * report's formatting (render.test.ts compares the two).
  */
 export function instanceJson(l: InstanceLine, rate: number): string {
-  return `{"instance":${JSON.stringify(l.instance)},"step":${JSON.stringify(l.step)},"model":${JSON.stringify(l.model)},"status":${JSON.stringify(l.status)},"requestId":${JSON.stringify(l.requestId)},"rerolls":${num(l.rerolls)},"estimatedUsd":${num(l.estimatedUsd)},"actualUsd":${l.actualUsd === null ? 'null' : num(l.actualUsd)},"refundedUsd":${num(l.refundedUsd)},"netUsd":${num(l.netUsd)},"unpricedInstances":${num(l.unpricedInstances)},"netCredits":${num(credits(l.netUsd, rate))},"refundedCredits":${num(credits(l.refundedUsd, rate))}}`;
+  return `{"instance":${JSON.stringify(l.instance)},"step":${JSON.stringify(l.step)},"model":${JSON.stringify(l.model)},"status":${JSON.stringify(l.status)},"requestId":${JSON.stringify(l.requestId)},"rerolls":${num(l.rerolls)},"estimatedUsd":${num(l.estimatedUsd)},"actualUsd":${l.actualUsd === null ? 'null' : num(l.actualUsd)},"refundedUsd":${num(l.refundedUsd)},"netUsd":${num(l.netUsd)},"unknownUsd":${num(l.unknownUsd)},"unpricedInstances":${num(l.unpricedInstances)},"netCredits":${num(credits(l.netUsd, rate))},"refundedCredits":${num(credits(l.refundedUsd, rate))}}`;
 }
 
 /** report.json: an instance per line, the groups indented as `JSON.stringify(…, null, 2)` would. */
@@ -55,8 +56,8 @@ export const reportJsonParts = (report: CostReport): Generator<string> => partsO
 
 export const reportJson = (report: CostReport): string => [...reportJsonParts(report)].join('');
 
-const MONEY_HEADER = ['estimated_usd', 'actual_usd', 'refunded_usd', 'net_usd', 'net_credits', 'unpriced_instances'];
-const money = (m: Money, rate: number): unknown[] => [m.estimatedUsd, m.actualUsd ?? '', m.refundedUsd, m.netUsd, credits(m.netUsd, rate), m.unpricedInstances];
+const MONEY_HEADER = ['estimated_usd', 'actual_usd', 'refunded_usd', 'net_usd', 'net_credits', 'unknown_usd', 'unpriced_instances'];
+const money = (m: Money, rate: number): unknown[] => [m.estimatedUsd, m.actualUsd ?? '', m.refundedUsd, m.netUsd, credits(m.netUsd, rate), m.unknownUsd, m.unpricedInstances];
 
 /** report.csv: one row per instance, then one per step, per model and the total (`level` tells them apart). */
 export const CSV_FORMAT: ReportFormat = {
@@ -64,7 +65,7 @@ export const CSV_FORMAT: ReportFormat = {
   // csvRow(['instance', line.instance, line.step, line.model, line.status, line.requestId, ...money(line, rate)]),
   // without the array: a number's cell is its text, and a status is a plain word (render.test.ts compares).
   instance: (l, _index, rate) =>
-    `instance,${csvCell(l.instance)},${csvCell(l.step)},${csvCell(l.model)},${l.status},${csvCell(l.requestId)},${String(l.estimatedUsd)},${l.actualUsd === null ? '' : String(l.actualUsd)},${String(l.refundedUsd)},${String(l.netUsd)},${String(credits(l.netUsd, rate))},${String(l.unpricedInstances)}\r\n`,
+    `instance,${csvCell(l.instance)},${csvCell(l.step)},${csvCell(l.model)},${l.status},${csvCell(l.requestId)},${String(l.estimatedUsd)},${l.actualUsd === null ? '' : String(l.actualUsd)},${String(l.refundedUsd)},${String(l.netUsd)},${String(credits(l.netUsd, rate))},${String(l.unknownUsd)},${String(l.unpricedInstances)}\r\n`,
   tail: (r) => {
     const group = (level: string, g: GroupLine): string => csvRow([level, g.name, '', '', countsText(g), '', ...money(g, r.creditsPerUsd)]);
     return [...r.steps.map((g) => group('step', g)), ...r.models.map((g) => group('model', g)), group('total', r.total)].join('');
@@ -114,7 +115,8 @@ function markdownHead(report: CostSummary): string {
     '',
     `Net **${usd(t.netUsd)}** (${credits(t.netUsd, rate)} credits at ${rate} credits per US$): estimated ${usd(t.estimatedUsd)}, refunded ${usd(t.refundedUsd)}` +
       (t.actualUsd === null ? '.' : `, actual costs reported by the service ${usd(t.actualUsd)}.`),
-    ...(t.unpricedInstances > 0 ? ['', `${t.unpricedInstances} submitted instance(s) have no known price and are not in these sums.`] : []),
+    ...(t.unknownUsd > 0 ? ['', `Unknown: up to ${usd(t.unknownUsd)} more, for attempts whose end genpipe never saw (sent, or maybe sent); the account was charged between ${usd(t.netUsd)} and ${usd(round6(t.netUsd + t.unknownUsd))}.`] : []),
+    ...(t.unpricedInstances > 0 ? ['', `${t.unpricedInstances} submitted instance(s) are unpriced (no price in the manifest, none reported by the service): what they cost is not in these sums.`] : []),
     ...(t.counts.reused > 0 ? ['', `${t.counts.reused} instance(s) reused an earlier run's result: nothing was sent for them, US$0.`] : []),
     ...(t.rerolls > 0 ? ['', `${t.rerolls} nsfw attempt(s) were re-rolled with a new seed (each refunded); the re-rolled instances cost ${usd(t.rerolledNetUsd)} net.`] : []),
     '',
@@ -131,7 +133,7 @@ function markdownHead(report: CostSummary): string {
 /** report.md: the totals and groups, then a table of the instances. */
 export const MARKDOWN_FORMAT: ReportFormat = {
   head: markdownHead,
-  instance: (l) => `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${usdOf(l.netUsd)} |\n`,
+  instance: (l) => `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${l.unpricedInstances > 0 ? 'unpriced' : usdOf(l.netUsd)}${l.unknownUsd > 0 ? ` (+ up to ${usdOf(l.unknownUsd)} unknown)` : ''} |\n`,
   tail: () => '',
 };
 

@@ -14,6 +14,10 @@ export interface RunListing {
   completed: number;
   instances: number;
   netUsd: number;
+  /** Attempts whose end is unknown, at their price (cost-report.ts). */
+  unknownUsd: number;
+  /** Instances whose price is unknown: their cost is not in netUsd. */
+  unpricedInstances: number;
 }
 
 async function folders(path: string): Promise<string[]> {
@@ -46,7 +50,7 @@ export async function listRuns(root: string, pipeline?: string): Promise<RunList
       }
       const report = await summarizeCostReport(dir);
       const instances = Object.values(report.total.counts).reduce((a, b) => a + b, 0);
-      out.push({ pipeline: name, runId, dir, status, completed: report.total.counts.completed, instances, netUsd: report.total.netUsd });
+      out.push({ pipeline: name, runId, dir, status, completed: report.total.counts.completed, instances, netUsd: report.total.netUsd, unknownUsd: report.total.unknownUsd, unpricedInstances: report.total.unpricedInstances });
     }
   }
   return out.sort((a, b) => b.runId.localeCompare(a.runId));

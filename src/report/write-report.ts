@@ -35,7 +35,7 @@ export async function writeCostReport(runDir: string, options: { creditsPerUsd?:
   const plan = await readPlanFile(runDir);
   const rate = options.creditsPerUsd ?? 100;
   // What a head may read before the totals exist: the run's names and the rate.
-  const early: CostSummary = { pipeline: plan.pipeline, runId: plan.runId, creditsPerUsd: rate, steps: [], models: [], total: { name: 'total', counts: {} as CostSummary['total']['counts'], estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 } };
+  const early: CostSummary = { pipeline: plan.pipeline, runId: plan.runId, creditsPerUsd: rate, steps: [], models: [], total: { name: 'total', counts: {} as CostSummary['total']['counts'], estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unknownUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 } };
   const headFirst = new Set<ReportFormat>([JSON_FORMAT, CSV_FORMAT]);
   const sinks: ByteSink[] = [];
   const gathered = await gatherInstanceRuns(join(runDir, 'journal.jsonl'), options.threads ?? {});

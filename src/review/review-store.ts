@@ -11,6 +11,7 @@ import { open, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as z from 'zod';
 import { GenpipeError } from '../api/errors.js';
+import { outputsDigest, replayFile } from '../run/run-state.js';
 
 export const REVIEW_FILE = 'review.json';
 
@@ -21,6 +22,12 @@ export const ReviewEntry = z.strictObject({
   decision: Decision.optional(),
   starred: z.boolean(),
   at: z.iso.datetime(),
+  /**
+   * The output the decision judged (run-state.ts outputsDigest): `--retry rejected` remakes an
+   * instance only while this is still its output, so a repeat with no new decision sends nothing.
+   * Absent in files of genpipe before issue 26, and for a cell with no output yet.
+   */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
 });
 export type ReviewEntry = z.infer<typeof ReviewEntry>;
 
@@ -58,13 +65,20 @@ export async function readReview(runDir: string): Promise<ReviewFile> {
 
 /** The ids a review decided so: `approved` or `rejected`. */
 export async function decidedIds(runDir: string, decision: Decision): Promise<Set<string>> {
+  return new Set((await decisions(runDir, decision)).keys());
+}
+
+/** The instances a review decided so, each with the output it judged (undefined: not recorded). */
+export async function decisions(runDir: string, decision: Decision): Promise<Map<string, string | undefined>> {
   const review = await readReview(runDir);
-  return new Set(Object.entries(review).flatMap(([id, entry]) => (entry.decision === decision ? [id] : [])));
+  return new Map(Object.entries(review).flatMap(([id, entry]) => (entry.decision === decision ? [[id, entry.sha256] as const] : [])));
 }
 
 /** Applies decisions one at a time, each read-merge-write on the file as it is on disk. */
 export class ReviewStore {
   #queue: Promise<unknown> = Promise.resolve();
+  /** Each instance's current output (outputsDigest), from the journal, read again when an instance is not in it. */
+  #digests: Map<string, string | undefined> | undefined;
 
   constructor(
     readonly runDir: string,
@@ -77,16 +91,34 @@ export class ReviewStore {
     return next;
   }
 
+  async #digestOf(instance: string): Promise<string | undefined> {
+    if (this.#digests?.get(instance) === undefined) this.#digests = await currentDigests(this.runDir);
+    return this.#digests.get(instance);
+  }
+
   async #apply(change: DecisionChange): Promise<ReviewEntry> {
     const review = await readReview(this.runDir);
     const before = review[change.instance];
     const entry: ReviewEntry = { starred: change.starred ?? before?.starred ?? false, at: this.now().toISOString() };
     const decision = change.decision === undefined ? before?.decision : (change.decision ?? undefined);
     if (decision !== undefined) entry.decision = decision;
+    // A new decision judges the output the instance has now; a star alone keeps what was judged.
+    const sha256 = change.decision === undefined ? before?.sha256 : decision === undefined ? undefined : await this.#digestOf(change.instance);
+    if (sha256 !== undefined) entry.sha256 = sha256;
     review[change.instance] = entry;
     await writeAtomically(join(this.runDir, REVIEW_FILE), `${JSON.stringify(review, null, 2)}\n`);
     return entry;
   }
+}
+
+/** Reads the instances' current outputs from the run's journal (a run may still be adding to it). */
+async function currentDigests(runDir: string): Promise<Map<string, string | undefined>> {
+  const path = join(runDir, 'journal.jsonl');
+  const state = await replayFile(path).catch((error: unknown) => {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  });
+  return new Map([...(state?.instances ?? [])].map(([id, entry]) => [id, outputsDigest(entry)]));
 }
 
 async function writeAtomically(path: string, text: string): Promise<void> {

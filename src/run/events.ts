@@ -5,7 +5,11 @@
 import type { TerminalStatus } from './journal-records.js';
 
 export type RunEvent =
-  | { type: 'run_started'; runId: string; runDir: string; pipeline: string; instances: number; resumed: boolean }
+  | { type: 'run_started'; runId: string; runDir: string; pipeline: string; instances: number; resumed: boolean; already?: JournaledProgress | undefined }
+  /** A resume changed options the run recorded (budget, reuse, retry...): one line each, "budget: US$1.00 → US$5.00". */
+  | { type: 'options_changed'; changes: string[] }
+  /** The service answered 429: the run waits `waitMs` before the retry, which drew from its budget. */
+  | { type: 'throttled'; waitMs: number; retriesLeft: number }
   | { type: 'step_started'; step: string }
   | { type: 'instance_submitted'; step: string; instance: string; model: string; estimatedUsd: number | undefined }
   | { type: 'instance_finished'; step: string; instance: string; status: TerminalStatus; estimatedUsd: number | undefined; actualCostUsd?: number | undefined; error?: string | undefined }
@@ -22,6 +26,12 @@ export type RunEvent =
   /** gallery.html could not be written (a view only: the run goes on). */
   | { type: 'gallery_failed'; message: string }
   | { type: 'run_finished'; summary: RunSummary };
+
+/** Where a resumed run stands at its start, by step, from its journal (and what it committed so far). */
+export interface JournaledProgress {
+  steps: Record<string, { done: number; failed: number; inFlight: number }>;
+  spentUsd: number;
+}
 
 export type StopReason = 'budget' | 'fail_fast' | 'max_failures' | 'insufficient_credits' | 'retry_budget' | 'unreachable' | 'stuck' | 'aborted';
 
@@ -52,7 +62,7 @@ export interface RunSummary {
   /** Why the run stopped early, when it did. */
   stopReason?: StopReason | undefined;
   counts: RunCounts;
-  /** Estimated US$ of every instance submitted (in this run or before it). */
+  /** US$ committed over the run's whole life: charged, in flight, or unknown (spend.ts). */
   estimatedUsd: number;
   durationMs: number;
 }

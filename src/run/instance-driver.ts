@@ -28,16 +28,17 @@ import { DownloadError, downloadToFile, writeTextOutput } from './download.js';
 import type { TerminalStatus } from './journal-records.js';
 import type { ImageSize } from '../gallery/image-size.js';
 import { resolveInside, safeFileName, templatedFileName } from './output-names.js';
-import { decidedIds } from '../review/review-store.js';
+import { decisions } from '../review/review-store.js';
 import type { OutputsCsv } from './outputs-csv.js';
 import { outputRows, type OutputRow } from './output-rows.js';
 import { PollScheduler } from './poll-schedule.js';
 import { deliveryArrived, waitForNews } from './wait-for-news.js';
 import { linkEarlierFile } from './reuse.js';
 import type { RunEffects } from './run-context.js';
-import { resumeAction, type InstanceState } from './run-state.js';
+import { outputsDigest, resumeAction, type InstanceState } from './run-state.js';
 import type { RetryStatus, RunOptions } from './run-options.js';
 import type { AsyncQueue } from './slots.js';
+import type { Reservation } from './spend.js';
 
 /** A completed upstream instance, as its for_each step reads it. */
 export interface Upstream {
@@ -70,7 +71,7 @@ export class InstanceDriver {
   readonly #records = new Map<string, InstanceRecord>();
   /** Seeds given to re-rolls (journaled ones included), so two re-rolls never send the same one. */
   readonly #rerollSeeds = new Set<number>();
-  #rejectedIds: Promise<ReadonlySet<string>> | undefined;
+  #rejectedIds: Promise<ReadonlyMap<string, string | undefined>> | undefined;
   /** Per step, which seeds its own instances send (see seedMembership). */
   readonly #stepSeeds = new Map<string, (seed: number) => boolean>();
 
@@ -115,11 +116,13 @@ export class InstanceDriver {
     let entry = this.#fx.state.instances.get(planned.id);
     try {
       const retrying = this.#retryStatusOf(entry, adapter);
-      if (retrying !== undefined && this.#o.retry?.has(retrying)) {
-        // `--retry`: a new attempt of the same instance, with a new key; what came before is history.
-        await this.#fx.log({ type: 'retry', instance: planned.id, attempt: (entry?.retries ?? 0) + 1, previous: retrying }, true);
+      // At most once per `--retry` round, however often the run is resumed (the round is recorded).
+      const round = this.#fx.recorded.retryRound;
+      if (retrying !== undefined && this.#fx.retry.has(retrying) && entry?.retryRound !== round) {
+        // `--retry`: a new attempt of the same instance, with a new key; the attempt left behind keeps its money.
+        await this.#fx.log({ type: 'retry', instance: planned.id, attempt: (entry?.retries ?? 0) + 1, previous: retrying, round }, true);
         entry = this.#fx.state.instances.get(planned.id);
-      } else if (entry?.final?.status === 'completed' && entry.reusedFrom === undefined && this.#o.retry?.has('rejected') && (await this.#rejected()).has(planned.id)) {
+      } else if (entry?.final?.status === 'completed' && entry.reusedFrom === undefined && this.#fx.retry.has('rejected') && (await this.#rejectsCurrent(planned.id, entry))) {
         if (!(await this.#remakeRejected(step, planned, entry))) return;
         entry = this.#fx.state.instances.get(planned.id);
       }
@@ -133,10 +136,17 @@ export class InstanceDriver {
     }
   }
 
-  /** The instances the run's review rejected (review.json), read once. */
-  #rejected(): Promise<ReadonlySet<string>> {
-    this.#rejectedIds ??= decidedIds(this.#o.runDir, 'rejected');
-    return this.#rejectedIds;
+  /**
+   * True when the review rejected the output the instance has now (review.json, read once): a
+   * decision binds to the output it judged, so a remade instance is not remade again by a repeat.
+   * A decision recorded without its output (older genpipe) stands for whatever output is there.
+   */
+  async #rejectsCurrent(id: string, entry: InstanceState): Promise<boolean> {
+    this.#rejectedIds ??= decisions(this.#o.runDir, 'rejected');
+    const rejected = await this.#rejectedIds;
+    if (!rejected.has(id)) return false;
+    const judged = rejected.get(id);
+    return judged === undefined || judged === outputsDigest(entry);
   }
 
   /**
@@ -153,9 +163,8 @@ export class InstanceDriver {
       return false;
     }
     for (const download of entry.downloads?.values() ?? []) await setAside(this.#o.runDir, download.path, entry.rerolls);
-    await this.#fx.log({ type: 'reroll', instance: planned.id, attempt, seed }, true);
+    await this.#fx.log({ type: 'reroll', instance: planned.id, attempt, seed, round: this.#fx.recorded.retryRound }, true);
     this.#fx.counts.rerolled++;
-    this.#fx.emit({ type: 'instance_rerolled', step: step.id, instance: planned.id, attempt, seed, estimatedUsd: step.priceUsd });
     return true;
   }
 
@@ -180,11 +189,9 @@ export class InstanceDriver {
     if (action.kind === 'done' && entry?.final) {
       const final = entry.final;
       if (final.status === 'completed' && !(await this.#downloadAll(step, instance, final.outputs as OutputRef[], entry, answerOf(step, final.result)))) return undefined;
+      // Its money is in what the journal committed (spend.ts): nothing to add.
       if (entry.reusedFrom !== undefined) this.#fx.counts.reused++;
-      else {
-        this.#fx.count(final.status);
-        this.#fx.estimatedUsd += step.priceUsd ?? 0;
-      }
+      else this.#fx.count(final.status);
       return { status: final.status, outputs: final.result ?? {} };
     }
     if (action.kind === 'failed') {
@@ -198,9 +205,13 @@ export class InstanceDriver {
         this.#fx.emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: 'an earlier submit may or may not have reached the service; resend it with `genpipe resume --retry unknown`' });
         return undefined;
       }
+      // `--resubmit-unknown`: a new attempt, journaled as `--retry unknown` journals it, so the
+      // attempt it leaves behind keeps its place in the money (unknown: up to its price).
+      // Same key and identity: on a fleet, the job Redis still holds is followed, not sent again.
+      await this.#fx.log({ type: 'retry', instance: instance.id, attempt: (entry?.retries ?? 0) + 1, previous: 'unknown', sameKey: true }, true);
       action = { kind: 'fresh' };
     }
-    if (action.kind === 'fresh' && this.#o.reuse) {
+    if (action.kind === 'fresh' && this.#fx.reuse) {
       const reused = await this.#reuse(step, instance);
       if (reused) return reused;
     }
@@ -210,20 +221,25 @@ export class InstanceDriver {
     try {
       let submission: Submission | undefined = action.kind === 'reattach' ? action.submission : undefined;
       let submittedAt = entry?.submittedAt ?? Date.now();
-      if (!submission) {
+      // The attempt's money: an attempt an earlier process sent (followed again, or resent with its
+      // own key) is already in what the journal committed; a new one reserves its price.
+      let reservation: Reservation;
+      if (submission) reservation = this.#fx.spend.adopt(step.priceUsd ?? 0);
+      else {
         if (conversation !== undefined) script.sessionId = this.#fx.state.sessions.get(conversation);
         const key = action.kind === 'resubmit_same_key' ? action.key : this.#keyOf(adapter, instance, this.#fx.state.instances.get(instance.id));
-        submission = await this.#submit(step, adapter, instance, key, script);
-        if (!submission) return undefined;
+        const sent = await this.#submit(step, adapter, instance, key, script, action.kind === 'resubmit_same_key' ? this.#fx.spend.adopt(step.priceUsd ?? 0) : undefined);
+        if (!sent) return undefined;
+        ({ submission, reservation } = sent);
         submittedAt = Date.now();
         if (conversation !== undefined && submission.kind === 'agent_turn' && this.#fx.state.sessions.get(conversation) !== submission.sessionId) {
           await this.#fx.log({ type: 'agent_session', conversation, sessionId: submission.sessionId }, true);
         }
-      } else {
-        this.#fx.estimatedUsd += step.priceUsd ?? 0;
       }
-      const result = await this.#track(step, adapter, instance, submission, submittedAt, script);
+      const result = await this.#track(step, adapter, instance, submission, submittedAt, script, reservation);
       if (!result) return undefined;
+      // Failed, nsfw and canceled requests are refunded (§8): the reservation goes back.
+      if (result.status !== 'completed') reservation.release();
       if (result.status === 'nsfw' && (step.step.on_nsfw ?? this.#plan.loaded.manifest.defaults?.on_nsfw) === 'reroll') {
         const attempt = (this.#fx.state.instances.get(instance.id)?.rerolls ?? 0) + 1;
         const seed = attempt <= MAX_REROLLS ? this.#rerollSeed(step, instance, attempt) : undefined;
@@ -233,7 +249,6 @@ export class InstanceDriver {
           await this.#fx.log({ type: 'reroll', instance: instance.id, attempt, seed }, true);
           this.#fx.counts.rerolled++;
           this.#fx.emit({ type: 'instance_rerolled', step: step.id, instance: instance.id, attempt, seed, estimatedUsd: step.priceUsd });
-          this.#fx.estimatedUsd -= step.priceUsd ?? 0;
           release?.();
           return this.#drive(step, adapter, withSeed(instance, seed), this.#fx.state.instances.get(instance.id));
         }
@@ -255,7 +270,7 @@ export class InstanceDriver {
    */
   async #reuse(step: StepPlan, instance: PlannedInstance): Promise<{ status: TerminalStatus; outputs: Record<string, unknown> } | undefined> {
     const bodyHash = sha256Hex(JSON.stringify(instance.body));
-    const found = this.#o.reuse?.find(step.model, bodyHash);
+    const found = this.#fx.reuse?.find(step.model, bodyHash);
     if (!found) return undefined;
     const paths = found.outputs.map((file, index) => outputPath(step.id, instance, file, found.outputs.length, index));
     for (const [index, file] of found.files.entries()) {
@@ -351,19 +366,23 @@ export class InstanceDriver {
   // -------------------------------------------------------------------------------------------
   // Submitting.
 
-  async #submit(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, key: string | undefined, script: { replies?: readonly string[] | undefined; sessionId?: string | undefined }): Promise<Submission | undefined> {
+  /**
+   * Sends an instance's submit; `adopted`: the reservation of an attempt an earlier process sent with
+   * the same key (resent here), else the price is reserved from the budget first.
+   */
+  async #submit(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, key: string | undefined, script: { replies?: readonly string[] | undefined; sessionId?: string | undefined }, adopted: Reservation | undefined): Promise<{ submission: Submission; reservation: Reservation } | undefined> {
     const price = step.priceUsd ?? 0;
-    const budget = this.#fx.budget;
     if (this.#fx.stopping) {
       this.#fx.counts.pending++;
       return undefined;
     }
-    if (budget !== undefined && this.#fx.estimatedUsd + price > budget + 1e-9) {
-      this.#fx.stopRun('budget', `Stopped before going over the budget of ${formatUsd(budget)} (${formatUsd(this.#fx.estimatedUsd)} committed).`);
+    const reservation = adopted ?? this.#fx.spend.reserve(price);
+    if (!reservation) {
+      const spend = this.#fx.spend;
+      this.#fx.stopRun('budget', `Stopped before going over the budget of ${formatUsd(spend.budgetUsd ?? 0)} (${formatUsd(spend.committedUsd)} committed over the run's life).`);
       this.#fx.counts.pending++;
       return undefined;
     }
-    this.#fx.estimatedUsd += price;
     const body = await this.#prepareBody(step, instance.body);
     const bodyHash = sha256Hex(JSON.stringify(body));
     const ctx = this.#ctx(instance.id);
@@ -384,7 +403,7 @@ export class InstanceDriver {
         // key and the service answers with the same request; a keyless one would become unknown.
         await this.#fx.log({ type: 'submitted', instance: instance.id, handle: submission }, key === undefined);
         this.#fx.emit({ type: 'instance_submitted', step: step.id, instance: instance.id, model: step.model, estimatedUsd: step.priceUsd });
-        return submission;
+        return { submission, reservation };
       } catch (error) {
         if (!(error instanceof GenpipeError)) throw error;
         if (error.code === 'aborted') throw error;
@@ -394,12 +413,12 @@ export class InstanceDriver {
           return undefined;
         }
         if (this.#fx.credentialsRefused(error)) {
-          this.#fx.estimatedUsd -= price;
+          reservation.release();
           await this.#fx.log({ type: 'refused', instance: instance.id, code: error.code });
           return undefined;
         }
         if (error.code === 'insufficient_credits') {
-          this.#fx.estimatedUsd -= price;
+          reservation.release();
           await this.#fx.log({ type: 'refused', instance: instance.id, code: error.code });
           this.#fx.stopRun('insufficient_credits', `${error.message} Top up the account, then resume the run.`);
           this.#fx.counts.pending++;
@@ -411,7 +430,7 @@ export class InstanceDriver {
           // service that never stops refusing ends the run (exit 5) instead of looping forever.
           if (error.code === 'rate_limited') this.#fx.limiter.slowDown(error.retryAfterMs);
           if (!this.#fx.consumeRetry()) {
-            this.#fx.estimatedUsd -= price;
+            reservation.release();
             await this.#fx.log({ type: 'refused', instance: instance.id, code: error.code });
             this.#fx.counts.pending++;
             return undefined;
@@ -427,7 +446,7 @@ export class InstanceDriver {
           // Provably never reached the service (connection refused, DNS), after the transport's own
           // retries: nothing was created or charged, and the journal says so. A service that cannot
           // be reached at all ends the run (exit 5), resumable.
-          this.#fx.estimatedUsd -= price;
+          reservation.release();
           await this.#fx.log({ type: 'refused', instance: instance.id, code: 'not_sent' });
           this.#fx.counts.pending++;
           this.#fx.stopRun('unreachable', `The service could not be reached (${error.message.replace(/[.]$/, '')}); nothing was sent. Resume the run once it is reachable.`);
@@ -442,12 +461,12 @@ export class InstanceDriver {
         }
         if (TRANSIENT.has(error.code)) {
           // Resumable: the intent stays in the journal without an answer.
-          this.#fx.estimatedUsd -= price;
+          reservation.release();
           this.#fx.counts.pending++;
           this.#fx.emit({ type: 'instance_failed', step: step.id, instance: instance.id, code: error.code, message: `${error.message} (left for a resume)` });
           return undefined;
         }
-        this.#fx.estimatedUsd -= price;
+        reservation.release();
         this.#fx.fail(step, instance.id, error.code, error.message);
         return undefined;
       }
@@ -481,7 +500,7 @@ export class InstanceDriver {
   // -------------------------------------------------------------------------------------------
   // Tracking.
 
-  async #track(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, first: Submission, submittedAt: number, script: { replies?: readonly string[] | undefined; sessionId?: string | undefined }): Promise<Extract<TrackResult, { done: true }> | undefined> {
+  async #track(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, first: Submission, submittedAt: number, script: { replies?: readonly string[] | undefined; sessionId?: string | undefined }, reservation: Reservation): Promise<Extract<TrackResult, { done: true }> | undefined> {
     let submission = first;
     const timer = this.#polls.start(step.model, submittedAt);
     const ctx = this.#ctx(instance.id);
@@ -502,6 +521,7 @@ export class InstanceDriver {
             // journal says so and a resume does not wait for it.
             const message = 'canceled by genpipe on abort (--cancel-on-abort)';
             await this.#fx.log({ type: 'status', instance: instance.id, status: 'canceled', outputs: [], error: message }, true);
+            reservation.release();
             this.#fx.counts.canceled++;
             this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: 'canceled', estimatedUsd: step.priceUsd, error: message });
           }

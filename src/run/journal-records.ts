@@ -18,6 +18,27 @@ function relativeInside(p: string): boolean {
 }
 const instance = z.string().min(1);
 
+/**
+ * The options a run was started with, recorded at each start (issue 26, item 2): a resume inherits
+ * them unless a flag changes one, and that change is journaled by the next `run_started`.
+ */
+export const RecordedOptions = z.looseObject({
+  /** US$ for the run's whole life; null: none given (the manifest's, if any, applies). */
+  budgetUsd: z.number().nonnegative().nullable(),
+  /** `--reuse`: earlier runs' results are linked instead of generated. */
+  reuse: z.boolean(),
+  /** Transient errors tolerated per process before it stops; null: the default. */
+  retryBudget: z.number().int().nonnegative().nullable(),
+  /** `--confirm-over` US$, null: the default. */
+  confirmOverUsd: z.number().nonnegative().nullable(),
+  /** `--retry` selection in force, and its round: an instance is retried at most once per round. */
+  retry: z.array(z.enum(['failed', 'canceled', 'nsfw', 'unknown', 'rejected'])),
+  retryRound: z.number().int().nonnegative(),
+  /** Where instances run: `local`, or `redis` (a fleet). */
+  executor: z.string().min(1),
+});
+export type RecordedOptions = z.infer<typeof RecordedOptions>;
+
 /** A run began (or resumed with the same plan): which pipeline, and a hash of its plan. */
 export const RunStartedRecord = z.looseObject({
   type: z.literal('run_started'),
@@ -25,6 +46,8 @@ export const RunStartedRecord = z.looseObject({
   runId: z.string().min(1),
   pipeline: z.string(),
   planHash: z.string().min(1),
+  /** Absent in journals of genpipe before issue 26. */
+  options: RecordedOptions.optional(),
 });
 
 /**
@@ -112,6 +135,8 @@ export const RerollRecord = z.looseObject({
   instance,
   attempt: z.number().int().positive(),
   seed: z.number().int().positive().optional(),
+  /** Set when a `--retry rejected` round remade a rejected result (not an nsfw re-roll): that round. */
+  round: z.number().int().nonnegative().optional(),
 });
 
 /**
@@ -125,6 +150,13 @@ export const RetryRecord = z.looseObject({
   attempt: z.number().int().positive(),
   /** What the instance was before this attempt. */
   previous: z.enum(['failed', 'canceled', 'nsfw', 'unknown']),
+  /** The `--retry` round (RecordedOptions.retryRound) that started it; absent before issue 26. */
+  round: z.number().int().nonnegative().optional(),
+  /**
+   * `--resubmit-unknown`: the unknown submit is sent again as the same attempt (its key, and on a
+   * fleet its job, stay): the attempt left behind keeps its money, and `attempt` changes no key.
+   */
+  sameKey: z.boolean().optional(),
 });
 
 /**

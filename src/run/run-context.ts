@@ -10,8 +10,10 @@ import { GenpipeError } from '../api/errors.js';
 import { sleep } from '../api/sleep.js';
 import type { Plan, StepPlan } from '../plan/plan.js';
 import type { RunCounts, RunEvent, StopReason } from './events.js';
-import type { JournalRecord, TerminalStatus } from './journal-records.js';
-import type { RateLimiter, RunOptions } from './run-options.js';
+import type { JournalRecord, RecordedOptions, TerminalStatus } from './journal-records.js';
+import type { RateLimiter, RetryStatus, RunOptions } from './run-options.js';
+import type { ReuseIndex } from './reuse.js';
+import { Spend } from './spend.js';
 import type { RunStore } from './run-store.js';
 import type { RunState } from './run-state.js';
 import { TokenBucket } from './token-bucket.js';
@@ -28,10 +30,14 @@ export interface RunEffects {
   readonly limiter: RateLimiter;
   /** True once the run stops submitting (a policy, the credentials, an abort). */
   readonly stopping: boolean;
-  /** US$; undefined without a budget. */
-  readonly budget: number | undefined;
-  /** US$ committed by the instances submitted (in this run or before it), less refunds seen. */
-  estimatedUsd: number;
+  /** The run's money: what is committed over its whole life, and its budget (spend.ts). */
+  readonly spend: Spend;
+  /** The options this start runs with: given, else recorded by the run's last start (run-options.ts). */
+  readonly recorded: RecordedOptions;
+  /** `--retry` selection in force (given, or inherited with its round). */
+  readonly retry: ReadonlySet<RetryStatus>;
+  /** Earlier runs' results to reuse, when the run reuses. */
+  readonly reuse: ReuseIndex | undefined;
   /** Failures so far, for `max_failures`. */
   failures: number;
   /** Journals a record (synced when `durable`) and applies it to the state. */
@@ -46,6 +52,8 @@ export interface RunEffects {
   consumeRetry(): boolean;
   /** A success earns one retry back, up to the budget. */
   creditRetry(): void;
+  /** Retries left in the run's budget. */
+  readonly retriesLeft: number;
   /** A 401: the run stops, resumable, and ends with this sentence; true when it handled the error. */
   credentialsRefused(error: GenpipeError): boolean;
   count(status: TerminalStatus): void;
@@ -62,7 +70,8 @@ export class RunContext implements RunEffects {
   readonly signal: AbortSignal;
   /** Aborted when the watchdog finds the run stuck: every wait of the run ends, as on Ctrl-C. */
   readonly halt = new AbortController();
-  estimatedUsd = 0;
+  readonly spend: Spend;
+  readonly retry: ReadonlySet<RetryStatus>;
   failures = 0;
   /** Why and how the run stopped early, when it did. */
   stopReason: StopReason | undefined;
@@ -81,11 +90,16 @@ export class RunContext implements RunEffects {
   constructor(
     readonly options: RunOptions,
     readonly store: RunStore,
+    readonly recorded: RecordedOptions,
+    readonly reuse: ReuseIndex | undefined,
+    committedUsd: number,
   ) {
     this.limiter = options.limiter ?? watchedBucket(options.ratePerSecond ?? 20);
     this.signal = AbortSignal.any([options.signal, this.halt.signal]);
-    this.#retryBudget = options.retryBudget ?? 200;
+    this.#retryBudget = recorded.retryBudget ?? 200;
     this.#retriesLeft = this.#retryBudget;
+    this.spend = new Spend(recorded.budgetUsd ?? options.plan.loaded.manifest.defaults?.budget_usd, committedUsd);
+    this.retry = new Set(recorded.retry);
   }
 
   get plan(): Plan {
@@ -102,10 +116,6 @@ export class RunContext implements RunEffects {
 
   emit(event: RunEvent): void {
     this.options.onEvent?.(event);
-  }
-
-  get budget(): number | undefined {
-    return this.options.budgetUsd ?? this.plan.loaded.manifest.defaults?.budget_usd;
   }
 
   stopRun(reason: StopReason, message: string): void {
@@ -135,6 +145,10 @@ export class RunContext implements RunEffects {
       if (left === 0) this.waits.delete(what);
       else this.waits.set(what, left);
     });
+  }
+
+  get retriesLeft(): number {
+    return this.#retriesLeft;
   }
 
   creditRetry(): void {

@@ -8,6 +8,8 @@ import type { RunListener } from './events.js';
 import type { PollScheduleOptions } from './poll-schedule.js';
 import type { ReuseIndex } from './reuse.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
+import type { RecordedOptions } from './journal-records.js';
+import { formatUsd } from '../util/format-usd.js';
 
 export interface RunOptions {
   plan: Plan;
@@ -22,13 +24,16 @@ export interface RunOptions {
   concurrency?: number | undefined;
   /** Submits per second (token bucket). Default 20. */
   ratePerSecond?: number | undefined;
-  /** US$; new submits stop before the estimate would go over it. Default: the manifest's. */
+  /**
+   * US$ over the run's whole life (every resume and retry): new submits stop before what is
+   * committed would go over it. Default: what the run recorded at its last start, else the manifest's.
+   */
   budgetUsd?: number | undefined;
   /** Stop submitting at the first failure. Default: the manifest's on_failure. */
   failFast?: boolean | undefined;
   /** Resend submits whose fate is unknown (no key, no answer). Default false. */
   resubmitUnknown?: boolean | undefined;
-  /** On resume, start a new attempt (new key) of the instances that ended so. Default none. */
+  /** On resume, start a new attempt (new key) of the instances that ended so. Default: the run's recorded round. */
   retry?: ReadonlySet<RetryStatus> | undefined;
   /**
    * Resume past corrupt journal lines that are not the torn tail, treating every instance such a
@@ -40,11 +45,18 @@ export interface RunOptions {
    * resumed on a fresh one): what was in flight there is unknown, not something to follow.
    */
   serviceForgotten?: boolean | undefined;
-  /** Earlier runs' completed results to reuse instead of generating (`--reuse`). */
-  reuse?: ReuseIndex | undefined;
+  /**
+   * Reuse earlier runs' completed results instead of generating (`--reuse`): true, or an index
+   * already built. Default: what the run recorded (a resume of a `--reuse` run reuses too).
+   */
+  reuse?: boolean | ReuseIndex | undefined;
+  /** `--confirm-over`, recorded with the run. */
+  confirmOverUsd?: number | undefined;
+  /** Where instances run, recorded with the run: `local` (default) or `redis`. */
+  executor?: string | undefined;
   /** On abort, cancel requests that are still queued. Default false. */
   cancelOnAbort?: boolean | undefined;
-  /** Transient errors tolerated over the whole run before it stops, resumable. Default 200. */
+  /** Transient errors tolerated over the whole run before it stops, resumable. Default: recorded, else 200. */
   retryBudget?: number | undefined;
   /** Largest output file, in bytes. Default 256 MiB. */
   maxDownloadBytes?: number | undefined;
@@ -86,4 +98,44 @@ export interface RateLimiter {
   readonly sleeping: boolean;
   /** Callers waiting for a token. */
   readonly waiting: number;
+}
+
+/** The options a caller gives that the run records (RecordedOptions); undefined: not given, inherit. */
+export interface GivenRecordedOptions {
+  budgetUsd?: number | undefined;
+  reuse?: boolean | undefined;
+  retryBudget?: number | undefined;
+  confirmOverUsd?: number | undefined;
+  retry?: ReadonlySet<RetryStatus> | undefined;
+  executor?: string | undefined;
+}
+
+/**
+ * What a start of the run runs with: what it was given, else what its last start recorded, else the
+ * defaults; and, for a resume, the lines that say what a flag changed ("budget: US$1.00 → US$5.00").
+ * A `--retry` given starts a new round, so an instance is retried at most once per `--retry` given,
+ * however often the run is resumed after it.
+ */
+export function resolveRecordedOptions(given: GivenRecordedOptions, recorded: RecordedOptions | undefined): { options: RecordedOptions; changes: string[] } {
+  const options: RecordedOptions = {
+    budgetUsd: given.budgetUsd ?? recorded?.budgetUsd ?? null,
+    reuse: given.reuse === true || recorded?.reuse === true,
+    retryBudget: given.retryBudget ?? recorded?.retryBudget ?? null,
+    confirmOverUsd: given.confirmOverUsd ?? recorded?.confirmOverUsd ?? null,
+    retry: given.retry ? [...given.retry] : (recorded?.retry ?? []),
+    retryRound: given.retry ? (recorded?.retryRound ?? 0) + 1 : (recorded?.retryRound ?? 0),
+    executor: given.executor ?? recorded?.executor ?? 'local',
+  };
+  const changes: string[] = [];
+  if (recorded) {
+    const usd = (v: number | null): string => (v === null ? 'none' : formatUsd(v));
+    const whole = (v: number | null): string => (v === null ? 'default' : String(v));
+    if (options.budgetUsd !== recorded.budgetUsd) changes.push(`budget: ${usd(recorded.budgetUsd)} → ${usd(options.budgetUsd)}`);
+    if (options.reuse !== recorded.reuse) changes.push('reuse: off → on');
+    if (options.retryBudget !== recorded.retryBudget) changes.push(`retry budget: ${whole(recorded.retryBudget)} → ${whole(options.retryBudget)}`);
+    if (options.confirmOverUsd !== recorded.confirmOverUsd) changes.push(`confirm over: ${usd(recorded.confirmOverUsd)} → ${usd(options.confirmOverUsd)}`);
+    if (given.retry) changes.push(`retry: ${given.retry.size === 0 ? 'none' : [...given.retry].join(', ')} (round ${options.retryRound})`);
+    if (options.executor !== recorded.executor) changes.push(`executor: ${recorded.executor} → ${options.executor}`);
+  }
+  return { options, changes };
 }

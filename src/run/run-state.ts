@@ -3,9 +3,11 @@
  * resumed run decides (skip, re-attach, resubmit with the same key, or report as unknown) comes
  * from here, never from what the service might say.
  */
-import type { JournalRecord, JournalRecordOf, TerminalStatus } from './journal-records.js';
+import type { JournalRecord, JournalRecordOf, RecordedOptions, TerminalStatus } from './journal-records.js';
 import { streamJournal } from './journal.js';
+import { createHash } from 'node:crypto';
 import type { Submission } from '../models/adapter.js';
+import { settleAttempt, type EarlierAttempts } from './attempt-money.js';
 
 export interface InstanceState {
   /** The last intent: a credit-spending POST was about to be sent with this key and body hash. */
@@ -28,6 +30,10 @@ export interface InstanceState {
   reusedInput?: { model: string; bodyHash: string } | undefined;
   /** A corrupt journal line, accepted, may have been this instance's: never treat it as fresh. */
   suspect?: boolean | undefined;
+  /** What the attempts left behind by re-rolls and retries cost (attempt-money.ts): money is per attempt. */
+  earlier?: EarlierAttempts | undefined;
+  /** The last `--retry` round that started this instance over (a retry, or a rejected result remade). */
+  retryRound?: number | undefined;
 }
 
 export interface RunState {
@@ -40,10 +46,14 @@ export interface RunState {
   uploads: Map<string, string>;
   /** A corrupt line, accepted, names no instance: it could have been any instance's. */
   suspectAll: boolean;
+  /** The options of the run's last start (its last `run_started` that recorded them). */
+  options: RecordedOptions | undefined;
+  /** True once a `run_started` record was read: a journal without one is not a run's (issue 26, item 10). */
+  started: boolean;
 }
 
 export function emptyRunState(): RunState {
-  return { runId: undefined, planHash: undefined, instances: new Map(), sessions: new Map(), uploads: new Map(), suspectAll: false };
+  return { runId: undefined, planHash: undefined, instances: new Map(), sessions: new Map(), uploads: new Map(), suspectAll: false, options: undefined, started: false };
 }
 
 function instanceOf(state: RunState, id: string): InstanceState {
@@ -61,6 +71,8 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
     case 'run_started':
       state.runId ??= record.runId;
       state.planHash ??= record.planHash;
+      state.started = true;
+      if (record.options) state.options = record.options;
       return;
     case 'intent': {
       const entry = instanceOf(state, record.instance);
@@ -103,6 +115,7 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       // A re-roll starts the instance over with a new body and key; what came before is history.
       entry.rerolls = Math.max(entry.rerolls, record.attempt);
       if (record.seed !== undefined) entry.rerollSeed = record.seed;
+      if (record.round !== undefined) entry.retryRound = record.round;
       startOver(entry);
       return;
     }
@@ -110,7 +123,8 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       const entry = instanceOf(state, record.instance);
       // Only an outcome --retry may retry is left behind: a completed result is never thrown away.
       if (entry.final?.status === 'completed') return;
-      entry.retries = Math.max(entry.retries, record.attempt);
+      if (!record.sameKey) entry.retries = Math.max(entry.retries, record.attempt);
+      if (record.round !== undefined) entry.retryRound = record.round;
       startOver(entry);
       // The user chose to send it again: a corrupt line it may have had no longer holds it back.
       entry.suspect = false;
@@ -138,6 +152,7 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
 
 /** A re-roll or a retry starts the instance over: a new body or key; what came before is history. */
 function startOver(entry: InstanceState): void {
+  settleAttempt(entry);
   entry.intent = undefined;
   entry.submission = undefined;
   entry.submittedAt = undefined;
@@ -237,4 +252,16 @@ export function instanceCostUsd(entry: InstanceState, priceUsd: number | null | 
   if (entry.final?.actualCostUsd !== undefined) return entry.final.actualCostUsd;
   if (!entry.final) return undefined;
   return entry.final.status === 'completed' ? (priceUsd ?? undefined) : 0;
+}
+
+/**
+ * What identifies an instance's current outputs: the SHA-256 of its first file, or of several files'
+ * digests joined by newlines, in output order; undefined before any is downloaded. A review decision
+ * records it, so that it judges that output and not a later remake (issue 26, item 5).
+ */
+export function outputsDigest(entry: Pick<InstanceState, 'downloads'>): string | undefined {
+  const downloads = entry.downloads;
+  if (!downloads || downloads.size === 0) return undefined;
+  const digests = [...downloads.entries()].sort(([a], [b]) => a - b).map(([, d]) => d.sha256);
+  return digests.length === 1 ? digests[0] : createHash('sha256').update(digests.join('\n')).digest('hex');
 }

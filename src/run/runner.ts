@@ -6,7 +6,7 @@
  * Nothing here knows how an instance is submitted or tracked; nothing there knows how the run
  * started or ends.
  */
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { readdir, unlink } from 'node:fs/promises';
 import { setMaxListeners } from 'node:events';
 import { GenpipeError } from '../api/errors.js';
@@ -18,12 +18,20 @@ import { planFileSteps } from './run-dir.js';
 import { GalleryCells } from '../gallery/gallery-data.js';
 import { GalleryWriter, pricesOf } from '../gallery/write-gallery.js';
 import { RunContext } from './run-context.js';
-import type { RunOptions } from './run-options.js';
+import { resolveRecordedOptions, type RunOptions } from './run-options.js';
+import { ReuseIndex } from './reuse.js';
+import { committedByJournal } from './spend.js';
+import { instanceStatus, type RunState } from './run-state.js';
+import { stepOfInstanceId } from '../plan/instance.js';
+import type { JournaledProgress } from './events.js';
 import { openJournalStore, type RunStore } from './run-store.js';
 import { Scheduler } from './scheduler.js';
 
 export { RETRY_STATUSES, type RateLimiter, type RetryStatus, type RunOptions } from './run-options.js';
 
+
+/** At most one "throttled by the service" line this often. */
+const THROTTLE_LINE_MS = 5_000;
 
 /** How often a running run rewrites gallery.html. */
 const GALLERY_EVERY_MS = 5_000;
@@ -33,13 +41,6 @@ const HALT_GRACE_MS = 1_500;
 
 export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const started = Date.now();
-  const budget = options.budgetUsd ?? options.plan.loaded.manifest.defaults?.budget_usd;
-  const unpriced = options.plan.steps.filter((s) => s.priceUsd === undefined).map((s) => s.id);
-  if (budget !== undefined && unpriced.length > 0) {
-    // A budget is a promise about money: an instance of unknown price could break it unseen. The
-    // CLI refuses such a manifest first (plan/guards.ts); a library caller meets it here.
-    throw new GenpipeError('invalid_input', `With a budget, every step needs a price; ${unpriced.join(', ')} ${unpriced.length === 1 ? 'has' : 'have'} none: add it to the manifest's prices (or price_usd on the step).`);
-  }
   // Every instance in flight listens to the run's signal (sleeps, requests): no leak warning at high concurrency.
   setMaxListeners(0, options.signal);
   const outputs = await OutputsCsv.open(options.runDir, axisColumns(options.plan));
@@ -53,7 +54,15 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     await outputs.abandon();
     throw error;
   }
-  const fx = new RunContext(options, store);
+  let fx: RunContext;
+  let changes: string[];
+  try {
+    ({ fx, changes } = await startContext(options, store));
+  } catch (error) {
+    await store.close();
+    await outputs.abandon();
+    throw error;
+  }
   setMaxListeners(0, fx.signal);
   if (options.serviceForgotten) {
     // What the dead service had in flight is unknown here, not something to follow.
@@ -76,18 +85,31 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const galleryTimer = setInterval(() => gallery.update(), GALLERY_EVERY_MS).unref();
   const scheduler = new Scheduler(fx, driver);
   if (!store.created) await removePartialDownloads(join(options.runDir, 'outputs'));
-  await fx.log({ type: 'run_started', runId: options.runId, pipeline: options.plan.name, planHash: options.planHash }, true);
-  fx.emit({ type: 'run_started', runId: options.runId, runDir: options.runDir, pipeline: options.plan.name, instances: options.plan.totalInstances, resumed: !store.created });
+  const already = store.created ? undefined : journaledProgress(store.state, fx.spend.committedUsd);
+  await fx.log({ type: 'run_started', runId: options.runId, pipeline: options.plan.name, planHash: options.planHash, options: fx.recorded }, true);
+  fx.emit({ type: 'run_started', runId: options.runId, runDir: options.runDir, pipeline: options.plan.name, instances: options.plan.totalInstances, resumed: !store.created, ...(already ? { already } : {}) });
+  if (changes.length > 0) fx.emit({ type: 'options_changed', changes });
   const onAbort = (): void => fx.stopRun('aborted', 'Interrupted: stopped submitting; the journal is flushed and `genpipe resume` continues the run.');
   options.signal.addEventListener('abort', onAbort, { once: true });
   // A 429 anywhere (a submit the transport retries by itself included) slows the whole run.
   const unsubscribe = options.client.transport.onThrottle((retryAfterMs) => fx.limiter.slowDown(retryAfterMs));
+  // One retry budget for the whole run: the transport's own retries draw from it too (issue 26, item 7).
+  let throttleSaid = 0;
+  const ungate = options.client.transport.retryGate(({ code, delayMs }) => {
+    if (!fx.consumeRetry()) return false;
+    if (code === 'rate_limited' && Date.now() - throttleSaid >= THROTTLE_LINE_MS) {
+      throttleSaid = Date.now();
+      fx.emit({ type: 'throttled', waitMs: delayMs, retriesLeft: fx.retriesLeft });
+    }
+    return true;
+  });
   const watchdog = startWatchdog(fx);
   try {
     await untilHalted(fx, scheduler.walk());
   } finally {
     clearInterval(watchdog.timer);
     unsubscribe();
+    ungate();
     options.signal.removeEventListener('abort', onAbort);
     try {
       await fx.log({ type: 'run_finished', outcome: outcomeOf(fx) });
@@ -108,11 +130,51 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     message: fx.stopMessage,
     stopReason: fx.stopReason,
     counts: { ...fx.counts },
-    estimatedUsd: Math.round(fx.estimatedUsd * 1e6) / 1e6,
+    estimatedUsd: fx.spend.committedUsd,
     durationMs: Date.now() - started,
   };
   fx.emit({ type: 'run_finished', summary });
   return summary;
+}
+
+/**
+ * The run's context for this start: the journal must be a run's (a `run_started` record: an emptied
+ * or foreign journal would make every instance look fresh and pay again), the options are the given
+ * ones over those the run recorded, and the money starts from what the journal says was committed.
+ */
+async function startContext(options: RunOptions, store: RunStore): Promise<{ fx: RunContext; changes: string[] }> {
+  if (!store.created && !store.state.started) {
+    throw new GenpipeError('invalid_file', `${join(options.runDir, 'journal.jsonl')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`);
+  }
+  const { options: recorded, changes } = resolveRecordedOptions(
+    { budgetUsd: options.budgetUsd, reuse: options.reuse === undefined ? undefined : options.reuse !== false, retryBudget: options.retryBudget, confirmOverUsd: options.confirmOverUsd, retry: options.retry, executor: options.executor ?? (options.dispatch ? 'redis' : undefined) },
+    store.state.options,
+  );
+  const budget = recorded.budgetUsd ?? options.plan.loaded.manifest.defaults?.budget_usd;
+  const unpriced = options.plan.steps.filter((s) => s.priceUsd === undefined).map((s) => s.id);
+  if (budget !== undefined && unpriced.length > 0) {
+    // A budget is a promise about money: an instance of unknown price could break it unseen. The
+    // CLI refuses such a manifest first (plan/guards.ts); a library caller meets it here.
+    throw new GenpipeError('invalid_input', `With a budget, every step needs a price; ${unpriced.join(', ')} ${unpriced.length === 1 ? 'has' : 'have'} none: add it to the manifest's prices (or price_usd on the step).`);
+  }
+  const reuse = typeof options.reuse === 'object' ? options.reuse : recorded.reuse ? await ReuseIndex.build(dirname(options.runDir), options.runDir) : undefined;
+  const prices = new Map(options.plan.steps.map((s) => [s.id, s.priceUsd]));
+  const committed = committedByJournal(store.state, (step) => prices.get(step));
+  return { fx: new RunContext(options, store, recorded, reuse, committed), changes };
+}
+
+/** Where a resumed run stands, from its journal: progress and its ETA start from here, not from zero. */
+function journaledProgress(state: RunState, spentUsd: number): JournaledProgress {
+  const steps: Record<string, { done: number; failed: number; inFlight: number }> = {};
+  for (const [id, entry] of state.instances) {
+    const step = stepOfInstanceId(id);
+    const tally = (steps[step] ??= { done: 0, failed: 0, inFlight: 0 });
+    const status = instanceStatus(entry);
+    if (status === 'completed' || status === 'reused') tally.done++;
+    else if (status === 'in_flight') tally.inFlight++;
+    else if (status !== 'pending') tally.failed++;
+  }
+  return { steps, spentUsd };
 }
 
 function outcomeOf(fx: RunContext): RunOutcome {

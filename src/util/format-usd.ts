@@ -30,3 +30,17 @@ export function formatUsd(value: number): string {
   const cents = Math.round(value * 100) / 100;
   return Math.abs(cents - value) < 1e-9 ? `US$${groupFixed(cents.toFixed(2))}` : `US$${groupFixed(value.toFixed(4).replace(/0+$/, ''))}`;
 }
+
+/**
+ * What a run cost, for people, the same everywhere (report, summary, `genpipe runs`, notify): the net,
+ * an unknown amount apart ("+ up to US$0.09 unknown"), and unpriced instances named, never counted
+ * as US$0.00 (issue 26, item 4).
+ */
+export function formatSpend(money: { netUsd: number; unknownUsd?: number | undefined; unpricedInstances?: number | undefined }): string {
+  const unpriced = money.unpricedInstances ?? 0;
+  const unknown = money.unknownUsd ?? 0;
+  const parts = [unpriced > 0 && money.netUsd === 0 ? `unpriced (${formatCount(unpriced)} instance${unpriced === 1 ? '' : 's'})` : formatUsd(money.netUsd)];
+  if (unpriced > 0 && money.netUsd !== 0) parts.push(`${formatCount(unpriced)} unpriced`);
+  if (unknown > 0) parts.push(`up to ${formatUsd(unknown)} unknown`);
+  return parts.join(' + ');
+}

@@ -130,9 +130,9 @@ steps:
     const json = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { netUsd: number; netCredits: number } };
     expect(json.total).toMatchObject({ netUsd: 0.1, netCredits: 20 });
     const csv = readFileSync(join(runDir, 'report.csv'), 'utf8').split('\r\n');
-    expect(csv[0]).toBe('level,name,step,model,status,request_id,estimated_usd,actual_usd,refunded_usd,net_usd,net_credits,unpriced_instances');
+    expect(csv[0]).toBe('level,name,step,model,status,request_id,estimated_usd,actual_usd,refunded_usd,net_usd,net_credits,unknown_usd,unpriced_instances');
     expect(csv.filter((l) => l.startsWith('instance,'))).toHaveLength(2);
-    expect(csv.find((l) => l.startsWith('total,'))).toMatch(/,0\.1,20,0$/);
+    expect(csv.find((l) => l.startsWith('total,'))).toMatch(/,0\.1,20,0,0$/);
     expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Net **$0.10** (20 credits at 200 credits per US$)');
     expect(report.steps).toHaveLength(1);
   });
@@ -165,7 +165,11 @@ steps:
     expect(report.total.counts.completed).toBe(1);
     expect(report.total.unpricedInstances).toBe(1);
     expect(report.total.estimatedUsd).toBe(0);
-    expect(reportMarkdownOf(report)).toContain('1 submitted instance(s) have no known price and are not in these sums.');
+    const md = reportMarkdownOf(report);
+    expect(md).toContain('1 submitted instance(s) are unpriced');
+    // Its line reads "unpriced", not $0.00 (issue 26, defect 9).
+    expect(md).toMatch(/\| b \| completed \| [^|]+ \| unpriced \|/);
+    expect(md).not.toMatch(/\| b \| completed \| [^|]+ \| \$0\.00 \|/);
   });
 });
 
@@ -185,8 +189,8 @@ describe('genpipe runs', () => {
 });
 
 describe('the report files, written in pieces', () => {
-  const group = (name: string, net: number): GroupLine => ({ name, counts: { completed: 1, reused: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, in_flight: 0, not_started: 0 }, estimatedUsd: net, actualUsd: null, refundedUsd: 0, netUsd: net, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 });
-  const line = (i: number): InstanceLine => ({ instance: `a[seed=${i}]`, step: 'a', model: 'character-sheet', status: 'completed', requestId: `r${i}`, rerolls: 0, estimatedUsd: 0.05, actualUsd: null, refundedUsd: 0, netUsd: 0.05, unpricedInstances: 0 });
+  const group = (name: string, net: number): GroupLine => ({ name, counts: { completed: 1, reused: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, in_flight: 0, not_started: 0 }, estimatedUsd: net, actualUsd: null, refundedUsd: 0, netUsd: net, unknownUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 });
+  const line = (i: number): InstanceLine => ({ instance: `a[seed=${i}]`, step: 'a', model: 'character-sheet', status: 'completed', requestId: `r${i}`, rerolls: 0, estimatedUsd: 0.05, actualUsd: null, refundedUsd: 0, netUsd: 0.05, unknownUsd: 0, unpricedInstances: 0 });
   const report = (count: number): CostReport => ({ pipeline: 'p "quoted"', runId: 'r1', creditsPerUsd: 100, instances: Array.from({ length: count }, (_, i) => line(i)), steps: [group('a', 0.05 * count)], models: [group('character-sheet', 0.05 * count)], total: group('total', 0.05 * count) });
 
   it('report.json is the whole report with credits, for no, one and many instances', () => {

@@ -26,6 +26,27 @@ function sink(): { out: string[]; err: string[]; output: { out: (t: string) => v
 }
 
 describe('progress outside a TTY', () => {
+  it('on a resume, starts from where the journal stands: counts, spend, and an ETA paced by this process alone (issue 26, defect 12)', () => {
+    const s = sink();
+    let clock = 0;
+    const progress = new LineProgress(s.output, { quiet: false, intervalMs: 60_000, now: () => clock });
+    progress.listener({ type: 'run_started', runId: 'r', runDir: 'd', pipeline: 'p', instances: 300, resumed: true, already: { steps: { a: { done: 240, failed: 3, inFlight: 2 } }, spentUsd: 12.25 } });
+    expect(progress.line()).toBe('progress: 243/300 done (3 failed), 2 in flight, spent US$12.25, ETA --');
+    clock = 1_000;
+    progress.listener({ type: 'instance_submitted', step: 'a', instance: 'a[s=1]', model: 'character-sheet', estimatedUsd: 0.05 });
+    clock = 11_000;
+    progress.listener({ type: 'instance_finished', step: 'a', instance: 'a[s=1]', status: 'completed', estimatedUsd: 0.05 });
+    // One finished in the 10 s since this process's first submit; 56 are left: 560 s at that pace.
+    expect(progress.line()).toBe('progress: 244/300 done (3 failed), 2 in flight, spent US$12.30, ETA 9m20s');
+  });
+
+  it('prints what a resume changed of the options the run recorded', () => {
+    const s = sink();
+    const progress = new LineProgress(s.output, { quiet: true });
+    progress.listener({ type: 'options_changed', changes: ['budget: US$1.00 → US$5.00'] });
+    expect(s.err).toEqual(['resuming with changed options: budget: US$1.00 → US$5.00']);
+  });
+
   it('says what runs, reports failures as they happen, and prints one concise progress line', () => {
     const s = sink();
     // Each event comes 10 s after the one before: the first submit at 20 s, the last finish at 50 s.
@@ -37,7 +58,8 @@ describe('progress outside a TTY', () => {
     }
     expect(s.err).toEqual([`running p: 3 instance(s) in ${summary.runDir}`, 'a[s=2]: failed: boom']);
     // 2 finished in the 30 s since the first submit: the last one takes another 15 s.
-    expect(progress.line()).toBe('progress: 2/3 done (1 failed), 0 in flight, spent US$0.10, ETA 15s');
+    // The failed request is refunded (§8): spent is what the account pays, US$0.05.
+    expect(progress.line()).toBe('progress: 2/3 done (1 failed), 0 in flight, spent US$0.05, ETA 15s');
     progress.listener({ type: 'run_finished', summary });
     expect(s.out).toEqual([summaryLine(summary)]);
     expect(s.out[0]).toBe('p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; estimated US$0.15; 1.2 s; runs/p/20261122T000000Z-abcd');

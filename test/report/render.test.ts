@@ -13,8 +13,8 @@ const money = fc.oneof(fc.double({ min: -1e6, max: 1e6 }), fc.constantFrom(0, -0
 
 /** A line with its fields in lineOf's order (cost-report.ts), which report.json keeps. */
 const line: fc.Arbitrary<InstanceLine> = fc
-  .record({ instance: text, step: text, model: text, status: fc.constantFrom(...STATUSES), requestId: text, rerolls: fc.nat(), estimatedUsd: money, actualUsd: fc.option(money, { nil: null }), refundedUsd: money, netUsd: money, unpricedInstances: fc.nat(1) })
-  .map((l) => ({ instance: l.instance, step: l.step, model: l.model, status: l.status, requestId: l.requestId, rerolls: l.rerolls, estimatedUsd: l.estimatedUsd, actualUsd: l.actualUsd, refundedUsd: l.refundedUsd, netUsd: l.netUsd, unpricedInstances: l.unpricedInstances }));
+  .record({ instance: text, step: text, model: text, status: fc.constantFrom(...STATUSES), requestId: text, rerolls: fc.nat(), estimatedUsd: money, actualUsd: fc.option(money, { nil: null }), refundedUsd: money, netUsd: money, unknownUsd: money, unpricedInstances: fc.nat(1) })
+  .map((l) => ({ instance: l.instance, step: l.step, model: l.model, status: l.status, requestId: l.requestId, rerolls: l.rerolls, estimatedUsd: l.estimatedUsd, actualUsd: l.actualUsd, refundedUsd: l.refundedUsd, netUsd: l.netUsd, unknownUsd: l.unknownUsd, unpricedInstances: l.unpricedInstances }));
 
 const credits = (usd: number, rate: number): number => Math.round(usd * rate * 100) / 100;
 
@@ -32,7 +32,7 @@ describe('report formats, one instance line', () => {
   it('report.csv: what csvRow writes of its cells, formula-safe and quoted (property)', () => {
     fc.assert(
       fc.property(line, fc.constantFrom(100, 7), (l, rate) => {
-        const generic = csvRow(['instance', l.instance, l.step, l.model, l.status, l.requestId, l.estimatedUsd, l.actualUsd ?? '', l.refundedUsd, l.netUsd, credits(l.netUsd, rate), l.unpricedInstances]);
+        const generic = csvRow(['instance', l.instance, l.step, l.model, l.status, l.requestId, l.estimatedUsd, l.actualUsd ?? '', l.refundedUsd, l.netUsd, credits(l.netUsd, rate), l.unknownUsd, l.unpricedInstances]);
         expect(CSV_FORMAT.instance(l, 0, rate)).toBe(generic);
       }),
       { numRuns: 500 },
@@ -43,7 +43,10 @@ describe('report formats, one instance line', () => {
     const cell = (t: string): string => t.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
     fc.assert(
       fc.property(line, (l) => {
-        const expected = `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${formatUsd(l.netUsd).replace(/^US/, '')} |\n`;
+        // An unpriced instance reads "unpriced", never US$0.00; an unknown amount is shown apart (issue 26).
+        const net = l.unpricedInstances > 0 ? 'unpriced' : formatUsd(l.netUsd).replace(/^US/, '');
+        const unknown = l.unknownUsd > 0 ? ` (+ up to ${formatUsd(l.unknownUsd).replace(/^US/, '')} unknown)` : '';
+        const expected = `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${net}${unknown} |\n`;
         expect(MARKDOWN_FORMAT.instance(l, 0, 100)).toBe(expected);
         expect(MARKDOWN_FORMAT.instance(l, 1, 100)).toBe(expected);
       }),

@@ -17,7 +17,6 @@ import { acquirePipelineLock, type PipelineLock } from '../../run/lock.js';
 import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile } from '../../run/run-dir.js';
 import { parseSelector, type Selection } from '../../plan/selection.js';
 import { RETRY_STATUSES, runPlan, type RetryStatus } from '../../run/runner.js';
-import { ReuseIndex } from '../../run/reuse.js';
 import { readPollPrior } from '../../run/poll-prior.js';
 import { webhookFlags, WebhookReceiver } from '../../run/webhook-receiver.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
@@ -337,7 +336,10 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
         retryBudget,
         // The first polls aim at how long this pipeline's requests took in its earlier runs.
         pollPrior: await readPollPrior(runDir),
-        reuse: values.reuse ? await ReuseIndex.build(dirname(runDir), runDir) : undefined,
+        // Recorded with the run: a resume reuses too, unless the run never did (run-options.ts).
+        reuse: values.reuse ? true : undefined,
+        confirmOverUsd: values['confirm-over'] === undefined ? undefined : confirmOverUsd,
+        executor: redis ? 'redis' : undefined,
         cancelOnAbort: values['cancel-on-abort'],
         // On a fleet the workers follow the requests (the coordinator's own worker with this receiver).
         webhook: fleet ? undefined : webhook,

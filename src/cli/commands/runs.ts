@@ -2,7 +2,7 @@ import { listRuns } from '../../report/run-list.js';
 import { noExtraPositionals, parse } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
-import { formatUsd } from '../../util/format-usd.js';
+import { formatSpend } from '../../util/format-usd.js';
 
 export const runsCommand: Command = {
   name: 'runs',
@@ -22,7 +22,7 @@ Lists DIR/<pipeline>/<run-id>/ (DIR is runs/ by default). Status is the run's ou
       io.out(`no runs under ${values.out ?? 'runs'}${values.pipeline ? ` for ${values.pipeline}` : ''}`);
       return EXIT.ok;
     }
-    for (const r of runs) io.out(`${r.runId}  ${r.pipeline}  ${r.status}  ${r.completed}/${r.instances} completed  ${formatUsd(r.netUsd)}  ${r.dir}`);
+    for (const r of runs) io.out(`${r.runId}  ${r.pipeline}  ${r.status}  ${r.completed}/${r.instances} completed  ${formatSpend(r)}  ${r.dir}`);
     return EXIT.ok;
   },
 };
