@@ -120,10 +120,17 @@ export class AgentService {
     const account = this.#account(input);
     const s = this.#session(input, account);
     const body = validate(SendMessageRequest, parseJson(input.body));
+    // An injected 502 (§7) is applied on every path: a reply or a busy session is answered 502 with
+    // nothing changed and nothing charged, a new turn places its reserve and refunds it (below).
+    const backendDown = input.fault.status === 502;
     if (s.status === 'processing') {
+      if (backendDown) throw backendUnavailable();
       throw new HttpError(409, 'session_busy: a turn is already running in this session; wait for it to end or interrupt it');
     }
-    if (s.status === 'awaiting_input' && s.turn) return this.#reply(s, s.turn, body.content);
+    if (s.status === 'awaiting_input' && s.turn) {
+      if (backendDown) throw backendUnavailable();
+      return this.#reply(s, s.turn, body.content);
+    }
 
     const reserve = usdToMicros(this.d.options.reserveUsd);
     if (account.balanceMicros < reserve) {
@@ -131,10 +138,10 @@ export class AgentService {
     }
     const user = this.#message('user', { type: 'text', text: body.content }, 'processing');
     this.d.ledger.record(account.keyId, 'reserve', reserve, { messageId: user.message_id }, 'agent message reserve');
-    if (input.fault.status === 502) {
+    if (backendDown) {
       // The backend failed after the reserve was placed: refund it and forget the message (§7 502).
       this.d.ledger.record(account.keyId, 'refund', reserve, { messageId: user.message_id }, 'agent backend unavailable (502): refunded');
-      throw new HttpError(502, 'agent backend temporarily unavailable; the message was refunded, retry with backoff');
+      throw backendUnavailable();
     }
     s.messages.push(user);
     s.memoryChars += body.content.length;
@@ -322,6 +329,8 @@ export class AgentService {
     s.status = 'idle';
   }
 }
+
+const backendUnavailable = (): HttpError => new HttpError(502, 'agent backend temporarily unavailable; the message was refunded, retry with backoff');
 
 function view(m: Message): Record<string, unknown> {
   const out: Record<string, unknown> = { message_id: m.message_id, role: m.role, status: m.status, message: m.message, created_at: isoMs(m.created_at) };

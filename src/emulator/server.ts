@@ -78,6 +78,11 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
     if (!(error instanceof HttpError)) throw error;
     answer = { status: error.status, json: { detail: error.message }, headers: error.headers };
   }
+  if (fault.status === 502 && answer.status !== 502 && answer.status >= 400) {
+    // A backend route refused before doing anything (401, 404, 409, 422...): the injected 502 still
+    // answers, so a fault counted in the stats is always a fault applied.
+    answer = { status: 502, json: { detail: 'emulated server error 502' } };
+  }
   if (fault.resetAfter) {
     // The dangerous one: processed, but the client never hears of it.
     req.socket.destroy();
