@@ -7,6 +7,7 @@
 import { CreateSessionRequest, SendMessageRequest, type SessionStatus } from '../api/wire.js';
 import { authKey, requireAgent } from './auth.js';
 import { SHEET_HEIGHT, SHEET_WIDTH } from './character-sheet.js';
+import { newHex, newUuid } from './ids.js';
 import { HttpError, isoMs, json, parseJson, validate, type EmuResponse } from './http-util.js';
 import { usdToMicros, type AccountState, type Ledger } from './ledger.js';
 import { MODELS } from './models.js';
@@ -102,7 +103,7 @@ export class AgentService {
   }
 
   #message(role: Message['role'], body: Message['message'] | undefined, status: Message['status']): Message {
-    const id = `msg_${this.d.rng.hex(12)}`;
+    const id = `msg_${newHex(12)}`;
     return { message_id: id, role, status, message: body ?? { id, role: 'assistant', parts: [] }, created_at: this.#now() };
   }
 
@@ -110,7 +111,7 @@ export class AgentService {
   createSession(input: RouteInput): EmuResponse {
     const account = this.#account(input);
     const body = validate(CreateSessionRequest, parseJson(input.body) ?? {});
-    const s: Session = { id: this.d.rng.uuid(), keyId: account.keyId, status: 'idle', config: body.config ?? {}, messages: [], memoryChars: 0, turn: undefined };
+    const s: Session = { id: newUuid(), keyId: account.keyId, status: 'idle', config: body.config ?? {}, messages: [], memoryChars: 0, turn: undefined };
     this.sessions.set(s.id, s);
     return json(201, { session_id: s.id, status: s.status });
   }

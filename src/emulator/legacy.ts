@@ -8,10 +8,10 @@
 import { DopRequest, SoulRequest, SpeakRequest, type LegacyWebhook } from '../api/wire.js';
 import { authLegacy } from './auth.js';
 import { HttpError, isoMs, json, parseJson, validate, type EmuResponse } from './http-util.js';
+import { newUuid } from './ids.js';
 import { usdToMicros, type Ledger } from './ledger.js';
 import { sizeFor } from './marketing-image.js';
 import { MODELS, type ModelId } from './models.js';
-import type { Rng } from './prng.js';
 import type { EmuRequest, RequestStore, WebhookTarget } from './request-store.js';
 import type { RouteInput } from './router.js';
 import { rawBodyHash, checkWebhookUrl, ensureBalance, type SubmitGate, type WebhookPolicy } from './submit.js';
@@ -29,7 +29,6 @@ export interface JobSetRecord {
 export interface LegacyDeps {
   ledger: Ledger;
   requests: RequestStore;
-  rng: Rng;
   gate: SubmitGate;
   webhooks: WebhookPolicy;
 }
@@ -85,7 +84,7 @@ export class LegacyPlatform {
     const price = usdToMicros(MODELS[model].priceUsd);
     await d.gate.pass();
     ensureBalance(account, price * jobs);
-    const set: JobSetRecord = { id: d.rng.uuid(), keyId: account.keyId, type, jobSetType, createdAt: d.requests.now(), jobIds: [], inputParams: body.params };
+    const set: JobSetRecord = { id: newUuid(), keyId: account.keyId, type, jobSetType, createdAt: d.requests.now(), jobIds: [], inputParams: body.params };
     const hash = rawBodyHash(input.body);
     for (let i = 0; i < jobs; i++) {
       const r = d.requests.create({

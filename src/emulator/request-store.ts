@@ -6,6 +6,7 @@
  * reconciled down to its actual cost (marketing image estimates, §8 rule 2).
  */
 import type { RequestStatusValue } from '../api/wire.js';
+import { newUuid } from './ids.js';
 import type { Ledger } from './ledger.js';
 import { MODELS, type ModelId } from './models.js';
 import type { Rng } from './prng.js';
@@ -120,7 +121,7 @@ export class RequestStore {
     const startAt = now + o.scheduler.scale(o.rng.between(queued[0], queued[1]));
     const endAt = startAt + o.scheduler.scale(o.rng.between(run[0], run[1]));
     const r: EmuRequest = {
-      id: o.rng.uuid(),
+      id: newUuid(),
       keyId: input.keyId,
       model: input.model,
       modelPath: input.modelPath,

@@ -37,7 +37,8 @@ Options:
   --port N                port to listen on (default 4010; 0 picks a free one)
   --host ADDR             address to bind (default 127.0.0.1)
   --time-scale X          multiplies every service duration (default 1; 0 = instant)
-  --seed N                seed of every random choice (default 1)
+  --seed N                seed of durations, outcomes and faults (default 1); ids are
+                          random, never repeated across emulator processes
   --faults PROFILE|FILE   none, flaky, hostile, or a YAML/JSON fault file (default none)
   --accounts FILE         YAML/JSON accounts file (key_id, secret, credits, agent_enabled)
   --account ID:SECRET     add an account with default credits (repeatable)
