@@ -39,7 +39,10 @@ Options:
   --time-scale X          multiplies every service duration (default 1; 0 = instant)
   --seed N                seed of durations, outcomes and faults (default 1); ids are
                           random, never repeated across emulator processes
-  --faults PROFILE|FILE   none, flaky, hostile, or a YAML/JSON fault file (default none)
+  --faults PROFILE|FILE   none, flaky, hostile, or a YAML/JSON fault file (default none);
+                          a file's error_502_after / error_504_after answer 502 / 504 after
+                          processing (the request is made and charged), reset_after drops
+                          the connection after processing
   --accounts FILE         YAML/JSON accounts file (key_id, secret, credits, agent_enabled)
   --account ID:SECRET     add an account with default credits (repeatable)
   --webhook-secret S      sent as X-Webhook-Secret-Key on hf_webhook deliveries
