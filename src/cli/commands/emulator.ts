@@ -17,6 +17,7 @@ const OPTIONS = {
   'credits-per-usd': { type: 'string' },
   'failure-rate': { type: 'string' },
   'nsfw-rate': { type: 'string' },
+  state: { type: 'string' },
 } as const;
 
 function number(value: string | undefined, flag: string, check: (n: number) => boolean, what: string): number | undefined {
@@ -50,6 +51,8 @@ Options:
   --credits-per-usd N     credit rate (default 100)
   --failure-rate P        share of generations that fail (default 0)
   --nsfw-rate P           share of generations that end nsfw (default 0)
+  --state DIR             keep requests, job sets, the ledger and Idempotency-Key records in
+                          DIR across restarts (created if missing; one emulator at a time)
 
 Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/stats,
 /_emulator/webhooks. See docs/emulator.md.`,
@@ -64,6 +67,7 @@ Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/s
     const nsfwRate = number(values['nsfw-rate'], 'nsfw-rate', (n) => n >= 0 && n <= 1, 'a number from 0 to 1');
     if (values.vendor !== undefined && !/^[A-Za-z0-9_-]+$/.test(values.vendor)) throw new GenpipeError('invalid_input', '--vendor must be one path segment of letters, digits, - or _.');
     if (values['webhook-secret'] === '') throw new GenpipeError('invalid_input', '--webhook-secret must not be empty.');
+    if (values.state === '') throw new GenpipeError('invalid_input', '--state must name a directory.');
     const faults = loadFaultProfile(values.faults ?? 'none');
     const accounts: AccountSpec[] = values.accounts !== undefined ? accountsFromFile(values.accounts) : [DEFAULT_ACCOUNT];
     for (const pair of values.account ?? []) {
@@ -87,9 +91,12 @@ Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/s
         ...(nsfwRate !== undefined ? { nsfwRate } : {}),
         ...(values.vendor !== undefined ? { vendor: values.vendor } : {}),
         ...(values['webhook-secret'] !== undefined ? { webhookSecret: values['webhook-secret'] } : {}),
+        ...(values.state !== undefined ? { stateDir: values.state } : {}),
         log: (line) => io.err(line),
       });
     } catch (error) {
+      // A refused --state directory says so itself (exit 2).
+      if (error instanceof GenpipeError) throw error;
       const code = (error as NodeJS.ErrnoException).code ?? (error instanceof Error ? error.message : String(error));
       throw new GenpipeError('config', `Cannot listen on ${values.host ?? '127.0.0.1'}:${port}: ${code}.`, { cause: error });
     }
@@ -100,7 +107,8 @@ Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/s
         ? 'no accounts'
         : `credentials: HF_KEY=${first.keyId}:${first.secret}` + (accounts.length > 1 ? ` (and ${accounts.length - 1} more account(s))` : ''),
     );
-    io.out(`seed ${emu.seed}, time scale ${emu.timeScale}, faults ${faults.name}; inspection at ${emu.url}/_emulator/ledger; Ctrl-C stops`);
+    const state = emu.state ? `; state in ${emu.state.dir} (${emu.state.requests} request(s), ${emu.state.ledgerEntries} ledger entries restored)` : '';
+    io.out(`seed ${emu.seed}, time scale ${emu.timeScale}, faults ${faults.name}${state}; inspection at ${emu.url}/_emulator/ledger; Ctrl-C stops`);
     await new Promise<void>((resolve) => {
       if (io.signal.aborted) resolve();
       else io.signal.addEventListener('abort', () => resolve(), { once: true });
