@@ -15,8 +15,8 @@ describe('resume after an emulator restart (--state)', () => {
   it('follows the requests it submitted on the restarted emulator, sends nothing twice, and its cost equals the ledger', { timeout: 120_000 }, async () => {
     const count = 6;
     const stateDir = join(mkdtempSync(join(tmpdir(), 'genpipe-emu-state-')), 'state');
-    // Sheets run 1.5 s: all are still running when genpipe is killed.
-    const options = { port: 0, timeScale: 1, seed: 27, stateDir, log: () => {}, durations: { 'character-sheet': { queuedMs: [0, 0] as const, runMs: [1_500, 1_500] as const } } };
+    // Sheets run 3 s: all are still running when genpipe is killed, even on a loaded machine.
+    const options = { port: 0, timeScale: 1, seed: 27, stateDir, log: () => {}, durations: { 'character-sheet': { queuedMs: [0, 0] as const, runMs: [3_000, 3_000] as const } } };
     const first = await startEmulator(options);
     const dir = tempDir();
     const out = tempDir();
