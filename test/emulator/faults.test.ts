@@ -111,7 +111,7 @@ describe('faults on the wire', () => {
     await emu.close();
   });
 
-  it.each([502, 504] as const)('error_%i_after: the submit is processed and charged, then answered %i instead of 200', async (status) => {
+  it.each([502, 504] as const)('error_%i_after: the submit is processed and charged, then answered with that status instead of 200', async (status) => {
     const emu = await start();
     emu.forceFaults('submit', `error_${status}_after`);
     const res = await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 3 } });
