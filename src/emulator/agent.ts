@@ -7,6 +7,7 @@
 import { CreateSessionRequest, SendMessageRequest, type SessionStatus } from '../api/wire.js';
 import { authKey, requireAgent } from './auth.js';
 import { SHEET_HEIGHT, SHEET_WIDTH } from './character-sheet.js';
+import { newHex, newUuid } from './ids.js';
 import { HttpError, isoMs, json, parseJson, validate, type EmuResponse } from './http-util.js';
 import { usdToMicros, type AccountState, type Ledger } from './ledger.js';
 import { MODELS } from './models.js';
@@ -102,7 +103,7 @@ export class AgentService {
   }
 
   #message(role: Message['role'], body: Message['message'] | undefined, status: Message['status']): Message {
-    const id = `msg_${this.d.rng.hex(12)}`;
+    const id = `msg_${newHex(12)}`;
     return { message_id: id, role, status, message: body ?? { id, role: 'assistant', parts: [] }, created_at: this.#now() };
   }
 
@@ -110,7 +111,7 @@ export class AgentService {
   createSession(input: RouteInput): EmuResponse {
     const account = this.#account(input);
     const body = validate(CreateSessionRequest, parseJson(input.body) ?? {});
-    const s: Session = { id: this.d.rng.uuid(), keyId: account.keyId, status: 'idle', config: body.config ?? {}, messages: [], memoryChars: 0, turn: undefined };
+    const s: Session = { id: newUuid(), keyId: account.keyId, status: 'idle', config: body.config ?? {}, messages: [], memoryChars: 0, turn: undefined };
     this.sessions.set(s.id, s);
     return json(201, { session_id: s.id, status: s.status });
   }
@@ -120,10 +121,17 @@ export class AgentService {
     const account = this.#account(input);
     const s = this.#session(input, account);
     const body = validate(SendMessageRequest, parseJson(input.body));
+    // An injected 502 (§7) is applied on every path: a reply or a busy session is answered 502 with
+    // nothing changed and nothing charged, a new turn places its reserve and refunds it (below).
+    const backendDown = input.fault.status === 502;
     if (s.status === 'processing') {
+      if (backendDown) throw backendUnavailable();
       throw new HttpError(409, 'session_busy: a turn is already running in this session; wait for it to end or interrupt it');
     }
-    if (s.status === 'awaiting_input' && s.turn) return this.#reply(s, s.turn, body.content);
+    if (s.status === 'awaiting_input' && s.turn) {
+      if (backendDown) throw backendUnavailable();
+      return this.#reply(s, s.turn, body.content);
+    }
 
     const reserve = usdToMicros(this.d.options.reserveUsd);
     if (account.balanceMicros < reserve) {
@@ -131,10 +139,10 @@ export class AgentService {
     }
     const user = this.#message('user', { type: 'text', text: body.content }, 'processing');
     this.d.ledger.record(account.keyId, 'reserve', reserve, { messageId: user.message_id }, 'agent message reserve');
-    if (input.fault.status === 502) {
+    if (backendDown) {
       // The backend failed after the reserve was placed: refund it and forget the message (§7 502).
       this.d.ledger.record(account.keyId, 'refund', reserve, { messageId: user.message_id }, 'agent backend unavailable (502): refunded');
-      throw new HttpError(502, 'agent backend temporarily unavailable; the message was refunded, retry with backoff');
+      throw backendUnavailable();
     }
     s.messages.push(user);
     s.memoryChars += body.content.length;
@@ -322,6 +330,8 @@ export class AgentService {
     s.status = 'idle';
   }
 }
+
+const backendUnavailable = (): HttpError => new HttpError(502, 'agent backend temporarily unavailable; the message was refunded, retry with backoff');
 
 function view(m: Message): Record<string, unknown> {
   const out: Record<string, unknown> = { message_id: m.message_id, role: m.role, status: m.status, message: m.message, created_at: isoMs(m.created_at) };

@@ -71,26 +71,30 @@ export class CharacterSheetModel {
       const seed = body.seed ?? d.rng.int(SEED_MIN, SEED_MAX);
       const variation = body.variation_index ?? 0;
       const species = isHumanTier(tier) ? undefined : (body.pinned_species ?? speciesFor(tier, seed, variation));
-      const r = d.requests.create({
-        keyId: account.keyId,
-        model: 'character-sheet',
-        modelPath: path,
-        idempotencyKey: key,
-        bodyHash: rawBodyHash(input.body),
-        chargedMicros: price,
-        art: {
-          width: SHEET_WIDTH,
-          height: SHEET_HEIGHT,
-          layout: 'sheet',
-          tier,
-          variationIndex: variation,
-          seedText: `${tier}|${seed}|${variation}|${species ?? ''}|${body.body_color ?? ''}|${JSON.stringify(body.selection ?? {})}`,
-        },
-        webhook,
-        text: body.brief,
-        details: { tier, seed_given: body.seed ?? null, variation_index: variation, species: species ?? null },
+      // One line of the state file (`--state`): the request, its charge and its key.
+      const r = d.requests.transaction(() => {
+        const created = d.requests.create({
+          keyId: account.keyId,
+          model: 'character-sheet',
+          modelPath: path,
+          idempotencyKey: key,
+          bodyHash: rawBodyHash(input.body),
+          chargedMicros: price,
+          art: {
+            width: SHEET_WIDTH,
+            height: SHEET_HEIGHT,
+            layout: 'sheet',
+            tier,
+            variationIndex: variation,
+            seedText: `${tier}|${seed}|${variation}|${species ?? ''}|${body.body_color ?? ''}|${JSON.stringify(body.selection ?? {})}`,
+          },
+          webhook,
+          text: body.brief,
+          details: { tier, seed_given: body.seed ?? null, variation_index: variation, species: species ?? null },
+        });
+        if (record) d.idempotency.finish(record, created.id);
+        return created;
       });
-      if (record) d.idempotency.finish(record, r.id);
       return submitAnswer(d.requests, r);
     } catch (error) {
       if (record) d.idempotency.abandon(record);

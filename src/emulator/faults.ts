@@ -25,6 +25,13 @@ export interface RouteFaults {
   reset_before: number;
   /** Socket destroyed after processing, before the response: the request exists, the client never hears of it. */
   reset_after: number;
+  /**
+   * Answered 502 / 504 after processing, instead of the handler's answer: the gateway failure where
+   * the request was processed and charged, and the client hears only a bad gateway or a gateway
+   * timeout. A keyless retry of it pays twice.
+   */
+  error_502_after: number;
+  error_504_after: number;
   /** The body is written in 4 pieces, `slow_body_chunk_ms` apart. */
   slow_body: number;
   slow_body_chunk_ms: number;
@@ -54,6 +61,8 @@ export const NO_ROUTE_FAULTS: RouteFaults = {
   retry_after_s: 1,
   reset_before: 0,
   reset_after: 0,
+  error_502_after: 0,
+  error_504_after: 0,
   slow_body: 0,
   slow_body_chunk_ms: 0,
 };
@@ -68,6 +77,8 @@ const FLAKY_ROUTE: RouteFaults = {
   retry_after_s: 1,
   reset_before: 0.01,
   reset_after: 0.01,
+  error_502_after: 0,
+  error_504_after: 0,
   slow_body: 0.02,
   slow_body_chunk_ms: 50,
 };
@@ -83,6 +94,8 @@ const HOSTILE_ROUTE: RouteFaults = {
   retry_after_s: 1,
   reset_before: 0.02,
   reset_after: 0.05,
+  error_502_after: 0,
+  error_504_after: 0,
   slow_body: 0.05,
   slow_body_chunk_ms: 100,
 };
@@ -108,6 +121,8 @@ export const RouteFaultsInput = z.strictObject({
   retry_after_s: z.int().min(0).max(3600).optional(),
   reset_before: rate.optional(),
   reset_after: rate.optional(),
+  error_502_after: rate.optional(),
+  error_504_after: rate.optional(),
   slow_body: rate.optional(),
   slow_body_chunk_ms: ms.optional(),
 });
@@ -146,7 +161,7 @@ export function loadFaultProfile(nameOrFile: string): FaultProfile {
   return profileFromSpec(readConfigDocument(nameOrFile, FaultFile, 'fault file'), nameOrFile);
 }
 
-export type ForcedFault = 'reset_before' | 'reset_after' | 'error_500' | 'error_502' | 'error_503' | 'rate_429' | 'slow_body';
+export type ForcedFault = 'reset_before' | 'reset_after' | 'error_500' | 'error_502' | 'error_503' | 'error_502_after' | 'error_504_after' | 'rate_429' | 'slow_body';
 
 /** What happens to one request. */
 export interface FaultDecision {
@@ -156,10 +171,12 @@ export interface FaultDecision {
   status: 429 | 500 | 502 | 503 | undefined;
   retryAfterS: number;
   resetAfter: boolean;
+  /** Answer this after processing, instead of the handler's answer (a gateway failure). */
+  statusAfter: 502 | 504 | undefined;
   slowChunkMs: number;
 }
 
-const NO_FAULT: FaultDecision = { resetBefore: false, latencyMs: 0, status: undefined, retryAfterS: 0, resetAfter: false, slowChunkMs: 0 };
+export const NO_FAULT: FaultDecision = { resetBefore: false, latencyMs: 0, status: undefined, retryAfterS: 0, resetAfter: false, statusAfter: undefined, slowChunkMs: 0 };
 
 export class FaultEngine {
   #profile: FaultProfile;
@@ -198,6 +215,8 @@ export class FaultEngine {
       else if (forced === 'reset_after') d.resetAfter = true;
       else if (forced === 'slow_body') d.slowChunkMs = Math.max(1, f.slow_body_chunk_ms);
       else if (forced === 'rate_429') d.status = 429;
+      else if (forced === 'error_502_after') d.statusAfter = 502;
+      else if (forced === 'error_504_after') d.statusAfter = 504;
       else d.status = Number(forced.slice(6)) as 500 | 502 | 503;
       return d;
     }
@@ -218,6 +237,12 @@ export class FaultEngine {
     if (rng.chance(f.reset_after)) {
       this.#count(cls, 'reset_after');
       d.resetAfter = true;
+    } else if (rng.chance(f.error_502_after)) {
+      this.#count(cls, 'error_502_after');
+      d.statusAfter = 502;
+    } else if (rng.chance(f.error_504_after)) {
+      this.#count(cls, 'error_504_after');
+      d.statusAfter = 504;
     } else if (rng.chance(f.slow_body)) {
       this.#count(cls, 'slow_body');
       d.slowChunkMs = f.slow_body_chunk_ms;

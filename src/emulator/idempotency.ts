@@ -6,6 +6,7 @@
  * - keys are forgotten after the retention window (default 24 hours).
  */
 import { HttpError } from './http-util.js';
+import type { StateEvent, StateJournal } from './state-journal.js';
 
 export interface IdempotencyRecord {
   scope: string;
@@ -21,6 +22,8 @@ export class IdempotencyStore {
   readonly #records = new Map<string, IdempotencyRecord>();
   readonly retentionMs: number;
   readonly #now: () => number;
+  /** `--state`: finished records are written there too. */
+  journal: StateJournal | undefined;
 
   constructor(retentionMs: number, now: () => number = Date.now) {
     this.retentionMs = retentionMs;
@@ -48,6 +51,13 @@ export class IdempotencyStore {
 
   finish(record: IdempotencyRecord, requestId: string): void {
     record.requestId = requestId;
+    this.journal?.write({ t: 'idempotency', scope: record.scope, key: record.key, body_hash: record.bodyHash, created_at: record.createdAt, request_id: requestId });
+  }
+
+  /** Replays a finished record from the state file (`--state`). */
+  restore(event: StateEvent): void {
+    const record: IdempotencyRecord = { scope: String(event.scope), key: String(event.key), bodyHash: String(event.body_hash), createdAt: Number(event.created_at), requestId: String(event.request_id) };
+    this.#records.set(`${record.scope}\u0000${record.key}`, record);
   }
 
   /** The submission failed before a request existed: forget the key so a retry can proceed. */

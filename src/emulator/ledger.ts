@@ -4,6 +4,7 @@
  * that sums are exact to the cent; credits are derived at the configured rate (default 100 per US$).
  */
 import type { AccountSpec } from './accounts.js';
+import type { StateEvent, StateJournal } from './state-journal.js';
 
 export type LedgerKind = 'reserve' | 'charge' | 'refund';
 
@@ -34,6 +35,8 @@ export class Ledger {
   readonly creditsPerUsd: number;
   readonly accounts = new Map<string, AccountState>();
   readonly entries: LedgerEntry[] = [];
+  /** `--state`: every movement is written there too. */
+  journal: StateJournal | undefined;
 
   constructor(accounts: readonly AccountSpec[], creditsPerUsd: number) {
     this.creditsPerUsd = creditsPerUsd;
@@ -69,7 +72,16 @@ export class Ledger {
     if (ref.requestId !== undefined) entry.request_id = ref.requestId;
     if (ref.messageId !== undefined) entry.message_id = ref.messageId;
     this.entries.push(entry);
+    this.journal?.write({ t: 'ledger', entry });
     return entry;
+  }
+
+  /** Replays a movement from the state file (`--state`): the entry as it was, and its balance effect. */
+  restore(event: StateEvent): void {
+    const entry = event.entry as LedgerEntry;
+    const account = this.accounts.get(entry.key_id);
+    if (account) account.balanceMicros += (entry.kind === 'refund' ? 1 : -1) * Math.round(entry.usd * 1_000_000);
+    this.entries.push({ ...entry, seq: this.entries.length + 1 });
   }
 
   /** Reserves and charges minus refunds, in micro-dollars, over the entries that match. */

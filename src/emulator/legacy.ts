@@ -8,12 +8,13 @@
 import { DopRequest, SoulRequest, SpeakRequest, type LegacyWebhook } from '../api/wire.js';
 import { authLegacy } from './auth.js';
 import { HttpError, isoMs, json, parseJson, validate, type EmuResponse } from './http-util.js';
+import { newUuid } from './ids.js';
 import { usdToMicros, type Ledger } from './ledger.js';
 import { sizeFor } from './marketing-image.js';
 import { MODELS, type ModelId } from './models.js';
-import type { Rng } from './prng.js';
 import type { EmuRequest, RequestStore, WebhookTarget } from './request-store.js';
 import type { RouteInput } from './router.js';
+import type { StateEvent } from './state-journal.js';
 import { rawBodyHash, checkWebhookUrl, ensureBalance, type SubmitGate, type WebhookPolicy } from './submit.js';
 
 export interface JobSetRecord {
@@ -29,7 +30,6 @@ export interface JobSetRecord {
 export interface LegacyDeps {
   ledger: Ledger;
   requests: RequestStore;
-  rng: Rng;
   gate: SubmitGate;
   webhooks: WebhookPolicy;
 }
@@ -85,25 +85,35 @@ export class LegacyPlatform {
     const price = usdToMicros(MODELS[model].priceUsd);
     await d.gate.pass();
     ensureBalance(account, price * jobs);
-    const set: JobSetRecord = { id: d.rng.uuid(), keyId: account.keyId, type, jobSetType, createdAt: d.requests.now(), jobIds: [], inputParams: body.params };
+    const set: JobSetRecord = { id: newUuid(), keyId: account.keyId, type, jobSetType, createdAt: d.requests.now(), jobIds: [], inputParams: body.params };
     const hash = rawBodyHash(input.body);
-    for (let i = 0; i < jobs; i++) {
-      const r = d.requests.create({
-        keyId: account.keyId,
-        model,
-        modelPath: input.url.pathname,
-        bodyHash: hash,
-        chargedMicros: price,
-        art: { ...sizeFor(aspect), layout: 'render', seedText: `${model}|${prompt}|${String(body.params.seed ?? '')}|${i}` },
-        webhook,
-        jobSetId: set.id,
-        text: prompt,
-        details: { job_index: i },
-      });
-      set.jobIds.push(r.id);
-    }
-    this.jobSets.set(set.id, set);
+    // One line of the state file (`--state`): the job set with every job and its charge.
+    d.requests.transaction(() => {
+      for (let i = 0; i < jobs; i++) {
+        const r = d.requests.create({
+          keyId: account.keyId,
+          model,
+          modelPath: input.url.pathname,
+          bodyHash: hash,
+          chargedMicros: price,
+          art: { ...sizeFor(aspect), layout: 'render', seedText: `${model}|${prompt}|${String(body.params.seed ?? '')}|${i}` },
+          webhook,
+          jobSetId: set.id,
+          text: prompt,
+          details: { job_index: i },
+        });
+        set.jobIds.push(r.id);
+      }
+      this.jobSets.set(set.id, set);
+      d.requests.journal?.write({ t: 'job_set', set });
+    });
     return json(200, this.view(set, true));
+  }
+
+  /** Replays a job set from the state file (`--state`). */
+  restore(event: StateEvent): void {
+    const set = event.set as JobSetRecord;
+    this.jobSets.set(set.id, set);
   }
 
   /** `GET {platform_url}/v1/job-sets/{id}`. */

@@ -7,8 +7,8 @@ import { createHmac } from 'node:crypto';
 import { MediaConfirmRequest, MediaCreateRequest, type MediaType } from '../api/wire.js';
 import { authKey, requireAgent } from './auth.js';
 import { HttpError, json, parseJson, validate, type EmuResponse } from './http-util.js';
+import { newHex, newUuid } from './ids.js';
 import type { Ledger } from './ledger.js';
-import type { Rng } from './prng.js';
 import type { RouteInput } from './router.js';
 import type { Urls } from './urls.js';
 
@@ -52,10 +52,10 @@ export class MediaStore {
 
   constructor(
     private readonly ledger: Ledger,
-    private readonly rng: Rng,
     private readonly urls: Urls,
   ) {
-    this.#signingKey = rng.hex(16);
+    // A secret: from the system's randomness, not the seed (a seed would make upload URLs guessable).
+    this.#signingKey = newHex(16);
   }
 
   get(id: string): MediaItem | undefined {
@@ -79,7 +79,7 @@ export class MediaStore {
       throw new HttpError(422, `extension: .${ext} is a ${known.family} extension, not ${body.type}`);
     }
     if (!known && body.type !== 'file') throw new HttpError(422, `extension: .${ext} is not a supported ${body.type} extension`);
-    const id = `${this.rng.uuid()}.${ext}`;
+    const id = `${newUuid()}.${ext}`;
     const item: MediaItem = {
       id,
       keyId: account.keyId,

@@ -1,6 +1,7 @@
 /**
  * Seeded randomness (mulberry32). Every random choice of the emulator goes through an `Rng`, so
- * `--seed` makes a run reproducible: same seed, same ids, durations, outcomes and faults.
+ * `--seed` makes a run reproducible: same seed, same durations, outcomes and faults. Ids are not
+ * drawn here (ids.ts): the seed drives behaviour, not identity.
  */
 export class Rng {
   #state: number;

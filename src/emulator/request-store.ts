@@ -6,10 +6,12 @@
  * reconciled down to its actual cost (marketing image estimates, §8 rule 2).
  */
 import type { RequestStatusValue } from '../api/wire.js';
+import { newUuid } from './ids.js';
 import type { Ledger } from './ledger.js';
 import { MODELS, type ModelId } from './models.js';
 import type { Rng } from './prng.js';
 import type { Scheduler } from './scheduler.js';
+import type { StateEvent, StateJournal } from './state-journal.js';
 
 export type Outcome = 'completed' | 'failed' | 'nsfw';
 
@@ -100,6 +102,8 @@ export class RequestStore {
   readonly now: () => number;
   active = 0;
   peakActive = 0;
+  /** `--state`: requests, settlements and cancellations are written there too. */
+  journal: StateJournal | undefined;
 
   constructor(options: RequestStoreOptions) {
     this.#o = options;
@@ -108,6 +112,35 @@ export class RequestStore {
 
   onSettled(fn: (r: EmuRequest) => void): void {
     this.#settledListeners.push(fn);
+  }
+
+  /** Runs `fn` so that every state event it causes is written as one line (`--state`). */
+  transaction<T>(fn: () => T): T {
+    return this.journal ? this.journal.transaction(fn) : fn();
+  }
+
+  /** Replays one event of the state file (`--state`); `resumeTimers` then restarts the clocks. */
+  restore(event: StateEvent): void {
+    if (event.t === 'request') {
+      const r = { ...(event.request as EmuRequest), settled: false, canceled: false };
+      this.byId.set(r.id, r);
+      return;
+    }
+    const r = this.byId.get(String(event.id));
+    if (!r) return;
+    if (event.t === 'cancel') r.canceled = true;
+    if (event.t === 'settle' || event.t === 'cancel') r.settled = true;
+  }
+
+  /** After a restore: every request not yet final counts as active again and settles at its end time. */
+  resumeTimers(): void {
+    const now = this.now();
+    for (const r of this.byId.values()) {
+      if (r.settled) continue;
+      this.active++;
+      this.#o.scheduler.after(Math.max(0, r.endAt - now), () => this.settle(r));
+    }
+    this.peakActive = this.active;
   }
 
   create(input: CreateRequest): EmuRequest {
@@ -120,7 +153,7 @@ export class RequestStore {
     const startAt = now + o.scheduler.scale(o.rng.between(queued[0], queued[1]));
     const endAt = startAt + o.scheduler.scale(o.rng.between(run[0], run[1]));
     const r: EmuRequest = {
-      id: o.rng.uuid(),
+      id: newUuid(),
       keyId: input.keyId,
       model: input.model,
       modelPath: input.modelPath,
@@ -144,7 +177,10 @@ export class RequestStore {
     this.byId.set(r.id, r);
     this.active++;
     if (this.active > this.peakActive) this.peakActive = this.active;
-    o.ledger.record(r.keyId, 'charge', r.chargedMicros, { requestId: r.id }, `${input.model} submitted`);
+    this.transaction(() => {
+      this.journal?.write({ t: 'request', request: { ...r } });
+      o.ledger.record(r.keyId, 'charge', r.chargedMicros, { requestId: r.id }, `${input.model} submitted`);
+    });
     o.scheduler.after(Math.max(0, endAt - now), () => this.settle(r));
     return r;
   }
@@ -179,7 +215,10 @@ export class RequestStore {
     r.canceled = true;
     r.settled = true;
     this.active--;
-    this.#o.ledger.record(r.keyId, 'refund', r.chargedMicros, { requestId: r.id }, `${r.model} canceled while queued`);
+    this.transaction(() => {
+      this.journal?.write({ t: 'cancel', id: r.id });
+      this.#o.ledger.record(r.keyId, 'refund', r.chargedMicros, { requestId: r.id }, `${r.model} canceled while queued`);
+    });
     return true;
   }
 
@@ -189,13 +228,16 @@ export class RequestStore {
     r.settled = true;
     this.active--;
     const ledger = this.#o.ledger;
-    if (r.outcome === 'completed') {
-      const diff = r.chargedMicros - r.actualMicros;
-      if (diff > 0) ledger.record(r.keyId, 'refund', diff, { requestId: r.id }, `${r.model} reconciled to actual usage`);
-      else if (diff < 0) ledger.record(r.keyId, 'charge', -diff, { requestId: r.id }, `${r.model} reconciled to actual usage`);
-    } else {
-      ledger.record(r.keyId, 'refund', r.chargedMicros, { requestId: r.id }, `${r.model} ${r.outcome}: refunded`);
-    }
+    this.transaction(() => {
+      this.journal?.write({ t: 'settle', id: r.id });
+      if (r.outcome === 'completed') {
+        const diff = r.chargedMicros - r.actualMicros;
+        if (diff > 0) ledger.record(r.keyId, 'refund', diff, { requestId: r.id }, `${r.model} reconciled to actual usage`);
+        else if (diff < 0) ledger.record(r.keyId, 'charge', -diff, { requestId: r.id }, `${r.model} reconciled to actual usage`);
+      } else {
+        ledger.record(r.keyId, 'refund', r.chargedMicros, { requestId: r.id }, `${r.model} ${r.outcome}: refunded`);
+      }
+    });
     for (const fn of this.#settledListeners) fn(r);
   }
 

@@ -1,17 +1,17 @@
 /**
  * The HTTP server: routing, per-request stats, fault injection around the handlers, and writing
  * answers. Faults apply in this order: reset before processing, latency, 429/5xx instead of
- * processing, then (after the handler ran) reset after processing or a slow body.
+ * processing, then (after the handler ran) reset after processing, 502/504 after processing, or a
+ * slow body.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { FaultDecision, FaultEngine } from './faults.js';
+import { NO_FAULT, type FaultEngine } from './faults.js';
 import { HttpError, readBody, type EmuResponse } from './http-util.js';
 import { isLoopbackAddress } from './loopback.js';
 import type { Router } from './router.js';
 import type { Scheduler } from './scheduler.js';
 import type { Stats } from './stats.js';
 
-const NO_FAULT: FaultDecision = { resetBefore: false, latencyMs: 0, status: undefined, retryAfterS: 0, resetAfter: false, slowChunkMs: 0 };
 const DEFAULT_MAX_BODY = 1024 * 1024;
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
@@ -78,10 +78,19 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
     if (!(error instanceof HttpError)) throw error;
     answer = { status: error.status, json: { detail: error.message }, headers: error.headers };
   }
+  if (fault.status === 502 && answer.status !== 502 && answer.status >= 400) {
+    // A backend route refused before doing anything (401, 404, 409, 422...): the injected 502 still
+    // answers, so a fault counted in the stats is always a fault applied.
+    answer = { status: 502, json: { detail: 'emulated server error 502' } };
+  }
   if (fault.resetAfter) {
     // The dangerous one: processed, but the client never hears of it.
     req.socket.destroy();
     return;
+  }
+  if (fault.statusAfter !== undefined) {
+    // The gateway failure: the work is done and charged, and the client hears only 502 or 504.
+    answer = { status: fault.statusAfter, json: { detail: fault.statusAfter === 502 ? 'bad gateway (emulated, after processing)' : 'gateway timeout (emulated, after processing)' } };
   }
   if (fault.slowChunkMs > 0) return slowWrite(d.scheduler, res, answer, fault.slowChunkMs);
   write(res, answer);

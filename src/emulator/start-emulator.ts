@@ -24,6 +24,7 @@ import { Router, type Route } from './router.js';
 import { Scheduler } from './scheduler.js';
 import { createEmulatorServer } from './server.js';
 import { SoulStandardModel } from './soul-standard.js';
+import { StateJournal, type StateEvent } from './state-journal.js';
 import { Stats } from './stats.js';
 import { SubmitGate, type WebhookPolicy } from './submit.js';
 import type { Urls } from './urls.js';
@@ -64,6 +65,12 @@ export interface EmulatorOptions {
   webhookTimings?: Partial<WebhookTimings>;
   /** Where internal errors are logged. Default stderr. */
   log?: (line: string) => void;
+  /**
+   * `--state DIR`: requests, job sets, the ledger and Idempotency-Key records are kept in this
+   * directory and restored at start, so the emulator can restart (as a service does on a deploy)
+   * under a run that is still following its requests. Default none (memory only).
+   */
+  stateDir?: string;
 }
 
 export interface Emulator {
@@ -83,6 +90,8 @@ export interface Emulator {
   readonly media: MediaStore;
   readonly legacy: LegacyPlatform;
   readonly webhooks: WebhookDispatcher;
+  /** `--state`: the directory, and what was restored from it at start. */
+  readonly state: { dir: string; requests: number; ledgerEntries: number } | undefined;
   /** Replaces the fault profile at runtime. */
   setFaults(profile: string | FaultProfile): void;
   /** The next requests of a class get these faults, in order. */
@@ -107,6 +116,20 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
   if (!/^[A-Za-z0-9_-]+$/.test(vendor)) throw new RangeError('vendor must be one path segment of letters, digits, - or _');
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
 
+  const opened = options.stateDir !== undefined ? StateJournal.open(options.stateDir) : undefined;
+  try {
+    return await assemble(options, { host, seed, timeScale, vendor, log }, opened);
+  } catch (error) {
+    opened?.journal.close();
+    throw error;
+  }
+}
+
+async function assemble(
+  options: EmulatorOptions,
+  { host, seed, timeScale, vendor, log }: { host: string; seed: number; timeScale: number; vendor: string; log: (line: string) => void },
+  opened: { journal: StateJournal; events: StateEvent[] } | undefined,
+): Promise<Emulator> {
   const root = new Rng(seed);
   const scheduler = new Scheduler(timeScale);
   const ledger = new Ledger(options.accounts ?? [DEFAULT_ACCOUNT], options.creditsPerUsd ?? 100);
@@ -128,7 +151,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
   const stats = new Stats();
   const catalog = new CatalogState();
   const presets = new PresetCatalog(seed);
-  const media = new MediaStore(ledger, root.fork(), urls);
+  const media = new MediaStore(ledger, urls);
   const gate = new SubmitGate();
   const webhookPolicy: WebhookPolicy = { allowExternal: options.allowExternalWebhooks ?? false, secret: options.webhookSecret };
   const webhooks = new WebhookDispatcher(scheduler, faults, requests, { ...DEFAULT_WEBHOOK_TIMINGS, ...options.webhookTimings });
@@ -137,9 +160,10 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
   const agent = new AgentService({ ledger, requests, scheduler, rng: root.fork(), options: { ...DEFAULT_AGENT_OPTIONS, ...options.agent } });
   const characterSheet = new CharacterSheetModel({ ledger, requests, catalog, idempotency, media, rng: root.fork(), gate, urls, webhooks: webhookPolicy });
   const marketing = new MarketingImageModel({ ledger, requests, presets, media, rng: root.fork(), gate, webhooks: webhookPolicy });
-  const legacy = new LegacyPlatform({ ledger, requests, rng: root.fork(), gate, webhooks: webhookPolicy });
+  const legacy = new LegacyPlatform({ ledger, requests, gate, webhooks: webhookPolicy });
   const soulStandard = new SoulStandardModel({ ledger, requests, gate, webhooks: webhookPolicy });
   const requestRoutes = new RequestRoutes(ledger, requests);
+  const state = opened ? restoreState(opened, { ledger, requests, idempotency, legacy }) : undefined;
   const cdn = new Cdn(requests);
 
   const agentMessages = '/v1/agent/sessions/:id/messages';
@@ -180,6 +204,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
   const address = server.address() as AddressInfo;
   const urlHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   origin = `http://${urlHost}:${address.port}`;
+  // Restored requests settle (and send their webhooks) once the addresses in their payloads are known.
+  if (opened) requests.resumeTimers();
 
   let closing: Promise<void> | undefined;
   return {
@@ -198,6 +224,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     media,
     legacy,
     webhooks,
+    state,
     setFaults: (p) => faults.set(typeof p === 'object' ? p : p in FAULT_PROFILES ? FAULT_PROFILES[p as keyof typeof FAULT_PROFILES] : loadFaultProfile(p)),
     forceFaults: (cls, ...f) => faults.force(cls, ...f),
     hideOptionsModel: (hidden = true) => {
@@ -209,10 +236,41 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     close() {
       closing ??= new Promise<void>((resolve) => {
         scheduler.close();
+        opened?.journal.close();
         server.close(() => resolve());
         server.closeAllConnections();
       });
       return closing;
     },
   };
+}
+
+/**
+ * Replays the state file into the stores (nothing is written back while replaying), then lets
+ * them write to it. An agent turn cut by the restart keeps no session here, so its reserve is
+ * refunded in full, as a turn that errors is (§3.2).
+ */
+function restoreState(
+  opened: { journal: StateJournal; events: StateEvent[] },
+  stores: { ledger: Ledger; requests: RequestStore; idempotency: IdempotencyStore; legacy: LegacyPlatform },
+): { dir: string; requests: number; ledgerEntries: number } {
+  const { ledger, requests, idempotency, legacy } = stores;
+  for (const event of opened.events) {
+    if (event.t === 'ledger') ledger.restore(event);
+    else if (event.t === 'request' || event.t === 'settle' || event.t === 'cancel') requests.restore(event);
+    else if (event.t === 'idempotency') idempotency.restore(event);
+    else if (event.t === 'job_set') legacy.restore(event);
+  }
+  const restored = { dir: opened.journal.dir, requests: requests.byId.size, ledgerEntries: ledger.entries.length };
+  ledger.journal = opened.journal;
+  requests.journal = opened.journal;
+  idempotency.journal = opened.journal;
+  const open = new Map<string, { keyId: string; micros: number }>();
+  for (const e of ledger.entries) {
+    if (e.message_id === undefined) continue;
+    if (e.kind === 'reserve') open.set(e.message_id, { keyId: e.key_id, micros: Math.round(e.usd * 1_000_000) });
+    else if (e.kind === 'refund') open.delete(e.message_id);
+  }
+  for (const [messageId, { keyId, micros }] of open) ledger.record(keyId, 'refund', micros, { messageId }, 'agent turn lost in an emulator restart: reserve refunded in full');
+  return restored;
 }

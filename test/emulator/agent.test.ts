@@ -81,6 +81,40 @@ describe('§3.2 state table', () => {
     }
   });
 
+  it('an injected 502 on a reply is applied: 502, the session stays parked, nothing sent on, nothing charged', async () => {
+    const id = await session();
+    await send(id, 'please draw it');
+    await waitStatus(id, 'awaiting_input');
+    const before = (await list(id)).json.messages.length;
+    const entries = emu.ledger.entries.length;
+    const generations = emu.requests.byId.size;
+    emu.forceFaults('agent', 'error_502');
+    const reply = await send(id, 'a character sheet');
+    expect(reply.status).toBe(502);
+    expect(emu.faults.injected['agent.error_502']).toBeGreaterThan(0);
+    const after = (await list(id)).json;
+    expect(after.status).toBe('awaiting_input');
+    expect(after.messages).toHaveLength(before);
+    expect(emu.ledger.entries.length).toBe(entries);
+    expect(emu.requests.byId.size).toBe(generations);
+    // The same reply once the backend is back resumes the turn as usual.
+    expect((await send(id, 'a character sheet')).status).toBe(202);
+    await waitStatus(id, 'idle');
+  });
+
+  it('an injected 502 on a busy session or a refused message is answered 502, with nothing charged', async () => {
+    const id = await session();
+    await send(id, 'busy #hold');
+    const entries = emu.ledger.entries.length;
+    emu.forceFaults('agent', 'error_502');
+    expect((await send(id, 'me too')).status).toBe(502);
+    emu.forceFaults('agent', 'error_502');
+    expect((await send(id, '')).status).toBe(502);
+    expect(emu.ledger.entries.length).toBe(entries);
+    expect((await list(id)).json.messages.filter((m: any) => m.role === 'user')).toHaveLength(1);
+    await interrupt(id);
+  });
+
   it('processing or awaiting_input + interrupt → processing, then idle; the turn settles normally', async () => {
     const id = await session();
     const m = await send(id, 'long job #hold');

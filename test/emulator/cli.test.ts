@@ -49,6 +49,16 @@ describe('genpipe emulator', () => {
     });
   }
 
+  it('refuses a fault file with a bad after-processing knob with its location, exit 2, before listening', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'genpipe-cli-')), 'faults.yaml');
+    writeFileSync(file, 'extends: none\nsubmit:\n  error_502_after: yes\n');
+    const io = capture();
+    expect(await main(['emulator', '--port', '0', '--faults', file], io)).toBe(2);
+    expect(io.stderr).toHaveLength(1);
+    expect(io.stderr[0]).toMatch(/faults\.yaml:3:20: submit\.error_502_after: /);
+    expect(io.stdout).toEqual([]);
+  });
+
   it('refuses a bad accounts file with its location, exit 2', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'genpipe-cli-')), 'accounts.yaml');
     writeFileSync(file, 'accounts: []\n');

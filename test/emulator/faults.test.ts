@@ -49,6 +49,30 @@ describe('fault profiles', () => {
     expect(p.webhooks.duplicate_rate).toBe(1);
   });
 
+  it('reads the after-processing knobs from a fault file, and draws them at their rates', () => {
+    const file = join(dir, 'gateway.yaml');
+    writeFileSync(file, 'submit:\n  error_502_after: 0.2\n  error_504_after: 0.1\n');
+    const p = loadFaultProfile(file);
+    expect(p.routes.submit.error_502_after).toBe(0.2);
+    expect(p.routes.submit.error_504_after).toBe(0.1);
+    expect(p.routes.status.error_502_after).toBe(0);
+    const e = new FaultEngine(p, new Rng(5));
+    const a = Array.from({ length: 20_000 }, () => e.decide('submit'));
+    const share = (s: number) => a.filter((d) => d.statusAfter === s).length / a.length;
+    expect(share(502)).toBeGreaterThan(0.17);
+    expect(share(502)).toBeLessThan(0.23);
+    // Drawn after error_502_after: 10% of the 80% left.
+    expect(share(504)).toBeGreaterThan(0.06);
+    expect(share(504)).toBeLessThan(0.1);
+    expect(a.every((d) => d.status === undefined)).toBe(true);
+  });
+
+  it('a bad after-processing knob is refused naming file:line:col', () => {
+    const file = join(dir, 'bad-gateway.yaml');
+    writeFileSync(file, 'submit:\n  error_504_after: 1.5\n');
+    expect(() => loadFaultProfile(file)).toThrow(/bad-gateway\.yaml:2:20: submit\.error_504_after: /);
+  });
+
   it('a bad fault file is refused naming file:line:col and the field', () => {
     const file = join(dir, 'bad.yaml');
     writeFileSync(file, 'submit:\n  error_500: 2\n');
@@ -83,6 +107,39 @@ describe('faults on the wire', () => {
     expect(emu.requests.byId.size).toBe(1);
     expect(emu.requests.get(r.request_id)?.idempotencyKey).toBe('step-1');
     expect(emu.faults.injected['submit.reset_after']).toBe(2);
+    await client.close();
+    await emu.close();
+  });
+
+  it.each([502, 504] as const)('error_%i_after: the submit is processed and charged, then answered with that status instead of 200', async (status) => {
+    const emu = await start();
+    emu.forceFaults('submit', `error_${status}_after`);
+    const res = await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 3 } });
+    expect(res.status).toBe(status);
+    expect(typeof res.json.detail).toBe('string');
+    expect(res.json.request_id).toBeUndefined();
+    expect(emu.requests.byId.size).toBe(1);
+    expect(emu.ledger.entries.filter((e) => e.kind === 'charge')).toHaveLength(1);
+    expect(emu.faults.injected[`submit.error_${status}_after`]).toBe(1);
+    // The next submit is answered as usual.
+    expect((await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 4 } })).status).toBe(200);
+    await emu.close();
+  });
+
+  it('502 and 504 after processing: a keyed submit is retried under its key and charged once; a keyless one is sent once and is indeterminate', async () => {
+    const emu = await start();
+    const client = clientFor(emu);
+    emu.forceFaults('submit', 'error_502_after', 'error_504_after');
+    const r = await client.characterSheet.submit({ brief: 'gateway' }, { idempotencyKey: 'step-gw' });
+    expect(emu.requests.byId.size).toBe(1);
+    expect(emu.requests.get(r.request_id)?.idempotencyKey).toBe('step-gw');
+    expect(emu.ledger.entries.filter((e) => e.kind === 'charge')).toHaveLength(1);
+    emu.forceFaults('submit', 'error_504_after');
+    const error = await client.marketingImage.submit({ prompt: 'a keyless banner', resolution: '1k', quality: 'low' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(IndeterminateSubmissionError);
+    expect((error as IndeterminateSubmissionError).status).toBe(504);
+    expect(emu.requests.byId.size).toBe(2);
+    expect(emu.ledger.entries.filter((e) => e.kind === 'charge')).toHaveLength(2);
     await client.close();
     await emu.close();
   });

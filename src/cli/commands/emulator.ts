@@ -17,6 +17,7 @@ const OPTIONS = {
   'credits-per-usd': { type: 'string' },
   'failure-rate': { type: 'string' },
   'nsfw-rate': { type: 'string' },
+  state: { type: 'string' },
 } as const;
 
 function number(value: string | undefined, flag: string, check: (n: number) => boolean, what: string): number | undefined {
@@ -37,8 +38,12 @@ Options:
   --port N                port to listen on (default 4010; 0 picks a free one)
   --host ADDR             address to bind (default 127.0.0.1)
   --time-scale X          multiplies every service duration (default 1; 0 = instant)
-  --seed N                seed of every random choice (default 1)
-  --faults PROFILE|FILE   none, flaky, hostile, or a YAML/JSON fault file (default none)
+  --seed N                seed of durations, outcomes and faults (default 1); ids are
+                          random, never repeated across emulator processes
+  --faults PROFILE|FILE   none, flaky, hostile, or a YAML/JSON fault file (default none);
+                          a file's error_502_after / error_504_after answer 502 / 504 after
+                          processing (the request is made and charged), reset_after drops
+                          the connection after processing
   --accounts FILE         YAML/JSON accounts file (key_id, secret, credits, agent_enabled)
   --account ID:SECRET     add an account with default credits (repeatable)
   --webhook-secret S      sent as X-Webhook-Secret-Key on hf_webhook deliveries
@@ -46,6 +51,8 @@ Options:
   --credits-per-usd N     credit rate (default 100)
   --failure-rate P        share of generations that fail (default 0)
   --nsfw-rate P           share of generations that end nsfw (default 0)
+  --state DIR             keep requests, job sets, the ledger and Idempotency-Key records in
+                          DIR across restarts (created if missing; one emulator at a time)
 
 Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/stats,
 /_emulator/webhooks. See docs/emulator.md.`,
@@ -60,6 +67,7 @@ Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/s
     const nsfwRate = number(values['nsfw-rate'], 'nsfw-rate', (n) => n >= 0 && n <= 1, 'a number from 0 to 1');
     if (values.vendor !== undefined && !/^[A-Za-z0-9_-]+$/.test(values.vendor)) throw new GenpipeError('invalid_input', '--vendor must be one path segment of letters, digits, - or _.');
     if (values['webhook-secret'] === '') throw new GenpipeError('invalid_input', '--webhook-secret must not be empty.');
+    if (values.state === '') throw new GenpipeError('invalid_input', '--state must name a directory.');
     const faults = loadFaultProfile(values.faults ?? 'none');
     const accounts: AccountSpec[] = values.accounts !== undefined ? accountsFromFile(values.accounts) : [DEFAULT_ACCOUNT];
     for (const pair of values.account ?? []) {
@@ -83,9 +91,12 @@ Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/s
         ...(nsfwRate !== undefined ? { nsfwRate } : {}),
         ...(values.vendor !== undefined ? { vendor: values.vendor } : {}),
         ...(values['webhook-secret'] !== undefined ? { webhookSecret: values['webhook-secret'] } : {}),
+        ...(values.state !== undefined ? { stateDir: values.state } : {}),
         log: (line) => io.err(line),
       });
     } catch (error) {
+      // A refused --state directory says so itself (exit 2).
+      if (error instanceof GenpipeError) throw error;
       const code = (error as NodeJS.ErrnoException).code ?? (error instanceof Error ? error.message : String(error));
       throw new GenpipeError('config', `Cannot listen on ${values.host ?? '127.0.0.1'}:${port}: ${code}.`, { cause: error });
     }
@@ -96,7 +107,8 @@ Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/s
         ? 'no accounts'
         : `credentials: HF_KEY=${first.keyId}:${first.secret}` + (accounts.length > 1 ? ` (and ${accounts.length - 1} more account(s))` : ''),
     );
-    io.out(`seed ${emu.seed}, time scale ${emu.timeScale}, faults ${faults.name}; inspection at ${emu.url}/_emulator/ledger; Ctrl-C stops`);
+    const state = emu.state ? `; state in ${emu.state.dir} (${emu.state.requests} request(s), ${emu.state.ledgerEntries} ledger entries restored)` : '';
+    io.out(`seed ${emu.seed}, time scale ${emu.timeScale}, faults ${faults.name}${state}; inspection at ${emu.url}/_emulator/ledger; Ctrl-C stops`);
     await new Promise<void>((resolve) => {
       if (io.signal.aborted) resolve();
       else io.signal.addEventListener('abort', () => resolve(), { once: true });
