@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
 import { PlanFingerprint } from '../plan/instance.js';
 import type { Plan } from '../plan/plan.js';
+import { saveRunInputs, type RunInputsRecord } from './run-inputs.js';
 
 /** A timestamp-based run id that sorts in time order: `20261122T051300Z-3fa2`. */
 export function newRunId(now: Date = new Date()): string {
@@ -25,6 +26,8 @@ export interface PlanFile {
   selection?: { only: string[]; limit: number | null };
   /** The service the run was made against; absent in plan.json files written before it was recorded. */
   service?: RunService;
+  /** The CSV rows and presets the run read (run-inputs.ts), hashed; absent in runs made before genpipe kept them. */
+  inputs?: RunInputsRecord;
 }
 
 /**
@@ -53,9 +56,11 @@ export function planHash(plan: Plan): string {
   return fingerprint.digest();
 }
 
-/** The steps as plan.json records them. */
+/** The steps as plan.json records them, in the manifest's order (the order people wrote and read them in). */
 export function planFileSteps(plan: Plan): PlanFile['steps'] {
-  return plan.steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, price_usd: s.priceUsd ?? null, ...(s.step.gallery ? { gallery: s.step.gallery } : {}) }));
+  const written = Object.keys(plan.loaded.manifest.steps);
+  const steps = [...plan.steps].sort((a, b) => written.indexOf(a.id) - written.indexOf(b.id));
+  return steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, price_usd: s.priceUsd ?? null, ...(s.step.gallery ? { gallery: s.step.gallery } : {}) }));
 }
 
 /** The copy of its manifest a run directory keeps. */
@@ -73,6 +78,8 @@ export async function createRunDir(
   const dir = join(root, plan.name, runId);
   await mkdir(join(dir, 'outputs'), { recursive: true });
   const estimate = plan.estimate();
+  // Before plan.json, which holds its hash: the CSV rows and presets this run was given.
+  const inputs = await saveRunInputs(dir, plan);
   const file: PlanFile = {
     pipeline: plan.name,
     runId,
@@ -83,6 +90,7 @@ export async function createRunDir(
     estimate: { known_usd: estimate.knownUsd, unknown_instances: estimate.unknownInstances },
     ...(plan.selection ? { selection: { only: (plan.selection.only ?? []).map((s) => s.text), limit: plan.selection.limit ?? null } } : {}),
     ...(service ? { service: { base_url: service.base_url, platform_url: service.platform_url, cdn_url: service.cdn_url, vendor: service.vendor, embedded_emulator: service.embedded_emulator } } : {}),
+    inputs,
   };
   await writeFile(join(dir, 'plan.json'), `${JSON.stringify(file, null, 2)}\n`, { flag: 'wx' });
   // The manifest as this run read it: `genpipe diff` re-plans it to show the inputs the run sent,
@@ -104,6 +112,10 @@ export async function readPlanFile(dir: string): Promise<PlanFile> {
   const selection = file.selection as unknown;
   if (selection !== undefined && !isSelection(selection)) {
     throw new GenpipeError('invalid_input', `${join(dir, 'plan.json')} has a malformed selection record (only: a list of selectors, limit: a whole number or null).`);
+  }
+  const inputs = file.inputs as unknown;
+  if (inputs !== undefined && (inputs === null || typeof inputs !== 'object' || typeof (inputs as Record<string, unknown>).file !== 'string' || typeof (inputs as Record<string, unknown>).sha256 !== 'string')) {
+    throw new GenpipeError('invalid_input', `${join(dir, 'plan.json')} has a malformed inputs record (file, sha256).`);
   }
   return file;
 }
