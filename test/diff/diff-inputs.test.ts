@@ -148,8 +148,8 @@ describe('recorded axes are read instead of the file and the catalog', () => {
   it('a preset axis plans from the presets the run kept, without asking the catalog', async () => {
     const { resolveAxis } = await import('../../src/manifest/axes.js');
     const presets = [
-      { id: '00000000-0000-4000-8000-000000000001', type: 'ads', name: 'Summer sale' },
-      { id: '00000000-0000-4000-8000-000000000002', type: 'ads', name: 'Summer night' },
+      { id: '00000000-0000-4000-8000-000000000001', type: 'ads' as const, name: 'Summer sale' },
+      { id: '00000000-0000-4000-8000-000000000002', type: 'ads' as const, name: 'Summer night' },
     ];
     const axis = await resolveAxis('preset', { presets: { name: 'Summer*', limit: 5 } }, {
       dir,
