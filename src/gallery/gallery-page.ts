@@ -22,7 +22,8 @@ table.grid { border-collapse: collapse; }
 .cell:focus { outline: 2px solid Highlight; }
 .cell img, .cell video { display: block; width: 100%; height: auto; min-height: 60px; background: #8882; border-radius: 4px; }
 .cell audio { width: 100%; }
-.cell.approved { border-color: var(--ok); } .cell.rejected { border-color: var(--bad); opacity: .7; } .cell.starred .actions [data-action=star] { color: #f9a825; }
+.cell.approved { border-color: var(--ok); } .cell.rejected { border-color: var(--bad); opacity: .7; } .cell.starred .actions [data-action=unstar] { color: #f9a825; }
+.review-counts { margin: .2rem 0 0; } #saved { color: var(--muted); }
 .facts { display: flex; flex-wrap: wrap; gap: .3rem; margin-top: .2rem; }
 .badge { font-size: 12px; padding: 0 .35rem; border-radius: 3px; background: #8883; }
 .status-completed .badge:first-child, .status-reused .badge:first-child { background: #2e7d3233; }
@@ -87,7 +88,7 @@ export async function* galleryPageChunks(run: Pick<GalleryData, 'pipeline' | 'ru
 <style>${STYLE}</style>
 </head>
 <body>
-<header><h1>${escapeHtml(title)}</h1><p class="counts">Written ${escapeHtml(run.writtenAt)} by genpipe${options.review ? '; decisions are saved to review.json as you make them' : ''}. <span id="notice"></span></p></header>
+<header><h1>${escapeHtml(title)}</h1><p class="counts">Written ${escapeHtml(run.writtenAt)} by genpipe${options.review ? '; decisions are saved to review.json as you make them' : ''}. <span id="notice"></span></p>${options.review ? '<p class="review-counts"><strong id="review-counts"></strong> <span id="saved" aria-live="polite"></span></p>' : ''}</header>
 <main id="app"></main>
 <section id="compare" hidden></section>
 <script type="application/json" id="gallery-data">`;

@@ -40,7 +40,27 @@ export const PAGE_SCRIPT = String.raw`
     return step.axes.map((a) => a.name).filter((n) => n !== view.rows && n !== view.cols);
   }
 
+  /** The header's review counts: approved, rejected, starred and unreviewed of the page's cells. */
+  function renderReviewCounts() {
+    const line = document.getElementById('review-counts');
+    if (!line) return;
+    let total = 0, approved = 0, rejected = 0, starred = 0;
+    for (const step of data.steps) {
+      for (const c of step.cells) {
+        total++;
+        const d = decisions[c.id];
+        if (d && d.decision === 'approved') approved++;
+        else if (d && d.decision === 'rejected') rejected++;
+        if (d && d.starred) starred++;
+      }
+    }
+    const unreviewed = total - approved - rejected;
+    Object.assign(line.dataset, { approved: approved, rejected: rejected, starred: starred, unreviewed: unreviewed, total: total });
+    line.textContent = approved + ' approved, ' + rejected + ' rejected, ' + starred + ' starred, ' + unreviewed + ' unreviewed of ' + total;
+  }
+
   function render() {
+    renderReviewCounts();
     const app = document.getElementById('app');
     app.textContent = '';
     for (const step of data.steps) app.appendChild(renderStep(step));
@@ -189,9 +209,12 @@ export const PAGE_SCRIPT = String.raw`
     const inCompare = compare.includes(c.id);
     actions.appendChild(el('button', { type: 'button', 'data-action': 'compare', 'aria-pressed': String(inCompare), text: inCompare ? 'uncompare' : 'compare', onclick: () => toggleCompare(c.id) }));
     if (reviewing) {
-      actions.appendChild(el('button', { type: 'button', 'data-action': 'approve', 'aria-pressed': String(d.decision === 'approved'), text: 'approve (a)', onclick: () => decide(c.id, { decision: d.decision === 'approved' ? null : 'approved' }) }));
-      actions.appendChild(el('button', { type: 'button', 'data-action': 'reject', 'aria-pressed': String(d.decision === 'rejected'), text: 'reject (r)', onclick: () => decide(c.id, { decision: d.decision === 'rejected' ? null : 'rejected' }) }));
-      actions.appendChild(el('button', { type: 'button', 'data-action': 'star', 'aria-pressed': String(!!d.starred), text: d.starred ? '\u2605 (s)' : '\u2606 (s)', onclick: () => decide(c.id, { starred: !d.starred }) }));
+      // Each button does what it says, whatever the cell's state: approving an approved cell keeps
+      // it approved (a toggle had silently removed approvals); clear is its own button.
+      actions.appendChild(el('button', { type: 'button', 'data-action': 'approve', 'aria-pressed': String(d.decision === 'approved'), text: 'approve (a)', onclick: () => decide(c.id, { decision: 'approved' }) }));
+      actions.appendChild(el('button', { type: 'button', 'data-action': 'reject', 'aria-pressed': String(d.decision === 'rejected'), text: 'reject (r)', onclick: () => decide(c.id, { decision: 'rejected' }) }));
+      actions.appendChild(el('button', { type: 'button', 'data-action': 'clear', disabled: d.decision ? null : '', text: 'clear (u)', onclick: () => decide(c.id, { decision: null }) }));
+      actions.appendChild(el('button', { type: 'button', 'data-action': d.starred ? 'unstar' : 'star', 'aria-pressed': String(!!d.starred), text: d.starred ? '\u2605 unstar (S)' : '\u2606 star (s)', onclick: () => decide(c.id, { starred: !d.starred }) }));
     }
     cell.appendChild(actions);
     return cell;
@@ -231,6 +254,9 @@ export const PAGE_SCRIPT = String.raw`
     }
     const saved = await response.json();
     decisions[id] = saved;
+    // Said, not only shown: the decision as saved, in the header's live line.
+    const what = change.decision !== undefined ? (change.decision === null ? 'decision cleared' : change.decision) : (change.starred ? 'starred' : 'unstarred');
+    document.getElementById('saved').textContent = id + ': ' + what + ' (saved to review.json)';
     render();
     const again = document.querySelector('[data-instance="' + CSS.escape(id) + '"]');
     if (again) again.focus();
@@ -240,10 +266,11 @@ export const PAGE_SCRIPT = String.raw`
     const cell = event.target && event.target.closest ? event.target.closest('.cell') : null;
     if (!cell || event.target.tagName === 'INPUT' || event.target.tagName === 'SELECT') return;
     const id = cell.dataset.instance;
-    const d = decisions[id] || {};
-    if (event.key === 'a' && reviewing) decide(id, { decision: d.decision === 'approved' ? null : 'approved' });
-    else if (event.key === 'r' && reviewing) decide(id, { decision: d.decision === 'rejected' ? null : 'rejected' });
-    else if (event.key === 's' && reviewing) decide(id, { starred: !d.starred });
+    if (event.key === 'a' && reviewing) decide(id, { decision: 'approved' });
+    else if (event.key === 'r' && reviewing) decide(id, { decision: 'rejected' });
+    else if (event.key === 'u' && reviewing) decide(id, { decision: null });
+    else if (event.key === 's' && reviewing) decide(id, { starred: true });
+    else if (event.key === 'S' && reviewing) decide(id, { starred: false });
     else if (event.key === 'c') toggleCompare(id);
     else if (event.key === 'j' || event.key === 'k') {
       const all = [...document.querySelectorAll('#app .cell')];
