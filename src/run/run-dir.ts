@@ -20,7 +20,7 @@ export interface PlanFile {
   manifest: string;
   planHash: string;
   createdAt: string;
-  steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; price_usd: number | null; gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined } }[];
+  steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; for_each_only?: 'approved'; price_usd: number | null; gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined } }[];
   estimate: { known_usd: number; unknown_instances: number };
   /** A subset run (`--only`, `--limit`): the selectors as written; a resume runs the same subset. */
   selection?: { only: string[]; limit: number | null };
@@ -60,7 +60,7 @@ export function planHash(plan: Plan): string {
 export function planFileSteps(plan: Plan): PlanFile['steps'] {
   const written = Object.keys(plan.loaded.manifest.steps);
   const steps = [...plan.steps].sort((a, b) => written.indexOf(a.id) - written.indexOf(b.id));
-  return steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, price_usd: s.priceUsd ?? null, ...(s.step.gallery ? { gallery: s.step.gallery } : {}) }));
+  return steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, ...(s.forEachOnly ? { for_each_only: s.forEachOnly } : {}), price_usd: s.priceUsd ?? null, ...(s.step.gallery ? { gallery: s.step.gallery } : {}) }));
 }
 
 /** The copy of its manifest a run directory keeps. */
