@@ -28,7 +28,14 @@ export const PAGE_SCRIPT = String.raw`
     for (const child of children || []) if (child) node.appendChild(child);
     return node;
   };
-  const usd = (n) => (n === undefined ? '' : 'US$' + (Math.round(n * 10000) / 10000).toFixed(n < 1 ? 4 : 2).replace(/0+$/, '').replace(/\.$/, '.00'));
+  // Money as everywhere else in genpipe (util/format-usd.ts formatUsd): cents and thousands separators, more digits only when a price has them.
+  const group = (text) => text.replace(/^(-?)(\d+)/, (m, sign, digits) => sign + digits.replace(/\B(?=(\d{3})+(?!\d))/g, ','));
+  const usd = (n) => {
+    if (n === undefined) return '';
+    const cents = Math.round(n * 100) / 100;
+    return Math.abs(cents - n) < 1e-9 ? 'US$' + group(cents.toFixed(2)) : 'US$' + group(n.toFixed(4).replace(/0+$/, ''));
+  };
+  const spendOf = (cells) => Math.round(cells.reduce((sum, c) => sum + (c.costUsd || 0), 0) * 1e6) / 1e6;
   const collator = new Intl.Collator('en', { numeric: true, sensitivity: 'base' });
 
   function viewOf(step) {
@@ -59,7 +66,17 @@ export const PAGE_SCRIPT = String.raw`
     line.textContent = approved + ' approved, ' + rejected + ' rejected, ' + starred + ' starred, ' + unreviewed + ' unreviewed of ' + total;
   }
 
+  /** The run's spend in the header: what its cells cost (refunds and reuse at US$0). */
+  function renderSpend() {
+    const line = document.getElementById('spend');
+    const cells = data.steps.flatMap((step) => step.cells);
+    const spent = spendOf(cells);
+    line.dataset.usd = String(spent);
+    line.textContent = 'Spend ' + usd(spent) + ' on ' + cells.length + ' instance' + (cells.length === 1 ? '' : 's');
+  }
+
   function render() {
+    renderSpend();
     renderReviewCounts();
     const app = document.getElementById('app');
     app.textContent = '';
@@ -74,7 +91,7 @@ export const PAGE_SCRIPT = String.raw`
     const summary = Object.entries(counts).map(([s, n]) => n + ' ' + s.replace('_', ' ')).join(', ');
     const section = el('section', { className: 'step', 'data-step': step.id }, [
       el('h2', { text: step.id + ' (' + step.model + (step.forEach ? ', for each ' + step.forEach : '') + ')' }),
-      el('p', { className: 'counts', text: step.cells.length + ' of ' + step.planned + ' instances' + (summary ? ': ' + summary : '') }),
+      el('p', { className: 'counts', text: step.cells.length + ' of ' + step.planned + ' instances' + (summary ? ': ' + summary : '') + '; ' + usd(spendOf(step.cells)) }),
     ]);
     section.appendChild(controls(step, view));
     const cells = step.cells.filter((c) => matches(c, step, view));
@@ -141,7 +158,7 @@ export const PAGE_SCRIPT = String.raw`
       if (wanted !== undefined && wanted !== '*' && c.values[axis] !== wanted) return false;
     }
     if (view.text) {
-      const hay = (c.id + ' ' + (c.error || '') + ' ' + Object.entries(c.values).map(([k, v]) => k + '=' + v).join(' ')).toLowerCase();
+      const hay = (c.id + ' ' + (c.error || '') + ' ' + (c.headline || '') + ' ' + Object.entries(c.values).map(([k, v]) => k + '=' + v).join(' ')).toLowerCase();
       if (!hay.includes(view.text.toLowerCase())) return false;
     }
     return true;
@@ -197,6 +214,7 @@ export const PAGE_SCRIPT = String.raw`
     const d = decisions[c.id] || {};
     const cell = el('div', { className: 'cell status-' + c.status + (d.decision ? ' ' + d.decision : '') + (d.starred ? ' starred' : ''), 'data-instance': c.id, 'data-status': c.status, 'data-decision': d.decision || null, tabindex: '0' });
     for (const m of media(c)) cell.appendChild(m);
+    if (c.headline !== undefined) cell.appendChild(el('p', { className: 'headline', title: c.headline, text: c.headline }));
     const facts = el('div', { className: 'facts' });
     facts.appendChild(el('span', { className: 'badge', text: c.status.replace('_', ' ') }));
     if (c.rerollSeed !== undefined) facts.appendChild(el('span', { className: 'badge reroll', text: 're-rolled: seed ' + c.rerollSeed }));

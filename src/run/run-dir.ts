@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
 import { PlanFingerprint } from '../plan/instance.js';
 import type { Plan } from '../plan/plan.js';
+import { saveHeadlines } from './run-headlines.js';
 import { saveRunInputs, type RunInputsRecord } from './run-inputs.js';
 
 /** A timestamp-based run id that sorts in time order: `20261122T051300Z-3fa2`. */
@@ -20,7 +21,7 @@ export interface PlanFile {
   manifest: string;
   planHash: string;
   createdAt: string;
-  steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; for_each_only?: 'approved'; price_usd: number | null; gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined } }[];
+  steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; for_each_only?: 'approved'; price_usd: number | null; axes?: Record<string, string[]>; gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined } }[];
   estimate: { known_usd: number; unknown_instances: number };
   /** A subset run (`--only`, `--limit`): the selectors as written; a resume runs the same subset. */
   selection?: { only: string[]; limit: number | null };
@@ -60,7 +61,27 @@ export function planHash(plan: Plan): string {
 export function planFileSteps(plan: Plan): PlanFile['steps'] {
   const written = Object.keys(plan.loaded.manifest.steps);
   const steps = [...plan.steps].sort((a, b) => written.indexOf(a.id) - written.indexOf(b.id));
-  return steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, ...(s.forEachOnly ? { for_each_only: s.forEachOnly } : {}), price_usd: s.priceUsd ?? null, ...(s.step.gallery ? { gallery: s.step.gallery } : {}) }));
+  return steps.map((s) => {
+    const axes = axisOrder(s);
+    return { id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, ...(s.forEachOnly ? { for_each_only: s.forEachOnly } : {}), price_usd: s.priceUsd ?? null, ...(axes ? { axes } : {}), ...(s.step.gallery ? { gallery: s.step.gallery } : {}) };
+  });
+}
+
+/** Axes with at most this many values have their labels recorded in plan.json, in the manifest's order. */
+export const MAX_RECORDED_AXIS_VALUES = 1_000;
+
+/**
+ * Each axis's labels in the order the manifest gives them (list values as written, CSV rows as in
+ * the file), so the gallery shows `tier: [normal, cats]` in that order, not sorted; larger axes
+ * (long ranges) are left to natural order, which is theirs anyway.
+ */
+function axisOrder(step: Plan['steps'][number]): Record<string, string[]> | undefined {
+  const out: Record<string, string[]> = {};
+  for (const axis of step.matrix.axes) {
+    if (axis.length > MAX_RECORDED_AXIS_VALUES) continue;
+    out[axis.name] = Array.from({ length: axis.length }, (_, i) => axis.label(i));
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
 }
 
 /** The copy of its manifest a run directory keeps. */
@@ -96,6 +117,8 @@ export async function createRunDir(
   // The manifest as this run read it: `genpipe diff` re-plans it to show the inputs the run sent,
   // even after the file was edited for the next run. Redacted: a webhook URL written in it stays out.
   await writeFile(join(dir, MANIFEST_COPY), redact(plan.loaded.text), { flag: 'wx' });
+  // What each instance is about, for the gallery's cells (a view: a failure here never stops the run).
+  await saveHeadlines(dir, plan);
   return { runId, dir };
 }
 
