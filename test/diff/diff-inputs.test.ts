@@ -94,7 +94,7 @@ describe('a run keeps the CSV rows and presets it read', () => {
 });
 
 describe('genpipe diff reads each run\'s own inputs', () => {
-  it('54 shared, 2 only in B, inputs differ in 2; reused counts as completed (status differs in 0)', async () => {
+  it('54 shared campaign instances (55 with the sheet), 2 only in B, inputs differ in 2; reused counts as completed (status differs in 0)', async () => {
     const page = join(tempDir(), 'diff.html');
     const result = await cli(['diff', runA, runB, '--out', page]);
     expect(result.code, result.err).toBe(0);
@@ -141,6 +141,23 @@ describe('genpipe diff reads each run\'s own inputs', () => {
     const result = await cli(['diff', runA, run, '--out', join(copy, 'd.html')]);
     expect(result.code).toBe(0);
     expect(result.err).toContain('inputs.json does not match the SHA-256 its run\'s plan.json recorded');
+  });
+});
+
+describe('a run made before genpipe kept its CSV rows', () => {
+  it('is planned from the file as it is now, and the note says so', async () => {
+    const copy = tempDir();
+    writeCsv(rows(3));
+    const made = await cli(['run', join(dir, 'daily.yaml'), '--out', copy, '--rate', '1000']);
+    expect(made.code, made.err).toBe(0);
+    const run = runDirOf(made.out + made.err);
+    const planPath = join(run, 'plan.json');
+    const plan = JSON.parse(readFileSync(planPath, 'utf8')) as Record<string, unknown>;
+    delete plan.inputs;
+    writeFileSync(planPath, JSON.stringify(plan));
+    const result = await cli(['diff', run, run, '--out', join(copy, 'd.html')]);
+    expect(result.code, result.err).toBe(0);
+    expect(result.err).toContain('keeps no copy of the CSV rows and presets it read (it was made before genpipe kept them)');
   });
 });
 
