@@ -20,7 +20,8 @@ export async function reviewWaitSentence(runDir: string, plan?: Pick<PlanFile, '
   const steps = (plan ?? (await readPlanFile(runDir))).steps;
   const waiting = steps.filter((s) => s.for_each_only === 'approved' && s.for_each !== null);
   if (waiting.length === 0) return undefined;
-  const review = await readReview(runDir);
+  // A damaged review.json (genpipe review refuses it, naming it) counts as no decision here: this sentence never fails a run's end.
+  const review = await readReview(runDir).catch(() => ({}) as Awaited<ReturnType<typeof readReview>>);
   const decided = new Map<string, number>();
   for (const [id, entry] of Object.entries(review)) {
     if (entry.decision === undefined) continue;

@@ -74,6 +74,12 @@ describe('a run waiting on review', () => {
     writeFileSync(join(runDir, 'review.json'), '{}');
   });
 
+  it('a damaged review.json is no decision here: the sentence, never an error at a run\'s end', async () => {
+    writeFileSync(join(runDir, 'review.json'), '{not json');
+    expect(await reviewWaitSentence(runDir)).toMatch(/^12 clips instance\(s\) wait on review: 4 of 4 sheets/);
+    writeFileSync(join(runDir, 'review.json'), '{}');
+  });
+
   it('genpipe report prints it on stderr', async () => {
     const result = await cli(['report', runDir]);
     expect(result.code, result.err).toBe(0);
