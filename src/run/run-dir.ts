@@ -59,8 +59,9 @@ export function planHash(plan: Plan): string {
 
 /** The steps as plan.json records them, in the manifest's order (the order people wrote and read them in). */
 export function planFileSteps(plan: Plan): PlanFile['steps'] {
-  const written = Object.keys(plan.loaded.manifest.steps);
-  const steps = [...plan.steps].sort((a, b) => written.indexOf(a.id) - written.indexOf(b.id));
+  // By position, not indexOf: a manifest may have thousands of steps.
+  const written = new Map(Object.keys(plan.loaded.manifest.steps).map((id, i) => [id, i]));
+  const steps = [...plan.steps].sort((a, b) => (written.get(a.id) ?? 0) - (written.get(b.id) ?? 0));
   return steps.map((s) => {
     const axes = axisOrder(s);
     return { id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, ...(s.forEachOnly ? { for_each_only: s.forEachOnly } : {}), price_usd: s.priceUsd ?? null, ...(axes ? { axes } : {}), ...(s.step.gallery ? { gallery: s.step.gallery } : {}) };
