@@ -7,6 +7,7 @@ import { cellsOfState } from '../gallery/write-gallery.js';
 import type { Cell } from '../gallery/gallery-data.js';
 import type { PlanFile } from '../run/run-dir.js';
 import type { RunState } from '../run/run-state.js';
+import { formatCount } from '../util/format-usd.js';
 import { naturalCompare } from '../util/natural-compare.js';
 import { inputChanges, type InputChange, type RunInputs } from './run-inputs.js';
 
@@ -62,12 +63,30 @@ function idsOf(run: DiffRun, cells: ReadonlyMap<string, unknown>): Set<string> {
 
 const stepOfId = (id: string): string => id.replace(/\[.*$/s, '');
 
+/** A reused result is the completed result of an earlier run: the same outcome, not a difference. */
+const sameAs = (status: string): string => (status === 'reused' ? 'completed' : status);
+
+/**
+ * Steps in the manifest's order (plan.json's, B's first: the run being looked at), and a step's
+ * instances in plan order (CSV rows as in the file, list values as written) where a run's inputs
+ * were planned again, else in natural order.
+ */
+function inManifestOrder(ids: string[], a: DiffRun, b: DiffRun): string[] {
+  const stepOrder = new Map<string, number>();
+  for (const s of [...b.plan.steps, ...a.plan.steps]) if (!stepOrder.has(s.id)) stepOrder.set(s.id, stepOrder.size);
+  const planOrder = new Map<string, number>();
+  for (const inputs of [b.inputs.inputs, a.inputs.inputs]) for (const id of inputs?.keys() ?? []) if (!planOrder.has(id)) planOrder.set(id, planOrder.size);
+  const stepRank = (id: string): number => stepOrder.get(stepOfId(id)) ?? stepOrder.size;
+  const planRank = (id: string): number => planOrder.get(id) ?? Number.MAX_SAFE_INTEGER;
+  return ids.sort((x, y) => stepRank(x) - stepRank(y) || planRank(x) - planRank(y) || naturalCompare(x, y));
+}
+
 export function diffData(a: DiffRun, b: DiffRun): DiffData {
   const cellsA = cellsById(a);
   const cellsB = cellsById(b);
   const idsA = idsOf(a, cellsA);
   const idsB = idsOf(b, cellsB);
-  const shared = [...idsA].filter((id) => idsB.has(id)).sort(naturalCompare);
+  const shared = inManifestOrder([...idsA].filter((id) => idsB.has(id)), a, b);
   const rows: DiffRow[] = [];
   let inputsDiffer = 0;
   let statusDiffers = 0;
@@ -79,8 +98,8 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
     const inA = a.inputs.inputs?.get(id);
     const inB = b.inputs.inputs?.get(id);
     const changes = a.inputs.inputs && b.inputs.inputs && inA !== undefined && inB !== undefined ? inputChanges(inA, inB) : undefined;
-    const statusA = ca?.cell.status ?? NOT_STARTED;
-    const statusB = cb?.cell.status ?? NOT_STARTED;
+    const statusA = sameAs(ca?.cell.status ?? NOT_STARTED);
+    const statusB = sameAs(cb?.cell.status ?? NOT_STARTED);
     const row: DiffRow = {
       id,
       step: ca?.step ?? cb?.step ?? stepOfId(id),
@@ -89,7 +108,8 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
       b: cb?.cell,
       changes,
       statusDiffers: statusA !== statusB,
-      costDiffers: (ca?.cell.costUsd ?? 0) !== (cb?.cell.costUsd ?? 0),
+      // A reused result costs nothing again: its US$0 against the first run's price is no difference either.
+      costDiffers: ca?.cell.status !== 'reused' && cb?.cell.status !== 'reused' && (ca?.cell.costUsd ?? 0) !== (cb?.cell.costUsd ?? 0),
     };
     costA += ca?.cell.costUsd ?? 0;
     costB += cb?.cell.costUsd ?? 0;
@@ -99,7 +119,7 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
   }
   const notes = [a.inputs.note, b.inputs.note].filter((n): n is string => n !== undefined);
   if (a.plan.pipeline !== b.plan.pipeline) notes.push(`the runs are of different pipelines (${a.plan.pipeline} and ${b.plan.pipeline}); instances are matched by id`);
-  if (shared.length > MAX_DIFF_ROWS) notes.push(`the page lists the first ${MAX_DIFF_ROWS.toLocaleString('en-US')} of ${shared.length.toLocaleString('en-US')} shared instances; the counts above cover all of them`);
+  if (shared.length > MAX_DIFF_ROWS) notes.push(`the page lists the first ${formatCount(MAX_DIFF_ROWS)} of ${formatCount(shared.length)} shared instances; the counts above cover all of them`);
   const side = (run: DiffRun, cost: number) => ({ pipeline: run.plan.pipeline, runId: run.plan.runId, runDir: run.runDir, costUsd: Math.round(cost * 1e6) / 1e6 });
   return {
     a: side(a, costA),

@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import type { Cell } from '../gallery/gallery-data.js';
 import { escapeHtml } from '../gallery/gallery-page.js';
+import { formatCount, formatUsd } from '../util/format-usd.js';
 import type { DiffData, DiffRow } from './diff-data.js';
 
 const STYLE = `
@@ -33,7 +34,7 @@ function href(pageDir: string, runDir: string, path: string): string {
   return relative(pageDir, join(runDir, path)).split(sep).map(encodeURIComponent).join('/');
 }
 
-const usd = (n: number | undefined): string => (n === undefined ? '' : `US$${n.toFixed(n !== 0 && Math.abs(n) < 1 ? 4 : 2)}`);
+const usd = (n: number | undefined): string => (n === undefined ? '' : formatUsd(n));
 
 function side(cell: Cell | undefined, runDir: string, pageDir: string, differs: boolean): string {
   if (cell === undefined) return '<td class="side"><span class="badge" data-status="not_started">not started</span></td>';
@@ -87,7 +88,7 @@ ${side(row.b, data.b.runDir, pageDir, row.statusDiffers)}
 </head>
 <body>
 <h1>${escapeHtml(data.a.pipeline)} ${escapeHtml(data.a.runId)} (A) and ${escapeHtml(data.b.pipeline)} ${escapeHtml(data.b.runId)} (B)</h1>
-<p id="summary">${data.shared.toLocaleString('en-US')} shared instances (${data.onlyA.toLocaleString('en-US')} only in A, ${data.onlyB.toLocaleString('en-US')} only in B); inputs differ in ${data.inputsDiffer.toLocaleString('en-US')}, status in ${data.statusDiffers.toLocaleString('en-US')}. Cost of the shared instances: A ${usd(data.a.costUsd)}, B ${usd(data.b.costUsd)}.</p>
+<p id="summary">${formatCount(data.shared)} shared instances (${formatCount(data.onlyA)} only in A, ${formatCount(data.onlyB)} only in B); inputs differ in ${formatCount(data.inputsDiffer)}, status in ${formatCount(data.statusDiffers)}. Cost of the shared instances: A ${usd(data.a.costUsd)}, B ${usd(data.b.costUsd)}.</p>
 ${notes ? `<ul class="muted" id="notes">${notes}</ul>` : ''}
 <label><input type="checkbox" id="only-diff"> only instances that differ</label>
 <table>

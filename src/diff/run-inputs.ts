@@ -1,8 +1,10 @@
 /**
  * The inputs a run's instances were given, for `genpipe diff`: its manifest as the run read it
  * (the copy in its directory, or, for runs made before genpipe kept one, the file plan.json names,
- * as it is now) planned again with the run's own id and start time. Nothing is sent, except a
- * catalog read for a manifest with selections or preset axes.
+ * as it is now) planned again with the run's own id and start time, and with the CSV rows and
+ * presets the run read (inputs.json, run/run-inputs.ts), never today's files. Nothing is sent,
+ * except a catalog read for a manifest with selections (or preset axes of a run made before
+ * genpipe kept its presets).
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -10,6 +12,8 @@ import { parseDocument } from 'yaml';
 import { loadManifestText } from '../manifest/load.js';
 import { buildPlan, type PlanOptions } from '../plan/plan.js';
 import { MANIFEST_COPY, type PlanFile } from '../run/run-dir.js';
+import { formatCount } from '../util/format-usd.js';
+import { readRunInputs, readsCsvOrPresets, type RecordedAxes } from '../run/run-inputs.js';
 
 /** Larger runs are compared without their inputs (planning them again would take long). */
 export const MAX_REPLANNED_INSTANCES = 200_000;
@@ -18,7 +22,7 @@ export type RunInputs = { inputs: ReadonlyMap<string, unknown>; note?: string | 
 
 export async function runInputs(runDir: string, plan: PlanFile, options: Pick<PlanOptions, 'catalog' | 'presets' | 'env'>): Promise<RunInputs> {
   const planned = plan.steps.reduce((n, s) => n + s.count, 0);
-  if (planned > MAX_REPLANNED_INSTANCES) return { inputs: undefined, note: `run ${plan.runId} has ${planned.toLocaleString('en-US')} instances, over the ${MAX_REPLANNED_INSTANCES.toLocaleString('en-US')} whose inputs diff compares` };
+  if (planned > MAX_REPLANNED_INSTANCES) return { inputs: undefined, note: `run ${plan.runId} has ${formatCount(planned)} instances, over the ${formatCount(MAX_REPLANNED_INSTANCES)} whose inputs diff compares` };
   let text: string;
   let note: string | undefined;
   try {
@@ -31,6 +35,12 @@ export async function runInputs(runDir: string, plan: PlanFile, options: Pick<Pl
       return { inputs: undefined, note: `run ${plan.runId} keeps no copy of its manifest and ${plan.manifest} is gone: its inputs are not compared` };
     }
   }
+  let recorded: RecordedAxes | undefined;
+  try {
+    recorded = await readRunInputs(runDir, plan.inputs);
+  } catch (error) {
+    return { inputs: undefined, note: `the inputs of run ${plan.runId} are not compared: ${error instanceof Error ? error.message.replace(/\.$/, '') : String(error)}` };
+  }
   try {
     // What a run is told when it ends is no input, and its URLs are kept out of the copy.
     const document = parseDocument(text);
@@ -39,7 +49,11 @@ export async function runInputs(runDir: string, plan: PlanFile, options: Pick<Pl
       text = document.toString();
     }
     const loaded = loadManifestText(text, plan.manifest);
-    const replanned = await buildPlan(loaded, { ...options, run: { id: plan.runId, startedAt: new Date(plan.createdAt) } });
+    const replanned = await buildPlan(loaded, { ...options, recorded, run: { id: plan.runId, startedAt: new Date(plan.createdAt) } });
+    if (recorded === undefined && readsCsvOrPresets(replanned)) {
+      const old = `run ${plan.runId} keeps no copy of the CSV rows and presets it read (it was made before genpipe kept them): its inputs are those the files and catalog give now`;
+      note = note === undefined ? old : `${note}; ${old}`;
+    }
     const inputs = new Map<string, unknown>();
     for (const step of replanned.steps) {
       for (const instance of replanned.instances(step.id)) inputs.set(instance.id, instance.body);

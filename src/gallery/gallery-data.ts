@@ -32,6 +32,8 @@ export interface Cell {
   files: CellFile[];
   /** An agent's answer, shortened for the page. */
   answer?: string | undefined;
+  /** What the instance is about: a marketing image's prompt, an agent's question (run/run-headlines.ts). */
+  headline?: string | undefined;
 }
 
 export interface GalleryStep {

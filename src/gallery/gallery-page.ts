@@ -14,15 +14,22 @@ header { position: sticky; top: 0; background: Canvas; padding: .5rem 0; border-
 h1 { font-size: 1.2rem; margin: 0; } h2 { font-size: 1.05rem; margin: 1.2rem 0 .2rem; }
 .counts, .id, .empty, .pager span { color: var(--muted); }
 .controls { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; margin: .4rem 0; }
-.scroll { overflow-x: auto; }
-table.grid { border-collapse: collapse; }
-.grid th { font-weight: 600; text-align: left; padding: .25rem .4rem; white-space: nowrap; }
+/* The grid scrolls in its own box, both ways, so its labels can stick: column labels on top, row labels on the left. */
+.scroll { overflow: auto; max-height: 85vh; }
+table.grid { border-collapse: separate; border-spacing: 0; }
+.grid th { font-weight: 600; text-align: left; padding: .25rem .4rem; white-space: nowrap; background: Canvas; }
+.grid thead th { position: sticky; top: 0; z-index: 2; border-bottom: 1px solid var(--line); }
+.grid tbody th { position: sticky; left: 0; z-index: 1; vertical-align: top; border-right: 1px solid var(--line); }
+.grid thead th.corner { left: 0; z-index: 3; }
+.headline { font-size: 13px; margin: .25rem 0 0; display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden; }
+#spend { font-weight: 600; }
 .grid td { vertical-align: top; padding: .25rem; border-top: 1px solid var(--line); }
 .cell { width: 200px; border: 2px solid transparent; border-radius: 6px; padding: 4px; margin-bottom: 4px; }
 .cell:focus { outline: 2px solid Highlight; }
 .cell img, .cell video { display: block; width: 100%; height: auto; min-height: 60px; background: #8882; border-radius: 4px; }
 .cell audio { width: 100%; }
-.cell.approved { border-color: var(--ok); } .cell.rejected { border-color: var(--bad); opacity: .7; } .cell.starred .actions [data-action=star] { color: #f9a825; }
+.cell.approved { border-color: var(--ok); } .cell.rejected { border-color: var(--bad); opacity: .7; } .cell.starred .actions [data-action=unstar] { color: #f9a825; }
+.review-counts { margin: .2rem 0 0; } #saved { color: var(--muted); }
 .facts { display: flex; flex-wrap: wrap; gap: .3rem; margin-top: .2rem; }
 .badge { font-size: 12px; padding: 0 .35rem; border-radius: 3px; background: #8883; }
 .status-completed .badge:first-child, .status-reused .badge:first-child { background: #2e7d3233; }
@@ -87,7 +94,7 @@ export async function* galleryPageChunks(run: Pick<GalleryData, 'pipeline' | 'ru
 <style>${STYLE}</style>
 </head>
 <body>
-<header><h1>${escapeHtml(title)}</h1><p class="counts">Written ${escapeHtml(run.writtenAt)} by genpipe${options.review ? '; decisions are saved to review.json as you make them' : ''}. <span id="notice"></span></p></header>
+<header><h1>${escapeHtml(title)}</h1><p class="counts"><span id="spend"></span> · Written ${escapeHtml(run.writtenAt)} by genpipe${options.review ? '; decisions are saved to review.json as you make them' : ''}. <span id="notice"></span></p>${options.review ? '<p class="review-counts"><strong id="review-counts"></strong> <span id="saved" aria-live="polite"></span></p>' : ''}</header>
 <main id="app"></main>
 <section id="compare" hidden></section>
 <script type="application/json" id="gallery-data">`;

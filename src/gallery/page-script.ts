@@ -28,7 +28,14 @@ export const PAGE_SCRIPT = String.raw`
     for (const child of children || []) if (child) node.appendChild(child);
     return node;
   };
-  const usd = (n) => (n === undefined ? '' : 'US$' + (Math.round(n * 10000) / 10000).toFixed(n < 1 ? 4 : 2).replace(/0+$/, '').replace(/\.$/, '.00'));
+  // Money as everywhere else in genpipe (util/format-usd.ts formatUsd): cents and thousands separators, more digits only when a price has them.
+  const group = (text) => text.replace(/^(-?)(\d+)/, (m, sign, digits) => sign + digits.replace(/\B(?=(\d{3})+(?!\d))/g, ','));
+  const usd = (n) => {
+    if (n === undefined) return '';
+    const cents = Math.round(n * 100) / 100;
+    return Math.abs(cents - n) < 1e-9 ? 'US$' + group(cents.toFixed(2)) : 'US$' + group(n.toFixed(4).replace(/0+$/, ''));
+  };
+  const spendOf = (cells) => Math.round(cells.reduce((sum, c) => sum + (c.costUsd || 0), 0) * 1e6) / 1e6;
   const collator = new Intl.Collator('en', { numeric: true, sensitivity: 'base' });
 
   function viewOf(step) {
@@ -40,7 +47,37 @@ export const PAGE_SCRIPT = String.raw`
     return step.axes.map((a) => a.name).filter((n) => n !== view.rows && n !== view.cols);
   }
 
+  /** The header's review counts: approved, rejected, starred and unreviewed of the page's cells. */
+  function renderReviewCounts() {
+    const line = document.getElementById('review-counts');
+    if (!line) return;
+    let total = 0, approved = 0, rejected = 0, starred = 0;
+    for (const step of data.steps) {
+      for (const c of step.cells) {
+        total++;
+        const d = decisions[c.id];
+        if (d && d.decision === 'approved') approved++;
+        else if (d && d.decision === 'rejected') rejected++;
+        if (d && d.starred) starred++;
+      }
+    }
+    const unreviewed = total - approved - rejected;
+    Object.assign(line.dataset, { approved: approved, rejected: rejected, starred: starred, unreviewed: unreviewed, total: total });
+    line.textContent = approved + ' approved, ' + rejected + ' rejected, ' + starred + ' starred, ' + unreviewed + ' unreviewed of ' + total;
+  }
+
+  /** The run's spend in the header: what its cells cost (refunds and reuse at US$0). */
+  function renderSpend() {
+    const line = document.getElementById('spend');
+    const cells = data.steps.flatMap((step) => step.cells);
+    const spent = spendOf(cells);
+    line.dataset.usd = String(spent);
+    line.textContent = 'Spend ' + usd(spent) + ' on ' + cells.length + ' instance' + (cells.length === 1 ? '' : 's');
+  }
+
   function render() {
+    renderSpend();
+    renderReviewCounts();
     const app = document.getElementById('app');
     app.textContent = '';
     for (const step of data.steps) app.appendChild(renderStep(step));
@@ -54,7 +91,7 @@ export const PAGE_SCRIPT = String.raw`
     const summary = Object.entries(counts).map(([s, n]) => n + ' ' + s.replace('_', ' ')).join(', ');
     const section = el('section', { className: 'step', 'data-step': step.id }, [
       el('h2', { text: step.id + ' (' + step.model + (step.forEach ? ', for each ' + step.forEach : '') + ')' }),
-      el('p', { className: 'counts', text: step.cells.length + ' of ' + step.planned + ' instances' + (summary ? ': ' + summary : '') }),
+      el('p', { className: 'counts', text: step.cells.length + ' of ' + step.planned + ' instances' + (summary ? ': ' + summary : '') + '; ' + usd(spendOf(step.cells)) }),
     ]);
     section.appendChild(controls(step, view));
     const cells = step.cells.filter((c) => matches(c, step, view));
@@ -121,7 +158,7 @@ export const PAGE_SCRIPT = String.raw`
       if (wanted !== undefined && wanted !== '*' && c.values[axis] !== wanted) return false;
     }
     if (view.text) {
-      const hay = (c.id + ' ' + (c.error || '') + ' ' + Object.entries(c.values).map(([k, v]) => k + '=' + v).join(' ')).toLowerCase();
+      const hay = (c.id + ' ' + (c.error || '') + ' ' + (c.headline || '') + ' ' + Object.entries(c.values).map(([k, v]) => k + '=' + v).join(' ')).toLowerCase();
       if (!hay.includes(view.text.toLowerCase())) return false;
     }
     return true;
@@ -177,6 +214,7 @@ export const PAGE_SCRIPT = String.raw`
     const d = decisions[c.id] || {};
     const cell = el('div', { className: 'cell status-' + c.status + (d.decision ? ' ' + d.decision : '') + (d.starred ? ' starred' : ''), 'data-instance': c.id, 'data-status': c.status, 'data-decision': d.decision || null, tabindex: '0' });
     for (const m of media(c)) cell.appendChild(m);
+    if (c.headline !== undefined) cell.appendChild(el('p', { className: 'headline', title: c.headline, text: c.headline }));
     const facts = el('div', { className: 'facts' });
     facts.appendChild(el('span', { className: 'badge', text: c.status.replace('_', ' ') }));
     if (c.rerollSeed !== undefined) facts.appendChild(el('span', { className: 'badge reroll', text: 're-rolled: seed ' + c.rerollSeed }));
@@ -189,9 +227,12 @@ export const PAGE_SCRIPT = String.raw`
     const inCompare = compare.includes(c.id);
     actions.appendChild(el('button', { type: 'button', 'data-action': 'compare', 'aria-pressed': String(inCompare), text: inCompare ? 'uncompare' : 'compare', onclick: () => toggleCompare(c.id) }));
     if (reviewing) {
-      actions.appendChild(el('button', { type: 'button', 'data-action': 'approve', 'aria-pressed': String(d.decision === 'approved'), text: 'approve (a)', onclick: () => decide(c.id, { decision: d.decision === 'approved' ? null : 'approved' }) }));
-      actions.appendChild(el('button', { type: 'button', 'data-action': 'reject', 'aria-pressed': String(d.decision === 'rejected'), text: 'reject (r)', onclick: () => decide(c.id, { decision: d.decision === 'rejected' ? null : 'rejected' }) }));
-      actions.appendChild(el('button', { type: 'button', 'data-action': 'star', 'aria-pressed': String(!!d.starred), text: d.starred ? '\u2605 (s)' : '\u2606 (s)', onclick: () => decide(c.id, { starred: !d.starred }) }));
+      // Each button does what it says, whatever the cell's state: approving an approved cell keeps
+      // it approved (a toggle had silently removed approvals); clear is its own button.
+      actions.appendChild(el('button', { type: 'button', 'data-action': 'approve', 'aria-pressed': String(d.decision === 'approved'), text: 'approve (a)', onclick: () => decide(c.id, { decision: 'approved' }) }));
+      actions.appendChild(el('button', { type: 'button', 'data-action': 'reject', 'aria-pressed': String(d.decision === 'rejected'), text: 'reject (r)', onclick: () => decide(c.id, { decision: 'rejected' }) }));
+      actions.appendChild(el('button', { type: 'button', 'data-action': 'clear', disabled: d.decision ? null : '', text: 'clear (u)', onclick: () => decide(c.id, { decision: null }) }));
+      actions.appendChild(el('button', { type: 'button', 'data-action': d.starred ? 'unstar' : 'star', 'aria-pressed': String(!!d.starred), text: d.starred ? '\u2605 unstar (S)' : '\u2606 star (s)', onclick: () => decide(c.id, { starred: !d.starred }) }));
     }
     cell.appendChild(actions);
     return cell;
@@ -231,6 +272,9 @@ export const PAGE_SCRIPT = String.raw`
     }
     const saved = await response.json();
     decisions[id] = saved;
+    // Said, not only shown: the decision as saved, in the header's live line.
+    const what = change.decision !== undefined ? (change.decision === null ? 'decision cleared' : change.decision) : (change.starred ? 'starred' : 'unstarred');
+    document.getElementById('saved').textContent = id + ': ' + what + ' (saved to review.json)';
     render();
     const again = document.querySelector('[data-instance="' + CSS.escape(id) + '"]');
     if (again) again.focus();
@@ -240,10 +284,11 @@ export const PAGE_SCRIPT = String.raw`
     const cell = event.target && event.target.closest ? event.target.closest('.cell') : null;
     if (!cell || event.target.tagName === 'INPUT' || event.target.tagName === 'SELECT') return;
     const id = cell.dataset.instance;
-    const d = decisions[id] || {};
-    if (event.key === 'a' && reviewing) decide(id, { decision: d.decision === 'approved' ? null : 'approved' });
-    else if (event.key === 'r' && reviewing) decide(id, { decision: d.decision === 'rejected' ? null : 'rejected' });
-    else if (event.key === 's' && reviewing) decide(id, { starred: !d.starred });
+    if (event.key === 'a' && reviewing) decide(id, { decision: 'approved' });
+    else if (event.key === 'r' && reviewing) decide(id, { decision: 'rejected' });
+    else if (event.key === 'u' && reviewing) decide(id, { decision: null });
+    else if (event.key === 's' && reviewing) decide(id, { starred: true });
+    else if (event.key === 'S' && reviewing) decide(id, { starred: false });
     else if (event.key === 'c') toggleCompare(id);
     else if (event.key === 'j' || event.key === 'k') {
       const all = [...document.querySelectorAll('#app .cell')];

@@ -12,7 +12,9 @@ import { instanceStates } from '../report/instance-lines.js';
 import type { RunState } from '../run/run-state.js';
 import { cellLists, GalleryCells, MAX_GALLERY_CELLS, type Cell, type StepCells } from './gallery-data.js';
 import { chunksOf, galleryPageChunks, type PageStep } from './gallery-page.js';
-import { chooseLayout, type LayoutChoice } from './grid-layout.js';
+import { chooseLayout, naturalCompare, type AxisValues, type LayoutChoice } from './grid-layout.js';
+import { readHeadlines } from '../run/run-headlines.js';
+import { unquote } from '../plan/selection.js';
 import type { ImageSize } from './image-size.js';
 import { makeThumbnails, noteDownloadedImage, type ThumbnailMemo } from './thumbnails.js';
 
@@ -40,16 +42,19 @@ export function layoutsOf(plan: Pick<PlanFile, 'steps'>): Map<string, LayoutChoi
  * Writes the page: each step's cells are made (and their thumbnails) a chunk at a time as the page
  * is written, so a rewrite never holds them all.
  */
-export async function writeGallery(runDir: string, source: GallerySource, options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo } = {}): Promise<string> {
-  return writePage(runDir, galleryChunks(runDir, source, options));
+export async function writeGallery(runDir: string, source: GallerySource, options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo; headlines?: ReadonlyMap<string, string> } = {}): Promise<string> {
+  const headlines = options.headlines ?? (await readHeadlines(runDir));
+  return writePage(runDir, galleryChunks(runDir, source, { ...options, headlines }));
 }
 
-function galleryChunks(runDir: string, source: GallerySource, options: { review?: boolean; signal?: AbortSignal; thumbnails?: ThumbnailMemo } = {}): AsyncGenerator<string> {
+function galleryChunks(runDir: string, source: GallerySource, options: { review?: boolean; signal?: AbortSignal; thumbnails?: ThumbnailMemo; headlines?: ReadonlyMap<string, string> } = {}): AsyncGenerator<string> {
   const layouts = layoutsOf(source.plan);
+  // plan.json lists steps in the manifest's order; each axis's values in the manifest's order too.
   const steps: PageStep[] = source.plan.steps.map((s) => {
     const cells = source.cells.get(s.id) ?? NO_CELLS;
+    const axes = inManifestOrder(cells.axes, s, source.plan.steps);
     return {
-      fields: { id: s.id, model: s.model, forEach: s.for_each, planned: s.count, axes: cells.axes, layout: chooseLayout(cells.axes, layouts.get(s.id)) },
+      fields: { id: s.id, model: s.model, forEach: s.for_each, planned: s.count, axes, layout: chooseLayout(axes, layouts.get(s.id)) },
       chunks: cellChunks(runDir, cells, options),
     };
   });
@@ -64,9 +69,37 @@ const NO_CELLS: StepCells = {
   },
 };
 
-async function* cellChunks(runDir: string, cells: StepCells, options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo }): AsyncGenerator<Cell[]> {
+/**
+ * A step's axes with their values in the order plan.json recorded (list values as written, CSV rows
+ * as in the file); a for_each step's upstream axes (`tier`, or `sheets.tier` when its own axes use
+ * the name) in its upstream's order. Values it did not record keep natural order, after those.
+ */
+export function inManifestOrder(axes: readonly AxisValues[], step: PlanFile['steps'][number], steps: PlanFile['steps']): AxisValues[] {
+  const recordedOf = (name: string): readonly string[] | undefined => {
+    const own = step.axes?.[name];
+    if (own) return own;
+    for (let up = steps.find((s) => s.id === step.for_each); up; up = steps.find((s) => s.id === up?.for_each)) {
+      const dotted = name.startsWith(`${up.id}.`) ? name.slice(up.id.length + 1) : name;
+      if (up.axes?.[dotted]) return up.axes[dotted];
+    }
+    return undefined;
+  };
+  return axes.map((axis) => {
+    const recorded = recordedOf(axis.name);
+    if (!recorded) return axis;
+    const rank = new Map(recorded.map((label, i) => [unquote(label), i]));
+    const values = [...axis.values].sort((a, b) => (rank.get(a) ?? Number.MAX_SAFE_INTEGER) - (rank.get(b) ?? Number.MAX_SAFE_INTEGER) || naturalCompare(a, b));
+    return { name: axis.name, values };
+  });
+}
+
+async function* cellChunks(runDir: string, cells: StepCells, options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo; headlines?: ReadonlyMap<string, string> }): AsyncGenerator<Cell[]> {
   for (const ids of chunksOf(cells.ids)) {
-    const chunk = ids.map((id) => cells.cell(id));
+    const chunk = ids.map((id) => {
+      const cell = cells.cell(id);
+      const headline = options.headlines?.get(id);
+      return headline === undefined ? cell : { ...cell, headline };
+    });
     await makeThumbnails(runDir, chunk, options.signal, options.thumbnails);
     yield chunk;
   }
@@ -117,6 +150,8 @@ export class GalleryWriter {
   #running: Promise<void> | undefined;
   /** Each output's thumbnail is looked for (and made) once, not at every rewrite. */
   readonly #thumbnails: ThumbnailMemo = new Map();
+  /** Read once: written when the run started, never changed. */
+  #headlines: Promise<Map<string, string>> | undefined;
 
   constructor(
     private readonly runDir: string,
@@ -145,7 +180,8 @@ export class GalleryWriter {
   async #write(): Promise<void> {
     const started = Date.now();
     try {
-      await writeGallery(this.runDir, this.source(), { thumbnails: this.#thumbnails });
+      this.#headlines ??= readHeadlines(this.runDir);
+      await writeGallery(this.runDir, this.source(), { thumbnails: this.#thumbnails, headlines: await this.#headlines });
     } catch (error) {
       this.onError(error);
     }
@@ -165,7 +201,7 @@ export async function galleryPageOf(runDir: string, options: { review?: boolean 
   const source = await gallerySourceOf(runDir);
   if (source === undefined) return undefined;
   const parts: string[] = [];
-  for await (const part of galleryChunks(runDir, source, { review: options.review === true })) parts.push(part);
+  for await (const part of galleryChunks(runDir, source, { review: options.review === true, headlines: await readHeadlines(runDir) })) parts.push(part);
   return parts.join('');
 }
 

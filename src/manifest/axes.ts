@@ -46,7 +46,15 @@ export interface AxisContext {
   /** The manifest's folder: CSV paths are relative to it. */
   dir: string;
   presets?: PresetSource | undefined;
+  /** What a run read for this axis when it started (its run directory keeps it): read instead of today's file or catalog. */
+  recorded?: RecordedAxis | undefined;
 }
+
+/**
+ * An axis's data as a run read it: a CSV axis's rows (after its `where`, with their lines) or a
+ * preset axis's presets. Filtering them again gives the same values, labels and ids.
+ */
+export type RecordedAxis = { kind: 'csv'; columns: readonly string[]; rows: readonly CsvRow[] } | { kind: 'presets'; presets: readonly Preset[] };
 
 /** A problem with one axis; the caller locates it at the axis in the manifest (or in the CSV file). */
 export class AxisError extends Error {
@@ -88,7 +96,7 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
     const path = isAbsolute(axis.csv) ? axis.csv : resolve(context.dir, axis.csv);
     const fromCwd = relative(process.cwd(), path);
     const display = fromCwd === '' || fromCwd.startsWith('..') ? path : fromCwd;
-    const { columns, rows } = await readCsv(path, display, { delimiter: axis.delimiter });
+    const { columns, rows } = context.recorded?.kind === 'csv' ? context.recorded : await readCsv(path, display, { delimiter: axis.delimiter });
     const where = Object.entries(axis.where ?? {});
     for (const column of [...where.map(([c]) => c), ...(axis.key === undefined ? [] : [axis.key])]) {
       if (!columns.includes(column)) throw new AxisError(`the CSV file ${display} has no column "${column}" (columns: ${columns.join(', ')})`);
@@ -104,8 +112,9 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
     const label = axis.key === undefined ? (i: number) => String(kept[i]?.line ?? i) : keyLabels(kept, axis.key, columns, display);
     return { name, length: kept.length, value: (i) => kept[i]?.values, label, columns };
   }
-  if (!context.presets) throw new AxisError('preset axes need the preset catalog, which is not available here');
-  const all = await context.presets();
+  const recorded = context.recorded?.kind === 'presets' ? context.recorded.presets : undefined;
+  if (!recorded && !context.presets) throw new AxisError('preset axes need the preset catalog, which is not available here');
+  const all = recorded ?? (await (context.presets as PresetSource)());
   const pattern = axis.presets.name === undefined ? undefined : globToRegExp(axis.presets.name);
   const matched = all.filter((p) => !pattern || pattern.test(p.name)).slice(0, axis.presets.limit ?? Number.POSITIVE_INFINITY);
   if (matched.length === 0) throw new AxisError(`no visible preset matches ${axis.presets.name === undefined ? 'the filter' : `the name "${axis.presets.name}"`}`);

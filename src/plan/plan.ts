@@ -9,7 +9,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { GenpipeError, InvalidInputError, type InputIssue } from '../api/errors.js';
 import { checkLocalImage } from '../api/local-image.js';
 import type { OptionsCatalog } from '../api/wire.js';
-import { AxisError, csvRowOrigin, resolveAxis, type PresetSource, type ResolvedAxis } from '../manifest/axes.js';
+import { AxisError, csvRowOrigin, resolveAxis, type PresetSource, type RecordedAxis, type ResolvedAxis } from '../manifest/axes.js';
 import { CsvError } from '../manifest/csv.js';
 import { ManifestError, type ManifestProblem } from '../manifest/errors.js';
 import type { LoadedManifest } from '../manifest/load.js';
@@ -28,6 +28,8 @@ export interface PlanOptions {
   catalog?: (() => Promise<OptionsCatalog>) | undefined;
   /** Lists visible presets; called only when a step has a preset axis. */
   presets?: PresetSource | undefined;
+  /** A run's recorded CSV rows and presets (run/run-inputs.ts), by step and axis: planning it again reads these, not today's files. */
+  recorded?: ((step: string, axis: string) => RecordedAxis | undefined) | undefined;
   /** Environment for `{{ env.X }}`; only the manifest's allow-listed names are read. */
   env?: NodeJS.ProcessEnv | undefined;
   /**
@@ -426,7 +428,7 @@ export async function preparePlan(loaded: LoadedManifest, options: PlanOptions =
     const axes: ResolvedAxis[] = [];
     for (const [name, axis] of Object.entries(step.matrix ?? {})) {
       try {
-        axes.push(await resolveAxis(name, axis, { dir: loaded.dir, presets: options.presets }));
+        axes.push(await resolveAxis(name, axis, { dir: loaded.dir, presets: options.presets, recorded: options.recorded?.(id, name) }));
       } catch (error) {
         if (error instanceof CsvError) report(['steps', id, 'matrix', name], `${error.message}`, error.location);
         else if (error instanceof AxisError) report(['steps', id, 'matrix', name], error.message);

@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
 import { PlanFingerprint } from '../plan/instance.js';
 import type { Plan } from '../plan/plan.js';
+import { saveHeadlines } from './run-headlines.js';
+import { saveRunInputs, type RunInputsRecord } from './run-inputs.js';
 
 /** A timestamp-based run id that sorts in time order: `20261122T051300Z-3fa2`. */
 export function newRunId(now: Date = new Date()): string {
@@ -19,12 +21,14 @@ export interface PlanFile {
   manifest: string;
   planHash: string;
   createdAt: string;
-  steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; price_usd: number | null; gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined } }[];
+  steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; for_each_only?: 'approved'; price_usd: number | null; axes?: Record<string, string[]>; gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined } }[];
   estimate: { known_usd: number; unknown_instances: number };
   /** A subset run (`--only`, `--limit`): the selectors as written; a resume runs the same subset. */
   selection?: { only: string[]; limit: number | null };
   /** The service the run was made against; absent in plan.json files written before it was recorded. */
   service?: RunService;
+  /** The CSV rows and presets the run read (run-inputs.ts), hashed; absent in runs made before genpipe kept them. */
+  inputs?: RunInputsRecord;
 }
 
 /**
@@ -53,9 +57,32 @@ export function planHash(plan: Plan): string {
   return fingerprint.digest();
 }
 
-/** The steps as plan.json records them. */
+/** The steps as plan.json records them, in the manifest's order (the order people wrote and read them in). */
 export function planFileSteps(plan: Plan): PlanFile['steps'] {
-  return plan.steps.map((s) => ({ id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, price_usd: s.priceUsd ?? null, ...(s.step.gallery ? { gallery: s.step.gallery } : {}) }));
+  // By position, not indexOf: a manifest may have thousands of steps.
+  const written = new Map(Object.keys(plan.loaded.manifest.steps).map((id, i) => [id, i]));
+  const steps = [...plan.steps].sort((a, b) => (written.get(a.id) ?? 0) - (written.get(b.id) ?? 0));
+  return steps.map((s) => {
+    const axes = axisOrder(s);
+    return { id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, ...(s.forEachOnly ? { for_each_only: s.forEachOnly } : {}), price_usd: s.priceUsd ?? null, ...(axes ? { axes } : {}), ...(s.step.gallery ? { gallery: s.step.gallery } : {}) };
+  });
+}
+
+/** Axes with at most this many values have their labels recorded in plan.json, in the manifest's order. */
+export const MAX_RECORDED_AXIS_VALUES = 1_000;
+
+/**
+ * Each axis's labels in the order the manifest gives them (list values as written, CSV rows as in
+ * the file), so the gallery shows `tier: [normal, cats]` in that order, not sorted; larger axes
+ * (long ranges) are left to natural order, which is theirs anyway.
+ */
+function axisOrder(step: Plan['steps'][number]): Record<string, string[]> | undefined {
+  const out: Record<string, string[]> = {};
+  for (const axis of step.matrix.axes) {
+    if (axis.length > MAX_RECORDED_AXIS_VALUES) continue;
+    out[axis.name] = Array.from({ length: axis.length }, (_, i) => axis.label(i));
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
 }
 
 /** The copy of its manifest a run directory keeps. */
@@ -73,6 +100,8 @@ export async function createRunDir(
   const dir = join(root, plan.name, runId);
   await mkdir(join(dir, 'outputs'), { recursive: true });
   const estimate = plan.estimate();
+  // Before plan.json, which holds its hash: the CSV rows and presets this run was given.
+  const inputs = await saveRunInputs(dir, plan);
   const file: PlanFile = {
     pipeline: plan.name,
     runId,
@@ -83,11 +112,14 @@ export async function createRunDir(
     estimate: { known_usd: estimate.knownUsd, unknown_instances: estimate.unknownInstances },
     ...(plan.selection ? { selection: { only: (plan.selection.only ?? []).map((s) => s.text), limit: plan.selection.limit ?? null } } : {}),
     ...(service ? { service: { base_url: service.base_url, platform_url: service.platform_url, cdn_url: service.cdn_url, vendor: service.vendor, embedded_emulator: service.embedded_emulator } } : {}),
+    inputs,
   };
   await writeFile(join(dir, 'plan.json'), `${JSON.stringify(file, null, 2)}\n`, { flag: 'wx' });
   // The manifest as this run read it: `genpipe diff` re-plans it to show the inputs the run sent,
   // even after the file was edited for the next run. Redacted: a webhook URL written in it stays out.
   await writeFile(join(dir, MANIFEST_COPY), redact(plan.loaded.text), { flag: 'wx' });
+  // What each instance is about, for the gallery's cells (a view: a failure here never stops the run).
+  await saveHeadlines(dir, plan);
   return { runId, dir };
 }
 
@@ -104,6 +136,10 @@ export async function readPlanFile(dir: string): Promise<PlanFile> {
   const selection = file.selection as unknown;
   if (selection !== undefined && !isSelection(selection)) {
     throw new GenpipeError('invalid_input', `${join(dir, 'plan.json')} has a malformed selection record (only: a list of selectors, limit: a whole number or null).`);
+  }
+  const inputs = file.inputs as unknown;
+  if (inputs !== undefined && (inputs === null || typeof inputs !== 'object' || typeof (inputs as Record<string, unknown>).file !== 'string' || typeof (inputs as Record<string, unknown>).sha256 !== 'string')) {
+    throw new GenpipeError('invalid_input', `${join(dir, 'plan.json')} has a malformed inputs record (file, sha256).`);
   }
   return file;
 }

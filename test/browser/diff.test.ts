@@ -83,7 +83,7 @@ describe('genpipe diff', () => {
     const idA = runA.split('/').pop()!;
     const page = join(runB, `diff-${idA}.html`);
     expect(result.out).toContain(`wrote ${page}`);
-    expect(result.out).toContain('2 shared instances (1 only in A, 1 only in B); inputs differ in 2, status in 2.');
+    expect(result.out).toContain('2 shared instances (1 only in A, 1 only in B); inputs differ in 2, status in 2;');
     const html = readFileSync(page, 'utf8');
     expect(html).toContain('data-instance="sheets[seed=2]"');
     expect(html).toContain('data-instance="sheets[seed=3]"');
@@ -124,7 +124,7 @@ describe('genpipe diff', () => {
     const result = await cli(['diff', dir, runA, '--out', join(tempDir(), 'd.html')]);
     expect(result.code).toBe(0);
     expect(result.err).toContain('keeps no copy of its manifest (it was made before genpipe kept one)');
-    expect(result.out).toContain('2 shared instances (0 only in A, 1 only in B); inputs differ in 0, status in 0.');
+    expect(result.out).toContain('2 shared instances (0 only in A, 1 only in B); inputs differ in 0, status in 0;');
   });
 
   it('refuses what is not a run directory (exit 2) and a missing second run', async () => {

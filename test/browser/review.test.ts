@@ -108,6 +108,76 @@ describe('genpipe review', () => {
   });
 });
 
+describe('review decisions are explicit, and counted in the header (issue 28, item 5)', () => {
+  let runDir: string;
+  let server: ReviewServer;
+  beforeAll(async () => {
+    runDir = await sheetsRun('explicit');
+    server = await startReviewServer(runDir, { host: '127.0.0.1', port: 0 });
+  }, 30_000);
+  afterAll(async () => server?.close());
+
+  const counts = async (page: import('playwright-core').Page): Promise<string> => (await page.locator('#review-counts').textContent()) ?? '';
+
+  it('`a` on an approved cell keeps it approved; clear (button or `u`) is the only way back; the header counts each change', { timeout: 30_000 }, async () => {
+    const page = await browser.newPage();
+    const problems = watchPage(page, server.url);
+    await page.goto(server.url);
+    await page.waitForSelector('html[data-ready=true]');
+    expect(await counts(page)).toBe('0 approved, 0 rejected, 0 starred, 3 unreviewed of 3');
+    const cell = '[data-instance="sheets[seed=1]"]';
+    await page.locator(cell).focus();
+    await page.keyboard.press('a');
+    await page.waitForSelector(`${cell}[data-decision=approved]`);
+    // Pressed again: still approved (it was a toggle that silently removed the approval).
+    await page.locator(cell).focus();
+    const again = page.waitForResponse((r) => r.url().endsWith('/api/decisions'));
+    await page.keyboard.press('a');
+    expect(await (await again).json()).toMatchObject({ decision: 'approved' });
+    await expect.poll(() => page.locator('#saved').textContent()).toBe('sheets[seed=1]: approved (saved to review.json)');
+    expect(await page.locator(cell).getAttribute('data-decision')).toBe('approved');
+    expect(review(runDir)['sheets[seed=1]']?.decision).toBe('approved');
+    const clicked = page.waitForResponse((r) => r.url().endsWith('/api/decisions'));
+    await page.locator(`${cell} [data-action=approve]`).click();
+    expect(await (await clicked).json()).toMatchObject({ decision: 'approved' });
+    await page.waitForSelector(`${cell}[data-decision=approved]`);
+    expect(review(runDir)['sheets[seed=1]']?.decision).toBe('approved');
+    expect(await counts(page)).toBe('1 approved, 0 rejected, 0 starred, 2 unreviewed of 3');
+    // Reject, star: each counted.
+    await page.locator('[data-instance="sheets[seed=2]"] [data-action=reject]').click();
+    await page.waitForSelector('[data-instance="sheets[seed=2]"][data-decision=rejected]');
+    await page.locator('[data-instance="sheets[seed=2]"] [data-action=star]').click();
+    await page.waitForSelector('[data-instance="sheets[seed=2]"] [data-action=unstar]');
+    expect(await counts(page)).toBe('1 approved, 1 rejected, 1 starred, 1 unreviewed of 3');
+    // `s` on a starred cell keeps the star; `S` (or the unstar button) takes it off.
+    await page.locator('[data-instance="sheets[seed=2]"]').focus();
+    const starred = page.waitForResponse((r) => r.url().endsWith('/api/decisions'));
+    await page.keyboard.press('s');
+    expect(await (await starred).json()).toMatchObject({ starred: true });
+    await expect.poll(() => page.locator('#saved').textContent()).toBe('sheets[seed=2]: starred (saved to review.json)');
+    expect(review(runDir)['sheets[seed=2]']?.starred).toBe(true);
+    // Clear, by its button and by `u`.
+    await page.locator(`${cell} [data-action=clear]`).click();
+    await page.waitForFunction((sel) => !document.querySelector(sel)?.hasAttribute('data-decision'), cell);
+    expect(review(runDir)['sheets[seed=1]']?.decision).toBeUndefined();
+    await page.locator('[data-instance="sheets[seed=2]"]').focus();
+    await page.keyboard.press('u');
+    await page.waitForFunction(() => !document.querySelector('[data-instance="sheets[seed=2]"]')?.hasAttribute('data-decision'));
+    expect(review(runDir)['sheets[seed=2]']).toMatchObject({ starred: true });
+    expect(review(runDir)['sheets[seed=2]']?.decision).toBeUndefined();
+    expect(await counts(page)).toBe('0 approved, 0 rejected, 1 starred, 3 unreviewed of 3');
+    // A cell with no decision has nothing to clear.
+    expect(await page.locator(`${cell} [data-action=clear]`).isDisabled()).toBe(true);
+    await page.locator('[data-instance="sheets[seed=2]"]').focus();
+    await page.keyboard.press('S');
+    await page.waitForSelector('[data-instance="sheets[seed=2]"] [data-action=star]');
+    expect(review(runDir)['sheets[seed=2]']?.starred).toBe(false);
+    expect(await counts(page)).toBe('0 approved, 0 rejected, 0 starred, 3 unreviewed of 3');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+});
+
 describe('the review command', () => {
   it('prints exactly "listening on http://HOST:PORT" first, serves, and exits 0 on SIGTERM', { timeout: 30_000 }, async () => {
     const runDir = await sheetsRun('served');

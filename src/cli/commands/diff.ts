@@ -4,6 +4,7 @@ import { diffData, type DiffRun } from '../../diff/diff-data.js';
 import { diffHtml } from '../../diff/diff-page.js';
 import { runInputs } from '../../diff/run-inputs.js';
 import { readPlanFile } from '../../run/run-dir.js';
+import { formatCount, formatUsd } from '../../util/format-usd.js';
 import { replayFile } from '../../run/run-state.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
@@ -19,8 +20,9 @@ export const diffCommand: Command = {
 Writes a side-by-side page of the instances two runs share (matched by instance id): the input
 fields that differ (A → B), and each run's image or player, status, cost, error and request id,
 with a switch to show only the instances that differ. Inputs come from the copy of its manifest
-each run keeps, planned again with the run's own id and date; nothing that spends is sent (a
-manifest with selections or preset axes reads the catalog). Prints the page's path and a summary.
+each run keeps, planned again with the run's own id and date and the CSV rows and presets it read
+(inputs.json, never today's files); nothing that spends is sent (a manifest with selections reads
+the catalog). A reused result counts as completed. Prints the page's path and a summary.
 
   --out FILE   where to write the page (default RUN_B/diff-<run A's id>.html)
 
@@ -43,7 +45,7 @@ ${CONNECTION_HELP}`,
       await writeFile(temp, diffHtml(data, page));
       await rename(temp, page);
       io.out(`wrote ${page}`);
-      io.out(`${data.shared} shared instances (${data.onlyA} only in A, ${data.onlyB} only in B); inputs differ in ${data.inputsDiffer}, status in ${data.statusDiffers}.`);
+      io.out(`${formatCount(data.shared)} shared instances (${formatCount(data.onlyA)} only in A, ${formatCount(data.onlyB)} only in B); inputs differ in ${formatCount(data.inputsDiffer)}, status in ${formatCount(data.statusDiffers)}; cost of the shared instances: A ${formatUsd(data.a.costUsd)}, B ${formatUsd(data.b.costUsd)}.`);
       for (const note of data.notes) io.err(`note: ${note}.`);
       return EXIT.ok;
     } finally {

@@ -97,7 +97,7 @@ const stepCost = (step: StepPlan): string => (step.priceUsd === undefined ? 'unk
 function printSummary(plan: Plan, io: CliIO, samples: number): void {
   io.out(`pipeline ${plan.name}: ${plan.steps.length} step(s), ${plan.totalInstances} instance(s)`);
   for (const step of plan.steps) {
-    const deps = [...step.needs.map((n) => `needs ${n}`), ...(step.forEach ? [`for each ${step.forEach}`] : [])];
+    const deps = [...step.needs.map((n) => `needs ${n}`), ...(step.forEach ? [`for each ${step.forEach}${step.forEachOnly ? `, only: ${step.forEachOnly} (after \`genpipe review\`)` : ''}`] : [])];
     const price = step.priceUsd === undefined ? 'price unknown' : `${formatUsd(step.priceUsd)} each`;
     io.out('');
     io.out(`${step.id} (${step.model}): ${step.count} instance(s), ${price}, ${stepCost(step)}${deps.length ? `; ${deps.join(', ')}` : ''}`);
@@ -124,6 +124,7 @@ async function streamJson(plan: Plan, io: CliIO, parts: readonly string[]): Prom
     count: s.count,
     needs: s.needs,
     for_each: s.forEach ?? null,
+    ...(s.forEachOnly ? { for_each_only: s.forEachOnly } : {}),
     price_usd: s.priceUsd ?? null,
     cost_usd: s.priceUsd === undefined ? null : Math.round(s.priceUsd * s.count * 1e6) / 1e6,
   }));

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { writeCostReport } from '../../report/write-report.js';
 import { copyText } from '../../util/copy-text.js';
 import { rewriteGallery } from '../../gallery/write-gallery.js';
+import { reviewWaitSentence } from '../../review/review-wait.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
@@ -17,7 +18,8 @@ Counts by final status, estimated cost, actual cost where the service reports it
 refunds (failed and nsfw requests, failed agent turns) and totals, per instance, per step and per
 model, in US$ and credits (credits_per_usd from the config file, default 100). Writes report.json,
 report.csv and report.md into the run directory and prints one of them (Markdown by default).
-Also rewrites gallery.html, the run's contact sheet, from the journal.`,
+Also rewrites gallery.html, the run's contact sheet, from the journal, and says when a
+\`for_each: {step, only: approved}\` step waits on review (then: genpipe review, genpipe resume).`,
   async run(argv, io) {
     const { values, positionals } = parse(argv, { json: { type: 'boolean' }, csv: { type: 'boolean' }, md: { type: 'boolean' }, config: { type: 'string' } }, 'report');
     const runDir = positional(positionals, 0, 'a run directory', 'report');
@@ -27,6 +29,9 @@ Also rewrites gallery.html, the run's contact sheet, from the journal.`,
     const creditsPerUsd = configPath ? readConfigFile(configPath).credits_per_usd : undefined;
     await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
     if ((await rewriteGallery(runDir)) === undefined) io.err('genpipe: gallery.html was left as the run wrote it: a plan this large is not replayed for a contact sheet.');
+    // A step that follows only approved instances and waits on review: said, with what to run next.
+    const waiting = await reviewWaitSentence(runDir);
+    if (waiting) io.err(waiting);
     // What was just written, streamed: a report of any size is never held as one string.
     await copyText(join(runDir, values.json ? 'report.json' : values.csv ? 'report.csv' : 'report.md'), (chunk) => writeBytes(io, chunk));
     return EXIT.ok;

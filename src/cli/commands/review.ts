@@ -9,8 +9,10 @@ export const reviewCommand: Command = {
   name: 'review',
   help: `Usage: genpipe review <run_dir> [--port N] [--host ADDR]
 
-Serves the run's gallery on loopback with approve / reject / star controls on every cell (keys:
-a, r, s; j and k move between cells, c compares), filters by status, decision and text, and a
+Serves the run's gallery on loopback with approve / reject / clear / star controls on every cell
+(keys: a approves, r rejects, u clears, s stars, S unstars; none toggles; j and k move between
+cells, c compares), counts of approved, rejected, starred and unreviewed cells in the header,
+filters by status, decision and text, and a
 side-by-side compare of 2 to 4 cells. Each decision is saved at once to RUN_DIR/review.json. The
 first line printed is "listening on http://HOST:PORT"; Ctrl-C stops it.
 
