@@ -20,3 +20,6 @@ export { startEmulator, type Emulator, type EmulatorOptions, DEFAULT_KEY_ID, DEF
 export { loadManifestFile, loadManifestText, type LoadedManifest } from './manifest/load.js';
 export { ManifestError, type ManifestProblem } from './manifest/errors.js';
 export { buildPlan, Plan, PlannedInstance, type PlanOptions, type StepPlan } from './plan/plan.js';
+export { startRun, resumeRun, exitCodeOf, type RunResult, type SessionIO, type SessionOptions } from './session/run-session.js';
+export { estimateRun, type RunEstimate } from './session/spend-guard.js';
+export type { RunEvent, RunListener, RunSummary } from './run/events.js';

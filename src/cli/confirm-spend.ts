@@ -8,7 +8,7 @@ import { formatUsd } from '../util/format-usd.js';
 import type { CliIO } from './io.js';
 
 /** Resolves when the person at the terminal says yes; throws invalid input (exit 2) otherwise. */
-export async function confirmSpend(spend: BigSpend, io: CliIO): Promise<void> {
+export async function confirmSpend(spend: BigSpend, io: Pick<CliIO, 'prompt'>): Promise<void> {
   const what = describeSpend(spend);
   if (io.prompt === undefined) {
     throw new GenpipeError(

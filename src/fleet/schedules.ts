@@ -19,9 +19,17 @@ export interface ScheduledRunData {
   manifest: string;
   /** Absolute path of the runs folder: shared storage, so another host can resume a run. */
   out: string;
+  /**
+   * The spend guard decided when the schedule was added (issue 26, item 3): each tick's run has this
+   * budget (`--budget`), or, with none, may spend up to the estimate that was accepted (`--yes`) or
+   * `confirmOverUsd`; a tick whose estimate has grown past it spends nothing.
+   */
+  budgetUsd?: number | undefined;
+  approvedUsd?: number | undefined;
+  confirmOverUsd?: number | undefined;
 }
 
-export interface ScheduleSpec {
+export interface ScheduleSpec extends Pick<ScheduledRunData, 'budgetUsd' | 'approvedUsd' | 'confirmOverUsd'> {
   name: string;
   cron: string;
   tz?: string | undefined;
@@ -50,7 +58,7 @@ async function withRunsQueue<T>(redis: RedisTarget, queue: string, body: (q: Que
 
 export function addSchedule(redis: RedisTarget, queue: string, spec: ScheduleSpec): Promise<ScheduleListing> {
   return withRunsQueue(redis, queue, async (q) => {
-    const data: ScheduledRunData = { v: 1, schedule: spec.name, manifest: spec.manifest, out: spec.out };
+    const data: ScheduledRunData = { v: 1, schedule: spec.name, manifest: spec.manifest, out: spec.out, budgetUsd: spec.budgetUsd, approvedUsd: spec.approvedUsd, confirmOverUsd: spec.confirmOverUsd };
     try {
       await q.upsertJobScheduler(spec.name, { pattern: spec.cron, ...(spec.tz ? { tz: spec.tz } : {}) }, { name: RUN_JOB, data, opts: { removeOnComplete: 100, removeOnFail: 100 } });
     } catch (error) {

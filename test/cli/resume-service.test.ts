@@ -20,7 +20,7 @@ let emu: Emulator;
 let other: Emulator;
 beforeAll(async () => {
   // Sheets wait queued for 400 ms: a run interrupted early has requests in flight.
-  emu = await startEmulator({ port: 0, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [400, 400], runMs: [0, 0] } } });
+  emu = await startEmulator({ port: 0, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [3_000, 3_000], runMs: [0, 0] } } });
   other = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
 });
 afterAll(async () => {

@@ -76,6 +76,33 @@ describe('genpipe schedule', () => {
     expect(gone.code).toBe(1);
   });
 
+  it('defect 5: the spend guard covers schedules: add refuses a big estimate with no budget, and a tick whose estimate grew spends nothing', async () => {
+    const dir = tempDir();
+    const out = join(dir, 'runs');
+    const queue = 'guarded';
+    // 4 sheets, US$0.20, over a --confirm-over of US$0.10: refused without --budget or --yes, nothing stored.
+    const path = fastSheets(dir, 4, 'guarded', 'A mascot');
+    const refused = await runCli(['schedule', 'add', path, '--cron', '*/2 * * * * *', '--out', out, '--redis', redis.url, '--queue', queue, '--confirm-over', '0.1']);
+    expect(refused.code).toBe(2);
+    expect(refused.stdout).toContain('each run is estimated at US$0.20 (4 instances), with no budget');
+    expect(refused.stderr).toContain('over the --confirm-over limit of US$0.10, with no budget: add --budget USD to cap each run, or --yes to approve this estimate');
+    expect((await runCli(['schedule', 'list', '--redis', redis.url, '--queue', queue])).stdout).toBe('no schedules\n');
+    // Approved at US$0.20; then the manifest grows to 8 sheets (US$0.40): each tick refuses, sending nothing.
+    const approved = await runCli(['schedule', 'add', path, '--cron', '*/2 * * * * *', '--out', out, '--redis', redis.url, '--queue', queue, '--confirm-over', '0.1', '--yes']);
+    expect(approved.code, approved.stderr).toBe(0);
+    fastSheets(dir, 8, 'guarded', 'A mascot');
+    const requestsBefore = emu.requests.inspect({}).length;
+    const worker = await startWorkerProcess(redis.url, emu.url, 'g1', ['--queue', queue, '--runs']);
+    workers.push(worker);
+    const deadline = Date.now() + 20_000;
+    // Bounded by the deadline.
+    while (Date.now() < deadline && !/The scheduled run of guarded was not started/.test(worker.output())) await new Promise((r) => setTimeout(r, 100));
+    expect((await runCli(['schedule', 'remove', 'guarded', '--redis', redis.url, '--queue', queue])).code).toBe(0);
+    expect(worker.output()).toContain('The scheduled run of guarded was not started: This run is estimated at US$0.40 (8 instances), over the US$0.20 approved when the schedule was added, with no budget; nothing was sent.');
+    expect(emu.requests.inspect({}).length).toBe(requestsBefore);
+    expect(existsSync(join(out, 'guarded'))).toBe(false);
+  }, 60_000);
+
   it('3 workers with --runs and a schedule every 2 s for 20 s: one run per tick at most, never two at once, a killed coordinator\'s run taken over and finished', async () => {
     const dir = tempDir();
     const out = join(dir, 'runs');
@@ -83,7 +110,8 @@ describe('genpipe schedule', () => {
     for (const name of ['s1', 's2', 's3']) workers.push(await startWorkerProcess(redis.url, emu.url, name, ['--queue', queue, '--runs']));
     const added = await runCli(['schedule', 'add', manifest(dir), '--cron', '*/2 * * * * *', '--out', out, '--redis', redis.url, '--queue', queue]);
     expect(added.code).toBe(0);
-    expect(added.stdout).toMatch(/^schedule nightly: \*\/2 \* \* \* \* \*, runs \S+nightly\.yaml into \S+; next \d{4}-/);
+    expect(added.stdout).toMatch(/^each run is estimated at US\$0\.20 \(4 instances\), with no budget$/m);
+    expect(added.stdout).toMatch(/^schedule nightly: \*\/2 \* \* \* \* \*, runs \S+nightly\.yaml into \S+; next \d{4}-/m);
     const listed = JSON.parse((await runCli(['schedule', 'list', '--redis', redis.url, '--queue', queue, '--json'])).stdout) as { name: string; cron: string }[];
     expect(listed.map((s) => [s.name, s.cron])).toEqual([['nightly', '*/2 * * * * *']]);
     const started = Date.now();

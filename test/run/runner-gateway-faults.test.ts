@@ -51,6 +51,7 @@ interface ReportGroup {
   name: string;
   counts: Record<string, number>;
   netUsd: number;
+  unknownUsd: number;
   estimatedUsd: number;
 }
 
@@ -98,10 +99,10 @@ describe('gateway faults after processing', () => {
       expect(step('sheets').netUsd).toBeCloseTo(netOf(sheetIds), 9);
       expect(step('ads').counts.unknown).toBe(lost.size);
       expect(report.total.counts.unknown).toBe(lost.size);
-      // Today the report counts an unknown instance at its estimate inside the net (no separate
-      // "unknown: up to US$X" line yet): every ad is in the ads step's net at the manifest's price.
+      // An unknown instance is shown apart (issue 26, invariant B): not in the net, up to its price in unknownUsd.
       expect(step('ads').estimatedUsd).toBeCloseTo(ADS * AD_PRICE, 9);
-      expect(step('ads').netUsd).toBeCloseTo(ADS * AD_PRICE, 9);
+      expect(step('ads').netUsd).toBeCloseTo((ADS - lost.size) * AD_PRICE, 9);
+      expect(step('ads').unknownUsd).toBeCloseTo(lost.size * AD_PRICE, 9);
 
       // A plain resume (no --retry unknown) sends nothing for them.
       const resumed = await runCli(['resume', runDir, '--base-url', emu.url, '--yes']);

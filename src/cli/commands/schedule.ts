@@ -4,6 +4,9 @@ import { loadManifestFile } from '../../manifest/load.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
+import { numberFlag } from '../number-flag.js';
+import { describeSpend } from '../../plan/guards.js';
+import { formatCount, formatUsd } from '../../util/format-usd.js';
 
 export const scheduleCommand: Command = {
   name: 'schedule',
@@ -23,13 +26,19 @@ shares, and the manifest path must be the same on each of them.
   --out DIR      where the runs go (made absolute; shared storage)
   --name NAME    the schedule's name (default: the pipeline's name); add replaces a schedule of
                  the same name
+  --budget USD   each run's budget (stops submitting before going over it)
+  --confirm-over USD
+                 with no budget, a manifest estimated over USD (default 100) is refused unless
+                 --yes approves its estimate; each tick checks again, and a tick whose estimate has
+                 grown past the approved one spends nothing (it logs and notifies why)
+  --yes          approve the estimate printed
   --redis URL    redis://[user:password@]host[:port][/db] (or GENPIPE_REDIS_URL)
   --queue NAME   the fleet queue (default genpipe)
 Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreachable.`,
   async run(argv, io) {
     const { values, positionals } = parse(
       argv,
-      { redis: { type: 'string' }, queue: { type: 'string' }, cron: { type: 'string' }, tz: { type: 'string' }, out: { type: 'string' }, name: { type: 'string' }, json: { type: 'boolean' } },
+      { redis: { type: 'string' }, queue: { type: 'string' }, cron: { type: 'string' }, tz: { type: 'string' }, out: { type: 'string' }, name: { type: 'string' }, json: { type: 'boolean' }, budget: { type: 'string' }, 'confirm-over': { type: 'string' }, yes: { type: 'boolean' } },
       'schedule',
     );
     const action = positional(positionals, 0, 'add, list or remove', 'schedule');
@@ -47,8 +56,26 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
       if (values.out === undefined) throw new GenpipeError('invalid_input', 'genpipe schedule add needs --out DIR: where the runs go, on storage every worker with --runs shares.');
       // Checked now, not at 02:30: a manifest that does not load is refused here (exit 2).
       const loaded = loadManifestFile(manifestPath);
+      const budgetUsd = numberFlag(values.budget, '--budget', { min: 0 });
+      const confirmOverUsd = numberFlag(values['confirm-over'], '--confirm-over', { min: 0 });
+      // The spend guard of `genpipe run`, decided now and stored with the schedule (each tick checks again).
+      const { estimateRun } = await import('../../session/spend-guard.js');
+      const estimate = await estimateRun(manifestPath, { env: io.env, signal: io.signal, budgetUsd, confirmOverUsd });
+      io.out(`each run is estimated at ${formatUsd(estimate.estimateUsd)} (${formatCount(estimate.instances)} instance${estimate.instances === 1 ? '' : 's'})${estimate.budgetUsd === undefined ? ', with no budget' : `, with a budget of ${formatUsd(estimate.budgetUsd)}`}`);
+      if (estimate.big && !values.yes) {
+        throw new GenpipeError('invalid_input', `${describeSpend(estimate.big)} each time it runs, over the --confirm-over limit of ${formatUsd(estimate.big.confirmOverUsd)}, with no budget: add --budget USD to cap each run, or --yes to approve this estimate (a tick whose estimate grows past it spends nothing).`);
+      }
       await checkRedis(target);
-      const listed = await schedules.addSchedule(target, queue, { name: values.name ?? loaded.manifest.name, cron: values.cron, tz: values.tz, manifest: resolve(manifestPath), out: resolve(values.out) });
+      const listed = await schedules.addSchedule(target, queue, {
+        name: values.name ?? loaded.manifest.name,
+        cron: values.cron,
+        tz: values.tz,
+        manifest: resolve(manifestPath),
+        out: resolve(values.out),
+        budgetUsd,
+        confirmOverUsd,
+        approvedUsd: estimate.big ? estimate.estimateUsd : undefined,
+      });
       io.out(`schedule ${listed.name}: ${listed.cron}${listed.tz ? ` (${listed.tz})` : ''}, runs ${listed.manifest} into ${listed.out}; next ${listed.next ?? 'unknown'}`);
       return EXIT.ok;
     }

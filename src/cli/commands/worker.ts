@@ -8,6 +8,9 @@ import { webhookFlags, WebhookReceiver } from '../../run/webhook-receiver.js';
 import type { CliIO } from '../io.js';
 import type { RedisTarget } from '../../fleet/redis.js';
 import type { RunTaker } from '../../fleet/run-taker.js';
+import type { ScheduledRunData } from '../../fleet/schedules.js';
+import type { SessionOptions } from '../../session/run-session.js';
+import type { ConfigFlags } from '../../api/config.js';
 
 /** After SIGTERM, how long jobs in flight may take before they are handed back to the queue. */
 const DEFAULT_GRACE_S = 20;
@@ -58,7 +61,7 @@ ${CONNECTION_HELP}`,
       const name = values.name ?? defaultWorkerName();
       const queue = values.queue ?? DEFAULT_QUEUE;
       const worker = await startFleetWorker({ redis: target, queue, client, concurrency, name, say: (line) => io.err(line), webhook });
-      const runs = values.runs ? await startRuns(url, target, queue, name, io) : undefined;
+      const runs = values.runs ? await startRuns(connectionFlags(values), target, queue, name, io) : undefined;
       io.out(`ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once${webhook ? `, webhooks on ${listen?.host}:${webhook.port}` : ''}${runs ? ', taking scheduled runs' : ''}`);
       await new Promise<void>((resolve) => {
         if (io.signal.aborted) resolve();
@@ -76,11 +79,27 @@ ${CONNECTION_HELP}`,
   },
 };
 
+/** A tick refused before anything was sent (its spend guard, a manifest now invalid): the team hears of it. */
+async function notifyRefusedTick(data: ScheduledRunData, error: unknown, env: NodeJS.ProcessEnv, say: (line: string) => void): Promise<void> {
+  const { loadManifestFile } = await import('../../manifest/load.js');
+  const { resolveNotifyTargets } = await import('../../notify/notify-targets.js');
+  const { notifyRunEnd } = await import('../../notify/notify-run.js');
+  const { redact } = await import('../../util/redact.js');
+  try {
+    const loaded = loadManifestFile(data.manifest);
+    const targets = resolveNotifyTargets(loaded, [], env);
+    const message = redact(error instanceof Error ? error.message : String(error));
+    await notifyRunEnd(targets, { pipeline: loaded.manifest.name, runId: '', runDir: data.out, outcome: 'failed', exitCode: EXIT.invalidInput, message, counts: { completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0 }, durationMs: 0 }, undefined, { err: say, quiet: true });
+  } catch {
+    // The manifest itself no longer loads: the sentence logged already says why.
+  }
+}
+
 /**
  * `--runs`: scheduled runs, coordinated in this process as `genpipe run --redis` (or, taking over
  * a run whose worker died, `genpipe resume`) would, with their lines on stderr tagged by schedule.
  */
-async function startRuns(url: string, target: RedisTarget, queue: string, name: string, io: CliIO): Promise<RunTaker> {
+async function startRuns(connection: ConfigFlags, target: RedisTarget, queue: string, name: string, io: CliIO): Promise<RunTaker> {
   const { startRunTaker } = await import('../../fleet/run-taker.js');
   return startRunTaker({
     redis: target,
@@ -88,15 +107,34 @@ async function startRuns(url: string, target: RedisTarget, queue: string, name: 
     name,
     say: (line) => io.err(line),
     coordinate: async (data, takeover, stop, remember) => {
-      const { runCommand, resumeCommand } = await import('./run.js');
+      const { resumeRun, startRun } = await import('../../session/run-session.js');
+      const { tickSpendCheck } = await import('../../session/spend-guard.js');
       const { reportError } = await import('../report-error.js');
-      const main = (command: Command, argv: readonly string[]): Promise<number> => command.run(argv, runIo).catch((error: unknown) => reportError(error, runIo));
       const tag = (text: string): string => text.split('\n').map((line) => `[${data.schedule}] ${line}`).join('\n');
-      const runIo: CliIO = { out: (t) => io.err(tag(t)), err: (t) => io.err(tag(t)), write: async (t) => io.err(tag(t)), env: io.env, signal: AbortSignal.any([io.signal, stop]), tty: false, onRunDir: remember };
-      const fleet = ['--redis', url, '--queue', queue, '--quiet'];
-      // A run its dead coordinator had started: resumed, after whatever run holds the lock now.
-      if (takeover?.runDir) return main(resumeCommand, [takeover.runDir, '--overlap', 'wait', ...fleet]);
-      return main(runCommand, [data.manifest, '--out', data.out, '--yes', '--overlap', 'skip', ...fleet]);
+      const say = (t: string): void => io.err(tag(t));
+      // The run's life as `genpipe run --redis` has it, through the same session (src/session/).
+      const options: SessionOptions = {
+        fleet: { redis: target, queue },
+        // The worker's own service flags, as its instance jobs use them.
+        connection,
+        quiet: true,
+        out: say,
+        err: say,
+        env: io.env,
+        signal: AbortSignal.any([io.signal, stop]),
+        onRunDir: remember,
+      };
+      const tagged: CliIO = { out: say, err: say, write: async (t) => say(t), env: io.env, signal: options.signal as AbortSignal };
+      try {
+        // A run its dead coordinator had started: resumed, after whatever run holds the lock now.
+        if (takeover?.runDir) return (await resumeRun(takeover.runDir, { ...options, overlap: 'wait' })).exitCode;
+        // Each tick checks the spend guard again (a CSV may have grown), as the schedule stored it.
+        return (await startRun(data.manifest, { ...options, outDir: data.out, overlap: 'skip', budgetUsd: data.budgetUsd, confirmOverUsd: data.confirmOverUsd, confirmSpend: tickSpendCheck(data.schedule, data.approvedUsd) })).exitCode;
+      } catch (error) {
+        const code = await reportError(error, tagged);
+        if (code === EXIT.invalidInput) await notifyRefusedTick(data, error, io.env, say);
+        return code;
+      }
     },
   });
 }

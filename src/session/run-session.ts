@@ -1,0 +1,419 @@
+/**
+ * A run session: the whole life of one start of a run, as a library (issue 26, item 1). `startRun`
+ * and `resumeRun` own, in one place, what every entry point needs: the service (flags, the
+ * environment, the config file, or the embedded emulator), the spend guard, the lock, the run
+ * directory, the options the run records, the executor (this process, or a fleet's Redis queue),
+ * the report and the notifications. `genpipe run`, `genpipe resume`, scheduled ticks and fleet
+ * coordinators all go through here; the CLI only parses flags and prints.
+ *
+ * Expected failures are thrown as GenpipeError (the CLI maps their codes to exit codes); a run that
+ * ends resolves with its exit code (cli/exit-codes.ts), its summary and its report.
+ */
+import { dirname, join, resolve } from 'node:path';
+import { GenerationClient } from '../api/client.js';
+import { resolveConfig, type ClientConfig, type ConfigFlags } from '../api/config.js';
+import { GenpipeError } from '../api/errors.js';
+import type { OptionsCatalog } from '../api/wire.js';
+import { EXIT, exitCodeFor } from '../cli/exit-codes.js';
+import { embeddedConfig, startEmbeddedEmulator, type EmbeddedEmulator } from '../cli/embedded-emulator.js';
+import { planSources } from '../cli/plan-sources.js';
+import { confirmSpend } from '../cli/confirm-spend.js';
+import type { FleetDispatch, FleetDispatchOptions } from '../fleet/dispatch.js';
+import { checkRedis, DEFAULT_QUEUE, type RedisTarget } from '../fleet/redis.js';
+import type { FleetWorker } from '../fleet/worker.js';
+import { loadManifestFile } from '../manifest/load.js';
+import type { RunEnd } from '../notify/notify-message.js';
+import { notifyRunEnd } from '../notify/notify-run.js';
+import { resolveNotifyTargets } from '../notify/notify-targets.js';
+import { assertPricedUnderBudget, budgetOf, DEFAULT_CONFIRM_OVER_USD, spendToConfirm, type BigSpend } from '../plan/guards.js';
+import { buildPlan, type Plan } from '../plan/plan.js';
+import { parseSelector, type Selector } from '../plan/selection.js';
+import type { CostSummary } from '../report/cost-report.js';
+import { progressFor } from '../report/progress.js';
+import { writeCostReport } from '../report/write-report.js';
+import { reviewWaitSentence } from '../review/review-wait.js';
+import type { RunCounts, RunListener, RunSummary } from '../run/events.js';
+import { acquirePipelineLock, type PipelineLock } from '../run/lock.js';
+import { readPollPrior } from '../run/poll-prior.js';
+import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile } from '../run/run-dir.js';
+import { readRunInputs } from '../run/run-inputs.js';
+import { runPlan, type RetryStatus } from '../run/runner.js';
+import { WebhookReceiver, type WebhookReceiverOptions } from '../run/webhook-receiver.js';
+import { formatCount } from '../util/format-usd.js';
+import { redact } from '../util/redact.js';
+import { embeddedRunSentence, movedServiceWarning, resumeFlags, serviceRecord } from './run-service.js';
+
+/** Where a session writes for people, and what it is told from outside. */
+export interface SessionIO {
+  /** A result line (the summary). Default: nothing. */
+  out?: ((text: string) => void) | undefined;
+  /** Progress, warnings and errors. Default: nothing. */
+  err?: ((text: string) => void) | undefined;
+  /** Ctrl-C or SIGTERM: the run stops submitting, flushes and stays resumable. */
+  signal?: AbortSignal | undefined;
+  /** Credentials and addresses come from here too (HF_KEY, GENPIPE_BASE_URL...). Default: process.env. */
+  env?: NodeJS.ProcessEnv | undefined;
+  /** Progress bars instead of lines. */
+  tty?: boolean | undefined;
+  quiet?: boolean | undefined;
+  jsonLogs?: boolean | undefined;
+  /** Between two progress lines outside a terminal, ms. */
+  progressIntervalMs?: number | undefined;
+  /** Told the run's directory as soon as it exists or is resumed. */
+  onRunDir?: ((runDir: string) => Promise<void>) | undefined;
+  /** Every run event, besides the progress view. */
+  onEvent?: RunListener | undefined;
+  /**
+   * A big spend with no budget (over confirmOverUsd): resolve to go on, throw to refuse. Default:
+   * refused (exit 2), as nobody can be asked.
+   */
+  confirmSpend?: ((spend: BigSpend) => Promise<void>) | undefined;
+}
+
+export interface SessionOptions extends SessionIO {
+  /** Service addresses and credentials files, as the connection flags give them. */
+  connection?: ConfigFlags | undefined;
+  /** Start the emulator in-process and use it (no credentials, nothing billed). */
+  emulator?: boolean | undefined;
+  /** Where run directories go (default: the manifest's output.dir, else `runs`). A new run only. */
+  outDir?: string | undefined;
+  concurrency?: number | undefined;
+  ratePerSecond?: number | undefined;
+  /** US$ over the run's whole life. A resume inherits the run's unless given. */
+  budgetUsd?: number | undefined;
+  failFast?: boolean | undefined;
+  resubmitUnknown?: boolean | undefined;
+  acceptCorrupt?: boolean | undefined;
+  /** A resume: start new attempts of the instances that ended so (a new round). */
+  retry?: ReadonlySet<RetryStatus> | undefined;
+  reuse?: boolean | undefined;
+  retryBudget?: number | undefined;
+  /** A resume: accept a manifest whose plan changed. */
+  allowChanged?: boolean | undefined;
+  breakLock?: boolean | undefined;
+  cancelOnAbort?: boolean | undefined;
+  /** Track by webhook: a receiver on host:port, reached by the service at publicUrl (webhookFlags). */
+  webhook?: WebhookReceiverOptions | undefined;
+  overlap?: 'skip' | 'wait' | 'allow' | undefined;
+  confirmOverUsd?: number | undefined;
+  /** Run without asking, whatever the estimate. */
+  yes?: boolean | undefined;
+  /** A new run: only these instances (`--only`), at most this many per step (`--limit`). */
+  only?: readonly string[] | undefined;
+  limit?: number | undefined;
+  /** More notify targets (`--notify URL`). */
+  notify?: readonly string[] | undefined;
+  /** Run on a fleet: instances through the Redis queue; this process coordinates. */
+  fleet?: { redis: RedisTarget; queue?: string | undefined; localWorker?: boolean | undefined } | undefined;
+  /** A resume only: run this manifest, not the one the run recorded (`genpipe run M --resume DIR`). */
+  manifest?: string | undefined;
+}
+
+export interface RunResult {
+  /** 0 completed, 1 some failed, 3 the budget stopped it, 5 the service stopped it, 130 interrupted. */
+  exitCode: number;
+  runDir: string;
+  runId: string;
+  summary: RunSummary;
+  report: CostSummary;
+}
+
+/** Starts a new run of the manifest at `manifestPath`. */
+export function startRun(manifestPath: string, options: SessionOptions = {}): Promise<RunResult> {
+  return session({ manifestPath, resumeDir: undefined }, options);
+}
+
+/** Resumes the run in `runDir`: the options it recorded, the service it recorded, unless told otherwise. */
+export async function resumeRun(runDir: string, options: SessionOptions = {}): Promise<RunResult> {
+  return session({ manifestPath: options.manifest, resumeDir: runDir }, options);
+}
+
+/** A line now and then while a huge plan is checked before anything is spent (after 2 s, then every 10 s). */
+function checkingProgress(err: (text: string) => void): (checked: number, total: number) => void {
+  const started = Date.now();
+  let next = started + 2_000;
+  return (checked, total) => {
+    const now = Date.now();
+    if (now < next) return;
+    next = now + 10_000;
+    err(`genpipe: checking every instance before anything is spent: ${formatCount(checked)} of ${formatCount(total)}.`);
+  };
+}
+
+/** The subset a run recorded in plan.json, for its resume. */
+function recordedSelection(previous: PlanFile): { only: Selector[] | undefined; limit: number | undefined } | undefined {
+  if (!previous.selection) return undefined;
+  return { only: previous.selection.only.map(parseSelector), limit: previous.selection.limit ?? undefined };
+}
+
+async function session(target: { manifestPath: string | undefined; resumeDir: string | undefined }, o: SessionOptions): Promise<RunResult> {
+  const err = o.err ?? (() => {});
+  const out = o.out ?? (() => {});
+  const env = o.env ?? process.env;
+  const signal = o.signal ?? new AbortController().signal;
+  const { resumeDir } = target;
+  if (resumeDir && (o.only !== undefined || o.limit !== undefined)) {
+    throw new GenpipeError('invalid_input', '--only and --limit choose the instances of a new run; a resume runs the subset its run started with (recorded in plan.json).');
+  }
+  if (o.retry && !resumeDir) throw new GenpipeError('invalid_input', '--retry starts new attempts of instances of an earlier run: use it with `genpipe resume RUN_DIR`.');
+  const previous = resumeDir ? await readPlanFile(resumeDir) : undefined;
+  if (resumeDir) await assertResumable(resumeDir);
+  const manifestPath = target.manifestPath ?? previous?.manifest;
+  if (manifestPath === undefined) throw new GenpipeError('invalid_input', 'A manifest file is needed to start a run.');
+  const loaded = loadManifestFile(manifestPath);
+  // Checked before anything is sent: a bad URL or a missing url_env variable exits 2.
+  const notifyTargets = resolveNotifyTargets(loaded, o.notify ?? [], env);
+  const only = o.only?.map(parseSelector);
+
+  // A resume talks to the service its run recorded, unless told otherwise (run-service.ts).
+  const given = o.connection ?? {};
+  const flags = previous && resumeDir ? resumeFlags(previous, resumeDir, given, env, o.emulator === true) : given;
+  const embedded: EmbeddedEmulator | undefined = o.emulator ? await startEmbeddedEmulator() : undefined;
+  let config: ClientConfig;
+  try {
+    config = embedded ? embeddedConfig(flags, embedded) : resolveConfig({ flags, env });
+  } catch (error) {
+    await embedded?.close();
+    throw error;
+  }
+  if (previous && resumeDir) {
+    if (previous.service?.embedded_emulator) err(embeddedRunSentence(resumeDir));
+    const moved = movedServiceWarning(previous.service, config, embedded !== undefined);
+    if (moved) err(moved);
+  }
+  if (o.fleet) {
+    try {
+      // Unreachable at start: exit 5 with one sentence, before a run directory exists.
+      await checkRedis(o.fleet.redis);
+    } catch (error) {
+      await embedded?.close();
+      throw error;
+    }
+  }
+  const client = new GenerationClient(config);
+  const sources = planSources(flags, { env, signal, err, out, write: async (t) => out(t) }, embedded, client);
+  let catalog: OptionsCatalog | undefined;
+  const fetchCatalog = sources.options.catalog;
+  // The run's id and start are known before the plan: templates may read them (`{{ run.date }}`),
+  // and a resume renders them as the run first did.
+  const startedAt = previous ? new Date(previous.createdAt) : new Date();
+  const newId = newRunId(startedAt);
+  try {
+    // A resume plans from the inputs its run saved (CSV rows, presets), never from today's files.
+    const recordedInputs = previous && resumeDir ? await readRunInputs(resolve(resumeDir), previous.inputs) : undefined;
+    const plan = await buildPlan(loaded, {
+      ...sources.options,
+      run: { id: previous?.runId ?? newId, startedAt },
+      select: previous ? recordedSelection(previous) : only !== undefined || o.limit !== undefined ? { only, limit: o.limit } : undefined,
+      fingerprint: true,
+      signal,
+      onProgress: o.quiet || o.jsonLogs ? undefined : checkingProgress(err),
+      catalog: fetchCatalog && (async () => (catalog ??= await fetchCatalog())),
+      ...(recordedInputs ? { recorded: recordedInputs } : {}),
+      // Money guards (plan/guards.ts) need only the counts: they run before the instances are
+      // checked, so a plan of millions is refused at once, and before the lock, the run directory
+      // and any request that spends.
+      beforeInstances: async (counted) => {
+        const budgetGuard = budgetOf(counted, o.budgetUsd);
+        assertPricedUnderBudget(counted, budgetGuard);
+        // The embedded emulator bills nothing, and a resume was agreed to when its run started.
+        const spend = previous || embedded || o.yes ? undefined : spendToConfirm(counted, { budget: budgetGuard, confirmOverUsd: o.confirmOverUsd ?? DEFAULT_CONFIRM_OVER_USD });
+        if (spend) await (o.confirmSpend ?? ((big) => confirmSpend(big, {})))(spend);
+      },
+    });
+    const hash = planHash(plan);
+    let runDir: string;
+    let runId: string;
+    let lock: PipelineLock;
+    if (previous && resumeDir) {
+      if (previous.planHash !== hash && !o.allowChanged) {
+        throw new GenpipeError('invalid_input', `The plan of ${manifestPath} changed since run ${previous.runId} started; resume with --allow-changed to accept it, or start a new run.`);
+      }
+      runDir = resolve(resumeDir);
+      runId = previous.runId;
+      lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, o.overlap ?? 'skip', signal, { breakLock: o.breakLock === true });
+    } else {
+      const root = resolve(o.outDir ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'));
+      // The lock first: a run refused for overlapping leaves nothing behind.
+      runId = newId;
+      lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, o.overlap ?? 'skip', signal, { breakLock: o.breakLock === true });
+      try {
+        ({ dir: runDir } = await createRunDir(root, plan, resolve(manifestPath), hash, startedAt, runId, serviceRecord(config, embedded !== undefined)));
+      } catch (error) {
+        await lock.release();
+        throw error;
+      }
+    }
+    await o.onRunDir?.(runDir);
+    if (lock.displaced) {
+      const { owner, reason } = lock.displaced;
+      const who = owner ? `run ${owner.runId} (pid ${owner.pid} on ${owner.host}, since ${owner.startedAt})` : 'a lock with no readable owner';
+      err(reason === 'broken' ? `warning: --break-lock took the pipeline's lock from ${who}, which was still live; it stops when it notices (exit 4).` : `note: took over the stale lock of ${who}.`);
+    }
+    return await execute({ o, plan, client, config, runDir, runId, hash, lock, previous, embedded, catalog, notifyTargets, signal, err, out });
+  } finally {
+    await sources.close();
+    await client.close();
+    await embedded?.close();
+  }
+}
+
+/** A resume needs the run's journal: without it, genpipe cannot tell what the run already paid for. */
+async function assertResumable(runDir: string): Promise<void> {
+  const { stat } = await import('node:fs/promises');
+  const journal = join(runDir, 'journal.jsonl');
+  const found = await stat(journal).catch(() => undefined);
+  if (!found) throw new GenpipeError('invalid_file', `${journal} is missing, so genpipe cannot tell what the run already paid for. Nothing was sent; restore it, or start a new run.`);
+}
+
+interface Execution {
+  o: SessionOptions;
+  plan: Plan;
+  client: GenerationClient;
+  config: ClientConfig;
+  runDir: string;
+  runId: string;
+  hash: string;
+  lock: PipelineLock;
+  previous: PlanFile | undefined;
+  embedded: EmbeddedEmulator | undefined;
+  catalog: OptionsCatalog | undefined;
+  notifyTargets: ReturnType<typeof resolveNotifyTargets>;
+  signal: AbortSignal;
+  err: (text: string) => void;
+  out: (text: string) => void;
+}
+
+/** The run itself, once its directory and lock are held: the executor, the report, the notifications. */
+async function execute(x: Execution): Promise<RunResult> {
+  const { o, plan, client, runDir, runId, lock, err, out } = x;
+  const progress = progressFor(
+    { out, err },
+    {
+      tty: o.tty === true,
+      jsonLogs: o.jsonLogs === true,
+      quiet: o.quiet === true,
+      budgetUsd: o.budgetUsd ?? plan.loaded.manifest.defaults?.budget_usd,
+      steps: plan.steps,
+      ...(o.progressIntervalMs === undefined ? {} : { intervalMs: o.progressIntervalMs }),
+    },
+  );
+  let webhook: WebhookReceiver | undefined;
+  let fleet: Fleet | undefined;
+  let summary: RunSummary;
+  const runStarted = Date.now();
+  const ended = (fields: Pick<RunEnd, 'outcome' | 'exitCode' | 'message'> & Partial<RunEnd>): RunEnd => ({ pipeline: plan.name, runId, runDir, counts: emptyCounts(), durationMs: Date.now() - runStarted, ...fields });
+  const concurrency = o.concurrency ?? plan.loaded.manifest.defaults?.concurrency;
+  try {
+    if (o.webhook) webhook = await WebhookReceiver.start(o.webhook);
+    if (o.fleet) {
+      const polling = plan.loaded.manifest.defaults?.polling;
+      const poll = polling ? { baseMs: polling.initial_ms, capMs: polling.max_ms, floorMs: polling.min_ms } : undefined;
+      fleet = await openFleet({ redis: o.fleet.redis, queue: o.fleet.queue ?? DEFAULT_QUEUE, runId, say: err, poll }, o.fleet.localWorker === false ? undefined : { client, concurrency: concurrency ?? 8, webhook });
+    }
+    summary = await runPlan({
+      plan,
+      client,
+      runDir,
+      runId,
+      planHash: x.hash,
+      // A run that lost its lock (taken over, or its folder gone) stops as on Ctrl-C; see below.
+      signal: AbortSignal.any([x.signal, lock.signal]),
+      catalog: x.catalog,
+      concurrency: o.concurrency,
+      ratePerSecond: o.ratePerSecond,
+      budgetUsd: o.budgetUsd,
+      failFast: o.failFast,
+      resubmitUnknown: o.resubmitUnknown,
+      acceptCorrupt: o.acceptCorrupt,
+      serviceForgotten: x.previous?.service?.embedded_emulator === true && x.embedded !== undefined,
+      retry: o.retry,
+      retryBudget: o.retryBudget,
+      // The first polls aim at how long this pipeline's requests took in its earlier runs.
+      pollPrior: await readPollPrior(runDir),
+      // Recorded with the run: a resume reuses too, unless the run never did (run-options.ts).
+      reuse: o.reuse ? true : undefined,
+      confirmOverUsd: o.confirmOverUsd,
+      executor: o.fleet ? 'redis' : undefined,
+      cancelOnAbort: o.cancelOnAbort,
+      // On a fleet the workers follow the requests (the coordinator's own worker with this receiver).
+      webhook: fleet ? undefined : webhook,
+      dispatch: fleet?.dispatch,
+      onEvent: (event) => {
+        progress.listener(event);
+        o.onEvent?.(event);
+      },
+    });
+  } catch (error) {
+    progress.stop();
+    await fleet?.close();
+    await webhook?.close();
+    await lock.release();
+    // The run stopped on an error after its directory existed: the team hears of it too.
+    const code = error instanceof GenpipeError ? exitCodeFor(error.code) : EXIT.internal;
+    await notifyRunEnd(x.notifyTargets, ended({ outcome: code === EXIT.interrupted ? 'aborted' : 'failed', exitCode: code, message: redact(error instanceof Error ? error.message : String(error)) }), undefined, { err, quiet: o.quiet });
+    throw error;
+  }
+  progress.stop();
+  await fleet?.close();
+  await webhook?.close();
+  await lock.release();
+  const report = await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
+  // A run that ends waiting on review says so, and names the commands.
+  const waiting = summary.outcome === 'completed' ? await reviewWaitSentence(runDir) : undefined;
+  if (waiting) err(waiting);
+  // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence.
+  const lockLost = lock.signal.aborted && !x.signal.aborted;
+  const exitCode = lockLost ? EXIT.locked : exitCodeOf(summary);
+  const lostMessage = lockLost ? redact(lock.signal.reason instanceof Error ? lock.signal.reason.message : 'The pipeline\'s lock was taken over.') : undefined;
+  await notifyRunEnd(
+    x.notifyTargets,
+    ended({ outcome: lockLost ? 'stopped' : summary.outcome, exitCode, message: lostMessage ?? summary.message, counts: summary.counts, durationMs: summary.durationMs }),
+    report,
+    { err, quiet: o.quiet },
+  );
+  if (lockLost) throw lock.signal.reason;
+  return { exitCode, runDir, runId, summary, report };
+}
+
+interface Fleet {
+  dispatch: FleetDispatch;
+  close(): Promise<void>;
+}
+
+/** The coordinator's side of a fleet run: its dispatch through the queue and, unless told not to, a worker of its own. */
+async function openFleet(options: FleetDispatchOptions, local: { client: GenerationClient; concurrency: number; webhook: WebhookReceiver | undefined } | undefined): Promise<Fleet> {
+  const { FleetDispatch } = await import('../fleet/dispatch.js');
+  const dispatch = await FleetDispatch.open(options);
+  let worker: FleetWorker | undefined;
+  if (local) {
+    const { startFleetWorker, defaultWorkerName } = await import('../fleet/worker.js');
+    worker = await startFleetWorker({ redis: options.redis, queue: options.queue, client: local.client, concurrency: local.concurrency, name: `${defaultWorkerName()}-coordinator`, say: options.say, webhook: local.webhook });
+  }
+  return {
+    dispatch,
+    close: async () => {
+      // The local worker hands back what it still holds at once: the run is over or interrupted.
+      await worker?.close(0);
+      await dispatch.close();
+    },
+  };
+}
+
+const emptyCounts = (): RunCounts => ({ completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0 });
+
+/** A run's exit code from its summary (cli/exit-codes.ts). */
+export function exitCodeOf(summary: RunSummary): number {
+  // The service could not be reached, or kept failing until the retry budget ran out.
+  if (summary.stopReason === 'unreachable' || summary.stopReason === 'retry_budget') return EXIT.unavailable;
+  switch (summary.outcome) {
+    case 'completed':
+      return EXIT.ok;
+    case 'budget':
+      return EXIT.budget;
+    case 'aborted':
+      return EXIT.interrupted;
+    default:
+      return EXIT.failed;
+  }
+}
