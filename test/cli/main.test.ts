@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { main, usage } from '../../src/cli/main.js';
+import { main, usage, VERSION } from '../../src/cli/main.js';
 import type { CliIO } from '../../src/cli/io.js';
 
 function capture(env: NodeJS.ProcessEnv = {}): CliIO & { stdout: string[]; stderr: string[] } {
@@ -54,5 +54,40 @@ describe('genpipe CLI shell', () => {
     expect(code).toBe(5);
     expect(io.stderr).toHaveLength(1);
     expect(io.stderr[0]).toMatch(/^genpipe: GET \/models\/vendor\/ai-influencer\/options failed: ECONNREFUSED/);
+  });
+});
+
+describe('the CLI for the daily loop (issue 28)', () => {
+  it('suggests the nearest command for a typo, exit 2', async () => {
+    const io = capture();
+    expect(await main(['valdiate', 'm.yaml'], io)).toBe(2);
+    expect(io.stderr).toEqual(['genpipe: Unknown command "valdiate"; did you mean "validate"? (genpipe --help lists the commands).']);
+  });
+
+  it('suggests the nearest flag of the command for a typo, exit 2', async () => {
+    const io = capture();
+    expect(await main(['validate', 'm.yaml', '--emulater'], io)).toBe(2);
+    expect(io.stderr).toEqual(["genpipe: Unknown option '--emulater'; did you mean --emulator? (genpipe validate --help lists the options)."]);
+    const far = capture();
+    expect(await main(['validate', 'm.yaml', '--zzzzzzzz'], far)).toBe(2);
+    expect(far.stderr).toEqual(["genpipe: Unknown option '--zzzzzzzz' (genpipe validate --help lists the options)."]);
+  });
+
+  it('prints a command\'s help for genpipe help <command>, exit 0', async () => {
+    const { validateCommand } = await import('../../src/cli/commands/validate.js');
+    const io = capture();
+    expect(await main(['help', 'validate'], io)).toBe(0);
+    expect(io.stdout).toEqual([validateCommand.help]);
+    const typo = capture();
+    expect(await main(['help', 'valdate'], typo)).toBe(2);
+    expect(typo.stderr[0]).toContain('did you mean "validate"?');
+  });
+
+  it('prints the version for -V, --version and version', async () => {
+    for (const word of ['-V', '--version', 'version']) {
+      const io = capture();
+      expect(await main([word], io)).toBe(0);
+      expect(io.stdout).toEqual([VERSION]);
+    }
   });
 });
