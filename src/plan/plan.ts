@@ -11,8 +11,8 @@ import { checkLocalImage } from '../api/local-image.js';
 import type { OptionsCatalog } from '../api/wire.js';
 import { AxisError, csvRowOrigin, resolveAxis, type PresetSource, type ResolvedAxis } from '../manifest/axes.js';
 import { CsvError } from '../manifest/csv.js';
-import { ManifestError, type ManifestProblem } from '../manifest/errors.js';
-import type { LoadedManifest } from '../manifest/load.js';
+import { ManifestError, type ManifestProblem, type ProblemCode } from '../manifest/errors.js';
+import { unreadableFile, type LoadedManifest } from '../manifest/load.js';
 import { forEachOnlyOf, forEachStepOf, type Step } from '../manifest/schema.js';
 import { TemplateError, type CompiledTemplate, type PathSegment, type Scope, type TemplateRef } from '../manifest/template.js';
 import { isWindowsDevice, sanitizeStem } from '../util/file-stem.js';
@@ -65,6 +65,13 @@ export interface PlanOptions {
    * parallel (parallel-plan.ts); undefined leaves them all to this thread.
    */
   helper?: ((plan: Plan, catalog: OptionsCatalog | undefined) => PlanHelper | undefined) | undefined;
+  /**
+   * A step that cannot be resolved (an unreadable CSV file, an unset environment variable it reads,
+   * a sweep too large) does not stop the others: their instances are checked too, and every
+   * problem is thrown together at the end (`genpipe validate`: every problem in one pass).
+   * Default false: the first round of problems is thrown before any instance is rendered.
+   */
+  keepGoing?: boolean | undefined;
 }
 
 export const DEFAULT_MAX_INSTANCES = 10_000_000;
@@ -240,7 +247,7 @@ export class Plan {
       let fileStem: string | undefined;
       if (fileName) {
         const stem = renderFileStem(fileName, scope);
-        if (typeof stem !== 'string') return new InstanceError(step.id, id, [{ path: '', message: stem.problem }], [], ['output', 'filename']);
+        if (typeof stem !== 'string') return new InstanceError(step.id, id, [{ path: '', message: stem.problem }], [], ['output', 'filename'], 'file_name');
         fileStem = stem;
       }
       const upstreamValues = (scope.upstream as { values?: Record<string, unknown> } | undefined)?.values;
@@ -315,6 +322,8 @@ export class InstanceError extends Error {
     readonly at?: readonly PathSegment[],
     /** The step's field the problem is in. Default `input`. */
     readonly field: readonly PathSegment[] = ['input'],
+    /** What kind of problem (`genpipe validate --json`). */
+    readonly code: ProblemCode = 'instance',
   ) {
     super(`${instance}: ${issues.map((i) => `${i.path ? `${i.path}: ` : ''}${i.message}`).join('; ')}`);
   }
@@ -365,7 +374,7 @@ const segmentsOf = (path: string): PathSegment[] =>
  * every problem found (up to maxProblems distinct ones, each with how many instances share it).
  */
 export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {}): Promise<Plan> {
-  const { plan, catalog } = await preparePlan(loaded, options);
+  const { plan, catalog, problems: earlier = [] } = await preparePlan(loaded, options);
   const { manifest, source } = loaded;
   // Validate every instance (a helper thread may take the plan's end: parallel-plan.ts).
   const maxProblems = options.maxProblems ?? 100;
@@ -386,12 +395,17 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
     try {
       await checkLocalImage(resolvePath(loaded.dir, path));
     } catch (error) {
-      const problem = { location: source.locate(['steps', where.step, 'input']), path: `steps.${where.step}.input`, message: `${where.instance}: ${(error as Error).message.replace(/\.$/, '')}` };
+      const location = source.locate(['steps', where.step, 'input']);
+      const cause = (error as { cause?: NodeJS.ErrnoException }).cause;
+      // A missing image is named with where it was looked for, not as an errno code.
+      const missing = cause?.code === 'ENOENT' || cause?.code === 'ENOTDIR' ? unreadableFile(resolvePath(loaded.dir, path), 'image', cause, location) : undefined;
+      const message = missing ? missing.message : (error as Error).message.replace(/\.$/, '');
+      const problem: ManifestProblem = { location, path: `steps.${where.step}.input`, message: `${where.instance}: ${message}`, code: missing ? 'missing_file' : 'instance' };
       seen.set(`file\u0000${path}`, { problem, count: 1 });
     }
   }
-  if (seen.size > 0) {
-    throw new ManifestError([...seen.values()].map(({ problem, count }) => (count > 1 ? { ...problem, message: `${problem.message} (and ${count - 1} more instances)` } : problem)));
+  if (seen.size > 0 || earlier.length > 0) {
+    throw new ManifestError([...earlier, ...[...seen.values()].map(({ problem, count }) => (count > 1 ? { ...problem, message: `${problem.message} (and ${count - 1} more instances)` } : problem))]);
   }
   plan.fingerprint = fingerprint?.digest();
   return plan;
@@ -402,18 +416,26 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
  * otherwise), `beforeInstances` called, and the options catalog fetched when a step needs it; no
  * instance rendered yet.
  */
-export async function preparePlan(loaded: LoadedManifest, options: PlanOptions = {}): Promise<{ plan: Plan; catalog: OptionsCatalog | undefined }> {
+export async function preparePlan(
+  loaded: LoadedManifest,
+  options: PlanOptions = {},
+): Promise<{ plan: Plan; catalog: OptionsCatalog | undefined; problems?: ManifestProblem[] | undefined }> {
   const { manifest, source } = loaded;
   const problems: ManifestProblem[] = [];
-  const report = (path: readonly (string | number)[], message: string, location = source.locate(path)): void => {
-    problems.push({ location, path: formatPath(path), message });
+  const report = (path: readonly (string | number)[], message: string, location = source.locate(path), code: ProblemCode = 'axis'): void => {
+    problems.push({ location, path: formatPath(path), message, code });
   };
   const env: Record<string, string> = {};
+  const unset = new Set<string>();
   for (const name of manifest.env ?? []) {
     const value = options.env?.[name];
-    if (value === undefined) report(['env'], `environment variable ${name} is allow-listed but not set`);
-    else env[name] = value;
+    if (value === undefined) {
+      report(['env'], `environment variable ${name} is allow-listed but not set`, undefined, 'env');
+      unset.add(name);
+    } else env[name] = value;
   }
+  /** Steps that cannot be planned (see keepGoing), and the for_each steps that follow them. */
+  const broken = new Set<string>();
   const run = options.run ?? { id: 'preview', startedAt: new Date() };
   const startedAt = run.startedAt.toISOString();
   const scopeBase: Scope = { vars: manifest.vars ?? {}, env, run: { id: run.id, date: startedAt.slice(0, 10), started_at: startedAt } };
@@ -423,12 +445,18 @@ export async function preparePlan(loaded: LoadedManifest, options: PlanOptions =
   for (const id of loaded.order) {
     const step = manifest.steps[id] as Step;
     const spec = modelFor(step.model);
+    const before = problems.length;
     const axes: ResolvedAxis[] = [];
     for (const [name, axis] of Object.entries(step.matrix ?? {})) {
       try {
         axes.push(await resolveAxis(name, axis, { dir: loaded.dir, presets: options.presets }));
       } catch (error) {
-        if (error instanceof CsvError) report(['steps', id, 'matrix', name], `${error.message}`, error.location);
+        if (error instanceof CsvError && error.unreadable) {
+          // Named where the manifest names it: the file itself has no line to point at.
+          const path = ['steps', id, 'matrix', name, 'csv'];
+          const problem = unreadableFile(error.location.file, 'CSV', error.unreadable, source.locate(path));
+          report(path, problem.message, problem.location, problem.code);
+        } else if (error instanceof CsvError) report(['steps', id, 'matrix', name], `${error.message}`, error.location, 'csv');
         else if (error instanceof AxisError) report(['steps', id, 'matrix', name], error.message);
         else throw error;
       }
@@ -449,23 +477,29 @@ export async function preparePlan(loaded: LoadedManifest, options: PlanOptions =
     const priceUsd = step.price_usd ?? prices[step.model] ?? spec.listPriceUsd;
     const readsUpstreamOutputs = (loaded.templates.get(id)?.refs ?? []).some((r) => r.segments[0] === 'upstream' && r.segments[1] === 'outputs');
     steps.push({ id, model: step.model, spec, step, needs: step.needs ?? [], forEach, forEachOnly: forEachOnlyOf(step), matrix, count: combos * (upstream ? upstream.count : 1), priceUsd, readsUpstreamOutputs });
+    const readsUnset = [loaded.templates.get(id), loaded.fileNames.get(id)].some((t) => t?.refs.some((r) => r.segments[0] === 'env' && unset.has(String(r.segments[1]))));
+    if (problems.length > before || readsUnset || (forEach !== undefined && broken.has(forEach))) broken.add(id);
   }
   const maxInstances = options.maxInstances ?? DEFAULT_MAX_INSTANCES;
   for (const step of steps) {
     if (step.count > maxInstances) {
-      report(['steps', step.id, 'matrix'], `step ${step.id} expands to ${step.count} instances, over the limit of ${maxInstances}; split the sweep into several manifests`);
+      report(['steps', step.id, 'matrix'], `step ${step.id} expands to ${step.count} instances, over the limit of ${maxInstances}; split the sweep into several manifests`, undefined, 'too_large');
+      broken.add(step.id);
+      for (const other of steps) if (other.forEach !== undefined && broken.has(other.forEach)) broken.add(other.id);
     }
   }
-  if (problems.length > 0) throw new ManifestError(problems);
-  if (options.select) selectSubset(steps, options.select);
+  if (problems.length > 0 && !options.keepGoing) throw new ManifestError(problems);
+  const planned = broken.size > 0 ? steps.filter((s) => !broken.has(s.id)) : steps;
+  if (planned.length === 0) throw new ManifestError(problems);
+  if (options.select) selectSubset(planned, options.select);
 
-  const plan = new Plan(loaded, steps, scopeBase);
+  const plan = new Plan(loaded, planned, scopeBase);
   plan.selection = options.select;
   await options.beforeInstances?.(plan);
   let catalog: OptionsCatalog | undefined;
-  if (steps.some((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection'))) {
+  if (planned.some((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection'))) {
     if (!options.catalog) {
-      const step = steps.find((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection')) as StepPlan;
+      const step = planned.find((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection')) as StepPlan;
       throw new ManifestError([
         {
           location: source.locate(['steps', step.id, 'input', 'selection']),
@@ -477,7 +511,7 @@ export async function preparePlan(loaded: LoadedManifest, options: PlanOptions =
     catalog = await options.catalog();
   }
 
-  return { plan, catalog };
+  return problems.length > 0 ? { plan, catalog, problems } : { plan, catalog };
 }
 
 /**
@@ -543,7 +577,7 @@ export async function checkInstances(
             const at = error.at ?? segmentsOf(issue.path);
             const field = formatPath(error.field);
             seen.set(signature, {
-              problem: { location: source.locate(['steps', step.id, ...error.field, ...at]), path: `steps.${step.id}.${field}${issue.path ? `.${issue.path}` : ''}`, message: `${error.instance}: ${issue.message}` },
+              problem: { location: source.locate(['steps', step.id, ...error.field, ...at]), path: `steps.${step.id}.${field}${issue.path ? `.${issue.path}` : ''}`, message: `${error.instance}: ${issue.message}`, code: error.code },
               count: 1,
             });
           }
@@ -557,7 +591,7 @@ export async function checkInstances(
         if (other === undefined) fileStems.set(name, entry.id);
         else if (seen.size < maxProblems) {
           const path = ['steps', step.id, 'output', 'filename'];
-          seen.set(`stem\u0000${name}`, { problem: { location: source.locate(path), path: formatPath(path), message: `${other} and ${entry.id} would both be written as ${JSON.stringify(clip(entry.fileStem))}: add an axis that tells them apart to the file name` }, count: 1 });
+          seen.set(`stem\u0000${name}`, { problem: { location: source.locate(path), path: formatPath(path), message: `${other} and ${entry.id} would both be written as ${JSON.stringify(clip(entry.fileStem))}: add an axis that tells them apart to the file name`, code: 'file_name' }, count: 1 });
         }
       }
       fingerprint?.add(entry.id, entry.canonical);
