@@ -60,7 +60,7 @@ export async function main(argv: readonly string[], io?: CliIO): Promise<number>
   try {
     return await dispatch(argv, theIO, ownIO);
   } catch (error) {
-    return await report(error, theIO);
+    return await report(error, theIO, argv);
   } finally {
     if (ownIO) {
       process.off('SIGINT', onSignal);

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main, usage, VERSION } from '../../src/cli/main.js';
 import type { CliIO } from '../../src/cli/io.js';
@@ -54,6 +57,23 @@ describe('genpipe CLI shell', () => {
     expect(code).toBe(5);
     expect(io.stderr).toHaveLength(1);
     expect(io.stderr[0]).toMatch(/^genpipe: GET \/models\/vendor\/ai-influencer\/options failed: ECONNREFUSED/);
+  });
+
+  it('names the unreachable address and where it came from: environment, flag or config file', async () => {
+    const fromEnv = capture({ GENPIPE_BASE_URL: 'http://127.0.0.1:9', HF_KEY: 'id:secret-value' });
+    expect(await main(['catalog', 'options'], fromEnv)).toBe(5);
+    expect(fromEnv.stderr[0]).toMatch(/^genpipe: GET \/models\/vendor\/ai-influencer\/options failed: ECONNREFUSED/);
+    expect(fromEnv.stderr[0]).toContain('. The service at http://127.0.0.1:9 (from GENPIPE_BASE_URL) could not be reached: check that it runs there, or set the address with --base-url, GENPIPE_BASE_URL or base_url in the config file (--config or GENPIPE_CONFIG).');
+    const fromFlag = capture({ GENPIPE_BASE_URL: 'http://127.0.0.1:9', HF_KEY: 'id:secret-value' });
+    expect(await main(['catalog', 'options', '--base-url', 'http://127.0.0.1:9/'], fromFlag)).toBe(5);
+    expect(fromFlag.stderr[0]).toContain('The service at http://127.0.0.1:9/ (from --base-url) could not be reached');
+    const dir = mkdtempSync(join(tmpdir(), 'genpipe-main-'));
+    const config = join(dir, 'genpipe.yaml');
+    writeFileSync(config, 'base_url: http://127.0.0.1:9\n');
+    const fromFile = capture({ HF_KEY: 'id:secret-value', GENPIPE_CONFIG: config });
+    expect(await main(['catalog', 'options'], fromFile)).toBe(5);
+    expect(fromFile.stderr[0]).toContain(`The service at http://127.0.0.1:9 (from base_url in the config file ${config}) could not be reached`);
+    expect(fromFile.stderr.join('\n')).not.toContain('secret-value');
   });
 });
 
