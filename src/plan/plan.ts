@@ -15,7 +15,7 @@ import { ManifestError, type ManifestProblem, type ProblemCode } from '../manife
 import { unreadableFile, type LoadedManifest } from '../manifest/load.js';
 import { forEachOnlyOf, forEachStepOf, type Step } from '../manifest/schema.js';
 import { TemplateError, type CompiledTemplate, type PathSegment, type Scope, type TemplateRef } from '../manifest/template.js';
-import { isWindowsDevice, sanitizeStem } from '../util/file-stem.js';
+import { isWindowsDevice, sanitizeStem, utf8Bytes } from '../util/file-stem.js';
 import { nearest, Suggester } from '../util/suggest.js';
 import { labelMatcher, type Selection, type Selector } from './selection.js';
 import { isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models/registry.js';
@@ -331,6 +331,8 @@ export class InstanceError extends Error {
 
 /** Longest file-name stem a template may give, in characters (names from ids are bounded alike). */
 export const MAX_FILE_STEM = 100;
+/** Longest file-name stem a template may give, in UTF-8 bytes (run/output-names.ts MAX_STEM_BYTES). */
+export const MAX_FILE_STEM_BYTES = 150;
 
 /** The sanitised stem an `output.filename` template gives in `scope`, or why it gives none. */
 function renderFileStem(template: CompiledTemplate, scope: Scope): string | { problem: string } {
@@ -345,6 +347,7 @@ function renderFileStem(template: CompiledTemplate, scope: Scope): string | { pr
   let stem = sanitizeStem(text);
   if (stem === '') return { problem: `the file name ${JSON.stringify(clip(text))} has no character a file name can keep` };
   if (stem.length > MAX_FILE_STEM) return { problem: `the file name ${JSON.stringify(clip(stem))} is longer than ${MAX_FILE_STEM} characters` };
+  if (utf8Bytes(stem) > MAX_FILE_STEM_BYTES) return { problem: `the file name ${JSON.stringify(clip(stem))} is longer than ${MAX_FILE_STEM_BYTES} bytes in UTF-8` };
   if (isWindowsDevice(stem)) stem = `_${stem}`;
   return stem;
 }
