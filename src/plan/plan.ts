@@ -96,6 +96,16 @@ export interface StepPlan {
   readsUpstreamOutputs: boolean;
   /** A subset run (`--only`, `--limit`, see selection.ts): which of the step's combinations run, and how many at most. */
   subset?: { accept: (label: string) => boolean; limit: number | undefined } | undefined;
+  /** The CSV cells the step's input reads that must not be empty (every column not in `allow_empty`). */
+  filledCells?: readonly FilledCell[] | undefined;
+}
+
+/** `{{ row.headline }}` in a step's input, on a CSV axis whose `allow_empty` does not list headline. */
+export interface FilledCell {
+  axis: string;
+  column: string;
+  /** Where in the step's input the template reads it. */
+  at: readonly PathSegment[];
 }
 
 /** One instance of a step. Its canonical input and key are computed on first use only. */
@@ -281,6 +291,9 @@ export class Plan {
     });
     const first = empty[0];
     if (first) throw new InstanceError(step.id, id, [{ path: formatPath(first.at), message: first.message }], first.at);
+    // An empty prompt or headline from a CSV cell would be sent as "" (an empty image field is named above).
+    const cell = step.filledCells === undefined ? undefined : emptyCell(step, step.filledCells, id, scope);
+    if (cell) throw cell;
     // Local image paths are checked separately; here they stand as placeholder URLs.
     const forCheck = mapImageFields(rendered, step.spec.imageFields, (v) => (isRemoteUrl(v) ? v : `https://local.genpipe.invalid/${encodeURIComponent(resolvePath(dir, v))}`));
     let built: unknown;
@@ -327,6 +340,23 @@ export class InstanceError extends Error {
   ) {
     super(`${instance}: ${issues.map((i) => `${i.path ? `${i.path}: ` : ''}${i.message}`).join('; ')}`);
   }
+}
+
+/**
+ * The first empty CSV cell an instance's input reads (an empty prompt or headline would be sent as
+ * ""), as the instance's problem: its file, row and column, at the template in the manifest.
+ */
+function emptyCell(step: StepPlan, cells: readonly FilledCell[], id: string, scope: Scope): InstanceError | undefined {
+  for (const cell of cells) {
+    const row = scope[cell.axis] as Record<string, unknown> | undefined;
+    const value = row?.[cell.column];
+    if (typeof value !== 'string' || value.trim() !== '') continue;
+    const origin = csvRowOrigin(row);
+    const where = origin ? `${origin.file} row ${origin.line}, column ${origin.columns.indexOf(cell.column) + 1} ("${cell.column}")` : `column "${cell.column}"`;
+    const message = `the CSV cell ${where} is empty; fill it, or add ${JSON.stringify(cell.column)} to allow_empty on the ${cell.axis} axis to send it empty`;
+    return new InstanceError(step.id, id, [{ path: formatPath(cell.at), message }], cell.at, ['input'], 'empty_cell');
+  }
+  return undefined;
 }
 
 /** Longest file-name stem a template may give, in characters (names from ids are bounded alike). */
@@ -465,6 +495,7 @@ export async function preparePlan(
       }
     }
     checkCsvColumns(id, axes, loaded.templates.get(id)?.refs ?? [], report);
+    const filledCells = filledCellsOf(axes, loaded.templates.get(id)?.refs ?? []);
     const matrix: MatrixSpec = { axes, zip: step.zip, include: step.include, exclude: step.exclude };
     let combos = 0;
     try {
@@ -479,7 +510,7 @@ export async function preparePlan(
     const upstream = forEach ? steps.find((s) => s.id === forEach) : undefined;
     const priceUsd = step.price_usd ?? prices[step.model] ?? spec.listPriceUsd;
     const readsUpstreamOutputs = (loaded.templates.get(id)?.refs ?? []).some((r) => r.segments[0] === 'upstream' && r.segments[1] === 'outputs');
-    steps.push({ id, model: step.model, spec, step, needs: step.needs ?? [], forEach, forEachOnly: forEachOnlyOf(step), matrix, count: combos * (upstream ? upstream.count : 1), priceUsd, readsUpstreamOutputs });
+    steps.push({ id, model: step.model, spec, step, needs: step.needs ?? [], forEach, forEachOnly: forEachOnlyOf(step), matrix, count: combos * (upstream ? upstream.count : 1), priceUsd, readsUpstreamOutputs, filledCells });
     const readsUnset = [loaded.templates.get(id), loaded.fileNames.get(id)].some((t) => t?.refs.some((r) => r.segments[0] === 'env' && unset.has(String(r.segments[1]))));
     if (problems.length > before || readsUnset || (forEach !== undefined && broken.has(forEach))) broken.add(id);
   }
@@ -622,6 +653,18 @@ export function mergeChecks(first: InstanceCheck, rest: InstanceCheck, maxProble
   const localFiles = new Map(first.localFiles);
   for (const [path, where] of rest.localFiles) if (!localFiles.has(path)) localFiles.set(path, where);
   return { seen, localFiles };
+}
+
+/** The CSV cells a step's input reads that must have a value: each `{{ axis.column }}` of a CSV axis, unless `allow_empty` lists the column. */
+function filledCellsOf(axes: readonly ResolvedAxis[], refs: readonly TemplateRef[]): FilledCell[] | undefined {
+  const cells: FilledCell[] = [];
+  for (const ref of refs) {
+    const [root, column] = ref.segments;
+    const axis = axes.find((a) => a.name === root);
+    if (!axis?.columns || typeof column !== 'string' || !axis.columns.includes(column) || axis.allowEmpty?.includes(column)) continue;
+    cells.push({ axis: axis.name, column, at: ref.at });
+  }
+  return cells.length > 0 ? cells : undefined;
 }
 
 /** `{{ row.headlne }}` on a CSV axis without that column: refused at the template, with the nearest column. */

@@ -100,4 +100,15 @@ describe('genpipe validate lists every problem in one pass (issue 28)', () => {
     expect(await main(['validate', 'no-such-manifest-here.yaml'], io)).toBe(2);
     expect(io.stderr).toEqual([`genpipe: no-such-manifest-here.yaml: the manifest file does not exist (looked for ${join(process.cwd(), 'no-such-manifest-here.yaml')})`]);
   });
+
+  it('an empty CSV cell is one of the problems, code empty_cell, with its row and column', async () => {
+    write('cells.csv', 'sku,headline\nA1,Hello\nA2,\n');
+    const path = write('cells.yaml', 'version: 1\nname: cells\nsteps:\n  ads:\n    model: marketing-image\n    matrix: { row: { csv: cells.csv } }\n    input: { prompt: "{{ row.headline }}" }\n');
+    const io = capture();
+    expect(await main(['validate', path, '--json'], io)).toBe(2);
+    const problems = JSON.parse(io.stdout.join('')) as { line: number; col: number; code: string; message: string }[];
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatchObject({ line: 7, col: 22, code: 'empty_cell' });
+    expect(problems[0]?.message).toMatch(/cells\.csv row 3, column 2 \("headline"\) is empty/);
+  });
 });
