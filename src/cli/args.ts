@@ -43,6 +43,12 @@ export function parse<O extends Options>(argv: readonly string[], options: O, co
   }
 }
 
+/** `; did you mean "x"?` for the candidate nearest to `word` (a mistyped subcommand), or nothing. */
+export function didYouMean(word: string, candidates: readonly string[]): string {
+  const suggestion = nearest(word, candidates);
+  return suggestion === undefined ? '' : `; did you mean "${suggestion}"?`;
+}
+
 /** The known flag nearest to `flag` (`--emulater` gives `--emulator`), written as it is typed. */
 function nearestFlag(flag: string, options: Options): string | undefined {
   const word = flag.replace(/^--?/, '');

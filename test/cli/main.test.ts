@@ -93,6 +93,18 @@ describe('the CLI for the daily loop (issue 28)', () => {
     expect(far.stderr).toEqual(["genpipe: Unknown option '--zzzzzzzz' (genpipe validate --help lists the options)."]);
   });
 
+  it('suggests the nearest subcommand of catalog, queue and schedule, exit 2', async () => {
+    for (const [argv, expected] of [
+      [['catalog', 'optoins'], 'Unknown catalog "optoins"; did you mean "options"?'],
+      [['queue', 'limts'], 'genpipe queue takes limits or status, not "limts"; did you mean "limits"?'],
+      [['schedule', 'lsit'], 'genpipe schedule takes add, list or remove, not "lsit"; did you mean "list"?'],
+    ] as const) {
+      const io = capture();
+      expect(await main([...argv], io)).toBe(2);
+      expect(io.stderr).toEqual([`genpipe: ${expected}`]);
+    }
+  });
+
   it('prints a command\'s help for genpipe help <command>, exit 0', async () => {
     const { validateCommand } = await import('../../src/cli/commands/validate.js');
     const io = capture();
