@@ -138,9 +138,10 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
   }
   const manifest = parsed.data;
 
-  const before = problems.length;
   const at = (path: readonly (string | number)[], message: string, atKey = false): void => {
     problems.push({ location: source.locate(path, atKey), path: formatPath(path), message, code: 'reference' });
+    // Every problem found here is under steps.<id>: that step is left out of the plan.
+    if (path[0] === 'steps' && typeof path[1] === 'string') broken.add(path[1]);
   };
   const stepIds = [...Object.keys(manifest.steps), ...broken];
   const names: Names = { stepIds, steps: new Set(stepIds), vars: Object.keys(manifest.vars ?? {}), env: new Set(manifest.env ?? []), suggester };
@@ -189,8 +190,6 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
     }
   }
   const order = topologicalOrder(manifest, (path, message) => at(path, message));
-  // Every problem found here is under steps.<id>: that step is left out of the plan.
-  for (const problem of problems.slice(before)) broken.add(problem.path.split(/[.[]/)[1] as string);
   const loaded = { manifest, file, text, dir: dirname(resolve(file)), source, templates, fileNames, order };
   if (problems.length === 0) return { problems, loaded };
   return { problems, loaded: withoutSteps(loaded, broken) };
