@@ -12,7 +12,7 @@ import type { CliIO } from './io.js';
  */
 export async function reportError(error: unknown, io: CliIO, argv: readonly string[] = []): Promise<number> {
   if (error instanceof GenpipeError) {
-    const hint = UNREACHABLE.has(error.code) ? unreachableHint(argv, io.env) : '';
+    const hint = UNREACHABLE.has(error.code) ? unreachableServiceHint(argv, io.env) : '';
     io.err(`genpipe: ${error.message}${hint}`);
     if (error instanceof InvalidInputError) for (const issue of error.issues.slice(1)) io.err(`  ${issue.path}: ${issue.message}`);
     // Loaded only when there is a manifest error to print (the YAML loader comes with it).
@@ -34,7 +34,7 @@ const UNREACHABLE: ReadonlySet<ErrorCode> = new Set(['network', 'timeout']);
  * flag, the environment or the config file), and how to set another. The transport names only the
  * path; the command's own flags say where the address came from.
  */
-function unreachableHint(argv: readonly string[], env: NodeJS.ProcessEnv): string {
+export function unreachableServiceHint(argv: readonly string[], env: NodeJS.ProcessEnv): string {
   const how = 'set the address with --base-url, GENPIPE_BASE_URL or base_url in the config file (--config or GENPIPE_CONFIG)';
   let values: Record<string, unknown>;
   try {

@@ -112,3 +112,13 @@ describe('genpipe validate lists every problem in one pass (issue 28)', () => {
     expect(problems[0]?.message).toMatch(/cells\.csv row 3, column 2 \("headline"\) is empty/);
   });
 });
+
+describe('validate --help', () => {
+  it('lists every code --json can give', async () => {
+    const { PROBLEM_CODES } = await import('../../src/manifest/errors.js');
+    const io = capture();
+    expect(await main(['help', 'validate'], io)).toBe(0);
+    const help = io.stdout.join('\n').replace(/\s+/g, ' ');
+    for (const code of PROBLEM_CODES) expect(help).toContain(` ${code}${code === 'invalid' ? '.' : ','}`);
+  });
+});

@@ -24,7 +24,9 @@ budget_usd is a warning (the run stops submitting there), not a refusal.
 
   --json      print the problems on stdout as one JSON array of {file, line, col, code, message}
               ([] when the manifest is valid; line and col are 0 for a problem about a whole
-              file, such as a missing one). Exit codes as without --json.
+              file, such as a missing one). Exit codes as without --json. Codes: yaml, schema,
+              reference, missing_file, unreadable_file, csv, axis, env, instance, empty_cell,
+              file_name, budget, notify, too_large, invalid.
 
 ${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`,
