@@ -122,3 +122,18 @@ describe('validate --help', () => {
     for (const code of PROBLEM_CODES) expect(help).toContain(` ${code}${code === 'invalid' ? '.' : ','}`);
   });
 });
+
+describe('validate --json with a refusal outside the manifest', () => {
+  it('a config file that cannot be read is one entry (code invalid, line 0), after the manifest problems', async () => {
+    const path = write('selection.yaml', 'version: 1\nname: sel\nsteps:\n  a:\n    model: character-sheet\n    retries: -1\n  b:\n    model: character-sheet\n    input: { selection: { hair: [short] } }\n');
+    const io = capture();
+    const config = join(dir, 'no-such-config.yaml');
+    expect(await main(['validate', path, '--json', '--config', config], io)).toBe(2);
+    const problems = JSON.parse(io.stdout.join('')) as { file: string; line: number; code: string; message: string }[];
+    expect(problems.map((p) => [p.line, p.code])).toEqual([
+      [0, 'invalid'],
+      [6, 'schema'],
+    ]);
+    expect(problems[0]?.message).toContain(`Cannot read the config file ${config}`);
+  });
+});

@@ -1,3 +1,4 @@
+import { GenpipeError } from '../../api/errors.js';
 import { ManifestError, type ManifestProblem } from '../../manifest/errors.js';
 import { checkManifestFile } from '../../manifest/load.js';
 import { buildPlan } from '../../plan/plan.js';
@@ -5,7 +6,7 @@ import { resolveNotifyTargets } from '../../notify/notify-targets.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import type { CliIO } from '../io.js';
-import { EXIT } from '../exit-codes.js';
+import { EXIT, exitCodeFor } from '../exit-codes.js';
 import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { planSources } from '../plan-sources.js';
 import { formatCount, formatUsd } from '../../util/format-usd.js';
@@ -40,25 +41,33 @@ ${CONNECTION_HELP}`,
     let summary: string | undefined;
     let warning: string | undefined;
     if (loaded) {
-      collect(problems, 'notify', () => resolveNotifyTargets(loaded, [], io.env, { allowUnsetEnv: true }));
-      const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
-      const sources = planSources(connectionFlags(values), io, embedded);
       try {
-        // keepGoing: a step that cannot be resolved does not stop the others being checked.
-        const plan = await collectAsync(problems, 'invalid', () => buildPlan(loaded, { ...sources.options, keepGoing: true }));
-        if (plan) {
-          const budget = budgetOf(plan);
-          const refusal = unpricedUnderBudget(plan, budget);
-          if (refusal) problems.push(...refusal.problems.map((p) => ({ ...p, code: p.code ?? 'budget' })));
-          const estimate = plan.estimate();
-          summary =
-            `${file}: valid; ${plan.steps.length} step(s), ${formatCount(plan.totalInstances)} instance(s), estimated ${formatUsd(estimate.knownUsd)}` +
-            (estimate.unknownInstances > 0 ? ` plus ${formatCount(estimate.unknownInstances)} instance(s) of unknown price` : '');
-          warning = overBudgetWarning(plan, budget);
+        collect(problems, 'notify', () => resolveNotifyTargets(loaded, [], io.env, { allowUnsetEnv: true }));
+        const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
+        const sources = planSources(connectionFlags(values), io, embedded);
+        try {
+          // keepGoing: a step that cannot be resolved does not stop the others being checked.
+          const plan = await collectAsync(problems, 'invalid', () => buildPlan(loaded, { ...sources.options, keepGoing: true }));
+          if (plan) {
+            const budget = budgetOf(plan);
+            const refusal = unpricedUnderBudget(plan, budget);
+            if (refusal) problems.push(...refusal.problems.map((p) => ({ ...p, code: p.code ?? 'budget' })));
+            const estimate = plan.estimate();
+            summary =
+              `${file}: valid; ${plan.steps.length} step(s), ${formatCount(plan.totalInstances)} instance(s), estimated ${formatUsd(estimate.knownUsd)}` +
+              (estimate.unknownInstances > 0 ? ` plus ${formatCount(estimate.unknownInstances)} instance(s) of unknown price` : '');
+            warning = overBudgetWarning(plan, budget);
+          }
+        } finally {
+          await sources.close();
+          await embedded?.close();
         }
-      } finally {
-        await sources.close();
-        await embedded?.close();
+      } catch (error) {
+        // With --json, a refusal that is not located in the manifest (a bad config file, too many
+        // notify targets) is still one entry of the array; a service that cannot be reached is not
+        // a problem of the manifest, and stays a sentence (exit 5).
+        if (!values.json || !(error instanceof GenpipeError) || exitCodeFor(error.code) !== EXIT.invalidInput) throw error;
+        problems.push({ location: { file, line: 0, col: 0 }, path: '', message: error.message, code: 'invalid' });
       }
     }
     if (values.json) {
