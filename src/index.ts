@@ -17,7 +17,7 @@ export { sleep } from './api/sleep.js';
 export * as wire from './api/wire.js';
 export { redact, registerSecret } from './util/redact.js';
 export { startEmulator, type Emulator, type EmulatorOptions, DEFAULT_KEY_ID, DEFAULT_SECRET, FAULT_PROFILES } from './emulator/index.js';
-export { loadManifestFile, loadManifestText, type LoadedManifest } from './manifest/load.js';
+export { checkManifestFile, checkManifestText, loadManifestFile, loadManifestText, type LoadedManifest, type ManifestCheck } from './manifest/load.js';
 export { ManifestError, type ManifestProblem } from './manifest/errors.js';
 export { buildPlan, Plan, PlannedInstance, type PlanOptions, type StepPlan } from './plan/plan.js';
 export { startRun, resumeRun, exitCodeOf, type RunResult, type SessionIO, type SessionOptions } from './session/run-session.js';

@@ -135,6 +135,20 @@ function checkUrl(setting: Setting, name: string, allowInsecureHttp: boolean): s
   return value.replace(/\/+$/, '');
 }
 
+/**
+ * The main service address flags, environment and config file give, and where it came from
+ * (`--base-url`, `GENPIPE_BASE_URL`, `the config file F`), by the precedence resolveConfig uses;
+ * undefined when none sets one. For messages: an unreachable service names both.
+ */
+export function baseUrlOrigin(flags: ConfigFlags, env: NodeJS.ProcessEnv): { url: string; from: string } | undefined {
+  if (flags.baseUrl !== undefined) return { url: flags.baseUrl, from: '--base-url' };
+  if (env.GENPIPE_BASE_URL) return { url: env.GENPIPE_BASE_URL, from: 'GENPIPE_BASE_URL' };
+  const configPath = flags.config ?? env.GENPIPE_CONFIG;
+  if (!configPath) return undefined;
+  const url = readConfigFile(configPath).base_url;
+  return url === undefined ? undefined : { url, from: `base_url in the config file ${configPath}` };
+}
+
 /** Resolves flags, environment and config file into a complete configuration. */
 export function resolveConfig(options: ResolveConfigOptions = {}): ClientConfig {
   const flags = options.flags ?? {};

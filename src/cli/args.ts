@@ -1,6 +1,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { ConfigFlags } from '../api/config.js';
 import { GenpipeError } from '../api/errors.js';
+import { nearest } from '../util/suggest.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -29,14 +30,30 @@ export const CONNECTION_HELP = `Connection options:
 
 export type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: O; allowPositionals: true; strict: true }>>;
 
-/** Parses argv strictly; an unknown flag or a missing value is invalid input (exit 2). */
+/** Parses argv strictly; an unknown flag (with the nearest known one) or a missing value is invalid input (exit 2). */
 export function parse<O extends Options>(argv: readonly string[], options: O, command: string): Parsed<O> {
   try {
     return parseArgs({ args: [...argv], options, allowPositionals: true, strict: true });
   } catch (error) {
-    const message = (error as Error).message.replace(/\. To specify a positional argument.*$/s, '');
-    throw new GenpipeError('invalid_input', `${message.replace(/\.$/, '')} (genpipe ${command} --help lists the options).`);
+    const message = (error as Error).message.replace(/\. To specify a positional argument.*$/s, '').replace(/\.$/, '');
+    const unknown = (error as NodeJS.ErrnoException).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'(--?[^'=]+)/.exec(message)?.[1] : undefined;
+    const suggestion = unknown === undefined ? undefined : nearestFlag(unknown, options);
+    const hint = suggestion ? `; did you mean ${suggestion}?` : '';
+    throw new GenpipeError('invalid_input', `${message}${hint} (genpipe ${command} --help lists the options).`);
   }
+}
+
+/** `; did you mean "x"?` for the candidate nearest to `word` (a mistyped subcommand), or nothing. */
+export function didYouMean(word: string, candidates: readonly string[]): string {
+  const suggestion = nearest(word, candidates);
+  return suggestion === undefined ? '' : `; did you mean "${suggestion}"?`;
+}
+
+/** The known flag nearest to `flag` (`--emulater` gives `--emulator`), written as it is typed. */
+function nearestFlag(flag: string, options: Options): string | undefined {
+  const word = flag.replace(/^--?/, '');
+  const suggestion = nearest(word, Object.keys(options));
+  return suggestion === undefined ? undefined : `--${suggestion}`;
 }
 
 export function connectionFlags(values: Record<string, unknown>): ConfigFlags {

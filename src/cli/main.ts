@@ -9,6 +9,7 @@ import { COMMANDS } from './command-list.js';
 import { EXIT } from './exit-codes.js';
 import { processIO, type CliIO } from './io.js';
 import { reportError as report } from './report-error.js';
+import { nearest } from '../util/suggest.js';
 
 export const VERSION = '0.1.0';
 
@@ -23,7 +24,8 @@ Usage: genpipe <command> [options]
 Commands:
 ${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n')}
 
-Run "genpipe <command> --help" for a command's options.
+Run "genpipe help <command>" (or "genpipe <command> --help") for a command's options,
+"genpipe version" (or -V) for the version.
 Exit codes: 0 ok, 1 failed, 2 invalid input, 3 budget reached, 4 locked,
             5 service unavailable or credentials refused, 70 internal error, 130 interrupted.`;
 }
@@ -58,7 +60,7 @@ export async function main(argv: readonly string[], io?: CliIO): Promise<number>
   try {
     return await dispatch(argv, theIO, ownIO);
   } catch (error) {
-    return await report(error, theIO);
+    return await report(error, theIO, argv);
   } finally {
     if (ownIO) {
       process.off('SIGINT', onSignal);
@@ -69,17 +71,20 @@ export async function main(argv: readonly string[], io?: CliIO): Promise<number>
 
 async function dispatch(argv: readonly string[], io: CliIO, ownProcess: boolean): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === 'help' && rest[0] !== undefined) {
+    // `genpipe help run`: the command's own help, as `genpipe run --help` prints it.
+    io.out((await commandNamed(rest[0]).load()).help);
+    return EXIT.ok;
+  }
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.out(usage());
     return name === undefined ? EXIT.invalidInput : EXIT.ok;
   }
-  if (name === '--version' || name === '-v') {
+  if (name === '--version' || name === '-v' || name === '-V' || name === 'version') {
     io.out(VERSION);
     return EXIT.ok;
   }
-  const entry = COMMANDS.find((c) => c.name === name);
-  if (!entry) throw new GenpipeError('invalid_input', `Unknown command "${name}"; run genpipe --help for the list.`);
-  const command = await entry.load();
+  const command = await commandNamed(name).load();
   outliveStdout = OUTLIVE_STDOUT.has(command.name);
   if (ownProcess && BOUNDED_HEAP.has(command.name)) boundHeapGrowth();
   if (rest.includes('--help') || rest.includes('-h')) {
@@ -87,6 +92,18 @@ async function dispatch(argv: readonly string[], io: CliIO, ownProcess: boolean)
     return EXIT.ok;
   }
   return command.run(rest, io);
+}
+
+/** Words `genpipe` takes in a command's place besides the commands (suggested for typos too). */
+const OTHER_WORDS = ['help', 'version'];
+
+/** The command called `name`, or invalid input naming the nearest one (`genpipe valdiate`). */
+function commandNamed(name: string): (typeof COMMANDS)[number] {
+  const entry = COMMANDS.find((c) => c.name === name);
+  if (entry) return entry;
+  const suggestion = nearest(name, [...COMMANDS.map((c) => c.name), ...OTHER_WORDS]);
+  const hint = suggestion ? `did you mean "${suggestion}"? (genpipe --help lists the commands)` : 'run genpipe --help for the list';
+  throw new GenpipeError('invalid_input', `Unknown command ${JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}...` : name)}; ${hint}.`);
 }
 
 /** Commands that spend credits: a reader of stdout that leaves must not stop them half way. */

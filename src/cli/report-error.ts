@@ -1,4 +1,6 @@
-import { GenpipeError, InvalidInputError } from '../api/errors.js';
+import { parseArgs } from 'node:util';
+import { baseUrlOrigin } from '../api/config.js';
+import { GenpipeError, InvalidInputError, type ErrorCode } from '../api/errors.js';
 import { redact } from '../util/redact.js';
 import { EXIT, exitCodeFor } from './exit-codes.js';
 import type { CliIO } from './io.js';
@@ -8,9 +10,10 @@ import type { CliIO } from './io.js';
  * problem on its own line), a bug as one sentence too, with its stack only under GENPIPE_DEBUG=1.
  * Returns the exit code.
  */
-export async function reportError(error: unknown, io: CliIO): Promise<number> {
+export async function reportError(error: unknown, io: CliIO, argv: readonly string[] = []): Promise<number> {
   if (error instanceof GenpipeError) {
-    io.err(`genpipe: ${error.message}`);
+    const hint = UNREACHABLE.has(error.code) ? unreachableServiceHint(argv, io.env) : '';
+    io.err(`genpipe: ${error.message}${hint}`);
     if (error instanceof InvalidInputError) for (const issue of error.issues.slice(1)) io.err(`  ${issue.path}: ${issue.message}`);
     // Loaded only when there is a manifest error to print (the YAML loader comes with it).
     const { ManifestError, formatProblem } = await import('../manifest/errors.js');
@@ -21,4 +24,33 @@ export async function reportError(error: unknown, io: CliIO): Promise<number> {
   io.err(`genpipe: internal error: ${message} (this is a bug in genpipe; rerun with GENPIPE_DEBUG=1 for details).`);
   if (io.env.GENPIPE_DEBUG === '1' && error instanceof Error && error.stack) io.err(redact(error.stack));
   return EXIT.internal;
+}
+
+/** Failures to reach the service at all (not answers from it). */
+const UNREACHABLE: ReadonlySet<ErrorCode> = new Set(['network', 'timeout']);
+
+/**
+ * After "GET /x failed: ECONNREFUSED": which address genpipe tried and where that came from (a
+ * flag, the environment or the config file), and how to set another. The transport names only the
+ * path; the command's own flags say where the address came from.
+ */
+export function unreachableServiceHint(argv: readonly string[], env: NodeJS.ProcessEnv): string {
+  const how = 'set the address with --base-url, GENPIPE_BASE_URL or base_url in the config file (--config or GENPIPE_CONFIG)';
+  let values: Record<string, unknown>;
+  try {
+    values = parseArgs({ args: [...argv], options: { 'base-url': { type: 'string' }, config: { type: 'string' }, emulator: { type: 'boolean' } }, strict: false, allowPositionals: true }).values;
+  } catch {
+    return '';
+  }
+  if (values.emulator === true) return '';
+  const str = (key: string): string | undefined => (typeof values[key] === 'string' ? (values[key] as string) : undefined);
+  let origin: { url: string; from: string } | undefined;
+  try {
+    origin = baseUrlOrigin({ baseUrl: str('base-url'), config: str('config') }, env);
+  } catch {
+    origin = undefined;
+  }
+  // A resume with no address set uses the one its run recorded in plan.json.
+  if (!origin) return ` The service could not be reached; ${how}.`;
+  return ` The service at ${redact(origin.url)} (from ${origin.from}) could not be reached: check that it runs there, or ${how}.`;
 }

@@ -17,6 +17,8 @@ export interface ResolvedAxis {
   label(index: number): string;
   /** A CSV axis: the file's columns, for checking `{{ row.column }}` at plan time. */
   readonly columns?: readonly string[];
+  /** A CSV axis: the columns whose empty cells are accepted (`allow_empty`). */
+  readonly allowEmpty?: readonly string[];
 }
 
 /** Where a CSV row came from: the file (as shown to the user) and the line it starts on. */
@@ -98,7 +100,7 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
     const display = fromCwd === '' || fromCwd.startsWith('..') ? path : fromCwd;
     const { columns, rows } = context.recorded?.kind === 'csv' ? context.recorded : await readCsv(path, display, { delimiter: axis.delimiter });
     const where = Object.entries(axis.where ?? {});
-    for (const column of [...where.map(([c]) => c), ...(axis.key === undefined ? [] : [axis.key])]) {
+    for (const column of [...where.map(([c]) => c), ...(axis.key === undefined ? [] : [axis.key]), ...(axis.allow_empty ?? [])]) {
       if (!columns.includes(column)) throw new AxisError(`the CSV file ${display} has no column "${column}" (columns: ${columns.join(', ')})`);
     }
     const kept = rows.filter((row) =>
@@ -110,7 +112,7 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
     if (kept.length === 0) throw new AxisError(`no row of ${display} matches the where filter`);
     for (const row of kept) csvOrigins.set(row.values, { file: display, line: row.line, columns });
     const label = axis.key === undefined ? (i: number) => String(kept[i]?.line ?? i) : keyLabels(kept, axis.key, columns, display);
-    return { name, length: kept.length, value: (i) => kept[i]?.values, label, columns };
+    return { name, length: kept.length, value: (i) => kept[i]?.values, label, columns, allowEmpty: axis.allow_empty ?? [] };
   }
   const recorded = context.recorded?.kind === 'presets' ? context.recorded.presets : undefined;
   if (!recorded && !context.presets) throw new AxisError('preset axes need the preset catalog, which is not available here');

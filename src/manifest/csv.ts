@@ -23,6 +23,8 @@ export class CsvError extends Error {
   constructor(
     message: string,
     readonly location: SourceLocation,
+    /** The file could not be read at all (missing, say): the error of the read, for the caller to name the file where it is referenced. */
+    readonly unreadable?: unknown,
   ) {
     super(message);
   }
@@ -41,7 +43,7 @@ export interface ReadCsvOptions {
 export async function readCsv(path: string, displayPath: string = path, options: ReadCsvOptions = {}): Promise<{ columns: string[]; rows: CsvRow[] }> {
   const maxBytes = options.maxBytes ?? MAX_CSV_BYTES;
   const start: SourceLocation = { file: displayPath, line: 1, col: 1 };
-  const unreadable = (error: unknown): CsvError => new CsvError(`cannot read the CSV file: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}`, start);
+  const unreadable = (error: unknown): CsvError => new CsvError(`cannot read the CSV file: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}`, start, error);
   let size: number;
   try {
     const info = await stat(path);

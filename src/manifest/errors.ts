@@ -8,9 +8,24 @@ export interface ManifestProblem {
   /** Where in the document, such as `steps.sheets.matrix.seed`. */
   path: string;
   message: string;
+  /** What kind of problem, for `genpipe validate --json` (see PROBLEM_CODES); "invalid" when unset. */
+  code?: ProblemCode | undefined;
 }
 
-export const formatProblem = (p: ManifestProblem): string => `${formatLocation(p.location)}: ${p.path ? `${p.path}: ` : ''}${p.message}`;
+/**
+ * The kinds of manifest problems `genpipe validate --json` names: YAML syntax, the schema, a
+ * reference between parts (steps, templates, vars, env), a missing or unreadable file (manifest,
+ * CSV, local image), a CSV file's contents, a sweep axis, an unset environment variable, one
+ * instance's request, an empty CSV cell, a file-name clash, a budget rule, a notify target, a size
+ * limit; "invalid" for the rest.
+ */
+export const PROBLEM_CODES = ['yaml', 'schema', 'reference', 'missing_file', 'unreadable_file', 'csv', 'axis', 'env', 'instance', 'empty_cell', 'file_name', 'budget', 'notify', 'too_large', 'invalid'] as const;
+export type ProblemCode = (typeof PROBLEM_CODES)[number];
+
+/** `file:line:col`, or the file alone for a problem about the whole file (line 0: it is missing, say). */
+const formatWhere = (location: SourceLocation): string => (location.line > 0 ? formatLocation(location) : location.file);
+
+export const formatProblem = (p: ManifestProblem): string => `${formatWhere(p.location)}: ${p.path ? `${p.path}: ` : ''}${p.message}`;
 
 /** Most problems a ManifestError lists; the rest are counted in one last entry. */
 export const MAX_LISTED_PROBLEMS = 50;
@@ -41,7 +56,7 @@ export class ManifestError extends GenpipeError {
     const listed: ManifestProblem[] = [];
     let chars = 0;
     for (const problem of sorted) {
-      const bounded = { location: problem.location, path: clip(problem.path, MAX_PATH_CHARS), message: clip(problem.message, MAX_MESSAGE_CHARS) };
+      const bounded = { location: problem.location, path: clip(problem.path, MAX_PATH_CHARS), message: clip(problem.message, MAX_MESSAGE_CHARS), code: problem.code };
       chars += formatProblem(bounded).length + 1;
       if (listed.length > 0 && (listed.length >= MAX_LISTED_PROBLEMS || chars > MAX_LISTED_CHARS)) break;
       listed.push(bounded);

@@ -5,7 +5,7 @@
  */
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { loadYaml, YamlSyntaxError, type YamlSource } from '../util/yaml-source.js';
+import { loadYaml, YamlSyntaxError, type SourceLocation, type YamlSource } from '../util/yaml-source.js';
 import { clip, formatPath } from '../util/zod-issues.js';
 import { ManifestError, type ManifestProblem } from './errors.js';
 import { forEachStepOf, Manifest, MODEL_NAMES, type Step } from './schema.js';
@@ -41,46 +41,109 @@ const FIXED_ROOTS = ['vars', 'env', 'upstream', 'run'] as const;
 export const RUN_VARIABLES = ['id', 'date', 'started_at'] as const;
 
 export function loadManifestFile(file: string): LoadedManifest {
-  let text: string;
+  return loadManifestText(readManifestFile(file), file);
+}
+
+/** The manifest's text; a missing or unreadable file is a problem naming the file (never `ENOENT` at 1:1). */
+function readManifestFile(file: string): string {
   try {
     const size = statSync(file).size;
     if (size > MAX_MANIFEST_BYTES) {
-      throw new ManifestError([{ location: { file, line: 1, col: 1 }, path: '', message: `the manifest is ${size} bytes, over the limit of ${MAX_MANIFEST_BYTES}` }]);
+      throw new ManifestError([{ location: { file, line: 1, col: 1 }, path: '', message: `the manifest is ${size} bytes, over the limit of ${MAX_MANIFEST_BYTES}`, code: 'too_large' }]);
     }
-    text = readFileSync(file, 'utf8');
+    return readFileSync(file, 'utf8');
   } catch (error) {
     if (error instanceof ManifestError) throw error;
-    throw new ManifestError([{ location: { file, line: 1, col: 1 }, path: '', message: `cannot read the manifest: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}` }]);
+    throw new ManifestError([unreadableFile(file, 'manifest', error)]);
   }
-  return loadManifestText(text, file);
+}
+
+/**
+ * A file that could not be read, as a problem: "does not exist" and where it was looked for, or
+ * why it could not be read. At `location` (where the file is named), or about the whole file (line 0).
+ */
+export function unreadableFile(file: string, what: string, error: unknown, location: SourceLocation = { file, line: 0, col: 0 }): ManifestProblem {
+  const code = (error as NodeJS.ErrnoException).code;
+  const where = resolve(file);
+  // Named once: by the location when the problem is at the file itself, else in the sentence.
+  const named = location.file === file ? `the ${what} file` : `the ${what} file ${file}`;
+  const looked = where === file ? '' : ` (looked for ${where})`;
+  const message =
+    code === 'ENOENT' || code === 'ENOTDIR'
+      ? `${named} does not exist${looked}`
+      : code === 'EACCES' || code === 'EPERM'
+        ? `${named} cannot be read: permission denied`
+        : code === 'EISDIR'
+          ? `${named} is a directory, not a file`
+          : `${named} cannot be read (${code ?? (error as Error).message})`;
+  return { location, path: '', message, code: code === 'ENOENT' || code === 'ENOTDIR' ? 'missing_file' : 'unreadable_file' };
 }
 
 export function loadManifestText(text: string, file: string): LoadedManifest {
+  const check = checkManifestText(text, file);
+  if (check.problems.length > 0) throw new ManifestError(check.problems);
+  return check.loaded as LoadedManifest;
+}
+
+/**
+ * What checking a manifest found: every problem the loader can see in one pass, and the manifest
+ * without its broken steps (nor the for_each steps that follow them), so that `genpipe validate`
+ * can go on to plan the rest and list their problems too. `loaded` is undefined when nothing can
+ * be planned: a YAML error, a problem outside the steps, or no step left.
+ */
+export interface ManifestCheck {
+  problems: ManifestProblem[];
+  loaded: LoadedManifest | undefined;
+}
+
+/** checkManifestText of a file; a missing or unreadable file is its one problem. */
+export function checkManifestFile(file: string): ManifestCheck {
+  let text: string;
+  try {
+    text = readManifestFile(file);
+  } catch (error) {
+    if (error instanceof ManifestError) return { problems: [...error.problems], loaded: undefined };
+    throw error;
+  }
+  return checkManifestText(text, file);
+}
+
+export function checkManifestText(text: string, file: string): ManifestCheck {
   let source: YamlSource;
   try {
     source = loadYaml(text, file, { maxBytes: MAX_MANIFEST_BYTES, maxAliasCount: MAX_ALIASES });
   } catch (error) {
-    if (error instanceof YamlSyntaxError) throw new ManifestError(error.problems.map((p) => ({ location: p.location, path: '', message: p.message })));
+    if (error instanceof YamlSyntaxError) return { problems: error.problems.map((p) => ({ location: p.location, path: '', message: p.message, code: 'yaml' })), loaded: undefined };
     throw error;
   }
   if (source.value === null || typeof source.value !== 'object' || Array.isArray(source.value)) {
-    throw new ManifestError([{ location: source.locate([]), path: '', message: 'a manifest is a mapping with version, name and steps' }]);
+    return { problems: [{ location: source.locate([]), path: '', message: 'a manifest is a mapping with version, name and steps', code: 'schema' }], loaded: undefined };
   }
   // One budget for every "did you mean" of this manifest, so that thousands of bad names stay cheap.
   const suggester = new Suggester();
-  const parsed = Manifest.safeParse(source.value);
+  const problems: ManifestProblem[] = [];
+  /** Steps that failed the schema or a check: left out of the plan, but still names others may use. */
+  const broken = new Set<string>();
+  let parsed = Manifest.safeParse(source.value);
   if (!parsed.success) {
     const models = unknownModels(source, suggester);
     const rest = problemsFromZod(parsed.error, source, Manifest, [], suggester).filter((p) => !models.some((m) => m.path === p.path));
-    throw new ManifestError([...models, ...rest]);
+    problems.push(...[...models, ...rest].map((p) => ({ ...p, code: p.code ?? 'schema' })));
+    // Problems only inside steps: check the other steps too, so that one pass lists everything.
+    if (!parsed.error.issues.every((i) => i.path[0] === 'steps' && typeof i.path[1] === 'string')) return { problems, loaded: undefined };
+    for (const issue of parsed.error.issues) broken.add(issue.path[1] as string);
+    const value = source.value as { steps: Record<string, unknown> };
+    parsed = Manifest.safeParse({ ...value, steps: Object.fromEntries(Object.entries(value.steps).filter(([id]) => !broken.has(id))) });
+    if (!parsed.success) return { problems, loaded: undefined };
   }
   const manifest = parsed.data;
 
-  const problems: ManifestProblem[] = [];
   const at = (path: readonly (string | number)[], message: string, atKey = false): void => {
-    problems.push({ location: source.locate(path, atKey), path: formatPath(path), message });
+    problems.push({ location: source.locate(path, atKey), path: formatPath(path), message, code: 'reference' });
+    // Every problem found here is under steps.<id>: that step is left out of the plan.
+    if (path[0] === 'steps' && typeof path[1] === 'string') broken.add(path[1]);
   };
-  const stepIds = Object.keys(manifest.steps);
+  const stepIds = [...Object.keys(manifest.steps), ...broken];
   const names: Names = { stepIds, steps: new Set(stepIds), vars: Object.keys(manifest.vars ?? {}), env: new Set(manifest.env ?? []), suggester };
   const templates = new Map<string, CompiledTemplate>();
   const fileNames = new Map<string, CompiledTemplate>();
@@ -127,8 +190,24 @@ export function loadManifestText(text: string, file: string): LoadedManifest {
     }
   }
   const order = topologicalOrder(manifest, (path, message) => at(path, message));
-  if (problems.length > 0) throw new ManifestError(problems);
-  return { manifest, file, text, dir: dirname(resolve(file)), source, templates, fileNames, order };
+  const loaded = { manifest, file, text, dir: dirname(resolve(file)), source, templates, fileNames, order };
+  if (problems.length === 0) return { problems, loaded };
+  return { problems, loaded: withoutSteps(loaded, broken) };
+}
+
+/** The manifest without `broken` steps and the for_each steps that follow them; undefined when none is left. */
+function withoutSteps(loaded: LoadedManifest, broken: ReadonlySet<string>): LoadedManifest | undefined {
+  const dropped = new Set(broken);
+  // `order` puts each step after the one it follows, so one walk drops every follower.
+  for (const id of loaded.order) {
+    const upstream = forEachStepOf(loaded.manifest.steps[id] as Step);
+    if (upstream !== undefined && dropped.has(upstream)) dropped.add(id);
+  }
+  const order = loaded.order.filter((id) => !dropped.has(id));
+  if (order.length === 0) return undefined;
+  const steps = Object.fromEntries(Object.entries(loaded.manifest.steps).filter(([id]) => !dropped.has(id)));
+  const only = <T,>(map: ReadonlyMap<string, T>): Map<string, T> => new Map([...map].filter(([id]) => !dropped.has(id)));
+  return { ...loaded, manifest: { ...loaded.manifest, steps }, templates: only(loaded.templates), fileNames: only(loaded.fileNames), order };
 }
 
 /**

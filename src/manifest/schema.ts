@@ -36,6 +36,12 @@ export const CsvAxis = z.strictObject({
   where: z.record(z.string(), z.union([scalar, z.array(scalar).min(1)])).optional(),
   /** A column whose values name the rows: non-empty and unique among the rows kept. */
   key: z.string().min(1).optional(),
+  /**
+   * Columns whose empty cells are sent as they are, on purpose. Any other column a step's input
+   * reads (`{{ row.headline }}`) must have a value in every row kept: an empty one is refused at
+   * plan time with its row and column.
+   */
+  allow_empty: z.array(z.string().min(1)).min(1).optional(),
   /** The field separator, one character. Default ",". */
   delimiter: z.string().length(1, 'delimiter is one character, such as ";" or a tab').refine((d) => !/["\r\n]/.test(d), 'a delimiter cannot be a quote or a line break').optional(),
 });

@@ -1,9 +1,17 @@
 /**
- * What a run's end notification says: genpipe's JSON summary (pipeline, run id, outcome, counts,
- * spend, paths of the gallery and the report), or that summary as a Slack or Discord incoming
- * webhook message. Built from the run's summary and its cost report only: no credential, input or
- * output URL is in it.
+ * What a run's end notification says: genpipe's JSON summary (pipeline, run id, outcome, a
+ * message, counts, spend, the host and the file:// URLs of the gallery and the report), or that
+ * summary as a Slack or Discord incoming webhook message. Built from the run's summary and its
+ * cost report only: no credential, input or output URL is in it.
+ *
+ * The gallery and report are files on the runner's disk. The JSON summary gives them as file://
+ * URLs with the host they are on (a hook on that host, or on shared storage, can open them); the
+ * chat messages, read on other machines where such a link opens nothing, name the run directory
+ * and host instead, with the command that serves the gallery (`genpipe review`).
  */
+import { hostname } from 'node:os';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { CostReport } from '../report/cost-report.js';
 import type { RunCounts, RunOutcome } from '../run/events.js';
 import type { NotifyEvent, NotifyFormat } from './notify-targets.js';
@@ -42,32 +50,50 @@ export interface NotifySummary {
   run_id: string;
   outcome: RunOutcome;
   exit_code: number;
-  message?: string;
+  /** The sentence that explains a stop, or says how a run finished: always present. */
+  message: string;
   counts: RunCounts;
   /** `unknown`: attempts whose end is unknown, at their price; `unpriced_instances`: not in these sums. */
   spend_usd: { estimated: number; refunded: number; net: number; unknown: number; unpriced_instances: number };
   duration_s: number;
   run_dir: string;
+  /** The host the run directory is on. */
+  host: string;
+  /** file:// URL of the run's gallery.html, on `host`. */
   gallery: string;
+  /** file:// URL of the run's report.md, on `host`. */
   report: string;
 }
 
-export function notifySummary(end: RunEnd, report: Pick<CostReport, 'total'> | undefined): NotifySummary {
+export function notifySummary(end: RunEnd, report: Pick<CostReport, 'total'> | undefined, host: string = hostname()): NotifySummary {
   const total = report?.total;
+  const runDir = resolve(end.runDir);
   return {
     event: eventOf(end.outcome),
     pipeline: end.pipeline,
     run_id: end.runId,
     outcome: end.outcome,
     exit_code: end.exitCode,
-    ...(end.message === undefined ? {} : { message: end.message }),
+    message: end.message ?? endSentence(end),
     counts: end.counts,
     spend_usd: { estimated: total?.estimatedUsd ?? 0, refunded: total?.refundedUsd ?? 0, net: total?.netUsd ?? 0, unknown: total?.unknownUsd ?? 0, unpriced_instances: total?.unpricedInstances ?? 0 },
     duration_s: Math.round(end.durationMs / 100) / 10,
-    run_dir: end.runDir,
-    gallery: `${end.runDir}/gallery.html`,
-    report: `${end.runDir}/report.md`,
+    run_dir: runDir,
+    host,
+    gallery: pathToFileURL(`${runDir}/gallery.html`).href,
+    report: pathToFileURL(`${runDir}/report.md`).href,
   };
+}
+
+/** A run's end in one sentence when the runner gave none (a clean finish, mostly). */
+function endSentence(end: RunEnd): string {
+  const { completed, failed, reused } = end.counts;
+  const instances = (n: number): string => `${n.toLocaleString('en-US')} instance${n === 1 ? '' : 's'}`;
+  if (end.outcome === 'completed') {
+    return `All ${instances(completed)} completed${reused > 0 ? ` (${reused.toLocaleString('en-US')} reused from an earlier run)` : ''}.`;
+  }
+  const how: Record<Exclude<RunOutcome, 'completed'>, string> = { failed: 'failed', budget: 'stopped at its budget', aborted: 'was interrupted', stopped: 'stopped' };
+  return `The run ${how[end.outcome]}: ${instances(completed)} completed, ${failed.toLocaleString('en-US')} failed.`;
 }
 
 const HEADLINE: Record<NotifyEvent, string> = {
@@ -87,10 +113,11 @@ export function summaryText(s: NotifySummary): string {
     .join(', ');
   return [
     `genpipe: ${s.pipeline} run ${s.run_id} ${HEADLINE[s.event]} (exit ${s.exit_code}) after ${s.duration_s} s.`,
-    ...(s.message === undefined ? [] : [s.message]),
+    s.message,
     `Instances: ${counts || 'none'}.`,
     `Spend: ${formatSpend({ netUsd: s.spend_usd.net, unknownUsd: s.spend_usd.unknown, unpricedInstances: s.spend_usd.unpriced_instances })} net (${usd(s.spend_usd.estimated)} estimated, ${usd(s.spend_usd.refunded)} refunded).`,
-    `Gallery: ${s.gallery}`,
+    // A chat reader is on another machine, where a path or file:// link opens nothing.
+    `Run directory: ${s.run_dir} on ${s.host} (genpipe review ${s.run_dir} serves its gallery).`,
   ].join('\n');
 }
 

@@ -11,11 +11,11 @@ import { checkLocalImage } from '../api/local-image.js';
 import type { OptionsCatalog } from '../api/wire.js';
 import { AxisError, csvRowOrigin, resolveAxis, type PresetSource, type RecordedAxis, type ResolvedAxis } from '../manifest/axes.js';
 import { CsvError } from '../manifest/csv.js';
-import { ManifestError, type ManifestProblem } from '../manifest/errors.js';
-import type { LoadedManifest } from '../manifest/load.js';
+import { ManifestError, type ManifestProblem, type ProblemCode } from '../manifest/errors.js';
+import { unreadableFile, type LoadedManifest } from '../manifest/load.js';
 import { forEachOnlyOf, forEachStepOf, type Step } from '../manifest/schema.js';
 import { TemplateError, type CompiledTemplate, type PathSegment, type Scope, type TemplateRef } from '../manifest/template.js';
-import { isWindowsDevice, sanitizeStem } from '../util/file-stem.js';
+import { isWindowsDevice, sanitizeStem, utf8Bytes } from '../util/file-stem.js';
 import { nearest, Suggester } from '../util/suggest.js';
 import { labelMatcher, type Selection, type Selector } from './selection.js';
 import { isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models/registry.js';
@@ -67,6 +67,13 @@ export interface PlanOptions {
    * parallel (parallel-plan.ts); undefined leaves them all to this thread.
    */
   helper?: ((plan: Plan, catalog: OptionsCatalog | undefined) => PlanHelper | undefined) | undefined;
+  /**
+   * A step that cannot be resolved (an unreadable CSV file, an unset environment variable it reads,
+   * a sweep too large) does not stop the others: their instances are checked too, and every
+   * problem is thrown together at the end (`genpipe validate`: every problem in one pass).
+   * Default false: the first round of problems is thrown before any instance is rendered.
+   */
+  keepGoing?: boolean | undefined;
 }
 
 export const DEFAULT_MAX_INSTANCES = 10_000_000;
@@ -91,6 +98,16 @@ export interface StepPlan {
   readsUpstreamOutputs: boolean;
   /** A subset run (`--only`, `--limit`, see selection.ts): which of the step's combinations run, and how many at most. */
   subset?: { accept: (label: string) => boolean; limit: number | undefined } | undefined;
+  /** The CSV cells the step's input reads that must not be empty (every column not in `allow_empty`). */
+  filledCells?: readonly FilledCell[] | undefined;
+}
+
+/** `{{ row.headline }}` in a step's input, on a CSV axis whose `allow_empty` does not list headline. */
+export interface FilledCell {
+  axis: string;
+  column: string;
+  /** Where in the step's input the template reads it. */
+  at: readonly PathSegment[];
 }
 
 /** One instance of a step. Its canonical input and key are computed on first use only. */
@@ -242,7 +259,7 @@ export class Plan {
       let fileStem: string | undefined;
       if (fileName) {
         const stem = renderFileStem(fileName, scope);
-        if (typeof stem !== 'string') return new InstanceError(step.id, id, [{ path: '', message: stem.problem }], [], ['output', 'filename']);
+        if (typeof stem !== 'string') return new InstanceError(step.id, id, [{ path: '', message: stem.problem }], [], ['output', 'filename'], 'file_name');
         fileStem = stem;
       }
       const upstreamValues = (scope.upstream as { values?: Record<string, unknown> } | undefined)?.values;
@@ -276,6 +293,9 @@ export class Plan {
     });
     const first = empty[0];
     if (first) throw new InstanceError(step.id, id, [{ path: formatPath(first.at), message: first.message }], first.at);
+    // An empty prompt or headline from a CSV cell would be sent as "" (an empty image field is named above).
+    const cell = step.filledCells === undefined ? undefined : emptyCell(step, step.filledCells, id, scope);
+    if (cell) throw cell;
     // Local image paths are checked separately; here they stand as placeholder URLs.
     const forCheck = mapImageFields(rendered, step.spec.imageFields, (v) => (isRemoteUrl(v) ? v : `https://local.genpipe.invalid/${encodeURIComponent(resolvePath(dir, v))}`));
     let built: unknown;
@@ -317,13 +337,34 @@ export class InstanceError extends Error {
     readonly at?: readonly PathSegment[],
     /** The step's field the problem is in. Default `input`. */
     readonly field: readonly PathSegment[] = ['input'],
+    /** What kind of problem (`genpipe validate --json`). */
+    readonly code: ProblemCode = 'instance',
   ) {
     super(`${instance}: ${issues.map((i) => `${i.path ? `${i.path}: ` : ''}${i.message}`).join('; ')}`);
   }
 }
 
+/**
+ * The first empty CSV cell an instance's input reads (an empty prompt or headline would be sent as
+ * ""), as the instance's problem: its file, row and column, at the template in the manifest.
+ */
+function emptyCell(step: StepPlan, cells: readonly FilledCell[], id: string, scope: Scope): InstanceError | undefined {
+  for (const cell of cells) {
+    const row = scope[cell.axis] as Record<string, unknown> | undefined;
+    const value = row?.[cell.column];
+    if (typeof value !== 'string' || value.trim() !== '') continue;
+    const origin = csvRowOrigin(row);
+    const where = origin ? `${origin.file} row ${origin.line}, column ${origin.columns.indexOf(cell.column) + 1} ("${cell.column}")` : `column "${cell.column}"`;
+    const message = `the CSV cell ${where} is empty; fill it, or add ${JSON.stringify(cell.column)} to allow_empty on the ${cell.axis} axis to send it empty`;
+    return new InstanceError(step.id, id, [{ path: formatPath(cell.at), message }], cell.at, ['input'], 'empty_cell');
+  }
+  return undefined;
+}
+
 /** Longest file-name stem a template may give, in characters (names from ids are bounded alike). */
 export const MAX_FILE_STEM = 100;
+/** Longest file-name stem a template may give, in UTF-8 bytes (run/output-names.ts MAX_STEM_BYTES). */
+export const MAX_FILE_STEM_BYTES = 150;
 
 /** The sanitised stem an `output.filename` template gives in `scope`, or why it gives none. */
 function renderFileStem(template: CompiledTemplate, scope: Scope): string | { problem: string } {
@@ -338,6 +379,7 @@ function renderFileStem(template: CompiledTemplate, scope: Scope): string | { pr
   let stem = sanitizeStem(text);
   if (stem === '') return { problem: `the file name ${JSON.stringify(clip(text))} has no character a file name can keep` };
   if (stem.length > MAX_FILE_STEM) return { problem: `the file name ${JSON.stringify(clip(stem))} is longer than ${MAX_FILE_STEM} characters` };
+  if (utf8Bytes(stem) > MAX_FILE_STEM_BYTES) return { problem: `the file name ${JSON.stringify(clip(stem))} is longer than ${MAX_FILE_STEM_BYTES} bytes in UTF-8` };
   if (isWindowsDevice(stem)) stem = `_${stem}`;
   return stem;
 }
@@ -367,7 +409,7 @@ const segmentsOf = (path: string): PathSegment[] =>
  * every problem found (up to maxProblems distinct ones, each with how many instances share it).
  */
 export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {}): Promise<Plan> {
-  const { plan, catalog } = await preparePlan(loaded, options);
+  const { plan, catalog, problems: earlier = [] } = await preparePlan(loaded, options);
   const { manifest, source } = loaded;
   // Validate every instance (a helper thread may take the plan's end: parallel-plan.ts).
   const maxProblems = options.maxProblems ?? 100;
@@ -388,12 +430,17 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
     try {
       await checkLocalImage(resolvePath(loaded.dir, path));
     } catch (error) {
-      const problem = { location: source.locate(['steps', where.step, 'input']), path: `steps.${where.step}.input`, message: `${where.instance}: ${(error as Error).message.replace(/\.$/, '')}` };
+      const location = source.locate(['steps', where.step, 'input']);
+      const cause = (error as { cause?: NodeJS.ErrnoException }).cause;
+      // A missing image is named with where it was looked for, not as an errno code.
+      const missing = cause?.code === 'ENOENT' || cause?.code === 'ENOTDIR' ? unreadableFile(resolvePath(loaded.dir, path), 'image', cause, location) : undefined;
+      const message = missing ? missing.message : (error as Error).message.replace(/\.$/, '');
+      const problem: ManifestProblem = { location, path: `steps.${where.step}.input`, message: `${where.instance}: ${message}`, code: missing ? 'missing_file' : 'instance' };
       seen.set(`file\u0000${path}`, { problem, count: 1 });
     }
   }
-  if (seen.size > 0) {
-    throw new ManifestError([...seen.values()].map(({ problem, count }) => (count > 1 ? { ...problem, message: `${problem.message} (and ${count - 1} more instances)` } : problem)));
+  if (seen.size > 0 || earlier.length > 0) {
+    throw new ManifestError([...earlier, ...[...seen.values()].map(({ problem, count }) => (count > 1 ? { ...problem, message: `${problem.message} (and ${count - 1} more instances)` } : problem))]);
   }
   plan.fingerprint = fingerprint?.digest();
   return plan;
@@ -404,18 +451,26 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
  * otherwise), `beforeInstances` called, and the options catalog fetched when a step needs it; no
  * instance rendered yet.
  */
-export async function preparePlan(loaded: LoadedManifest, options: PlanOptions = {}): Promise<{ plan: Plan; catalog: OptionsCatalog | undefined }> {
+export async function preparePlan(
+  loaded: LoadedManifest,
+  options: PlanOptions = {},
+): Promise<{ plan: Plan; catalog: OptionsCatalog | undefined; problems?: ManifestProblem[] | undefined }> {
   const { manifest, source } = loaded;
   const problems: ManifestProblem[] = [];
-  const report = (path: readonly (string | number)[], message: string, location = source.locate(path)): void => {
-    problems.push({ location, path: formatPath(path), message });
+  const report = (path: readonly (string | number)[], message: string, location = source.locate(path), code: ProblemCode = 'axis'): void => {
+    problems.push({ location, path: formatPath(path), message, code });
   };
   const env: Record<string, string> = {};
+  const unset = new Set<string>();
   for (const name of manifest.env ?? []) {
     const value = options.env?.[name];
-    if (value === undefined) report(['env'], `environment variable ${name} is allow-listed but not set`);
-    else env[name] = value;
+    if (value === undefined) {
+      report(['env'], `environment variable ${name} is allow-listed but not set`, undefined, 'env');
+      unset.add(name);
+    } else env[name] = value;
   }
+  /** Steps that cannot be planned (see keepGoing), and the for_each steps that follow them. */
+  const broken = new Set<string>();
   const run = options.run ?? { id: 'preview', startedAt: new Date() };
   const startedAt = run.startedAt.toISOString();
   const scopeBase: Scope = { vars: manifest.vars ?? {}, env, run: { id: run.id, date: startedAt.slice(0, 10), started_at: startedAt } };
@@ -425,17 +480,24 @@ export async function preparePlan(loaded: LoadedManifest, options: PlanOptions =
   for (const id of loaded.order) {
     const step = manifest.steps[id] as Step;
     const spec = modelFor(step.model);
+    const before = problems.length;
     const axes: ResolvedAxis[] = [];
     for (const [name, axis] of Object.entries(step.matrix ?? {})) {
       try {
         axes.push(await resolveAxis(name, axis, { dir: loaded.dir, presets: options.presets, recorded: options.recorded?.(id, name) }));
       } catch (error) {
-        if (error instanceof CsvError) report(['steps', id, 'matrix', name], `${error.message}`, error.location);
+        if (error instanceof CsvError && error.unreadable) {
+          // Named where the manifest names it: the file itself has no line to point at.
+          const path = ['steps', id, 'matrix', name, 'csv'];
+          const problem = unreadableFile(error.location.file, 'CSV', error.unreadable, source.locate(path));
+          report(path, problem.message, problem.location, problem.code);
+        } else if (error instanceof CsvError) report(['steps', id, 'matrix', name], `${error.message}`, error.location, 'csv');
         else if (error instanceof AxisError) report(['steps', id, 'matrix', name], error.message);
         else throw error;
       }
     }
     checkCsvColumns(id, axes, loaded.templates.get(id)?.refs ?? [], report);
+    const filledCells = filledCellsOf(axes, loaded.templates.get(id)?.refs ?? []);
     const matrix: MatrixSpec = { axes, zip: step.zip, include: step.include, exclude: step.exclude };
     let combos = 0;
     try {
@@ -450,24 +512,30 @@ export async function preparePlan(loaded: LoadedManifest, options: PlanOptions =
     const upstream = forEach ? steps.find((s) => s.id === forEach) : undefined;
     const priceUsd = step.price_usd ?? prices[step.model] ?? spec.listPriceUsd;
     const readsUpstreamOutputs = (loaded.templates.get(id)?.refs ?? []).some((r) => r.segments[0] === 'upstream' && r.segments[1] === 'outputs');
-    steps.push({ id, model: step.model, spec, step, needs: step.needs ?? [], forEach, forEachOnly: forEachOnlyOf(step), matrix, count: combos * (upstream ? upstream.count : 1), priceUsd, readsUpstreamOutputs });
+    steps.push({ id, model: step.model, spec, step, needs: step.needs ?? [], forEach, forEachOnly: forEachOnlyOf(step), matrix, count: combos * (upstream ? upstream.count : 1), priceUsd, readsUpstreamOutputs, filledCells });
+    const readsUnset = [loaded.templates.get(id), loaded.fileNames.get(id)].some((t) => t?.refs.some((r) => r.segments[0] === 'env' && unset.has(String(r.segments[1]))));
+    if (problems.length > before || readsUnset || (forEach !== undefined && broken.has(forEach))) broken.add(id);
   }
   const maxInstances = options.maxInstances ?? DEFAULT_MAX_INSTANCES;
   for (const step of steps) {
     if (step.count > maxInstances) {
-      report(['steps', step.id, 'matrix'], `step ${step.id} expands to ${step.count} instances, over the limit of ${maxInstances}; split the sweep into several manifests`);
+      report(['steps', step.id, 'matrix'], `step ${step.id} expands to ${step.count} instances, over the limit of ${maxInstances}; split the sweep into several manifests`, undefined, 'too_large');
+      broken.add(step.id);
+      for (const other of steps) if (other.forEach !== undefined && broken.has(other.forEach)) broken.add(other.id);
     }
   }
-  if (problems.length > 0) throw new ManifestError(problems);
-  if (options.select) selectSubset(steps, options.select);
+  if (problems.length > 0 && !options.keepGoing) throw new ManifestError(problems);
+  const planned = broken.size > 0 ? steps.filter((s) => !broken.has(s.id)) : steps;
+  if (planned.length === 0) throw new ManifestError(problems);
+  if (options.select) selectSubset(planned, options.select);
 
-  const plan = new Plan(loaded, steps, scopeBase);
+  const plan = new Plan(loaded, planned, scopeBase);
   plan.selection = options.select;
   await options.beforeInstances?.(plan);
   let catalog: OptionsCatalog | undefined;
-  if (steps.some((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection'))) {
+  if (planned.some((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection'))) {
     if (!options.catalog) {
-      const step = steps.find((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection')) as StepPlan;
+      const step = planned.find((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection')) as StepPlan;
       throw new ManifestError([
         {
           location: source.locate(['steps', step.id, 'input', 'selection']),
@@ -479,7 +547,7 @@ export async function preparePlan(loaded: LoadedManifest, options: PlanOptions =
     catalog = await options.catalog();
   }
 
-  return { plan, catalog };
+  return problems.length > 0 ? { plan, catalog, problems } : { plan, catalog };
 }
 
 /**
@@ -545,7 +613,7 @@ export async function checkInstances(
             const at = error.at ?? segmentsOf(issue.path);
             const field = formatPath(error.field);
             seen.set(signature, {
-              problem: { location: source.locate(['steps', step.id, ...error.field, ...at]), path: `steps.${step.id}.${field}${issue.path ? `.${issue.path}` : ''}`, message: `${error.instance}: ${issue.message}` },
+              problem: { location: source.locate(['steps', step.id, ...error.field, ...at]), path: `steps.${step.id}.${field}${issue.path ? `.${issue.path}` : ''}`, message: `${error.instance}: ${issue.message}`, code: error.code },
               count: 1,
             });
           }
@@ -559,7 +627,7 @@ export async function checkInstances(
         if (other === undefined) fileStems.set(name, entry.id);
         else if (seen.size < maxProblems) {
           const path = ['steps', step.id, 'output', 'filename'];
-          seen.set(`stem\u0000${name}`, { problem: { location: source.locate(path), path: formatPath(path), message: `${other} and ${entry.id} would both be written as ${JSON.stringify(clip(entry.fileStem))}: add an axis that tells them apart to the file name` }, count: 1 });
+          seen.set(`stem\u0000${name}`, { problem: { location: source.locate(path), path: formatPath(path), message: `${other} and ${entry.id} would both be written as ${JSON.stringify(clip(entry.fileStem))}: add an axis that tells them apart to the file name`, code: 'file_name' }, count: 1 });
         }
       }
       fingerprint?.add(entry.id, entry.canonical);
@@ -587,6 +655,18 @@ export function mergeChecks(first: InstanceCheck, rest: InstanceCheck, maxProble
   const localFiles = new Map(first.localFiles);
   for (const [path, where] of rest.localFiles) if (!localFiles.has(path)) localFiles.set(path, where);
   return { seen, localFiles };
+}
+
+/** The CSV cells a step's input reads that must have a value: each `{{ axis.column }}` of a CSV axis, unless `allow_empty` lists the column. */
+function filledCellsOf(axes: readonly ResolvedAxis[], refs: readonly TemplateRef[]): FilledCell[] | undefined {
+  const cells: FilledCell[] = [];
+  for (const ref of refs) {
+    const [root, column] = ref.segments;
+    const axis = axes.find((a) => a.name === root);
+    if (!axis?.columns || typeof column !== 'string' || !axis.columns.includes(column) || axis.allowEmpty?.includes(column)) continue;
+    cells.push({ axis: axis.name, column, at: ref.at });
+  }
+  return cells.length > 0 ? cells : undefined;
 }
 
 /** `{{ row.headlne }}` on a CSV axis without that column: refused at the template, with the nearest column. */

@@ -5,7 +5,8 @@
  * `safeFileName('sheets[tier=cats,seed=3]', 'png')` → `sheets_tier=cats,seed=3-1f0c9a7be2d4.png`
  *
  * The rule, and why names stay unique:
- * - The character rules of util/file-stem.ts apply, and a Windows device name (`CON`, `NUL`…) gets a `_`.
+ * - The character rules of util/file-stem.ts apply (letters of any script kept, NFC), and a Windows
+ *   device name (`CON`, `NUL`…) gets a `_`.
  * - When that left a non-empty id exactly as it was, the id is the name: identity is injective.
  * - Otherwise (or when the id is long, or already looks like a hashed name) the readable part is
  *   cut to a bounded length and `-` plus 12 hex digits of sha256(id) is appended, so two ids that
@@ -17,10 +18,15 @@
 import { createHash } from 'node:crypto';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
-import { isWindowsDevice, sanitizeStem, tidyStem } from '../util/file-stem.js';
+import { clipStem, isWindowsDevice, sanitizeStem, tidyStem, utf8Bytes } from '../util/file-stem.js';
 
-/** Longest stem (name without index and extension). With them, a name stays under 130 bytes, far below NAME_MAX (255) even with a temp prefix. */
+/** Longest stem (name without index and extension), in characters. */
 export const MAX_STEM_LENGTH = 100;
+/**
+ * Longest stem in UTF-8 bytes: a name of non-ASCII letters (three bytes a CJK character) stays
+ * under 180 bytes with its index and extension, below NAME_MAX (255) even with a temp prefix.
+ */
+export const MAX_STEM_BYTES = 150;
 const HASH_DIGITS = 12;
 const HASHED_SUFFIX = /-[0-9a-f]{12}$/;
 const EXTENSION = /^[a-z0-9]{1,10}$/;
@@ -36,11 +42,11 @@ export function safeFileName(instanceId: string, extension: string, options: Saf
   const { index } = options;
   if (index !== undefined && (!Number.isSafeInteger(index) || index < 0)) throw new GenpipeError('invalid_input', 'An output index must be a non-negative integer.');
   let stem = sanitizeStem(instanceId);
-  const changed = stem === '' || stem !== instanceId || stem.length > MAX_STEM_LENGTH || HASHED_SUFFIX.test(stem) || isWindowsDevice(stem);
+  const changed = stem === '' || stem !== instanceId || stem.length > MAX_STEM_LENGTH || utf8Bytes(stem) > MAX_STEM_BYTES || HASHED_SUFFIX.test(stem) || isWindowsDevice(stem);
   if (changed) {
     // UTF-16 code units, not UTF-8: UTF-8 turns every lone surrogate into U+FFFD, which would collide.
     const hash = createHash('sha256').update(Buffer.from(instanceId, 'utf16le')).digest('hex').slice(0, HASH_DIGITS);
-    let readable = tidyStem(stem.slice(0, MAX_STEM_LENGTH - HASH_DIGITS - 2)) || 'instance';
+    let readable = tidyStem(clipStem(stem, MAX_STEM_LENGTH - HASH_DIGITS - 2, MAX_STEM_BYTES - HASH_DIGITS - 2)) || 'instance';
     if (isWindowsDevice(readable)) readable = `_${readable}`;
     stem = `${readable}-${hash}`;
   }

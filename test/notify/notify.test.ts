@@ -4,7 +4,9 @@
 // carries a secret, and each delivery is journaled. Every test posts to a receiver on 127.0.0.1.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
@@ -120,7 +122,11 @@ describe('notify: a run that ends posts its summary', () => {
     expect(got!.contentType).toBe('application/json');
     const runDir = findRunDir(out, 'team');
     const body = got!.body as Record<string, unknown>;
-    expect(body).toMatchObject({ event: 'finish', pipeline: 'team', outcome: 'completed', exit_code: 0, counts: { completed: 3, failed: 0 }, gallery: `${runDir}/gallery.html` });
+    expect(body).toMatchObject({ event: 'finish', pipeline: 'team', outcome: 'completed', exit_code: 0, message: 'All 3 instances completed.', counts: { completed: 3, failed: 0 } });
+    // The gallery is a file on the runner's disk: a file:// URL, with the host it is on.
+    expect(body.gallery).toBe(pathToFileURL(join(resolve(runDir), 'gallery.html')).href);
+    expect(body.report).toBe(pathToFileURL(join(resolve(runDir), 'report.md')).href);
+    expect(body.host).toBe(hostname());
     expect(body.run_id).toBe(runDir.split('/').pop());
     expect((body.spend_usd as { net: number }).net).toBeCloseTo(0.15, 6);
     const records = journalOf(runDir).records;
@@ -155,6 +161,10 @@ describe('notify: a run that ends posts its summary', () => {
     expect(text).toMatch(/^genpipe: team run \S+ finished \(exit 0\)/);
     expect(text).toContain('Instances: 3 completed.');
     expect(text).toContain('Spend: US$0.15 net');
+    expect(text).toContain('\nAll 3 instances completed.\n');
+    // No path posing as a link: the run directory, its host and how to serve the gallery.
+    expect(text).not.toContain('gallery.html');
+    expect(text).toMatch(/\nRun directory: \/\S+ on \S+ \(genpipe review \/\S+ serves its gallery\)\.$/);
     const content = discord.received[0]!.body as { content: string; allowed_mentions: unknown };
     expect(content.content).toBe(text);
     expect(content.allowed_mentions).toEqual({ parse: [] });

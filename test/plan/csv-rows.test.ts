@@ -108,3 +108,31 @@ describe('CSV cells and columns in templates', () => {
     expect(await refused(file)).toEqual([{ where: 'cols.yaml:9:15', message: '{{ row.headlne }}: the CSV file has no column "headlne"; did you mean "headline"?' }]);
   });
 });
+
+describe('empty CSV cells (issue 28)', () => {
+  it('an empty prompt cell is refused with its CSV row and column, at the template in the manifest', async () => {
+    write('empty-headline.csv', 'sku,headline,image\nA1,Hello,https://cdn.example/1.png\nA2,,https://cdn.example/2.png\nA3,  ,https://cdn.example/3.png\n');
+    expect(await refused(manifest('empty-headline', '{ csv: empty-headline.csv }'))).toEqual([
+      { where: 'empty-headline.yaml:9:15', message: `ads[row=3]: the CSV cell ${dir}/empty-headline.csv row 3, column 2 ("headline") is empty; fill it, or add "headline" to allow_empty on the row axis to send it empty` },
+      { where: 'empty-headline.yaml:9:15', message: `ads[row=4]: the CSV cell ${dir}/empty-headline.csv row 4, column 2 ("headline") is empty; fill it, or add "headline" to allow_empty on the row axis to send it empty` },
+    ]);
+  });
+
+  it('a cell inside a longer template is checked too, and a column read by no template is not', async () => {
+    write('partial.csv', 'sku,headline,note\nA1,,x\nA2,Hi,\n');
+    const input = '      prompt: "Buy {{ row.headline }} now"\n';
+    const problems = await refused(manifest('partial', '{ csv: partial.csv }', input));
+    expect(problems.map((p) => p.message)).toEqual([`ads[row=2]: the CSV cell ${dir}/partial.csv row 2, column 2 ("headline") is empty; fill it, or add "headline" to allow_empty on the row axis to send it empty`]);
+  });
+
+  it('allow_empty: [headline] accepts the empty cell on purpose', async () => {
+    write('allowed.csv', 'sku,headline\nA1,Hello\nA2,\n');
+    const p = await plan(manifest('allowed', '{ csv: allowed.csv, allow_empty: [headline] }', '      prompt: "{{ row.headline }}"\n'));
+    expect([...p.instances('ads')].map((i) => (i.body as { prompt: string }).prompt)).toEqual(['Hello', '']);
+  });
+
+  it('allow_empty naming a column the file lacks is refused at the axis', async () => {
+    write('cols.csv', 'sku,headline\nA1,Hello\n');
+    expect((await refused(manifest('cols', '{ csv: cols.csv, allow_empty: [headlne] }', '      prompt: "{{ row.headline }}"\n')))[0]?.message).toMatch(/has no column "headlne"/);
+  });
+});

@@ -47,6 +47,18 @@ describe('file names from a template', () => {
     expect(await stems(manifest('ok', 'cat {{ seed }}/v{{ variation_index }}'))).toEqual(['cat_1_v0', 'cat_1_v1', 'cat_2_v0', 'cat_2_v1']);
   });
 
+  it('keeps non-ASCII letters, NFC-normalised (issue 28): Zürich and 北京 Tea Set', async () => {
+    const cities = '      seed: [1]\n      city: ["Zürich", "北京 Tea Set", "Zu\\u0308g"]\n      variation_index: [0]\n';
+    expect(await stems(manifest('cities', '{{ city }}', cities))).toEqual(['Zürich', '北京_Tea_Set', 'Züg']);
+  });
+
+  it('names that differ only in Unicode form (composed or not) collide, and are refused', async () => {
+    const forms = '      seed: [1]\n      city: ["Zürich", "Zu\\u0308rich"]\n      variation_index: [0]\n';
+    const problems = await refused(manifest('forms', '{{ city }}', forms));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]?.message).toMatch(/would both be written as "Zürich"/);
+  });
+
   it('a Windows device name gets a leading _', async () => {
     expect(await stems(manifest('device', 'NUL', '      seed: [1]\n      variation_index: [0]\n'))).toEqual(['_NUL']);
   });

@@ -113,7 +113,7 @@ steps:
     const path = manifest('faces', text);
     const two = planJson(path, true);
     expect(two.code).toBe(2);
-    expect(two.stderr).toMatch(/sheets\[face=missing\.png\]: Cannot read the image .*ENOENT/);
+    expect(two.stderr).toMatch(/sheets\[face=missing\.png\]: the image file .*missing\.png does not exist/);
     expect(planJson(manifest('faces-ok', text.replace('missing.png', 'face.png')), true).code).toBe(0);
   });
 

@@ -181,7 +181,7 @@ steps:
     const plan = await buildPlan(load(text('face.png')));
     expect(plan.instances('sheets').next().value?.body).toEqual({ tier: 'normal', image_url: join(dir, 'face.png') });
     expect((await refused(text('notes.txt'))).problems[0]?.message).toMatch(/is not a JPEG, PNG or WebP image/);
-    expect((await refused(text('missing.png'))).problems[0]?.message).toMatch(/Cannot read the image .*ENOENT/);
+    expect((await refused(text('missing.png'))).problems[0]?.message).toMatch(/: the image file .*missing\.png does not exist$/);
   });
 
   it('refuses a plan over the instance limit before validating anything', async () => {

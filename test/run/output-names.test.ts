@@ -1,10 +1,11 @@
 import fc from 'fast-check';
 import { join, resolve, sep } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isInside, MAX_STEM_LENGTH, resolveInside, safeFileName } from '../../src/run/output-names.js';
+import { isInside, MAX_STEM_BYTES, MAX_STEM_LENGTH, resolveInside, safeFileName } from '../../src/run/output-names.js';
 
 const RUN_DIR = resolve('/tmp/genpipe-run');
-const SAFE_NAME = /^[A-Za-z0-9._=,+-]+$/;
+/** Letters, marks and digits of any script, and `._=,+-`: no separator, space, control or format character. */
+const SAFE_NAME = /^[\p{L}\p{M}\p{N}._=,+-]+$/u;
 const WINDOWS_DEVICE = /^(con|prn|aux|nul|com[0-9]|lpt[0-9])$/i;
 
 /** Strings a hostile or careless manifest could produce, mixed with arbitrary ones. */
@@ -30,6 +31,8 @@ describe('safeFileName', () => {
         const name = safeFileName(id, 'png', index === undefined ? {} : { index });
         expect(name).toMatch(SAFE_NAME);
         expect(name.length).toBeLessThanOrEqual(MAX_STEM_LENGTH + 5 + 5);
+        expect(Buffer.byteLength(name)).toBeLessThanOrEqual(MAX_STEM_BYTES + 5 + 5);
+        expect(name).toBe(name.normalize('NFC'));
         expect(name.startsWith('.')).toBe(false);
         expect(name.startsWith('-')).toBe(false);
         expect(WINDOWS_DEVICE.test(name.split('.')[0]!)).toBe(false);
@@ -60,6 +63,22 @@ describe('safeFileName', () => {
       ['x-0123456789ab', 'x'],
     ];
     for (const ids of groups) expect(new Set(ids.map((id) => safeFileName(id, 'png'))).size).toBe(ids.length);
+  });
+
+  it('keeps non-ASCII letters, NFC-normalised, replacing only what a file name cannot safely hold (issue 28)', () => {
+    expect(safeFileName('Zürich', 'png')).toBe('Zürich.png');
+    expect(safeFileName('北京', 'png')).toBe('北京.png');
+    expect(safeFileName('北京 Tea Set', 'png')).toMatch(/^北京_Tea_Set-[0-9a-f]{12}\.png$/);
+    expect(safeFileName('Ελλάδα/Αθήνα', 'png')).toMatch(/^Ελλάδα_Αθήνα-[0-9a-f]{12}\.png$/);
+    // A decomposed ü is written composed, and so differs from the id: the name gets the id's hash.
+    expect(safeFileName('Zu\u0308rich', 'png')).toMatch(/^Zürich-[0-9a-f]{12}\.png$/);
+    // Right-to-left override, emoji, path characters: replaced.
+    expect(safeFileName('a\u202egnp.exe', 'png')).toMatch(/^a_gnp\.exe-[0-9a-f]{12}\.png$/);
+    expect(safeFileName('cat🐱:1', 'png')).toMatch(/^cat_1-[0-9a-f]{12}\.png$/);
+    // Bounded in bytes: 100 CJK characters are 300 bytes of UTF-8.
+    const long = safeFileName('猫'.repeat(100), 'png');
+    expect(Buffer.byteLength(long)).toBeLessThanOrEqual(MAX_STEM_BYTES + 4);
+    expect(long).toMatch(/^猫+-[0-9a-f]{12}\.png$/);
   });
 
   it('is deterministic, so a resumed run picks the same names', () => {

@@ -1,6 +1,6 @@
 import { GenpipeError } from '../../api/errors.js';
 import { TIERS, type Tier } from '../../api/wire.js';
-import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, didYouMean, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { EMULATOR_FLAG_HELP, openCommandClient } from '../embedded-emulator.js';
@@ -65,6 +65,6 @@ ${CONNECTION_HELP}`,
         await close();
       }
     }
-    throw new GenpipeError('invalid_input', `Unknown catalog "${what}"; use options or presets.`);
+    throw new GenpipeError('invalid_input', `Unknown catalog "${what}"${didYouMean(what, ['options', 'presets']) || '; use options or presets.'}`);
   },
 };

@@ -1,5 +1,5 @@
 import { GenpipeError } from '../../api/errors.js';
-import { noExtraPositionals, parse, positional } from '../args.js';
+import { didYouMean, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { numberFlag, wholeNumber } from '../number-flag.js';
@@ -22,7 +22,7 @@ Exit codes: 0 done, 2 invalid input, 5 Redis unreachable.`,
     const { values, positionals } = parse(argv, { redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, rate: { type: 'string' }, json: { type: 'boolean' } }, 'queue');
     const action = positional(positionals, 0, 'limits or status', 'queue');
     noExtraPositionals(positionals, 1, 'queue');
-    if (action !== 'limits' && action !== 'status') throw new GenpipeError('invalid_input', `genpipe queue takes limits or status, not "${action}".`);
+    if (action !== 'limits' && action !== 'status') throw new GenpipeError('invalid_input', `genpipe queue takes limits or status, not "${action}"${didYouMean(action, ['limits', 'status']) || '.'}`);
     const concurrency = wholeNumber(values.concurrency, '--concurrency', 1);
     const rate = numberFlag(values.rate?.replace(/\/s$/, ''), '--rate', { min: 0.01 });
     if (action === 'status' && (concurrency !== undefined || rate !== undefined)) throw new GenpipeError('invalid_input', '--concurrency and --rate set limits: use them with genpipe queue limits.');

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { GenpipeError } from '../../api/errors.js';
 import { loadManifestFile } from '../../manifest/load.js';
-import { noExtraPositionals, parse, positional } from '../args.js';
+import { didYouMean, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { numberFlag } from '../number-flag.js';
@@ -42,7 +42,7 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
       'schedule',
     );
     const action = positional(positionals, 0, 'add, list or remove', 'schedule');
-    if (action !== 'add' && action !== 'list' && action !== 'remove') throw new GenpipeError('invalid_input', `genpipe schedule takes add, list or remove, not "${action}".`);
+    if (action !== 'add' && action !== 'list' && action !== 'remove') throw new GenpipeError('invalid_input', `genpipe schedule takes add, list or remove, not "${action}"${didYouMean(action, ['add', 'list', 'remove']) || '.'}`);
     const { parseRedisUrl, redisUrlOf, checkRedis, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
     const url = redisUrlOf(values.redis, io.env);
     if (url === undefined) throw new GenpipeError('invalid_input', `genpipe schedule ${action} needs --redis URL (or GENPIPE_REDIS_URL).`);

@@ -1,49 +1,117 @@
-import { loadManifestFile } from '../../manifest/load.js';
+import { GenpipeError } from '../../api/errors.js';
+import { ManifestError, type ManifestProblem } from '../../manifest/errors.js';
+import { checkManifestFile } from '../../manifest/load.js';
 import { buildPlan } from '../../plan/plan.js';
 import { resolveNotifyTargets } from '../../notify/notify-targets.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT } from '../exit-codes.js';
+import type { CliIO } from '../io.js';
+import { EXIT, exitCodeFor } from '../exit-codes.js';
 import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
 import { planSources } from '../plan-sources.js';
 import { formatCount, formatUsd } from '../../util/format-usd.js';
-import { assertPricedUnderBudget, budgetOf, overBudgetWarning } from '../../plan/guards.js';
+import { budgetOf, overBudgetWarning, unpricedUnderBudget } from '../../plan/guards.js';
 
 export const validateCommand: Command = {
   name: 'validate',
-  help: `Usage: genpipe validate <manifest> [--emulator]
+  help: `Usage: genpipe validate <manifest> [--json] [--emulator]
 
 Exits 0 when the manifest and every instance are valid, or 2 listing every problem with its
-file:line:col. Selections are checked against the live options catalog and preset axes are
-resolved from the preset catalog, which needs the service address (nothing is spent).
+file:line:col, all in one pass: a broken step does not hide the problems of the others.
+Selections are checked against the live options catalog and preset axes are resolved from the
+preset catalog, which needs the service address (nothing is spent).
 It refuses what genpipe run refuses: with budget_usd, every step needs a price. An estimate over
 budget_usd is a warning (the run stops submitting there), not a refusal.
+
+  --json      print the problems on stdout as one JSON array of {file, line, col, code, message}
+              ([] when the manifest is valid; line and col are 0 for a problem about a whole
+              file, such as a missing one). Exit codes as without --json. Codes: yaml, schema,
+              reference, missing_file, unreadable_file, csv, axis, env, instance, empty_cell,
+              file_name, budget, notify, too_large, invalid.
 
 ${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' } }, 'validate');
+    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' } }, 'validate');
     const file = positional(positionals, 0, 'a manifest file', 'validate');
     noExtraPositionals(positionals, 1, 'validate');
-    const loaded = loadManifestFile(file);
-    resolveNotifyTargets(loaded, [], io.env, { allowUnsetEnv: true });
-    const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
-    const sources = planSources(connectionFlags(values), io, embedded);
-    try {
-      const plan = await buildPlan(loaded, sources.options);
-      const budget = budgetOf(plan);
-      assertPricedUnderBudget(plan, budget);
-      const estimate = plan.estimate();
-      io.out(
-        `${file}: valid; ${plan.steps.length} step(s), ${formatCount(plan.totalInstances)} instance(s), estimated ${formatUsd(estimate.knownUsd)}` +
-          (estimate.unknownInstances > 0 ? ` plus ${formatCount(estimate.unknownInstances)} instance(s) of unknown price` : ''),
-      );
-      const warning = overBudgetWarning(plan, budget);
-      if (warning) io.out(warning);
-      return EXIT.ok;
-    } finally {
-      await sources.close();
-      await embedded?.close();
+    const check = checkManifestFile(file);
+    const problems: ManifestProblem[] = [...check.problems];
+    const loaded = check.loaded;
+    let summary: string | undefined;
+    let warning: string | undefined;
+    if (loaded) {
+      try {
+        collect(problems, 'notify', () => resolveNotifyTargets(loaded, [], io.env, { allowUnsetEnv: true }));
+        const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
+        const sources = planSources(connectionFlags(values), io, embedded);
+        try {
+          // keepGoing: a step that cannot be resolved does not stop the others being checked.
+          const plan = await collectAsync(problems, 'invalid', () => buildPlan(loaded, { ...sources.options, keepGoing: true }));
+          if (plan) {
+            const budget = budgetOf(plan);
+            const refusal = unpricedUnderBudget(plan, budget);
+            if (refusal) problems.push(...refusal.problems.map((p) => ({ ...p, code: p.code ?? 'budget' })));
+            const estimate = plan.estimate();
+            summary =
+              `${file}: valid; ${plan.steps.length} step(s), ${formatCount(plan.totalInstances)} instance(s), estimated ${formatUsd(estimate.knownUsd)}` +
+              (estimate.unknownInstances > 0 ? ` plus ${formatCount(estimate.unknownInstances)} instance(s) of unknown price` : '');
+            warning = overBudgetWarning(plan, budget);
+          }
+        } finally {
+          await sources.close();
+          await embedded?.close();
+        }
+      } catch (error) {
+        // With --json, a refusal that is not located in the manifest (a bad config file, too many
+        // notify targets) is still one entry of the array; a service that cannot be reached is not
+        // a problem of the manifest, and stays a sentence (exit 5).
+        if (!values.json || !(error instanceof GenpipeError) || exitCodeFor(error.code) !== EXIT.invalidInput) throw error;
+        problems.push({ location: { file, line: 0, col: 0 }, path: '', message: error.message, code: 'invalid' });
+      }
     }
+    if (values.json) {
+      await printJson(problems, io);
+      if (problems.length === 0 && warning) io.err(warning);
+      return problems.length > 0 ? EXIT.invalidInput : EXIT.ok;
+    }
+    if (problems.length > 0) throw new ManifestError(problems);
+    io.out(summary ?? `${file}: valid`);
+    if (warning) io.out(warning);
+    return EXIT.ok;
   },
 };
+
+/** Runs `check`, adding the problems of a ManifestError it throws (with `code` when they have none). */
+function collect(problems: ManifestProblem[], code: ManifestProblem['code'], check: () => unknown): void {
+  try {
+    check();
+  } catch (error) {
+    if (!(error instanceof ManifestError)) throw error;
+    problems.push(...error.problems.map((p) => ({ ...p, code: p.code ?? code })));
+  }
+}
+
+async function collectAsync<T>(problems: ManifestProblem[], code: ManifestProblem['code'], check: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await check();
+  } catch (error) {
+    if (!(error instanceof ManifestError)) throw error;
+    problems.push(...error.problems.map((p) => ({ ...p, code: p.code ?? code })));
+    return undefined;
+  }
+}
+
+/** The problems in document order, each as {file, line, col, code, message}; the message starts with its path. */
+async function printJson(problems: readonly ManifestProblem[], io: CliIO): Promise<void> {
+  // ManifestError sorts and bounds the list (a hostile manifest cannot make the answer huge).
+  const listed = problems.length === 0 ? [] : new ManifestError(problems).problems;
+  const rows = listed.map((p) => ({
+    file: p.location.file,
+    line: p.location.line,
+    col: p.location.col,
+    code: p.code ?? 'invalid',
+    message: `${p.path ? `${p.path}: ` : ''}${p.message}`,
+  }));
+  await io.write(`${JSON.stringify(rows, null, 2)}\n`);
+}
