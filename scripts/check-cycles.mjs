@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Fails when the relative imports under a folder form a cycle (type-only imports included:
-// a cycle of types is still a tangle of layers). Usage: node scripts/check-cycles.mjs src
+// a cycle of types is still a tangle of layers), or when a layer imports one above it: run/ never
+// imports its views or its callers (gallery/, review/, report/, session/, cli/; issue 26).
+// Usage: node scripts/check-cycles.mjs src
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
@@ -42,8 +44,20 @@ function visit(node) {
 }
 for (const file of graph.keys()) if (!state.has(file)) visit(file);
 
-if (cycles.length > 0) {
+/** Folders a layer must not import from (relative to the root given). */
+const ABOVE = { run: ['gallery', 'review', 'report', 'session', 'cli'], emulator: ['run', 'plan', 'session', 'cli'] };
+const upward = [];
+for (const [file, targets] of graph) {
+  const layer = relative(root, file).split(/[\\/]/)[0];
+  for (const target of targets) {
+    const into = relative(root, target).split(/[\\/]/)[0];
+    if ((ABOVE[layer] ?? []).includes(into)) upward.push(`${relative(process.cwd(), file)} imports ${relative(process.cwd(), target)} (${layer}/ must not import ${into}/)`);
+  }
+}
+
+if (cycles.length > 0 || upward.length > 0) {
   for (const cycle of cycles) console.error(`import cycle: ${cycle.map((f) => relative(process.cwd(), f)).join(' -> ')}`);
+  for (const line of upward) console.error(`layer: ${line}`);
   process.exit(1);
 }
-console.log(`no import cycles in ${files.length} files`);
+console.log(`no import cycles in ${files.length} files, and no layer imports one above it`);

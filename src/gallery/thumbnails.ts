@@ -13,7 +13,7 @@ import { mkdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import pLimit from 'p-limit';
 import type { Cell } from './gallery-data.js';
-import { imageSizeOf, type ImageSize } from './image-size.js';
+import { imageSizeOf, type ImageSize } from '../util/image-size.js';
 
 export const THUMBNAIL_MAX_PX = 512;
 /** Thumbnails made at once; libvips uses threads of its own for each. */

@@ -15,7 +15,7 @@ import { chunksOf, galleryPageChunks, type PageStep } from './gallery-page.js';
 import { chooseLayout, naturalCompare, type AxisValues, type LayoutChoice } from './grid-layout.js';
 import { readHeadlines } from '../run/run-headlines.js';
 import { unquote } from '../plan/selection.js';
-import type { ImageSize } from './image-size.js';
+import type { ImageSize } from '../util/image-size.js';
 import { makeThumbnails, noteDownloadedImage, type ThumbnailMemo } from './thumbnails.js';
 
 export const GALLERY_FILE = 'gallery.html';

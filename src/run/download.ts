@@ -29,7 +29,7 @@ import { redact } from '../util/redact.js';
 import { isInside, resolveInside } from './output-names.js';
 import { syncDirectory } from './sync-directory.js';
 import { isLoopbackHost } from '../util/loopback-host.js';
-import { IMAGE_HEADER_BYTES, imageSizeOfHeader, type ImageSize } from '../gallery/image-size.js';
+import { IMAGE_HEADER_BYTES, imageSizeOfHeader, type ImageSize } from '../util/image-size.js';
 
 export const DEFAULT_MAX_REDIRECTS = 3;
 /** Downloaded bytes are written to the temp file in batches of about this size. */

@@ -26,9 +26,8 @@ import { formatUsd } from '../util/format-usd.js';
 import { crashPoint } from './crash-points.js';
 import { DownloadError, downloadToFile, writeTextOutput } from './download.js';
 import type { TerminalStatus } from './journal-records.js';
-import type { ImageSize } from '../gallery/image-size.js';
+import type { ImageSize } from '../util/image-size.js';
 import { resolveInside, safeFileName, templatedFileName } from './output-names.js';
-import { decisions } from '../review/review-store.js';
 import type { OutputsCsv } from './outputs-csv.js';
 import { outputRows, type OutputRow } from './output-rows.js';
 import { PollScheduler } from './poll-schedule.js';
@@ -142,7 +141,7 @@ export class InstanceDriver {
    * A decision recorded without its output (older genpipe) stands for whatever output is there.
    */
   async #rejectsCurrent(id: string, entry: InstanceState): Promise<boolean> {
-    this.#rejectedIds ??= decisions(this.#o.runDir, 'rejected');
+    this.#rejectedIds ??= this.#o.review?.rejected() ?? Promise.resolve(new Map<string, string | undefined>());
     const rejected = await this.#rejectedIds;
     if (!rejected.has(id)) return false;
     const judged = rejected.get(id);

@@ -9,6 +9,8 @@ import type { PollScheduleOptions } from './poll-schedule.js';
 import type { ReuseIndex } from './reuse.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
 import type { RecordedOptions } from './journal-records.js';
+import type { InstanceState, RunState } from './run-state.js';
+import type { ImageSize } from '../util/image-size.js';
 import { formatUsd } from '../util/format-usd.js';
 
 export interface RunOptions {
@@ -68,6 +70,14 @@ export interface RunOptions {
   pollPrior?: ReadonlyMap<string, readonly number[]> | undefined;
   agentPoll?: TurnPollOptions | undefined;
   onEvent?: RunListener | undefined;
+  /**
+   * The run's review decisions, read when needed (review.json, passed in as data: run/ knows no
+   * review page): the approved instances (`for_each ... only: approved`) and the rejected ones with
+   * the output each decision judged (`--retry rejected`). Default: none.
+   */
+  review?: ReviewDecisions | undefined;
+  /** Views kept up to date while the run goes (the gallery): told of the state, finished instances and files. */
+  view?: ((run: ViewedRun) => RunView) | undefined;
   /** Track request models by webhook (`?hf_webhook=`), with polling as a slow fallback. */
   webhook?: WebhookReceiver | undefined;
   /**
@@ -88,6 +98,32 @@ export interface RunOptions {
  */
 export type RetryStatus = 'failed' | 'canceled' | 'nsfw' | 'unknown' | 'rejected';
 export const RETRY_STATUSES: readonly RetryStatus[] = ['failed', 'canceled', 'nsfw', 'unknown', 'rejected'];
+
+export interface ReviewDecisions {
+  approved(): Promise<ReadonlySet<string>>;
+  /** Rejected instance -> the output the decision judged (undefined: not recorded, any output). */
+  rejected(): Promise<ReadonlyMap<string, string | undefined>>;
+}
+
+/** What a view of a running run sees. */
+export interface ViewedRun {
+  /** The live state: instances still in it are not finished. */
+  readonly state: RunState;
+  /** A view that fails says so here; the run goes on. */
+  failed(message: string): void;
+}
+
+/** A view of a running run (gallery.html): never holds the run up. */
+export interface RunView {
+  /** An instance finished, before its state is forgotten. */
+  finished(id: string, entry: InstanceState): void;
+  /** A file was downloaded (path relative to the run directory), with an image's size when known. */
+  downloaded(path: string, imageSize: ImageSize | undefined): void;
+  /** Now and then while the run goes. */
+  update(): void;
+  /** Once, when the run ends. */
+  finish(): Promise<void>;
+}
 
 /** What the runner needs of a rate limiter (TokenBucket is the real one). */
 export interface RateLimiter {

@@ -14,9 +14,6 @@ import type { RunOutcome, RunSummary } from './events.js';
 import { CANCEL_TIMEOUT_MS, InstanceDriver } from './instance-driver.js';
 import { OutputsCsv } from './outputs-csv.js';
 import { axisColumns } from './output-rows.js';
-import { planFileSteps } from './run-dir.js';
-import { GalleryCells } from '../gallery/gallery-data.js';
-import { GalleryWriter, pricesOf } from '../gallery/write-gallery.js';
 import { RunContext } from './run-context.js';
 import { resolveRecordedOptions, type RunOptions } from './run-options.js';
 import { ReuseIndex } from './reuse.js';
@@ -73,16 +70,11 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
       }
     }
   }
-  const steps = planFileSteps(options.plan);
-  const cells = new GalleryCells(pricesOf({ steps }));
-  const gallery = new GalleryWriter(
-    options.runDir,
-    () => ({ plan: { pipeline: options.plan.name, runId: options.runId, steps }, cells: cells.withLive(store.state.instances) }),
-    (error) => fx.emit({ type: 'gallery_failed', message: `could not write gallery.html: ${(error as Error).message}` }),
-  );
-  const driver = new InstanceDriver(fx, outputs, { onFinished: (id, entry) => cells.add(id, entry), onDownloaded: (path, size) => gallery.noteDownloaded(path, size) });
-  // The gallery of what is finished so far, now and then (a view: it never holds the run up).
-  const galleryTimer = setInterval(() => gallery.update(), GALLERY_EVERY_MS).unref();
+  // The views (the gallery) subscribe to the run: run/ knows none of them.
+  const view = options.view?.({ state: store.state, failed: (message) => fx.emit({ type: 'gallery_failed', message }) });
+  const driver = new InstanceDriver(fx, outputs, { onFinished: (id, entry) => view?.finished(id, entry), onDownloaded: (path, size) => view?.downloaded(path, size) });
+  // What is finished so far, now and then (a view: it never holds the run up).
+  const galleryTimer = view ? setInterval(() => view.update(), GALLERY_EVERY_MS).unref() : undefined;
   const scheduler = new Scheduler(fx, driver);
   if (!store.created) await removePartialDownloads(join(options.runDir, 'outputs'));
   const already = store.created ? undefined : journaledProgress(store.state, fx.spend.committedUsd);
@@ -117,7 +109,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     } finally {
       await driver.writeOutputsCsv();
       clearInterval(galleryTimer);
-      await gallery.finish();
+      await view?.finish();
     }
   }
   if (watchdog.stuck) throw watchdog.stuck;

@@ -8,7 +8,6 @@
 import { GenpipeError } from '../api/errors.js';
 import { InstanceError, type PlannedInstance, type StepPlan } from '../plan/plan.js';
 import type { InstanceDriver, Upstream } from './instance-driver.js';
-import { decidedIds } from '../review/review-store.js';
 import type { RunEffects } from './run-context.js';
 import { AsyncQueue, Slots } from './slots.js';
 
@@ -85,7 +84,7 @@ export class Scheduler {
               }
             } else {
               // `only: approved`: the upstream instances approved in review, read when the step starts.
-              const approved = step.forEachOnly === 'approved' ? await decidedIds(this.#fx.options.runDir, 'approved') : undefined;
+              const approved = step.forEachOnly === 'approved' ? await (this.#fx.options.review?.approved() ?? new Set<string>()) : undefined;
               for await (const up of completions.get(step.forEach) as AsyncQueue<Upstream>) {
                 if (approved && !approved.has(up.instance.id)) continue;
                 for (const entry of this.#fx.plan.downstreamOf(step.id, up.instance, up.outputs, this.#fx.options.catalog)) {

@@ -32,6 +32,8 @@ import type { CostSummary } from '../report/cost-report.js';
 import { progressFor } from '../report/progress.js';
 import { writeCostReport } from '../report/write-report.js';
 import { reviewWaitSentence } from '../review/review-wait.js';
+import { decidedIds, decisions } from '../review/review-store.js';
+import { galleryView } from '../gallery/run-view.js';
 import type { RunCounts, RunListener, RunSummary } from '../run/events.js';
 import { acquirePipelineLock, type PipelineLock } from '../run/lock.js';
 import { readPollPrior } from '../run/poll-prior.js';
@@ -339,6 +341,9 @@ async function execute(x: Execution): Promise<RunResult> {
       // On a fleet the workers follow the requests (the coordinator's own worker with this receiver).
       webhook: fleet ? undefined : webhook,
       dispatch: fleet?.dispatch,
+      // Review decisions come in as data, and the gallery is a view: run/ knows neither.
+      review: { approved: () => decidedIds(runDir, 'approved'), rejected: () => decisions(runDir, 'rejected') },
+      view: galleryView(runDir, plan, runId),
       onEvent: (event) => {
         progress.listener(event);
         o.onEvent?.(event);

@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import sharp, { type Sharp } from 'sharp';
 import { afterAll, describe, expect, it } from 'vitest';
-import { imageSizeOf } from '../../src/gallery/image-size.js';
+import { imageSizeOf } from '../../src/util/image-size.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
 
 afterAll(cleanTemps);

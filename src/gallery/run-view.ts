@@ -1,0 +1,28 @@
+/**
+ * The gallery as a view of a running run (run/run-options.ts RunView): told of each instance as it
+ * finishes and each file as it arrives, it rewrites gallery.html now and then and once at the end.
+ * The run knows nothing of it (issue 26, item 9); the session subscribes it.
+ */
+import type { Plan } from '../plan/plan.js';
+import { planFileSteps } from '../run/run-dir.js';
+import type { RunView, ViewedRun } from '../run/run-options.js';
+import { GalleryCells } from './gallery-data.js';
+import { GalleryWriter, pricesOf } from './write-gallery.js';
+
+export function galleryView(runDir: string, plan: Plan, runId: string): (run: ViewedRun) => RunView {
+  return (run) => {
+    const steps = planFileSteps(plan);
+    const cells = new GalleryCells(pricesOf({ steps }));
+    const gallery = new GalleryWriter(
+      runDir,
+      () => ({ plan: { pipeline: plan.name, runId, steps }, cells: cells.withLive(run.state.instances) }),
+      (error) => run.failed(`could not write gallery.html: ${(error as Error).message}`),
+    );
+    return {
+      finished: (id, entry) => cells.add(id, entry),
+      downloaded: (path, size) => gallery.noteDownloaded(path, size),
+      update: () => gallery.update(),
+      finish: () => gallery.finish(),
+    };
+  };
+}
