@@ -138,14 +138,16 @@ export class InstanceDriver {
   /**
    * True when the review rejected the output the instance has now (review.json, read once): a
    * decision binds to the output it judged, so a remade instance is not remade again by a repeat.
-   * A decision recorded without its output (older genpipe) stands for whatever output is there.
+   * A decision recorded without its output (older genpipe) stands for the output there when the
+   * round started: it remakes the instance once per `--retry rejected` round.
    */
   async #rejectsCurrent(id: string, entry: InstanceState): Promise<boolean> {
     this.#rejectedIds ??= this.#o.review?.rejected() ?? Promise.resolve(new Map<string, string | undefined>());
     const rejected = await this.#rejectedIds;
     if (!rejected.has(id)) return false;
     const judged = rejected.get(id);
-    return judged === undefined || judged === outputsDigest(entry);
+    // A decision recorded without its output (older genpipe, or written by hand) remakes once per round.
+    return judged === undefined ? entry.retryRound !== this.#fx.recorded.retryRound : judged === outputsDigest(entry);
   }
 
   /**
