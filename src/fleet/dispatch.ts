@@ -20,6 +20,8 @@ import { reportConnection, type RedisTarget } from './redis.js';
 
 /** How often jobs still awaited are looked at in Redis, besides the queue's events (a missed event, a Redis restart). */
 const SWEEP_MS = 2_000;
+/** How long jobs may wait with no worker on the queue before the run says so (GENPIPE_NO_WORKER_NOTICE_MS: tests). */
+const noWorkerNoticeMs = (): number => Number(process.env.GENPIPE_NO_WORKER_NOTICE_MS) || 30_000;
 /** A followed submission whose job is gone is looked at directly this often. */
 const DIRECT_POLL_MS = 2_000;
 
@@ -66,6 +68,9 @@ export class FleetDispatch {
   readonly #waiters = new Map<string, Waiter>();
   readonly #sweep: NodeJS.Timeout;
   #sweeping = false;
+  /** Since when some job has waited for a worker, none taken since. */
+  #waitingSince: number | undefined;
+  #noWorkerSaid = false;
 
   private constructor(o: FleetDispatchOptions, queue: Queue<InstanceJobData, InstanceJobResult>, events: QueueEvents) {
     this.#o = o;
@@ -143,7 +148,7 @@ export class FleetDispatch {
       const first = await unlessAborted(
         Promise.race([waiter.submitted.promise.then((submission) => ({ submission })), waiter.finished.promise.then((result) => ({ result })), waiter.lost.promise.then(() => ({ lost: true as const }))]),
         ctx.signal,
-      );
+      ).catch((error: unknown) => this.#withdrawn(jobId, error));
       if ('submission' in first) return first.submission;
       if ('lost' in first) {
         this.#waiters.delete(jobId);
@@ -198,6 +203,21 @@ export class FleetDispatch {
     if (job?.finishedOn !== undefined && job.returnvalue?.kind === 'unknown') await job.remove();
   }
 
+  /**
+   * The run stopped (Ctrl-C, a lost lock) while this job waited in the queue: it is withdrawn, so no
+   * worker started later pays for it (issue 26, defect 8). Removed while still waiting, it was never
+   * sent: the error says so (neverSent), and the run journals it as not sent. A job a worker holds
+   * already stays, and a resume follows it.
+   */
+  async #withdrawn(jobId: string, error: unknown): Promise<never> {
+    const removed = await this.#queue.remove(jobId).catch(() => 0);
+    if (removed === 1) {
+      this.#waiters.delete(jobId);
+      throw new GenpipeError('aborted', 'Interrupted: withdrawn from the queue before any worker took it.', { neverSent: true, cause: error });
+    }
+    throw error;
+  }
+
   /** Reads a job's state from Redis into its waiter; false when the job does not exist. */
   async #look(jobId: string, waiter: Waiter): Promise<boolean> {
     const job = (await this.#queue.getJob(jobId)) as Job<InstanceJobData, InstanceJobResult> | undefined;
@@ -214,15 +234,34 @@ export class FleetDispatch {
     if (this.#sweeping) return;
     this.#sweeping = true;
     try {
+      let waiting = false;
       for (const [jobId, waiter] of this.#waiters) {
         if (waiter.finished.done || !waiter.enqueued) continue;
         if (!(await this.#look(jobId, waiter))) waiter.lost.resolve(true);
+        if (!waiter.submitted.done) waiting = true;
       }
+      await this.#noticeNoWorker(waiting);
     } catch {
       // Redis is away: said once by the connection's listener; the next sweep tries again.
     } finally {
       this.#sweeping = false;
     }
+  }
+
+  /**
+   * Jobs that no worker has taken for NO_WORKER_NOTICE_MS while the queue has no worker: said once,
+   * with the command that starts one, instead of a progress line that never moves.
+   */
+  async #noticeNoWorker(waiting: boolean): Promise<void> {
+    if (!waiting) {
+      this.#waitingSince = undefined;
+      return;
+    }
+    this.#waitingSince ??= Date.now();
+    if (this.#noWorkerSaid || Date.now() - this.#waitingSince < noWorkerNoticeMs()) return;
+    if ((await this.#queue.getWorkersCount()) > 0) return;
+    this.#noWorkerSaid = true;
+    this.#o.say(`No worker has taken this run's jobs for ${Math.round(noWorkerNoticeMs() / 1000)} s, and none is on queue ${this.#o.queue}: start one with \`genpipe worker --redis ${this.#o.redis.shown} --queue ${this.#o.queue}\` (or run without --no-local-worker). The run waits for it; Ctrl-C stops it, resumable.`);
   }
 
   /** The result is read: the job goes, so Redis holds only what is in flight. */

@@ -407,7 +407,15 @@ export class InstanceDriver {
         return { submission, reservation };
       } catch (error) {
         if (!(error instanceof GenpipeError)) throw error;
-        if (error.code === 'aborted') throw error;
+        if (error.code === 'aborted') {
+          // Stopped before it was sent (a fleet job withdrawn from the queue): nothing was created
+          // or charged, and the journal says so, so a resume sends it as new, never as unknown.
+          if (error.neverSent) {
+            reservation.release();
+            await this.#fx.log({ type: 'refused', instance: instance.id, code: 'not_sent' }, true).catch(() => {});
+          }
+          throw error;
+        }
         if (error instanceof IndeterminateSubmissionError) {
           this.#fx.counts.unknown++;
           this.#fx.emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: error.message });
