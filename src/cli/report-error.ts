@@ -12,7 +12,8 @@ import type { CliIO } from './io.js';
  */
 export async function reportError(error: unknown, io: CliIO, argv: readonly string[] = []): Promise<number> {
   if (error instanceof GenpipeError) {
-    const hint = UNREACHABLE.has(error.code) ? unreachableServiceHint(argv, io.env) : '';
+    // Only a request to the service (the transport names its method and path), not Redis or a notify hook.
+    const hint = UNREACHABLE.has(error.code) && SERVICE_REQUEST.test(error.message) ? unreachableServiceHint(argv, io.env) : '';
     io.err(`genpipe: ${error.message}${hint}`);
     if (error instanceof InvalidInputError) for (const issue of error.issues.slice(1)) io.err(`  ${issue.path}: ${issue.message}`);
     // Loaded only when there is a manifest error to print (the YAML loader comes with it).
@@ -28,6 +29,8 @@ export async function reportError(error: unknown, io: CliIO, argv: readonly stri
 
 /** Failures to reach the service at all (not answers from it). */
 const UNREACHABLE: ReadonlySet<ErrorCode> = new Set(['network', 'timeout']);
+/** How the transport words a request that failed: `GET /x failed: …`, `POST /y timed out.` */
+const SERVICE_REQUEST = /^(GET|POST|PUT|DELETE|PATCH|HEAD) \//;
 
 /**
  * After "GET /x failed: ECONNREFUSED": which address genpipe tried and where that came from (a

@@ -393,9 +393,21 @@ export class InstanceDriver {
     let mayHaveArrived = false;
     for (let attempt = 0; ; attempt++) {
       await this.#fx.wait('the rate limiter', () => this.#fx.limiter.take(this.#fx.signal));
+      // Fenced before the intent and again right before the POST: a holder displaced meanwhile
+      // (paused, then taken over) writes and sends nothing more (issue 26, item 6).
+      if (!(await this.#fx.fenced())) {
+        reservation.release();
+        this.#fx.counts.pending++;
+        return undefined;
+      }
       crashPoint('before_intent_sync');
       await this.#fx.log({ type: 'intent', instance: instance.id, model: step.model, idempotencyKey: key ?? null, bodyHash }, true);
       crashPoint('after_intent_sync');
+      if (!(await this.#fx.fenced())) {
+        reservation.release();
+        this.#fx.counts.pending++;
+        return undefined;
+      }
       try {
         const submission = await this.#fx.op(() => adapter.submit(body, { idempotencyKey: key, script }, ctx));
         crashPoint('after_post');

@@ -112,11 +112,23 @@ export interface PipelineLock {
   readonly signal: AbortSignal;
   /** The lock we took over, if the lock was not free; undefined for a free lock and for `allow`. */
   readonly displaced: DisplacedOwner | undefined;
+  /**
+   * The fencing check (issue 26, item 6): true while our generation is still the highest. A run
+   * asks it right before each spending request and journal append, so a holder that was displaced
+   * while it was paused (SIGSTOP, a long GC, a laptop lid) stops before it sends anything more,
+   * whatever its heartbeat timer has not seen yet. A lost lock also aborts `signal`.
+   */
+  check(): Promise<boolean>;
 }
 
 export interface LockOptions {
   /** Take the lock even when another run holds it and is alive. Default false. The displaced owner is in `displaced`. */
   breakLock?: boolean;
+  /**
+   * With breakLock, break the lock of a holder alive on this host too (its pid answers). Default
+   * false: that is refused with its pid, since the holder is a live run on this very machine.
+   */
+  force?: boolean;
   /** A lock not refreshed for this many milliseconds is stale, on any host. Default 60_000. */
   staleMs?: number;
   /** The holder refreshes its lock every this many milliseconds; at most staleMs / 2. Default staleMs / 6 (10_000). */
@@ -135,6 +147,7 @@ export interface LockOptions {
 
 interface ResolvedOptions {
   breakLock: boolean;
+  force: boolean;
   staleMs: number;
   refreshMs: number;
   pollMs: number;
@@ -147,6 +160,7 @@ interface ResolvedOptions {
 function resolveOptions(options: LockOptions): ResolvedOptions {
   const o: ResolvedOptions = {
     breakLock: options.breakLock ?? false,
+    force: options.force ?? false,
     staleMs: options.staleMs ?? 60_000,
     // A reader that only sets staleMs gets a refresh period that fits it.
     refreshMs: options.refreshMs ?? (options.staleMs === undefined ? 10_000 : options.staleMs / 6),
@@ -459,6 +473,9 @@ async function attempt(path: string, me: LockOwner, o: ResolvedOptions): Promise
     for (let claim = 0; claim < MAX_CLAIMS; claim++) {
       const seen = await inspect(path, o);
       if (seen.state === 'held' && !o.breakLock) return { won: false, owner: seen.owner };
+      if (seen.state === 'held' && !o.force && seen.owner !== undefined && seen.owner.host === o.host && alive(seen.owner.pid)) {
+        throw new GenpipeError('locked', `--break-lock refused: run ${seen.owner.runId} holds the pipeline's lock and is alive on this host (pid ${seen.owner.pid}, since ${seen.owner.startedAt}). Stop it (kill -INT ${seen.owner.pid}; it stays resumable), or add --force to take the lock from it anyway.`);
+      }
       const displaced: DisplacedOwner | undefined =
         seen.state === 'free' ? undefined : { owner: seen.owner, reason: seen.state === 'held' ? 'broken' : 'stale', ageMs: seen.ageMs };
       if (seen.state !== 'free' && seen.legacy) {
@@ -533,6 +550,23 @@ function hold(path: string, generation: number, displaced: DisplacedOwner | unde
   return {
     signal: controller.signal,
     displaced,
+    check: async () => {
+      if (stopped) return !controller.signal.aborted;
+      try {
+        const highest = highestGeneration(await listing(path));
+        if (highest > generation) {
+          lose(await readOwner(join(path, `g-${highest}`, OWNER_FILE)));
+          return false;
+        }
+      } catch (error) {
+        if (code(error) === 'ENOENT') {
+          lose(undefined, error);
+          return false;
+        }
+        // A storage hiccup: the heartbeat decides (it loses the lock once it cannot refresh for staleMs).
+      }
+      return !controller.signal.aborted;
+    },
     release: async () => {
       stopped = true;
       clearTimeout(timer);
@@ -546,7 +580,7 @@ function hold(path: string, generation: number, displaced: DisplacedOwner | unde
   };
 }
 
-const unlocked: PipelineLock = { release: async () => {}, signal: new AbortController().signal, displaced: undefined };
+const unlocked: PipelineLock = { release: async () => {}, signal: new AbortController().signal, displaced: undefined, check: async () => true };
 
 /**
  * Takes the lock at `path` for `runId`. `skip` refuses at once (LockedError, exit 4); `wait` polls

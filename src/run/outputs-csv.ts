@@ -10,7 +10,9 @@
  * of 25,000), written in one pass to temp files renamed into place, and removed. A crash leaves the spill
  * file behind; the next run of the directory starts it afresh (a resume visits every instance again).
  */
-import { open, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { csvRow } from '../util/csv.js';
 import { keyOfLine, sortLines } from '../util/external-sort.js';
@@ -25,7 +27,14 @@ function csvLine(row: OutputRow, axisColumns: readonly string[]): string {
   return csvRow([row.instance, row.step, ...axisColumns.map((c) => row.axes[c] ?? ''), row.status, row.error ?? '', row.request_id ?? '', row.job_set_id ?? '', row.reroll_seed ?? '', row.role ?? '', row.file ?? '', row.sha256 ?? '', row.cost_usd ?? '']);
 }
 
-const SPILL_NAME = '.outputs-rows.jsonl';
+/**
+ * The spill file of this process's writer: named per process, so a run taken over (a stale lock,
+ * --break-lock) has its new holder write its own, never open or remove the old holder's (issue 26,
+ * defect 6: the new holder crashed with ENOENT on a shared name).
+ */
+const spillName = (): string => `.outputs-rows-${process.pid}-${randomBytes(4).toString('hex')}-${hostTag()}.jsonl`;
+/** This host, as a file name may carry it: a pid means something only on its own host. */
+const hostTag = (): string => hostname().replace(/[^A-Za-z0-9.-]/g, '_').slice(0, 64);
 /** Spilled rows are written in batches of about this many characters. */
 const SPILL_BATCH = 64 * 1024;
 /** Instances sorted in memory at once (external-sort.ts); beyond, sorted runs are merged from disk. */
@@ -35,6 +44,7 @@ const WRITE_CHUNK = 1024 * 1024;
 
 export class OutputsCsv {
   readonly #runDir: string;
+  readonly #spillName: string;
   readonly #spill: FileHandle;
   readonly #columns: readonly string[];
   readonly #sortChunk: number;
@@ -42,7 +52,8 @@ export class OutputsCsv {
   /** The spill writes, in order; the first failure is kept and reported by `write`. */
   #writing: Promise<void> = Promise.resolve();
 
-  private constructor(runDir: string, spill: FileHandle, columns: readonly string[], sortChunk: number) {
+  private constructor(runDir: string, name: string, spill: FileHandle, columns: readonly string[], sortChunk: number) {
+    this.#spillName = name;
     this.#sortChunk = sortChunk;
     this.#runDir = runDir;
     this.#spill = spill;
@@ -51,13 +62,15 @@ export class OutputsCsv {
 
   /** `axisColumns`: the plan's axis columns (output-rows.ts axisColumns); `sortChunk`: instances sorted in memory at once. */
   static async open(runDir: string, axisColumns: readonly string[] = [], options: { sortChunk?: number } = {}): Promise<OutputsCsv> {
-    return new OutputsCsv(runDir, await open(join(runDir, SPILL_NAME), 'w', 0o600), axisColumns, options.sortChunk ?? SORT_CHUNK);
+    await removeDeadSpills(runDir);
+    const name = spillName();
+    return new OutputsCsv(runDir, name, await open(join(runDir, name), 'w', 0o600), axisColumns, options.sortChunk ?? SORT_CHUNK);
   }
 
   /** Closes and removes the spill file without writing outputs.csv (the run could not start). */
   async abandon(): Promise<void> {
     await this.#spill.close().catch(() => undefined);
-    await unlink(join(this.#runDir, SPILL_NAME)).catch(() => undefined);
+    await unlink(join(this.#runDir, this.#spillName)).catch(() => undefined);
   }
 
   /** Sets aside the rows of a finished instance. */
@@ -86,7 +99,7 @@ export class OutputsCsv {
     } finally {
       await this.#spill.close();
     }
-    const spillPath = join(this.#runDir, SPILL_NAME);
+    const spillPath = join(this.#runDir, this.#spillName);
     const unfinishedLines: string[] = [];
     for (const [id, rows] of unfinished) unfinishedLines.push(spillLine(id, rows).slice(0, -1));
     const sorted = sortLines(concat(streamLinesOfFile(spillPath), unfinishedLines), naturalCompare, { chunk: this.#sortChunk, decode: (raw) => JSON.parse(raw) as string });
@@ -136,4 +149,24 @@ async function writeBoth(runDir: string, head: string, lines: AsyncIterable<stri
   }
   await rename(`${csvPath}.tmp`, csvPath);
   await rename(`${jsonlPath}.tmp`, jsonlPath);
+}
+
+/** Spill files a crashed writer left (its process is gone), and the single one of older genpipe. */
+async function removeDeadSpills(runDir: string): Promise<void> {
+  const names = await readdir(runDir).catch(() => [] as string[]);
+  for (const name of names) {
+    const match = /^\.outputs-rows-(\d+)-[0-9a-f]+-(.+)\.jsonl$/.exec(name);
+    const dead = match !== null && match[2] === hostTag() && !processAlive(Number(match[1]));
+    if (name === '.outputs-rows.jsonl' || dead) await unlink(join(runDir, name)).catch(() => undefined);
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, as another user's.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }

@@ -48,6 +48,10 @@ export interface RunEffects {
   op<T>(work: () => Promise<T>): Promise<T>;
   /** A wait on another part of the run (a limiter, a slot, a conversation), named for the watchdog. */
   wait<T>(what: string, work: () => Promise<T>): Promise<T>;
+  /** The fencing check before a spending request: false once another process holds the run (nothing more may be sent or written). */
+  fenced(): Promise<boolean>;
+  /** True once the run was displaced: it writes nothing more to its directory. */
+  readonly displaced: boolean;
   /** Takes one retry from the run's budget; false (and the run stops) once it is spent. */
   consumeRetry(): boolean;
   /** A success earns one retry back, up to the budget. */
@@ -86,6 +90,7 @@ export class RunContext implements RunEffects {
   readonly waits = new Map<string, number>();
   readonly #retryBudget: number;
   #retriesLeft: number;
+  #displaced = false;
 
   constructor(
     readonly options: RunOptions,
@@ -100,6 +105,21 @@ export class RunContext implements RunEffects {
     this.#retriesLeft = this.#retryBudget;
     this.spend = new Spend(recorded.budgetUsd ?? options.plan.loaded.manifest.defaults?.budget_usd, committedUsd);
     this.retry = new Set(recorded.retry);
+    const fence = options.fence;
+    if (fence) {
+      if (fence.signal.aborted) this.#displaced = true;
+      else fence.signal.addEventListener('abort', () => (this.#displaced = true), { once: true });
+    }
+  }
+
+  get displaced(): boolean {
+    return this.#displaced;
+  }
+
+  async fenced(): Promise<boolean> {
+    if (this.#displaced) return false;
+    if (this.options.fence && !(await this.options.fence.check())) this.#displaced = true;
+    return !this.#displaced;
   }
 
   get plan(): Plan {
@@ -111,6 +131,8 @@ export class RunContext implements RunEffects {
   }
 
   log(record: JournalRecord, durable = false): Promise<void> {
+    // One writer per run: a displaced holder appends nothing more (the new holder owns the journal).
+    if (this.#displaced) return Promise.resolve();
     return this.op(() => this.store.append(record, durable));
   }
 

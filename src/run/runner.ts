@@ -107,9 +107,13 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
       await fx.log({ type: 'run_finished', outcome: outcomeOf(fx) });
       await store.close();
     } finally {
-      await driver.writeOutputsCsv();
       clearInterval(galleryTimer);
-      await view?.finish();
+      // A displaced holder leaves the run's files to the process that holds it now.
+      if (fx.displaced) await outputs.abandon();
+      else {
+        await driver.writeOutputsCsv();
+        await view?.finish();
+      }
     }
   }
   if (watchdog.stuck) throw watchdog.stuck;

@@ -35,7 +35,8 @@ import { reviewWaitSentence } from '../review/review-wait.js';
 import { decidedIds, decisions } from '../review/review-store.js';
 import { galleryView } from '../gallery/run-view.js';
 import type { RunCounts, RunListener, RunSummary } from '../run/events.js';
-import { acquirePipelineLock, type PipelineLock } from '../run/lock.js';
+import { acquirePipelineLock, type LockOptions, type PipelineLock } from '../run/lock.js';
+import { sleep } from '../api/sleep.js';
 import { readPollPrior } from '../run/poll-prior.js';
 import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile } from '../run/run-dir.js';
 import { readRunInputs } from '../run/run-inputs.js';
@@ -93,6 +94,8 @@ export interface SessionOptions extends SessionIO {
   /** A resume: accept a manifest whose plan changed. */
   allowChanged?: boolean | undefined;
   breakLock?: boolean | undefined;
+  /** With breakLock, take the lock from a run alive on this host too (refused otherwise, with its pid). */
+  force?: boolean | undefined;
   cancelOnAbort?: boolean | undefined;
   /** Track by webhook: a receiver on host:port, reached by the service at publicUrl (webhookFlags). */
   webhook?: WebhookReceiverOptions | undefined;
@@ -233,12 +236,12 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
       }
       runDir = resolve(resumeDir);
       runId = previous.runId;
-      lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, o.overlap ?? 'skip', signal, { breakLock: o.breakLock === true });
+      lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, o.overlap ?? 'skip', signal, lockOptions(o));
     } else {
       const root = resolve(o.outDir ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'));
       // The lock first: a run refused for overlapping leaves nothing behind.
       runId = newId;
-      lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, o.overlap ?? 'skip', signal, { breakLock: o.breakLock === true });
+      lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, o.overlap ?? 'skip', signal, lockOptions(o));
       try {
         ({ dir: runDir } = await createRunDir(root, plan, resolve(manifestPath), hash, startedAt, runId, serviceRecord(config, embedded !== undefined)));
       } catch (error) {
@@ -251,6 +254,13 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
       const { owner, reason } = lock.displaced;
       const who = owner ? `run ${owner.runId} (pid ${owner.pid} on ${owner.host}, since ${owner.startedAt})` : 'a lock with no readable owner';
       err(reason === 'broken' ? `warning: --break-lock took the pipeline's lock from ${who}, which was still live; it stops when it notices (exit 4).` : `note: took over the stale lock of ${who}.`);
+      if (reason === 'broken') {
+        // Its heartbeat notices within a refresh period: until then it may still be journaling
+        // requests it had sent. Waited out, they are in the journal this run replays, and followed.
+        const waitMs = lockStaleMs(o) / 6 + 2_000;
+        err(`note: waiting ${Math.round(waitMs / 1000)} s for it to stop before sending anything.`);
+        await sleep(waitMs, signal);
+      }
     }
     return await execute({ o, plan, client, config, runDir, runId, hash, lock, previous, embedded, catalog, notifyTargets, signal, err, out });
   } finally {
@@ -258,6 +268,19 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
     await client.close();
     await embedded?.close();
   }
+}
+
+/**
+ * The lock's settings: a lock not refreshed for GENPIPE_LOCK_STALE_MS (default 60 s) is stale; on
+ * shared storage with slow clocks, raise it; tests lower it.
+ */
+function lockStaleMs(o: SessionOptions): number {
+  const fromEnv = Number((o.env ?? process.env).GENPIPE_LOCK_STALE_MS);
+  return Number.isFinite(fromEnv) && fromEnv >= 1_000 ? fromEnv : 60_000;
+}
+
+function lockOptions(o: SessionOptions): LockOptions {
+  return { breakLock: o.breakLock === true, force: o.force === true, staleMs: lockStaleMs(o) };
 }
 
 /** A resume needs the run's journal: without it, genpipe cannot tell what the run already paid for. */
@@ -321,6 +344,8 @@ async function execute(x: Execution): Promise<RunResult> {
       planHash: x.hash,
       // A run that lost its lock (taken over, or its folder gone) stops as on Ctrl-C; see below.
       signal: AbortSignal.any([x.signal, lock.signal]),
+      // The lock as a fence: checked before each spending request; once lost, nothing more is written.
+      fence: lock,
       catalog: x.catalog,
       concurrency: o.concurrency,
       ratePerSecond: o.ratePerSecond,
@@ -363,21 +388,19 @@ async function execute(x: Execution): Promise<RunResult> {
   await fleet?.close();
   await webhook?.close();
   await lock.release();
+  // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence. It
+  // leaves the run's files (report, gallery) to the process that holds the run now.
+  const lockLost = lock.signal.aborted && !x.signal.aborted;
+  if (lockLost) {
+    await notifyRunEnd(x.notifyTargets, ended({ outcome: 'stopped', exitCode: EXIT.locked, message: redact(lock.signal.reason instanceof Error ? lock.signal.reason.message : 'The pipeline\'s lock was taken over.'), counts: summary.counts, durationMs: summary.durationMs }), undefined, { err, quiet: o.quiet });
+    throw lock.signal.reason;
+  }
   const report = await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
   // A run that ends waiting on review says so, and names the commands.
   const waiting = summary.outcome === 'completed' ? await reviewWaitSentence(runDir) : undefined;
   if (waiting) err(waiting);
-  // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence.
-  const lockLost = lock.signal.aborted && !x.signal.aborted;
-  const exitCode = lockLost ? EXIT.locked : exitCodeOf(summary);
-  const lostMessage = lockLost ? redact(lock.signal.reason instanceof Error ? lock.signal.reason.message : 'The pipeline\'s lock was taken over.') : undefined;
-  await notifyRunEnd(
-    x.notifyTargets,
-    ended({ outcome: lockLost ? 'stopped' : summary.outcome, exitCode, message: lostMessage ?? summary.message, counts: summary.counts, durationMs: summary.durationMs }),
-    report,
-    { err, quiet: o.quiet },
-  );
-  if (lockLost) throw lock.signal.reason;
+  const exitCode = exitCodeOf(summary);
+  await notifyRunEnd(x.notifyTargets, ended({ outcome: summary.outcome, exitCode, message: summary.message, counts: summary.counts, durationMs: summary.durationMs }), report, { err, quiet: o.quiet });
   return { exitCode, runDir, runId, summary, report };
 }
 

@@ -26,6 +26,7 @@ const RUN_OPTIONS = {
   'retry-budget': { type: 'string' },
   'allow-changed': { type: 'boolean' },
   'break-lock': { type: 'boolean' },
+  force: { type: 'boolean' },
   'cancel-on-abort': { type: 'boolean' },
   quiet: { type: 'boolean' },
   'json-logs': { type: 'boolean' },
@@ -75,8 +76,11 @@ const RUN_HELP = `Options:
                        a slow fallback
   --overlap POLICY     another run of this pipeline holds the lock: skip (exit 4, the default),
                        wait for it, or allow both
-  --break-lock         take the pipeline's lock even from a live run (which then stops, exit 4);
-                       the displaced run is named on stderr
+  --break-lock         take the pipeline's lock even from a live run on another host (which stops
+                       when it notices, exit 4); this run waits out its heartbeat (a sixth of
+                       GENPIPE_LOCK_STALE_MS, default 60 s, plus 2 s) before sending anything
+  --force              with --break-lock, also from a run alive on this host (refused otherwise,
+                       naming its pid)
   --notify URL         when the run ends, POST its summary (JSON) to URL (https, or http to this
                        machine); repeatable, adds to the manifest's notify: block. Retried for
                        at most 30 s; a failed delivery is a warning, never the run's exit code
@@ -164,6 +168,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     retryBudget: numberFlag(values['retry-budget'], '--retry-budget', { integer: true, min: 0 }),
     allowChanged: values['allow-changed'],
     breakLock: values['break-lock'],
+    force: values.force,
     cancelOnAbort: values['cancel-on-abort'],
     webhook: listen,
     overlap,
