@@ -1,5 +1,6 @@
 import { GenpipeError, InvalidInputError } from '../api/errors.js';
 import { redact } from '../util/redact.js';
+import { oneLine } from '../util/terminal-text.js';
 import { EXIT, exitCodeFor } from './exit-codes.js';
 import type { CliIO } from './io.js';
 
@@ -10,11 +11,12 @@ import type { CliIO } from './io.js';
  */
 export async function reportError(error: unknown, io: CliIO): Promise<number> {
   if (error instanceof GenpipeError) {
-    io.err(`genpipe: ${error.message}`);
-    if (error instanceof InvalidInputError) for (const issue of error.issues.slice(1)) io.err(`  ${issue.path}: ${issue.message}`);
+    // A message can quote the service or a manifest: each stays on its one line.
+    io.err(`genpipe: ${oneLine(error.message)}`);
+    if (error instanceof InvalidInputError) for (const issue of error.issues.slice(1)) io.err(`  ${oneLine(`${issue.path}: ${issue.message}`)}`);
     // Loaded only when there is a manifest error to print (the YAML loader comes with it).
     const { ManifestError, formatProblem } = await import('../manifest/errors.js');
-    if (error instanceof ManifestError && error.problems.length > 1) for (const problem of error.problems) io.err(`  ${formatProblem(problem)}`);
+    if (error instanceof ManifestError && error.problems.length > 1) for (const problem of error.problems) io.err(`  ${oneLine(formatProblem(problem))}`);
     return exitCodeFor(error.code);
   }
   const layout = fileLayoutProblem(error);
@@ -23,7 +25,7 @@ export async function reportError(error: unknown, io: CliIO): Promise<number> {
     return EXIT.invalidInput;
   }
   const message = error instanceof Error ? error.message : String(error);
-  io.err(`genpipe: internal error: ${message} (this is a bug in genpipe; rerun with GENPIPE_DEBUG=1 for details).`);
+  io.err(`genpipe: internal error: ${oneLine(message)} (this is a bug in genpipe; rerun with GENPIPE_DEBUG=1 for details).`);
   if (io.env.GENPIPE_DEBUG === '1' && error instanceof Error && error.stack) io.err(redact(error.stack));
   return EXIT.internal;
 }
