@@ -11,8 +11,15 @@ export interface RewritingProxy {
   close(): Promise<void>;
 }
 
-/** `rewrite(error, headers)`: the new error text, given the old one and the headers of the request it answers. */
-export async function startRewritingProxy(target: string, rewrite: (error: string, headers: IncomingHttpHeaders) => string): Promise<RewritingProxy> {
+/**
+ * `rewrite(error, headers)`: the new error text, given the old one and the headers of the request
+ * it answers. `transform`, when given, may change any JSON object answer in place (after that).
+ */
+export async function startRewritingProxy(
+  target: string,
+  rewrite: (error: string, headers: IncomingHttpHeaders) => string,
+  transform?: (json: Record<string, unknown>) => void,
+): Promise<RewritingProxy> {
   const upstream = new URL(target);
   let own = '';
   const server: Server = createServer((req, res) => {
@@ -30,10 +37,9 @@ export async function startRewritingProxy(target: string, rewrite: (error: strin
             let text = bytes.toString('utf8').split(target).join(own);
             try {
               const json = JSON.parse(text) as Record<string, unknown>;
-              if (json.status === 'failed' && typeof json.error === 'string') {
-                json.error = rewrite(json.error, req.headers);
-                text = JSON.stringify(json);
-              }
+              if (json.status === 'failed' && typeof json.error === 'string') json.error = rewrite(json.error, req.headers);
+              transform?.(json);
+              text = JSON.stringify(json);
             } catch {
               // not a JSON object: passed on as it is
             }
