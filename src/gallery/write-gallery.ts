@@ -15,6 +15,7 @@ import { chunksOf, galleryPageChunks, type PageStep } from './gallery-page.js';
 import { chooseLayout, type LayoutChoice } from './grid-layout.js';
 import type { ImageSize } from './image-size.js';
 import { makeThumbnails, noteDownloadedImage, type ThumbnailMemo } from './thumbnails.js';
+import { RedactingText } from '../util/redact.js';
 
 export const GALLERY_FILE = 'gallery.html';
 
@@ -83,14 +84,17 @@ async function writePage(runDir: string, chunks: AsyncIterable<string>): Promise
   try {
     let pending: string[] = [];
     let size = 0;
+    // The page quotes the service (error text) and the manifest: secrets out, even split across chunks.
+    const redacting = new RedactingText();
     for await (const chunk of chunks) {
-      pending.push(chunk);
+      pending.push(redacting.push(chunk));
       size += chunk.length;
       if (size < WRITE_BYTES) continue;
       await file.write(pending.join(''));
       pending = [];
       size = 0;
     }
+    pending.push(redacting.end());
     await file.write(pending.join(''));
   } catch (error) {
     await file.close();

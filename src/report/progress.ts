@@ -11,6 +11,7 @@ import cliProgress from 'cli-progress';
 import type { RunEvent, RunListener, RunSummary } from '../run/events.js';
 import { formatUsd } from '../util/format-usd.js';
 import { oneLine } from '../util/terminal-text.js';
+import { redactingReplacer } from '../util/redact.js';
 
 export interface ProgressSink {
   listener: RunListener;
@@ -200,7 +201,8 @@ export class JsonLogs implements ProgressSink {
 
   readonly listener: RunListener = (event) => {
     if (this.options.quiet && event.type !== 'run_finished' && errorLine(event) === undefined) return;
-    this.output.out(JSON.stringify({ time: new Date().toISOString(), ...event }));
+    // Each string redacted before it is encoded: a secret quoted inside quoted JSON changes spelling.
+    this.output.out(JSON.stringify({ time: new Date().toISOString(), ...event }, redactingReplacer));
   };
 
   stop(): void {}

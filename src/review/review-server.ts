@@ -21,6 +21,7 @@ import { extname, join, resolve, sep } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
 import { GALLERY_FILE, galleryPageOf } from '../gallery/write-gallery.js';
 import { DecisionChange, readReview, ReviewStore } from './review-store.js';
+import { redactEveryForm } from '../util/redact.js';
 
 const CONTENT_TYPES: Record<string, string> = {
   '.png': 'image/png',
@@ -51,7 +52,7 @@ export async function startReviewServer(runDir: string, options: { host: string;
   await readReview(root);
   const built = await galleryPageOf(root, { review: true });
   if (built === undefined) throw new GenpipeError('invalid_input', `${runDir} is a run planned for too many instances to review on one page.`);
-  const page: string = built;
+  const page: string = redactEveryForm(built);
   let origin = '';
   const server: Server = createServer((req, res) => {
     handle(req, res).catch(() => {

@@ -50,7 +50,7 @@ import { crc32 } from 'node:zlib';
 import { open, truncate, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
-import { redactJsonText } from '../util/redact.js';
+import { mayHoldSecret, redactingReplacer, redactJsonText } from '../util/redact.js';
 import { JOURNAL_RECORD_TYPES, JournalRecord, surelyValidRecord } from './journal-records.js';
 import { syncDirectory } from './sync-directory.js';
 
@@ -753,6 +753,9 @@ export function encodeJournalRecord(record: JournalRecord, now: () => number = D
   let text: string;
   try {
     text = JSON.stringify(stamped);
+    // A secret inside a string in an escaped form of its own (an error quoting JSON that quotes it)
+    // is not found in the JSON text: each string is redacted before encoding then.
+    if (mayHoldSecret(text)) text = JSON.stringify(stamped, redactingReplacer);
   } catch (error) {
     throw new JournalError('invalid_input', 'Refusing to journal a record that cannot be written as JSON (a cycle, or nesting too deep).', { cause: error });
   }
