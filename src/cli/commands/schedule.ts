@@ -47,14 +47,14 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
       if (values.out === undefined) throw new GenpipeError('invalid_input', 'genpipe schedule add needs --out DIR: where the runs go, on storage every worker with --runs shares.');
       // Checked now, not at 02:30: a manifest that does not load is refused here (exit 2).
       const loaded = loadManifestFile(manifestPath);
-      await checkRedis(target);
+      await checkRedis(target, undefined, io.signal);
       const listed = await schedules.addSchedule(target, queue, { name: values.name ?? loaded.manifest.name, cron: values.cron, tz: values.tz, manifest: resolve(manifestPath), out: resolve(values.out) });
       io.out(`schedule ${listed.name}: ${listed.cron}${listed.tz ? ` (${listed.tz})` : ''}, runs ${listed.manifest} into ${listed.out}; next ${listed.next ?? 'unknown'}`);
       return EXIT.ok;
     }
     if (action === 'list') {
       noExtraPositionals(positionals, 1, 'schedule list');
-      await checkRedis(target);
+      await checkRedis(target, undefined, io.signal);
       const all = await schedules.listSchedules(target, queue);
       if (values.json) io.out(JSON.stringify(all, null, 2));
       else if (all.length === 0) io.out('no schedules');
@@ -63,7 +63,7 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
     }
     const name = positional(positionals, 1, 'a schedule name', 'schedule remove');
     noExtraPositionals(positionals, 2, 'schedule remove');
-    await checkRedis(target);
+    await checkRedis(target, undefined, io.signal);
     if (!(await schedules.removeSchedule(target, queue, name))) {
       io.err(`genpipe: There is no schedule named ${name} on queue ${queue}; genpipe schedule list shows them.`);
       return EXIT.failed;
