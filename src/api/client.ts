@@ -9,6 +9,7 @@ import { MarketingImageApi } from './marketing-image.js';
 import { MediaApi } from './media.js';
 import { CatalogCache, OptionsCatalogApi } from './options-catalog.js';
 import { RequestsApi } from './requests.js';
+import { recordServiceOrigins } from './service-origins.js';
 import { SoulStandardApi } from './soul-standard.js';
 import { Transport, type ExchangeEvent } from './transport.js';
 
@@ -40,6 +41,8 @@ export class GenerationClient {
       ...(options.random ? { random: options.random } : {}),
       ...(options.onExchange ? { onExchange: options.onExchange } : {}),
     });
+    // Downloads handed this dispatcher may reach these origins even on a local address (download.ts).
+    recordServiceOrigins(this.transport.dispatcher, [config.baseUrl, config.platformUrl, config.cdnUrl]);
     const ctx: ApiContext = { config, transport: this.transport };
     this.requests = new RequestsApi(ctx);
     this.characterSheet = new CharacterSheetApi(ctx);

@@ -1,7 +1,8 @@
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { GenpipeError } from '../api/errors.js';
-import { redact, redactBytes } from '../util/redact.js';
+import { redactEveryForm, redactBytes } from '../util/redact.js';
+import { terminalSafe } from '../util/terminal-text.js';
 
 /** Where a command writes; injected so that tests read what a user would see. */
 export interface CliIO {
@@ -39,16 +40,18 @@ export function writeBytes(io: CliIO, chunk: Buffer): Promise<void> {
 export function processIO(signal: AbortSignal): CliIO {
   return {
     // Once the reader of stdout has left (EPIPE), what would go there is dropped: see main.ts.
+    // Lines for a person (or JSON lines): control characters made visible (terminal-text.ts). The
+    // chunks of write and writeBytes are a command's data (a CSV, a JSON document), left as they are.
     out: (text) => {
-      if (!process.stdout.destroyed) process.stdout.write(`${redact(text)}\n`);
+      if (!process.stdout.destroyed) process.stdout.write(`${terminalSafe(redactEveryForm(text))}\n`);
     },
     write: async (chunk) => {
-      if (!process.stdout.destroyed && !process.stdout.write(redact(chunk))) await once(process.stdout, 'drain');
+      if (!process.stdout.destroyed && !process.stdout.write(redactEveryForm(chunk))) await once(process.stdout, 'drain');
     },
     writeBytes: async (chunk) => {
       if (!process.stdout.destroyed && !process.stdout.write(redactBytes(chunk))) await once(process.stdout, 'drain');
     },
-    err: (text) => process.stderr.write(`${redact(text)}\n`),
+    err: (text) => process.stderr.write(`${terminalSafe(redactEveryForm(text))}\n`),
     env: process.env,
     signal,
     tty: process.stderr.isTTY === true,

@@ -51,10 +51,19 @@ export async function main(argv: readonly string[], io?: CliIO): Promise<number>
   const controller = new AbortController();
   const ownIO = io === undefined;
   const theIO = io ?? processIO(controller.signal);
-  const onSignal = (): void => controller.abort(new Error('interrupted'));
+  let forced: NodeJS.Timeout | undefined;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    // A second Ctrl-C, or a stop that is taking too long (a Redis or a service that never
+    // answers): the process ends now. What a run has journaled is synced as it is written, so it
+    // stays resumable.
+    if (controller.signal.aborted) return hardExit(signal, theIO);
+    controller.abort(new Error('interrupted'));
+    forced = setTimeout(() => hardExit(signal, theIO), STOP_GRACE_MS);
+    forced.unref();
+  };
   if (ownIO) {
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
     process.stdout.on('error', onStdoutError);
   }
   try {
@@ -67,6 +76,15 @@ export async function main(argv: readonly string[], io?: CliIO): Promise<number>
       process.off('SIGTERM', onSignal);
     }
   }
+}
+
+/** How long a stop may take after Ctrl-C or SIGTERM before the process ends regardless. */
+export const STOP_GRACE_MS = 4_000;
+
+/** Ends the process at once: 130 after SIGINT, 143 (128 + 15) after SIGTERM, as a shell reports them. */
+function hardExit(signal: NodeJS.Signals, io: CliIO): never {
+  io.err(`genpipe: stopped (${signal}) before it could finish stopping; what was journaled is kept: \`genpipe resume\` a run directory.`);
+  process.exit(signal === 'SIGTERM' ? 143 : EXIT.interrupted);
 }
 
 async function dispatch(argv: readonly string[], io: CliIO, ownProcess: boolean): Promise<number> {

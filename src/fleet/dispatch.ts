@@ -16,7 +16,7 @@ import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
 import { sleep } from '../api/sleep.js';
 import type { AdapterContext, ModelAdapter, Submission, TrackResult } from '../models/adapter.js';
 import { INSTANCE_JOB, jobIdOf, type JobPolling, type InstanceJobData, type InstanceJobResult, type SubmittedProgress } from './instance-job.js';
-import { reportConnection, type RedisTarget } from './redis.js';
+import { commandOptions, reportConnection, type RedisTarget } from './redis.js';
 
 /** How often jobs still awaited are looked at in Redis, besides the queue's events (a missed event, a Redis restart). */
 const SWEEP_MS = 2_000;
@@ -92,7 +92,7 @@ export class FleetDispatch {
   }
 
   static async open(o: FleetDispatchOptions): Promise<FleetDispatch> {
-    const queue = new Queue<InstanceJobData, InstanceJobResult>(o.queue, { connection: o.redis.options });
+    const queue = new Queue<InstanceJobData, InstanceJobResult>(o.queue, { connection: commandOptions(o.redis) });
     reportConnection(queue, o.redis, o.say, 'coordinator');
     // Only events from now on: what happened before (a resume) is read from the jobs themselves.
     const events = new QueueEvents(o.queue, { connection: o.redis.options, lastEventId: '$' });

@@ -6,7 +6,7 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { InstanceJobData } from './instance-job.js';
-import type { RedisTarget } from './redis.js';
+import { closeQueue, commandOptions, redisCommands, type RedisTarget } from './redis.js';
 
 /** A worker's heartbeat, written every few seconds with an expiry (a dead worker's goes away). */
 export interface WorkerHeartbeat {
@@ -29,17 +29,23 @@ export interface QueueLimits {
 }
 
 export async function setQueueLimits(redis: RedisTarget, queueName: string, limits: { concurrency?: number | undefined; ratePerSecond?: number | undefined }): Promise<QueueLimits> {
-  const queue = new Queue(queueName, { connection: redis.options });
+  const queue = new Queue(queueName, { connection: commandOptions(redis) });
+  queue.on('error', () => {});
+  let failed = true;
   try {
-    if (limits.concurrency !== undefined) await queue.setGlobalConcurrency(limits.concurrency);
-    if (limits.ratePerSecond !== undefined) {
-      // BullMQ counts jobs per window: R/s as a whole number of jobs per window of 1 s or more.
-      const windowMs = limits.ratePerSecond >= 1 ? 1_000 : Math.round(1_000 / limits.ratePerSecond);
-      await queue.setGlobalRateLimit(Math.max(1, Math.floor(limits.ratePerSecond >= 1 ? limits.ratePerSecond : 1)), windowMs);
-    }
-    return await limitsOf(queue);
+    return await redisCommands(redis, async () => {
+      if (limits.concurrency !== undefined) await queue.setGlobalConcurrency(limits.concurrency);
+      if (limits.ratePerSecond !== undefined) {
+        // BullMQ counts jobs per window: R/s as a whole number of jobs per window of 1 s or more.
+        const windowMs = limits.ratePerSecond >= 1 ? 1_000 : Math.round(1_000 / limits.ratePerSecond);
+        await queue.setGlobalRateLimit(Math.max(1, Math.floor(limits.ratePerSecond >= 1 ? limits.ratePerSecond : 1)), windowMs);
+      }
+      const out = await limitsOf(queue);
+      failed = false;
+      return out;
+    });
   } finally {
-    await queue.close();
+    await closeQueue(queue, failed);
   }
 }
 
@@ -65,42 +71,47 @@ export interface QueueStatus {
 }
 
 export async function queueStatus(redis: RedisTarget, queueName: string): Promise<QueueStatus> {
-  const queue = new Queue<InstanceJobData>(queueName, { connection: redis.options });
-  const client = new Redis({ ...redis.options, lazyConnect: true });
+  const queue = new Queue<InstanceJobData>(queueName, { connection: commandOptions(redis) });
+  const client = new Redis({ ...commandOptions(redis), lazyConnect: true });
   client.on('error', () => {});
+  queue.on('error', () => {});
+  let failed = true;
   try {
-    const totals = (await queue.getJobCounts(...STATES)) as Record<State, number>;
-    const byRun = new Map<string, Record<State, number>>();
-    let runsTruncated = false;
-    for (const state of STATES) {
-      if ((totals[state] ?? 0) > SCAN_PER_STATE) runsTruncated = true;
-      for (const job of await queue.getJobs([state], 0, SCAN_PER_STATE - 1)) {
-        if (!job) continue;
-        const runId = job.data?.runId ?? '(other)';
-        let counts = byRun.get(runId);
-        if (!counts) {
-          counts = { waiting: 0, active: 0, delayed: 0, completed: 0, failed: 0 };
-          byRun.set(runId, counts);
+    return await redisCommands(redis, async () => {
+      const totals = (await queue.getJobCounts(...STATES)) as Record<State, number>;
+      const byRun = new Map<string, Record<State, number>>();
+      let runsTruncated = false;
+      for (const state of STATES) {
+        if ((totals[state] ?? 0) > SCAN_PER_STATE) runsTruncated = true;
+        for (const job of await queue.getJobs([state], 0, SCAN_PER_STATE - 1)) {
+          if (!job) continue;
+          const runId = job.data?.runId ?? '(other)';
+          let counts = byRun.get(runId);
+          if (!counts) {
+            counts = { waiting: 0, active: 0, delayed: 0, completed: 0, failed: 0 };
+            byRun.set(runId, counts);
+          }
+          counts[state]++;
         }
-        counts[state]++;
       }
-    }
-    await client.connect();
-    const workers: WorkerHeartbeat[] = [];
-    let cursor = '0';
-    for (let rounds = 0; rounds < 1_000; rounds++) {
-      const [next, keys] = await client.scan(cursor, 'MATCH', workerKey(queueName, '*'), 'COUNT', 200);
-      for (const key of keys) {
-        const value = await client.get(key);
-        if (value) workers.push(JSON.parse(value) as WorkerHeartbeat);
+      await client.connect();
+      const workers: WorkerHeartbeat[] = [];
+      let cursor = '0';
+      for (let rounds = 0; rounds < 1_000; rounds++) {
+        const [next, keys] = await client.scan(cursor, 'MATCH', workerKey(queueName, '*'), 'COUNT', 200);
+        for (const key of keys) {
+          const value = await client.get(key);
+          if (value) workers.push(JSON.parse(value) as WorkerHeartbeat);
+        }
+        cursor = next;
+        if (cursor === '0') break;
       }
-      cursor = next;
-      if (cursor === '0') break;
-    }
-    workers.sort((a, b) => a.name.localeCompare(b.name));
-    return { queue: queueName, limits: await limitsOf(queue), totals, runs: [...byRun].map(([runId, counts]) => ({ runId, counts })).sort((a, b) => a.runId.localeCompare(b.runId)), workers, runsTruncated };
+      workers.sort((a, b) => a.name.localeCompare(b.name));
+      failed = false;
+      return { queue: queueName, limits: await limitsOf(queue), totals, runs: [...byRun].map(([runId, counts]) => ({ runId, counts })).sort((a, b) => a.runId.localeCompare(b.runId)), workers, runsTruncated };
+    });
   } finally {
     client.disconnect();
-    await queue.close();
+    await closeQueue(queue, failed);
   }
 }

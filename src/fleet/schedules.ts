@@ -5,7 +5,7 @@
  */
 import { Queue } from 'bullmq';
 import { GenpipeError } from '../api/errors.js';
-import type { RedisTarget } from './redis.js';
+import { closeQueue, commandOptions, redisCommands, type RedisTarget } from './redis.js';
 
 export const RUN_JOB = 'scheduled-run';
 
@@ -48,11 +48,15 @@ export interface ScheduleListing {
 }
 
 async function withRunsQueue<T>(redis: RedisTarget, queue: string, body: (q: Queue<ScheduledRunData>) => Promise<T>): Promise<T> {
-  const q = new Queue<ScheduledRunData>(runsQueueName(queue), { connection: redis.options });
+  const q = new Queue<ScheduledRunData>(runsQueueName(queue), { connection: commandOptions(redis) });
+  q.on('error', () => {});
+  let failed = true;
   try {
-    return await body(q);
+    const out = await redisCommands(redis, () => body(q));
+    failed = false;
+    return out;
   } finally {
-    await q.close();
+    await closeQueue(q, failed);
   }
 }
 

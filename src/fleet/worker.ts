@@ -26,7 +26,7 @@ import { PollScheduler } from '../run/poll-schedule.js';
 import { deliveryArrived, waitForNews } from '../run/wait-for-news.js';
 import type { WebhookReceiver } from '../run/webhook-receiver.js';
 import type { InstanceJobData, InstanceJobResult, JobPolling } from './instance-job.js';
-import { reportConnection, type RedisTarget } from './redis.js';
+import { commandOptions, reportConnection, type RedisTarget } from './redis.js';
 import { workerKey, type WorkerHeartbeat } from './queue-admin.js';
 
 /** How long a worker's lock on a job lasts unless renewed, and how often stalled jobs are looked for. */
@@ -79,9 +79,9 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
   const handBack = new AbortController();
   // Every job in flight listens to it (sleeps, requests): no leak warning at high concurrency.
   setMaxListeners(0, handBack.signal);
-  const queue = new Queue<InstanceJobData, InstanceJobResult>(o.queue, { connection: o.redis.options });
+  const queue = new Queue<InstanceJobData, InstanceJobResult>(o.queue, { connection: commandOptions(o.redis) });
   const status = reportConnection(queue, o.redis, o.say, `worker ${o.name}`);
-  const heartbeat = new Redis({ ...o.redis.options, lazyConnect: true });
+  const heartbeat = new Redis({ ...commandOptions(o.redis), lazyConnect: true });
   heartbeat.on('error', () => {});
   let active = 0;
   let done = 0;

@@ -6,6 +6,7 @@ import { instanceCostUsd, instanceStatus, type InstanceState, type InstanceStatu
 import { naturalCompare } from '../util/natural-compare.js';
 import { sortedAxes, type AxisValues, type GridLayout } from './grid-layout.js';
 import { instanceAxes } from './instance-axes.js';
+import { redactEveryForm } from '../util/redact.js';
 
 /** `data-status` of a cell. */
 export type CellStatus = InstanceStatus;
@@ -193,13 +194,14 @@ function cellOf(id: string, entry: InstanceState, values: [string, string][], pr
   const answer = entry.final?.result?.answer;
   const cell: Cell = { id, values: Object.fromEntries(values), status, files };
   const error = entry.final?.error ?? entry.failed?.message;
-  if (error !== undefined) cell.error = error;
+  // Redacted as text, before the page escapes it for HTML and JSON (where its spelling changes).
+  if (error !== undefined) cell.error = redactEveryForm(error);
   const cost = instanceCostUsd(entry, priceUsd);
   if (cost !== undefined) cell.costUsd = cost;
   const requestId = requestIdOf(entry);
   if (requestId !== undefined) cell.requestId = requestId;
   if (entry.rerollSeed !== undefined) cell.rerollSeed = entry.rerollSeed;
-  if (typeof answer === 'string') cell.answer = answer.length > MAX_ANSWER_CHARS ? `${answer.slice(0, MAX_ANSWER_CHARS)}…` : answer;
+  if (typeof answer === 'string') cell.answer = redactEveryForm(answer.length > MAX_ANSWER_CHARS ? `${answer.slice(0, MAX_ANSWER_CHARS)}…` : answer);
   return cell;
 }
 

@@ -17,6 +17,7 @@ import { readHeadlines } from '../run/run-headlines.js';
 import { unquote } from '../plan/selection.js';
 import type { ImageSize } from '../util/image-size.js';
 import { makeThumbnails, noteDownloadedImage, type ThumbnailMemo } from './thumbnails.js';
+import { RedactingText } from '../util/redact.js';
 
 export const GALLERY_FILE = 'gallery.html';
 
@@ -116,14 +117,17 @@ async function writePage(runDir: string, chunks: AsyncIterable<string>): Promise
   try {
     let pending: string[] = [];
     let size = 0;
+    // The page quotes the service (error text) and the manifest: secrets out, even split across chunks.
+    const redacting = new RedactingText();
     for await (const chunk of chunks) {
-      pending.push(chunk);
+      pending.push(redacting.push(chunk));
       size += chunk.length;
       if (size < WRITE_BYTES) continue;
       await file.write(pending.join(''));
       pending = [];
       size = 0;
     }
+    pending.push(redacting.end());
     await file.write(pending.join(''));
   } catch (error) {
     await file.close();

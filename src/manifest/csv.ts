@@ -11,6 +11,7 @@ import { stat } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { CsvError as ParseError, parse } from 'csv-parse';
 import type { SourceLocation } from '../util/yaml-source.js';
+import { containsSecret } from '../util/redact.js';
 
 /** A CSV record: its columns, plus the line it starts on (for ids and error messages). */
 export interface CsvRow {
@@ -97,11 +98,41 @@ export async function readCsv(path: string, displayPath: string = path, options:
     if (error instanceof CsvError) throw error;
     if (!(error instanceof ParseError)) throw unreadable(error);
     const e = error as ParseError & { lines?: number; column?: string | number };
+    // A credentials file rarely parses as CSV (a quoted secret), and the parser's message quotes the field.
+    if (CREDENTIAL_WORD.test(e.message)) refuseCredentialsAt(displayPath, e.lines ?? 1, 1);
     const col = typeof e.column === 'string' ? columns.indexOf(e.column) + 1 : typeof e.column === 'number' ? e.column + 1 : 1;
     throw new CsvError(e.message.replace(/ on line \d+$/, ''), { file: displayPath, line: e.lines ?? 1, col: Math.max(1, col) });
   }
   if (columns.length === 0) throw new CsvError('the CSV file has no header row', start);
+  refuseCredentials(columns, rows, displayPath);
   return { columns, rows };
+}
+
+/** A line of a credentials file (config.ts, credentials.ts): `key_secret: ...`, `hf-secret: ...`, `key_id: ...`. */
+const CREDENTIAL_LINE = /^\s*["']?(key_secret|key_id|hf[-_]secret|hf[-_]api[-_]key|hf[-_]key)["']?\s*[:=]/i;
+
+const CREDENTIAL_WORD = /(key_secret|key_id|hf[-_]secret|hf[-_]api[-_]key)["']?\s*[:=]/i;
+
+function refuseCredentialsAt(file: string, line: number, col: number): never {
+  throw new CsvError('this file holds credentials (a key_secret, key_id or hf-secret line, or a secret genpipe uses); genpipe does not read credentials into a plan: point the CSV axis at a data file', { file, line, col });
+}
+
+/**
+ * A CSV axis pointed at a credentials file (or at any file holding a secret genpipe uses) would
+ * copy the secret into every instance, outputs.csv and outputs.jsonl: refused at plan time, at
+ * the cell, without quoting it.
+ */
+function refuseCredentials(columns: readonly string[], rows: readonly CsvRow[], file: string): void {
+  const refuse = (line: number, col: number): never => refuseCredentialsAt(file, line, col);
+  columns.forEach((name, index) => {
+    if (CREDENTIAL_LINE.test(name) || containsSecret(name)) refuse(1, index + 1);
+  });
+  for (const row of rows) {
+    columns.forEach((name, index) => {
+      const value = row.values[name] ?? '';
+      if (CREDENTIAL_LINE.test(value) || containsSecret(value)) refuse(row.line, index + 1);
+    });
+  }
 }
 
 /** A header of one column holding `;` (or a tab, or `|`) is almost surely a file with another separator. */

@@ -7,7 +7,7 @@
 import pLimit from 'p-limit';
 import { Agent, request } from 'undici';
 import { sleep } from '../api/sleep.js';
-import { redact } from '../util/redact.js';
+import { redact, redactEveryForm, redactingReplacer } from '../util/redact.js';
 import { notifyBody, type NotifySummary } from './notify-message.js';
 import type { NotifyEvent, NotifyFormat, ResolvedTarget } from './notify-targets.js';
 
@@ -60,7 +60,8 @@ async function deliverOne(target: ResolvedTarget, summary: NotifySummary, dispat
   const now = options.now ?? Date.now;
   const started = now();
   const delays = options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS;
-  const body = notifyBody(target.format, summary);
+  // Each string redacted before it is encoded (its spelling changes in JSON), then the body as sent.
+  const body = redactEveryForm(notifyBody(target.format, JSON.parse(JSON.stringify(summary, redactingReplacer)) as typeof summary));
   const result = (fields: Pick<DeliveryResult, 'delivered' | 'attempts' | 'status' | 'error'>): DeliveryResult => ({ target: target.label, format: target.format, event: summary.event, ...fields, durationMs: now() - started });
   let status: number | undefined;
   let error = '';

@@ -10,6 +10,8 @@
 import cliProgress from 'cli-progress';
 import type { RunEvent, RunListener, RunSummary } from '../run/events.js';
 import { formatUsd } from '../util/format-usd.js';
+import { oneLine } from '../util/terminal-text.js';
+import { redactingReplacer } from '../util/redact.js';
 
 export interface ProgressSink {
   listener: RunListener;
@@ -31,7 +33,7 @@ export function summaryLine(s: RunSummary): string {
   if (c.reused) parts.push(`${c.reused} reused`);
   if (c.rerolled) parts.push(`${c.rerolled} re-rolled`);
   if (c.pending) parts.push(`${c.pending} not started`);
-  return `${s.pipeline} ${s.runId}: ${s.outcome}; ${parts.join(', ')}; estimated ${usd(s.estimatedUsd)}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}${s.message ? `\n${s.message}` : ''}`;
+  return `${s.pipeline} ${s.runId}: ${s.outcome}; ${parts.join(', ')}; estimated ${usd(s.estimatedUsd)}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}${s.message ? `\n${oneLine(s.message)}` : ''}`;
 }
 
 /** `42s`, `3m07s`, `2h05m`. */
@@ -131,8 +133,17 @@ class Tally {
   }
 }
 
-/** Failures and stops are worth a line even in quiet mode. */
+/**
+ * Failures and stops are worth a line even in quiet mode. Each is one line: what it quotes (the
+ * service's error text, an instance id made of CSV values) cannot break it, move the cursor or
+ * forge another line (terminal-text.ts).
+ */
 function errorLine(event: RunEvent): string | undefined {
+  const line = errorText(event);
+  return line === undefined ? undefined : oneLine(line);
+}
+
+function errorText(event: RunEvent): string | undefined {
   if (event.type === 'instance_failed') return `${event.instance}: ${event.message}`;
   if (event.type === 'instance_unknown') return `${event.instance}: unknown: ${event.message}`;
   if (event.type === 'run_stopping') return event.message;
@@ -205,7 +216,8 @@ export class JsonLogs implements ProgressSink {
 
   readonly listener: RunListener = (event) => {
     if (this.options.quiet && event.type !== 'run_finished' && errorLine(event) === undefined) return;
-    this.output.out(JSON.stringify({ time: new Date().toISOString(), ...event }));
+    // Each string redacted before it is encoded: a secret quoted inside quoted JSON changes spelling.
+    this.output.out(JSON.stringify({ time: new Date().toISOString(), ...event }, redactingReplacer));
   };
 
   stop(): void {}

@@ -42,7 +42,7 @@ export async function writeCostReport(runDir: string, options: { creditsPerUsd?:
   let tail: TailWriter | undefined;
   try {
     for (const [name, format] of FILES) {
-      const sink = new ByteSink(join(runDir, headFirst.has(format) ? `${name}.tmp` : `${name}.lines.tmp`));
+      const sink = new ByteSink(join(runDir, headFirst.has(format) ? `${name}.tmp` : `${name}.lines.tmp`), { redact: true });
       sinks.push(sink);
       if (headFirst.has(format)) sink.add(format.head(early));
     }
@@ -76,7 +76,7 @@ export async function writeCostReport(runDir: string, options: { creditsPerUsd?:
           return;
         }
         sink.close();
-        const whole = new ByteSink(join(runDir, `${name}.tmp`));
+        const whole = new ByteSink(join(runDir, `${name}.tmp`), { redact: true });
         try {
           whole.add(format.head(summary));
           await whole.appendFile(sink.path);
@@ -151,7 +151,7 @@ export interface TailAnswer {
 export async function writeTail(job: TailJob): Promise<TailAnswer> {
   const tally = new CostTally(await readPlanFile(job.runDir));
   // Its lines continue this thread's (which hold at least the first id): numbered from 1.
-  const sinks = job.parts.map((part) => new ByteSink(part));
+  const sinks = job.parts.map((part) => new ByteSink(part, { redact: true }));
   try {
     const count = await writeInstanceLines(statesOf({ inMemory: new Map(), runs: job.runs }, { from: job.from }), tally, sinks, job.creditsPerUsd, 1);
     return { count, groups: tally.groups() };

@@ -8,6 +8,10 @@
  *   path that leaves them (`..`, an encoded slash, a symlink out) is 404, as is anything else.
  * - A POST must come from the page itself (its Origin is the server's), so another site open in
  *   the same browser cannot decide for the reviewer.
+ * - Every request must name the server in its Host header (`127.0.0.1:PORT`, `localhost:PORT`,
+ *   `[::1]:PORT`, as it listens): else 421 and no run data. A page of another site whose name its
+ *   DNS points at 127.0.0.1 (DNS rebinding) is of that site's origin, so the browser lets it read
+ *   the answers; its requests carry that name as Host, and that is what gives them away.
  */
 import { createReadStream } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
@@ -17,6 +21,7 @@ import { extname, join, resolve, sep } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
 import { GALLERY_FILE, galleryPageOf } from '../gallery/write-gallery.js';
 import { DecisionChange, readReview, ReviewStore } from './review-store.js';
+import { redactEveryForm } from '../util/redact.js';
 
 const CONTENT_TYPES: Record<string, string> = {
   '.png': 'image/png',
@@ -47,7 +52,7 @@ export async function startReviewServer(runDir: string, options: { host: string;
   await readReview(root);
   const built = await galleryPageOf(root, { review: true });
   if (built === undefined) throw new GenpipeError('invalid_input', `${runDir} is a run planned for too many instances to review on one page.`);
-  const page: string = built;
+  const page: string = redactEveryForm(built);
   let origin = '';
   const server: Server = createServer((req, res) => {
     handle(req, res).catch(() => {
@@ -56,12 +61,16 @@ export async function startReviewServer(runDir: string, options: { host: string;
     });
   });
 
+  let hosts: ReadonlySet<string> = new Set();
+  let origins: ReadonlySet<string> = new Set();
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const named = req.headers.host?.toLowerCase();
+    if (named === undefined || !hosts.has(named)) return send(res, 421, 'text/plain; charset=utf-8', `this server answers only to ${[...hosts].join(', ')}`);
     const url = new URL(req.url ?? '/', origin);
     if (req.method === 'GET' && (url.pathname === '/' || url.pathname === `/${GALLERY_FILE}`)) return send(res, 200, 'text/html; charset=utf-8', page);
     if (req.method === 'GET' && url.pathname === '/review.json') return send(res, 200, 'application/json', JSON.stringify(await readReview(root)));
     if (req.method === 'POST' && url.pathname === '/api/decisions') {
-      if (req.headers.origin !== origin) return send(res, 403, 'text/plain; charset=utf-8', 'decisions are taken from the review page only');
+      if (!origins.has(req.headers.origin?.toLowerCase() ?? '')) return send(res, 403, 'text/plain; charset=utf-8', 'decisions are taken from the review page only');
       const body = await readBody(req);
       if (body === undefined) return send(res, 413, 'text/plain; charset=utf-8', 'the body is too large');
       let json: unknown;
@@ -85,6 +94,8 @@ export async function startReviewServer(runDir: string, options: { host: string;
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   origin = `http://${host}:${address.port}`;
+  hosts = allowedHosts(address, options.host);
+  origins = new Set([...hosts].map((h) => `http://${h}`));
   return {
     url: origin,
     close: () =>
@@ -93,6 +104,19 @@ export async function startReviewServer(runDir: string, options: { host: string;
         server.closeAllConnections();
       }),
   };
+}
+
+/**
+ * The Host headers that name this server: its address and port, and localhost on its port when it
+ * listens on a loopback address of the family localhost resolves to (either, in practice).
+ */
+function allowedHosts(address: AddressInfo, asked: string): ReadonlySet<string> {
+  const port = address.port;
+  const own = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const out = new Set([`${own}:${port}`.toLowerCase()]);
+  if (own === '127.0.0.1' || own === '[::1]') out.add(`localhost:${port}`);
+  if (asked.toLowerCase() === 'localhost') out.add(`localhost:${port}`);
+  return out;
 }
 
 async function serveFile(root: string, pathname: string, res: ServerResponse): Promise<void> {

@@ -3,6 +3,12 @@
  *
  * - https only; plain http only to loopback (127.0.0.0/8, ::1, localhost: the emulator). The URL
  *   is checked before any connection is made.
+ * - An address inside the machine or the local network (loopback, link-local, private ranges,
+ *   unspecified; written as an IP address or `localhost`) is refused unless the URL has the origin
+ *   of one of the service's addresses: an output URL `http://127.0.0.1:<another port>/admin` (from
+ *   a remote service, even) must not make genpipe send requests to another local service. Each hop
+ *   of a redirect is checked the same way. Host names are not resolved here: the rule is about the
+ *   addresses a URL names.
  * - Redirects are followed by hand, at most `maxRedirects`, and only within the same origin
  *   (scheme, host and port): a CDN that bounces to another host could point anywhere.
  * - The content type must be on the allow-list; the size is capped (by Content-Length up front,
@@ -29,6 +35,8 @@ import { redact } from '../util/redact.js';
 import { isInside, resolveInside } from './output-names.js';
 import { syncDirectory } from './sync-directory.js';
 import { isLoopbackHost } from '../util/loopback-host.js';
+import { serviceOriginsOf } from '../api/service-origins.js';
+import { BlockList, isIP } from 'node:net';
 import { IMAGE_HEADER_BYTES, imageSizeOfHeader, type ImageSize } from '../util/image-size.js';
 
 export const DEFAULT_MAX_REDIRECTS = 3;
@@ -37,6 +45,7 @@ const WRITE_BATCH_BYTES = 1024 * 1024;
 
 export type DownloadRefusal =
   | 'insecure_url' // not https, and not http to loopback
+  | 'internal_address' // loopback, link-local or private, and not the service's origin
   | 'cross_origin_redirect'
   | 'too_many_redirects'
   | 'content_type'
@@ -66,6 +75,12 @@ export interface DownloadOptions {
   allowedContentTypes: readonly string[];
   dispatcher?: Dispatcher;
   signal?: AbortSignal;
+  /**
+   * Origins (`http://127.0.0.1:4010`) whose URLs may be on a loopback, link-local or private
+   * address: the service's. Default: those the client owning `dispatcher` recorded
+   * (api/service-origins.ts); with neither, no such address is allowed.
+   */
+  allowedOrigins?: readonly string[];
   /** Default 3. */
   maxRedirects?: number;
   /** Default 30,000 ms each (undici's own default is 300 s). */
@@ -94,6 +109,36 @@ export function checkDownloadUrl(url: URL): void {
   if (url.protocol === 'https:') return;
   if (url.protocol === 'http:' && isLoopbackHost(url.hostname)) return;
   throw new DownloadError('insecure_url', 'invalid_input', `Refusing to download ${describe(url)}: only https is allowed (plain http only to loopback).`);
+}
+
+/** Addresses inside the machine or the local network, as URLs write them. */
+const INTERNAL = new BlockList();
+for (const [net, prefix] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.168.0.0', 16]] as const) INTERNAL.addSubnet(net, prefix, 'ipv4');
+for (const [net, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10]] as const) INTERNAL.addSubnet(net, prefix, 'ipv6');
+
+/** True when `hostname` (a URL's) names an address inside the machine or the local network. */
+export function isInternalHost(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  if (host === 'localhost' || host.endsWith('.localhost')) return true;
+  if (isIP(host) === 4) return INTERNAL.check(host, 'ipv4');
+  if (isIP(host) !== 6) return false;
+  // An IPv4 address mapped into IPv6 (::ffff:127.0.0.1, which the URL parser writes ::ffff:7f00:1) is that IPv4 address.
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(host);
+  if (mapped) {
+    const [hi, lo] = [parseInt(mapped[1] as string, 16), parseInt(mapped[2] as string, 16)];
+    return INTERNAL.check(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`, 'ipv4');
+  }
+  return INTERNAL.check(host, 'ipv6');
+}
+
+/** Refuses a URL on an internal address unless its origin is one of `allowed` (the service's). */
+export function checkDownloadAddress(url: URL, allowed: ReadonlySet<string> | undefined): void {
+  if (!isInternalHost(url.hostname) || allowed?.has(url.origin)) return;
+  throw new DownloadError(
+    'internal_address',
+    'invalid_response',
+    `Refusing to download ${describe(url)}: it is on a local or private address that is not the service's (base_url, platform_url or cdn_url); nothing was requested there.`,
+  );
 }
 
 /** The URL without query or fragment, which may carry signed tokens, for messages. */
@@ -133,11 +178,13 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
   }
   const first = new URL(options.url);
   checkDownloadUrl(first);
+  const allowed = options.allowedOrigins !== undefined ? new Set(options.allowedOrigins.map((o) => new URL(o).origin)) : options.dispatcher && serviceOriginsOf(options.dispatcher);
+  checkDownloadAddress(first, allowed);
 
   const folder = dirname(target);
   await prepareFolder(options.runDir, folder);
 
-  const response = await fetchFollowingSameOrigin(first, options);
+  const response = await fetchFollowingSameOrigin(first, options, allowed);
   const body = response.body;
   let temp: string | undefined;
   let handle: FileHandle | undefined;
@@ -338,7 +385,7 @@ async function writeAll(handle: FileHandle, bytes: Buffer): Promise<void> {
 }
 
 /** Sends the GET and follows up to `maxRedirects` redirects within the first URL's origin. */
-async function fetchFollowingSameOrigin(first: URL, options: DownloadOptions): Promise<Dispatcher.ResponseData> {
+async function fetchFollowingSameOrigin(first: URL, options: DownloadOptions, allowed: ReadonlySet<string> | undefined): Promise<Dispatcher.ResponseData> {
   const maxRedirects = options.maxRedirects ?? DEFAULT_MAX_REDIRECTS;
   let current = first;
   for (let hop = 0; hop <= maxRedirects; hop++) {
@@ -367,6 +414,8 @@ async function fetchFollowingSameOrigin(first: URL, options: DownloadOptions): P
     if (next.origin !== first.origin) {
       throw new DownloadError('cross_origin_redirect', 'invalid_response', `Refusing the redirect from ${describe(current)} to ${describe(next)}: downloads follow redirects only within the same host.`);
     }
+    // Each hop as the first: should the same-origin rule ever loosen, this one still holds.
+    checkDownloadAddress(next, allowed);
     current = next;
   }
   throw new DownloadError('too_many_redirects', 'invalid_response', `Refusing ${describe(first)}: more than ${maxRedirects} redirects.`);

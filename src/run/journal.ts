@@ -50,7 +50,7 @@ import { crc32 } from 'node:zlib';
 import { open, truncate, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
-import { redactJsonText } from '../util/redact.js';
+import { mayHoldSecret, redactingReplacer, redactJsonText } from '../util/redact.js';
 import { JOURNAL_RECORD_TYPES, JournalRecord, surelyValidRecord } from './journal-records.js';
 import { syncDirectory } from './sync-directory.js';
 
@@ -342,18 +342,38 @@ export function parseJournal(data: Buffer): ReadJournalResult {
 }
 
 /**
+ * Opens a journal to read it; undefined when there is none. Something else where the journal
+ * should be (a folder, a file genpipe may not read) is refused naming it, exit 2: a damaged run
+ * directory is not a bug in genpipe.
+ */
+async function openForReading(path: string): Promise<FileHandle | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await open(path, 'r');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    if (code === 'EACCES' || code === 'EPERM' || code === 'ENOTDIR' || code === 'ELOOP') throw new GenpipeError('invalid_file', `Cannot read the journal ${path} (${code}); the run directory is damaged.`);
+    throw error;
+  }
+  let isFile = false;
+  try {
+    isFile = (await handle.stat()).isFile();
+  } finally {
+    if (!isFile) await handle.close();
+  }
+  if (!isFile) throw new GenpipeError('invalid_file', `${path} is not a file, so not a journal genpipe wrote; the run directory is damaged.`);
+  return handle;
+}
+
+/**
  * Reads a journal file a chunk at a time, handing each valid record to `onRecord` and each corrupt
  * line to `onCorrupt`, in file order; returns the torn tail and corrupt lines. A missing file reads
  * as empty. The file must not grow meanwhile (the run lock sees to that).
  */
 export async function scanJournal(path: string, onRecord: (record: JournalRecord) => void, onCorrupt?: (corrupt: CorruptLine) => void): Promise<Omit<ReadJournalResult, 'records'>> {
-  let handle: FileHandle;
-  try {
-    handle = await open(path, 'r');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { tornTail: false, corrupt: [], endOffset: 0 };
-    throw error;
-  }
+  const handle = await openForReading(path);
+  if (handle === undefined) return { tornTail: false, corrupt: [], endOffset: 0 };
   try {
     const scanner = new JournalScanner((await handle.stat()).size, onRecord, { onCorrupt });
     for await (const chunk of handle.createReadStream({ highWaterMark: 256 * 1024, autoClose: false })) scanner.push(chunk as Buffer);
@@ -417,13 +437,8 @@ export interface StreamOptions {
 export function streamJournalBatches(path: string, options?: StreamOptions): AsyncGenerator<JournalRecord[]>;
 export function streamJournalBatches<T>(path: string, options: StreamOptions & { project: ProjectLine<T> }): AsyncGenerator<(JournalRecord | T)[]>;
 export async function* streamJournalBatches<T>(path: string, options: StreamOptions & { project?: ProjectLine<T> | undefined } = {}): AsyncGenerator<(JournalRecord | T)[]> {
-  let handle: FileHandle;
-  try {
-    handle = await open(path, 'r');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
-    throw error;
-  }
+  const handle = await openForReading(path);
+  if (handle === undefined) return;
   try {
     let batch: (JournalRecord | T)[] = [];
     const skip = options.skipTypes === undefined ? undefined : lineOfTypes(options.skipTypes);
@@ -738,6 +753,9 @@ export function encodeJournalRecord(record: JournalRecord, now: () => number = D
   let text: string;
   try {
     text = JSON.stringify(stamped);
+    // A secret inside a string in an escaped form of its own (an error quoting JSON that quotes it)
+    // is not found in the JSON text: each string is redacted before encoding then.
+    if (mayHoldSecret(text)) text = JSON.stringify(stamped, redactingReplacer);
   } catch (error) {
     throw new JournalError('invalid_input', 'Refusing to journal a record that cannot be written as JSON (a cycle, or nesting too deep).', { cause: error });
   }

@@ -19,6 +19,7 @@ import { keyOfLine, sortLines } from '../util/external-sort.js';
 import { naturalCompare } from '../util/natural-compare.js';
 import { streamLinesOfFile } from '../util/read-lines.js';
 import { LEADING_COLUMNS, TRAILING_COLUMNS, type OutputRow } from './output-rows.js';
+import { redactingReplacer } from '../util/redact.js';
 
 /** The header of outputs.csv for these axis columns. */
 export const outputsCsvHeader = (axisColumns: readonly string[]): string => csvRow([...LEADING_COLUMNS, ...axisColumns, ...TRAILING_COLUMNS]);
@@ -109,7 +110,9 @@ export class OutputsCsv {
 }
 
 /** A spill line: the id (JSON, so it holds no tab or newline), a tab, the rows (JSON). */
-const spillLine = (id: string, rows: readonly OutputRow[]): string => `${JSON.stringify(id)}\t${JSON.stringify(rows)}\n`;
+// Redacted here, before the spill file: every value (a service's error text, a CSV cell) is
+// written to outputs.csv and outputs.jsonl from these lines.
+const spillLine = (id: string, rows: readonly OutputRow[]): string => `${JSON.stringify(id)}\t${JSON.stringify(rows, redactingReplacer)}\n`;
 
 async function* concat<T>(...sources: (AsyncIterable<T> | Iterable<T>)[]): AsyncGenerator<T> {
   for (const source of sources) yield* source;

@@ -3,11 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { redact } from '../util/redact.js';
 import { join } from 'node:path';
+import * as z from 'zod';
 import { GenpipeError } from '../api/errors.js';
 import { PlanFingerprint } from '../plan/instance.js';
 import type { Plan } from '../plan/plan.js';
 import { saveHeadlines } from './run-headlines.js';
 import { saveRunInputs, type RunInputsRecord } from './run-inputs.js';
+import { clip, formatPath } from '../util/zod-issues.js';
 
 /** A timestamp-based run id that sorts in time order: `20261122T051300Z-3fa2`. */
 export function newRunId(now: Date = new Date()): string {
@@ -123,25 +125,71 @@ export async function createRunDir(
   return { runId, dir };
 }
 
+/**
+ * What plan.json must hold for a command to read it. A damaged or foreign file (`{}`, `[]`,
+ * `"steps": null`, a price written as text) is refused here, naming the file and the field, so
+ * that no command meets it half way through (a TypeError there was an "internal error", exit 70).
+ * Unknown fields are kept: a newer genpipe may add some.
+ */
+const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+const usd = z.number().refine(Number.isFinite, 'expected a finite number').refine((n) => n >= 0, 'expected a number of at least 0');
+const PlanFileSchema = z.looseObject({
+  pipeline: z.string().min(1),
+  runId: z.string().regex(RUN_ID, 'expected a run id (letters, digits, ".", "_" and "-")'),
+  manifest: z.string().min(1),
+  planHash: z.string(),
+  createdAt: z.iso.datetime(),
+  steps: z.array(
+    z.looseObject({
+      id: z.string().min(1),
+      model: z.string().min(1),
+      count: z.int().min(0),
+      needs: z.array(z.string()),
+      for_each: z.string().nullable(),
+      price_usd: usd.nullable(),
+      gallery: z.looseObject({ rows: z.string().optional(), cols: z.string().optional(), pages: z.array(z.string()).optional() }).optional(),
+    }),
+  ),
+  estimate: z.looseObject({ known_usd: usd, unknown_instances: z.int().min(0) }),
+});
+
 export async function readPlanFile(dir: string): Promise<PlanFile> {
-  let file: PlanFile;
+  const path = join(dir, 'plan.json');
+  let text: string;
   try {
-    file = JSON.parse(await readFile(join(dir, 'plan.json'), 'utf8')) as PlanFile;
+    text = await readFile(path, 'utf8');
   } catch (error) {
     throw new GenpipeError('invalid_input', `${dir} is not a run directory (no readable plan.json).`, { cause: error });
   }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new GenpipeError('invalid_input', `${path} is not valid JSON (${clip(error instanceof Error ? error.message : String(error), 80)}); it is not a plan genpipe wrote.`);
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    throw new GenpipeError('invalid_input', `${path} holds ${json === null ? 'null' : Array.isArray(json) ? 'a list' : `a ${typeof json}`}, not a plan genpipe wrote (an object with pipeline, runId, steps, ...).`);
+  }
+  const file = json as Record<string, unknown>;
   if (file.service !== undefined && !isRunService(file.service)) {
-    throw new GenpipeError('invalid_input', `${join(dir, 'plan.json')} has a malformed service record (base_url, platform_url, cdn_url, vendor, embedded_emulator).`);
+    throw new GenpipeError('invalid_input', `${path} has a malformed service record (base_url, platform_url, cdn_url, vendor, embedded_emulator).`);
   }
-  const selection = file.selection as unknown;
-  if (selection !== undefined && !isSelection(selection)) {
-    throw new GenpipeError('invalid_input', `${join(dir, 'plan.json')} has a malformed selection record (only: a list of selectors, limit: a whole number or null).`);
+  if (file.selection !== undefined && !isSelection(file.selection)) {
+    throw new GenpipeError('invalid_input', `${path} has a malformed selection record (only: a list of selectors, limit: a whole number or null).`);
   }
-  const inputs = file.inputs as unknown;
+  const parsed = PlanFileSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue ? formatPath(issue.path) || 'the top level' : 'the top level';
+    const more = parsed.error.issues.length > 1 ? ` (and ${parsed.error.issues.length - 1} more problem${parsed.error.issues.length > 2 ? 's' : ''})` : '';
+    throw new GenpipeError('invalid_input', `${path} is damaged or not a plan genpipe wrote: ${where}: ${issue?.message ?? 'invalid'}${more}.`);
+  }
+  const plan = parsed.data as unknown as PlanFile;
+  const inputs = plan.inputs as unknown;
   if (inputs !== undefined && (inputs === null || typeof inputs !== 'object' || typeof (inputs as Record<string, unknown>).file !== 'string' || typeof (inputs as Record<string, unknown>).sha256 !== 'string')) {
-    throw new GenpipeError('invalid_input', `${join(dir, 'plan.json')} has a malformed inputs record (file, sha256).`);
+    throw new GenpipeError('invalid_input', `${path} has a malformed inputs record (file, sha256).`);
   }
-  return file;
+  return plan;
 }
 
 function isSelection(value: unknown): value is PlanFile['selection'] {

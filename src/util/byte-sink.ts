@@ -6,6 +6,7 @@
  */
 import { closeSync, openSync, write, writeSync } from 'node:fs';
 import { open } from 'node:fs/promises';
+import { redactEveryForm } from './redact.js';
 
 /** fs.write at the file's position, through the thread pool: the bytes written. */
 const writeAsync = (fd: number, buffer: Buffer, offset: number, length: number): Promise<number> =>
@@ -18,13 +19,21 @@ export class ByteSink {
   #used = 0;
   #fd: number | undefined;
 
-  /** Creates (or truncates) the file at `path`. */
-  constructor(readonly path: string) {
+  readonly #redact: boolean;
+
+  /**
+   * Creates (or truncates) the file at `path`. With `redact`, each added string goes through
+   * redactEveryForm (a file a person reads: a report); a secret is never split across two adds,
+   * each of which is a whole field or line.
+   */
+  constructor(readonly path: string, options: { redact?: boolean } = {}) {
     this.#fd = openSync(path, 'w');
+    this.#redact = options.redact === true;
   }
 
-  add(text: string): void {
+  add(piece: string): void {
     if (this.#fd === undefined) throw new Error(`${this.path} is closed`);
+    const text = this.#redact ? redactEveryForm(piece) : piece;
     // A UTF-16 code unit takes at most 3 bytes of UTF-8.
     if (text.length * 3 > SIZE - this.#used) this.flush();
     if (text.length * 3 > SIZE) this.#write(Buffer.from(text), Buffer.byteLength(text));

@@ -81,6 +81,7 @@ function options(overrides: Partial<DownloadOptions> = {}): DownloadOptions {
     maxBytes: 1_000_000,
     allowedContentTypes: ['image/png', 'image/jpeg'],
     dispatcher,
+    allowedOrigins: [base],
     ...overrides,
   };
 }

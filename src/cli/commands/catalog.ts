@@ -4,6 +4,7 @@ import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, didYouMean, noExt
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { EMULATOR_FLAG_HELP, openCommandClient } from '../embedded-emulator.js';
+import { oneLine } from '../../util/terminal-text.js';
 
 export const catalogCommand: Command = {
   name: 'catalog',
@@ -35,13 +36,13 @@ ${CONNECTION_HELP}`,
         io.out(`config_revision ${String(catalog.config_revision)}${tier ? `, tier ${tier}` : ''}: ${categories.length} categories`);
         for (const category of categories) {
           io.out('');
-          io.out(`${category.key} (${category.label}): up to ${category.max}; tiers ${category.tiers.join(', ')}`);
+          io.out(`${oneLine(category.key)} (${oneLine(category.label)}): up to ${category.max}; tiers ${category.tiers.join(', ')}`);
           for (const option of category.options) {
             if (tier && option.tiers !== null && !option.tiers.includes(tier)) continue;
             const notes = [option.slot ? `slot ${option.slot}` : '', option.exclusive ? 'exclusive' : '', option.tiers ? `only ${option.tiers.join(', ')}` : '', option.color ?? '']
               .filter(Boolean)
               .join('; ');
-            io.out(`  ${option.key}  ${option.label}${notes ? `  [${notes}]` : ''}`);
+            io.out(`  ${oneLine(option.key)}  ${oneLine(option.label)}${notes ? `  [${oneLine(notes)}]` : ''}`);
           }
         }
         return EXIT.ok;
@@ -58,7 +59,7 @@ ${CONNECTION_HELP}`,
         if (values.json) io.out(JSON.stringify(presets, null, 2));
         else {
           io.out(`${presets.length} presets`);
-          for (const preset of presets) io.out(`${preset.id}  ${preset.name}`);
+          for (const preset of presets) io.out(`${preset.id}  ${oneLine(preset.name)}`);
         }
         return EXIT.ok;
       } finally {

@@ -12,6 +12,7 @@ import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.
 import { EXIT } from '../exit-codes.js';
 import type { CliIO } from '../io.js';
 import { planSources, type PlanSources } from '../plan-sources.js';
+import { redactEveryForm } from '../../util/redact.js';
 
 export const diffCommand: Command = {
   name: 'diff',
@@ -42,7 +43,7 @@ ${CONNECTION_HELP}`,
       const data = diffData(a, b);
       const page = resolve(values.out ?? join(dirB, `diff-${basename(planA.runId)}.html`));
       const temp = `${page}.${process.pid}.tmp`;
-      await writeFile(temp, diffHtml(data, page));
+      await writeFile(temp, redactEveryForm(diffHtml(data, page)));
       await rename(temp, page);
       io.out(`wrote ${page}`);
       io.out(`${formatCount(data.shared)} shared instances (${formatCount(data.onlyA)} only in A, ${formatCount(data.onlyB)} only in B); inputs differ in ${formatCount(data.inputsDiffer)}, status in ${formatCount(data.statusDiffers)}; cost of the shared instances: A ${formatUsd(data.a.costUsd)}, B ${formatUsd(data.b.costUsd)}.`);

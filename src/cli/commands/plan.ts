@@ -17,6 +17,7 @@ import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.
 import { planSources } from '../plan-sources.js';
 import { formatUsd } from '../../util/format-usd.js';
 import { assertPricedUnderBudget, budgetOf, overBudgetWarning } from '../../plan/guards.js';
+import { oneLine } from '../../util/terminal-text.js';
 
 export const planCommand: Command = {
   name: 'plan',
@@ -104,7 +105,7 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
     let shown = 0;
     for (const instance of plan.instances(step.id)) {
       if (shown++ >= samples) break;
-      io.out(`  ${instance.id}  ${instance.canonical}`);
+      io.out(`  ${oneLine(instance.id)}  ${instance.canonical}`);
     }
     if (step.count > samples && samples > 0) io.out(`  ... and ${step.count - samples} more`);
   }

@@ -31,7 +31,7 @@ Exit codes: 0 done, 2 invalid input, 5 Redis unreachable.`,
     if (url === undefined) throw new GenpipeError('invalid_input', `genpipe queue ${action} needs --redis URL (or GENPIPE_REDIS_URL).`);
     const target = parseRedisUrl(url);
     const queue = values.queue ?? DEFAULT_QUEUE;
-    await checkRedis(target);
+    await checkRedis(target, undefined, io.signal);
     const admin = await import('../../fleet/queue-admin.js');
     if (action === 'limits') {
       const limits = await admin.setQueueLimits(target, queue, { concurrency, ratePerSecond: rate });

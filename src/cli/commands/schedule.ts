@@ -65,7 +65,7 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
       if (estimate.big && !values.yes) {
         throw new GenpipeError('invalid_input', `${describeSpend(estimate.big)} each time it runs, over the --confirm-over limit of ${formatUsd(estimate.big.confirmOverUsd)}, with no budget: add --budget USD to cap each run, or --yes to approve this estimate (a tick whose estimate grows past it spends nothing).`);
       }
-      await checkRedis(target);
+      await checkRedis(target, undefined, io.signal);
       const listed = await schedules.addSchedule(target, queue, {
         name: values.name ?? loaded.manifest.name,
         cron: values.cron,
@@ -81,7 +81,7 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
     }
     if (action === 'list') {
       noExtraPositionals(positionals, 1, 'schedule list');
-      await checkRedis(target);
+      await checkRedis(target, undefined, io.signal);
       const all = await schedules.listSchedules(target, queue);
       if (values.json) io.out(JSON.stringify(all, null, 2));
       else if (all.length === 0) io.out('no schedules');
@@ -90,7 +90,7 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
     }
     const name = positional(positionals, 1, 'a schedule name', 'schedule remove');
     noExtraPositionals(positionals, 2, 'schedule remove');
-    await checkRedis(target);
+    await checkRedis(target, undefined, io.signal);
     if (!(await schedules.removeSchedule(target, queue, name))) {
       io.err(`genpipe: There is no schedule named ${name} on queue ${queue}; genpipe schedule list shows them.`);
       return EXIT.failed;

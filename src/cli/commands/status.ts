@@ -2,6 +2,7 @@ import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositional
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { EMULATOR_FLAG_HELP, openCommandClient } from '../embedded-emulator.js';
+import { oneLine } from '../../util/terminal-text.js';
 
 export const statusCommand: Command = {
   name: 'status',
@@ -21,7 +22,7 @@ ${CONNECTION_HELP}`,
         return EXIT.ok;
       }
       io.out(`${status.request_id}: ${status.status}`);
-      if (status.error) io.out(`error: ${status.error}`);
+      if (status.error) io.out(`error: ${oneLine(status.error)}`);
       for (const image of status.images ?? []) io.out(`image: ${image.url}`);
       if (status.video) io.out(`video: ${status.video.url}`);
       if (status.audio) io.out(`audio: ${status.audio.url}`);
