@@ -10,6 +10,7 @@ import { EXIT } from './exit-codes.js';
 import { processIO, type CliIO } from './io.js';
 import { reportError as report } from './report-error.js';
 import { nearest } from '../util/suggest.js';
+import { runHardExitHooks } from '../util/exit-hooks.js';
 
 export const VERSION = '0.1.0';
 
@@ -83,7 +84,8 @@ export const STOP_GRACE_MS = 4_000;
 
 /** Ends the process at once: 130 after SIGINT, 143 (128 + 15) after SIGTERM, as a shell reports them. */
 function hardExit(signal: NodeJS.Signals, io: CliIO): never {
-  io.err(`genpipe: stopped (${signal}) before it could finish stopping; what was journaled is kept: \`genpipe resume\` a run directory.`);
+  // A run's own hook says what it skipped and releases its lock; without one, this line says it.
+  if (!runHardExitHooks()) io.err(`genpipe: stopped (${signal}) before it could finish stopping; what was journaled is kept: \`genpipe resume\` a run directory.`);
   process.exit(signal === 'SIGTERM' ? 143 : EXIT.interrupted);
 }
 

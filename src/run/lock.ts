@@ -41,6 +41,7 @@
  * With that takeover put in place of ours, test/run/lock.test.ts's race had two or more winners in
  * 123 to 135 of 300 trials (two runs); with rename-to-tombstone-then-create, in 23 to 47.
  */
+import { writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink, utimes, writeFile } from 'node:fs/promises';
@@ -119,6 +120,8 @@ export interface PipelineLock {
    * whatever its heartbeat timer has not seen yet. A lost lock also aborts `signal`.
    */
   check(): Promise<boolean>;
+  /** release(), synchronously, for a process that must end at once (no heartbeat is awaited). */
+  releaseSync(): void;
 }
 
 export interface LockOptions {
@@ -567,6 +570,15 @@ function hold(path: string, generation: number, displaced: DisplacedOwner | unde
       }
       return !controller.signal.aborted;
     },
+    releaseSync: () => {
+      stopped = true;
+      clearTimeout(timer);
+      try {
+        writeFileSync(join(dir, RELEASED_FILE), '', { flag: 'wx' });
+      } catch {
+        // Released already, or our generation is gone (taken over): nothing of ours to mark.
+      }
+    },
     release: async () => {
       stopped = true;
       clearTimeout(timer);
@@ -580,7 +592,7 @@ function hold(path: string, generation: number, displaced: DisplacedOwner | unde
   };
 }
 
-const unlocked: PipelineLock = { release: async () => {}, signal: new AbortController().signal, displaced: undefined, check: async () => true };
+const unlocked: PipelineLock = { release: async () => {}, releaseSync: () => {}, signal: new AbortController().signal, displaced: undefined, check: async () => true };
 
 /**
  * Takes the lock at `path` for `runId`. `skip` refuses at once (LockedError, exit 4); `wait` polls

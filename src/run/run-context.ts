@@ -90,6 +90,9 @@ export class RunContext implements RunEffects {
   readonly waits = new Map<string, number>();
   readonly #retryBudget: number;
   #retriesLeft: number;
+  /** No more spending: the lock was lost. */
+  #fencedOut = false;
+  /** No more writing either: another process writes this run now. */
   #displaced = false;
 
   constructor(
@@ -107,8 +110,8 @@ export class RunContext implements RunEffects {
     this.retry = new Set(recorded.retry);
     const fence = options.fence;
     if (fence) {
-      if (fence.signal.aborted) this.#displaced = true;
-      else fence.signal.addEventListener('abort', () => (this.#displaced = true), { once: true });
+      if (fence.signal.aborted) this.#lostLock(fence.signal.reason);
+      else fence.signal.addEventListener('abort', () => this.#lostLock(fence.signal.reason), { once: true });
     }
   }
 
@@ -116,10 +119,22 @@ export class RunContext implements RunEffects {
     return this.#displaced;
   }
 
+  /**
+   * The lock is another run's now: this run spends nothing more. When that is this very run (a
+   * resume that took it over) or nobody can tell, it also writes nothing more to its directory; a
+   * new run of the pipeline that broke the lock leaves this run's directory to this run.
+   */
+  #lostLock(reason: unknown): void {
+    this.#fencedOut = true;
+    const owner = (reason as { owner?: { runId?: string } } | undefined)?.owner;
+    if (owner?.runId === undefined || owner.runId === this.options.runId) this.#displaced = true;
+  }
+
   async fenced(): Promise<boolean> {
-    if (this.#displaced) return false;
-    if (this.options.fence && !(await this.options.fence.check())) this.#displaced = true;
-    return !this.#displaced;
+    if (this.#fencedOut) return false;
+    const fence = this.options.fence;
+    if (fence && !(await fence.check())) this.#lostLock(fence.signal.reason);
+    return !this.#fencedOut;
   }
 
   get plan(): Plan {

@@ -37,6 +37,7 @@ import { galleryView } from '../gallery/run-view.js';
 import type { RunCounts, RunListener, RunSummary } from '../run/events.js';
 import { acquirePipelineLock, type LockOptions, type PipelineLock } from '../run/lock.js';
 import { sleep } from '../api/sleep.js';
+import { onHardExit } from '../util/exit-hooks.js';
 import { readPollPrior } from '../run/poll-prior.js';
 import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile } from '../run/run-dir.js';
 import { readRunInputs } from '../run/run-inputs.js';
@@ -249,6 +250,15 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
         throw error;
       }
     }
+    // Ended at once (a second Ctrl-C): the lock is still marked released, synchronously.
+    const unhook = onHardExit(() => {
+      lock.releaseSync();
+      err(`genpipe: the run in ${runDir} stopped at once: its journal is kept as written and its lock released; the report, outputs.csv and gallery were skipped (\`genpipe report ${runDir}\` writes them, \`genpipe resume ${runDir}\` continues the run).`);
+    });
+    const held = { ...lock, release: async () => {
+      unhook();
+      await lock.release();
+    } };
     await o.onRunDir?.(runDir);
     if (lock.displaced) {
       const { owner, reason } = lock.displaced;
@@ -262,7 +272,11 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
         await sleep(waitMs, signal);
       }
     }
-    return await execute({ o, plan, client, config, runDir, runId, hash, lock, previous, embedded, catalog, notifyTargets, signal, err, out });
+    try {
+      return await execute({ o, plan, client, config, runDir, runId, hash, lock: held, previous, embedded, catalog, notifyTargets, signal, err, out });
+    } finally {
+      unhook();
+    }
   } finally {
     await sources.close();
     await client.close();
@@ -391,11 +405,14 @@ async function execute(x: Execution): Promise<RunResult> {
   // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence. It
   // leaves the run's files (report, gallery) to the process that holds the run now.
   const lockLost = lock.signal.aborted && !x.signal.aborted;
+  // Taken over by a resume of this very run: its files are the new holder's to write.
+  const newOwner = (lock.signal.reason as { owner?: { runId?: string } } | undefined)?.owner?.runId;
+  const report = lockLost && (newOwner === undefined || newOwner === runId) ? undefined : await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
   if (lockLost) {
-    await notifyRunEnd(x.notifyTargets, ended({ outcome: 'stopped', exitCode: EXIT.locked, message: redact(lock.signal.reason instanceof Error ? lock.signal.reason.message : 'The pipeline\'s lock was taken over.'), counts: summary.counts, durationMs: summary.durationMs }), undefined, { err, quiet: o.quiet });
+    await notifyRunEnd(x.notifyTargets, ended({ outcome: 'stopped', exitCode: EXIT.locked, message: redact(lock.signal.reason instanceof Error ? lock.signal.reason.message : 'The pipeline\'s lock was taken over.'), counts: summary.counts, durationMs: summary.durationMs }), report, { err, quiet: o.quiet });
     throw lock.signal.reason;
   }
-  const report = await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
+  if (!report) throw new GenpipeError('internal', 'The run ended without its report.');
   // A run that ends waiting on review says so, and names the commands.
   const waiting = summary.outcome === 'completed' ? await reviewWaitSentence(runDir) : undefined;
   if (waiting) err(waiting);

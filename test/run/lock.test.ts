@@ -208,7 +208,9 @@ describe('the pipeline lock', () => {
     const path = fresh();
     const lost: LockLostError[] = [];
     const first = await acquirePipelineLock(path, 'run-1', 'skip', never, { refreshMs: 10, staleMs: 60_000, onCompromised: (e) => lost.push(e) });
-    const second = await acquirePipelineLock(path, 'run-2', 'skip', never, { breakLock: true });
+    // The holder is alive on this host (this very process): breaking it takes force.
+    await expect(acquirePipelineLock(path, 'run-2', 'skip', never, { breakLock: true })).rejects.toThrow(/--break-lock refused: run run-1 holds the pipeline's lock and is alive on this host \(pid \d+/);
+    const second = await acquirePipelineLock(path, 'run-2', 'skip', never, { breakLock: true, force: true });
     expect(second.displaced).toMatchObject({ reason: 'broken', owner: { runId: 'run-1', pid: process.pid, host: hostname() } });
     // The first holder's heartbeat (every 10 ms) finds the newer generation.
     // Bounded: about 5 s of real time at most.

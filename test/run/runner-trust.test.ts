@@ -156,7 +156,11 @@ describe('one run per pipeline', () => {
       const skipped = await runCli(['run', manifest, '--base-url', emu.url, '--out', out]);
       expect(skipped.code).toBe(4);
       // Taken deliberately; the second run stops at once (a budget of 0) and lets the lock go.
-      const breaker = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--break-lock', '--budget', '0']);
+      // A live run on this host is broken only with --force.
+      const refused = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--break-lock', '--budget', '0']);
+      expect(refused.code).toBe(4);
+      expect(refused.stderr).toContain('--break-lock refused: run ');
+      const breaker = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--break-lock', '--force', '--budget', '0'], { env: { GENPIPE_LOCK_STALE_MS: '6000' } });
       expect(breaker.code, breaker.stderr).toBe(3);
       expect(breaker.stderr).toContain(`--break-lock took the pipeline's lock from run ${firstId} (pid `);
 
