@@ -7,6 +7,7 @@
  * answered (a power cut may lose the last lines; nothing is fsynced). This module knows only lines
  * and events; the stores write their own events and start-emulator.ts replays them.
  */
+import { processAlive } from '../util/process-alive.js';
 import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
@@ -145,7 +146,7 @@ function takeLock(dir: string): string {
         throw new GenpipeError('invalid_input', `Cannot lock the state directory ${dir}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`);
       }
       const pid = Number(readFileSync(path, 'utf8').trim());
-      if (Number.isInteger(pid) && pid > 0 && alive(pid)) {
+      if (Number.isInteger(pid) && pid > 0 && processAlive(pid)) {
         throw new GenpipeError('invalid_input', `--state ${dir}: another emulator (pid ${pid}) is using this state directory.`);
       }
       unlinkSync(path);
@@ -154,11 +155,3 @@ function takeLock(dir: string): string {
   throw new GenpipeError('invalid_input', `--state ${dir}: could not take the lock ${path}.`);
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}

@@ -42,6 +42,7 @@
  * 123 to 135 of 300 trials (two runs); with rename-to-tombstone-then-create, in 23 to 47.
  */
 import { writeFileSync } from 'node:fs';
+import { processAlive } from '../util/process-alive.js';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink, utimes, writeFile } from 'node:fs/promises';
@@ -195,15 +196,6 @@ function code(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists but belongs to someone else.
-    return code(error) === 'EPERM';
-  }
-}
 
 function parseOwner(text: string): LockOwner | undefined {
   try {
@@ -266,7 +258,7 @@ async function inspectGeneration(container: string, generation: number, o: Resol
   }
   const owner = await readOwner(join(dir, OWNER_FILE));
   const ageMs = o.clock() - mtimeMs;
-  const stale = ageMs > o.staleMs || (owner !== undefined && owner.host === o.host && !alive(owner.pid));
+  const stale = ageMs > o.staleMs || (owner !== undefined && owner.host === o.host && !processAlive(owner.pid));
   return { state: stale ? 'stale' : 'held', generation, owner, ageMs, legacy: false };
 }
 
@@ -278,7 +270,7 @@ async function inspectGeneration(container: string, generation: number, o: Resol
 async function inspectLegacy(path: string, mtimeMs: number, o: ResolvedOptions): Promise<Seen> {
   const owner = await readOwner(path);
   const ageMs = o.clock() - mtimeMs;
-  const stale = owner !== undefined && owner.host === o.host ? !alive(owner.pid) : ageMs > o.staleMs;
+  const stale = owner !== undefined && owner.host === o.host ? !processAlive(owner.pid) : ageMs > o.staleMs;
   return { state: stale ? 'stale' : 'held', generation: 0, owner, ageMs, legacy: true };
 }
 
@@ -476,7 +468,7 @@ async function attempt(path: string, me: LockOwner, o: ResolvedOptions): Promise
     for (let claim = 0; claim < MAX_CLAIMS; claim++) {
       const seen = await inspect(path, o);
       if (seen.state === 'held' && !o.breakLock) return { won: false, owner: seen.owner };
-      if (seen.state === 'held' && !o.force && seen.owner !== undefined && seen.owner.host === o.host && alive(seen.owner.pid)) {
+      if (seen.state === 'held' && !o.force && seen.owner !== undefined && seen.owner.host === o.host && processAlive(seen.owner.pid)) {
         throw new GenpipeError('locked', `--break-lock refused: run ${seen.owner.runId} holds the pipeline's lock and is alive on this host (pid ${seen.owner.pid}, since ${seen.owner.startedAt}). Stop it (kill -INT ${seen.owner.pid}; it stays resumable), or add --force to take the lock from it anyway.`);
       }
       const displaced: DisplacedOwner | undefined =

@@ -12,6 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { processAlive } from '../util/process-alive.js';
 import { open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { csvRow } from '../util/csv.js';
@@ -161,15 +162,5 @@ async function removeDeadSpills(runDir: string): Promise<void> {
     const match = /^\.outputs-rows-(\d+)-[0-9a-f]+-(.+)\.jsonl$/.exec(name);
     const dead = match !== null && match[2] === hostTag() && !processAlive(Number(match[1]));
     if (name === '.outputs-rows.jsonl' || dead) await unlink(join(runDir, name)).catch(() => undefined);
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists, as another user's.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
