@@ -147,6 +147,9 @@ const PlanFileSchema = z.looseObject({
       needs: z.array(z.string()),
       for_each: z.string().nullable(),
       price_usd: usd.nullable(),
+      for_each_only: z.literal('approved').optional(),
+      /** Each axis's labels in the manifest's order (the gallery and diff sort by them). */
+      axes: z.record(z.string(), z.array(z.string())).optional(),
       gallery: z.looseObject({ rows: z.string().optional(), cols: z.string().optional(), pages: z.array(z.string()).optional() }).optional(),
     }),
   ),

@@ -137,6 +137,35 @@ describe('money per attempt: the report is the ledger on every path (issue 26)',
     expect(totalOf(runDir).netUsd).toBe(0.3);
   });
 
+  it('defect 4: a --reuse run interrupted early and continued with a plain resume still reuses, paying only for the new instances', async () => {
+    const out = join(dir, 'runs');
+    expect((await genpipe('run', sheets('reused', 4), '--out', out, '--quiet')).code).toBe(0);
+    expect(requests()).toBe(4);
+    // The same pipeline grown to 8 sheets, run with --reuse and interrupted as soon as its directory exists.
+    const grown = sheets('reused', 8);
+    const controller = new AbortController();
+    let runDir = '';
+    const io: CliIO = {
+      out: () => {},
+      write: async () => {},
+      err: () => {},
+      env: { GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` },
+      signal: controller.signal,
+      onRunDir: async (d) => {
+        runDir = d;
+        controller.abort(new Error('interrupted'));
+      },
+    };
+    expect(await main(['run', grown, '--out', out, '--reuse', '--quiet'], io)).toBe(130);
+    expect(requests()).toBe(4);
+    // What the README prescribes after a crash: a plain resume. It reuses the 4 and pays for 4.
+    const resumed = await genpipe('resume', runDir, '--quiet');
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(requests()).toBe(8);
+    expect(ledgerUsd()).toBe(0.4);
+    expect(totalOf(runDir)).toMatchObject({ netUsd: 0.2, counts: expect.objectContaining({ completed: 4, reused: 4 }) });
+  });
+
   it('defect 9: an unpriced step reads "unpriced", never US$0.00, in the report and `genpipe runs`', async () => {
     const out = join(dir, 'runs');
     const path = manifest('unpriced', 'steps:\n  p:\n    model: soul-standard\n    input: { prompt: "A poster", aspect_ratio: "1:1", resolution: 1080p }\n');
