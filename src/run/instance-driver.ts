@@ -206,9 +206,8 @@ export class InstanceDriver {
         this.#fx.emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: 'an earlier submit may or may not have reached the service; resend it with `genpipe resume --retry unknown`' });
         return undefined;
       }
-      // `--resubmit-unknown`: a new attempt, journaled as `--retry unknown` journals it, so the
-      // attempt it leaves behind keeps its place in the money (unknown: up to its price).
-      // Same key and identity: on a fleet, the job Redis still holds is followed, not sent again.
+      // `--resubmit-unknown`: the unknown attempt is settled as unknown (up to its price) and sent
+      // again with the same key and identity, so on a fleet the job Redis still holds is followed.
       await this.#fx.log({ type: 'retry', instance: instance.id, attempt: (entry?.retries ?? 0) + 1, previous: 'unknown', sameKey: true }, true);
       action = { kind: 'fresh' };
     }

@@ -82,7 +82,9 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   fx.emit({ type: 'run_started', runId: options.runId, runDir: options.runDir, pipeline: options.plan.name, instances: options.plan.totalInstances, resumed: !store.created, ...(already ? { already } : {}) });
   if (changes.length > 0) fx.emit({ type: 'options_changed', changes });
   const onAbort = (): void => fx.stopRun('aborted', 'Interrupted: stopped submitting; the journal is flushed and `genpipe resume` continues the run.');
-  options.signal.addEventListener('abort', onAbort, { once: true });
+  // Interrupted before the walk began (Ctrl-C while the plan was checked): it stops at once, said so.
+  if (options.signal.aborted) onAbort();
+  else options.signal.addEventListener('abort', onAbort, { once: true });
   // A 429 anywhere (a submit the transport retries by itself included) slows the whole run.
   const unsubscribe = options.client.transport.onThrottle((retryAfterMs) => fx.limiter.slowDown(retryAfterMs));
   // One retry budget for the whole run: the transport's own retries draw from it too (issue 26, item 7).
