@@ -40,6 +40,19 @@ describe('refused run and report input', () => {
     });
   }
 
+  it('genpipe schedule add with a bad --budget or --confirm-over: exit 2, one sentence, before Redis is asked (issue 26)', async () => {
+    for (const [flags, message] of [
+      [['--budget', 'lots'], /^genpipe: --budget takes a number of at least 0, not "lots"\.$/],
+      [['--confirm-over=-5'], /^genpipe: --confirm-over takes a number of at least 0, not "-5"\.$/],
+    ] as [string[], RegExp][]) {
+      const io = capture();
+      // Nothing listens at port 1: a Redis that was asked would be exit 5, not 2.
+      expect(await main(['schedule', 'add', quickstart, '--cron', '30 2 * * *', '--out', join(dir, 'sched'), '--redis', 'redis://127.0.0.1:1', ...flags], io)).toBe(2);
+      expect(io.stderr).toHaveLength(1);
+      expect(io.stderr[0]).toMatch(message);
+    }
+  });
+
   it('genpipe report with two formats, or on a folder that is not a run, exits 2', async () => {
     const both = capture();
     expect(await main(['report', dir, '--json', '--csv'], both)).toBe(2);
