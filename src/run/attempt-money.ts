@@ -57,9 +57,9 @@ export function settleAttempt(entry: AttemptState): void {
   if (fate.fate === 'charged') {
     if (fate.actualUsd === undefined) earlier.charged++;
     else earlier.actualUsd += fate.actualUsd;
-  } else if (fate.fate === 'unknown') earlier.unknown++;
-  // An attempt still in flight when it was left behind (its end never seen): it was charged at
-  // submit and may yet be refunded, so it is unknown.
+  }
+  // Unknown, or still in flight when it was left behind (its end never seen: charged at submit,
+  // and it may yet be refunded): unknown either way.
   else earlier.unknown++;
 }
 
@@ -94,12 +94,11 @@ export function moneyOf(entry: AttemptState, priceUsd: number | null | undefined
   if (fate.fate !== 'none') money.estimatedUsd += price ?? 0;
   switch (fate.fate) {
     case 'charged':
-      if (fate.actualUsd !== undefined) money.chargedUsd += fate.actualUsd;
-      else if (price === null) money.unpricedAttempts++;
-      else money.chargedUsd += price;
-      break;
     case 'in_flight':
-      if (price === null) money.unpricedAttempts++;
+      // The service charges at submit: an attempt in flight costs its price, as a completed one
+      // does unless the service reported what it cost.
+      if (fate.fate === 'charged' && fate.actualUsd !== undefined) money.chargedUsd += fate.actualUsd;
+      else if (price === null) money.unpricedAttempts++;
       else money.chargedUsd += price;
       break;
     case 'refunded':

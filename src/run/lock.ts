@@ -93,6 +93,16 @@ export class LockLostError extends GenpipeError {
   }
 }
 
+/**
+ * True when a lost lock (its signal's reason) went to this very run, a resume that took it over, or
+ * to a holder nobody can name: then this process must write nothing more to the run's directory. A
+ * new run of the pipeline that took the lock leaves this run's directory to this run.
+ */
+export function lostToThisRun(reason: unknown, runId: string): boolean {
+  const owner = reason instanceof LockLostError ? reason.owner : undefined;
+  return owner === undefined || owner.runId === runId;
+}
+
 /** The owner whose lock we replaced, and why we could. */
 export interface DisplacedOwner {
   /** Undefined when the lock had no readable owner (a torn write). */

@@ -14,6 +14,7 @@ import type { JournalRecord, RecordedOptions, TerminalStatus } from './journal-r
 import type { RateLimiter, RetryStatus, RunOptions } from './run-options.js';
 import type { ReuseIndex } from './reuse.js';
 import { Spend } from './spend.js';
+import { lostToThisRun } from './lock.js';
 import type { RunStore } from './run-store.js';
 import type { RunState } from './run-state.js';
 import { TokenBucket } from './token-bucket.js';
@@ -126,8 +127,7 @@ export class RunContext implements RunEffects {
    */
   #lostLock(reason: unknown): void {
     this.#fencedOut = true;
-    const owner = (reason as { owner?: { runId?: string } } | undefined)?.owner;
-    if (owner?.runId === undefined || owner.runId === this.options.runId) this.#displaced = true;
+    if (lostToThisRun(reason, this.options.runId)) this.#displaced = true;
   }
 
   async fenced(): Promise<boolean> {

@@ -35,7 +35,7 @@ import { reviewWaitSentence } from '../review/review-wait.js';
 import { decidedIds, decisions } from '../review/review-store.js';
 import { galleryView } from '../gallery/run-view.js';
 import type { RunCounts, RunListener, RunSummary } from '../run/events.js';
-import { acquirePipelineLock, type LockOptions, type PipelineLock } from '../run/lock.js';
+import { acquirePipelineLock, lostToThisRun, type LockOptions, type PipelineLock } from '../run/lock.js';
 import { sleep } from '../api/sleep.js';
 import { onHardExit } from '../util/exit-hooks.js';
 import { readPollPrior } from '../run/poll-prior.js';
@@ -406,8 +406,7 @@ async function execute(x: Execution): Promise<RunResult> {
   // leaves the run's files (report, gallery) to the process that holds the run now.
   const lockLost = lock.signal.aborted && !x.signal.aborted;
   // Taken over by a resume of this very run: its files are the new holder's to write.
-  const newOwner = (lock.signal.reason as { owner?: { runId?: string } } | undefined)?.owner?.runId;
-  const report = lockLost && (newOwner === undefined || newOwner === runId) ? undefined : await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
+  const report = lockLost && lostToThisRun(lock.signal.reason, runId) ? undefined : await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
   if (lockLost) {
     await notifyRunEnd(x.notifyTargets, ended({ outcome: 'stopped', exitCode: EXIT.locked, message: redact(lock.signal.reason instanceof Error ? lock.signal.reason.message : 'The pipeline\'s lock was taken over.'), counts: summary.counts, durationMs: summary.durationMs }), report, { err, quiet: o.quiet });
     throw lock.signal.reason;
