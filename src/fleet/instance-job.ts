@@ -6,7 +6,8 @@
  */
 import { createHash } from 'node:crypto';
 import type { ErrorCode } from '../api/errors.js';
-import type { Submission, TrackResult } from '../models/adapter.js';
+import type { Submission } from '../models/adapter.js';
+import type { FinalTrack } from '../run/follow.js';
 
 export const INSTANCE_JOB = 'instance';
 
@@ -35,10 +36,9 @@ export interface JobPolling {
   floorMs?: number | undefined;
 }
 
-export type FinalTrack = Extract<TrackResult, { done: true }>;
-
 export type InstanceJobResult =
-  | { kind: 'final'; submission: Submission; result: FinalTrack }
+  /** `durationMs`: the worker's poll schedule's duration of the request (older workers left it out). */
+  | { kind: 'final'; submission: Submission; result: FinalTrack; durationMs?: number | undefined }
   | { kind: 'submit_error'; code: ErrorCode; message: string; neverSent: boolean; status?: number | undefined; retryAfterMs?: number | undefined }
   | { kind: 'unknown'; message: string }
   | { kind: 'track_error'; submission: Submission; code: ErrorCode; message: string };

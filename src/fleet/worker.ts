@@ -17,13 +17,10 @@ import { DelayedError, Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { GenerationClient } from '../api/client.js';
 import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
-import { backoffDelay } from '../api/retry.js';
-import { sleep } from '../api/sleep.js';
-import type { AdapterContext, ModelAdapter, Submission } from '../models/adapter.js';
+import type { AdapterContext } from '../models/adapter.js';
 import { adapterFor } from '../models/registry.js';
-import { TRANSIENT } from '../run/instance-driver.js';
+import { localExecutor, type Attempt } from '../run/executor.js';
 import { PollScheduler } from '../run/poll-schedule.js';
-import { deliveryArrived, waitForNews } from '../run/wait-for-news.js';
 import type { WebhookReceiver } from '../run/webhook-receiver.js';
 import type { InstanceJobData, InstanceJobResult, JobPolling } from './instance-job.js';
 import { commandOptions, reportConnection, type RedisTarget } from './redis.js';
@@ -33,7 +30,7 @@ import { workerKey, type WorkerHeartbeat } from './queue-admin.js';
 export const LOCK_MS = 10_000;
 export const STALLED_CHECK_MS = 5_000;
 const HEARTBEAT_MS = 5_000;
-/** A transient error while tracking is retried this many times before the job hands back an error. */
+/** A transient error while following is retried this many times in a row before the job hands back an error (the coordinator may follow on). */
 const TRACK_FAILURES = 20;
 
 export interface FleetWorkerOptions {
@@ -99,6 +96,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     const adapter = adapterFor(data.model);
     if (!adapter) return { kind: 'submit_error', code: 'invalid_input', message: `this worker does not know the model ${data.model}; update genpipe on ${hostname()}`, neverSent: true };
     const ctx: AdapterContext = { client: o.client, signal: handBack.signal };
+    // The local executor, run here: the same submit and follow loop as a run without a fleet.
+    const attempt: Attempt = { runId: data.runId, instance: data.instance, tag: job.id ?? '', model: data.model, adapter, script: {} };
     let submission = data.submission;
     // Whether this worker sent the request, so its deliveries come to this worker's receiver.
     let submittedHere = false;
@@ -110,7 +109,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       // The intent reaches Redis before the POST (see the file comment).
       await job.updateData({ ...data, intentAt });
       try {
-        submission = await adapter.submit(data.body, { idempotencyKey: data.idempotencyKey ?? undefined, script: {} }, { ...ctx, webhookUrl: o.webhook?.url, signal: AbortSignal.timeout(120_000) });
+        submission = await localExecutor.submit(attempt, data.body, data.idempotencyKey ?? undefined, { ...ctx, webhookUrl: o.webhook?.url, signal: AbortSignal.timeout(120_000) });
         submittedHere = true;
       } catch (error) {
         if (!(error instanceof GenpipeError)) throw error;
@@ -127,34 +126,20 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       await job.updateData({ ...data, intentAt, submission });
       await job.updateProgress({ submission });
     }
+    const followed = submission;
     try {
-      return await track(adapter, submission, data.model, pollsFor(data.poll), ctx, submittedHere ? o.webhook : undefined);
+      const timer = pollsFor(data.poll).start(data.model, Date.now());
+      const webhook = submittedHere ? o.webhook : undefined;
+      const done = await localExecutor.follow(attempt, followed, ctx, { signal: handBack.signal, timer, webhook, mayRetry: (failures) => failures < TRACK_FAILURES });
+      return { kind: 'final', submission: done.submission, result: done.result, durationMs: done.durationMs };
     } catch (error) {
       if (handBack.signal.aborted && token !== undefined) {
         // Shutting down: another worker follows the submission (it is in the job's data).
         await job.moveToDelayed(Date.now(), token);
         throw new DelayedError();
       }
-      throw error;
-    }
-  };
-  const track = async (adapter: ModelAdapter, submission: Submission, model: string, polls: PollScheduler, ctx: AdapterContext, receiver: WebhookReceiver | undefined): Promise<InstanceJobResult> => {
-    const timer = polls.start(model, Date.now());
-    for (let failures = 0, looks = 0; ; looks++) {
-      await waitForNews(receiver, submission, timer.next(Date.now()), looks > 0 && deliveryArrived(receiver, submission), handBack.signal);
-      try {
-        const result = await adapter.track(submission, {}, ctx);
-        if (!result.done) continue;
-        timer.complete(Date.now(), deliveryArrived(receiver, submission));
-        return { kind: 'final', submission, result };
-      } catch (error) {
-        if (!(error instanceof GenpipeError) || error.code === 'aborted') throw error;
-        if (TRANSIENT.has(error.code) && failures < TRACK_FAILURES) {
-          await sleep(backoffDelay(failures++, { baseMs: 200, capMs: 10_000 }), handBack.signal);
-          continue;
-        }
-        return { kind: 'track_error', submission, code: error.code, message: error.message };
-      }
+      if (!(error instanceof GenpipeError) || error.code === 'aborted') throw error;
+      return { kind: 'track_error', submission: followed, code: error.code, message: error.message };
     }
   };
   const worker = new Worker<InstanceJobData, InstanceJobResult>(o.queue, processor, {

@@ -3,6 +3,7 @@
  * journaling and downloads; an adapter only knows its model: how to submit, how to look at a
  * submission once, and what its outputs are.
  */
+import type { TurnPollOptions } from '../api/agent.js';
 import type { GenerationClient } from '../api/client.js';
 import type { RequestStatusValue } from '../api/wire.js';
 
@@ -51,8 +52,6 @@ export interface AdapterContext {
   signal: AbortSignal;
   /** Webhook URL for models that take one (`?hf_webhook=`), when the run uses webhooks. */
   webhookUrl?: string | undefined;
-  /** Which instance and attempt the call is for (a fleet coordinator names its queue job by them). */
-  attempt?: { instance: string; tag: string } | undefined;
 }
 
 export interface InstanceScript {
@@ -66,10 +65,16 @@ export interface ModelAdapter {
   /** True when a resubmit with the same key cannot create a second paid request. */
   readonly idempotentSubmit: boolean;
   /**
-   * True when `track` itself waits until the submission is final (a fleet coordinator's adapter,
-   * whose workers poll): the runner then calls it without a poll delay of its own.
+   * A conversation (agent turns, §4.6): one turn per session at a time, its clarifying questions
+   * answered from the manifest. Its turns run where the manifest is read (a fleet's coordinator),
+   * and are stopped (interrupted) on Ctrl-C, not only with --cancel-on-abort.
    */
-  readonly waitsForResult?: boolean | undefined;
+  readonly conversational?: boolean | undefined;
+  /**
+   * The wait before the n-th look at a submission, for a model that paces its own looks (agent
+   * turns); others follow the run's poll schedule (poll-schedule.ts).
+   */
+  lookDelay?(n: number, poll: TurnPollOptions | undefined): number;
   submit(body: unknown, options: { idempotencyKey?: string | undefined; script: InstanceScript }, ctx: AdapterContext): Promise<Submission>;
   /** Looks at a submission once. */
   track(submission: Submission, script: InstanceScript, ctx: AdapterContext): Promise<TrackResult>;

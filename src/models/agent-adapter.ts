@@ -4,13 +4,15 @@
  * scripted replies, in order; with none left, the instance fails with the question's text.
  */
 import { GenpipeError } from '../api/errors.js';
-import { turnOutcome } from '../api/agent.js';
+import { agentPollInterval, turnOutcome } from '../api/agent.js';
 import type { AgentMessage } from '../api/wire.js';
 import { acceptFor, type ModelAdapter, type Submission, type TrackResult } from './adapter.js';
 
 export const agentAdapter: ModelAdapter = {
   // A message POST places a reserve; resending it would start a second turn.
   idempotentSubmit: false,
+  conversational: true,
+  lookDelay: (n, poll) => agentPollInterval(n, poll),
   async submit(body, { script }, ctx): Promise<Submission> {
     const content = (body as { content: string }).content;
     const sessionId = script.sessionId ?? (await ctx.client.agent.createSession({}, { signal: ctx.signal })).session_id;

@@ -38,6 +38,20 @@ export interface ModelDefinition<Name extends string = string> extends ModelSpec
   adapter: ModelAdapter;
   /** True when its body takes a `seed` (1 to 1,000,000), so an nsfw result can be re-rolled. */
   seeded: boolean;
+  /**
+   * The body a genpipe older than journaled seeds sent after re-rolling `times` times (a journal
+   * it wrote is still resumed so). Default: the seed moved on by `times` (seedMovedOn).
+   */
+  rerolledBefore?(body: Record<string, unknown>, times: number): Record<string, unknown>;
+}
+
+/** Seeds are 1 to 1,000,000 (§4.2; the legacy models take the same range here). */
+export const SEED_MAX = 1_000_000;
+
+/** A body whose seed moved on by `times`, wrapping within 1 to SEED_MAX (an older genpipe's re-roll). */
+export function seedMovedOn(body: Record<string, unknown>, times: number): Record<string, unknown> {
+  const seed = body.seed;
+  return { ...body, seed: typeof seed === 'number' ? ((seed - 1 + times) % SEED_MAX) + 1 : times };
 }
 
 const placeholderUrl = (instanceId: string, name: string): string => `https://upstream.genpipe.invalid/${encodeURIComponent(instanceId)}/${name}`;

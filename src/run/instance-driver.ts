@@ -12,13 +12,14 @@
  */
 import { link, mkdir, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { agentPollInterval, AGENT_POLL, type TurnPollOptions } from '../api/agent.js';
+import { agentPollInterval, type TurnPollOptions } from '../api/agent.js';
 import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
 import { backoffDelay } from '../api/retry.js';
 import { sleep } from '../api/sleep.js';
 import { sha256Hex } from '../api/transport.js';
 import { compileTemplate } from '../manifest/template.js';
-import type { AdapterContext, ModelAdapter, OutputRef, Submission, TrackResult } from '../models/adapter.js';
+import type { AdapterContext, InstanceScript, ModelAdapter, OutputRef, Submission } from '../models/adapter.js';
+import { SEED_MAX, seedMovedOn } from '../models/model.js';
 import { adapterFor, definitionOf, isRemoteUrl, mapImageFields } from '../models/registry.js';
 import { runIdempotencyKey } from '../plan/instance.js';
 import { InstanceError, type Plan, type PlannedInstance, type StepPlan } from '../plan/plan.js';
@@ -30,8 +31,9 @@ import type { ImageSize } from '../util/image-size.js';
 import { resolveInside, safeFileName, templatedFileName } from './output-names.js';
 import type { OutputsCsv } from './outputs-csv.js';
 import { outputRows, type OutputRow } from './output-rows.js';
+import { localExecutor, type Attempt, type Executor } from './executor.js';
+import { TRANSIENT, type FinalTrack, type Followed } from './follow.js';
 import { PollScheduler } from './poll-schedule.js';
-import { deliveryArrived, waitForNews } from './wait-for-news.js';
 import { linkEarlierFile } from './reuse.js';
 import type { RunEffects } from './run-context.js';
 import { outputsDigest, resumeAction, type InstanceState } from './run-state.js';
@@ -50,8 +52,6 @@ const MAX_REROLLS = 3;
 export const CANCEL_TIMEOUT_MS = 4_000;
 const BUSY_WAIT: TurnPollOptions = { initialMs: 2_000, maxMs: 10_000, factor: 1.5 };
 
-/** Codes that a later attempt may not meet again: the network, the service's own trouble. */
-export const TRANSIENT: ReadonlySet<string> = new Set(['network', 'timeout', 'request_timeout', 'server_error', 'backend_unavailable', 'rate_limited', 'conflict', 'invalid_response']);
 
 interface InstanceRecord {
   step: StepPlan;
@@ -66,6 +66,8 @@ export class InstanceDriver {
   readonly #outputs: OutputsCsv;
   readonly #random: () => number;
   readonly #polls: PollScheduler;
+  /** Where attempts are submitted and followed: here, or a fleet's queue. */
+  readonly #executor: Executor;
   readonly #conversations = new Map<string, Promise<void>>();
   readonly #records = new Map<string, InstanceRecord>();
   /** Seeds given to re-rolls (journaled ones included), so two re-rolls never send the same one. */
@@ -90,6 +92,7 @@ export class InstanceDriver {
     this.#plan = fx.plan;
     this.#outputs = outputs;
     this.#random = fx.options.random ?? Math.random;
+    this.#executor = fx.options.executor ?? localExecutor;
     const defaults = fx.plan.loaded.manifest.defaults ?? {};
     this.#polls = new PollScheduler(
       {
@@ -106,7 +109,7 @@ export class InstanceDriver {
 
   /** Runs one instance of `step` to its end; a completed one is pushed to `completions` for its for_each step. */
   async process(step: StepPlan, planned: PlannedInstance, completions: AsyncQueue<Upstream> | undefined): Promise<void> {
-    const adapter = this.#o.dispatch ? this.#o.dispatch.adapterFor(step.model, adapterFor(step.model)) : adapterFor(step.model);
+    const adapter = adapterFor(step.model);
     this.#records.set(planned.id, { step, values: planned.values, upstreamValues: planned.upstreamValues });
     if (!adapter) {
       this.#fx.fail(step, planned.id, 'invalid_input', `raw model path ${step.model} can be planned but not run yet`);
@@ -125,7 +128,7 @@ export class InstanceDriver {
         if (!(await this.#remakeRejected(step, planned, entry))) return;
         entry = this.#fx.state.instances.get(planned.id);
       }
-      const instance = entry?.rerollSeed !== undefined ? withSeed(planned, entry.rerollSeed) : entry && entry.rerolls > 0 ? rerolledBefore(planned, entry.rerolls) : planned;
+      const instance = entry?.rerollSeed !== undefined ? withSeed(planned, entry.rerollSeed) : entry && entry.rerolls > 0 ? rerolledBefore(step, planned, entry.rerolls) : planned;
       const final = await this.#drive(step, adapter, instance, entry);
       if (final?.status === 'completed' && completions) completions.push({ instance: planned, outputs: final.outputs });
       if (final) this.#compact(planned.id);
@@ -216,7 +219,7 @@ export class InstanceDriver {
       if (reused) return reused;
     }
     const script = this.#script(step);
-    const conversation = step.model === 'agent' ? this.#conversationOf(step, instance) : undefined;
+    const conversation = adapter.conversational ? this.#conversationOf(step, instance) : undefined;
     const release = conversation === undefined ? undefined : await this.#lockConversation(conversation);
     try {
       let submission: Submission | undefined = action.kind === 'reattach' ? action.submission : undefined;
@@ -228,7 +231,7 @@ export class InstanceDriver {
       else {
         if (conversation !== undefined) script.sessionId = this.#fx.state.sessions.get(conversation);
         const key = action.kind === 'resubmit_same_key' ? action.key : this.#keyOf(adapter, instance, this.#fx.state.instances.get(instance.id));
-        const sent = await this.#submit(step, adapter, instance, key, script, action.kind === 'resubmit_same_key' ? this.#fx.spend.adopt(step.priceUsd ?? 0) : undefined);
+        const sent = await this.#submit(step, this.#attempt(step, adapter, instance.id, script), instance, key, action.kind === 'resubmit_same_key' ? this.#fx.spend.adopt(step.priceUsd ?? 0) : undefined);
         if (!sent) return undefined;
         ({ submission, reservation } = sent);
         submittedAt = Date.now();
@@ -236,7 +239,7 @@ export class InstanceDriver {
           await this.#fx.log({ type: 'agent_session', conversation, sessionId: submission.sessionId }, true);
         }
       }
-      const result = await this.#track(step, adapter, instance, submission, submittedAt, script, reservation);
+      const result = await this.#track(step, this.#attempt(step, adapter, instance.id, script), instance, submission, submittedAt, reservation);
       if (!result) return undefined;
       // Failed, nsfw and canceled requests are refunded (§8): the reservation goes back.
       if (result.status !== 'completed') reservation.release();
@@ -337,7 +340,7 @@ export class InstanceDriver {
     this.#records.delete(id);
   }
 
-  #script(step: StepPlan): { replies?: readonly string[] | undefined; sessionId?: string | undefined } {
+  #script(step: StepPlan): InstanceScript {
     return { replies: step.step.replies };
   }
 
@@ -370,7 +373,7 @@ export class InstanceDriver {
    * Sends an instance's submit; `adopted`: the reservation of an attempt an earlier process sent with
    * the same key (resent here), else the price is reserved from the budget first.
    */
-  async #submit(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, key: string | undefined, script: { replies?: readonly string[] | undefined; sessionId?: string | undefined }, adopted: Reservation | undefined): Promise<{ submission: Submission; reservation: Reservation } | undefined> {
+  async #submit(step: StepPlan, attempt: Attempt, instance: PlannedInstance, key: string | undefined, adopted: Reservation | undefined): Promise<{ submission: Submission; reservation: Reservation } | undefined> {
     const price = step.priceUsd ?? 0;
     if (this.#fx.stopping) {
       this.#fx.counts.pending++;
@@ -385,12 +388,12 @@ export class InstanceDriver {
     }
     const body = await this.#prepareBody(step, instance.body);
     const bodyHash = sha256Hex(JSON.stringify(body));
-    const ctx = this.#ctx(instance.id);
+    const ctx = this.#ctx();
     const retries = step.step.retries ?? this.#plan.loaded.manifest.defaults?.retries ?? 3;
     let busyPolls = 0;
     // Whether an earlier attempt of this submit may have reached the service (then it is never called unsent).
     let mayHaveArrived = false;
-    for (let attempt = 0; ; attempt++) {
+    for (let sends = 0; ; sends++) {
       await this.#fx.wait('the rate limiter', () => this.#fx.limiter.take(this.#fx.signal));
       // Fenced before the intent and again right before the POST: a holder displaced meanwhile
       // (paused, then taken over) writes and sends nothing more (issue 26, item 6).
@@ -408,7 +411,7 @@ export class InstanceDriver {
         return undefined;
       }
       try {
-        const submission = await this.#fx.op(() => adapter.submit(body, { idempotencyKey: key, script }, ctx));
+        const submission = await this.#fx.op(() => this.#executor.submit(attempt, body, key, ctx));
         crashPoint('after_post');
         this.#fx.creditRetry();
         // Synced only where losing it would cost: a keyed submit lost in a crash is resent with its
@@ -459,7 +462,7 @@ export class InstanceDriver {
             const wait = agentPollInterval(busyPolls++, BUSY_WAIT);
             await this.#fx.op(() => sleep(wait, this.#fx.signal));
           }
-          attempt--;
+          sends--;
           continue;
         }
         if (error.neverSent && !mayHaveArrived) {
@@ -474,8 +477,8 @@ export class InstanceDriver {
         }
         if (!error.neverSent) mayHaveArrived = true;
         // A keyed submit that kept failing in transit is safe to repeat with the same key.
-        if (TRANSIENT.has(error.code) && key !== undefined && attempt < retries && this.#fx.consumeRetry()) {
-          const wait = backoffDelay(attempt, { baseMs: 1_000, capMs: 30_000 }, this.#random);
+        if (TRANSIENT.has(error.code) && key !== undefined && sends < retries && this.#fx.consumeRetry()) {
+          const wait = backoffDelay(sends, { baseMs: 1_000, capMs: 30_000 }, this.#random);
           await this.#fx.op(() => sleep(wait, this.#fx.signal));
           continue;
         }
@@ -512,91 +515,93 @@ export class InstanceDriver {
     return locals.length === 0 ? body : mapImageFields(body, step.spec.imageFields, (v) => this.#fx.state.uploads.get(v) ?? v);
   }
 
-  #ctx(instance: string): AdapterContext {
+  #ctx(): AdapterContext {
+    return { client: this.#o.client, signal: this.#fx.signal, webhookUrl: this.#o.webhook?.url };
+  }
+
+  /** The instance's attempt now: its retries and re-rolls name it (a fleet job id). */
+  #attempt(step: StepPlan, adapter: ModelAdapter, instance: string, script: InstanceScript): Attempt {
     const entry = this.#fx.state.instances.get(instance);
-    return { client: this.#o.client, signal: this.#fx.signal, webhookUrl: this.#o.webhook?.url, attempt: { instance, tag: `${entry?.retries ?? 0}.${entry?.rerolls ?? 0}` } };
+    return { runId: this.#o.runId, instance, tag: `${entry?.retries ?? 0}.${entry?.rerolls ?? 0}`, model: step.model, adapter, script };
   }
 
   // -------------------------------------------------------------------------------------------
   // Tracking.
 
-  async #track(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, first: Submission, submittedAt: number, script: { replies?: readonly string[] | undefined; sessionId?: string | undefined }, reservation: Reservation): Promise<Extract<TrackResult, { done: true }> | undefined> {
-    let submission = first;
-    const timer = this.#polls.start(step.model, submittedAt);
-    const ctx = this.#ctx(instance.id);
-    for (let agentPolls = 0, failures = 0, looks = 0; ; looks++) {
-      // An adapter that waits for the result itself (a fleet coordinator's) is asked at once.
-      const delay = adapter.waitsForResult ? 0 : submission.kind === 'agent_turn' ? agentPollInterval(agentPolls++, this.#o.agentPoll ?? AGENT_POLL) : timer.next(Date.now());
-      try {
-        const waitingOn = submission;
-        const deliverySpent = looks > 0 && deliveryArrived(this.#o.webhook, submission);
-        await this.#fx.op(() => waitForNews(this.#o.webhook, waitingOn, delay, deliverySpent, this.#fx.signal));
-      } catch (error) {
-        if (adapter.stop && (this.#o.cancelOnAbort || submission.kind === 'agent_turn')) {
-          const stopping = submission;
-          const stop = adapter.stop;
-          const accepted = await this.#fx.op(() => stop(stopping, { ...ctx, signal: AbortSignal.timeout(CANCEL_TIMEOUT_MS) }).catch(() => false));
-          if (this.#o.cancelOnAbort && accepted === true) {
-            // The service took the cancel of a queued request: it ends canceled (and refunded), so the
-            // journal says so and a resume does not wait for it.
-            const message = 'canceled by genpipe on abort (--cancel-on-abort)';
-            await this.#fx.log({ type: 'status', instance: instance.id, status: 'canceled', outputs: [], error: message }, true);
-            reservation.release();
-            this.#fx.counts.canceled++;
-            this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: 'canceled', estimatedUsd: step.priceUsd, error: message });
-          }
-        }
+  /**
+   * Follows a submission to its final status through the run's executor (the same follow loop here
+   * and on a fleet worker) and journals the status. Undefined when the instance ends otherwise: it
+   * failed, or is left for a resume.
+   */
+  async #track(step: StepPlan, attempt: Attempt, instance: PlannedInstance, first: Submission, submittedAt: number, reservation: Reservation): Promise<FinalTrack | undefined> {
+    const ctx = this.#ctx();
+    // The submission being followed now: an agent turn moves on with each reply sent.
+    let current = first;
+    let followed: Followed;
+    try {
+      followed = await this.#executor.follow(attempt, first, ctx, {
+        signal: this.#fx.signal,
+        timer: this.#polls.start(step.model, submittedAt),
+        webhook: this.#o.webhook,
+        turnPoll: this.#o.agentPoll,
+        random: this.#random,
+        // A look that may pass is retried while the run's retry budget lasts.
+        mayRetry: (failures) => failures < 20 && this.#fx.consumeRetry(),
+        answered: () => this.#fx.creditRetry(),
+        moved: async (next) => {
+          current = next;
+          await this.#fx.log({ type: 'submitted', instance: instance.id, handle: next }, true);
+        },
+        op: (work) => this.#fx.op(work),
+      });
+    } catch (error) {
+      if (!(error instanceof GenpipeError)) throw error;
+      if (error.code === 'aborted') {
+        await this.#stopOnAbort(step, attempt.adapter, instance, current, reservation);
         throw error;
       }
-      let result: TrackResult;
-      try {
-        const looking = submission;
-        result = await this.#fx.op(() => adapter.track(looking, script, ctx));
-        this.#fx.creditRetry();
-      } catch (error) {
-        if (!(error instanceof GenpipeError)) throw error;
-        if (error.code === 'aborted') throw error;
-        if (this.#fx.credentialsRefused(error)) return undefined;
-        if (TRANSIENT.has(error.code) && failures < 20 && this.#fx.consumeRetry()) {
-          // Backoff of its own: in webhook mode a request whose delivery has arrived is looked at
-          // again at once, so without it a failing look would be retried hot.
-          const wait = backoffDelay(failures++, { baseMs: 200, capMs: 10_000 }, this.#random);
-          await this.#fx.op(() => sleep(wait, this.#fx.signal));
-          continue;
-        }
-        if (TRANSIENT.has(error.code)) {
-          this.#fx.counts.pending++;
-          this.#fx.emit({ type: 'instance_failed', step: step.id, instance: instance.id, code: error.code, message: `${error.message} (left for a resume)` });
-          return undefined;
-        }
-        this.#fx.fail(step, instance.id, error.code, error.message);
+      if (this.#fx.credentialsRefused(error)) return undefined;
+      if (TRANSIENT.has(error.code)) {
+        this.#fx.counts.pending++;
+        this.#fx.emit({ type: 'instance_failed', step: step.id, instance: instance.id, code: error.code, message: `${error.message} (left for a resume)` });
         return undefined;
       }
-      if (!result.done) {
-        if (result.next) {
-          submission = result.next;
-          agentPolls = 0;
-          await this.#fx.log({ type: 'submitted', instance: instance.id, handle: submission }, true);
-        }
-        continue;
-      }
-      const durationMs = timer.complete(Date.now(), deliveryArrived(this.#o.webhook, submission));
-      await this.#fx.log(
-        {
-          type: 'status',
-          instance: instance.id,
-          status: result.status,
-          durationMs,
-          outputs: result.files.map((f) => ({ url: f.url, name: f.name, accept: [...f.accept] })),
-          result: result.outputs,
-          ...(result.error === undefined ? {} : { error: result.error }),
-          ...(result.actualCostUsd === undefined ? {} : { actualCostUsd: result.actualCostUsd }),
-        },
-        // Not synced: lost in a crash, the status is read again from the service on resume.
-        false,
-      );
-      return result;
+      this.#fx.fail(step, instance.id, error.code, error.message);
+      return undefined;
     }
+    const { result, durationMs } = followed;
+    await this.#fx.log(
+      {
+        type: 'status',
+        instance: instance.id,
+        status: result.status,
+        durationMs,
+        outputs: result.files.map((f) => ({ url: f.url, name: f.name, accept: [...f.accept] })),
+        result: result.outputs,
+        ...(result.error === undefined ? {} : { error: result.error }),
+        ...(result.actualCostUsd === undefined ? {} : { actualCostUsd: result.actualCostUsd }),
+      },
+      // Not synced: lost in a crash, the status is read again from the service on resume.
+      false,
+    );
+    return result;
+  }
+
+  /**
+   * Ctrl-C while following: a conversation's turn is interrupted, and with --cancel-on-abort a
+   * queued request is canceled; a cancel the service took ends the attempt canceled (refunded), so
+   * a resume does not wait for it.
+   */
+  async #stopOnAbort(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, submission: Submission, reservation: Reservation): Promise<void> {
+    const stop = adapter.stop;
+    if (!stop || !(this.#o.cancelOnAbort || adapter.conversational)) return;
+    const accepted = await this.#fx.op(() => stop(submission, { ...this.#ctx(), signal: AbortSignal.timeout(CANCEL_TIMEOUT_MS) }).catch(() => false));
+    if (!this.#o.cancelOnAbort || accepted !== true) return;
+    const message = 'canceled by genpipe on abort (--cancel-on-abort)';
+    await this.#fx.log({ type: 'status', instance: instance.id, status: 'canceled', outputs: [], error: message }, true);
+    reservation.release();
+    this.#fx.counts.canceled++;
+    this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: 'canceled', estimatedUsd: step.priceUsd, error: message });
   }
 
   // -------------------------------------------------------------------------------------------
@@ -694,20 +699,17 @@ function outputPath(stepId: string, instance: Pick<PlannedInstance, 'id' | 'file
 /** A step's folder in the run directory: `outputs/<step>`. */
 const stepFolder = (stepId: string): string => `outputs/${safeFileName(stepId, 'd').replace(/\.d$/, '')}`;
 
-/** An agent turn's answer (its outputs' `answer`), saved as a file beside the media it made. */
+/** A conversation turn's answer (its outputs' `answer`), saved as a file beside the media it made. */
 function answerOf(step: StepPlan, outputs: Record<string, unknown> | undefined): string | undefined {
   const answer = outputs?.answer;
-  return step.model === 'agent' && typeof answer === 'string' ? answer : undefined;
+  return adapterFor(step.model)?.conversational === true && typeof answer === 'string' ? answer : undefined;
 }
 
-/** An instance re-rolled by a genpipe older than journaled seeds: the next variation_index (animal tiers) or seed. */
-function rerolledBefore(instance: PlannedInstance, times: number): PlannedInstance {
-  const body = { ...(instance.body as Record<string, unknown>) };
-  const human = ['normal', 'freak', 'total'].includes(String(body.tier ?? 'normal'));
-  if (!human && typeof body.variation_index === 'number') body.variation_index += times;
-  else if (typeof body.seed === 'number') body.seed = ((body.seed - 1 + times) % SEED_MAX) + 1;
-  else body.seed = times;
-  return instance.withBody(body);
+/** An instance re-rolled by a genpipe older than journaled seeds, as that genpipe sent it (the model's rerolledBefore). */
+function rerolledBefore(step: StepPlan, instance: PlannedInstance, times: number): PlannedInstance {
+  const body = instance.body as Record<string, unknown>;
+  const definition = definitionOf(step.model);
+  return instance.withBody(definition?.rerolledBefore ? definition.rerolledBefore(body, times) : seedMovedOn(body, times));
 }
 
 /**
@@ -736,8 +738,6 @@ function withSeed(instance: PlannedInstance, seed: number): PlannedInstance {
   return instance.withBody({ ...(instance.body as Record<string, unknown>), seed });
 }
 
-/** Seeds are 1 to 1,000,000 (§4.2; the legacy models take the same range here). */
-const SEED_MAX = 1_000_000;
 /** Axes up to this many values are held as a set; longer ones must be arithmetic (ranges). */
 const SEED_SET_MAX = 200_000;
 

@@ -1,10 +1,10 @@
-import type { ModelAdapter } from '../models/adapter.js';
 /** The options of a run (see runPlan in runner.ts), with their defaults. */
 import type { GenerationClient } from '../api/client.js';
 import type { TurnPollOptions } from '../api/agent.js';
 import type { OptionsCatalog } from '../api/wire.js';
 import type { Plan } from '../plan/plan.js';
 import type { RunListener } from './events.js';
+import type { Executor } from './executor.js';
 import type { PollScheduleOptions } from './poll-schedule.js';
 import type { ReuseIndex } from './reuse.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
@@ -54,8 +54,11 @@ export interface RunOptions {
   reuse?: boolean | ReuseIndex | undefined;
   /** `--confirm-over`, recorded with the run. */
   confirmOverUsd?: number | undefined;
-  /** Where instances run, recorded with the run: `local` (default) or `redis`. */
-  executor?: string | undefined;
+  /**
+   * Where attempts are submitted and followed (executor.ts): this process (default) or a fleet's
+   * queue (fleet/queue-executor.ts). Its name is recorded with the run.
+   */
+  executor?: Executor | undefined;
   /** On abort, cancel requests that are still queued. Default false. */
   cancelOnAbort?: boolean | undefined;
   /** Transient errors tolerated over the whole run before it stops, resumable. Default: recorded, else 200. */
@@ -86,11 +89,6 @@ export interface RunOptions {
   view?: ((run: ViewedRun) => RunView) | undefined;
   /** Track request models by webhook (`?hf_webhook=`), with polling as a slow fallback. */
   webhook?: WebhookReceiver | undefined;
-  /**
-   * Where submits and tracking go instead of this process (a fleet coordinator's queue, see
-   * fleet/dispatch.ts): given a model and its own adapter, the adapter the run uses.
-   */
-  dispatch?: { adapterFor(model: string, inner: ModelAdapter | undefined): ModelAdapter | undefined } | undefined;
   random?: () => number;
   /** The run's submit-rate limiter. Default: a TokenBucket at `ratePerSecond`. Injected by tests. */
   limiter?: RateLimiter | undefined;

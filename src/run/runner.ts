@@ -145,7 +145,7 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
     throw new GenpipeError('invalid_file', `${join(options.runDir, 'journal.jsonl')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`);
   }
   const { options: recorded, changes } = resolveRecordedOptions(
-    { budgetUsd: options.budgetUsd, reuse: options.reuse === undefined ? undefined : options.reuse !== false, retryBudget: options.retryBudget, confirmOverUsd: options.confirmOverUsd, retry: options.retry, executor: options.executor ?? (options.dispatch ? 'redis' : undefined) },
+    { budgetUsd: options.budgetUsd, reuse: options.reuse === undefined ? undefined : options.reuse !== false, retryBudget: options.retryBudget, confirmOverUsd: options.confirmOverUsd, retry: options.retry, executor: options.executor?.name },
     store.state.options,
   );
   const budget = recorded.budgetUsd ?? options.plan.loaded.manifest.defaults?.budget_usd;

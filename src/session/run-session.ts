@@ -18,7 +18,7 @@ import { EXIT, exitCodeFor } from '../cli/exit-codes.js';
 import { embeddedConfig, startEmbeddedEmulator, type EmbeddedEmulator } from '../cli/embedded-emulator.js';
 import { planSources } from '../cli/plan-sources.js';
 import { confirmSpend } from '../cli/confirm-spend.js';
-import type { FleetDispatch, FleetDispatchOptions } from '../fleet/dispatch.js';
+import type { QueueExecutor, QueueExecutorOptions } from '../fleet/queue-executor.js';
 import { checkRedis, DEFAULT_QUEUE, type RedisTarget } from '../fleet/redis.js';
 import type { FleetWorker } from '../fleet/worker.js';
 import { loadManifestFile } from '../manifest/load.js';
@@ -375,11 +375,11 @@ async function execute(x: Execution): Promise<RunResult> {
       // Recorded with the run: a resume reuses too, unless the run never did (run-options.ts).
       reuse: o.reuse ? true : undefined,
       confirmOverUsd: o.confirmOverUsd,
-      executor: o.fleet ? 'redis' : undefined,
       cancelOnAbort: o.cancelOnAbort,
       // On a fleet the workers follow the requests (the coordinator's own worker with this receiver).
       webhook: fleet ? undefined : webhook,
-      dispatch: fleet?.dispatch,
+      // Attempts go through the fleet's queue, else this process runs them.
+      executor: fleet?.executor,
       // Review decisions come in as data, and the gallery is a view: run/ knows neither.
       review: { approved: () => decidedIds(runDir, 'approved'), rejected: () => decisions(runDir, 'rejected') },
       view: galleryView(runDir, plan, runId),
@@ -421,25 +421,25 @@ async function execute(x: Execution): Promise<RunResult> {
 }
 
 interface Fleet {
-  dispatch: FleetDispatch;
+  executor: QueueExecutor;
   close(): Promise<void>;
 }
 
-/** The coordinator's side of a fleet run: its dispatch through the queue and, unless told not to, a worker of its own. */
-async function openFleet(options: FleetDispatchOptions, local: { client: GenerationClient; concurrency: number; webhook: WebhookReceiver | undefined } | undefined): Promise<Fleet> {
-  const { FleetDispatch } = await import('../fleet/dispatch.js');
-  const dispatch = await FleetDispatch.open(options);
+/** The coordinator's side of a fleet run: its executor through the queue and, unless told not to, a worker of its own. */
+async function openFleet(options: QueueExecutorOptions, local: { client: GenerationClient; concurrency: number; webhook: WebhookReceiver | undefined } | undefined): Promise<Fleet> {
+  const { QueueExecutor } = await import('../fleet/queue-executor.js');
+  const executor = await QueueExecutor.open(options);
   let worker: FleetWorker | undefined;
   if (local) {
     const { startFleetWorker, defaultWorkerName } = await import('../fleet/worker.js');
     worker = await startFleetWorker({ redis: options.redis, queue: options.queue, client: local.client, concurrency: local.concurrency, name: `${defaultWorkerName()}-coordinator`, say: options.say, webhook: local.webhook });
   }
   return {
-    dispatch,
+    executor,
     close: async () => {
       // The local worker hands back what it still holds at once: the run is over or interrupted.
       await worker?.close(0);
-      await dispatch.close();
+      await executor.close();
     },
   };
 }

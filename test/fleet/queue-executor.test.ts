@@ -1,14 +1,16 @@
-// The coordinator's side of the fleet (fleet/dispatch.ts), in process against a real redis-server,
+// The coordinator's side of the fleet (fleet/queue-executor.ts), in process against a real redis-server,
 // a real emulator and a real worker: what a submit does with a job an earlier coordinator left in
 // Redis, and with a job Redis lost.
 import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { GenpipeError, IndeterminateSubmissionError } from '../../src/api/errors.js';
-import { FleetDispatch } from '../../src/fleet/dispatch.js';
+import { QueueExecutor } from '../../src/fleet/queue-executor.js';
 import { jobIdOf, type InstanceJobData, type InstanceJobResult } from '../../src/fleet/instance-job.js';
 import { startFleetWorker } from '../../src/fleet/worker.js';
 import type { AdapterContext, ModelAdapter } from '../../src/models/adapter.js';
 import { adapterFor } from '../../src/models/registry.js';
+import type { Attempt } from '../../src/run/executor.js';
+import { PollScheduler } from '../../src/run/poll-schedule.js';
 import { useInProcessFleet } from './fleet-helpers.js';
 
 const fleet = useInProcessFleet();
@@ -16,16 +18,16 @@ const fleet = useInProcessFleet();
 const BANNER = { prompt: 'Banner of the dispatch test', resolution: '1k', quality: 'low' };
 let runs = 0;
 
-async function withDispatch(body: (adapter: ModelAdapter, queue: Queue<InstanceJobData, InstanceJobResult>, runId: string, ctx: AdapterContext) => Promise<void>, options: { worker?: boolean } = {}): Promise<void> {
+async function withDispatch(body: (executor: QueueExecutor, attempt: Attempt, queue: Queue<InstanceJobData, InstanceJobResult>, runId: string, ctx: AdapterContext) => Promise<void>, options: { worker?: boolean } = {}): Promise<void> {
   const name = `dispatch-${++runs}`;
   const runId = `run-${runs}`;
   const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: fleet.target.options });
-  const dispatch = await FleetDispatch.open({ redis: fleet.target, queue: name, runId, say: () => {}, poll: { baseMs: 20, floorMs: 20 } });
+  const dispatch = await QueueExecutor.open({ redis: fleet.target, queue: name, runId, say: () => {}, poll: { baseMs: 20, floorMs: 20 } });
   const worker = options.worker === false ? undefined : await startFleetWorker({ redis: fleet.target, queue: name, client: fleet.client, concurrency: 2, name: `w-${name}`, say: () => {} });
-  const adapter = dispatch.adapterFor('marketing-image', adapterFor('marketing-image')) as ModelAdapter;
-  const ctx: AdapterContext = { client: fleet.client, signal: AbortSignal.timeout(20_000), attempt: { instance: 'ads[n=1]', tag: '0.0' } };
+  const attempt: Attempt = { runId, instance: 'ads[n=1]', tag: '0.0', model: 'marketing-image', adapter: adapterFor('marketing-image') as ModelAdapter, script: {} };
+  const ctx: AdapterContext = { client: fleet.client, signal: AbortSignal.timeout(20_000) };
   try {
-    await body(adapter, queue, runId, ctx);
+    await body(dispatch, attempt, queue, runId, ctx);
   } finally {
     await worker?.close(0);
     await dispatch.close();
@@ -33,9 +35,9 @@ async function withDispatch(body: (adapter: ModelAdapter, queue: Queue<InstanceJ
   }
 }
 
-describe('the fleet coordinator\'s dispatch', () => {
+describe('the fleet coordinator\'s executor', () => {
   it('a job an earlier coordinator left ended unknown is replaced when the instance is deliberately resent (--resubmit-unknown): one new request', async () => {
-    await withDispatch(async (adapter, queue, runId, ctx) => {
+    await withDispatch(async (executor, attempt, queue, runId, ctx) => {
       const jobId = jobIdOf(runId, 'ads[n=1]', '0.0');
       // What a worker leaves when it finds a keyless intent without an answer: a finished job, unknown.
       await queue.add('instance', { v: 1, runId, instance: 'ads[n=1]', model: 'marketing-image', body: BANNER, idempotencyKey: null, intentAt: 1 }, { jobId });
@@ -44,10 +46,11 @@ describe('the fleet coordinator\'s dispatch', () => {
       while (Date.now() < end && (await queue.getJob(jobId))?.returnvalue?.kind !== 'unknown') await new Promise((r) => setTimeout(r, 20));
       expect((await queue.getJob(jobId))?.returnvalue?.kind).toBe('unknown');
       const before = fleet.emu.requests.byId.size;
-      const submission = await adapter.submit(BANNER, { idempotencyKey: undefined, script: {} }, ctx);
+      const submission = await executor.submit(attempt, BANNER, undefined, ctx);
       expect(submission.kind).toBe('request');
-      const result = await adapter.track(submission, {}, ctx);
-      expect(result).toMatchObject({ done: true, status: 'completed' });
+      const timer = new PollScheduler({ baseMs: 20, floorMs: 20 }, Math.random).start('marketing-image', Date.now());
+      const followed = await executor.follow(attempt, submission, ctx, { signal: ctx.signal, timer, mayRetry: () => false });
+      expect(followed.result).toMatchObject({ done: true, status: 'completed' });
       expect(fleet.emu.requests.byId.size).toBe(before + 1);
       // Read and journaled: the job is gone from Redis.
       expect(await queue.getJob(jobId)).toBeUndefined();
@@ -56,10 +59,10 @@ describe('the fleet coordinator\'s dispatch', () => {
 
   it('a keyless job Redis lost before any worker took it ends unknown, never sent', async () => {
     await withDispatch(
-      async (adapter, queue, runId, ctx) => {
+      async (executor, attempt, queue, runId, ctx) => {
         const jobId = jobIdOf(runId, 'ads[n=1]', '0.0');
         const before = fleet.emu.requests.byId.size;
-        const submitting = adapter.submit(BANNER, { idempotencyKey: undefined, script: {} }, ctx);
+        const submitting = executor.submit(attempt, BANNER, undefined, ctx);
         const end = Date.now() + 10_000;
         // Bounded by the deadline.
         while (Date.now() < end && !(await queue.getJob(jobId))) await new Promise((r) => setTimeout(r, 20));

@@ -1,20 +1,22 @@
 /**
- * The coordinator's side of the fleet: the run's instance driver keeps its whole life cycle
- * (journal, budget, re-rolls, downloads), and only the submit and the tracking go through the
- * queue. `adapterFor` wraps a model's adapter so that:
+ * The fleet's executor (run/executor.ts): the coordinator's instance driver keeps an instance's
+ * whole life (journal, budget, re-rolls, downloads), and an attempt's submit and follow go through
+ * the queue:
  *
  *   submit → enqueue a job (id from run, instance and attempt: a re-enqueue is a no-op) and wait
  *            for a worker's submission (job progress) or its result
- *   track  → wait for the job's result (final status and output URLs); the job is removed once
- *            read. A job that is gone (read before a coordinator crash) is followed directly.
+ *   follow → wait for the job's result (final status and output URLs); the job is removed once
+ *            read. A job that is gone (read before a coordinator crash, or lost by Redis) is
+ *            followed here with the same follow loop the workers run (run/follow.ts).
  *
- * Agent conversations stay with the coordinator: a session's turns are serialized, and a turn's
- * clarifying questions are answered from the manifest, which only the coordinator reads.
+ * Conversations (agent turns) stay with the coordinator: a session's turns are serialized, and a
+ * turn's clarifying questions are answered from the manifest, which only the coordinator reads.
  */
 import { Queue, QueueEvents, type Job } from 'bullmq';
 import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
-import { sleep } from '../api/sleep.js';
-import type { AdapterContext, ModelAdapter, Submission, TrackResult } from '../models/adapter.js';
+import type { AdapterContext, Submission } from '../models/adapter.js';
+import { localExecutor, type Attempt, type Executor } from '../run/executor.js';
+import { follow, TRANSIENT, type FollowEffects, type Followed } from '../run/follow.js';
 import { INSTANCE_JOB, jobIdOf, type JobPolling, type InstanceJobData, type InstanceJobResult, type SubmittedProgress } from './instance-job.js';
 import { commandOptions, reportConnection, type RedisTarget } from './redis.js';
 
@@ -22,8 +24,6 @@ import { commandOptions, reportConnection, type RedisTarget } from './redis.js';
 const SWEEP_MS = 2_000;
 /** How long jobs may wait with no worker on the queue before the run says so (GENPIPE_NO_WORKER_NOTICE_MS: tests). */
 const noWorkerNoticeMs = (): number => Number(process.env.GENPIPE_NO_WORKER_NOTICE_MS) || 30_000;
-/** A followed submission whose job is gone is looked at directly this often. */
-const DIRECT_POLL_MS = 2_000;
 
 interface Waiter {
   model: string;
@@ -52,7 +52,7 @@ class Deferred<T> {
   }
 }
 
-export interface FleetDispatchOptions {
+export interface QueueExecutorOptions {
   redis: RedisTarget;
   queue: string;
   runId: string;
@@ -61,8 +61,9 @@ export interface FleetDispatchOptions {
   poll?: JobPolling | undefined;
 }
 
-export class FleetDispatch {
-  readonly #o: FleetDispatchOptions;
+export class QueueExecutor implements Executor {
+  readonly name = 'redis';
+  readonly #o: QueueExecutorOptions;
   readonly #queue: Queue<InstanceJobData, InstanceJobResult>;
   readonly #events: QueueEvents;
   readonly #waiters = new Map<string, Waiter>();
@@ -72,7 +73,7 @@ export class FleetDispatch {
   #waitingSince: number | undefined;
   #noWorkerSaid = false;
 
-  private constructor(o: FleetDispatchOptions, queue: Queue<InstanceJobData, InstanceJobResult>, events: QueueEvents) {
+  private constructor(o: QueueExecutorOptions, queue: Queue<InstanceJobData, InstanceJobResult>, events: QueueEvents) {
     this.#o = o;
     this.#queue = queue;
     this.#events = events;
@@ -91,7 +92,7 @@ export class FleetDispatch {
     this.#sweep = setInterval(() => void this.#lookAll(), SWEEP_MS);
   }
 
-  static async open(o: FleetDispatchOptions): Promise<FleetDispatch> {
+  static async open(o: QueueExecutorOptions): Promise<QueueExecutor> {
     const queue = new Queue<InstanceJobData, InstanceJobResult>(o.queue, { connection: commandOptions(o.redis) });
     reportConnection(queue, o.redis, o.say, 'coordinator');
     // Only events from now on: what happened before (a resume) is read from the jobs themselves.
@@ -99,19 +100,17 @@ export class FleetDispatch {
     reportConnection(events, o.redis, o.say, 'coordinator');
     await queue.waitUntilReady();
     await events.waitUntilReady();
-    return new FleetDispatch(o, queue, events);
+    return new QueueExecutor(o, queue, events);
   }
 
-  /** The adapter the run uses for `model`: through the queue, except agents (see the file comment). */
-  adapterFor(model: string, inner: ModelAdapter | undefined): ModelAdapter | undefined {
-    if (!inner || model === 'agent') return inner;
-    return {
-      idempotentSubmit: inner.idempotentSubmit,
-      waitsForResult: true,
-      submit: (body, options, ctx) => this.#submit(model, body, options.idempotencyKey, ctx),
-      track: (submission, script, ctx) => this.#track(model, inner, submission, script, ctx),
-      ...(inner.stop ? { stop: inner.stop.bind(inner) } : {}),
-    };
+  submit(attempt: Attempt, body: unknown, idempotencyKey: string | undefined, ctx: AdapterContext): Promise<Submission> {
+    if (attempt.adapter.conversational) return localExecutor.submit(attempt, body, idempotencyKey, ctx);
+    return this.#submit(attempt, body, idempotencyKey, ctx);
+  }
+
+  follow(attempt: Attempt, submission: Submission, ctx: AdapterContext, fx: FollowEffects): Promise<Followed> {
+    if (attempt.adapter.conversational) return localExecutor.follow(attempt, submission, ctx, fx);
+    return this.#follow(attempt, submission, ctx, fx);
   }
 
   async close(): Promise<void> {
@@ -120,9 +119,8 @@ export class FleetDispatch {
     await this.#queue.close();
   }
 
-  #jobId(ctx: AdapterContext): string {
-    if (!ctx.attempt) throw new GenpipeError('internal', 'A fleet submit needs the instance and attempt it is for.');
-    return jobIdOf(this.#o.runId, ctx.attempt.instance, ctx.attempt.tag);
+  #jobId(attempt: Attempt): string {
+    return jobIdOf(this.#o.runId, attempt.instance, attempt.tag);
   }
 
   #waiter(jobId: string, model: string): Waiter {
@@ -134,9 +132,10 @@ export class FleetDispatch {
     return waiter;
   }
 
-  async #submit(model: string, body: unknown, key: string | undefined, ctx: AdapterContext): Promise<Submission> {
-    const jobId = this.#jobId(ctx);
-    const data: InstanceJobData = { v: 1, runId: this.#o.runId, instance: ctx.attempt?.instance ?? '', model, body, idempotencyKey: key ?? null, ...(this.#o.poll ? { poll: this.#o.poll } : {}) };
+  async #submit(attempt: Attempt, body: unknown, key: string | undefined, ctx: AdapterContext): Promise<Submission> {
+    const { model } = attempt;
+    const jobId = this.#jobId(attempt);
+    const data: InstanceJobData = { v: 1, runId: this.#o.runId, instance: attempt.instance, model, body, idempotencyKey: key ?? null, ...(this.#o.poll ? { poll: this.#o.poll } : {}) };
     // Bounded: each round is a job Redis lost, and a keyless one ends the loop at once.
     for (let round = 0; ; round++) {
       const waiter = this.#waiter(jobId, model);
@@ -168,27 +167,29 @@ export class FleetDispatch {
     }
   }
 
-  async #track(model: string, inner: ModelAdapter, submission: Submission, script: Parameters<ModelAdapter['track']>[1], ctx: AdapterContext): Promise<TrackResult> {
-    const jobId = this.#jobId(ctx);
+  async #follow(attempt: Attempt, submission: Submission, ctx: AdapterContext, fx: FollowEffects): Promise<Followed> {
+    const jobId = this.#jobId(attempt);
     let waiter = this.#waiters.get(jobId);
     if (!waiter) {
       // A resumed coordinator: the job may be in the queue, or already read and removed.
-      waiter = this.#waiter(jobId, model);
+      waiter = this.#waiter(jobId, attempt.model);
       if (await this.#look(jobId, waiter)) waiter.enqueued = true;
       else {
+        // Gone: the submission is journaled, so it is followed here, as a worker would.
         this.#waiters.delete(jobId);
-        await sleep(DIRECT_POLL_MS, ctx.signal);
-        return inner.track(submission, script, ctx);
+        return localExecutor.follow(attempt, submission, ctx, fx);
       }
     }
-    const result = await unlessAborted(Promise.race([waiter.finished.promise, waiter.lost.promise]), ctx.signal);
+    const result = await unlessAborted(Promise.race([waiter.finished.promise, waiter.lost.promise]), fx.signal);
     await this.#forget(jobId);
-    if (result === true) {
-      // Redis lost the job: the submission is journaled, so the service is asked directly.
-      return inner.track(submission, script, ctx);
+    // Redis lost the job: the submission is journaled, so the service is asked from here.
+    if (result === true) return follow(attempt.adapter, submission, attempt.script, ctx, fx);
+    if (result.kind === 'final') return { submission: result.submission, result: result.result, durationMs: result.durationMs ?? fx.timer.complete(Date.now(), true) };
+    if (result.kind === 'track_error') {
+      // The worker gave up on a failure that may pass (its own budget, or it died): followed from here while the run's retry policy allows.
+      if (TRANSIENT.has(result.code) && fx.mayRetry(0)) return follow(attempt.adapter, result.submission, attempt.script, ctx, fx);
+      throw new GenpipeError(result.code, result.message);
     }
-    if (result.kind === 'final') return result.result;
-    if (result.kind === 'track_error') throw new GenpipeError(result.code, result.message);
     throw new GenpipeError('internal', `A fleet worker answered a followed submission with ${result.kind}.`);
   }
 
