@@ -62,14 +62,14 @@ export interface CostReport {
 }
 
 const STATUSES: readonly ReportStatus[] = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
-const REFUNDED: ReadonlySet<ReportStatus> = new Set(['failed', 'nsfw', 'canceled']);
 
 /** Rounds to a millionth of a dollar, so sums of cents stay exact in JSON. */
 const round = (usd: number): number => Math.round(usd * 1e6) / 1e6;
 
 function statusOf(entry: InstanceState): ReportStatus {
   if (entry.reusedFrom !== undefined) return 'reused';
-  if (entry.final) return entry.final.status;
+  // Completed at the service but a file could not be fetched: the run failed it (as instanceStatus says).
+  if (entry.final && !(entry.final.status === 'completed' && entry.failed)) return entry.final.status;
   if (entry.failed) return 'failed';
   if (entry.submission) return 'in_flight';
   if (entry.intent) return 'unknown';

@@ -32,6 +32,7 @@ export function summaryLine(s: RunSummary): string {
   if (c.unknown) parts.push(`${c.unknown} unknown`);
   if (c.reused) parts.push(`${c.reused} reused`);
   if (c.rerolled) parts.push(`${c.rerolled} re-rolled`);
+  if (c.inFlight) parts.push(`${c.inFlight} in flight`);
   if (c.pending) parts.push(`${c.pending} not started`);
   return `${s.pipeline} ${s.runId}: ${s.outcome}; ${parts.join(', ')}; estimated ${usd(s.estimatedUsd)}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}${s.message ? `\n${oneLine(s.message)}` : ''}`;
 }

@@ -37,6 +37,9 @@ export type StopReason = 'budget' | 'fail_fast' | 'max_failures' | 'insufficient
 
 export type RunOutcome = 'completed' | 'failed' | 'budget' | 'aborted' | 'stopped';
 
+/** Counts of a run that has not started. */
+export const emptyCounts = (): RunCounts => ({ completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0, inFlight: 0 });
+
 export interface RunCounts {
   completed: number;
   failed: number;
@@ -50,6 +53,8 @@ export interface RunCounts {
   rerolled: number;
   /** Completed results reused from an earlier run (`--reuse`): nothing sent, US$0. */
   reused: number;
+  /** Sent and not final when the run stopped (interrupted while followed): a resume follows them. */
+  inFlight: number;
 }
 
 export interface RunSummary {

@@ -133,8 +133,11 @@ export class InstanceDriver {
       if (final?.status === 'completed' && completions) completions.push({ instance: planned, outputs: final.outputs });
       if (final) this.#compact(planned.id);
     } catch (error) {
-      if (error instanceof GenpipeError && error.code === 'aborted') return;
-      throw error;
+      if (!(error instanceof GenpipeError) || error.code !== 'aborted') throw error;
+      // Stopped on its way: sent and not final, or final with files still to fetch, is in flight (a
+      // resume finishes it); nothing sent is not started. So the summary's counts add up.
+      const left = this.#fx.state.instances.get(planned.id);
+      this.#fx.tally(left?.final || left?.submission || left?.intent ? 'inFlight' : 'pending');
     }
   }
 
@@ -168,7 +171,7 @@ export class InstanceDriver {
     }
     for (const download of entry.downloads?.values() ?? []) await setAside(this.#o.runDir, download.path, entry.rerolls);
     await this.#fx.log({ type: 'reroll', instance: planned.id, attempt, seed, round: this.#fx.recorded.retryRound }, true);
-    this.#fx.counts.rerolled++;
+    this.#fx.tally('rerolled');
     return true;
   }
 
@@ -193,19 +196,21 @@ export class InstanceDriver {
     if (action.kind === 'done' && entry?.final) {
       const final = entry.final;
       if (final.status === 'completed' && !(await this.#downloadAll(step, instance, final.outputs as OutputRef[], entry, answerOf(step, final.result)))) return undefined;
+      // A start before failed it for a file it could not fetch; it has them all now.
+      if (entry.failed) await this.#fx.log({ type: 'recovered', instance: instance.id }, true);
       // Its money is in what the journal committed (spend.ts): nothing to add.
-      if (entry.reusedFrom !== undefined) this.#fx.counts.reused++;
-      else this.#fx.count(final.status);
+      if (entry.reusedFrom !== undefined) this.#fx.tally('reused');
+      else this.#fx.tally(final.status);
       return { status: final.status, outputs: final.result ?? {} };
     }
     if (action.kind === 'failed') {
-      this.#fx.counts.failed++;
+      this.#fx.tally('failed');
       this.#fx.failures++;
       return undefined;
     }
     if (action.kind === 'unknown') {
       if (!this.#o.resubmitUnknown) {
-        this.#fx.counts.unknown++;
+        this.#fx.tally('unknown');
         this.#fx.emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: 'an earlier submit may or may not have reached the service; resend it with `genpipe resume --retry unknown`' });
         return undefined;
       }
@@ -250,7 +255,7 @@ export class InstanceDriver {
           // The nsfw attempt is refunded (§8); the instance goes on with a seed no other instance
           // of the plan has, so the re-roll never buys a duplicate. The seed is journaled as sent.
           await this.#fx.log({ type: 'reroll', instance: instance.id, attempt, seed }, true);
-          this.#fx.counts.rerolled++;
+          this.#fx.tally('rerolled');
           this.#fx.emit({ type: 'instance_rerolled', step: step.id, instance: instance.id, attempt, seed, estimatedUsd: step.priceUsd });
           release?.();
           return this.#drive(step, adapter, withSeed(instance, seed), this.#fx.state.instances.get(instance.id));
@@ -258,7 +263,7 @@ export class InstanceDriver {
       }
       this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: result.status, estimatedUsd: step.priceUsd, actualCostUsd: result.actualCostUsd, error: result.error });
       if (result.status === 'completed' && !(await this.#downloadAll(step, instance, result.files, this.#fx.state.instances.get(instance.id), answerOf(step, result.outputs)))) return undefined;
-      this.#fx.count(result.status);
+      this.#fx.tally(result.status);
       if (result.status !== 'completed') this.#fx.noteFailure(step, instance.id);
       return { status: result.status, outputs: result.outputs };
     } finally {
@@ -284,7 +289,7 @@ export class InstanceDriver {
     for (const [index, file] of found.files.entries()) {
       await this.#fx.log({ type: 'downloaded', instance: instance.id, output: index, path: paths[index] as string, sha256: file.sha256, size: file.size });
     }
-    this.#fx.counts.reused++;
+    this.#fx.tally('reused');
     this.#fx.emit({ type: 'instance_reused', step: step.id, instance: instance.id, fromRunId: found.runId });
     return { status: 'completed', outputs: found.result ?? {} };
   }
@@ -376,14 +381,14 @@ export class InstanceDriver {
   async #submit(step: StepPlan, attempt: Attempt, instance: PlannedInstance, key: string | undefined, adopted: Reservation | undefined): Promise<{ submission: Submission; reservation: Reservation } | undefined> {
     const price = step.priceUsd ?? 0;
     if (this.#fx.stopping) {
-      this.#fx.counts.pending++;
+      this.#fx.tally('pending');
       return undefined;
     }
     const reservation = adopted ?? this.#fx.spend.reserve(price);
     if (!reservation) {
       const spend = this.#fx.spend;
       this.#fx.stopRun('budget', `Stopped before going over the budget of ${formatUsd(spend.budgetUsd ?? 0)} (${formatUsd(spend.committedUsd)} committed over the run's life).`);
-      this.#fx.counts.pending++;
+      this.#fx.tally('pending');
       return undefined;
     }
     const body = await this.#prepareBody(step, instance.body);
@@ -399,7 +404,7 @@ export class InstanceDriver {
       // (paused, then taken over) writes and sends nothing more (issue 26, item 6).
       if (!(await this.#fx.fenced())) {
         reservation.release();
-        this.#fx.counts.pending++;
+        this.#fx.tally('pending');
         return undefined;
       }
       crashPoint('before_intent_sync');
@@ -407,7 +412,7 @@ export class InstanceDriver {
       crashPoint('after_intent_sync');
       if (!(await this.#fx.fenced())) {
         reservation.release();
-        this.#fx.counts.pending++;
+        this.#fx.tally('pending');
         return undefined;
       }
       try {
@@ -431,7 +436,7 @@ export class InstanceDriver {
           throw error;
         }
         if (error instanceof IndeterminateSubmissionError) {
-          this.#fx.counts.unknown++;
+          this.#fx.tally('unknown');
           this.#fx.emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: error.message });
           return undefined;
         }
@@ -444,7 +449,7 @@ export class InstanceDriver {
           reservation.release();
           await this.#fx.log({ type: 'refused', instance: instance.id, code: error.code });
           this.#fx.stopRun('insufficient_credits', `${error.message} Top up the account, then resume the run.`);
-          this.#fx.counts.pending++;
+          this.#fx.tally('pending');
           return undefined;
         }
         if (error.code === 'session_busy' || error.code === 'rate_limited') {
@@ -455,7 +460,7 @@ export class InstanceDriver {
           if (!this.#fx.consumeRetry()) {
             reservation.release();
             await this.#fx.log({ type: 'refused', instance: instance.id, code: error.code });
-            this.#fx.counts.pending++;
+            this.#fx.tally('pending');
             return undefined;
           }
           if (error.code === 'session_busy') {
@@ -471,7 +476,7 @@ export class InstanceDriver {
           // be reached at all ends the run (exit 5), resumable.
           reservation.release();
           await this.#fx.log({ type: 'refused', instance: instance.id, code: 'not_sent' });
-          this.#fx.counts.pending++;
+          this.#fx.tally('pending');
           this.#fx.stopRun('unreachable', `The service could not be reached (${error.message.replace(/[.]$/, '')}); nothing was sent. Resume the run once it is reachable.`);
           return undefined;
         }
@@ -485,7 +490,7 @@ export class InstanceDriver {
         if (TRANSIENT.has(error.code)) {
           // Resumable: the intent stays in the journal without an answer.
           reservation.release();
-          this.#fx.counts.pending++;
+          this.#fx.tally('pending');
           this.#fx.emit({ type: 'instance_failed', step: step.id, instance: instance.id, code: error.code, message: `${error.message} (left for a resume)` });
           return undefined;
         }
@@ -562,7 +567,7 @@ export class InstanceDriver {
       }
       if (this.#fx.credentialsRefused(error)) return undefined;
       if (TRANSIENT.has(error.code)) {
-        this.#fx.counts.pending++;
+        this.#fx.tally('pending');
         this.#fx.emit({ type: 'instance_failed', step: step.id, instance: instance.id, code: error.code, message: `${error.message} (left for a resume)` });
         return undefined;
       }
@@ -600,7 +605,7 @@ export class InstanceDriver {
     const message = 'canceled by genpipe on abort (--cancel-on-abort)';
     await this.#fx.log({ type: 'status', instance: instance.id, status: 'canceled', outputs: [], error: message }, true);
     reservation.release();
-    this.#fx.counts.canceled++;
+    this.#fx.tally('canceled');
     this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: 'canceled', estimatedUsd: step.priceUsd, error: message });
   }
 
@@ -644,7 +649,7 @@ export class InstanceDriver {
             continue;
           }
           if (transient) {
-            this.#fx.counts.pending++;
+            this.#fx.tally('pending');
             this.#fx.emit({ type: 'instance_failed', step: step.id, instance: id, code: error.code, message: `${error.message} (the download is left for a resume)` });
             return false;
           }

@@ -215,6 +215,27 @@ export const RefusedRecord = z.looseObject({
   code: z.string().min(1),
 });
 
+/**
+ * The service the run used is gone with everything it knew (a run on an embedded emulator, resumed
+ * on a fresh one): this instance's attempt, sent and not final, is unknown from here on (up to its
+ * price), not something to follow. Journaled per instance, so the report reads it as the run does.
+ */
+export const ForgottenRecord = z.looseObject({
+  type: z.literal('forgotten'),
+  at,
+  instance,
+});
+
+/**
+ * A completed instance that a run failed because its files could not be fetched (a `failed` record
+ * after its status) has all its files now (a later start fetched them): it is completed again.
+ */
+export const RecoveredRecord = z.looseObject({
+  type: z.literal('recovered'),
+  at,
+  instance,
+});
+
 /** An agent conversation's session, so that a resumed run continues it instead of opening another. */
 export const AgentSessionRecord = z.looseObject({
   type: z.literal('agent_session'),
@@ -257,6 +278,8 @@ export const JournalRecord = z.discriminatedUnion('type', [
   UploadedRecord,
   RerollRecord,
   RefusedRecord,
+  ForgottenRecord,
+  RecoveredRecord,
   RetryRecord,
   ReusedRecord,
   NotifyRecord,
@@ -277,6 +300,8 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'uploaded',
   'reroll',
   'refused',
+  'forgotten',
+  'recovered',
   'retry',
   'reused',
   'notify',

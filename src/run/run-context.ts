@@ -9,8 +9,8 @@
 import { GenpipeError } from '../api/errors.js';
 import { sleep } from '../api/sleep.js';
 import type { Plan, StepPlan } from '../plan/plan.js';
-import type { RunCounts, RunEvent, StopReason } from './events.js';
-import type { JournalRecord, RecordedOptions, TerminalStatus } from './journal-records.js';
+import { emptyCounts, type RunCounts, type RunEvent, type StopReason } from './events.js';
+import type { JournalRecord, RecordedOptions } from './journal-records.js';
 import type { RateLimiter, RetryStatus, RunOptions } from './run-options.js';
 import type { ReuseIndex } from './reuse.js';
 import { Spend } from './spend.js';
@@ -25,7 +25,8 @@ export interface RunEffects {
   readonly plan: Plan;
   /** The replayed state, kept in step with every record written. */
   readonly state: RunState;
-  readonly counts: RunCounts;
+  /** How instances ended so far, told through `tally`. */
+  readonly counts: Readonly<RunCounts>;
   /** What every wait and request of the run listens to: Ctrl-C, or the watchdog's halt. */
   readonly signal: AbortSignal;
   readonly limiter: RateLimiter;
@@ -61,7 +62,8 @@ export interface RunEffects {
   readonly retriesLeft: number;
   /** A 401: the run stops, resumable, and ends with this sentence; true when it handled the error. */
   credentialsRefused(error: GenpipeError): boolean;
-  count(status: TerminalStatus): void;
+  /** Counts `n` instances (default one) as having ended so, or one nsfw attempt as re-rolled: the one place counts change. */
+  tally(outcome: keyof RunCounts, n?: number): void;
   /** A final status other than completed, for the failure policies. */
   noteFailure(step: StepPlan, id: string): void;
   /** An instance failed here (not at the service): counted, journaled, told. */
@@ -70,7 +72,7 @@ export interface RunEffects {
 
 /** The local backend's effects: a journal on disk, in-process limits and counters. */
 export class RunContext implements RunEffects {
-  readonly counts: RunCounts = { completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0 };
+  readonly counts: RunCounts = emptyCounts();
   readonly limiter: RateLimiter;
   readonly signal: AbortSignal;
   /** Aborted when the watchdog finds the run stuck: every wait of the run ends, as on Ctrl-C. */
@@ -203,13 +205,13 @@ export class RunContext implements RunEffects {
 
   credentialsRefused(error: GenpipeError): boolean {
     if (error.code !== 'unauthorized') return false;
-    this.counts.pending++;
+    this.tally('pending');
     this.refused ??= new GenpipeError('unauthorized', `${error.message.replace(/[.]$/, '')}; the run stopped, and \`genpipe resume\` continues it once the credentials are fixed.`);
     return true;
   }
 
-  count(status: TerminalStatus): void {
-    this.counts[status]++;
+  tally(outcome: keyof RunCounts, n = 1): void {
+    this.counts[outcome] += n;
   }
 
   noteFailure(step: StepPlan, id: string): void {
@@ -222,7 +224,7 @@ export class RunContext implements RunEffects {
   }
 
   fail(step: StepPlan, id: string, code: string, message: string): void {
-    this.counts.failed++;
+    this.tally('failed');
     this.emit({ type: 'instance_failed', step: step.id, instance: id, code, message });
     void this.log({ type: 'failed', instance: id, code, message }).catch(() => {});
     this.noteFailure(step, id);

@@ -65,6 +65,11 @@ function instanceOf(state: RunState, id: string): InstanceState {
   return entry;
 }
 
+/** Attempts sent and not final: what a service that forgot everything leaves unknown (a `forgotten` record each). */
+export function sentNotFinal(state: RunState): string[] {
+  return [...state.instances].filter(([, e]) => !e.final && !e.failed && e.suspect !== true && (e.submission !== undefined || e.intent !== undefined)).map(([id]) => id);
+}
+
 /** Applies one record. Terminal states are final: a later record never moves an instance out of one. */
 export function applyRecord(state: RunState, record: JournalRecord): void {
   switch (record.type) {
@@ -74,6 +79,14 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       state.started = true;
       if (record.options) state.options = record.options;
       return;
+    case 'forgotten': {
+      // The service forgot the attempt: no request is left to follow, so it is unknown (ForgottenRecord).
+      const entry = instanceOf(state, record.instance);
+      if (entry.final || entry.failed) return;
+      entry.submission = undefined;
+      entry.suspect = true;
+      return;
+    }
     case 'intent': {
       const entry = instanceOf(state, record.instance);
       if (entry.final) return;
@@ -99,8 +112,14 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       return;
     }
     case 'failed': {
+      // After a completed status too: its files could not be fetched (instanceStatus says failed,
+      // the money stays charged), until a `recovered` record says a later start fetched them.
+      instanceOf(state, record.instance).failed = record;
+      return;
+    }
+    case 'recovered': {
       const entry = instanceOf(state, record.instance);
-      if (!entry.final) entry.failed = record;
+      if (entry.final) entry.failed = undefined;
       return;
     }
     case 'refused': {

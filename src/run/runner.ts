@@ -18,7 +18,7 @@ import { RunContext } from './run-context.js';
 import { resolveRecordedOptions, type RunOptions } from './run-options.js';
 import { ReuseIndex } from './reuse.js';
 import { committedByJournal } from './spend.js';
-import { instanceStatus, type RunState } from './run-state.js';
+import { instanceStatus, sentNotFinal, type RunState } from './run-state.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import type { JournaledProgress } from './events.js';
 import { openJournalStore, type RunStore } from './run-store.js';
@@ -61,15 +61,6 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     throw error;
   }
   setMaxListeners(0, fx.signal);
-  if (options.serviceForgotten) {
-    // What the dead service had in flight is unknown here, not something to follow.
-    for (const entry of store.state.instances.values()) {
-      if (!entry.final && !entry.failed && (entry.submission || entry.intent)) {
-        entry.submission = undefined;
-        entry.suspect = true;
-      }
-    }
-  }
   // The views (the gallery) subscribe to the run: run/ knows none of them.
   const view = options.view?.({ state: store.state, failed: (message) => fx.emit({ type: 'gallery_failed', message }) });
   const driver = new InstanceDriver(fx, outputs, { onFinished: (id, entry) => view?.finished(id, entry), onDownloaded: (path, size) => view?.downloaded(path, size) });
@@ -79,6 +70,12 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   if (!store.created) await removePartialDownloads(join(options.runDir, 'outputs'));
   const already = store.created ? undefined : journaledProgress(store.state, fx.spend.committedUsd);
   await fx.log({ type: 'run_started', runId: options.runId, pipeline: options.plan.name, planHash: options.planHash, options: fx.recorded }, true);
+  if (options.serviceForgotten) {
+    // What the dead service had in flight is unknown here, not something to follow: journaled, so
+    // the run, its summary and the report read the same thing (issue 26, defect 12).
+    const forgotten = sentNotFinal(store.state);
+    for (const [i, instance] of forgotten.entries()) await fx.log({ type: 'forgotten', instance }, i === forgotten.length - 1);
+  }
   fx.emit({ type: 'run_started', runId: options.runId, runDir: options.runDir, pipeline: options.plan.name, instances: options.plan.totalInstances, resumed: !store.created, ...(already ? { already } : {}) });
   if (changes.length > 0) fx.emit({ type: 'options_changed', changes });
   const onAbort = (): void => fx.stopRun('aborted', 'Interrupted: stopped submitting; the journal is flushed and `genpipe resume` continues the run.');

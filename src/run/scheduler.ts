@@ -42,7 +42,7 @@ export class Scheduler {
           let firstError: { error: unknown } | undefined;
           const launch = async (instance: PlannedInstance): Promise<void> => {
             if (this.#fx.stopping) {
-              this.#fx.counts.pending++;
+              this.#fx.tally('pending');
               return;
             }
             const limits = this.#limitsFor(step);
@@ -54,7 +54,7 @@ export class Scheduler {
               }
             } catch {
               for (const slots of held) slots.release();
-              this.#fx.counts.pending++;
+              this.#fx.tally('pending');
               return;
             }
             const processed = this.#driver.process(step, instance, completions.get(step.id)).finally(() => {
@@ -75,7 +75,7 @@ export class Scheduler {
                 // Once the run stops, the rest of the step is not even rendered: Ctrl-C on a plan of
                 // millions ends in moments, and what never started is counted, not walked.
                 if (this.#fx.stopping) {
-                  this.#fx.counts.pending += Math.max(0, step.count - seen);
+                  this.#fx.tally('pending', Math.max(0, step.count - seen));
                   break;
                 }
                 seen++;

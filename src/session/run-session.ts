@@ -34,7 +34,7 @@ import { writeCostReport } from '../report/write-report.js';
 import { reviewWaitSentence } from '../review/review-wait.js';
 import { decidedIds, decisions } from '../review/review-store.js';
 import { galleryView } from '../gallery/run-view.js';
-import type { RunCounts, RunListener, RunSummary } from '../run/events.js';
+import { emptyCounts, type RunListener, type RunSummary } from '../run/events.js';
 import { acquirePipelineLock, lostToThisRun, type LockOptions, type PipelineLock } from '../run/lock.js';
 import { sleep } from '../api/sleep.js';
 import { onHardExit } from '../util/exit-hooks.js';
@@ -444,7 +444,6 @@ async function openFleet(options: QueueExecutorOptions, local: { client: Generat
   };
 }
 
-const emptyCounts = (): RunCounts => ({ completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0 });
 
 /** A run's exit code from its summary (cli/exit-codes.ts). */
 export function exitCodeOf(summary: RunSummary): number {

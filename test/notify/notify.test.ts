@@ -103,7 +103,7 @@ async function run(args: string[], env: Record<string, string> = {}, signal = ne
 }
 
 const target = (url: string): ResolvedTarget => ({ url, label: `${new URL(url).origin}/…`, events: new Set(['finish']), format: 'json' });
-const end: RunEnd = { pipeline: 'p', runId: 'r', runDir: '/runs/p/r', outcome: 'completed', exitCode: 0, counts: { completed: 1, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0 }, durationMs: 1000 };
+const end: RunEnd = { pipeline: 'p', runId: 'r', runDir: '/runs/p/r', outcome: 'completed', exitCode: 0, counts: { completed: 1, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0, inFlight: 0 }, durationMs: 1000 };
 
 const notifyRecords = (runDir: string) => journalOf(runDir).records.filter((r) => r.type === 'notify');
 

@@ -7,7 +7,7 @@ const summary: RunSummary = {
   runDir: 'runs/p/20261122T000000Z-abcd',
   pipeline: 'p',
   outcome: 'failed',
-  counts: { completed: 2, failed: 1, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0 },
+  counts: { completed: 2, failed: 1, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0, inFlight: 0 },
   estimatedUsd: 0.15,
   durationMs: 1234,
 };

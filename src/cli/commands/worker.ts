@@ -11,6 +11,7 @@ import type { RunTaker } from '../../fleet/run-taker.js';
 import type { ScheduledRunData } from '../../fleet/schedules.js';
 import type { SessionOptions } from '../../session/run-session.js';
 import type { ConfigFlags } from '../../api/config.js';
+import { emptyCounts } from '../../run/events.js';
 
 /** After SIGTERM, how long jobs in flight may take before they are handed back to the queue. */
 const DEFAULT_GRACE_S = 20;
@@ -89,7 +90,7 @@ async function notifyRefusedTick(data: ScheduledRunData, error: unknown, env: No
     const loaded = loadManifestFile(data.manifest);
     const targets = resolveNotifyTargets(loaded, [], env);
     const message = redact(error instanceof Error ? error.message : String(error));
-    await notifyRunEnd(targets, { pipeline: loaded.manifest.name, runId: '', runDir: data.out, outcome: 'failed', exitCode: EXIT.invalidInput, message, counts: { completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0 }, durationMs: 0 }, undefined, { err: say, quiet: true });
+    await notifyRunEnd(targets, { pipeline: loaded.manifest.name, runId: '', runDir: data.out, outcome: 'failed', exitCode: EXIT.invalidInput, message, counts: emptyCounts(), durationMs: 0 }, undefined, { err: say, quiet: true });
   } catch {
     // The manifest itself no longer loads: the sentence logged already says why.
   }
