@@ -70,6 +70,11 @@ export interface RunSummary {
   /** US$ committed over the run's whole life: charged, in flight, or unknown (spend.ts). */
   estimatedUsd: number;
   durationMs: number;
+  /**
+   * True when this start changed nothing (no instance record written) and the run had ended the
+   * same way before: a resume of a finished run, which tells no one again.
+   */
+  unchanged?: boolean | undefined;
 }
 
 export type RunListener = (event: RunEvent) => void;

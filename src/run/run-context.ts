@@ -80,6 +80,8 @@ export class RunContext implements RunEffects {
   readonly spend: Spend;
   readonly retry: ReadonlySet<RetryStatus>;
   failures = 0;
+  /** Records about an instance this start wrote: none means it changed nothing. */
+  instanceRecords = 0;
   /** Why and how the run stopped early, when it did. */
   stopReason: StopReason | undefined;
   stopMessage: string | undefined;
@@ -150,6 +152,7 @@ export class RunContext implements RunEffects {
   log(record: JournalRecord, durable = false): Promise<void> {
     // One writer per run: a displaced holder appends nothing more (the new holder owns the journal).
     if (this.#displaced) return Promise.resolve();
+    if ('instance' in record) this.instanceRecords++;
     return this.op(() => this.store.append(record, durable));
   }
 

@@ -50,10 +50,12 @@ export interface RunState {
   options: RecordedOptions | undefined;
   /** True once a `run_started` record was read: a journal without one is not a run's (issue 26, item 10). */
   started: boolean;
+  /** How the run's last start ended, when it ended (a start killed before its `run_finished` leaves this undefined). */
+  lastOutcome: JournalRecordOf<'run_finished'>['outcome'];
 }
 
 export function emptyRunState(): RunState {
-  return { runId: undefined, planHash: undefined, instances: new Map(), sessions: new Map(), uploads: new Map(), suspectAll: false, options: undefined, started: false };
+  return { runId: undefined, planHash: undefined, instances: new Map(), sessions: new Map(), uploads: new Map(), suspectAll: false, options: undefined, started: false, lastOutcome: undefined };
 }
 
 function instanceOf(state: RunState, id: string): InstanceState {
@@ -77,6 +79,7 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       state.runId ??= record.runId;
       state.planHash ??= record.planHash;
       state.started = true;
+      state.lastOutcome = undefined;
       if (record.options) state.options = record.options;
       return;
     case 'forgotten': {
@@ -164,6 +167,8 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       state.uploads.set(record.path, record.url);
       return;
     case 'run_finished':
+      state.lastOutcome = record.outcome;
+      return;
     case 'notify':
       return;
   }

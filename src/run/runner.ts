@@ -69,6 +69,8 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const scheduler = new Scheduler(fx, driver);
   if (!store.created) await removePartialDownloads(join(options.runDir, 'outputs'));
   const already = store.created ? undefined : journaledProgress(store.state, fx.spend.committedUsd);
+  // How the last start ended, read before this one's record: a finished run resumed with nothing to do tells no one again.
+  const endedBefore = store.state.lastOutcome;
   await fx.log({ type: 'run_started', runId: options.runId, pipeline: options.plan.name, planHash: options.planHash, options: fx.recorded }, true);
   if (options.serviceForgotten) {
     // What the dead service had in flight is unknown here, not something to follow: journaled, so
@@ -127,6 +129,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     counts: { ...fx.counts },
     estimatedUsd: fx.spend.committedUsd,
     durationMs: Date.now() - started,
+    unchanged: fx.instanceRecords === 0 && endedBefore === outcomeOf(fx),
   };
   fx.emit({ type: 'run_finished', summary });
   return summary;

@@ -416,7 +416,10 @@ async function execute(x: Execution): Promise<RunResult> {
   const waiting = summary.outcome === 'completed' ? await reviewWaitSentence(runDir) : undefined;
   if (waiting) err(waiting);
   const exitCode = exitCodeOf(summary);
-  await notifyRunEnd(x.notifyTargets, ended({ outcome: summary.outcome, exitCode, message: summary.message, counts: summary.counts, durationMs: summary.durationMs }), report, { err, quiet: o.quiet });
+  // A finished run resumed with nothing to do: told once already, so no one is told again.
+  if (summary.unchanged) {
+    if (x.notifyTargets.length > 0) err(`Run ${runId} had ended ${summary.outcome} already and nothing changed: no one is notified again.`);
+  } else await notifyRunEnd(x.notifyTargets, ended({ outcome: summary.outcome, exitCode, message: summary.message, counts: summary.counts, durationMs: summary.durationMs }), report, { err, quiet: o.quiet });
   return { exitCode, runDir, runId, summary, report };
 }
 

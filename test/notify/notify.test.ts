@@ -211,6 +211,25 @@ describe('notify: a run that ends posts its summary', () => {
     expect(hook.received.map((r) => (r.body as { event: string }).event)).toEqual(['interrupted']);
   });
 
+  it('a finished run resumed sends nothing and tells no one again; a resume that finishes the rest tells once (issue 26, item 10)', { timeout: 30_000 }, async () => {
+    const hook = await receiver();
+    closers.push(hook.close);
+    const out = tempDir();
+    const path = manifest(tempDir(), `notify:\n  - url: ${hook.url}/r`, { count: 3 });
+    const budgeted = await run(['run', path, '--out', out, '--quiet', '--budget', '0.1', '--concurrency', '1']);
+    expect(budgeted.code).toBe(3);
+    const runDir = findRunDir(out, 'team');
+    const finished = await run(['resume', runDir, '--quiet', '--budget', '1']);
+    expect(finished.code).toBe(0);
+    expect(hook.received.map((r) => (r.body as { event: string }).event)).toEqual(['budget', 'finish']);
+    const sent = emuRequests(emu).length;
+    const again = await run(['resume', runDir, '--quiet']);
+    expect(again.code).toBe(0);
+    expect(emuRequests(emu).length).toBe(sent);
+    expect(hook.received).toHaveLength(2);
+    expect(again.err).toContain('had ended completed already and nothing changed: no one is notified again.');
+  });
+
   it('--notify URL adds a JSON target to the manifest\'s, for every event', { timeout: 30_000 }, async () => {
     const a = await receiver();
     const b = await receiver();

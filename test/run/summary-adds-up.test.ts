@@ -68,7 +68,7 @@ describe('a run\'s figures agree', () => {
     expect(counts.unknown).toBeGreaterThan(0);
     const total = (JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { counts: Record<string, number>; netUsd: number; unknownUsd: number } }).total;
     expect(total.counts).toMatchObject({ completed: counts.completed, failed: counts.failed ?? 0, unknown: counts.unknown, in_flight: 0, not_started: 0 });
-    expect(total.unknownUsd).toBeCloseTo(counts.unknown * 0.05, 6);
+    expect(total.unknownUsd).toBeCloseTo((counts.unknown ?? 0) * 0.05, 6);
     expect(total.netUsd + total.unknownUsd).toBeCloseTo(2, 6);
     const listed = await runCli(['runs', '--out', out]);
     expect(listed.stdout).toContain(`${counts.completed}/40 completed`);
