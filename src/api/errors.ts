@@ -145,21 +145,35 @@ export class InternalAddressError extends GenpipeError {
 
 /**
  * A request genpipe follows (a resume, a status look) was answered about another one: the service
- * echoed another request or job-set id, or a job set's input_params differ from the body sent. The
- * answer must not be taken as this instance's: the attempt's fate is unknown.
+ * echoed another request or job-set id, or a job set's type or input_params differ from what was
+ * sent (models/follow-check.ts). The answer must not be taken as this instance's: the attempt's
+ * fate is unknown.
  */
 export class FollowMismatchError extends GenpipeError {
   override readonly name = 'FollowMismatchError';
-  /** What the answer disagreed on: `request_id`, `status_url`, `id` (a job set's) or `input_params`. */
+  /** `request` or `job set`. */
+  readonly what: string;
+  /** The id of the request or job set followed. */
+  readonly followed: string;
+  /** What the answer disagreed on: `request_id`, `status_url`, `cancel_url`, `id`, `type` or `input_params.<member>`. */
   readonly field: string;
   readonly expected: string;
   readonly returned: string;
 
-  constructor(args: { what: string; field: string; expected: string; returned: string }) {
-    super('mismatch', `The service answered about another ${args.what} than the one followed: expected ${args.field} ${args.expected}, it returned ${args.returned}; the answer was not used.`, { requestId: args.expected });
-    this.field = args.field;
-    this.expected = args.expected;
-    this.returned = args.returned;
+  constructor(args: { what: 'request' | 'job set'; followed: string; field: string; expected: string; returned: string }) {
+    const { what, followed, field, expected, returned } = args;
+    const message =
+      field === 'request_id' || field === 'id'
+        ? `The service answered about ${what} ${returned} when asked about ${what} ${followed}; the answer was not used.`
+        : field.endsWith('_url')
+          ? `The service's answer about ${what} ${followed} has a ${field} for another request (${returned}); the answer was not used.`
+          : `The service's answer about ${what} ${followed} has ${field} ${returned} where ${expected} was ${field === 'type' ? 'expected' : 'sent'}; the answer was not used.`;
+    super('mismatch', message, what === 'request' ? { requestId: followed } : {});
+    this.what = what;
+    this.followed = followed;
+    this.field = field;
+    this.expected = expected;
+    this.returned = returned;
   }
 }
 
