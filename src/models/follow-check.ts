@@ -81,9 +81,10 @@ function canonical(value: unknown): string {
 
 /**
  * Throws FollowMismatchError when `set` is not the job set `jobSetId`: another id, a `type` other
- * than `expectedType` (when given), or `input_params` that disagree with `sentParams` (when given).
- * Only members both hold are compared: a service may add defaults or leave out what it ignores,
- * but a member it echoes with another value (a seed, a prompt) is another job.
+ * than `expected.type` (when given), or `input_params` that disagree with `expected.sentParams`
+ * (when given). Only members both hold, with a plain value (text, number, boolean, null), are
+ * compared: a service may add defaults, leave out what it ignores, or host a copy of an input image
+ * and echo its own URL, but a seed or a prompt echoed with another value is another job.
  */
 export function checkJobSetFollow(jobSetId: string, set: JobSet, expected: { type?: string | undefined; sentParams?: unknown } = {}): void {
   const mismatch = (field: string, want: string, returned: unknown): FollowMismatchError => new FollowMismatchError({ what: 'job set', followed: jobSetId, field, expected: want, returned: shown(returned) });
@@ -92,7 +93,7 @@ export function checkJobSetFollow(jobSetId: string, set: JobSet, expected: { typ
   const sent = expected.sentParams;
   if (sent === null || typeof sent !== 'object' || Array.isArray(sent)) return;
   for (const [key, value] of Object.entries(sent as Record<string, unknown>)) {
-    if (value === undefined || !Object.hasOwn(set.input_params, key)) continue;
+    if (value === undefined || (value !== null && typeof value === 'object') || !Object.hasOwn(set.input_params, key)) continue;
     const echoed = set.input_params[key];
     if (canonical(echoed) !== canonical(value)) throw mismatch(`input_params.${key}`, shown(canonical(value)), canonical(echoed));
   }

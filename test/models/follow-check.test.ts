@@ -6,14 +6,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GenerationClient } from '../../src/api/client.js';
 import { FollowMismatchError } from '../../src/api/errors.js';
-import type { RequestStatus } from '../../src/api/wire.js';
+import type { JobSet, RequestStatus } from '../../src/api/wire.js';
 import type { Emulator } from '../../src/emulator/index.js';
 import type { AdapterContext, ModelAdapter, Submission, TrackResult } from '../../src/models/adapter.js';
 import { characterSheet } from '../../src/models/character-sheet.js';
 import { dop } from '../../src/models/dop.js';
-import { checkRequestFollow, type FollowContext } from '../../src/models/follow-check.js';
+import { checkJobSetFollow, checkRequestFollow, type FollowContext } from '../../src/models/follow-check.js';
 import { soul } from '../../src/models/soul.js';
-import { clientFor, start } from '../emulator/helpers.js';
+import type { CliIO } from '../../src/cli/io.js';
+import { main } from '../../src/cli/main.js';
+import { clientFor, KEY, start } from '../emulator/helpers.js';
 
 let emu: Emulator;
 let client: GenerationClient;
@@ -86,6 +88,18 @@ describe('request status: the answer must be about the request followed', () => 
     await expect(characterSheet.adapter.track(second, {}, ctx)).rejects.toBeInstanceOf(FollowMismatchError);
   });
 
+  it('genpipe status of a request answered about another one exits 1 with that sentence, printing no status', async () => {
+    const stdout: string[] = [];
+    const stderr: string[] = [];
+    const io: CliIO = { out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env: { GENPIPE_BASE_URL: emu.url, HF_KEY: KEY }, signal: new AbortController().signal };
+    emu.forceFaults('status', 'foreign_status');
+    expect(await main(['status', requestIdOf(first)], io)).toBe(1);
+    expect(stdout).toEqual([]);
+    expect(stderr).toEqual([`genpipe: The service answered about request ${requestIdOf(second)} when asked about request ${requestIdOf(first)}; the answer was not used.`]);
+    expect(await main(['status', requestIdOf(first)], io)).toBe(0);
+    expect(stdout[0]).toBe(`${requestIdOf(first)}: completed`);
+  });
+
   it('a status_url or cancel_url naming another request is refused too (the URL shapes of §4.1)', () => {
     const id = '11111111-1111-4111-8111-111111111111';
     const other = '22222222-2222-4222-8222-222222222222';
@@ -130,6 +144,19 @@ describe('job sets: the answer must echo the id, the type and the input_params s
     const refused = await soul.adapter.track(setA, {}, withBody(soulBody(9))).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(FollowMismatchError);
     expect((refused as FollowMismatchError).message).toBe(`The service's answer about job set ${jobSetIdOf(setA)} has input_params.prompt "A lighthouse 7" where "A lighthouse 9" was sent; the answer was not used.`);
+  });
+
+  it('only plain members both hold are compared: defaults added, members left out and re-hosted images are not a mismatch', () => {
+    const id = '33333333-3333-4333-8333-333333333333';
+    const set = (input_params: Record<string, unknown>): JobSet => ({ id, type: 'image2video', created_at: '2026-01-01T00:00:00Z', jobs: [], input_params });
+    const sent = { prompt: 'A boat', seed: 4, enhance_prompt: false, input_images: [{ type: 'image_url', image_url: 'https://mine.test/a.png' }] };
+    const echoed = { prompt: 'A boat', seed: 4, quality: 'high', input_images: [{ type: 'image_url', image_url: 'https://service.test/copy/a.png' }] };
+    expect(() => checkJobSetFollow(id, set(echoed), { type: 'image2video', sentParams: sent })).not.toThrow();
+    expect(() => checkJobSetFollow(id, set({ ...echoed, seed: 5 }), { sentParams: sent })).toThrow(
+      `The service's answer about job set ${id} has input_params.seed 5 where 4 was sent; the answer was not used.`,
+    );
+    // A plain member echoed as something else (an object) is another value.
+    expect(() => checkJobSetFollow(id, set({ ...echoed, prompt: { text: 'A boat' } }), { sentParams: sent })).toThrow(FollowMismatchError);
   });
 
   it('a set of another model family is refused by its type (a DoP followed, a Soul set answered)', async () => {
