@@ -140,6 +140,28 @@ describe('the guarded agent against a real listener on 127.0.0.1', () => {
     }
   });
 
+  it('a client\'s default dispatcher is guarded: another local port is refused, the service\'s own origin answers', async () => {
+    hits = [];
+    const client = new GenerationClient(resolveConfig({ flags: { baseUrl: `http://127.0.0.1:${port}` }, env: { HF_KEY } }));
+    const other = createServer((_req, res) => res.writeHead(200).end());
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    let otherHits = 0;
+    other.on('request', () => otherHits++);
+    try {
+      const dispatcher = client.transport.dispatcher;
+      await expect(request(`http://127.0.0.1:${(other.address() as AddressInfo).port}/internal/admin`, { dispatcher })).rejects.toBeInstanceOf(InternalAddressError);
+      const own = await request(`http://127.0.0.1:${port}/cdn/x.png`, { dispatcher });
+      await own.body.dump();
+      expect(own.statusCode).toBe(200);
+      expect(otherHits).toBe(0);
+      expect(hits).toEqual([`127.0.0.1:${port}/cdn/x.png`]);
+    } finally {
+      await client.close();
+      other.closeAllConnections();
+      await new Promise<void>((resolve) => other.close(() => resolve()));
+    }
+  });
+
   it('a download through a client\'s dispatcher: a CDN name resolving to the metadata address fails as internal_address, nothing written', async () => {
     const agent = createGuardedAgent({ connectTimeoutMs: 5_000, resolve: tableResolver(names) });
     recordServiceOrigins(agent, [`http://svc.test:${port}`]);
