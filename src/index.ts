@@ -4,9 +4,10 @@
 export { GenerationClient, type GenerationClientOptions } from './api/client.js';
 export { resolveConfig, readConfigFile, type ClientConfig, type ConfigFlags, type ResolveConfigOptions } from './api/config.js';
 export { Credentials, credentialsFromEnv, credentialsFromFile, parseCredentialPair } from './api/credentials.js';
-export { GenpipeError, InvalidInputError, IndeterminateSubmissionError, errorFromStatus, isGenpipeError, type ErrorCode, type InputIssue } from './api/errors.js';
+export { GenpipeError, InvalidInputError, IndeterminateSubmissionError, FollowMismatchError, InternalAddressError, errorFromStatus, isGenpipeError, type ErrorCode, type InputIssue } from './api/errors.js';
 export { backoffDelay, decideRetry, parseRetryAfter, type AttemptOutcome, type BackoffOptions, type CallSafety, type RetryDecision } from './api/retry.js';
 export { Transport, createDefaultDispatcher, sha256Hex, type CallOptions, type CallResult, type ExchangeEvent, type TransportOptions } from './api/transport.js';
+export { createGuardedAgent, guardedLookup, type GuardedAgentOptions, type Resolver } from './api/connect-guard.js';
 export { buildCharacterSheetRequest, type CharacterSheetSubmitOptions } from './api/character-sheet.js';
 export { buildMarketingImageRequest } from './api/marketing-image.js';
 export { checkSelection, normalizeSelection, type SelectionCheck } from './api/selection.js';

@@ -14,7 +14,11 @@ import { SoulStandardApi } from './soul-standard.js';
 import { Transport, type ExchangeEvent } from './transport.js';
 
 export interface GenerationClientOptions {
-  /** Injected undici dispatcher; a keep-alive Agent is created (and closed) when omitted. */
+  /**
+   * Injected undici dispatcher; a keep-alive Agent is created (and closed) when omitted. The created
+   * one refuses connections to local or private addresses other than the service's origins, by
+   * name too (connect-guard.ts); an injected one does so only when made by `createGuardedAgent`.
+   */
   dispatcher?: Dispatcher;
   random?: () => number;
   onExchange?: (event: ExchangeEvent) => void;

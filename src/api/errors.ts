@@ -29,6 +29,7 @@ export type ErrorCode =
   | 'aborted' // the caller's AbortSignal fired
   | 'indeterminate_submission' // a credit-spending POST may or may not have been processed
   | 'invalid_response' // the service answered with a body that breaks the spec
+  | 'mismatch' // a followed request's answer is about another request (a resume must not take it as its own)
   // Local problems, found before anything is sent.
   | 'invalid_input' // a request body breaks a rule of the spec
   | 'invalid_file' // a local file is not an acceptable input
@@ -118,6 +119,61 @@ export class IndeterminateSubmissionError extends GenpipeError {
     this.bodyHash = args.bodyHash;
     this.method = args.method;
     this.path = args.path;
+  }
+}
+
+/**
+ * A connection was refused before it was made: the host name resolves to an address inside the
+ * machine or the local network (loopback, link-local, private), and its origin is none of the
+ * service's (api/connect-guard.ts). Nothing was sent.
+ */
+export class InternalAddressError extends GenpipeError {
+  override readonly name = 'InternalAddressError';
+  readonly hostname: string;
+  readonly address: string;
+
+  constructor(hostname: string, address: string) {
+    super(
+      'invalid_response',
+      `Refusing to connect to ${hostname}: it resolves to ${address}, a local or private address, and it is not one of the service's addresses (base_url, platform_url or cdn_url); nothing was sent there.`,
+      { neverSent: true },
+    );
+    this.hostname = hostname;
+    this.address = address;
+  }
+}
+
+/**
+ * A request genpipe follows (a resume, a status look) was answered about another one: the service
+ * echoed another request or job-set id, or a job set's type or input_params differ from what was
+ * sent (models/follow-check.ts). The answer must not be taken as this instance's: the attempt's
+ * fate is unknown.
+ */
+export class FollowMismatchError extends GenpipeError {
+  override readonly name = 'FollowMismatchError';
+  /** `request` or `job set`. */
+  readonly what: string;
+  /** The id of the request or job set followed. */
+  readonly followed: string;
+  /** What the answer disagreed on: `request_id`, `status_url`, `cancel_url`, `id`, `type` or `input_params.<member>`. */
+  readonly field: string;
+  readonly expected: string;
+  readonly returned: string;
+
+  constructor(args: { what: 'request' | 'job set'; followed: string; field: string; expected: string; returned: string }) {
+    const { what, followed, field, expected, returned } = args;
+    const message =
+      field === 'request_id' || field === 'id'
+        ? `The service answered about ${what} ${returned} when asked about ${what} ${followed}; the answer was not used.`
+        : field.endsWith('_url')
+          ? `The service's answer about ${what} ${followed} has a ${field} for another request (${returned}); the answer was not used.`
+          : `The service's answer about ${what} ${followed} has ${field} ${returned} where ${expected} was ${field === 'type' ? 'expected' : 'sent'}; the answer was not used.`;
+    super('mismatch', message, what === 'request' ? { requestId: followed } : {});
+    this.what = what;
+    this.followed = followed;
+    this.field = field;
+    this.expected = expected;
+    this.returned = returned;
   }
 }
 

@@ -4,9 +4,10 @@
  * keep-alive Agent by default, a MockAgent in unit tests.
  */
 import { createHash } from 'node:crypto';
-import { Agent, request, type Dispatcher } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import type * as z from 'zod';
 import type { ClientConfig } from './config.js';
+import { createGuardedAgent } from './connect-guard.js';
 import { errorFromStatus, GenpipeError, IndeterminateSubmissionError } from './errors.js';
 import { backoffDelay, classifyTransportError, decideRetry, outcomeErrorCode, parseRetryAfter, type AttemptOutcome, type CallSafety } from './retry.js';
 import { abortError, sleep } from './sleep.js';
@@ -77,9 +78,13 @@ const MAX_JSON_BYTES = 16 * 1024 * 1024;
 
 export const sha256Hex = (data: string | Uint8Array): string => createHash('sha256').update(data).digest('hex');
 
-/** Creates the default keep-alive dispatcher with the configured connect timeout. */
+/**
+ * Creates the default keep-alive dispatcher with the configured connect timeout. It refuses to
+ * connect to a local or private address other than the service's own origins, whatever name leads
+ * there (connect-guard.ts).
+ */
 export function createDefaultDispatcher(connectTimeoutMs: number): Dispatcher {
-  return new Agent({ connect: { timeout: connectTimeoutMs }, keepAliveTimeout: 10_000, connections: 128 });
+  return createGuardedAgent({ connectTimeoutMs });
 }
 
 export class Transport {

@@ -45,6 +45,7 @@ const BY_ERROR: Record<ErrorCode, ExitCode> = {
   idempotency_mismatch: EXIT.failed,
   unprocessable: EXIT.failed,
   indeterminate_submission: EXIT.failed,
+  mismatch: EXIT.failed,
   aborted: EXIT.interrupted,
   locked: EXIT.locked,
   internal: EXIT.internal,

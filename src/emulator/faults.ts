@@ -32,6 +32,14 @@ export interface RouteFaults {
    */
   error_502_after: number;
   error_504_after: number;
+  /**
+   * A status or job-set GET answered about another request: another request (or job set) of the
+   * same account when it has one, else the same answer under an id that is not the one asked for.
+   * What a service that mixes up ids, or hands them out again after a restart, would send; a client
+   * must not take it as its own. Only `GET /requests/{id}/status` and `GET /v1/job-sets/{id}` carry
+   * it: the other routes of the status class never draw it, and a forced one waits for one of them.
+   */
+  foreign_status: number;
   /** The body is written in 4 pieces, `slow_body_chunk_ms` apart. */
   slow_body: number;
   slow_body_chunk_ms: number;
@@ -63,6 +71,7 @@ export const NO_ROUTE_FAULTS: RouteFaults = {
   reset_after: 0,
   error_502_after: 0,
   error_504_after: 0,
+  foreign_status: 0,
   slow_body: 0,
   slow_body_chunk_ms: 0,
 };
@@ -79,6 +88,7 @@ const FLAKY_ROUTE: RouteFaults = {
   reset_after: 0.01,
   error_502_after: 0,
   error_504_after: 0,
+  foreign_status: 0,
   slow_body: 0.02,
   slow_body_chunk_ms: 50,
 };
@@ -96,6 +106,7 @@ const HOSTILE_ROUTE: RouteFaults = {
   reset_after: 0.05,
   error_502_after: 0,
   error_504_after: 0,
+  foreign_status: 0,
   slow_body: 0.05,
   slow_body_chunk_ms: 100,
 };
@@ -123,6 +134,7 @@ export const RouteFaultsInput = z.strictObject({
   reset_after: rate.optional(),
   error_502_after: rate.optional(),
   error_504_after: rate.optional(),
+  foreign_status: rate.optional(),
   slow_body: rate.optional(),
   slow_body_chunk_ms: ms.optional(),
 });
@@ -161,7 +173,7 @@ export function loadFaultProfile(nameOrFile: string): FaultProfile {
   return profileFromSpec(readConfigDocument(nameOrFile, FaultFile, 'fault file'), nameOrFile);
 }
 
-export type ForcedFault = 'reset_before' | 'reset_after' | 'error_500' | 'error_502' | 'error_503' | 'error_502_after' | 'error_504_after' | 'rate_429' | 'slow_body';
+export type ForcedFault = 'reset_before' | 'reset_after' | 'error_500' | 'error_502' | 'error_503' | 'error_502_after' | 'error_504_after' | 'rate_429' | 'slow_body' | 'foreign_status';
 
 /** What happens to one request. */
 export interface FaultDecision {
@@ -174,9 +186,11 @@ export interface FaultDecision {
   /** Answer this after processing, instead of the handler's answer (a gateway failure). */
   statusAfter: 502 | 504 | undefined;
   slowChunkMs: number;
+  /** Answer about another request (`foreign_status`); only a route that echoes an id is given it. */
+  foreign: boolean;
 }
 
-export const NO_FAULT: FaultDecision = { resetBefore: false, latencyMs: 0, status: undefined, retryAfterS: 0, resetAfter: false, statusAfter: undefined, slowChunkMs: 0 };
+export const NO_FAULT: FaultDecision = { resetBefore: false, latencyMs: 0, status: undefined, retryAfterS: 0, resetAfter: false, statusAfter: undefined, slowChunkMs: 0, foreign: false };
 
 export class FaultEngine {
   #profile: FaultProfile;
@@ -203,13 +217,24 @@ export class FaultEngine {
     this.#forced[cls].push(...faults);
   }
 
-  decide(cls: RouteClass): FaultDecision {
-    const forced = this.#forced[cls].shift();
+  /**
+   * What happens to the next request of `cls`. `echoesId`: the route answers with the id it was
+   * asked about (a status or job-set GET), so it can answer about another one (`foreign_status`).
+   */
+  decide(cls: RouteClass, options: { echoesId?: boolean } = {}): FaultDecision {
+    const queue = this.#forced[cls];
+    // A forced foreign answer waits for the next request that can carry it (not a cancel or a catalog read).
+    const forced = queue[0] === 'foreign_status' && options.echoesId !== true ? undefined : queue.shift();
     const f = this.#profile.routes[cls];
     if (forced === undefined && this.#profile.name === 'none') return NO_FAULT;
     const rng = this.#rng;
     const d: FaultDecision = { ...NO_FAULT, retryAfterS: f.retry_after_s };
     if (forced !== undefined) {
+      // A foreign answer is counted where it is applied (noteApplied): a request refused with 404 gets none.
+      if (forced === 'foreign_status') {
+        d.foreign = true;
+        return d;
+      }
       this.#count(cls, forced);
       if (forced === 'reset_before') d.resetBefore = true;
       else if (forced === 'reset_after') d.resetAfter = true;
@@ -247,7 +272,14 @@ export class FaultEngine {
       this.#count(cls, 'slow_body');
       d.slowChunkMs = f.slow_body_chunk_ms;
     }
+    // Drawn last, and only at a rate above 0, so the other faults of a seed stay where they were.
+    if (options.echoesId === true && f.foreign_status > 0 && !d.resetAfter && d.statusAfter === undefined) d.foreign = rng.chance(f.foreign_status);
     return d;
+  }
+
+  /** Counts a fault the server applied itself (`foreign_status`, once the route answered about another request). */
+  noteApplied(cls: RouteClass, kind: ForcedFault): void {
+    this.#count(cls, kind);
   }
 
   #count(cls: RouteClass, kind: string): void {

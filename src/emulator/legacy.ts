@@ -124,6 +124,24 @@ export class LegacyPlatform {
     return json(200, this.view(set));
   }
 
+  /**
+   * The `foreign_status` fault on `GET /v1/job-sets/{id}`: another job set of the account (the
+   * latest, of the same type when there is one), or, when it has no other, this one under an id
+   * that is not its.
+   */
+  foreignGet(input: RouteInput): EmuResponse {
+    const account = authLegacy(this.d.ledger, input.headers);
+    const set = this.jobSets.get(input.params.id ?? '');
+    if (!set || set.keyId !== account.keyId) throw new HttpError(404, 'job set not found');
+    const sameType = (s: JobSetRecord): number => (s.type === set.type ? 1 : 0);
+    let other: JobSetRecord | undefined;
+    for (const s of this.jobSets.values()) {
+      if (s.id === set.id || s.keyId !== set.keyId) continue;
+      if (!other || sameType(s) > sameType(other) || (sameType(s) === sameType(other) && s.createdAt >= other.createdAt)) other = s;
+    }
+    return json(200, other ? this.view(other) : { ...this.view(set), id: newUuid() });
+  }
+
   /** The job set (§2.7). At creation every job is reported `queued`, even at time scale 0. */
   view(set: JobSetRecord, fresh = false): Record<string, unknown> {
     const jobs = set.jobIds.map((id) => {

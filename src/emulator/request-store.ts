@@ -199,6 +199,17 @@ export class RequestStore {
     return this.byId.get(id);
   }
 
+  /** The latest request of `r`'s account other than `r`, of the same model when one exists (the `foreign_status` fault). */
+  latestOtherOf(r: EmuRequest): EmuRequest | undefined {
+    const sameModel = (x: EmuRequest): number => (x.model === r.model ? 1 : 0);
+    let best: EmuRequest | undefined;
+    for (const x of this.byId.values()) {
+      if (x.id === r.id || x.keyId !== r.keyId) continue;
+      if (!best || sameModel(x) > sameModel(best) || (sameModel(x) === sameModel(best) && x.createdAt >= best.createdAt)) best = x;
+    }
+    return best;
+  }
+
   statusOf(r: EmuRequest, now: number = this.now()): RequestStatusValue {
     if (r.canceled) return 'canceled';
     if (now >= r.endAt) {

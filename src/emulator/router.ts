@@ -25,6 +25,12 @@ export interface Route {
   /** Fault class, or `inspection` (never faulted, loopback only). */
   cls: RouteClass | 'inspection';
   handler: Handler;
+  /**
+   * The route's answer about another request than the one asked for (the `foreign_status` fault),
+   * for routes that echo the id they are asked about; undefined when there is nothing to answer
+   * with. It checks the caller as `handler` does.
+   */
+  foreign?: Handler;
   /** Largest accepted body, bytes. Default 1 MiB. */
   maxBody?: number;
 }

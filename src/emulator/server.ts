@@ -2,7 +2,8 @@
  * The HTTP server: routing, per-request stats, fault injection around the handlers, and writing
  * answers. Faults apply in this order: reset before processing, latency, 429/5xx instead of
  * processing, then (after the handler ran) reset after processing, 502/504 after processing, or a
- * slow body.
+ * slow body. A foreign answer (`foreign_status`) replaces the handler: the route's `foreign`
+ * handler answers about another request.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { NO_FAULT, type FaultEngine } from './faults.js';
@@ -51,7 +52,7 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
   if (route.cls === 'inspection' && !isLoopbackAddress(req.socket.remoteAddress)) {
     return finish(res, { status: 403, json: { detail: 'the /_emulator endpoints answer loopback clients only' } });
   }
-  const fault = route.cls === 'inspection' ? NO_FAULT : d.faults.decide(route.cls);
+  const fault = route.cls === 'inspection' ? NO_FAULT : d.faults.decide(route.cls, { echoesId: route.foreign !== undefined });
   if (fault.resetBefore) {
     req.socket.destroy();
     return;
@@ -65,7 +66,8 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
   let answer: EmuResponse;
   try {
     const body = method === 'POST' || method === 'PUT' ? await readBody(req, route.maxBody ?? DEFAULT_MAX_BODY) : EMPTY;
-    answer = await route.handler({
+    const foreign = fault.foreign && route.cls !== 'inspection' ? route.foreign : undefined;
+    answer = await (foreign ?? route.handler)({
       method,
       url: new URL(rawUrl, 'http://emulator.local'),
       params: match.params,
@@ -74,6 +76,7 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
       remoteAddress: req.socket.remoteAddress,
       fault,
     });
+    if (foreign && answer.status === 200 && route.cls !== 'inspection') d.faults.noteApplied(route.cls, 'foreign_status');
   } catch (error) {
     if (!(error instanceof HttpError)) throw error;
     answer = { status: error.status, json: { detail: error.message }, headers: error.headers };

@@ -169,7 +169,7 @@ async function assemble(
   const agentMessages = '/v1/agent/sessions/:id/messages';
   const routes: Route[] = [
     // §4.1 first: it is the hot path.
-    { method: 'GET', pattern: '/requests/:id/status', cls: 'status', handler: (i) => requestRoutes.status(i) },
+    { method: 'GET', pattern: '/requests/:id/status', cls: 'status', handler: (i) => requestRoutes.status(i), foreign: (i) => requestRoutes.foreignStatus(i) },
     { method: 'POST', pattern: '/requests/:id/cancel', cls: 'status', handler: (i) => requestRoutes.cancel(i) },
     { method: 'POST', pattern: `/${vendor}/ai-influencer`, cls: 'submit', handler: (i) => characterSheet.submit(i) },
     { method: 'GET', pattern: `/models/${vendor}/ai-influencer/options`, cls: 'status', handler: () => catalog.handle() },
@@ -187,7 +187,7 @@ async function assemble(
     { method: 'POST', pattern: '/v1/image2video/dop', cls: 'submit', handler: (i) => legacy.dop(i) },
     { method: 'POST', pattern: '/v1/text2image/soul', cls: 'submit', handler: (i) => legacy.soul(i) },
     { method: 'POST', pattern: `/v1/speak/${vendor}`, cls: 'submit', handler: (i) => legacy.speak(i) },
-    { method: 'GET', pattern: '/v1/job-sets/:id', cls: 'status', handler: (i) => legacy.get(i) },
+    { method: 'GET', pattern: '/v1/job-sets/:id', cls: 'status', handler: (i) => legacy.get(i), foreign: (i) => legacy.foreignGet(i) },
     { method: 'POST', pattern: `/${vendor}-ai/soul/standard`, cls: 'submit', handler: (i) => soulStandard.submit(i) },
     ...inspectionRoutes({ ledger, requests, stats, faults, webhooks, catalog, presets, agent }),
   ];

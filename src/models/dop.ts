@@ -11,6 +11,6 @@ export const dop: ModelDefinition<'dop'> = {
   build: (input) => validateBody(DopParams, input, 'DoP params'),
   imageFields: [['input_images', '*', 'image_url'], ['input_images_end', '*', 'image_url']],
   placeholderOutputs: videoOutputs,
-  adapter: jobSetAdapter((body, ctx) => ctx.client.legacy.dop(body as DopParams, null, { signal: ctx.signal })),
+  adapter: jobSetAdapter((body, ctx) => ctx.client.legacy.dop(body as DopParams, null, { signal: ctx.signal }), { type: 'image2video' }),
   seeded: true,
 };

@@ -6,10 +6,16 @@
 import { FINAL_JOB_STATUSES, type JobSet } from '../api/wire.js';
 import type { AdapterContext, FinalStatus, ModelAdapter, OutputRef, TrackResult } from './adapter.js';
 import { acceptFor } from './adapter.js';
+import { checkJobSetFollow, sentBodyOf } from './follow-check.js';
 
 const SEVERITY: Record<string, number> = { completed: 0, canceled: 1, nsfw: 2, failed: 3 };
 
-export function jobSetAdapter(submit: (body: unknown, ctx: AdapterContext) => Promise<JobSet>): ModelAdapter {
+/**
+ * `type`: the job-set type the model's sets have (§2.7), checked on every answer when given. The
+ * body sent, when the caller passes it (`sentBody`, follow-check.ts), is checked against the
+ * answer's input_params.
+ */
+export function jobSetAdapter(submit: (body: unknown, ctx: AdapterContext) => Promise<JobSet>, expected: { type?: string } = {}): ModelAdapter {
   return {
     idempotentSubmit: false,
     async submit(body, _options, ctx) {
@@ -19,6 +25,8 @@ export function jobSetAdapter(submit: (body: unknown, ctx: AdapterContext) => Pr
     async track(submission, _script, ctx): Promise<TrackResult> {
       if (submission.kind !== 'job_set') throw new Error(`a job-set adapter cannot track a ${submission.kind}`);
       const set = await ctx.client.legacy.jobSet(submission.jobSetId, { signal: ctx.signal });
+      // An answer about another job set (ids handed out again, a confused gateway) is never taken as this one's.
+      checkJobSetFollow(submission.jobSetId, set, { type: expected.type, sentParams: sentBodyOf(ctx) });
       if (set.jobs.length > 0 && !set.jobs.every((j) => FINAL_JOB_STATUSES.has(j.status))) return { done: false };
       const worst = set.jobs.reduce<string>((acc, j) => ((SEVERITY[j.status] ?? 3) > (SEVERITY[acc] ?? 0) ? j.status : acc), 'completed');
       const status = (worst in SEVERITY ? worst : 'failed') as FinalStatus;

@@ -1,10 +1,12 @@
 /**
  * Models that return a request id and are tracked through request status (§4.1): character sheet,
- * marketing image, Soul standard (and raw endpoint paths).
+ * marketing image, Soul standard (and raw endpoint paths). Each status answer must be about the
+ * request followed (follow-check.ts).
  */
 import { isFinalStatus, type SubmitResponse } from '../api/wire.js';
 import type { AdapterContext, FinalStatus, ModelAdapter, Submission, TrackResult } from './adapter.js';
 import { filesOfStatus } from './adapter.js';
+import { checkRequestFollow } from './follow-check.js';
 
 export function requestAdapter(options: {
   idempotentSubmit: boolean;
@@ -19,6 +21,8 @@ export function requestAdapter(options: {
     async track(submission, _script, ctx): Promise<TrackResult> {
       if (submission.kind !== 'request') throw new Error(`a request adapter cannot track a ${submission.kind}`);
       const status = await ctx.client.requests.status(submission.requestId, { signal: ctx.signal });
+      // An answer about another request (ids handed out again, a confused gateway) is never taken as this one's.
+      checkRequestFollow(submission.requestId, status);
       if (!isFinalStatus(status.status)) return { done: false };
       const final = status.status as FinalStatus;
       const outputs: Record<string, unknown> = { request_id: status.request_id };

@@ -8,7 +8,9 @@
  *   of one of the service's addresses: an output URL `http://127.0.0.1:<another port>/admin` (from
  *   a remote service, even) must not make genpipe send requests to another local service. Each hop
  *   of a redirect is checked the same way. Host names are not resolved here: the rule is about the
- *   addresses a URL names.
+ *   addresses a URL names. The client's dispatcher applies the same rule to the address a name
+ *   resolves to, when it connects (api/connect-guard.ts); its refusal fails the download the same
+ *   way (`internal_address`).
  * - Redirects are followed by hand, at most `maxRedirects`, and only within the same origin
  *   (scheme, host and port): a CDN that bounces to another host could point anywhere.
  * - The content type must be on the allow-list; the size is capped (by Content-Length up front,
@@ -27,7 +29,7 @@ import { createReadStream } from 'node:fs';
 import { link, lstat, mkdir, open, realpath, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { request, type Dispatcher } from 'undici';
-import { errorFromStatus, GenpipeError, type ErrorCode } from '../api/errors.js';
+import { errorFromStatus, GenpipeError, InternalAddressError, type ErrorCode } from '../api/errors.js';
 import { classifyTransportError, outcomeErrorCode } from '../api/retry.js';
 import { readBody } from '../api/read-body.js';
 import { abortError } from '../api/sleep.js';
@@ -36,7 +38,7 @@ import { isInside, resolveInside } from './output-names.js';
 import { syncDirectory } from './sync-directory.js';
 import { isLoopbackHost } from '../util/loopback-host.js';
 import { serviceOriginsOf } from '../api/service-origins.js';
-import { BlockList, isIP } from 'node:net';
+import { isInternalAddress } from '../util/internal-address.js';
 import { IMAGE_HEADER_BYTES, imageSizeOfHeader, type ImageSize } from '../util/image-size.js';
 
 export const DEFAULT_MAX_REDIRECTS = 3;
@@ -111,24 +113,11 @@ export function checkDownloadUrl(url: URL): void {
   throw new DownloadError('insecure_url', 'invalid_input', `Refusing to download ${describe(url)}: only https is allowed (plain http only to loopback).`);
 }
 
-/** Addresses inside the machine or the local network, as URLs write them. */
-const INTERNAL = new BlockList();
-for (const [net, prefix] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.168.0.0', 16]] as const) INTERNAL.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10]] as const) INTERNAL.addSubnet(net, prefix, 'ipv6');
-
 /** True when `hostname` (a URL's) names an address inside the machine or the local network. */
 export function isInternalHost(hostname: string): boolean {
   const host = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
   if (host === 'localhost' || host.endsWith('.localhost')) return true;
-  if (isIP(host) === 4) return INTERNAL.check(host, 'ipv4');
-  if (isIP(host) !== 6) return false;
-  // An IPv4 address mapped into IPv6 (::ffff:127.0.0.1, which the URL parser writes ::ffff:7f00:1) is that IPv4 address.
-  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(host);
-  if (mapped) {
-    const [hi, lo] = [parseInt(mapped[1] as string, 16), parseInt(mapped[2] as string, 16)];
-    return INTERNAL.check(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`, 'ipv4');
-  }
-  return INTERNAL.check(host, 'ipv6');
+  return isInternalAddress(host);
 }
 
 /** Refuses a URL on an internal address unless its origin is one of `allowed` (the service's). */
@@ -400,6 +389,13 @@ async function fetchFollowingSameOrigin(first: URL, options: DownloadOptions, al
         bodyTimeout: options.bodyTimeoutMs ?? 30_000,
       });
     } catch (error) {
+      if (error instanceof InternalAddressError) {
+        throw new DownloadError(
+          'internal_address',
+          'invalid_response',
+          `Refusing to download ${describe(current)}: ${error.hostname === error.address ? 'it is' : `${error.hostname} resolves to ${error.address},`} a local or private address that is not the service's (base_url, platform_url or cdn_url); nothing was requested there.`,
+        );
+      }
       throw translate(error, options.signal);
     }
     const status = response.statusCode;
@@ -461,6 +457,8 @@ async function hashFile(path: string): Promise<string> {
 
 /** Maps a failure to a GenpipeError: refusals pass through, aborts and network failures get their codes. */
 function translate(error: unknown, signal: AbortSignal | undefined): unknown {
+  // The dispatcher refused the connection (a name that resolves to a local address): a refusal like the URL check's.
+  if (error instanceof InternalAddressError) return new DownloadError('internal_address', 'invalid_response', error.message);
   if (error instanceof GenpipeError) return error;
   if (signal?.aborted) return abortError(signal);
   const code = (error as NodeJS.ErrnoException).code;

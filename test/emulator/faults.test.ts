@@ -179,6 +179,24 @@ describe('faults on the wire', () => {
     await emu.close();
   });
 
+  it('foreign_status from a fault file: status and job-set GETs answer about another request, the rest of the class never', async () => {
+    const file = join(dir, 'foreign.yaml');
+    writeFileSync(file, 'status:\n  foreign_status: 1\n');
+    const emu = await start({ faults: loadFaultProfile(file) });
+    const a = (await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 1 } })).json.request_id as string;
+    const b = (await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 2 } })).json.request_id as string;
+    const status = await http(emu, 'GET', `/requests/${a}/status`, { headers: AUTH });
+    expect(status.status).toBe(200);
+    expect(status.json.request_id).toBe(b);
+    expect(status.json.status_url).toContain(`/requests/${b}/status`);
+    // Another account's request is still not found: the fault never reveals what the caller does not own.
+    expect((await http(emu, 'GET', '/requests/00000000-0000-4000-8000-00000000abcd/status', { headers: AUTH })).status).toBe(404);
+    // The options catalog is a status-class route that echoes no id: answered as ever, and not counted.
+    expect((await http(emu, 'GET', '/models/vendor/ai-influencer/options')).status).toBe(200);
+    expect(emu.faults.injected['status.foreign_status']).toBe(1);
+    await emu.close();
+  });
+
   it('faults apply per route class only', async () => {
     const emu = await start();
     emu.forceFaults('cdn', 'error_503');

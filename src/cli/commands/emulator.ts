@@ -43,7 +43,8 @@ Options:
   --faults PROFILE|FILE   none, flaky, hostile, or a YAML/JSON fault file (default none);
                           a file's error_502_after / error_504_after answer 502 / 504 after
                           processing (the request is made and charged), reset_after drops
-                          the connection after processing
+                          the connection after processing, status: foreign_status answers a
+                          status or job-set GET about another request
   --accounts FILE         YAML/JSON accounts file (key_id, secret, credits, agent_enabled)
   --account ID:SECRET     add an account with default credits (repeatable)
   --webhook-secret S      sent as X-Webhook-Secret-Key on hf_webhook deliveries

@@ -3,6 +3,7 @@ import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
 import { EMULATOR_FLAG_HELP, openCommandClient } from '../embedded-emulator.js';
 import { oneLine } from '../../util/terminal-text.js';
+import { checkRequestFollow } from '../../models/follow-check.js';
 
 export const statusCommand: Command = {
   name: 'status',
@@ -17,6 +18,8 @@ ${CONNECTION_HELP}`,
     const { client, close } = await openCommandClient(connectionFlags(values), io, { emulator: values.emulator === true });
     try {
       const status = await client.requests.status(requestId, { signal: io.signal });
+      // An answer about another request is not this one's status: exit 1 with one sentence.
+      checkRequestFollow(requestId, status);
       if (values.json) {
         io.out(JSON.stringify(status, null, 2));
         return EXIT.ok;
