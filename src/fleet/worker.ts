@@ -130,7 +130,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     try {
       const timer = pollsFor(data.poll).start(data.model, Date.now());
       const webhook = submittedHere ? o.webhook : undefined;
-      const done = await localExecutor.follow(attempt, followed, ctx, { signal: handBack.signal, timer, webhook, mayRetry: (failures) => failures < TRACK_FAILURES });
+      // The body sent, so the service's answer is checked against it (follow-check.ts).
+      const done = await localExecutor.follow(attempt, followed, { ...ctx, sentBody: data.body }, { signal: handBack.signal, timer, webhook, mayRetry: (failures) => failures < TRACK_FAILURES });
       return { kind: 'final', submission: done.submission, result: done.result, durationMs: done.durationMs };
     } catch (error) {
       if (handBack.signal.aborted && token !== undefined) {

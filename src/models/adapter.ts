@@ -52,6 +52,11 @@ export interface AdapterContext {
   signal: AbortSignal;
   /** Webhook URL for models that take one (`?hf_webhook=`), when the run uses webhooks. */
   webhookUrl?: string | undefined;
+  /**
+   * The body the followed submission was sent with, when known (local image paths replaced by
+   * their uploaded URLs): `track` checks the service's answer echoes it (follow-check.ts).
+   */
+  sentBody?: unknown;
 }
 
 export interface InstanceScript {

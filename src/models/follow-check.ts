@@ -18,17 +18,8 @@ import { FollowMismatchError } from '../api/errors.js';
 import type { JobSet, RequestStatus } from '../api/wire.js';
 import { oneLine } from '../util/terminal-text.js';
 
-/**
- * What a track call may be told beyond AdapterContext: the body the followed submission was sent
- * with (for a job set, its `params` object, with local image paths already replaced by the URLs
- * they were uploaded to). Without it, the input_params check is skipped.
- */
-export interface FollowContext {
-  sentBody?: unknown;
-}
-
-/** The body the submission was sent with, when the caller passed it. */
-export const sentBodyOf = (ctx: AdapterContext): unknown => (ctx as AdapterContext & FollowContext).sentBody;
+/** The body the submission was sent with, when the caller passed it (AdapterContext.sentBody); without it the input_params check is skipped. */
+export const sentBodyOf = (ctx: AdapterContext): unknown => ctx.sentBody;
 
 /** A value from the service, shown in one short line of a message. */
 function shown(value: unknown): string {

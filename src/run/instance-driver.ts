@@ -232,19 +232,23 @@ export class InstanceDriver {
       // The attempt's money: an attempt an earlier process sent (followed again, or resent with its
       // own key) is already in what the journal committed; a new one reserves its price.
       let reservation: Reservation;
-      if (submission) reservation = this.#fx.spend.adopt(step.priceUsd ?? 0);
-      else {
+      // What the followed submission was sent with, so the service's answer is checked against it.
+      let sentBody: unknown;
+      if (submission) {
+        reservation = this.#fx.spend.adopt(step.priceUsd ?? 0);
+        sentBody = this.#sentBody(step, instance, entry);
+      } else {
         if (conversation !== undefined) script.sessionId = this.#fx.state.sessions.get(conversation);
         const key = action.kind === 'resubmit_same_key' ? action.key : this.#keyOf(adapter, instance, this.#fx.state.instances.get(instance.id));
         const sent = await this.#submit(step, this.#attempt(step, adapter, instance.id, script), instance, key, action.kind === 'resubmit_same_key' ? this.#fx.spend.adopt(step.priceUsd ?? 0) : undefined);
         if (!sent) return undefined;
-        ({ submission, reservation } = sent);
+        ({ submission, reservation, body: sentBody } = sent);
         submittedAt = Date.now();
         if (conversation !== undefined && submission.kind === 'agent_turn' && this.#fx.state.sessions.get(conversation) !== submission.sessionId) {
           await this.#fx.log({ type: 'agent_session', conversation, sessionId: submission.sessionId }, true);
         }
       }
-      const result = await this.#track(step, this.#attempt(step, adapter, instance.id, script), instance, submission, submittedAt, reservation);
+      const result = await this.#track(step, this.#attempt(step, adapter, instance.id, script), instance, submission, submittedAt, reservation, sentBody);
       if (!result) return undefined;
       // Failed, nsfw and canceled requests are refunded (§8): the reservation goes back.
       if (result.status !== 'completed') reservation.release();
@@ -378,7 +382,7 @@ export class InstanceDriver {
    * Sends an instance's submit; `adopted`: the reservation of an attempt an earlier process sent with
    * the same key (resent here), else the price is reserved from the budget first.
    */
-  async #submit(step: StepPlan, attempt: Attempt, instance: PlannedInstance, key: string | undefined, adopted: Reservation | undefined): Promise<{ submission: Submission; reservation: Reservation } | undefined> {
+  async #submit(step: StepPlan, attempt: Attempt, instance: PlannedInstance, key: string | undefined, adopted: Reservation | undefined): Promise<{ submission: Submission; reservation: Reservation; body: unknown } | undefined> {
     const price = step.priceUsd ?? 0;
     if (this.#fx.stopping) {
       this.#fx.tally('pending');
@@ -423,7 +427,7 @@ export class InstanceDriver {
         // key and the service answers with the same request; a keyless one would become unknown.
         await this.#fx.log({ type: 'submitted', instance: instance.id, handle: submission }, key === undefined);
         this.#fx.emit({ type: 'instance_submitted', step: step.id, instance: instance.id, model: step.model, estimatedUsd: step.priceUsd });
-        return { submission, reservation };
+        return { submission, reservation, body };
       } catch (error) {
         if (!(error instanceof GenpipeError)) throw error;
         if (error.code === 'aborted') {
@@ -505,6 +509,16 @@ export class InstanceDriver {
 
 
 
+  /**
+   * The body an earlier process sent for a submission followed again: the instance's body with its
+   * local image paths mapped to the URLs they were uploaded to (never uploading anything), when it
+   * hashes to what the intent recorded; else undefined (the echo check is skipped).
+   */
+  #sentBody(step: StepPlan, instance: PlannedInstance, entry: InstanceState | undefined): unknown {
+    const mapped = mapImageFields(instance.body, step.spec.imageFields, (v) => this.#fx.state.uploads.get(v) ?? v);
+    return entry?.intent && sha256Hex(JSON.stringify(mapped)) === entry.intent.bodyHash ? mapped : undefined;
+  }
+
   /** Uploads local image paths once per run (journaled, so a resume sends the same URL and body). */
   async #prepareBody(step: StepPlan, body: unknown): Promise<unknown> {
     const locals: string[] = [];
@@ -538,8 +552,8 @@ export class InstanceDriver {
    * and on a fleet worker) and journals the status. Undefined when the instance ends otherwise: it
    * failed, or is left for a resume.
    */
-  async #track(step: StepPlan, attempt: Attempt, instance: PlannedInstance, first: Submission, submittedAt: number, reservation: Reservation): Promise<FinalTrack | undefined> {
-    const ctx = this.#ctx();
+  async #track(step: StepPlan, attempt: Attempt, instance: PlannedInstance, first: Submission, submittedAt: number, reservation: Reservation, sentBody: unknown): Promise<FinalTrack | undefined> {
+    const ctx = { ...this.#ctx(), sentBody };
     // The submission being followed now: an agent turn moves on with each reply sent.
     let current = first;
     let followed: Followed;
@@ -566,6 +580,15 @@ export class InstanceDriver {
         throw error;
       }
       if (this.#fx.credentialsRefused(error)) return undefined;
+      if (error.code === 'mismatch') {
+        // The service answered about another request: its output is never taken for this one. The
+        // attempt is unknown (its money stays counted, up to its price), journaled so a resume does
+        // not follow it again and `--retry unknown` sends it anew.
+        await this.#fx.log({ type: 'forgotten', instance: instance.id, why: error.message }, true);
+        this.#fx.tally('unknown');
+        this.#fx.emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: `${error.message} The attempt is left unknown; \`genpipe resume --retry unknown\` sends it again.` });
+        return undefined;
+      }
       if (TRANSIENT.has(error.code)) {
         this.#fx.tally('pending');
         this.#fx.emit({ type: 'instance_failed', step: step.id, instance: instance.id, code: error.code, message: `${error.message} (left for a resume)` });

@@ -216,14 +216,18 @@ export const RefusedRecord = z.looseObject({
 });
 
 /**
- * The service the run used is gone with everything it knew (a run on an embedded emulator, resumed
- * on a fresh one): this instance's attempt, sent and not final, is unknown from here on (up to its
- * price), not something to follow. Journaled per instance, so the report reads it as the run does.
+ * This instance's attempt, sent and not final, can no longer be followed, so it is unknown from here
+ * on (up to its price): the service the run used is gone with everything it knew (a run on an
+ * embedded emulator, resumed on a fresh one), or it answered about another request when asked
+ * about this one (follow-check.ts). Journaled per instance, so the report reads it as the run does,
+ * and `--retry unknown` sends it again.
  */
 export const ForgottenRecord = z.looseObject({
   type: z.literal('forgotten'),
   at,
   instance,
+  /** Why, when it was not the service forgetting everything: the mismatch's sentence. */
+  why: z.string().optional(),
 });
 
 /**

@@ -11,7 +11,7 @@ import type { Emulator } from '../../src/emulator/index.js';
 import type { AdapterContext, ModelAdapter, Submission, TrackResult } from '../../src/models/adapter.js';
 import { characterSheet } from '../../src/models/character-sheet.js';
 import { dop } from '../../src/models/dop.js';
-import { checkJobSetFollow, checkRequestFollow, type FollowContext } from '../../src/models/follow-check.js';
+import { checkJobSetFollow, checkRequestFollow } from '../../src/models/follow-check.js';
 import { soul } from '../../src/models/soul.js';
 import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
@@ -118,7 +118,7 @@ describe('request status: the answer must be about the request followed', () => 
 describe('job sets: the answer must echo the id, the type and the input_params sent', () => {
   let setA: Submission;
   let setB: Submission;
-  const withBody = (body: unknown): AdapterContext & FollowContext => ({ ...ctx, sentBody: body });
+  const withBody = (body: unknown): AdapterContext => ({ ...ctx, sentBody: body });
 
   it('matching answers are taken, with the body sent compared to input_params', async () => {
     setA = await soul.adapter.submit(soulBody(7), { script: {} }, ctx);
