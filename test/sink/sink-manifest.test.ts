@@ -1,7 +1,7 @@
 // `output: {sink: ...}` in a manifest (issue 29, item 1): the short and long forms, in defaults or on
 // a step, the prefix's run variables and vars, the object keys and public URLs they give, loopback
 // path-style, and every bad sink refused by validate at file:line:col before anything runs.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -74,6 +74,16 @@ describe('a sink in the manifest', () => {
       { line: 11, col: 13, path: 'steps.sheets.output.sink', message: '{{ seed }}: a sink may read only run, vars and env, which are the same for every instance of a run' },
       { line: 11, col: 13, path: 'steps.sheets.output.sink', message: '{{ vars.campain }}: no var "campain"; did you mean "campaign"?' },
     ]);
+  });
+
+  it("the README's R2 and MinIO examples are valid sinks", () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('## Storage sinks'), readme.indexOf('## Fleet'));
+    const examples = [...section.matchAll(/```yaml\n(defaults:[\s\S]*?)```/g)].map((m) => m[1] as string).filter((text) => !text.includes('steps:'));
+    expect(examples).toHaveLength(2);
+    const configs = examples.map((defaults) => resolveStepSinks(loadManifestText(manifest(defaults.replace('vars.team', 'vars.campaign')), 'README.md'), RUN, {}).get('sheets'));
+    expect(configs[0]).toMatchObject({ bucket: 'campaign-assets', prefix: '2026-11-27', region: 'auto', publicBaseUrl: 'https://assets.example.com/2026-11-27' });
+    expect(configs[1]).toMatchObject({ bucket: 'genpipe', prefix: 'spring/20261127T030000Z-ab12', endpoint: 'http://127.0.0.1:9000', pathStyle: true });
   });
 
   it('genpipe validate exits 2 naming the file, line and column of a bad sink', async () => {
