@@ -9,9 +9,10 @@
  * - `close()` when the run ends.
  */
 import { join } from 'node:path';
-import type { GenpipeError } from '../api/errors.js';
+import { GenpipeError } from '../api/errors.js';
 import type { LoadedManifest } from '../manifest/load.js';
 import type { JournalRecordOf } from '../run/journal-records.js';
+import { pendingSinkUploads, type InstanceState } from '../run/run-state.js';
 import { manifestHasSink, objectKey, publicUrl, resolveStepSinks, sinkUri, type SinkConfig, type SinkRun } from './sink-config.js';
 import { S3Store, type UploadOptions } from './s3-store.js';
 
@@ -36,6 +37,29 @@ export class StepSink {
   /** Its public URL (`sink_url`), when the sink has `public_base_url`. */
   url(runRelativePath: string): string | undefined {
     return publicUrl(this.config, runRelativePath);
+  }
+
+  /**
+   * Uploads every pending output of an instance (pendingSinkUploads: downloaded, not yet in the
+   * sink with these bytes), all at once within the sink's `concurrency`, journaling each
+   * `sink_uploaded` record through `journal` as it lands. `failed` is the first upload that could
+   * not be done (the others still went): the instance is then "completed, upload pending".
+   */
+  async uploadPending(runDir: string, instance: string, entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>, options: UploadOptions, journal: (record: JournalRecordOf<'sink_uploaded'>) => Promise<void>): Promise<{ uploaded: number; bytes: number; failed: GenpipeError | undefined }> {
+    let uploaded = 0;
+    let bytes = 0;
+    const results = await Promise.allSettled(
+      pendingSinkUploads(entry).map(async (download) => {
+        const record = await this.uploadOutput(runDir, instance, download, options);
+        await journal(record);
+        uploaded++;
+        if (!record.skipped) bytes += record.size;
+      }),
+    );
+    const rejected = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    // An abort, or a journal that could not be written, ends the instance's life here: not a pending upload.
+    if (rejected && (!(rejected.reason instanceof GenpipeError) || rejected.reason.code === 'aborted')) throw rejected.reason;
+    return { uploaded, bytes, failed: rejected?.reason as GenpipeError | undefined };
   }
 
   /**

@@ -14,7 +14,8 @@ import { redact } from '../../src/util/redact.js';
 import { loadManifestText } from '../../src/manifest/load.js';
 import type { JournalRecordOf } from '../../src/run/journal-records.js';
 import { JournalRecord } from '../../src/run/journal-records.js';
-import { applyRecord, emptyRunState, pendingSinkUploads } from '../../src/run/run-state.js';
+import { applyRecord, emptyRunState, pendingSinkUploads, type InstanceState } from '../../src/run/run-state.js';
+import { sinkTotals } from '../../src/sink/sink-totals.js';
 import { RunSinks, type StepSink } from '../../src/sink/run-sinks.js';
 import { SinkUploadError } from '../../src/sink/sink-errors.js';
 import { MULTIPART_THRESHOLD } from '../../src/sink/s3-store.js';
@@ -240,6 +241,35 @@ describe('a storage sink on a real S3-compatible store', () => {
     applyRecord(state, record);
     expect(pendingSinkUploads(state.instances.get('pending') as never)).toEqual([]);
     expect(JSON.stringify(record)).not.toContain(store.secretAccessKey);
+  });
+
+  it("uploadPending sends an instance's pending outputs and journals each; a second resume sends nothing", async () => {
+    const sink = (await openSinks()).forStep('sheets') as StepSink;
+    const state = emptyRunState();
+    const downloads = [output('multi+0.png', randomBytes(20_000), 0), output('multi+1.png', randomBytes(20_000), 1), output('multi+2.png', randomBytes(20_000), 2)].map((d) => ({ ...d, instance: 'multi' }));
+    for (const d of downloads) applyRecord(state, d);
+    // The first was uploaded before a crash: its record is in the journal.
+    applyRecord(state, await sink.uploadOutput(runDir, 'multi', downloads[0] as JournalRecordOf<'downloaded'>, noRetries));
+    const entry = state.instances.get('multi') as InstanceState;
+    expect(sinkTotals([entry])).toEqual({ uploadedFiles: 1, uploadedBytes: 20_000, pendingFiles: 2, pendingBytes: 40_000, pendingInstances: 1 });
+
+    const journal: JournalRecordOf<'sink_uploaded'>[] = [];
+    const seen = watch(sink);
+    const first = await sink.uploadPending(runDir, 'multi', entry, noRetries, async (record) => {
+      journal.push(record);
+      applyRecord(state, record);
+    });
+    expect(first).toEqual({ uploaded: 2, bytes: 40_000, failed: undefined });
+    expect(journal.map((r) => r.output).sort()).toEqual([1, 2]);
+    expect(seen.sent.filter((r) => r.operation === 'PutObjectCommand')).toHaveLength(2);
+    expect(sinkTotals([entry])).toMatchObject({ uploadedFiles: 3, pendingFiles: 0, pendingInstances: 0 });
+
+    const again = await sink.uploadPending(runDir, 'multi', entry, noRetries, async () => {
+      throw new Error('nothing should be journaled');
+    });
+    seen.stop();
+    expect(again).toEqual({ uploaded: 0, bytes: 0, failed: undefined });
+    expect(seen.sent).toHaveLength(2 * 2);
   });
 });
 
