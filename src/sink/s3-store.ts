@@ -279,7 +279,7 @@ export class S3Store {
   }
 
   #unreachable(error: unknown): GenpipeError {
-    return new GenpipeError('config', `The sink ${this.where} could not be checked at ${endpointName(this.config)} (${describeSdkError(error)}); no request was sent to the service.`);
+    return new GenpipeError('config', `The sink ${this.where} could not be checked at ${endpointName(this.config)} (${describeSdkError(error)}); nothing was sent to the generation service.`);
   }
 }
 

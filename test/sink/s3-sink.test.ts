@@ -151,7 +151,7 @@ describe('a storage sink on a real S3-compatible store', () => {
     expect((error as Error).message).toMatch(/changed after it was downloaded .*was not uploaded to s3:\/\/genpipe-sink\/spring\/2026-11-27\.$/);
   });
 
-  it('the preflight refuses a missing bucket and a key the store does not know, each in one sentence without a secret', async () => {
+  it('the preflight refuses a missing bucket, a key the store does not know and a store that does not answer, each in one sentence without a secret', async () => {
     const missing = await (await openSinks(`{url: "s3://no-such-bucket/x", endpoint: "${store.endpoint}"}`)).preflight();
     expect(missing).toBeInstanceOf(GenpipeError);
     expect(missing?.code).toBe('config');
@@ -171,6 +171,11 @@ describe('a storage sink on a real S3-compatible store', () => {
       expect(text).not.toContain(wrongSecret);
       expect(text).not.toContain(store.secretAccessKey);
     }
+    // A store that does not answer at all (a port nothing listens on).
+    const closed = await freePort();
+    const unreachable = await (await openSinks(`{url: "s3://${BUCKET}/x", endpoint: "http://127.0.0.1:${closed}"}`)).preflight();
+    expect(unreachable?.code).toBe('config');
+    expect(unreachable?.message).toBe(`The sink s3://${BUCKET}/x could not be checked at http://127.0.0.1:${closed} (ECONNREFUSED); nothing was sent to the generation service.`);
     // The probe object was removed: the bucket holds only what the other tests uploaded.
     expect(await probesLeft()).toEqual([]);
   });
@@ -272,6 +277,16 @@ describe('a storage sink on a real S3-compatible store', () => {
     expect(seen.sent).toHaveLength(2 * 2);
   });
 });
+
+/** A port nothing listens on: one the system just gave and took back. */
+async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
 
 /** Probe objects (`.genpipe-probe-*`) left in the store's directory. */
 async function probesLeft(): Promise<string[]> {
