@@ -61,6 +61,13 @@ export interface UploadOptions {
   signal?: AbortSignal | undefined;
   /** The SHA-256 journaled when the file was downloaded: a file changed since is not uploaded. */
   expectedSha256?: string | undefined;
+  /**
+   * False skips the HEAD that looks for the object first (one request in two), for a file the
+   * caller knows is new to the sink: downloaded by this very process in a run that is not a resume
+   * nor a --reuse. Default true: a resume, a reuse or a second run into the same prefix then sends
+   * nothing for an object already there.
+   */
+  checkExisting?: boolean | undefined;
   /** For tests of the backoff; Math.random otherwise. */
   random?: () => number;
 }
@@ -189,7 +196,8 @@ export class S3Store {
     }
     for (let failures = 0; ; ) {
       try {
-        const result = await this.#attempt(file, key, content, options.signal);
+        // After a failed attempt the object may be there (a PUT whose answer was lost): look first.
+        const result = await this.#attempt(file, key, content, options.signal, options.checkExisting !== false || failures > 0);
         options.creditRetry?.();
         return result;
       } catch (error) {
@@ -208,11 +216,11 @@ export class S3Store {
     }
   }
 
-  /** One try: HEAD (already there?), then PUT or a multipart upload. */
-  async #attempt(file: string, key: string, content: { size: number; sha256: string; bytes: Buffer | undefined }, signal: AbortSignal | undefined): Promise<UploadResult> {
+  /** One try: HEAD (already there?) unless told not to look, then PUT or a multipart upload. */
+  async #attempt(file: string, key: string, content: { size: number; sha256: string; bytes: Buffer | undefined }, signal: AbortSignal | undefined, look: boolean): Promise<UploadResult> {
     const s3 = this.#s3;
     const bucket = this.config.bucket;
-    const existing = await this.#head(key, signal);
+    const existing = look ? await this.#head(key, signal) : undefined;
     const checksum = Buffer.from(content.sha256, 'hex').toString('base64');
     if (existing && existing.size === content.size && (existing.sha256 === content.sha256 || existing.checksum === checksum)) {
       return { key, size: content.size, sha256: content.sha256, etag: existing.etag, skipped: true };

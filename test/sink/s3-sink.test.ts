@@ -132,6 +132,13 @@ describe('a storage sink on a real S3-compatible store', () => {
     expect(second).toMatchObject({ skipped: true, key: first.key, sha256: first.sha256, etag: first.etag });
     expect(seen.sent.map((r) => r.operation)).toEqual(['HeadObjectCommand']);
 
+    // Told the file is new (a fresh run's download), it sends the PUT alone, one request instead of two.
+    const fresh = output('fresh.png', randomBytes(1000));
+    const sentBefore = seen.sent.length;
+    await sink.uploadOutput(runDir, 'fresh', fresh, { ...noRetries, checkExisting: false });
+    expect(seen.sent.slice(sentBefore).map((r) => r.operation)).toEqual(['PutObjectCommand']);
+    seen.sent.splice(sentBefore);
+
     // New bytes under the same name (the instance made again): the object is replaced.
     const remade = output('again.png', randomBytes(50_000));
     const third = await sink.uploadOutput(runDir, 'again', remade, noRetries);
