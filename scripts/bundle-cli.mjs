@@ -26,7 +26,9 @@ await build({
   // resolved and wrapped on its own, took about 70 ms of every `genpipe run`'s start before the
   // first request (median of 8 alternated starts, 574 ms against 502 ms here); its llhttp parser
   // is WebAssembly inlined in its JavaScript, so the bundle needs no file of undici's.
-  external: ['sharp', 'bullmq', 'ioredis', 'playwright-core', 'cli-progress', 'p-limit'],
+  // The AWS SDK too: src/sink/s3-store.ts imports it dynamically, only for a manifest with a sink,
+  // and bundling its few hundred modules would only slow every build for runs that never load it.
+  external: ['sharp', 'bullmq', 'ioredis', 'playwright-core', 'cli-progress', 'p-limit', '@aws-sdk/client-s3', '@aws-sdk/lib-storage'],
   logLevel: 'warning',
   legalComments: 'none',
   // Bundled CommonJS code (yaml) calls require() for Node's built-ins: give ESM one.

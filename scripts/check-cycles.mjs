@@ -45,7 +45,8 @@ function visit(node) {
 for (const file of graph.keys()) if (!state.has(file)) visit(file);
 
 /** Folders a layer must not import from (relative to the root given). */
-const ABOVE = { run: ['gallery', 'review', 'report', 'session', 'cli'], emulator: ['run', 'plan', 'session', 'cli'] };
+// sink/ is called by run/ (the driver uploads) and the session (the preflight): it imports neither's callers.
+const ABOVE = { run: ['gallery', 'review', 'report', 'session', 'cli'], emulator: ['run', 'plan', 'session', 'cli'], sink: ['gallery', 'review', 'report', 'session', 'cli'] };
 const upward = [];
 for (const [file, targets] of graph) {
   const layer = relative(root, file).split(/[\\/]/)[0];

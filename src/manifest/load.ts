@@ -8,7 +8,7 @@ import { dirname, resolve } from 'node:path';
 import { loadYaml, YamlSyntaxError, type SourceLocation, type YamlSource } from '../util/yaml-source.js';
 import { clip, formatPath } from '../util/zod-issues.js';
 import { ManifestError, type ManifestProblem } from './errors.js';
-import { forEachStepOf, Manifest, MODEL_NAMES, type Step } from './schema.js';
+import { forEachStepOf, Manifest, MODEL_NAMES, type Sink, type Step } from './schema.js';
 import { Suggester } from '../util/suggest.js';
 import { compileTemplate, TemplateError, type CompiledTemplate, type TemplateRef } from './template.js';
 import { problemsFromZod } from './zod-locate.js';
@@ -166,7 +166,7 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
       if (!(error instanceof TemplateError)) throw error;
       at([...base, 'input', ...error.at], error.message);
     }
-    if (step.output) {
+    if (step.output?.filename !== undefined) {
       const path = [...base, 'output', 'filename'];
       try {
         const compiled = compileTemplate(step.output.filename);
@@ -188,6 +188,13 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
         at([...base, 'conversation'], error.message);
       }
     }
+  }
+  // Sinks: their prefix and public URL may read the run, vars and env, nothing that varies by instance.
+  const sinks: [readonly (string | number)[], Sink | undefined][] = [[['defaults', 'output', 'sink'], manifest.defaults?.output?.sink], ...Object.entries(manifest.steps).map(([id, step]): [readonly (string | number)[], Sink | undefined] => [['steps', id, 'output', 'sink'], step.output?.sink])];
+  for (const [path, sink] of sinks) {
+    if (sink === undefined) continue;
+    const fields: [readonly (string | number)[], string | undefined][] = typeof sink === 'string' ? [[path, sink]] : [[[...path, 'url'], sink.url], [[...path, 'public_base_url'], sink.public_base_url]];
+    for (const [fieldPath, text] of fields) if (text !== undefined) checkSinkTemplate(text, manifest, names, (message) => at(fieldPath, message));
   }
   const order = topologicalOrder(manifest, (path, message) => at(path, message));
   const loaded = { manifest, file, text, dir: dirname(resolve(file)), source, templates, fileNames, order };
@@ -282,6 +289,26 @@ function checkRef(ref: TemplateRef, step: Step, axes: ReadonlySet<string>, manif
     const known = [...axes, ...FIXED_ROOTS];
     const suggestion = names.suggester.nearest(root, known);
     report(`${expression}: ${JSON.stringify(clip(root))} is not an axis of this step, vars, env, run or upstream${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
+  }
+}
+
+/** Roots a sink's URL or public URL may read: the same for every instance of a run. */
+const SINK_ROOTS = ['run', 'vars', 'env'];
+
+function checkSinkTemplate(text: string, manifest: Manifest, names: Names, report: (message: string) => void): void {
+  let refs: TemplateRef[];
+  try {
+    refs = compileTemplate(text).refs;
+  } catch (error) {
+    if (!(error instanceof TemplateError)) throw error;
+    report(error.message);
+    return;
+  }
+  const noStep: Step = { model: 'character-sheet' };
+  for (const ref of refs) {
+    const root = ref.segments[0];
+    if (typeof root === 'string' && SINK_ROOTS.includes(root)) checkRef(ref, noStep, new Set(), manifest, names, report);
+    else report(`{{ ${clip(ref.expression)} }}: a sink may read only run, vars and env, which are the same for every instance of a run`);
   }
 }
 

@@ -71,6 +71,46 @@ const Polling = z.strictObject({
   min_ms: z.int().min(10).max(600_000).optional(),
 });
 
+/**
+ * `s3://BUCKET/PREFIX`: the bucket (S3's naming rules: 3 to 63 characters, lowercase letters,
+ * digits, dots and hyphens, a letter or digit at each end), then an optional key prefix, which may
+ * use `{{ run.date }}`, `{{ run.id }}`, `{{ run.started_at }}`, `{{ vars.NAME }}` and allow-listed
+ * `{{ env.NAME }}`. Each output's object key is PREFIX + "/" + its path under `outputs/`.
+ */
+export const SINK_URL = /^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/[^\\\u0000-\u001f]*)?$/;
+const SinkUrl = z.string().regex(SINK_URL, 'a sink URL is s3://BUCKET/PREFIX, the bucket 3 to 63 characters of a-z, 0-9, dots and hyphens');
+/** An http(s) URL, checked here so that validate refuses a typo at its line rather than the run. */
+const HttpUrl = (what: string) => z.string().regex(/^https?:\/\/[^\s/?#]+(\/[^\s]*)?$/, `${what} is an http:// or https:// URL`);
+
+/**
+ * Where a step's output files are copied once downloaded: an S3-compatible bucket (AWS S3,
+ * Cloudflare R2, MinIO, Backblaze B2...). The short form is the URL alone. Credentials are never
+ * in the manifest: they come from the AWS SDK's default chain (environment, shared files, profiles).
+ */
+export const Sink = z.union([
+  SinkUrl,
+  z.strictObject({
+    url: SinkUrl,
+    /** The store's endpoint, for anything but AWS S3 (R2, MinIO...). Default: the SDK's (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS). */
+    endpoint: HttpUrl('endpoint').optional(),
+    /** Default: the SDK's (AWS_REGION, the profile's), else us-east-1; R2 takes "auto". */
+    region: z.string().regex(/^[a-z0-9-]{1,40}$/, 'a region is lowercase letters, digits and hyphens, such as us-east-1 or auto').optional(),
+    /** Path-style addressing (endpoint/BUCKET/key); always on for a loopback endpoint. */
+    path_style: z.boolean().optional(),
+    /** Uploads in flight at once. Default 8. */
+    concurrency: z.int().min(1).max(64).optional(),
+    /**
+     * Where the prefix is public, for links: an output's URL is this + "/" + its path under outputs/
+     * (`https://cdn.example.com/{{ run.date }}`). It may read what the URL's prefix may.
+     */
+    public_base_url: z
+      .string()
+      .regex(/^https?:\/\/[^\s/?#{]+(\/([^\s{]|\{\{[^}]*\}\})*)?$/, 'public_base_url is an http:// or https:// URL (its path may use {{ run.date }}, {{ vars.NAME }}...)')
+      .optional(),
+  }),
+]);
+export type Sink = z.infer<typeof Sink>;
+
 export const Step = z.strictObject({
   /** A built-in model, or a raw endpoint path (starting with /) for models the catalog adds later. */
   model: z.union([z.enum(MODEL_NAMES), z.string().regex(/^\/[A-Za-z0-9._~\-/{}]+$/, 'a raw model path must start with / and contain only URL path characters')]),
@@ -104,8 +144,9 @@ export const Step = z.strictObject({
   /**
    * How output files are named: `{filename: "{{ row.sku }}_{{ preset.name }}_{{ seed }}"}` (a
    * template, sanitised; two instances of the step may not get the same name). Default: the instance id.
+   * `sink` copies the step's files to a bucket (see Sink), overriding `defaults.output.sink`.
    */
-  output: z.strictObject({ filename: z.string().min(1).max(1_000) }).optional(),
+  output: z.strictObject({ filename: z.string().min(1).max(1_000).optional(), sink: Sink.optional() }).optional(),
   /**
    * The contact sheet's grid (gallery.html): which axis runs down the rows, which across, and which
    * make pages. Default: the axis with the most values as rows, the next as columns, the rest pages.
@@ -126,7 +167,8 @@ export const Defaults = z.strictObject({
   model_concurrency: z.record(z.string(), z.int().min(1).max(1_000)).optional(),
   retries: z.int().min(0).max(20).optional(),
   polling: Polling.optional(),
-  output: z.strictObject({ dir: z.string().min(1).optional() }).optional(),
+  /** `dir`: where run directories go; `sink`: where every step's outputs are copied, unless a step has its own. */
+  output: z.strictObject({ dir: z.string().min(1).optional(), sink: Sink.optional() }).optional(),
   budget_usd: z.number().positive().optional(),
   on_failure: FailurePolicy.optional(),
   on_nsfw: NsfwPolicy.optional(),

@@ -24,7 +24,7 @@ import { canStartWorker, startTask } from '../util/worker-task.js';
 export const CHUNK_INSTANCES = 25_000;
 
 /** Records that say nothing about one instance's outcome, passed over unparsed. */
-const NOT_OUTCOME = ['run_started', 'run_finished', 'downloaded', 'uploaded', 'agent_session', 'notify'];
+const NOT_OUTCOME = ['run_started', 'run_finished', 'downloaded', 'uploaded', 'agent_session', 'notify', 'sink_uploaded'];
 
 /**
  * A record reduced to what an instance's outcome needs, as a short tuple (cheap to keep, to spill

@@ -190,6 +190,29 @@ export const DownloadedRecord = z.looseObject({
   size: z.number().int().nonnegative(),
 });
 
+/**
+ * A downloaded output copied to the step's storage sink (issue 29): the object's key in the sink's
+ * bucket, and what the store holds there. An instance with a sink is finished once each of its
+ * downloaded outputs has one of these with the download's sha256; until then its upload is pending
+ * and a resume sends it (and nothing to the generation service). Distinct from `uploaded`, which
+ * is a local input image sent through the media flow.
+ */
+export const SinkUploadedRecord = z.looseObject({
+  type: z.literal('sink_uploaded'),
+  at,
+  instance,
+  /** Index of the output, as in its `downloaded` record. */
+  output: z.number().int().nonnegative(),
+  bucket: z.string().min(1),
+  key: z.string().min(1),
+  size: z.number().int().nonnegative(),
+  sha256: z.string().regex(SHA256_HEX),
+  /** The store's ETag, without quotes ('' when the store gave none). */
+  etag: z.string(),
+  /** True when the object was already there with this sha256 and nothing was sent. */
+  skipped: z.boolean().optional(),
+});
+
 export const FailedRecord = z.looseObject({
   type: z.literal('failed'),
   at,
@@ -287,6 +310,7 @@ export const JournalRecord = z.discriminatedUnion('type', [
   RetryRecord,
   ReusedRecord,
   NotifyRecord,
+  SinkUploadedRecord,
 ]);
 export type JournalRecord = z.infer<typeof JournalRecord>;
 export type JournalRecordType = JournalRecord['type'];
@@ -309,6 +333,7 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'retry',
   'reused',
   'notify',
+  'sink_uploaded',
 ]);
 
 /**

@@ -6,6 +6,9 @@
  *   axis its name. A for_each row carries its upstream instance's axes too.
  * - Then status, the error sentence, the request id (`job_set_id` for job sets), the seed a re-roll
  *   actually sent, the output's role (`image-0`, `video`, `answer`…), the file, its sha256 and the cost.
+ * - A run with a storage sink (issue 29) adds `sink_uri` (`s3://BUCKET/KEY`, once the file is in the
+ *   bucket: its `sink_uploaded` record has the file's sha256) and `sink_url` (its public URL, from
+ *   the sink's `public_base_url`, on the same condition).
  */
 import { csvRowOrigin } from '../manifest/axes.js';
 import type { Plan, StepPlan } from '../plan/plan.js';
@@ -24,10 +27,14 @@ export interface OutputRow {
   file?: string | undefined;
   sha256?: string | undefined;
   cost_usd?: number | undefined;
+  sink_uri?: string | undefined;
+  sink_url?: string | undefined;
 }
 
 export const LEADING_COLUMNS = ['instance', 'step'] as const;
 export const TRAILING_COLUMNS = ['status', 'error', 'request_id', 'job_set_id', 'reroll_seed', 'role', 'file', 'sha256', 'cost_usd'] as const;
+/** After the trailing columns, in the outputs.csv of a run with a storage sink only. */
+export const SINK_COLUMNS = ['sink_uri', 'sink_url'] as const;
 
 /** The axis columns of a plan, in step and axis order, each once; a for_each step brings its upstream's first. */
 export function axisColumns(plan: Plan): string[] {
@@ -67,6 +74,8 @@ export interface InstanceFacts {
   /** Its sweep values, and its upstream's for a for_each instance. */
   values: Readonly<Record<string, unknown>>;
   upstreamValues?: Readonly<Record<string, unknown>> | undefined;
+  /** The step's storage sink (sink/run-sinks.ts StepSink), for the public URL of an uploaded file. */
+  sink?: { url(runRelativePath: string): string | undefined } | undefined;
 }
 
 /** The rows of one instance. */
@@ -88,12 +97,22 @@ export function outputRows(id: string, entry: InstanceState, facts: InstanceFact
   const outputs = entry.final?.outputs ?? [];
   return [...entry.downloads.entries()]
     .sort(([a], [b]) => a - b)
-    .map(([index, d], i) => ({
-      ...base,
-      role: outputs[index]?.name ?? (index === outputs.length ? 'answer' : `output-${index}`),
-      file: d.path,
-      sha256: d.sha256,
-      // The instance's cost once, on its first row: a sum over the column is the run's cost.
-      ...(i === 0 ? {} : { cost_usd: undefined }),
-    }));
+    .map(([index, d], i) => {
+      const row: OutputRow = {
+        ...base,
+        role: outputs[index]?.name ?? (index === outputs.length ? 'answer' : `output-${index}`),
+        file: d.path,
+        sha256: d.sha256,
+        // The instance's cost once, on its first row: a sum over the column is the run's cost.
+        ...(i === 0 ? {} : { cost_usd: undefined }),
+      };
+      // In the sink only once these very bytes are (a file made again is pending until uploaded).
+      const uploaded = entry.sinkUploads?.get(index);
+      if (uploaded && uploaded.sha256 === d.sha256) {
+        row.sink_uri = `s3://${uploaded.bucket}/${uploaded.key}`;
+        const url = facts?.sink?.url(d.path);
+        if (url !== undefined) row.sink_url = url;
+      }
+      return row;
+    });
 }

@@ -19,14 +19,16 @@ import { csvRow } from '../util/csv.js';
 import { keyOfLine, sortLines } from '../util/external-sort.js';
 import { naturalCompare } from '../util/natural-compare.js';
 import { streamLinesOfFile } from '../util/read-lines.js';
-import { LEADING_COLUMNS, TRAILING_COLUMNS, type OutputRow } from './output-rows.js';
+import { LEADING_COLUMNS, SINK_COLUMNS, TRAILING_COLUMNS, type OutputRow } from './output-rows.js';
 import { redactingReplacer } from '../util/redact.js';
 
-/** The header of outputs.csv for these axis columns. */
-export const outputsCsvHeader = (axisColumns: readonly string[]): string => csvRow([...LEADING_COLUMNS, ...axisColumns, ...TRAILING_COLUMNS]);
+/** The header of outputs.csv for these axis columns; `sink`: the run has a storage sink (sink_uri, sink_url). */
+export const outputsCsvHeader = (axisColumns: readonly string[], sink = false): string => csvRow([...LEADING_COLUMNS, ...axisColumns, ...TRAILING_COLUMNS, ...(sink ? SINK_COLUMNS : [])]);
 
-function csvLine(row: OutputRow, axisColumns: readonly string[]): string {
-  return csvRow([row.instance, row.step, ...axisColumns.map((c) => row.axes[c] ?? ''), row.status, row.error ?? '', row.request_id ?? '', row.job_set_id ?? '', row.reroll_seed ?? '', row.role ?? '', row.file ?? '', row.sha256 ?? '', row.cost_usd ?? '']);
+function csvLine(row: OutputRow, axisColumns: readonly string[], sink: boolean): string {
+  const cells = [row.instance, row.step, ...axisColumns.map((c) => row.axes[c] ?? ''), row.status, row.error ?? '', row.request_id ?? '', row.job_set_id ?? '', row.reroll_seed ?? '', row.role ?? '', row.file ?? '', row.sha256 ?? '', row.cost_usd ?? ''];
+  if (sink) cells.push(row.sink_uri ?? '', row.sink_url ?? '');
+  return csvRow(cells);
 }
 
 /**
@@ -50,11 +52,13 @@ export class OutputsCsv {
   readonly #spill: FileHandle;
   readonly #columns: readonly string[];
   readonly #sortChunk: number;
+  readonly #sink: boolean;
   #buffer = '';
   /** The spill writes, in order; the first failure is kept and reported by `write`. */
   #writing: Promise<void> = Promise.resolve();
 
-  private constructor(runDir: string, name: string, spill: FileHandle, columns: readonly string[], sortChunk: number) {
+  private constructor(runDir: string, name: string, spill: FileHandle, columns: readonly string[], sortChunk: number, sink: boolean) {
+    this.#sink = sink;
     this.#spillName = name;
     this.#sortChunk = sortChunk;
     this.#runDir = runDir;
@@ -62,11 +66,15 @@ export class OutputsCsv {
     this.#columns = columns;
   }
 
-  /** `axisColumns`: the plan's axis columns (output-rows.ts axisColumns); `sortChunk`: instances sorted in memory at once. */
-  static async open(runDir: string, axisColumns: readonly string[] = [], options: { sortChunk?: number } = {}): Promise<OutputsCsv> {
+  /**
+   * `axisColumns`: the plan's axis columns (output-rows.ts axisColumns); `sortChunk`: instances
+   * sorted in memory at once; `sink`: the run has a storage sink, so outputs.csv ends with
+   * sink_uri and sink_url (outputs.jsonl carries them on the rows that have them either way).
+   */
+  static async open(runDir: string, axisColumns: readonly string[] = [], options: { sortChunk?: number; sink?: boolean } = {}): Promise<OutputsCsv> {
     await removeDeadSpills(runDir);
     const name = spillName();
-    return new OutputsCsv(runDir, name, await open(join(runDir, name), 'w', 0o600), axisColumns, options.sortChunk ?? SORT_CHUNK);
+    return new OutputsCsv(runDir, name, await open(join(runDir, name), 'w', 0o600), axisColumns, options.sortChunk ?? SORT_CHUNK, options.sink === true);
   }
 
   /** Closes and removes the spill file without writing outputs.csv (the run could not start). */
@@ -105,7 +113,7 @@ export class OutputsCsv {
     const unfinishedLines: string[] = [];
     for (const [id, rows] of unfinished) unfinishedLines.push(spillLine(id, rows).slice(0, -1));
     const sorted = sortLines(concat(streamLinesOfFile(spillPath), unfinishedLines), naturalCompare, { chunk: this.#sortChunk, decode: (raw) => JSON.parse(raw) as string });
-    await writeBoth(this.#runDir, outputsCsvHeader(this.#columns), sorted, (row) => csvLine(row, this.#columns));
+    await writeBoth(this.#runDir, outputsCsvHeader(this.#columns, this.#sink), sorted, (row) => csvLine(row, this.#columns, this.#sink));
     await unlink(spillPath).catch(() => undefined);
   }
 }

@@ -19,6 +19,8 @@ export interface InstanceState {
   failed?: JournalRecordOf<'failed'> | undefined;
   /** Downloaded files by output index (created with the first one: most states never need a Map). */
   downloads?: Map<number, JournalRecordOf<'downloaded'>> | undefined;
+  /** Outputs copied to the step's storage sink, by output index (created with the first one). */
+  sinkUploads?: Map<number, JournalRecordOf<'sink_uploaded'>> | undefined;
   rerolls: number;
   /** The seed the last re-roll sends (journaled), when it was journaled. */
   rerollSeed?: number | undefined;
@@ -114,6 +116,11 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       (entry.downloads ??= new Map()).set(record.output ?? 0, record);
       return;
     }
+    case 'sink_uploaded': {
+      const entry = instanceOf(state, record.instance);
+      (entry.sinkUploads ??= new Map()).set(record.output, record);
+      return;
+    }
     case 'failed': {
       // After a completed status too: its files could not be fetched (instanceStatus says failed,
       // the money stays charged), until a `recovered` record says a later start fetched them.
@@ -183,6 +190,21 @@ function startOver(entry: InstanceState): void {
   entry.final = undefined;
   entry.failed = undefined;
   entry.downloads = undefined;
+  entry.sinkUploads = undefined;
+}
+
+/**
+ * The downloaded outputs of an instance whose step has a sink that are not in it yet: no
+ * `sink_uploaded` record for that output, or one for other bytes (the file was made again). An
+ * instance is finished when this is empty; a resume uploads these and sends nothing to the service.
+ */
+export function pendingSinkUploads(entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>): JournalRecordOf<'downloaded'>[] {
+  if (!entry.downloads) return [];
+  const out: JournalRecordOf<'downloaded'>[] = [];
+  for (const [output, download] of entry.downloads) {
+    if (entry.sinkUploads?.get(output)?.sha256 !== download.sha256) out.push(download);
+  }
+  return out.sort((a, b) => (a.output ?? 0) - (b.output ?? 0));
 }
 
 /** How a resumed run treats an instance. */

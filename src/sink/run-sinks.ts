@@ -1,0 +1,138 @@
+/**
+ * A run's storage sinks, as the session and the instance driver use them (issue 29):
+ *
+ * - the session calls `openRunSinks` once the run's id and start are known: undefined when the
+ *   manifest has no sink (nothing loaded), else the run's sinks, whose `preflight()` it awaits
+ *   before the first spending request (a problem: exit 2, zero requests sent);
+ * - the driver, once an instance's files are downloaded, uploads each pending one with
+ *   `forStep(step)?.uploadOutput(...)` and journals the `sink_uploaded` record it returns;
+ * - `close()` when the run ends.
+ */
+import { join } from 'node:path';
+import { GenpipeError } from '../api/errors.js';
+import type { LoadedManifest } from '../manifest/load.js';
+import type { JournalRecordOf } from '../run/journal-records.js';
+import { pendingSinkUploads, type InstanceState } from '../run/run-state.js';
+import { manifestHasSink, objectKey, publicUrl, resolveStepSinks, sinkUri, type SinkConfig, type SinkRun } from './sink-config.js';
+import { S3Store, type UploadOptions } from './s3-store.js';
+
+/** One step's sink: where its outputs go, and the upload of one of them. */
+export class StepSink {
+  constructor(
+    readonly config: SinkConfig,
+    /** The store (shared by every step with the same sink); tests reach its SDK client through it. */
+    readonly store: S3Store,
+  ) {}
+
+  /** The object key of a journaled output path (`outputs/<step>/<file>`). */
+  key(runRelativePath: string): string {
+    return objectKey(this.config, runRelativePath);
+  }
+
+  /** `s3://BUCKET/KEY` of an output, for outputs.csv and outputs.jsonl (`sink_uri`). */
+  uri(runRelativePath: string): string {
+    return sinkUri(this.config, this.key(runRelativePath));
+  }
+
+  /** Its public URL (`sink_url`), when the sink has `public_base_url`. */
+  url(runRelativePath: string): string | undefined {
+    return publicUrl(this.config, runRelativePath);
+  }
+
+  /**
+   * Uploads every pending output of an instance (pendingSinkUploads: downloaded, not yet in the
+   * sink with these bytes), all at once within the sink's `concurrency`, journaling each
+   * `sink_uploaded` record through `journal` as it lands. `failed` is the first upload that could
+   * not be done (the others still went): the instance is then "completed, upload pending".
+   */
+  async uploadPending(runDir: string, instance: string, entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>, options: UploadOptions, journal: (record: JournalRecordOf<'sink_uploaded'>) => Promise<void>): Promise<{ uploaded: number; bytes: number; failed: GenpipeError | undefined }> {
+    let uploaded = 0;
+    let bytes = 0;
+    const results = await Promise.allSettled(
+      pendingSinkUploads(entry).map(async (download) => {
+        const record = await this.uploadOutput(runDir, instance, download, options);
+        await journal(record);
+        uploaded++;
+        if (!record.skipped) bytes += record.size;
+      }),
+    );
+    const rejected = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    // An abort, or a journal that could not be written, ends the instance's life here: not a pending upload.
+    if (rejected && (!(rejected.reason instanceof GenpipeError) || rejected.reason.code === 'aborted')) throw rejected.reason;
+    return { uploaded, bytes, failed: rejected?.reason as GenpipeError | undefined };
+  }
+
+  /**
+   * Uploads one downloaded output of `instance` (its `downloaded` record) and returns the
+   * `sink_uploaded` record to journal. Throws a SinkUploadError when it could not (the file stays,
+   * the upload pending), or a GenpipeError `aborted`.
+   */
+  async uploadOutput(runDir: string, instance: string, download: JournalRecordOf<'downloaded'>, options: UploadOptions): Promise<JournalRecordOf<'sink_uploaded'>> {
+    const key = this.key(download.path);
+    const result = await this.store.upload(join(runDir, download.path), key, { ...options, expectedSha256: options.expectedSha256 ?? download.sha256 });
+    return {
+      type: 'sink_uploaded',
+      instance,
+      output: download.output ?? 0,
+      bucket: this.config.bucket,
+      key: result.key,
+      size: result.size,
+      sha256: result.sha256,
+      etag: result.etag,
+      ...(result.skipped ? { skipped: true } : {}),
+    };
+  }
+}
+
+export class RunSinks {
+  readonly #byStep: ReadonlyMap<string, StepSink>;
+  readonly #stores: readonly S3Store[];
+
+  private constructor(byStep: ReadonlyMap<string, StepSink>, stores: readonly S3Store[]) {
+    this.#byStep = byStep;
+    this.#stores = stores;
+  }
+
+  /** The run's sinks; undefined when the manifest has none (the AWS SDK is then never loaded). */
+  static async open(loaded: Pick<LoadedManifest, 'manifest'>, run: SinkRun, processEnv: NodeJS.ProcessEnv = process.env): Promise<RunSinks | undefined> {
+    if (!manifestHasSink(loaded)) return undefined;
+    const configs = resolveStepSinks(loaded, run, processEnv);
+    const stores = new Map<SinkConfig, S3Store>();
+    const byStep = new Map<string, StepSink>();
+    try {
+      for (const [step, config] of configs) {
+        let store = stores.get(config);
+        if (!store) {
+          store = await S3Store.open(config);
+          stores.set(config, store);
+        }
+        byStep.set(step, new StepSink(config, store));
+      }
+    } catch (error) {
+      for (const store of stores.values()) store.close();
+      throw error;
+    }
+    return new RunSinks(byStep, [...stores.values()]);
+  }
+
+  /** The sink of a step, or undefined when its outputs stay on disk only. */
+  forStep(stepId: string): StepSink | undefined {
+    return this.#byStep.get(stepId);
+  }
+
+  /**
+   * Checks every sink (one after another: a run has one or a few) before anything is spent; the
+   * first problem, as the one sentence the run exits 2 with, or undefined when all may be written.
+   */
+  async preflight(): Promise<GenpipeError | undefined> {
+    for (const store of this.#stores) {
+      const problem = await store.preflight();
+      if (problem) return problem;
+    }
+    return undefined;
+  }
+
+  close(): void {
+    for (const store of this.#stores) store.close();
+  }
+}

@@ -1,0 +1,366 @@
+/**
+ * One S3-compatible store as a run uses it: a preflight before any spending, and verified uploads.
+ *
+ * - The AWS SDK is loaded here, with a dynamic import, and only when a sink is opened: a run
+ *   without a sink never loads it (test/sink/sdk-not-loaded.test.ts).
+ * - Credentials come from the SDK's default chain only (environment, shared files, AWS_PROFILE).
+ *   genpipe never holds them in its own state; the secret key and session token are registered
+ *   with util/redact.ts, so that no log, journal or report line can carry them.
+ * - Every upload carries x-amz-checksum-sha256 (a real store checks it against the bytes it got)
+ *   and the SHA-256 as metadata (`x-amz-meta-sha256`), which lets a later upload see that the
+ *   object is already there, multipart objects included (their checksum is a checksum of parts).
+ * - The SDK retries nothing (maxAttempts 1): genpipe's backoff and the run's retry budget decide.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import { extname } from 'node:path';
+import pLimit, { type LimitFunction } from 'p-limit';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { GenpipeError } from '../api/errors.js';
+import { backoffDelay } from '../api/retry.js';
+import { sleep } from '../api/sleep.js';
+import { registerSecret } from '../util/redact.js';
+import { clip } from '../util/zod-issues.js';
+import type { SinkConfig } from './sink-config.js';
+import { codeOf, describeSdkError, isCredentialProblem, isNotFound, isTransient, nameOf, SinkUploadError } from './sink-errors.js';
+
+/** Files larger than this go as multipart uploads (issue 29). */
+export const MULTIPART_THRESHOLD = 16 * 1024 * 1024;
+/** Each part of a multipart upload; S3's smallest is 5 MiB. */
+export const PART_SIZE = 8 * 1024 * 1024;
+/** Failed attempts of one upload before it is left pending, whatever the budget says (as downloads). */
+export const MAX_UPLOAD_FAILURES = 20;
+/** Backoff between attempts: the downloads' (instance-driver.ts), since the same run waits on both. */
+const UPLOAD_BACKOFF = { baseMs: 200, capMs: 10_000 };
+/** Attempts of each preflight request: a blip at the start should not stop a run, a dead store should. */
+const PREFLIGHT_ATTEMPTS = 3;
+
+type S3Module = typeof import('@aws-sdk/client-s3');
+type StorageModule = typeof import('@aws-sdk/lib-storage');
+
+let sdk: Promise<{ s3: S3Module; storage: StorageModule }> | undefined;
+
+/** The SDK, loaded once, on the first sink a process opens. */
+function loadSdk(): Promise<{ s3: S3Module; storage: StorageModule }> {
+  sdk ??= (async () => {
+    // genpipe supports Node 20; without this, every run on it would print the SDK's notice that its
+    // releases after January 2027 need Node 22 (the lockfile pins a release that runs on 20).
+    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+    const [s3, storage] = await Promise.all([import('@aws-sdk/client-s3'), import('@aws-sdk/lib-storage')]);
+    return { s3, storage };
+  })();
+  return sdk;
+}
+
+export interface UploadOptions {
+  /** Takes one retry from the run's budget; false: stop trying, the upload stays pending. */
+  consumeRetry(): boolean;
+  /** A success earns a retry back (the run's policy), when the caller keeps such a budget. */
+  creditRetry?(): void;
+  signal?: AbortSignal | undefined;
+  /** The SHA-256 journaled when the file was downloaded: a file changed since is not uploaded. */
+  expectedSha256?: string | undefined;
+  /**
+   * False skips the HEAD that looks for the object first (one request in two), for a file the
+   * caller knows is new to the sink: downloaded by this very process in a run that is not a resume
+   * nor a --reuse. Default true: a resume, a reuse or a second run into the same prefix then sends
+   * nothing for an object already there.
+   */
+  checkExisting?: boolean | undefined;
+  /** For tests of the backoff; Math.random otherwise. */
+  random?: () => number;
+}
+
+export interface UploadResult {
+  key: string;
+  size: number;
+  /** Lowercase hex. */
+  sha256: string;
+  /** The store's ETag, without quotes. */
+  etag: string;
+  /** True when an object with this key, size and SHA-256 was already there: nothing was sent. */
+  skipped: boolean;
+}
+
+/** A store opened for one sink: its client, its upload limit (the sink's `concurrency`). */
+export class S3Store {
+  readonly #s3: S3Module;
+  readonly #storage: StorageModule;
+  readonly #limit: LimitFunction;
+
+  private constructor(
+    readonly config: SinkConfig,
+    /** The SDK client; tests add middleware to it to watch what is sent. */
+    readonly client: S3Client,
+    modules: { s3: S3Module; storage: StorageModule },
+  ) {
+    this.#s3 = modules.s3;
+    this.#storage = modules.storage;
+    this.#limit = pLimit(config.concurrency);
+  }
+
+  /**
+   * Loads the SDK and makes the client. Credentials are not looked at yet (preflight and the first
+   * upload do): opening never fails on them.
+   */
+  static async open(config: SinkConfig): Promise<S3Store> {
+    const modules = await loadSdk();
+    const region = config.region ?? (await chainRegion(modules.s3));
+    const client = new modules.s3.S3Client({
+      region,
+      ...(config.endpoint === undefined ? {} : { endpoint: config.endpoint }),
+      forcePathStyle: config.pathStyle,
+      maxAttempts: 1,
+      // Only the checksums genpipe computes: the SDK's default (a CRC32 trailer on a chunked body)
+      // is one more encoding for a store to get wrong, and SHA-256 is what the journal records.
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+      // A bucket in another region than the client's answers with a redirect the SDK can follow.
+      followRegionRedirects: true,
+      requestHandler: { connectionTimeout: 10_000, requestTimeout: 120_000 },
+    });
+    return new S3Store(config, client, modules);
+  }
+
+  /** `s3://BUCKET/PREFIX`, for messages. */
+  get where(): string {
+    return `s3://${this.config.bucket}${this.config.prefix === '' ? '' : `/${this.config.prefix}`}`;
+  }
+
+  close(): void {
+    this.client.destroy();
+  }
+
+  /**
+   * Checks, before a run spends anything, that the bucket exists and that the credentials may write
+   * to it: a HEAD of the bucket, then a small probe object put under the prefix and removed.
+   * Undefined when all is well, else the one sentence the run exits 2 with.
+   */
+  async preflight(): Promise<GenpipeError | undefined> {
+    const s3 = this.#s3;
+    const problem = await this.#credentials();
+    if (problem) return problem;
+    const bucket = this.config.bucket;
+    try {
+      await preflightAttempts(() => this.client.send(new s3.HeadBucketCommand({ Bucket: bucket })));
+    } catch (error) {
+      if (isNotFound(error)) return this.#missingBucket();
+      // 403: these credentials may not read the bucket's listing; write-only keys are common, so the probe decides.
+      if (!isCredentialProblem(error)) return this.#unreachable(error);
+    }
+    const probe = `${this.config.prefix === '' ? '' : `${this.config.prefix}/`}.genpipe-probe-${randomUUID()}`;
+    const empty = Buffer.alloc(0);
+    try {
+      await preflightAttempts(() => this.client.send(new s3.PutObjectCommand({ Bucket: bucket, Key: probe, Body: empty, ContentLength: 0, ChecksumSHA256: sha256Base64(empty) })));
+    } catch (error) {
+      if (isNotFound(error) || nameOf(error) === 'NoSuchBucket') return this.#missingBucket();
+      if (isCredentialProblem(error)) {
+        return new GenpipeError(
+          'credentials',
+          `The store refused to let these credentials write to ${this.where} (${describeSdkError(error)}): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, and the key's permissions on the bucket.`,
+        );
+      }
+      return this.#unreachable(error);
+    }
+    try {
+      await this.client.send(new s3.DeleteObjectCommand({ Bucket: bucket, Key: probe }));
+    } catch {
+      // A key that may write but not delete leaves an empty probe object behind: harmless, and no
+      // reason to stop a run that can upload.
+    }
+    return undefined;
+  }
+
+  /**
+   * Uploads one file as `key`, at most `concurrency` at once: skipped when the object is already
+   * there with the same size and SHA-256, else sent with its checksum (multipart above 16 MB).
+   * Transient failures are retried with backoff while `consumeRetry()` allows; anything else, or
+   * retries run out, throws a SinkUploadError (the file stays on disk, its upload pending).
+   */
+  upload(file: string, key: string, options: UploadOptions): Promise<UploadResult> {
+    return this.#limit(() => this.#upload(file, key, options));
+  }
+
+  async #upload(file: string, key: string, options: UploadOptions): Promise<UploadResult> {
+    const problem = await this.#credentials();
+    if (problem) throw new SinkUploadError(problem.code, problem.message, false, key);
+    let content: Awaited<ReturnType<typeof readContent>>;
+    try {
+      content = await readContent(file);
+    } catch (error) {
+      throw new SinkUploadError('invalid_file', `The output ${clip(file, 200)} could not be read for its upload to ${this.where} (${describeSdkError(error)}).`, false, key);
+    }
+    if (options.expectedSha256 !== undefined && content.sha256 !== options.expectedSha256) {
+      throw new SinkUploadError('invalid_file', `The output ${clip(file, 200)} changed after it was downloaded (its SHA-256 is not the journal's), so it was not uploaded to ${this.where}.`, false, key);
+    }
+    for (let failures = 0; ; ) {
+      try {
+        // After a failed attempt the object may be there (a PUT whose answer was lost): look first.
+        const result = await this.#attempt(file, key, content, options.signal, options.checkExisting !== false || failures > 0);
+        options.creditRetry?.();
+        return result;
+      } catch (error) {
+        if (options.signal?.aborted || nameOf(error) === 'AbortError') throw new GenpipeError('aborted', 'The upload was aborted.', { cause: error });
+        const transient = isTransient(error);
+        if (transient && failures < MAX_UPLOAD_FAILURES && options.consumeRetry()) {
+          await sleep(backoffDelay(failures++, UPLOAD_BACKOFF, options.random), options.signal);
+          continue;
+        }
+        const why = describeSdkError(error);
+        const message = transient
+          ? `The upload of ${key} to ${this.where} kept failing (${why}); the file is kept and a resume uploads it.`
+          : `The store refused the upload of ${key} to ${this.where} (${why}); the file is kept and a resume uploads it once that is fixed.`;
+        throw new SinkUploadError(codeOf(error), message, transient, key);
+      }
+    }
+  }
+
+  /** One try: HEAD (already there?) unless told not to look, then PUT or a multipart upload. */
+  async #attempt(file: string, key: string, content: { size: number; sha256: string; bytes: Buffer | undefined }, signal: AbortSignal | undefined, look: boolean): Promise<UploadResult> {
+    const s3 = this.#s3;
+    const bucket = this.config.bucket;
+    const existing = look ? await this.#head(key, signal) : undefined;
+    const checksum = Buffer.from(content.sha256, 'hex').toString('base64');
+    if (existing && existing.size === content.size && (existing.sha256 === content.sha256 || existing.checksum === checksum)) {
+      return { key, size: content.size, sha256: content.sha256, etag: existing.etag, skipped: true };
+    }
+    const common = { Bucket: bucket, Key: key, Metadata: { sha256: content.sha256 }, ContentType: contentTypeOf(file) };
+    let etag: string | undefined;
+    if (content.bytes) {
+      const sent = await this.client.send(new s3.PutObjectCommand({ ...common, Body: content.bytes, ContentLength: content.size, ChecksumSHA256: checksum }), signal ? { abortSignal: signal } : {});
+      etag = sent.ETag;
+    } else {
+      // Each part carries its own x-amz-checksum-sha256, computed by the SDK and checked by the store.
+      const abortController = new AbortController();
+      const onAbort = (): void => abortController.abort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      // leavePartsOnError: lib-storage's own abort, on failure, throws the abort's error in place of
+      // the failure (a store without AbortMultipartUpload turns a dropped connection into a 405);
+      // the parts are dropped here instead, as best we can, and the failure keeps its meaning.
+      const upload = new this.#storage.Upload({ client: this.client, params: { ...common, Body: createReadStream(file), ChecksumAlgorithm: 'SHA256' }, partSize: PART_SIZE, queueSize: 4, leavePartsOnError: true, abortController });
+      try {
+        etag = (await upload.done()).ETag;
+      } catch (error) {
+        if (upload.uploadId !== undefined) await this.client.send(new s3.AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: upload.uploadId })).catch(() => undefined);
+        throw error;
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+      }
+    }
+    return { key, size: content.size, sha256: content.sha256, etag: unquote(etag ?? ''), skipped: false };
+  }
+
+  /** The object at `key` as far as skipping needs it, or undefined when it is not there (or may not be read). */
+  async #head(key: string, signal: AbortSignal | undefined): Promise<{ size: number; sha256: string | undefined; checksum: string | undefined; etag: string } | undefined> {
+    try {
+      const head = await this.client.send(new this.#s3.HeadObjectCommand({ Bucket: this.config.bucket, Key: key, ChecksumMode: 'ENABLED' }), signal ? { abortSignal: signal } : {});
+      return { size: head.ContentLength ?? -1, sha256: head.Metadata?.sha256, checksum: head.ChecksumSHA256, etag: unquote(head.ETag ?? '') };
+    } catch (error) {
+      // 404: not there; 403: a key without read permission, which cannot tell, so it uploads.
+      if (isNotFound(error) || (isCredentialProblem(error) && !isTransient(error))) return undefined;
+      throw error;
+    }
+  }
+
+  /** Resolves the credentials once; registers their secret parts for redaction. */
+  #credentialsChecked: Promise<GenpipeError | undefined> | undefined;
+  #credentials(): Promise<GenpipeError | undefined> {
+    this.#credentialsChecked ??= (async () => {
+      try {
+        const credentials = await this.client.config.credentials();
+        registerSecret(credentials.secretAccessKey);
+        if (credentials.sessionToken) registerSecret(credentials.sessionToken);
+        return undefined;
+      } catch {
+        return new GenpipeError(
+          'credentials',
+          `No AWS credentials were found for the sink ${this.where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (genpipe reads them through the AWS SDK and never stores them).`,
+        );
+      }
+    })();
+    return this.#credentialsChecked;
+  }
+
+  #missingBucket(): GenpipeError {
+    return new GenpipeError('config', `The bucket ${this.config.bucket} of the sink ${this.where} does not exist at ${endpointName(this.config)}; create it, or fix the sink's URL or endpoint.`);
+  }
+
+  #unreachable(error: unknown): GenpipeError {
+    return new GenpipeError('config', `The sink ${this.where} could not be checked at ${endpointName(this.config)} (${describeSdkError(error)}); nothing was sent to the generation service.`);
+  }
+}
+
+/** The region the SDK's chain gives (AWS_REGION, the profile's), else us-east-1, which every S3-compatible store accepts. */
+async function chainRegion(s3: S3Module): Promise<string> {
+  const probe = new s3.S3Client({});
+  try {
+    return await probe.config.region();
+  } catch {
+    return 'us-east-1';
+  } finally {
+    probe.destroy();
+  }
+}
+
+/** A preflight request, tried again shortly on a transient failure (no budget: nothing is spent yet). */
+async function preflightAttempts<T>(send: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await send();
+    } catch (error) {
+      if (!isTransient(error) || attempt + 1 >= PREFLIGHT_ATTEMPTS) throw error;
+      await sleep(backoffDelay(attempt, UPLOAD_BACKOFF));
+    }
+  }
+}
+
+/**
+ * The file's size and SHA-256; its bytes too when it goes in one PUT (read once, hashed and sent
+ * from the same buffer), else hashed as a stream and read again by the multipart upload.
+ */
+async function readContent(file: string): Promise<{ size: number; sha256: string; bytes: Buffer | undefined }> {
+  const { size } = await stat(file);
+  if (size <= MULTIPART_THRESHOLD) {
+    const bytes = await readFile(file);
+    return { size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex'), bytes };
+  }
+  const hash = createHash('sha256');
+  let read = 0;
+  for await (const chunk of createReadStream(file)) {
+    hash.update(chunk as Buffer);
+    read += (chunk as Buffer).length;
+  }
+  return { size: read, sha256: hash.digest('hex'), bytes: undefined };
+}
+
+const sha256Base64 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('base64');
+const unquote = (etag: string): string => etag.replace(/^"|"$/g, '');
+
+/** Where the store is, for messages: the endpoint's origin (never a user:password part), or AWS. */
+function endpointName(config: SinkConfig): string {
+  const endpoint = config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
+  if (endpoint === undefined) return 'AWS S3';
+  try {
+    return new URL(endpoint).origin;
+  } catch {
+    return 'the configured endpoint';
+  }
+}
+
+/** Content types for what genpipe writes, so a CDN serves the objects as what they are. */
+const CONTENT_TYPES: Readonly<Record<string, string>> = {
+  '.png': 'image/png',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.webp': 'image/webp',
+  '.gif': 'image/gif',
+  '.mp4': 'video/mp4',
+  '.webm': 'video/webm',
+  '.wav': 'audio/wav',
+  '.mp3': 'audio/mpeg',
+  '.md': 'text/markdown; charset=utf-8',
+  '.json': 'application/json',
+  '.txt': 'text/plain; charset=utf-8',
+};
+const contentTypeOf = (file: string): string => CONTENT_TYPES[extname(file).toLowerCase()] ?? 'application/octet-stream';

@@ -1,0 +1,98 @@
+// `output: {sink: ...}` in a manifest (issue 29, item 1): the short and long forms, in defaults or on
+// a step, the prefix's run variables and vars, the object keys and public URLs they give, loopback
+// path-style, and every bad sink refused by validate at file:line:col before anything runs.
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { CliIO } from '../../src/cli/io.js';
+import { main } from '../../src/cli/main.js';
+import { ManifestError } from '../../src/manifest/errors.js';
+import { loadManifestText } from '../../src/manifest/load.js';
+import { objectKey, publicUrl, resolveStepSinks, sinkUri } from '../../src/sink/sink-config.js';
+
+const RUN = { id: '20261127T030000Z-ab12', startedAt: new Date('2026-11-27T03:00:00.000Z') };
+
+const manifest = (defaults: string, stepOutput = ''): string =>
+  `version: 1\nname: t\nvars:\n  campaign: spring\nenv: [TEAM]\n${defaults}steps:\n  sheets:\n    model: character-sheet\n${stepOutput}    input:\n      tier: cats\n      brief: a cat\n  other:\n    model: character-sheet\n    input:\n      tier: dogs\n      brief: a dog\n`;
+
+function problems(text: string): { line: number; col: number; path: string; message: string }[] {
+  try {
+    loadManifestText(text, 'm.yaml');
+  } catch (error) {
+    expect(error).toBeInstanceOf(ManifestError);
+    return (error as ManifestError).problems.map((p) => ({ line: p.location.line, col: p.location.col, path: p.path, message: p.message }));
+  }
+  throw new Error('expected the manifest to be refused');
+}
+
+describe('a sink in the manifest', () => {
+  it('short form in defaults: every step uses it, the prefix renders run variables and vars, keys are PREFIX/<path under outputs>', () => {
+    const loaded = loadManifestText(manifest('defaults:\n  output:\n    sink: "s3://assets/{{ vars.campaign }}/{{ run.date }}/{{ run.id }}/"\n'), 'm.yaml');
+    const sinks = resolveStepSinks(loaded, RUN, {});
+    expect([...sinks.keys()]).toEqual(['sheets', 'other']);
+    const config = sinks.get('sheets');
+    expect(config).toEqual({ bucket: 'assets', prefix: 'spring/2026-11-27/20261127T030000Z-ab12', endpoint: undefined, region: undefined, pathStyle: false, concurrency: 8, publicBaseUrl: undefined });
+    expect(sinks.get('other')).toBe(config);
+    const key = objectKey(config as never, 'outputs/sheets/cat_seed=3.png');
+    expect(key).toBe('spring/2026-11-27/20261127T030000Z-ab12/sheets/cat_seed=3.png');
+    expect(sinkUri(config as never, key)).toBe('s3://assets/spring/2026-11-27/20261127T030000Z-ab12/sheets/cat_seed=3.png');
+  });
+
+  it('long form on a step overrides the defaults; a loopback endpoint means path-style; public URLs percent-encode each segment', () => {
+    const loaded = loadManifestText(
+      manifest(
+        'defaults:\n  output:\n    sink: s3://assets\n',
+        '    output:\n      sink:\n        url: "s3://cdn-bucket/{{ env.TEAM }}"\n        endpoint: http://127.0.0.1:9000\n        region: auto\n        concurrency: 3\n        public_base_url: "https://cdn.example.com/{{ env.TEAM }}/"\n',
+      ),
+      'm.yaml',
+    );
+    const sinks = resolveStepSinks(loaded, RUN, { TEAM: 'brand' });
+    expect(sinks.get('sheets')).toEqual({ bucket: 'cdn-bucket', prefix: 'brand', endpoint: 'http://127.0.0.1:9000', region: 'auto', pathStyle: true, concurrency: 3, publicBaseUrl: 'https://cdn.example.com/brand' });
+    expect(sinks.get('other')).toMatchObject({ bucket: 'assets', prefix: '', pathStyle: false });
+    expect(objectKey(sinks.get('other') as never, 'outputs/other/dog.png')).toBe('other/dog.png');
+    expect(publicUrl(sinks.get('sheets') as never, 'outputs/sheets/a cat#1.png')).toBe('https://cdn.example.com/brand/sheets/a%20cat%231.png');
+    // A loopback endpoint from the SDK's environment variables counts too.
+    const fromEnv = resolveStepSinks(loadManifestText(manifest('defaults:\n  output:\n    sink: s3://assets/x\n'), 'm.yaml'), RUN, { AWS_ENDPOINT_URL_S3: 'http://localhost:9000' });
+    expect(fromEnv.get('sheets')?.pathStyle).toBe(true);
+  });
+
+  it('a manifest without a sink resolves to none', () => {
+    expect(resolveStepSinks(loadManifestText(manifest(''), 'm.yaml'), RUN, {}).size).toBe(0);
+  });
+
+  it('refuses a bad URL, an unknown field, a bad endpoint and a prefix that reads an axis, each at file:line:col', () => {
+    expect(problems(manifest('defaults:\n  output:\n    sink: "s3:/assets/x"\n'))).toEqual([
+      { line: 8, col: 11, path: 'defaults.output.sink', message: 'a sink URL is s3://BUCKET/PREFIX, the bucket 3 to 63 characters of a-z, 0-9, dots and hyphens' },
+    ]);
+    expect(problems(manifest('defaults:\n  output:\n    sink: "s3://Assets_Bucket/x"\n'))[0]).toMatchObject({ line: 8, col: 11 });
+    expect(problems(manifest('defaults:\n  output:\n    sink: {url: "s3://assets", bukket: x, endpoint: "ftp://h"}\n'))).toEqual([
+      { line: 8, col: 32, path: 'defaults.output.sink.bukket', message: 'unknown key "bukket"; valid keys are url, endpoint, region, path_style, concurrency, public_base_url' },
+      { line: 8, col: 53, path: 'defaults.output.sink.endpoint', message: 'endpoint is an http:// or https:// URL' },
+    ]);
+    expect(problems(manifest('', '    matrix: { seed: [1, 2] }\n    output:\n      sink: "s3://assets/{{ seed }}/{{ vars.campain }}"\n'))).toEqual([
+      { line: 11, col: 13, path: 'steps.sheets.output.sink', message: '{{ seed }}: a sink may read only run, vars and env, which are the same for every instance of a run' },
+      { line: 11, col: 13, path: 'steps.sheets.output.sink', message: '{{ vars.campain }}: no var "campain"; did you mean "campaign"?' },
+    ]);
+  });
+
+  it("the README's R2 and MinIO examples are valid sinks", () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('## Storage sinks'), readme.indexOf('## Fleet'));
+    const examples = [...section.matchAll(/```yaml\n(defaults:[\s\S]*?)```/g)].map((m) => m[1] as string).filter((text) => !text.includes('steps:'));
+    expect(examples).toHaveLength(2);
+    const configs = examples.map((defaults) => resolveStepSinks(loadManifestText(manifest(defaults.replace('vars.team', 'vars.campaign')), 'README.md'), RUN, {}).get('sheets'));
+    expect(configs[0]).toMatchObject({ bucket: 'campaign-assets', prefix: '2026-11-27', region: 'auto', publicBaseUrl: 'https://assets.example.com/2026-11-27' });
+    expect(configs[1]).toMatchObject({ bucket: 'genpipe', prefix: 'spring/20261127T030000Z-ab12', endpoint: 'http://127.0.0.1:9000', pathStyle: true });
+  });
+
+  it('genpipe validate exits 2 naming the file, line and column of a bad sink', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'genpipe-sink-manifest-'));
+    const path = join(dir, 'bad.yaml');
+    writeFileSync(path, manifest('defaults:\n  output:\n    sink: {url: "s3://assets/x", path_stlye: true}\n'));
+    const stderr: string[] = [];
+    const io: CliIO = { out: () => {}, write: async () => {}, err: (t) => stderr.push(t), env: {}, signal: new AbortController().signal };
+    expect(await main(['validate', path], io)).toBe(2);
+    expect(stderr[0]).toBe(`genpipe: ${path}:8:34: defaults.output.sink.path_stlye: unknown key "path_stlye"; did you mean "path_style"?`);
+  });
+});
