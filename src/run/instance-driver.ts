@@ -48,6 +48,8 @@ export interface Upstream {
 }
 
 const MAX_REROLLS = 3;
+/** Retries of an instance's uploads to its sink (backoff 0.2 s doubling: about 6 s in all) before they are left pending. */
+const SINK_RETRIES = 5;
 /** How long a cancel (--cancel-on-abort) or an agent interrupt may take after Ctrl-C. */
 export const CANCEL_TIMEOUT_MS = 4_000;
 const BUSY_WAIT: TurnPollOptions = { initialMs: 2_000, maxMs: 10_000, factor: 1.5 };
@@ -198,6 +200,8 @@ export class InstanceDriver {
       if (final.status === 'completed' && !(await this.#downloadAll(step, instance, final.outputs as OutputRef[], entry, answerOf(step, final.result)))) return undefined;
       // A start before failed it for a file it could not fetch; it has them all now.
       if (entry.failed) await this.#fx.log({ type: 'recovered', instance: instance.id }, true);
+      // Files an earlier start could not upload go now: nothing is asked of the service for them.
+      if (final.status === 'completed') await this.#deliver(step, instance.id, true);
       // Its money is in what the journal committed (spend.ts): nothing to add.
       if (entry.reusedFrom !== undefined) this.#fx.tally('reused');
       else this.#fx.tally(final.status);
@@ -267,6 +271,8 @@ export class InstanceDriver {
       }
       this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: result.status, estimatedUsd: step.priceUsd, actualCostUsd: result.actualCostUsd, error: result.error });
       if (result.status === 'completed' && !(await this.#downloadAll(step, instance, result.files, this.#fx.state.instances.get(instance.id), answerOf(step, result.outputs)))) return undefined;
+      // Downloaded by this process just now: new to the sink unless a run before put them there.
+      if (result.status === 'completed') await this.#deliver(step, instance.id, this.#fx.state.instances.get(instance.id)?.retries !== 0 || this.#fx.resumed);
       this.#fx.tally(result.status);
       if (result.status !== 'completed') this.#fx.noteFailure(step, instance.id);
       return { status: result.status, outputs: result.outputs };
@@ -293,6 +299,7 @@ export class InstanceDriver {
     for (const [index, file] of found.files.entries()) {
       await this.#fx.log({ type: 'downloaded', instance: instance.id, output: index, path: paths[index] as string, sha256: file.sha256, size: file.size });
     }
+    await this.#deliver(step, instance.id, true);
     this.#fx.tally('reused');
     this.#fx.emit({ type: 'instance_reused', step: step.id, instance: instance.id, fromRunId: found.runId });
     return { status: 'completed', outputs: found.result ?? {} };
@@ -698,6 +705,30 @@ export class InstanceDriver {
     return true;
   }
 
+  /**
+   * Uploads an instance's downloaded files to its step's storage sink, if it has one (issue 29):
+   * each upload is journaled (`sink_uploaded`), retried under the run's retry budget, and one the
+   * store refuses for good leaves the instance "completed, upload pending": its files stay on disk
+   * and `genpipe resume` uploads them without asking anything of the service. `checkExisting`:
+   * look for the object first (a resume, a reuse, a retry may find it there already).
+   */
+  async #deliver(step: StepPlan, id: string, checkExisting: boolean): Promise<void> {
+    const sink = this.#o.sinks?.forStep(step.id);
+    const entry = this.#fx.state.instances.get(id);
+    if (!sink || !entry) return;
+    // A store that failed for good once this run is not tried again by every later instance: their
+    // files wait on disk too, and generation goes on.
+    if (this.#fx.uploadProblem !== undefined) {
+      this.#fx.uploadPending(step, id, this.#fx.uploadProblem);
+      return;
+    }
+    // A few retries per instance, each drawn from the run's budget: a store that is down fails fast.
+    let retries = 0;
+    const consumeRetry = (): boolean => retries++ < SINK_RETRIES && this.#fx.consumeRetry();
+    const result = await this.#fx.op(() => sink.uploadPending(this.#o.runDir, id, entry, { consumeRetry, creditRetry: () => this.#fx.creditRetry(), signal: this.#fx.signal, checkExisting }, (record) => this.#fx.log(record, true)));
+    if (result.failed) this.#fx.uploadPending(step, id, result.failed.message);
+  }
+
   /** outputs.csv, with the rows of the instances that did not finish (they are still in the state). */
   async writeOutputsCsv(): Promise<void> {
     await this.#outputs.write([...this.#fx.state.instances].map(([id, entry]): [string, OutputRow[]] => [id, this.#csvRows(id, entry)]));
@@ -706,7 +737,7 @@ export class InstanceDriver {
   /** An instance's outputs.csv rows: one per downloaded file, or one without a file. */
   #csvRows(id: string, entry: InstanceState): OutputRow[] {
     const record = this.#records.get(id);
-    return outputRows(id, entry, record && { step: record.step, values: record.values, upstreamValues: record.upstreamValues });
+    return outputRows(id, entry, record && { step: record.step, values: record.values, upstreamValues: record.upstreamValues, sink: this.#o.sinks?.forStep(record.step.id) });
   }
 }
 

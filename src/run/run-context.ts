@@ -68,6 +68,12 @@ export interface RunEffects {
   noteFailure(step: StepPlan, id: string): void;
   /** An instance failed here (not at the service): counted, journaled, told. */
   fail(step: StepPlan, id: string, code: string, message: string): void;
+  /** A completed instance's files could not all be uploaded to its sink: they stay on disk, pending (told, counted). */
+  uploadPending(step: StepPlan, id: string, message: string): void;
+  /** Why an upload failed for good in this run, once one did. */
+  readonly uploadProblem: string | undefined;
+  /** True when this start resumes a run (its journal had records before). */
+  readonly resumed: boolean;
 }
 
 /** The local backend's effects: a journal on disk, in-process limits and counters. */
@@ -82,6 +88,9 @@ export class RunContext implements RunEffects {
   failures = 0;
   /** Records about an instance this start wrote: none means it changed nothing. */
   instanceRecords = 0;
+  /** Completed instances whose files are not all in their sink, and the first reason. */
+  uploadsPending = 0;
+  uploadProblem: string | undefined;
   /** Why and how the run stopped early, when it did. */
   stopReason: StopReason | undefined;
   stopMessage: string | undefined;
@@ -224,6 +233,16 @@ export class RunContext implements RunEffects {
     if (failFast) this.stopRun('fail_fast', `Stopped at the first failure (${id}); resume after fixing it.`);
     const max = defaults?.max_failures;
     if (max !== undefined && this.failures >= max) this.stopRun('max_failures', `Stopped after ${this.failures} failures (max_failures ${max}).`);
+  }
+
+  get resumed(): boolean {
+    return !this.store.created;
+  }
+
+  uploadPending(step: StepPlan, id: string, message: string): void {
+    this.uploadsPending++;
+    this.uploadProblem ??= message;
+    this.emit({ type: 'instance_failed', step: step.id, instance: id, code: 'upload_pending', message: `${message} (the files stay on disk; \`genpipe resume\` uploads them)` });
   }
 
   fail(step: StepPlan, id: string, code: string, message: string): void {

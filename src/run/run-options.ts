@@ -8,7 +8,7 @@ import type { Executor } from './executor.js';
 import type { PollScheduleOptions } from './poll-schedule.js';
 import type { ReuseIndex } from './reuse.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
-import type { RecordedOptions } from './journal-records.js';
+import type { JournalRecordOf, RecordedOptions } from './journal-records.js';
 import type { InstanceState, RunState } from './run-state.js';
 import type { ImageSize } from '../util/image-size.js';
 import { formatUsd } from '../util/format-usd.js';
@@ -89,11 +89,38 @@ export interface RunOptions {
   view?: ((run: ViewedRun) => RunView) | undefined;
   /** Track request models by webhook (`?hf_webhook=`), with polling as a slow fallback. */
   webhook?: WebhookReceiver | undefined;
+  /**
+   * Where steps' outputs go besides the run directory (storage sinks, sink/run-sinks.ts RunSinks),
+   * already preflighted: an instance is finished once its files are downloaded and uploaded.
+   */
+  sinks?: OutputSinks | undefined;
   random?: () => number;
   /** The run's submit-rate limiter. Default: a TokenBucket at `ratePerSecond`. Injected by tests. */
   limiter?: RateLimiter | undefined;
   /** How often the liveness watchdog looks, in ms; two looks without progress end a stuck run. Default 5,000. */
   watchdogMs?: number | undefined;
+}
+
+/** A run's storage sinks as the driver uses them (sink/run-sinks.ts implements it). */
+export interface OutputSinks {
+  forStep(stepId: string): StepOutputSink | undefined;
+}
+
+export interface StepOutputSink {
+  /**
+   * Uploads the instance's downloaded files not yet in the sink with these bytes, journaling a
+   * `sink_uploaded` record for each; `failed`: the first that could not be uploaded (it stays
+   * pending on disk). Throws on an abort.
+   */
+  uploadPending(
+    runDir: string,
+    instance: string,
+    entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>,
+    options: { consumeRetry(): boolean; creditRetry?(): void; signal?: AbortSignal | undefined; checkExisting?: boolean | undefined },
+    journal: (record: JournalRecordOf<'sink_uploaded'>) => Promise<void>,
+  ): Promise<{ uploaded: number; bytes: number; failed: Error | undefined }>;
+  /** The public URL of an uploaded file (outputs.csv sink_url), when the sink has one. */
+  url(runRelativePath: string): string | undefined;
 }
 
 /**

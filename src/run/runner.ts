@@ -40,7 +40,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const started = Date.now();
   // Every instance in flight listens to the run's signal (sleeps, requests): no leak warning at high concurrency.
   setMaxListeners(0, options.signal);
-  const outputs = await OutputsCsv.open(options.runDir, axisColumns(options.plan));
+  const outputs = await OutputsCsv.open(options.runDir, axisColumns(options.plan), { sink: options.sinks !== undefined });
   let store: RunStore;
   try {
     store = await openJournalStore(options.runDir, {
@@ -124,7 +124,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     runDir: options.runDir,
     pipeline: options.plan.name,
     outcome: outcomeOf(fx),
-    message: fx.stopMessage,
+    message: fx.stopMessage ?? uploadsPendingSentence(fx),
     stopReason: fx.stopReason,
     counts: { ...fx.counts },
     estimatedUsd: fx.spend.committedUsd,
@@ -175,12 +175,19 @@ function journaledProgress(state: RunState, spentUsd: number): JournaledProgress
   return { steps, spentUsd };
 }
 
+/** What a run that left uploads pending says at its end (issue 29): how many, why, and what to do. */
+function uploadsPendingSentence(fx: RunContext): string | undefined {
+  if (fx.uploadsPending === 0) return undefined;
+  const n = fx.uploadsPending;
+  return `${n} completed instance${n === 1 ? ' is' : 's are'} not in the storage sink yet (${(fx.uploadProblem ?? 'the store refused').replace(/[.]$/, '')}); the files are on disk, and \`genpipe resume\` uploads them without generating anything.`;
+}
+
 function outcomeOf(fx: RunContext): RunOutcome {
   if (fx.options.signal.aborted) return 'aborted';
   if (fx.stopReason === 'budget') return 'budget';
   if (fx.stopReason !== undefined || fx.refused !== undefined) return 'stopped';
   const c = fx.counts;
-  return c.failed + c.nsfw + c.canceled + c.unknown + c.pending === 0 ? 'completed' : 'failed';
+  return c.failed + c.nsfw + c.canceled + c.unknown + c.pending === 0 && fx.uploadsPending === 0 ? 'completed' : 'failed';
 }
 
 /**

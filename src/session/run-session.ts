@@ -19,6 +19,7 @@ import { embeddedConfig, startEmbeddedEmulator, type EmbeddedEmulator } from '..
 import { planSources } from '../cli/plan-sources.js';
 import { confirmSpend } from '../cli/confirm-spend.js';
 import type { QueueExecutor, QueueExecutorOptions } from '../fleet/queue-executor.js';
+import type { RunSinks } from '../sink/run-sinks.js';
 import { checkRedis, DEFAULT_QUEUE, type RedisTarget } from '../fleet/redis.js';
 import type { FleetWorker } from '../fleet/worker.js';
 import { loadManifestFile } from '../manifest/load.js';
@@ -273,7 +274,7 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
       }
     }
     try {
-      return await execute({ o, plan, client, config, runDir, runId, hash, lock: held, previous, embedded, catalog, notifyTargets, signal, err, out });
+      return await execute({ o, plan, client, config, runDir, runId, startedAt, hash, lock: held, previous, embedded, catalog, notifyTargets, signal, err, out });
     } finally {
       unhook();
     }
@@ -316,6 +317,8 @@ interface Execution {
   lock: PipelineLock;
   previous: PlanFile | undefined;
   embedded: EmbeddedEmulator | undefined;
+  /** When the run first started (its run variables, a sink's prefix). */
+  startedAt: Date;
   catalog: OptionsCatalog | undefined;
   notifyTargets: ReturnType<typeof resolveNotifyTargets>;
   signal: AbortSignal;
@@ -339,11 +342,16 @@ async function execute(x: Execution): Promise<RunResult> {
   );
   let webhook: WebhookReceiver | undefined;
   let fleet: Fleet | undefined;
+  let sinks: RunSinks | undefined;
   let summary: RunSummary;
   const runStarted = Date.now();
   const ended = (fields: Pick<RunEnd, 'outcome' | 'exitCode' | 'message'> & Partial<RunEnd>): RunEnd => ({ pipeline: plan.name, runId, runDir, counts: emptyCounts(), durationMs: Date.now() - runStarted, ...fields });
   const concurrency = o.concurrency ?? plan.loaded.manifest.defaults?.concurrency;
   try {
+    // Storage sinks are checked before anything is spent (issue 29): a missing bucket or refused
+    // credentials end the run here, exit 2, with nothing sent to the service. Without a sink in
+    // the manifest, the AWS SDK is never loaded.
+    sinks = await openSinks(plan, { id: runId, startedAt: x.startedAt }, o.env ?? process.env);
     if (o.webhook) webhook = await WebhookReceiver.start(o.webhook);
     if (o.fleet) {
       const polling = plan.loaded.manifest.defaults?.polling;
@@ -378,6 +386,8 @@ async function execute(x: Execution): Promise<RunResult> {
       cancelOnAbort: o.cancelOnAbort,
       // On a fleet the workers follow the requests (the coordinator's own worker with this receiver).
       webhook: fleet ? undefined : webhook,
+      // The coordinator uploads, as it downloads: workers need no storage credentials.
+      sinks,
       // Attempts go through the fleet's queue, else this process runs them.
       executor: fleet?.executor,
       // Review decisions come in as data, and the gallery is a view: run/ knows neither.
@@ -392,6 +402,7 @@ async function execute(x: Execution): Promise<RunResult> {
     progress.stop();
     await fleet?.close();
     await webhook?.close();
+    sinks?.close();
     await lock.release();
     // The run stopped on an error after its directory existed: the team hears of it too.
     const code = error instanceof GenpipeError ? exitCodeFor(error.code) : EXIT.internal;
@@ -401,6 +412,7 @@ async function execute(x: Execution): Promise<RunResult> {
   progress.stop();
   await fleet?.close();
   await webhook?.close();
+  sinks?.close();
   await lock.release();
   // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence. It
   // leaves the run's files (report, gallery) to the process that holds the run now.
@@ -421,6 +433,20 @@ async function execute(x: Execution): Promise<RunResult> {
     if (x.notifyTargets.length > 0) err(`Run ${runId} had ended ${summary.outcome} already and nothing changed: no one is notified again.`);
   } else await notifyRunEnd(x.notifyTargets, ended({ outcome: summary.outcome, exitCode, message: summary.message, counts: summary.counts, durationMs: summary.durationMs }), report, { err, quiet: o.quiet });
   return { exitCode, runDir, runId, summary, report };
+}
+
+/** The run's storage sinks, preflighted; undefined when the manifest has none (the SDK is not loaded). */
+async function openSinks(plan: Plan, run: { id: string; startedAt: Date }, env: NodeJS.ProcessEnv): Promise<RunSinks | undefined> {
+  const { manifestHasSink } = await import('../sink/sink-config.js');
+  if (!manifestHasSink(plan.loaded)) return undefined;
+  const { RunSinks } = await import('../sink/run-sinks.js');
+  const sinks = await RunSinks.open(plan.loaded, run, env);
+  const problem = await sinks?.preflight();
+  if (problem) {
+    sinks?.close();
+    throw new GenpipeError('invalid_input', `${problem.message.replace(/[.]$/, '')}; nothing was sent to the service.`);
+  }
+  return sinks;
 }
 
 interface Fleet {
