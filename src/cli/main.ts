@@ -67,17 +67,28 @@ export async function main(argv: readonly string[], io?: CliIO): Promise<number>
     process.on('SIGTERM', onSignal);
     process.stdout.on('error', onStdoutError);
   }
+  let code: number | undefined;
   try {
-    return await dispatch(argv, theIO, ownIO);
+    code = await dispatch(argv, theIO, ownIO);
+    return code;
   } catch (error) {
-    return await report(error, theIO, argv);
+    code = await report(error, theIO, argv);
+    return code;
   } finally {
     if (ownIO) {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
+      // The command has answered and said so: a connection still open to a server that stopped
+      // answering (a paused Redis) must not hold the process. Unref'd: a process with nothing
+      // left ends before it fires; stdout and stderr to pipes and files are written synchronously.
+      const exitCode = code ?? EXIT.internal;
+      setTimeout(() => process.exit(exitCode), LINGER_MS).unref();
     }
   }
 }
+
+/** How long a process may linger once its command has answered (open handles to a stuck server). */
+const LINGER_MS = 2_000;
 
 /** How long a stop may take after Ctrl-C or SIGTERM before the process ends regardless. */
 export const STOP_GRACE_MS = 4_000;

@@ -57,6 +57,8 @@ export interface FleetWorker {
    * submission. Resolves once the worker is closed.
    */
   close(graceMs: number): Promise<void>;
+  /** Drops every connection at once, closing nothing in Redis: for a Redis that stopped answering (redis-watch.ts). */
+  disconnect(): Promise<void>;
 }
 
 export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWorker> {
@@ -194,6 +196,13 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
         heartbeat.disconnect();
         await queue.close();
       })()),
+    disconnect: async () => {
+      clearInterval(beating);
+      unsubscribe();
+      handBack.abort(new GenpipeError('aborted', 'Redis stopped answering'));
+      heartbeat.disconnect();
+      await Promise.all([worker.disconnect().catch(() => {}), queue.disconnect().catch(() => {})]);
+    },
   };
 }
 

@@ -344,6 +344,8 @@ async function execute(x: Execution): Promise<RunResult> {
   let fleet: Fleet | undefined;
   let sinks: RunSinks | undefined;
   let summary: RunSummary;
+  // Aborted with the sentence to exit 5 with when the fleet's Redis stops answering.
+  const stall = new AbortController();
   const runStarted = Date.now();
   const ended = (fields: Pick<RunEnd, 'outcome' | 'exitCode' | 'message'> & Partial<RunEnd>): RunEnd => ({ pipeline: plan.name, runId, runDir, counts: emptyCounts(), durationMs: Date.now() - runStarted, ...fields });
   const concurrency = o.concurrency ?? plan.loaded.manifest.defaults?.concurrency;
@@ -356,7 +358,9 @@ async function execute(x: Execution): Promise<RunResult> {
     if (o.fleet) {
       const polling = plan.loaded.manifest.defaults?.polling;
       const poll = polling ? { baseMs: polling.initial_ms, capMs: polling.max_ms, floorMs: polling.min_ms } : undefined;
-      fleet = await openFleet({ redis: o.fleet.redis, queue: o.fleet.queue ?? DEFAULT_QUEUE, runId, say: err, poll }, o.fleet.localWorker === false ? undefined : { client, concurrency: concurrency ?? 8, webhook });
+      fleet = await openFleet({ redis: o.fleet.redis, queue: o.fleet.queue ?? DEFAULT_QUEUE, runId, say: err, poll }, o.fleet.localWorker === false ? undefined : { client, concurrency: concurrency ?? 8, webhook }, o.env ?? process.env);
+      // A Redis that stops answering mid-run stops the run (exit 5, resumable) instead of a silent hang.
+      void fleet.stalled.then((error) => stall.abort(error));
     }
     summary = await runPlan({
       plan,
@@ -365,7 +369,7 @@ async function execute(x: Execution): Promise<RunResult> {
       runId,
       planHash: x.hash,
       // A run that lost its lock (taken over, or its folder gone) stops as on Ctrl-C; see below.
-      signal: AbortSignal.any([x.signal, lock.signal]),
+      signal: AbortSignal.any([x.signal, lock.signal, stall.signal]),
       // The lock as a fence: checked before each spending request; once lost, nothing more is written.
       fence: lock,
       catalog: x.catalog,
@@ -400,7 +404,7 @@ async function execute(x: Execution): Promise<RunResult> {
     });
   } catch (error) {
     progress.stop();
-    await fleet?.close();
+    await fleet?.close(stall.signal.aborted);
     await webhook?.close();
     sinks?.close();
     await lock.release();
@@ -410,10 +414,17 @@ async function execute(x: Execution): Promise<RunResult> {
     throw error;
   }
   progress.stop();
-  await fleet?.close();
+  await fleet?.close(stall.signal.aborted);
   await webhook?.close();
   sinks?.close();
   await lock.release();
+  // Redis stopped answering: the run stopped as on Ctrl-C, resumable; exit 5 with its sentence.
+  if (stall.signal.aborted && !x.signal.aborted) {
+    const stalled = stall.signal.reason as GenpipeError;
+    const report = await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
+    await notifyRunEnd(x.notifyTargets, ended({ outcome: 'stopped', exitCode: EXIT.unavailable, message: redact(stalled.message), counts: summary.counts, durationMs: summary.durationMs }), report, { err, quiet: o.quiet });
+    throw stalled;
+  }
   // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence. It
   // leaves the run's files (report, gallery) to the process that holds the run now.
   const lockLost = lock.signal.aborted && !x.signal.aborted;
@@ -451,21 +462,33 @@ async function openSinks(plan: Plan, run: { id: string; startedAt: Date }, env: 
 
 interface Fleet {
   executor: QueueExecutor;
-  close(): Promise<void>;
+  /** Resolves with the sentence to stop with once Redis stops answering (redis-watch.ts). */
+  stalled: Promise<GenpipeError>;
+  /** `stalled`: Redis does not answer, so connections are dropped rather than closed. */
+  close(stalled?: boolean): Promise<void>;
 }
 
 /** The coordinator's side of a fleet run: its executor through the queue and, unless told not to, a worker of its own. */
-async function openFleet(options: QueueExecutorOptions, local: { client: GenerationClient; concurrency: number; webhook: WebhookReceiver | undefined } | undefined): Promise<Fleet> {
+async function openFleet(options: QueueExecutorOptions, local: { client: GenerationClient; concurrency: number; webhook: WebhookReceiver | undefined } | undefined, env: NodeJS.ProcessEnv): Promise<Fleet> {
   const { QueueExecutor } = await import('../fleet/queue-executor.js');
+  const { watchRedis, redisStallMs } = await import('../fleet/redis-watch.js');
   const executor = await QueueExecutor.open(options);
   let worker: FleetWorker | undefined;
   if (local) {
     const { startFleetWorker, defaultWorkerName } = await import('../fleet/worker.js');
     worker = await startFleetWorker({ redis: options.redis, queue: options.queue, client: local.client, concurrency: local.concurrency, name: `${defaultWorkerName()}-coordinator`, say: options.say, webhook: local.webhook });
   }
+  const watch = watchRedis(options.redis, 'run', redisStallMs(env));
   return {
     executor,
-    close: async () => {
+    stalled: watch.stalled,
+    close: async (stalled = false) => {
+      watch.close();
+      if (stalled) {
+        await worker?.disconnect();
+        await executor.disconnect();
+        return;
+      }
       // The local worker hands back what it still holds at once: the run is over or interrupted.
       await worker?.close(0);
       await executor.close();

@@ -65,9 +65,9 @@ export interface WorkerProcess {
 }
 
 /** Starts `genpipe worker` as its own process and resolves once it printed its `ready` line. */
-export async function startWorkerProcess(redisUrl: string, serviceUrl: string, name: string, extra: readonly string[] = []): Promise<WorkerProcess> {
+export async function startWorkerProcess(redisUrl: string, serviceUrl: string, name: string, extra: readonly string[] = [], env: Record<string, string> = {}): Promise<WorkerProcess> {
   const child = spawn(process.execPath, [BIN, 'worker', '--redis', redisUrl, '--name', name, ...extra], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HF_KEY, GENPIPE_BASE_URL: serviceUrl },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HF_KEY, GENPIPE_BASE_URL: serviceUrl, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

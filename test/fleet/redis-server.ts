@@ -19,6 +19,8 @@ export interface TestRedis {
   start(): Promise<void>;
   /** Stops it and removes its directory. */
   dispose(): Promise<void>;
+  /** Sends a signal to the running server: SIGSTOP makes it a Redis that stops answering, SIGCONT brings it back. */
+  signal(signal: NodeJS.Signals): void;
 }
 
 export async function startTestRedis(options: { appendonly?: boolean } = {}): Promise<TestRedis> {
@@ -64,7 +66,9 @@ export async function startTestRedis(options: { appendonly?: boolean } = {}): Pr
     url: `redis://127.0.0.1:${port}`,
     stop,
     start,
+    signal: (signal) => void child?.kill(signal),
     dispose: async () => {
+      child?.kill('SIGCONT');
       await stop('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
     },

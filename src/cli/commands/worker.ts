@@ -40,7 +40,8 @@ for up to --grace seconds, hands back the rest (another worker follows them) and
                      follow this worker's requests by webhook: a receiver on HOST:PORT, reached
                      by the service at URL (a random token is appended); polling stays on as a
                      slow fallback, and jobs taken over from another worker are polled
-Exit codes: 0 stopped by a signal, 2 invalid input, 5 Redis unreachable at start.
+Exit codes: 0 stopped by a signal, 2 invalid input, 5 Redis unreachable at start, or not
+answering for 10 s once started.
 
 ${CONNECTION_HELP}`,
   async run(argv, io) {
@@ -64,10 +65,22 @@ ${CONNECTION_HELP}`,
       const worker = await startFleetWorker({ redis: target, queue, client, concurrency, name, say: (line) => io.err(line), webhook });
       const runs = values.runs ? await startRuns(connectionFlags(values), target, queue, name, io) : undefined;
       io.out(`ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once${webhook ? `, webhooks on ${listen?.host}:${webhook.port}` : ''}${runs ? ', taking scheduled runs' : ''}`);
-      await new Promise<void>((resolve) => {
-        if (io.signal.aborted) resolve();
-        else io.signal.addEventListener('abort', () => resolve(), { once: true });
+      // A Redis that stops answering mid-way ends the worker (exit 5) instead of a silent hang.
+      const { watchRedis, redisStallMs } = await import('../../fleet/redis-watch.js');
+      const watch = watchRedis(target, `worker ${name}`, redisStallMs(io.env));
+      const stalled = await new Promise<GenpipeError | undefined>((resolve) => {
+        if (io.signal.aborted) resolve(undefined);
+        else io.signal.addEventListener('abort', () => resolve(undefined), { once: true });
+        void watch.stalled.then(resolve);
       });
+      watch.close();
+      if (stalled) {
+        // Nothing can be handed back through a Redis that does not answer: its stalled-job check
+        // gives this worker's jobs to another worker once it answers again.
+        await Promise.race([runs?.close().catch(() => {}), new Promise((r) => setTimeout(r, 2_000).unref())]);
+        await worker.disconnect();
+        throw stalled;
+      }
       io.err(`worker ${name}: stopping; jobs in flight have ${graceS} s to finish, then go back to the queue.`);
       await runs?.close();
       await worker.close(graceS * 1000);
