@@ -62,7 +62,6 @@ export interface CostReport {
 }
 
 const STATUSES: readonly ReportStatus[] = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
-const REFUNDED: ReadonlySet<ReportStatus> = new Set(['failed', 'nsfw', 'canceled']);
 
 /** Rounds to a millionth of a dollar, so sums of cents stay exact in JSON. */
 const round = (usd: number): number => Math.round(usd * 1e6) / 1e6;
