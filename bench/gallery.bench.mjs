@@ -7,6 +7,7 @@
 // of 5 page loads, each in a fresh browser context. The emulator's images are 160 x 90, within a
 // thumbnail's 512 px, so they are shown as themselves; the cost of a thumbnail is measured apart,
 // on 200 images of 1536 x 1024 (the size of a real sheet) made here.
+/* global document, innerHeight, innerWidth -- the page functions below run in Chromium */
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';

@@ -5,6 +5,7 @@
 // Usage: node scripts/check-cycles.mjs src
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+import { ABOVE } from './layers.mjs';
 
 const root = resolve(process.argv[2] ?? 'src');
 const files = [];
@@ -44,9 +45,7 @@ function visit(node) {
 }
 for (const file of graph.keys()) if (!state.has(file)) visit(file);
 
-/** Folders a layer must not import from (relative to the root given). */
-// sink/ is called by run/ (the driver uploads) and the session (the preflight): it imports neither's callers.
-const ABOVE = { run: ['gallery', 'review', 'report', 'session', 'cli'], emulator: ['run', 'plan', 'session', 'cli'], sink: ['gallery', 'review', 'report', 'session', 'cli'] };
+// ABOVE (scripts/layers.mjs): the folders a layer must not import from, relative to the root given.
 const upward = [];
 for (const [file, targets] of graph) {
   const layer = relative(root, file).split(/[\\/]/)[0];

@@ -64,7 +64,7 @@ async function deliverOne(target: ResolvedTarget, summary: NotifySummary, dispat
   const body = redactEveryForm(notifyBody(target.format, JSON.parse(JSON.stringify(summary, redactingReplacer)) as typeof summary));
   const result = (fields: Pick<DeliveryResult, 'delivered' | 'attempts' | 'status' | 'error'>): DeliveryResult => ({ target: target.label, format: target.format, event: summary.event, ...fields, durationMs: now() - started });
   let status: number | undefined;
-  let error = '';
+  let error: string;
   for (let attempt = 1; ; attempt++) {
     try {
       const response = await request(target.url, {

@@ -704,7 +704,8 @@ export class Journal {
       batch.chars += line.length;
     }
     if (durable) batch.durable = true;
-    this.#draining ??= this.#drain();
+    // One writer at a time: a drain already under way takes this batch in its turn.
+    if (this.#draining === undefined) this.#draining = this.#drain();
     return batch.promise;
   }
 

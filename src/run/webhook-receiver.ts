@@ -144,7 +144,6 @@ export class WebhookReceiver {
     }
     if (base.protocol !== 'https:' && base.protocol !== 'http:') throw new GenpipeError('invalid_input', '--webhook-url must be an http or https URL.');
     const url = `${base.toString().replace(/\/+$/, '')}/${token}`;
-    let receiver: WebhookReceiver | undefined;
     const server = createServer(
       {
         headersTimeout: resolved.headersTimeoutMs,
@@ -153,12 +152,13 @@ export class WebhookReceiver {
         // which would stretch a 10 s limit to 40 s: check a few times per (shorter) timeout.
         connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(resolved.headersTimeoutMs / 4))),
       },
-      (req, res) => receiver?.handle(req, res),
+      // The server listens only once `receiver` exists (below), so no request comes before it.
+      (req, res) => receiver.handle(req, res),
     );
     server.keepAliveTimeout = resolved.keepAliveTimeoutMs;
     // Beyond this, Node closes each new connection as it comes: a flood cannot exhaust descriptors.
     server.maxConnections = resolved.maxConnections;
-    receiver = new WebhookReceiver(server, token, url, resolved);
+    const receiver = new WebhookReceiver(server, token, url, resolved);
     await new Promise<void>((resolve, reject) => {
       server.once('error', (error: NodeJS.ErrnoException) => reject(new GenpipeError('invalid_input', `Cannot listen on ${options.host}:${options.port} for webhooks: ${error.code ?? error.message}.`, { cause: error })));
       server.listen(options.port, options.host, () => resolve());

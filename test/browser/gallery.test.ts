@@ -2,7 +2,7 @@
 // gallery.html in a real browser (issue 12, section 1): the page a run leaves opens from file://
 // with no network request and no console error, every completed image renders, a failed cell shows
 // its error, the grid follows the sweep's axes, and a screenshot is taken as a visual reference.
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -24,6 +24,15 @@ describe('the package', () => {
     expect(pkg.scripts.prepare).toBe('npm run build');
     expect(pkg.scripts['test:node']).toBe('node scripts/test-node.mjs');
   });
+
+  it('npm test lints and checks the format after the typecheck, before vitest; test:unit runs the quick half', () => {
+    const steps = pkg.scripts.test?.split(' && ') ?? [];
+    const at = (step: string): number => steps.indexOf(step);
+    expect(at('npm run lint')).toBeGreaterThan(at('npm run typecheck'));
+    expect(at('npm run format:check')).toBeGreaterThan(at('npm run typecheck'));
+    expect(steps.at(-1)).toBe('vitest run'); // .ci/run passes its reporters to vitest, the last step
+    expect(pkg.scripts['test:unit']).toBe('vitest run --config vitest.unit.config.ts');
+  });
 });
 
 describe('build-if-stale', () => {

@@ -45,7 +45,7 @@ export async function startTestRedis(options: { appendonly?: boolean } = {}): Pr
         // Still loading the AOF answers LOADING: wait for a real PONG.
         return;
       } catch (error) {
-        if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`redis-server on port ${port} did not come up: ${(error as Error).message}\n${output}`);
+        if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`redis-server on port ${port} did not come up: ${(error as Error).message}\n${output}`, { cause: error });
         await new Promise((r) => setTimeout(r, 50));
       } finally {
         probe.disconnect();

@@ -38,6 +38,7 @@ function* mutations(record: Record<string, unknown>, path: string[] = []): Gener
     const inner = record[key];
     if (Array.isArray(inner) && typeof inner[0] === 'object') {
       for (const [label, mutated] of mutations(inner[0] as Record<string, unknown>, [...path, key, '0'])) yield [label, { ...record, [key]: [mutated] }];
+      // eslint-disable-next-line no-sparse-arrays -- the hole is the mutation under test
       yield [`${[...path, key].join('.')} with a hole`, { ...record, [key]: [inner[0], , inner[0]] }];
     } else if (inner !== null && typeof inner === 'object' && !Array.isArray(inner)) {
       for (const [label, mutated] of mutations(inner as Record<string, unknown>, [...path, key])) yield [label, { ...record, [key]: mutated }];

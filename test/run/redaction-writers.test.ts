@@ -5,7 +5,7 @@
 // rewrites the failed statuses. The secret holds characters that JSON and HTML escape, so each
 // writer's own spelling of it is looked for too. A CSV axis pointed at a credentials file is
 // refused at plan time.
-import { chmodSync, readFileSync, readdirSync, existsSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';

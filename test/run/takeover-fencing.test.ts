@@ -23,7 +23,6 @@ function images(dir: string, name: string): string {
 }
 
 const env = (): Record<string, string> => ({ GENPIPE_BASE_URL: emu.url, GENPIPE_LOCK_STALE_MS: '6000' });
-const requestsOf = (name: string): number => emu.requests.inspect({}).filter((r) => JSON.stringify(r).includes(`Poster `) && (r as { model: string }).model === 'soul-standard').length;
 
 async function until(what: () => boolean, ms: number): Promise<void> {
   const end = Date.now() + ms;
@@ -60,9 +59,7 @@ describe('a run taken over stops before the new holder sends anything', () => {
     const out = join(dir, 'runs');
     const before = emu.requests.inspect({}).length;
     let pause: ((signal: NodeJS.Signals) => void) | undefined;
-    let pid = 0;
     const first = runCli(['run', images(dir, 'paused'), '--out', out, '--rate', '4', '--concurrency', '4'], { env: env(), timeoutMs: 100_000, onSpawn: (send) => (pause = send) });
-    void pid;
     await until(() => emu.requests.inspect({}).length - before >= 8, 30_000);
     pause?.('SIGSTOP');
     const runDir = findRunDir(out, 'paused');
