@@ -39,9 +39,9 @@ export async function startLoopbackS3(options: { buckets: readonly string[] }): 
   const accessKeyId = 'GENPIPETESTKEY';
   const secretAccessKey = `sink-secret-${randomBytes(12).toString('hex')}`;
   const args = (port: number): string[] => [CHILD, String(port), directory, accessKeyId, secretAccessKey, ...options.buckets];
-  let child: ChildProcess;
-  let port: number;
-  ({ child, port } = await launch(args(0)));
+  const first = await launch(args(0));
+  let child: ChildProcess = first.child;
+  const port = first.port;
   const exited = (proc: ChildProcess): Promise<void> => (proc.exitCode !== null || proc.signalCode !== null ? Promise.resolve() : new Promise((resolve) => proc.once('exit', () => resolve())));
   return {
     endpoint: `http://127.0.0.1:${port}`,
