@@ -32,11 +32,17 @@ async function serve(kind) {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
       res.end(body);
     });
-    server.listen(0, '127.0.0.1', () => process.send({ port: server.address().port, path: '/requests/7f0c2a5e-1d4b-4c1e-9a7b-2b8e3c4d5f60/status' }));
+    server.listen(0, '127.0.0.1', () =>
+      process.send({ port: server.address().port, path: '/requests/7f0c2a5e-1d4b-4c1e-9a7b-2b8e3c4d5f60/status' }),
+    );
   } else {
     const { startEmulator } = await import('../dist/emulator/index.js');
     const emu = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
-    const res = await fetch(`${emu.url}/vendor/ai-influencer`, { method: 'POST', headers: { authorization: `Key ${KEY}`, 'content-type': 'application/json' }, body: '{}' });
+    const res = await fetch(`${emu.url}/vendor/ai-influencer`, {
+      method: 'POST',
+      headers: { authorization: `Key ${KEY}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
     const { request_id: id } = await res.json();
     await new Promise((r) => setTimeout(r, 20)); // let it complete (time scale 0)
     process.send({ port: emu.port, path: `/requests/${id}/status` });
@@ -116,12 +122,15 @@ async function measureAll() {
   };
   mkdirSync(join(here, 'results'), { recursive: true });
   writeFileSync(join(here, 'results', 'emulator-status.json'), `${JSON.stringify(results, null, 2)}\n`);
-  const row = (name, xs, m) => `${name.padEnd(18)} ${xs.map((x) => String(Math.round(x)).padStart(8)).join(' ')} ${String(Math.round(m)).padStart(10)}`;
+  const row = (name, xs, m) =>
+    `${name.padEnd(18)} ${xs.map((x) => String(Math.round(x)).padStart(8)).join(' ')} ${String(Math.round(m)).padStart(10)}`;
   console.log(`status requests per second, ${CONCURRENCY} concurrent, ${DURATION_MS / 1000} s x ${ROUNDS} rounds`);
   console.log(`${'server'.padEnd(18)} ${['round 1', 'round 2', 'round 3'].map((s) => s.padStart(8)).join(' ')} ${'median'.padStart(10)}`);
   console.log(row('bare node:http', bare, bareRps));
   console.log(row('emulator', emulator, emuRps));
-  console.log(`ratio emulator/bare: ${(ratio * 100).toFixed(1)}% (target >= 25%), emulator ${Math.round(emuRps)} req/s (target >= 5000): ${pass ? 'PASS' : 'FAIL'}`);
+  console.log(
+    `ratio emulator/bare: ${(ratio * 100).toFixed(1)}% (target >= 25%), emulator ${Math.round(emuRps)} req/s (target >= 5000): ${pass ? 'PASS' : 'FAIL'}`,
+  );
   if (!pass) process.exitCode = 1;
 }
 

@@ -27,7 +27,24 @@ async function startRedis(appendonly) {
   const port = await freePort();
   const data = mkdtempSync(join(dir, 'redis-'));
   const start = async () => {
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', data, '--save', '', '--appendonly', appendonly ? 'yes' : 'no', '--appendfsync', 'always'], { stdio: 'ignore' });
+    const child = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        data,
+        '--save',
+        '',
+        '--appendonly',
+        appendonly ? 'yes' : 'no',
+        '--appendfsync',
+        'always',
+      ],
+      { stdio: 'ignore' },
+    );
     const deadline = Date.now() + 10_000;
     for (;;) {
       const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
@@ -44,7 +61,11 @@ async function startRedis(appendonly) {
     }
   };
   let child = await start();
-  const kill = () => new Promise((r) => { child.once('exit', r); child.kill('SIGKILL'); });
+  const kill = () =>
+    new Promise((r) => {
+      child.once('exit', r);
+      child.kill('SIGKILL');
+    });
   return { url: `redis://127.0.0.1:${port}`, port, kill, restart: async () => (child = await start()), stop: kill };
 }
 
@@ -58,7 +79,11 @@ async function redisCounters(port) {
 }
 
 function startWorker(redisUrl, serviceUrl, name, queue, extra = []) {
-  const child = spawn(process.execPath, [bin, 'worker', '--redis', redisUrl, '--queue', queue, '--name', name, '--concurrency', '64', ...extra], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, HF_KEY, GENPIPE_BASE_URL: serviceUrl } });
+  const child = spawn(
+    process.execPath,
+    [bin, 'worker', '--redis', redisUrl, '--queue', queue, '--name', name, '--concurrency', '64', ...extra],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, HF_KEY, GENPIPE_BASE_URL: serviceUrl } },
+  );
   child.stderr.on('data', () => {});
   return new Promise((resolve, reject) => {
     let out = '';
@@ -67,7 +92,15 @@ function startWorker(redisUrl, serviceUrl, name, queue, extra = []) {
       out += c;
       if (/^ready/m.test(out)) {
         clearTimeout(timer);
-        resolve({ child, kill: (signal = 'SIGKILL') => new Promise((r) => { if (child.exitCode !== null || child.signalCode !== null) return r(); child.once('exit', r); child.kill(signal); }) });
+        resolve({
+          child,
+          kill: (signal = 'SIGKILL') =>
+            new Promise((r) => {
+              if (child.exitCode !== null || child.signalCode !== null) return r();
+              child.once('exit', r);
+              child.kill(signal);
+            }),
+        });
       }
     });
   });
@@ -75,12 +108,24 @@ function startWorker(redisUrl, serviceUrl, name, queue, extra = []) {
 
 function manifest(name, count, polling) {
   const path = join(dir, `${name}.yaml`);
-  writeFileSync(path, `version: 1\nname: ${name}\ndefaults:\n  polling: ${polling}\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: ${count} } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+  writeFileSync(
+    path,
+    `version: 1\nname: ${name}\ndefaults:\n  polling: ${polling}\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: ${count} } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+  );
   return path;
 }
 
-const journal = (runDir) => readFileSync(join(runDir, 'journal.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l.slice(l.indexOf(' ') + 1)));
-const onlyRunDir = (out, pipeline) => join(out, pipeline, readdirSync(join(out, pipeline)).find((n) => !n.startsWith('.')));
+const journal = (runDir) =>
+  readFileSync(join(runDir, 'journal.jsonl'), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l.slice(l.indexOf(' ') + 1)));
+const onlyRunDir = (out, pipeline) =>
+  join(
+    out,
+    pipeline,
+    readdirSync(join(out, pipeline)).find((n) => !n.startsWith('.')),
+  );
 
 // 1. Throughput.
 let queueCount = 0;
@@ -102,7 +147,11 @@ async function throughputRound(redis, workers) {
     const r = await runGenpipe([...common, '--redis', redis.url, '--queue', queue, '--no-local-worker']);
     if (r.code !== 0) throw new Error(`fleet run failed: ${r.stderr.slice(-500)}`);
     const after = await redisCounters(redis.port);
-    return { perS: throughputInstances / (r.wallMs / 1000), commandsPerInstance: (after.commands - before.commands) / throughputInstances, redisCpuMsPerInstance: ((after.cpuS - before.cpuS) * 1000) / throughputInstances };
+    return {
+      perS: throughputInstances / (r.wallMs / 1000),
+      commandsPerInstance: (after.commands - before.commands) / throughputInstances,
+      redisCpuMsPerInstance: ((after.cpuS - before.cpuS) * 1000) / throughputInstances,
+    };
   } finally {
     for (const w of started) await w.kill();
     await emulator.stop();
@@ -123,7 +172,9 @@ for (let i = 0; i < (only && only !== 'throughput' ? 0 : runs); i++) {
   ops.push(a.commandsPerInstance);
   cpu.push(a.redisCpuMsPerInstance);
   two.push((await throughputRound(redis, 2)).perS);
-  console.log(`round ${i + 1}: local ${local.at(-1).toFixed(0)}/s, fleet 1 worker ${one.at(-1).toFixed(0)}/s (${a.commandsPerInstance.toFixed(1)} Redis commands/instance), 2 workers ${two.at(-1).toFixed(0)}/s`);
+  console.log(
+    `round ${i + 1}: local ${local.at(-1).toFixed(0)}/s, fleet 1 worker ${one.at(-1).toFixed(0)}/s (${a.commandsPerInstance.toFixed(1)} Redis commands/instance), 2 workers ${two.at(-1).toFixed(0)}/s`,
+  );
 }
 await redis.stop();
 
@@ -131,7 +182,13 @@ await redis.stop();
 // with a receiver of its own on loopback).
 async function makespan(webhooks) {
   const r = await startRedis(false);
-  const emulator = await startEmulator({ port: 0, seed: 7, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [0, 0], runMs: [1_000, 10_000] } } });
+  const emulator = await startEmulator({
+    port: 0,
+    seed: 7,
+    timeScale: 1,
+    log: () => {},
+    durations: { 'character-sheet': { queuedMs: [0, 0], runMs: [1_000, 10_000] } },
+  });
   const workers = [];
   try {
     const queue = 'makespan';
@@ -139,14 +196,44 @@ async function makespan(webhooks) {
     if (limits.code !== 0) throw new Error(limits.stderr);
     for (let i = 0; i < 4; i++) {
       const port = webhooks ? await freePort() : 0;
-      workers.push(await startWorker(r.url, emulator.url, `m${i}`, queue, webhooks ? ['--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`] : []));
+      workers.push(
+        await startWorker(
+          r.url,
+          emulator.url,
+          `m${i}`,
+          queue,
+          webhooks ? ['--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`] : [],
+        ),
+      );
     }
     const out = mkdtempSync(join(dir, 'makespan-'));
-    const run = await runGenpipe(['run', manifest('makespan', makespanInstances, '{ min_ms: 100 }'), '--base-url', emulator.url, '--concurrency', String(makespanInstances), '--quiet', '--yes', '--out', out, '--redis', r.url, '--queue', queue, '--no-local-worker']);
+    const run = await runGenpipe([
+      'run',
+      manifest('makespan', makespanInstances, '{ min_ms: 100 }'),
+      '--base-url',
+      emulator.url,
+      '--concurrency',
+      String(makespanInstances),
+      '--quiet',
+      '--yes',
+      '--out',
+      out,
+      '--redis',
+      r.url,
+      '--queue',
+      queue,
+      '--no-local-worker',
+    ]);
     if (run.code !== 0) throw new Error(`makespan run failed: ${run.stderr.slice(-500)}`);
     const durations = [...emulator.requests.byId.values()].map((q) => q.endAt - q.createdAt);
     const idealMs = Math.max(durations.reduce((a, b) => a + b, 0) / 20, Math.max(...durations));
-    return { makespan_s: run.wallMs / 1000, ideal_s: idealMs / 1000, ratio_to_ideal: Number((run.wallMs / idealMs).toFixed(3)), peak_active: emulator.requests.peakActive, http_requests: emulator.stats.total };
+    return {
+      makespan_s: run.wallMs / 1000,
+      ideal_s: idealMs / 1000,
+      ratio_to_ideal: Number((run.wallMs / idealMs).toFixed(3)),
+      peak_active: emulator.requests.peakActive,
+      http_requests: emulator.stats.total,
+    };
   } finally {
     for (const w of workers) await w.kill();
     await emulator.close();
@@ -154,13 +241,25 @@ async function makespan(webhooks) {
   }
 }
 const span = only && only !== 'makespan' ? {} : await makespan(false);
-if (span.makespan_s !== undefined) console.log(`makespan, polling: ${span.makespan_s.toFixed(1)} s against an ideal of ${span.ideal_s.toFixed(1)} s (${span.ratio_to_ideal}x), peak ${span.peak_active} in progress`);
+if (span.makespan_s !== undefined)
+  console.log(
+    `makespan, polling: ${span.makespan_s.toFixed(1)} s against an ideal of ${span.ideal_s.toFixed(1)} s (${span.ratio_to_ideal}x), peak ${span.peak_active} in progress`,
+  );
 const hooked = only && only !== 'makespan' ? {} : await makespan(true);
-if (hooked.makespan_s !== undefined) console.log(`makespan, webhooks: ${hooked.makespan_s.toFixed(1)} s against an ideal of ${hooked.ideal_s.toFixed(1)} s (${hooked.ratio_to_ideal}x), peak ${hooked.peak_active} in progress`);
+if (hooked.makespan_s !== undefined)
+  console.log(
+    `makespan, webhooks: ${hooked.makespan_s.toFixed(1)} s against an ideal of ${hooked.ideal_s.toFixed(1)} s (${hooked.ratio_to_ideal}x), peak ${hooked.peak_active} in progress`,
+  );
 
 // 3. Recovery.
 async function fleetRun(r, name, count, runMs, workerCount, during) {
-  const emulator = await startEmulator({ port: 0, seed: 9, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [0, 0], runMs } } });
+  const emulator = await startEmulator({
+    port: 0,
+    seed: 9,
+    timeScale: 1,
+    log: () => {},
+    durations: { 'character-sheet': { queuedMs: [0, 0], runMs } },
+  });
   const workers = [];
   try {
     const queue = name;
@@ -169,8 +268,28 @@ async function fleetRun(r, name, count, runMs, workerCount, during) {
     for (let i = 0; i < workerCount; i++) workers.push(await startWorker(r.url, emulator.url, `${name}${i}`, queue));
     if (process.env.BENCH_DEBUG) console.log(`${name}: ${workerCount} worker(s) ready on ${r.url}`);
     const out = mkdtempSync(join(dir, `${name}-`));
-    const running = runGenpipe(['run', manifest(name, count, '{ min_ms: 100 }'), '--base-url', emulator.url, '--concurrency', String(count), '--quiet', '--yes', '--out', out, '--redis', r.url, '--queue', queue, '--no-local-worker']);
-    const marks = await during({ emulator, workers, startWorker: async (n) => workers.push(await startWorker(r.url, emulator.url, n, queue)) });
+    const running = runGenpipe([
+      'run',
+      manifest(name, count, '{ min_ms: 100 }'),
+      '--base-url',
+      emulator.url,
+      '--concurrency',
+      String(count),
+      '--quiet',
+      '--yes',
+      '--out',
+      out,
+      '--redis',
+      r.url,
+      '--queue',
+      queue,
+      '--no-local-worker',
+    ]);
+    const marks = await during({
+      emulator,
+      workers,
+      startWorker: async (n) => workers.push(await startWorker(r.url, emulator.url, n, queue)),
+    });
     if (process.env.BENCH_DEBUG) console.log(`${name}: marks taken`, Object.keys(marks));
     const run = await running;
     if (run.code !== 0) throw new Error(`${name} run failed: ${run.stderr.slice(-500)}`);
@@ -194,7 +313,9 @@ async function recovery() {
       return { held, killedAt };
     });
     const submittedBy = new Map(dead.records.filter((x) => x.type === 'submitted').map((x) => [x.instance, x.handle.requestId]));
-    const firstOfDead = Math.min(...dead.records.filter((x) => x.type === 'status' && dead.held.has(submittedBy.get(x.instance))).map((x) => x.at));
+    const firstOfDead = Math.min(
+      ...dead.records.filter((x) => x.type === 'status' && dead.held.has(submittedBy.get(x.instance))).map((x) => x.at),
+    );
     // Redis killed (kill -9, AOF with appendfsync always) mid-run and restarted 1 s later.
     const lost = await fleetRun(r, 'rediskill', 100, [3_000, 6_000], 2, async ({ emulator }) => {
       for (let i = 0; i < 400 && emulator.requests.byId.size < 30; i++) await new Promise((res) => setTimeout(res, 50));
@@ -208,14 +329,19 @@ async function recovery() {
       worker_kill_to_first_recovered_s: Number(((firstOfDead - dead.killedAt) / 1000).toFixed(2)),
       held_by_dead_worker: dead.held.size,
       target_worker_s: 20,
-      redis_restart_to_next_completion_s: afterRestart.length ? Number(((Math.min(...afterRestart) - lost.restartedAt) / 1000).toFixed(2)) : null,
+      redis_restart_to_next_completion_s: afterRestart.length
+        ? Number(((Math.min(...afterRestart) - lost.restartedAt) / 1000).toFixed(2))
+        : null,
     };
   } finally {
     await r.stop();
   }
 }
 const rec = only && only !== 'recovery' ? {} : await recovery();
-if (rec.target_worker_s !== undefined) console.log(`recovery: first of the dead worker's jobs done ${rec.worker_kill_to_first_recovered_s} s after the kill; first completion ${rec.redis_restart_to_next_completion_s} s after Redis restarted`);
+if (rec.target_worker_s !== undefined)
+  console.log(
+    `recovery: first of the dead worker's jobs done ${rec.worker_kill_to_first_recovered_s} s after the kill; first completion ${rec.redis_restart_to_next_completion_s} s after Redis restarted`,
+  );
 
 const results = {
   throughput: {
@@ -233,7 +359,15 @@ const results = {
     redis_ceiling_instances_per_s: cpu.length ? Math.round(1000 / median(cpu)) : null,
     target_ratio: 0.5,
   },
-  makespan: { instances: makespanInstances, cap: 20, workers: 4, job_seconds: [1, 10], polling: span, webhooks: hooked, target_ratio: 1.05 },
+  makespan: {
+    instances: makespanInstances,
+    cap: 20,
+    workers: 4,
+    job_seconds: [1, 10],
+    polling: span,
+    webhooks: hooked,
+    target_ratio: 1.05,
+  },
   recovery: rec,
 };
 console.table({

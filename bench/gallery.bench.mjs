@@ -48,26 +48,49 @@ const out = join(dir, 'runs');
 const emulator = await startEmulatorProcess(['--time-scale', '0']);
 let run;
 try {
-  run = await runGenpipe(['run', manifest, '--base-url', emulator.url, '--concurrency', '32', '--rate', '100000', '--quiet', '--yes', '--out', out]);
+  run = await runGenpipe([
+    'run',
+    manifest,
+    '--base-url',
+    emulator.url,
+    '--concurrency',
+    '32',
+    '--rate',
+    '100000',
+    '--quiet',
+    '--yes',
+    '--out',
+    out,
+  ]);
 } finally {
   await emulator.stop();
 }
 if (run.code !== 0) throw new Error(`genpipe run failed (exit ${run.code}): ${run.stderr.slice(-800)}`);
 const runRoot = join(out, 'gallery-scale');
-const runDir = join(runRoot, readdirSync(runRoot).find((name) => existsSync(join(runRoot, name, 'plan.json'))));
+const runDir = join(
+  runRoot,
+  readdirSync(runRoot).find((name) => existsSync(join(runRoot, name, 'plan.json'))),
+);
 const galleryPath = join(runDir, 'gallery.html');
 
 // From scratch: no thumbnails, no page.
 rmSync(join(runDir, 'thumbs'), { recursive: true, force: true });
 rmSync(galleryPath, { force: true });
 const fresh = await runGenpipe(['report', runDir, '--json'], {}, { discardStdout: true });
-if (fresh.code !== 0 || !existsSync(galleryPath)) throw new Error(`genpipe report failed (exit ${fresh.code}): ${fresh.stderr.slice(-800)}`);
-const thumbs = existsSync(join(runDir, 'thumbs')) ? readdirSync(join(runDir, 'thumbs'), { recursive: true }).filter((f) => String(f).endsWith('.webp')).length : 0;
+if (fresh.code !== 0 || !existsSync(galleryPath))
+  throw new Error(`genpipe report failed (exit ${fresh.code}): ${fresh.stderr.slice(-800)}`);
+const thumbs = existsSync(join(runDir, 'thumbs'))
+  ? readdirSync(join(runDir, 'thumbs'), { recursive: true }).filter((f) => String(f).endsWith('.webp')).length
+  : 0;
 const rewrite = await runGenpipe(['report', runDir, '--json'], {}, { discardStdout: true });
 if (rewrite.code !== 0) throw new Error(`genpipe report (rewrite) failed (exit ${rewrite.code}): ${rewrite.stderr.slice(-800)}`);
 const pageBytes = statSync(galleryPath).size;
 
-const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
+const browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
+});
 const loads = [];
 let cellsShown = 0;
 try {
@@ -103,7 +126,17 @@ const bigFiles = [];
 for (let i = 0; i < 200; i++) {
   const path = `outputs/sheets/big-${i}.png`;
   if (i === 0) mkdirSync(join(bigDir, 'outputs', 'sheets'), { recursive: true });
-  await sharp({ create: { width: 1536, height: 1024, channels: 3, background: { r: (i * 37) % 256, g: 120, b: 40 }, noise: { type: 'gaussian', mean: 128, sigma: 30 } } }).png().toFile(join(bigDir, path));
+  await sharp({
+    create: {
+      width: 1536,
+      height: 1024,
+      channels: 3,
+      background: { r: (i * 37) % 256, g: 120, b: 40 },
+      noise: { type: 'gaussian', mean: 128, sigma: 30 },
+    },
+  })
+    .png()
+    .toFile(join(bigDir, path));
   bigFiles.push({ path, kind: 'image', thumb: `thumbs/sheets/big-${i}.png.webp` });
 }
 const thumbStarted = performance.now();
@@ -131,5 +164,7 @@ console.table({
   [`genpipe report, gallery from scratch (${thumbs} thumbnails)`]: { seconds: result.report_fresh_wall_s.toFixed(2) },
   'genpipe report, gallery rewritten': { seconds: result.report_rewrite_wall_s.toFixed(2) },
   'one thumbnail of a 1536 x 1024 PNG (200 made, 2 at a time)': { seconds: (thumbMsEach / 1000).toFixed(4) },
-  [`first screen in Chromium (median of ${LOADS}; ${cellsShown} cells, page ${result.page_mib.toFixed(2)} MiB)`]: { seconds: firstScreenS.toFixed(3) },
+  [`first screen in Chromium (median of ${LOADS}; ${cellsShown} cells, page ${result.page_mib.toFixed(2)} MiB)`]: {
+    seconds: firstScreenS.toFixed(3),
+  },
 });

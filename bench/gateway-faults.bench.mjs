@@ -26,7 +26,13 @@ const { createHiggsfieldClient } = require('@higgsfield/client/v2');
 const instances = Number(process.env.BENCH_INSTANCES ?? 100);
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 20);
 const faultSpec = { submit: { error_502_after: 0.2, error_504_after: 0.1, reset_after: 0.05 } };
-const emulatorOptions = () => ({ port: 0, seed: 27, timeScale: 0, log: () => {}, faults: profileFromSpec(faultSpec, 'gateway-after-processing') });
+const emulatorOptions = () => ({
+  port: 0,
+  seed: 27,
+  timeScale: 0,
+  log: () => {},
+  faults: profileFromSpec(faultSpec, 'gateway-after-processing'),
+});
 const SHEET_PATH = '/vendor/ai-influencer';
 const AD_PATH = '/marketing-studio/image/sunburst';
 const sheetInput = (i) => ({ tier: 'cats', seed: i + 1 });
@@ -49,7 +55,15 @@ function doubleSpend(emulator, model) {
     if (ids.length > 1) paidTwice++;
     for (const id of ids.slice(1)) extraUsd += net(id);
   }
-  return { requests: rows.length, instances_sent: byBody.size, instances_charged_more_than_once: paidTwice, duplicate_requests: rows.length - byBody.size, paid_twice_usd: round6(extraUsd), rows, net };
+  return {
+    requests: rows.length,
+    instances_sent: byBody.size,
+    instances_charged_more_than_once: paidTwice,
+    duplicate_requests: rows.length - byBody.size,
+    paid_twice_usd: round6(extraUsd),
+    rows,
+    net,
+  };
 }
 
 async function genpipeSide() {
@@ -64,11 +78,17 @@ async function genpipeSide() {
         `  ads:\n    model: marketing-image\n    matrix:\n      n: { range: { from: 1, to: ${instances} } }\n    input: { prompt: "Banner number {{ n }} for a pet food brand", resolution: 1k, quality: low }\n`,
     );
     const out = join(dir, 'runs');
-    const result = await runGenpipe(['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--quiet', '--yes', '--out', out], { HF_KEY });
+    const result = await runGenpipe(
+      ['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--quiet', '--yes', '--out', out],
+      { HF_KEY },
+    );
     // Exit 1 is expected: the run ends with unknown instances.
     if (result.code !== 0 && result.code !== 1) throw new Error(`genpipe run failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
     const runRoot = join(out, 'gateway');
-    const runDir = join(runRoot, readdirSync(runRoot).find((n) => !n.startsWith('.')));
+    const runDir = join(
+      runRoot,
+      readdirSync(runRoot).find((n) => !n.startsWith('.')),
+    );
     const { records } = parseJournal(readFileSync(join(runDir, 'journal.jsonl')));
     const known = new Set(records.flatMap((r) => (r.type === 'submitted' && r.handle.kind === 'request' ? [r.handle.requestId] : [])));
     const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8'));
@@ -99,8 +119,20 @@ async function officialSide() {
     const client = createHiggsfieldClient({ apiKey, apiSecret, baseURL: emulator.url });
     const limit = pLimit(concurrency);
     const started = Date.now();
-    const jobs = [...Array.from({ length: instances }, (_, i) => [SHEET_PATH, sheetInput(i)]), ...Array.from({ length: instances }, (_, i) => [AD_PATH, adInput(i)])];
-    const outcomes = await Promise.all(jobs.map(([path, input]) => limit(() => client.subscribe(path, { input }).then((r) => r.status, () => 'error'))));
+    const jobs = [
+      ...Array.from({ length: instances }, (_, i) => [SHEET_PATH, sheetInput(i)]),
+      ...Array.from({ length: instances }, (_, i) => [AD_PATH, adInput(i)]),
+    ];
+    const outcomes = await Promise.all(
+      jobs.map(([path, input]) =>
+        limit(() =>
+          client.subscribe(path, { input }).then(
+            (r) => r.status,
+            () => 'error',
+          ),
+        ),
+      ),
+    );
     const sheets = doubleSpend(emulator, 'character-sheet');
     const ads = doubleSpend(emulator, 'marketing-image');
     return {
@@ -120,12 +152,26 @@ async function officialSide() {
 const strip = ({ rows, net, ...figures }) => figures;
 
 const genpipe = await genpipeSide();
-console.log(`genpipe: paid twice US$${genpipe.paid_twice_usd}; ${genpipe.ads.unknown_instances} keyless unknown (US$${genpipe.ads.unknown_charged_at_emulator_usd} charged at the emulator); ${genpipe.wall_s} s`);
+console.log(
+  `genpipe: paid twice US$${genpipe.paid_twice_usd}; ${genpipe.ads.unknown_instances} keyless unknown (US$${genpipe.ads.unknown_charged_at_emulator_usd} charged at the emulator); ${genpipe.wall_s} s`,
+);
 const official = await officialSide();
-console.log(`official client: paid twice US$${official.paid_twice_usd} (${official.sheets.duplicate_requests + official.ads.duplicate_requests} duplicate requests); ${official.errors} submits gave up; ${official.wall_s} s`);
+console.log(
+  `official client: paid twice US$${official.paid_twice_usd} (${official.sheets.duplicate_requests + official.ads.duplicate_requests} duplicate requests); ${official.errors} submits gave up; ${official.wall_s} s`,
+);
 const results = { instances_per_model: instances, concurrency, faults: faultSpec, genpipe, official_client: official };
 console.table({
-  genpipe: { 'paid twice US$': genpipe.paid_twice_usd, 'instances charged twice': genpipe.sheets.instances_charged_more_than_once + genpipe.ads.instances_charged_more_than_once, unknown: genpipe.ads.unknown_instances, 'unknown charged US$': genpipe.ads.unknown_charged_at_emulator_usd },
-  'official client': { 'paid twice US$': official.paid_twice_usd, 'instances charged twice': official.sheets.instances_charged_more_than_once + official.ads.instances_charged_more_than_once, unknown: '-', 'unknown charged US$': '-' },
+  genpipe: {
+    'paid twice US$': genpipe.paid_twice_usd,
+    'instances charged twice': genpipe.sheets.instances_charged_more_than_once + genpipe.ads.instances_charged_more_than_once,
+    unknown: genpipe.ads.unknown_instances,
+    'unknown charged US$': genpipe.ads.unknown_charged_at_emulator_usd,
+  },
+  'official client': {
+    'paid twice US$': official.paid_twice_usd,
+    'instances charged twice': official.sheets.instances_charged_more_than_once + official.ads.instances_charged_more_than_once,
+    unknown: '-',
+    'unknown charged US$': '-',
+  },
 });
 writeResults('gateway-faults', results);

@@ -14,12 +14,22 @@ import { writeResults } from './lib/harness.mjs';
 const instances = Number(process.env.BENCH_INSTANCES ?? 500);
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 20);
 // Character sheets that take 1 to 10 s, start to finish.
-const emulatorOptions = { port: 0, seed: 7, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [0, 0], runMs: [1_000, 10_000] } } };
+const emulatorOptions = {
+  port: 0,
+  seed: 7,
+  timeScale: 1,
+  log: () => {},
+  durations: { 'character-sheet': { queuedMs: [0, 0], runMs: [1_000, 10_000] } },
+};
 
 const genpipe = await genpipeSide(emulatorOptions, { instances, concurrency, webhook: true });
-console.log(`genpipe: ${(genpipe.makespanMs / 1000).toFixed(1)} s, ${genpipe.requests} requests, ideal ${(genpipe.idealMs / 1000).toFixed(1)} s`);
+console.log(
+  `genpipe: ${(genpipe.makespanMs / 1000).toFixed(1)} s, ${genpipe.requests} requests, ideal ${(genpipe.idealMs / 1000).toFixed(1)} s`,
+);
 const official = await officialSide(emulatorOptions, { instances, concurrency });
-console.log(`official client: ${(official.makespanMs / 1000).toFixed(1)} s, ${official.requests} requests, ideal ${(official.idealMs / 1000).toFixed(1)} s`);
+console.log(
+  `official client: ${(official.makespanMs / 1000).toFixed(1)} s, ${official.requests} requests, ideal ${(official.idealMs / 1000).toFixed(1)} s`,
+);
 const results = {
   instances,
   concurrency,

@@ -32,7 +32,10 @@ steps:
 
 function measure(args) {
   const out = openSync('/dev/null', 'w');
-  const result = spawnSync(process.execPath, [join(here, 'lib/measure-cli.mjs'), ...args], { stdio: ['ignore', out, 'pipe'], encoding: 'utf8' });
+  const result = spawnSync(process.execPath, [join(here, 'lib/measure-cli.mjs'), ...args], {
+    stdio: ['ignore', out, 'pipe'],
+    encoding: 'utf8',
+  });
   const measured = measuredIn(result.stderr);
   if (!measured || result.status !== 0) throw new Error(`plan failed (exit ${result.status}): ${result.stderr.slice(0, 500)}`);
   return measured;
@@ -60,6 +63,17 @@ for (const row of summary) {
   row.wall_vs_target = row.median_wall_s / row.target_wall_s;
   row.rss_vs_target = row.median_peak_rss_mb / row.target_peak_rss_mb;
 }
-console.table(summary.map((r) => ({ command: r.label, 'median s': r.median_wall_s.toFixed(2), 'x of 5 s target': r.wall_vs_target.toFixed(2), 'peak RSS MB': r.median_peak_rss_mb.toFixed(0), 'x of 512 MB': r.rss_vs_target.toFixed(2) })));
+console.table(
+  summary.map((r) => ({
+    command: r.label,
+    'median s': r.median_wall_s.toFixed(2),
+    'x of 5 s target': r.wall_vs_target.toFixed(2),
+    'peak RSS MB': r.median_peak_rss_mb.toFixed(0),
+    'x of 512 MB': r.rss_vs_target.toFixed(2),
+  })),
+);
 mkdirSync(join(here, 'results'), { recursive: true });
-writeFileSync(join(here, 'results/plan-million.json'), `${JSON.stringify({ benchmark: 'plan-million', node: process.version, measured_at: new Date().toISOString(), results: summary }, null, 2)}\n`);
+writeFileSync(
+  join(here, 'results/plan-million.json'),
+  `${JSON.stringify({ benchmark: 'plan-million', node: process.version, measured_at: new Date().toISOString(), results: summary }, null, 2)}\n`,
+);

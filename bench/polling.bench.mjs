@@ -12,10 +12,18 @@ import { writeResults } from './lib/harness.mjs';
 
 const instances = Number(process.env.BENCH_INSTANCES ?? 300);
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 20);
-const emulatorOptions = { port: 0, seed: 11, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [0, 0], runMs: [1_700, 4_400] } } };
+const emulatorOptions = {
+  port: 0,
+  seed: 11,
+  timeScale: 1,
+  log: () => {},
+  durations: { 'character-sheet': { queuedMs: [0, 0], runMs: [1_700, 4_400] } },
+};
 
 const polling = await genpipeSide(emulatorOptions, { instances, concurrency, webhook: false });
-console.log(`genpipe polling: ${(polling.makespanMs / 1000).toFixed(1)} s, ${polling.requests} requests, ideal ${(polling.idealMs / 1000).toFixed(1)} s`);
+console.log(
+  `genpipe polling: ${(polling.makespanMs / 1000).toFixed(1)} s, ${polling.requests} requests, ideal ${(polling.idealMs / 1000).toFixed(1)} s`,
+);
 const warm = await genpipeSide(emulatorOptions, { instances, concurrency, webhook: false, history: 100 });
 console.log(`genpipe polling after an earlier run: ${(warm.makespanMs / 1000).toFixed(1)} s, ${warm.requests} requests`);
 const webhook = await genpipeSide(emulatorOptions, { instances, concurrency, webhook: true });
@@ -47,7 +55,11 @@ const results = {
   polling_with_history_makespan_to_official: Number((warm.makespanMs / official.makespanMs).toFixed(3)),
   webhook_makespan_to_official: Number((webhook.makespanMs / official.makespanMs).toFixed(3)),
   // The floor is simulated; over the simulated packing (jobs seen at once) it compares with the ideal client.
-  polling_floor_at_request_budget: { status_polls_allowed: pollBudget, ...floor, ratio_to_packing: floor && packing ? Number((floor.ratio_to_ideal / packing.ratio_to_ideal).toFixed(3)) : undefined },
+  polling_floor_at_request_budget: {
+    status_polls_allowed: pollBudget,
+    ...floor,
+    ratio_to_packing: floor && packing ? Number((floor.ratio_to_ideal / packing.ratio_to_ideal).toFixed(3)) : undefined,
+  },
   seen_at_once_packing_ratio_to_ideal: packing?.ratio_to_ideal,
   targets: { polling_to_ideal_client: 1.05, polling_requests_to_official: 0.8, webhooks_to_ideal_client: 1.05 },
 };
@@ -57,7 +69,8 @@ console.table({
   'webhook makespan / ideal client': results.genpipe_webhooks.ratio_to_ideal_client,
   'official makespan / ideal client': results.official_client.ratio_to_ideal_client,
   'ideal client makespan / sum of durations over slots': results.ideal_client.ratio_to_ideal,
-  'floor of any polling within 0.8x the official requests, over jobs seen at once (simulated)': results.polling_floor_at_request_budget.ratio_to_packing,
+  'floor of any polling within 0.8x the official requests, over jobs seen at once (simulated)':
+    results.polling_floor_at_request_budget.ratio_to_packing,
   'polling makespan / ideal': results.genpipe_polling.ratio_to_ideal,
   'polling after an earlier run, makespan / ideal': results.genpipe_polling_with_history.ratio_to_ideal,
   'polling after an earlier run, requests / official': results.polling_with_history_requests_to_official,

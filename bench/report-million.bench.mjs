@@ -42,14 +42,37 @@ async function runDir(instances) {
     const id = `sheets[seed=${seed},variation_index=${i % 1000}]`;
     const requestId = `${hex(i, 8)}-0000-4000-8000-${hex(i, 12)}`;
     const at = t0 + i;
-    await write({ type: 'intent', instance: id, model: 'character-sheet', idempotencyKey: `${hex(i, 16)}${hex(i, 16)}`, bodyHash: hex(i, 64), at });
+    await write({
+      type: 'intent',
+      instance: id,
+      model: 'character-sheet',
+      idempotencyKey: `${hex(i, 16)}${hex(i, 16)}`,
+      bodyHash: hex(i, 64),
+      at,
+    });
     await write({ type: 'submitted', instance: id, handle: { kind: 'request', requestId }, at });
     const outputs = [
       { url: `https://cdn.example.com/results/${requestId}/min.png`, name: 'min', accept: ['image/png', 'image/jpeg', 'image/webp'] },
       { url: `https://cdn.example.com/results/${requestId}/raw.png`, name: 'raw', accept: ['image/png', 'image/jpeg', 'image/webp'] },
     ];
-    await write({ type: 'status', instance: id, status: 'completed', outputs, result: { request_id: requestId, status: 'completed', images: [{ url: outputs[0].url }] }, durationMs: 3000, at: at + 3000 });
-    await write({ type: 'downloaded', instance: id, output: 0, path: `outputs/sheets/${id}.min.png`, sha256: hex(i, 64), size: 120_000, at: at + 3100 });
+    await write({
+      type: 'status',
+      instance: id,
+      status: 'completed',
+      outputs,
+      result: { request_id: requestId, status: 'completed', images: [{ url: outputs[0].url }] },
+      durationMs: 3000,
+      at: at + 3000,
+    });
+    await write({
+      type: 'downloaded',
+      instance: id,
+      output: 0,
+      path: `outputs/sheets/${id}.min.png`,
+      sha256: hex(i, 64),
+      size: 120_000,
+      at: at + 3100,
+    });
   }
   await write({ type: 'run_finished', outcome: 'completed', at: t0 + instances + 5000 });
   out.end();
@@ -68,9 +91,25 @@ for (const instances of (process.env.BENCH_SIZES ?? '100000,1000000').split(',')
     walls.push(result.wallMs / 1000);
     rss.push(result.maxRssMb);
   }
-  results.push({ label: `report of ${instances.toLocaleString('en-US')} instances`, instances, journal_mb: Math.round(journalMb), runs, median_wall_s: median(walls), median_peak_rss_mb: median(rss), target_wall_s: instances === 1_000_000 ? 10 : null, target_peak_rss_mb: instances === 1_000_000 ? 300 : null });
+  results.push({
+    label: `report of ${instances.toLocaleString('en-US')} instances`,
+    instances,
+    journal_mb: Math.round(journalMb),
+    runs,
+    median_wall_s: median(walls),
+    median_peak_rss_mb: median(rss),
+    target_wall_s: instances === 1_000_000 ? 10 : null,
+    target_peak_rss_mb: instances === 1_000_000 ? 300 : null,
+  });
   if (!process.env.BENCH_KEEP) rmSync(join(dir, `r${instances}`), { recursive: true, force: true });
   else console.log(`kept ${run}`);
 }
 writeResults('report-million', { results });
-console.table(Object.fromEntries(results.map((r) => [r.label, { 'journal MB': r.journal_mb, 'median s': r.median_wall_s.toFixed(2), 'median peak RSS MB': r.median_peak_rss_mb.toFixed(0) }])));
+console.table(
+  Object.fromEntries(
+    results.map((r) => [
+      r.label,
+      { 'journal MB': r.journal_mb, 'median s': r.median_wall_s.toFixed(2), 'median peak RSS MB': r.median_peak_rss_mb.toFixed(0) },
+    ]),
+  ),
+);

@@ -26,8 +26,13 @@ try {
   for (const file of files) {
     console.log(`\n=== ${file}`);
     const started = Date.now();
-    const result = spawnSync(process.execPath, ['--expose-gc', join(here, file)], { stdio: 'inherit', env: { ...process.env, GENPIPE_BENCH_SCRATCH: scratch } });
-    console.log(`=== ${file}: ${result.status === 0 ? 'ok' : `FAILED (exit ${result.status})`} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    const result = spawnSync(process.execPath, ['--expose-gc', join(here, file)], {
+      stdio: 'inherit',
+      env: { ...process.env, GENPIPE_BENCH_SCRATCH: scratch },
+    });
+    console.log(
+      `=== ${file}: ${result.status === 0 ? 'ok' : `FAILED (exit ${result.status})`} in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    );
     if (result.status !== 0) failed++;
   }
 } finally {

@@ -21,9 +21,20 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 const base = median(times['node -e 0']);
-const rows = Object.entries(times).map(([name, ms]) => ({ command: name, 'median ms': Math.round(median(ms)), 'x node -e 0': (median(ms) / base).toFixed(2) }));
+const rows = Object.entries(times).map(([name, ms]) => ({
+  command: name,
+  'median ms': Math.round(median(ms)),
+  'x node -e 0': (median(ms) / base).toFixed(2),
+}));
 console.table(rows);
 const help = median(times['genpipe --help']) / base;
 const validate = median(times['genpipe validate quickstart']) / base;
-console.log(`--help ${help.toFixed(2)}x (target <= 2x): ${help <= 2 ? 'PASS' : 'MISS'}; validate ${validate.toFixed(2)}x (target <= 3x): ${validate <= 3 ? 'PASS' : 'MISS'}`);
-writeResults('startup', { rounds: ROUNDS, medianMs: Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)])), helpRatio: help, validateRatio: validate });
+console.log(
+  `--help ${help.toFixed(2)}x (target <= 2x): ${help <= 2 ? 'PASS' : 'MISS'}; validate ${validate.toFixed(2)}x (target <= 3x): ${validate <= 3 ? 'PASS' : 'MISS'}`,
+);
+writeResults('startup', {
+  rounds: ROUNDS,
+  medianMs: Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)])),
+  helpRatio: help,
+  validateRatio: validate,
+});

@@ -13,7 +13,18 @@ import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { bareHttpRate, cpuOfMeasure, here, HF_KEY, measuredIn, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import {
+  bareHttpRate,
+  cpuOfMeasure,
+  here,
+  HF_KEY,
+  measuredIn,
+  median,
+  runGenpipe,
+  scratchDir,
+  startEmulatorProcess,
+  writeResults,
+} from './lib/harness.mjs';
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const dir = scratchDir('throughput');
@@ -42,9 +53,24 @@ async function genpipeRun(path, instances, concurrency) {
   const emulator = await startEmulatorProcess(['--time-scale', '0']);
   try {
     const out = mkdtempSync(join(dir, 'runs-'));
-    const result = await runGenpipe(['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--rate', '100000', '--quiet', '--yes', '--out', out]);
+    const result = await runGenpipe([
+      'run',
+      path,
+      '--base-url',
+      emulator.url,
+      '--concurrency',
+      String(concurrency),
+      '--rate',
+      '100000',
+      '--quiet',
+      '--yes',
+      '--out',
+      out,
+    ]);
     if (result.code !== 0) throw new Error(`genpipe run failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
-    const files = readdirSync(join(out, path.match(/([^/]+)\.yaml$/)[1]), { recursive: true }).filter((f) => String(f).endsWith('.png')).length;
+    const files = readdirSync(join(out, path.match(/([^/]+)\.yaml$/)[1]), { recursive: true }).filter((f) =>
+      String(f).endsWith('.png'),
+    ).length;
     if (files !== instances) throw new Error(`expected ${instances} files, found ${files}`);
     return { ...result, emulatorCpu: emulator.cpu() };
   } finally {
@@ -58,7 +84,18 @@ async function minimalRun(instances, concurrency, journal = false) {
   const emulator = await startEmulatorProcess(['--time-scale', '0']);
   try {
     const started = process.hrtime.bigint();
-    const child = spawn(process.execPath, [join(here, 'lib', 'minimal-client-cli.mjs'), emulator.url, mkdtempSync(join(dir, 'minimal-')), String(instances), String(concurrency), ...(journal ? ['journal'] : [])], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HF_KEY } });
+    const child = spawn(
+      process.execPath,
+      [
+        join(here, 'lib', 'minimal-client-cli.mjs'),
+        emulator.url,
+        mkdtempSync(join(dir, 'minimal-')),
+        String(instances),
+        String(concurrency),
+        ...(journal ? ['journal'] : []),
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HF_KEY } },
+    );
     let stderr = '';
     child.stderr.on('data', (c) => (stderr += c));
     const [code] = await once(child, 'exit');
@@ -91,7 +128,9 @@ for (let i = 0; i < runs; i++) {
   genpipe.push(10_000 / (r.wallMs / 1000));
   keep(cpu.genpipe, r.cpu);
   keep(cpu.emulator_for_genpipe, r.emulatorCpu);
-  console.log(`round ${i + 1}: bare ${bare.at(-1).toFixed(0)} req/s, minimal client ${minimal.at(-1).toFixed(0)} instances/s (${durable.at(-1).toFixed(0)} with a durable journal), genpipe ${genpipe.at(-1).toFixed(0)} instances/s (${(r.wallMs / 1000).toFixed(1)} s, ${r.maxRssMb?.toFixed(0)} MB)`);
+  console.log(
+    `round ${i + 1}: bare ${bare.at(-1).toFixed(0)} req/s, minimal client ${minimal.at(-1).toFixed(0)} instances/s (${durable.at(-1).toFixed(0)} with a durable journal), genpipe ${genpipe.at(-1).toFixed(0)} instances/s (${(r.wallMs / 1000).toFixed(1)} s, ${r.maxRssMb?.toFixed(0)} MB)`,
+  );
 }
 const results = {
   instances: 10_000,
@@ -110,12 +149,36 @@ const results = {
   cpu_s: Object.fromEntries(
     Object.entries(cpu)
       .filter(([, runs]) => runs.length > 0)
-      .map(([who, runs]) => [who, { user: Number(median(runs.map((c) => c.userS)).toFixed(2)), system: Number(median(runs.map((c) => c.systemS)).toFixed(2)) }]),
+      .map(([who, runs]) => [
+        who,
+        { user: Number(median(runs.map((c) => c.userS)).toFixed(2)), system: Number(median(runs.map((c) => c.systemS)).toFixed(2)) },
+      ]),
   ),
 };
 if (process.env.BENCH_SKIP_MEMORY !== '1') {
   const big = await genpipeRun(manifest('memory', 1000, 100), 100_000, 256);
-  results.memory = { instances: 100_000, peak_rss_mb: Math.round(big.maxRssMb), target_mb: 400, ratio_to_target: Number((big.maxRssMb / 400).toFixed(3)), wall_s: Number((big.wallMs / 1000).toFixed(1)) };
+  results.memory = {
+    instances: 100_000,
+    peak_rss_mb: Math.round(big.maxRssMb),
+    target_mb: 400,
+    ratio_to_target: Number((big.maxRssMb / 400).toFixed(3)),
+    wall_s: Number((big.wallMs / 1000).toFixed(1)),
+  };
 }
-console.table({ bare: `${results.bare_http_median_rps} req/s`, 'minimal client': `${results.minimal_client_median_instances_per_s} instances/s`, genpipe: `${results.genpipe_median_instances_per_s} instances/s`, 'genpipe / bare': results.ratio_to_bare, 'genpipe / minimal client': results.ratio_to_minimal_client, 'minimal client with a durable journal': `${results.minimal_client_with_journal_median_instances_per_s} instances/s`, 'genpipe / minimal client with a durable journal': results.ratio_to_minimal_client_with_journal, 'genpipe / 1,000 target': results.ratio_to_target, ...Object.fromEntries(Object.entries(results.cpu_s).map(([who, c]) => [`CPU s, ${who.replaceAll('_', ' ')} (user + system)`, `${c.user} + ${c.system}`])), ...(results.memory ? { 'peak RSS, 100k instances': `${results.memory.peak_rss_mb} MB (${results.memory.ratio_to_target}x of 400 MB)` } : {}) });
+console.table({
+  bare: `${results.bare_http_median_rps} req/s`,
+  'minimal client': `${results.minimal_client_median_instances_per_s} instances/s`,
+  genpipe: `${results.genpipe_median_instances_per_s} instances/s`,
+  'genpipe / bare': results.ratio_to_bare,
+  'genpipe / minimal client': results.ratio_to_minimal_client,
+  'minimal client with a durable journal': `${results.minimal_client_with_journal_median_instances_per_s} instances/s`,
+  'genpipe / minimal client with a durable journal': results.ratio_to_minimal_client_with_journal,
+  'genpipe / 1,000 target': results.ratio_to_target,
+  ...Object.fromEntries(
+    Object.entries(results.cpu_s).map(([who, c]) => [`CPU s, ${who.replaceAll('_', ' ')} (user + system)`, `${c.user} + ${c.system}`]),
+  ),
+  ...(results.memory
+    ? { 'peak RSS, 100k instances': `${results.memory.peak_rss_mb} MB (${results.memory.ratio_to_target}x of 400 MB)` }
+    : {}),
+});
 writeResults('throughput', results);

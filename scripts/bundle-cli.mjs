@@ -14,7 +14,11 @@ const outdir = join(root, 'dist', 'bundle');
 rmSync(outdir, { recursive: true, force: true });
 await build({
   // plan-worker, report-worker: worker threads (src/plan/parallel-plan.ts, src/report/instance-lines.ts), found beside the chunk that starts them.
-  entryPoints: { main: join(root, 'dist', 'cli', 'main.js'), 'plan-worker': join(root, 'dist', 'plan', 'plan-worker.js'), 'report-worker': join(root, 'dist', 'report', 'report-worker.js') },
+  entryPoints: {
+    main: join(root, 'dist', 'cli', 'main.js'),
+    'plan-worker': join(root, 'dist', 'plan', 'plan-worker.js'),
+    'report-worker': join(root, 'dist', 'report', 'report-worker.js'),
+  },
   outdir,
   bundle: true,
   splitting: true,
@@ -32,5 +36,7 @@ await build({
   logLevel: 'warning',
   legalComments: 'none',
   // Bundled CommonJS code (yaml) calls require() for Node's built-ins: give ESM one.
-  banner: { js: "import { createRequire as __genpipeCreateRequire } from 'node:module'; const require = __genpipeCreateRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __genpipeCreateRequire } from 'node:module'; const require = __genpipeCreateRequire(import.meta.url);",
+  },
 });

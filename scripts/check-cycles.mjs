@@ -26,7 +26,10 @@ for (const file of files) {
     const spec = match[1] ?? match[2];
     targets.push(resolve(dirname(file), spec).replace(/\.js$/, '.ts'));
   }
-  graph.set(file, targets.filter((t) => t !== file));
+  graph.set(
+    file,
+    targets.filter((t) => t !== file),
+  );
 }
 
 const state = new Map(); // 1 = on stack, 2 = done
@@ -51,7 +54,8 @@ for (const [file, targets] of graph) {
   const layer = relative(root, file).split(/[\\/]/)[0];
   for (const target of targets) {
     const into = relative(root, target).split(/[\\/]/)[0];
-    if ((ABOVE[layer] ?? []).includes(into)) upward.push(`${relative(process.cwd(), file)} imports ${relative(process.cwd(), target)} (${layer}/ must not import ${into}/)`);
+    if ((ABOVE[layer] ?? []).includes(into))
+      upward.push(`${relative(process.cwd(), file)} imports ${relative(process.cwd(), target)} (${layer}/ must not import ${into}/)`);
   }
 }
 

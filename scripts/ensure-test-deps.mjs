@@ -33,10 +33,12 @@ function onPath(name) {
 
 function run(argv) {
   console.error(`ensure-test-deps: ${argv.join(' ')}`);
-  return spawnSync(argv[0], argv.slice(1), {
-    stdio: ['ignore', 'inherit', 'inherit'],
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-  }).status === 0;
+  return (
+    spawnSync(argv[0], argv.slice(1), {
+      stdio: ['ignore', 'inherit', 'inherit'],
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    }).status === 0
+  );
 }
 
 const missing = NEEDS.filter((need) => !need.find());

@@ -28,7 +28,16 @@ export function startEmulatorProcess(args = []) {
       const match = /^listening on (http:\/\/127\.0\.0\.1:\d+)$/m.exec(buffer);
       if (match) {
         clearTimeout(timer);
-        resolve({ url: match[1], child, cpu: () => cpuOfProcess(child.pid), stop: () => new Promise((r) => { child.once('exit', r); child.kill('SIGINT'); }) });
+        resolve({
+          url: match[1],
+          child,
+          cpu: () => cpuOfProcess(child.pid),
+          stop: () =>
+            new Promise((r) => {
+              child.once('exit', r);
+              child.kill('SIGINT');
+            }),
+        });
       }
     });
     child.once('exit', (code) => reject(new Error(`the emulator exited with ${code}`)));
@@ -43,7 +52,10 @@ export function startEmulatorProcess(args = []) {
  */
 export function runGenpipe(args, env = {}, { discardStdout = false } = {}) {
   const started = process.hrtime.bigint();
-  const child = spawn(process.execPath, [join(here, 'lib', 'measure-cli.mjs'), ...args], { stdio: ['ignore', discardStdout ? 'ignore' : 'pipe', 'pipe'], env: { ...process.env, HF_KEY, ...env } });
+  const child = spawn(process.execPath, [join(here, 'lib', 'measure-cli.mjs'), ...args], {
+    stdio: ['ignore', discardStdout ? 'ignore' : 'pipe', 'pipe'],
+    env: { ...process.env, HF_KEY, ...env },
+  });
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (c) => (stdout += c));
@@ -51,7 +63,14 @@ export function runGenpipe(args, env = {}, { discardStdout = false } = {}) {
   return new Promise((resolve) => {
     child.once('exit', (code) => {
       const measured = measuredIn(stderr) ?? {};
-      resolve({ code, wallMs: Number(process.hrtime.bigint() - started) / 1e6, maxRssMb: measured.maxRssMb, cpu: cpuOfMeasure(measured), stdout, stderr });
+      resolve({
+        code,
+        wallMs: Number(process.hrtime.bigint() - started) / 1e6,
+        maxRssMb: measured.maxRssMb,
+        cpu: cpuOfMeasure(measured),
+        stdout,
+        stderr,
+      });
     });
   });
 }
@@ -129,7 +148,10 @@ export function scratchDir(name) {
 
 export function writeResults(name, results) {
   mkdirSync(join(here, 'results'), { recursive: true });
-  writeFileSync(join(here, 'results', `${name}.json`), `${JSON.stringify({ benchmark: name, node: process.version, measured_at: new Date().toISOString(), ...results }, null, 2)}\n`);
+  writeFileSync(
+    join(here, 'results', `${name}.json`),
+    `${JSON.stringify({ benchmark: name, node: process.version, measured_at: new Date().toISOString(), ...results }, null, 2)}\n`,
+  );
 }
 
 /** A port free on 127.0.0.1 right now (for a receiver whose public URL must name it). */

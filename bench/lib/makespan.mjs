@@ -54,7 +54,10 @@ export function pollingFloor(durationsMs, concurrency, pollBudget, [minMs, maxMs
       slots[free] += Math.max(seen, d);
     }
     if (polls > pollBudget) break;
-    best = { polls_per_job: Number((polls / durationsMs.length).toFixed(2)), ratio_to_ideal: Number((Math.max(...slots) / idealMs).toFixed(3)) };
+    best = {
+      polls_per_job: Number((polls / durationsMs.length).toFixed(2)),
+      ratio_to_ideal: Number((Math.max(...slots) / idealMs).toFixed(3)),
+    };
   }
   return best;
 }
@@ -68,13 +71,22 @@ export function pollingFloor(durationsMs, concurrency, pollBudget, [minMs, maxMs
 export async function genpipeSide(emulatorOptions, { instances, concurrency, webhook, history = 0 }) {
   const dir = scratchDir('makespan');
   const path = join(dir, 'makespan.yaml');
-  writeFileSync(path, `version: 1\nname: makespan\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: ${instances} } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+  writeFileSync(
+    path,
+    `version: 1\nname: makespan\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: ${instances} } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+  );
   if (history > 0) {
     const earlier = await startEmulator({ ...emulatorOptions, seed: (emulatorOptions.seed ?? 1) + 1000 });
     try {
       const yesterday = join(dir, 'yesterday.yaml');
-      writeFileSync(yesterday, `version: 1\nname: makespan\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: ${history} } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
-      const result = await runGenpipe(['run', yesterday, '--base-url', earlier.url, '--concurrency', String(concurrency), '--quiet', '--yes', '--out', join(dir, 'runs')], { HF_KEY });
+      writeFileSync(
+        yesterday,
+        `version: 1\nname: makespan\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: ${history} } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+      );
+      const result = await runGenpipe(
+        ['run', yesterday, '--base-url', earlier.url, '--concurrency', String(concurrency), '--quiet', '--yes', '--out', join(dir, 'runs')],
+        { HF_KEY },
+      );
       if (result.code !== 0) throw new Error(`the earlier genpipe run failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
     } finally {
       await earlier.close();
@@ -84,7 +96,18 @@ export async function genpipeSide(emulatorOptions, { instances, concurrency, web
   }
   const emulator = await startEmulator(emulatorOptions);
   try {
-    const args = ['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--quiet', '--yes', '--out', join(dir, 'runs')];
+    const args = [
+      'run',
+      path,
+      '--base-url',
+      emulator.url,
+      '--concurrency',
+      String(concurrency),
+      '--quiet',
+      '--yes',
+      '--out',
+      join(dir, 'runs'),
+    ];
     if (webhook) {
       // Completions arrive as they happen, each confirmed by one status GET.
       const port = await freePort();
@@ -107,7 +130,11 @@ export async function officialSide(emulatorOptions, { instances, concurrency }) 
     const client = createHiggsfieldClient({ apiKey, apiSecret, baseURL: emulator.url });
     const limit = pLimit(concurrency);
     const started = Date.now();
-    const results = await Promise.all(Array.from({ length: instances }, (_, i) => limit(() => client.subscribe('/vendor/ai-influencer', { input: { tier: 'cats', seed: i + 1 } }))));
+    const results = await Promise.all(
+      Array.from({ length: instances }, (_, i) =>
+        limit(() => client.subscribe('/vendor/ai-influencer', { input: { tier: 'cats', seed: i + 1 } })),
+      ),
+    );
     await Promise.all(results.map((r) => limit(async () => (await request(r.images[0].url)).body.dump())));
     const makespanMs = Date.now() - started;
     const completed = results.filter((r) => r.status === 'completed').length;
@@ -153,7 +180,10 @@ export async function idealSide(emulatorOptions, { instances, concurrency }) {
     const ended = (id) =>
       early.get(id) ??
       new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`the ideal client heard nothing of ${id} within ${Math.round(limitMs / 1000)} s`)), limitMs);
+        const timer = setTimeout(
+          () => reject(new Error(`the ideal client heard nothing of ${id} within ${Math.round(limitMs / 1000)} s`)),
+          limitMs,
+        );
         waiting.set(id, (event) => {
           clearTimeout(timer);
           resolve(event);
@@ -164,8 +194,13 @@ export async function idealSide(emulatorOptions, { instances, concurrency }) {
     const statuses = await Promise.all(
       Array.from({ length: instances }, (_, i) =>
         limit(async () => {
-          const submit = await request(`${emulator.url}/vendor/ai-influencer?hf_webhook=${hook}`, { method: 'POST', headers, body: JSON.stringify({ tier: 'cats', seed: i + 1 }) });
-          if (submit.statusCode !== 200) throw new Error(`the ideal client's submit answered ${submit.statusCode}: ${await submit.body.text()}`);
+          const submit = await request(`${emulator.url}/vendor/ai-influencer?hf_webhook=${hook}`, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({ tier: 'cats', seed: i + 1 }),
+          });
+          if (submit.statusCode !== 200)
+            throw new Error(`the ideal client's submit answered ${submit.statusCode}: ${await submit.body.text()}`);
           const { request_id: id } = await submit.body.json();
           const event = await ended(id);
           if (event.status !== 'completed') return event.status;

@@ -30,7 +30,8 @@ export interface TurnPollOptions {
 export const AGENT_POLL: TurnPollOptions = { initialMs: 2_000, maxMs: 10_000, factor: 1.5 };
 
 /** Interval before poll number `n` (from 0): 2 s, 3 s, 4.5 s, 6.75 s, 10 s, 10 s, ... */
-export const agentPollInterval = (n: number, poll: TurnPollOptions = AGENT_POLL): number => Math.min(poll.maxMs, Math.round(poll.initialMs * poll.factor ** n));
+export const agentPollInterval = (n: number, poll: TurnPollOptions = AGENT_POLL): number =>
+  Math.min(poll.maxMs, Math.round(poll.initialMs * poll.factor ** n));
 
 /** How a turn ended, as far as the waiter is concerned. */
 export type TurnOutcome =
@@ -55,7 +56,15 @@ export class AgentApi {
 
   /** `POST /sessions` (201). One session per logical conversation (rule 1). */
   async createSession(config: Record<string, unknown> = {}, options: CallContext = {}): Promise<SessionResponse> {
-    const result = await this.ctx.transport.call({ method: 'POST', url: this.#url('/sessions'), auth: 'key', json: { config }, schema: SessionResponse, safety: { kind: 'safe' }, signal: options.signal });
+    const result = await this.ctx.transport.call({
+      method: 'POST',
+      url: this.#url('/sessions'),
+      auth: 'key',
+      json: { config },
+      schema: SessionResponse,
+      safety: { kind: 'safe' },
+      signal: options.signal,
+    });
     return result.data;
   }
 
@@ -83,13 +92,27 @@ export class AgentApi {
   async listMessages(sessionId: string, options: CallContext & { after?: string | undefined } = {}): Promise<MessagesResponse> {
     const url = new URL(this.#url(`/sessions/${segment(sessionId)}/messages`));
     if (options.after) url.searchParams.set('after', options.after);
-    const result = await this.ctx.transport.call({ method: 'GET', url: url.toString(), auth: 'key', schema: MessagesResponse, safety: { kind: 'safe' }, signal: options.signal });
+    const result = await this.ctx.transport.call({
+      method: 'GET',
+      url: url.toString(),
+      auth: 'key',
+      schema: MessagesResponse,
+      safety: { kind: 'safe' },
+      signal: options.signal,
+    });
     return result.data;
   }
 
   /** `POST /sessions/{id}/interrupt` (202): the turn stops at its next safe point. */
   async interrupt(sessionId: string, options: CallContext = {}): Promise<{ session_id: string; status: SessionStatus }> {
-    const result = await this.ctx.transport.call({ method: 'POST', url: this.#url(`/sessions/${segment(sessionId)}/interrupt`), auth: 'key', schema: InterruptResponse, safety: { kind: 'safe' }, signal: options.signal });
+    const result = await this.ctx.transport.call({
+      method: 'POST',
+      url: this.#url(`/sessions/${segment(sessionId)}/interrupt`),
+      auth: 'key',
+      schema: InterruptResponse,
+      safety: { kind: 'safe' },
+      signal: options.signal,
+    });
     return result.data;
   }
 

@@ -50,10 +50,17 @@ export const ConfigFile = z.strictObject({
   base_url: z.url({ protocol: /^https?$/ }).optional(),
   platform_url: z.url({ protocol: /^https?$/ }).optional(),
   cdn_url: z.url({ protocol: /^https?$/ }).optional(),
-  vendor: z.string().regex(/^[A-Za-z0-9_-]+$/, 'must be one path segment of letters, digits, - or _').optional(),
+  vendor: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/, 'must be one path segment of letters, digits, - or _')
+    .optional(),
   credentials_file: z.string().min(1).optional(),
   timeouts: z
-    .strictObject({ connect_ms: z.int().positive().optional(), headers_ms: z.int().positive().optional(), body_ms: z.int().positive().optional() })
+    .strictObject({
+      connect_ms: z.int().positive().optional(),
+      headers_ms: z.int().positive().optional(),
+      body_ms: z.int().positive().optional(),
+    })
     .optional(),
   retry: z
     .strictObject({
@@ -66,7 +73,10 @@ export const ConfigFile = z.strictObject({
   credits_per_usd: z.number().positive().optional(),
   allow_insecure_http: z.boolean().optional(),
   /** The fleet's Redis (genpipe run --redis, worker, queue, schedule), when no flag or GENPIPE_REDIS_URL names one. */
-  redis_url: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+  redis_url: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
+    .optional(),
 });
 export type ConfigFile = z.infer<typeof ConfigFile>;
 
@@ -99,7 +109,9 @@ export function readConfigFile(path: string): ConfigFile {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new GenpipeError('config', `Cannot read the config file ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`, { cause: error });
+    throw new GenpipeError('config', `Cannot read the config file ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`, {
+      cause: error,
+    });
   }
   try {
     return loadYamlAs(text, path, ConfigFile, { maxBytes: 256 * 1024, unknownKeyMessage: 'unknown setting' });
@@ -156,7 +168,8 @@ export function resolveConfig(options: ResolveConfigOptions = {}): ClientConfig 
   const configPath = flags.config ?? env.GENPIPE_CONFIG;
   const file: ConfigFile = configPath ? readConfigFile(configPath) : {};
 
-  const pick = (flag: string | undefined, envName: string, fileValue: string | undefined): string | undefined => flag ?? (env[envName] || undefined) ?? fileValue;
+  const pick = (flag: string | undefined, envName: string, fileValue: string | undefined): string | undefined =>
+    flag ?? (env[envName] || undefined) ?? fileValue;
   /** Like pick, remembering the source: `from --base-url`, `from GENPIPE_BASE_URL`, `from the config file`. */
   const setting = (flag: string | undefined, flagName: string, envName: string, fileValue: string | undefined): Setting | undefined => {
     if (flag !== undefined) return { value: flag, from: `from ${flagName}` };
@@ -164,14 +177,24 @@ export function resolveConfig(options: ResolveConfigOptions = {}): ClientConfig 
     if (fileValue !== undefined) return { value: fileValue, from: `from the config file ${configPath}` };
     return undefined;
   };
-  const allowInsecureHttp = flags.allowInsecureHttp === true || env.GENPIPE_ALLOW_INSECURE_HTTP === '1' || file.allow_insecure_http === true;
-  const baseSetting = setting(flags.baseUrl, '--base-url', 'GENPIPE_BASE_URL', file.base_url) ?? (options.fallbackBaseUrl === undefined ? undefined : { value: options.fallbackBaseUrl, from: 'the fallback address' });
+  const allowInsecureHttp =
+    flags.allowInsecureHttp === true || env.GENPIPE_ALLOW_INSECURE_HTTP === '1' || file.allow_insecure_http === true;
+  const baseSetting =
+    setting(flags.baseUrl, '--base-url', 'GENPIPE_BASE_URL', file.base_url) ??
+    (options.fallbackBaseUrl === undefined ? undefined : { value: options.fallbackBaseUrl, from: 'the fallback address' });
   if (!baseSetting) {
-    throw new GenpipeError('config', 'No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file (or --emulator).');
+    throw new GenpipeError(
+      'config',
+      'No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file (or --emulator).',
+    );
   }
   const baseUrl = checkUrl(baseSetting, 'base_url', allowInsecureHttp);
   const inherited = { value: baseUrl, from: 'as base_url' };
-  const platformUrl = checkUrl(setting(flags.platformUrl, '--platform-url', 'GENPIPE_PLATFORM_URL', file.platform_url) ?? inherited, 'platform_url', allowInsecureHttp);
+  const platformUrl = checkUrl(
+    setting(flags.platformUrl, '--platform-url', 'GENPIPE_PLATFORM_URL', file.platform_url) ?? inherited,
+    'platform_url',
+    allowInsecureHttp,
+  );
   const cdnUrl = checkUrl(setting(flags.cdnUrl, '--cdn-url', 'GENPIPE_CDN_URL', file.cdn_url) ?? inherited, 'cdn_url', allowInsecureHttp);
   const vendor = pick(flags.vendor, 'GENPIPE_VENDOR', file.vendor) ?? DEFAULT_VENDOR;
   if (!/^[A-Za-z0-9_-]+$/.test(vendor)) throw new GenpipeError('config', 'vendor must be one path segment of letters, digits, - or _.');

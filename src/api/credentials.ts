@@ -17,7 +17,8 @@ export class Credentials {
   constructor(keyId: string, secret: string) {
     const id = keyId.trim();
     if (id === '' || /[\s:]/.test(id)) throw new GenpipeError('credentials', 'The key id is empty or contains a colon or white space.');
-    if (secret === '' || /[\r\n]/.test(secret)) throw new GenpipeError('credentials', `The key secret for key id ${id} is empty or spans several lines.`);
+    if (secret === '' || /[\r\n]/.test(secret))
+      throw new GenpipeError('credentials', `The key secret for key id ${id} is empty or spans several lines.`);
     this.keyId = id;
     this.#secret = secret;
     registerSecret(secret);
@@ -74,7 +75,10 @@ export function credentialsFromEnv(env: NodeJS.ProcessEnv): Credentials | undefi
   const secret = env.HF_API_SECRET;
   if (id && secret) return new Credentials(id, secret);
   if (id || secret) {
-    throw new GenpipeError('credentials', `HF_API_KEY and HF_API_SECRET must be set together; only ${id ? 'HF_API_KEY' : 'HF_API_SECRET'} is set.`);
+    throw new GenpipeError(
+      'credentials',
+      `HF_API_KEY and HF_API_SECRET must be set together; only ${id ? 'HF_API_KEY' : 'HF_API_SECRET'} is set.`,
+    );
   }
   return undefined;
 }
@@ -88,7 +92,11 @@ export function credentialsFromFile(path: string): Credentials {
   try {
     mode = statSync(path).mode;
   } catch (error) {
-    throw new GenpipeError('credentials', `Cannot read the credentials file ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`, { cause: error });
+    throw new GenpipeError(
+      'credentials',
+      `Cannot read the credentials file ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`,
+      { cause: error },
+    );
   }
   if ((mode & 0o077) !== 0) {
     throw new GenpipeError(
@@ -106,7 +114,10 @@ export function credentialsFromFile(path: string): Credentials {
     try {
       doc = parseYaml(body);
     } catch {
-      throw new GenpipeError('credentials', `The credentials file ${path} is neither key_id:key_secret nor YAML with key_id and key_secret.`);
+      throw new GenpipeError(
+        'credentials',
+        `The credentials file ${path} is neither key_id:key_secret nor YAML with key_id and key_secret.`,
+      );
     }
     const record = doc as { key_id?: unknown; key_secret?: unknown } | null;
     if (record && typeof record.key_id === 'string' && typeof record.key_secret === 'string') {

@@ -107,7 +107,14 @@ export class IndeterminateSubmissionError extends GenpipeError {
   readonly method: string;
   readonly path: string;
 
-  constructor(args: { method: string; path: string; idempotencyKey: string | undefined; bodyHash: string; status?: number | undefined; cause: unknown }) {
+  constructor(args: {
+    method: string;
+    path: string;
+    idempotencyKey: string | undefined;
+    bodyHash: string;
+    status?: number | undefined;
+    cause: unknown;
+  }) {
     super(
       'indeterminate_submission',
       `The submission to ${args.method} ${args.path} may or may not have been accepted by the service` +
@@ -213,7 +220,11 @@ const STATUS_SENTENCES: Partial<Record<ErrorCode, string>> = {
 export function errorFromStatus(
   status: number,
   detail: string | undefined,
-  context: { endpoint: 'options-catalog' | 'agent-messages' | 'idempotent-submit' | 'other'; retryAfterMs?: number | undefined; requestId?: string | undefined },
+  context: {
+    endpoint: 'options-catalog' | 'agent-messages' | 'idempotent-submit' | 'other';
+    retryAfterMs?: number | undefined;
+    requestId?: string | undefined;
+  },
 ): GenpipeError {
   // A service may echo what it was sent (an Authorization header, say): never let a secret through.
   detail = detail === undefined ? undefined : redact(detail);

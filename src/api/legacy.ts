@@ -6,7 +6,16 @@
 import { platformUrl, segment, type ApiContext, type CallContext } from './context.js';
 import { validateBody } from './validate.js';
 import { registerSecret } from '../util/redact.js';
-import { DopRequest, JobSet, SoulRequest, SpeakRequest, type DopParams, type LegacyWebhook, type SoulParams, type SpeakParams } from './wire.js';
+import {
+  DopRequest,
+  JobSet,
+  SoulRequest,
+  SpeakRequest,
+  type DopParams,
+  type LegacyWebhook,
+  type SoulParams,
+  type SpeakParams,
+} from './wire.js';
 
 export const DOP_PATH = '/v1/image2video/dop';
 export const SOUL_PATH = '/v1/text2image/soul';
@@ -51,7 +60,14 @@ export class LegacyApi {
 
   /** `GET {platform_url}/v1/job-sets/{id}` (beyond the spec; see the README). */
   async jobSet(id: string, options: CallContext = {}): Promise<JobSet> {
-    const result = await this.ctx.transport.call({ method: 'GET', url: platformUrl(this.ctx, jobSetPath(id)), auth: 'legacy', schema: JobSet, safety: { kind: 'safe' }, signal: options.signal });
+    const result = await this.ctx.transport.call({
+      method: 'GET',
+      url: platformUrl(this.ctx, jobSetPath(id)),
+      auth: 'legacy',
+      schema: JobSet,
+      safety: { kind: 'safe' },
+      signal: options.signal,
+    });
     return result.data;
   }
 }

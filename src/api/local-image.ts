@@ -35,7 +35,7 @@ export function sniffImageKind(head: Uint8Array): ImageKind | undefined {
 /** True when a PNG (APNG `acTL` chunk before the image data) or WebP (VP8X animation flag or ANIM chunk) is animated. */
 export function isAnimated(kind: ImageKind, bytes: Uint8Array): boolean {
   if (kind === 'png') {
-    for (let offset = 8; offset + 8 <= bytes.length; ) {
+    for (let offset = 8; offset + 8 <= bytes.length;) {
       const length = readU32BE(bytes, offset);
       const type = ascii(bytes, offset + 4, offset + 8);
       if (type === 'acTL') return true;
@@ -45,7 +45,7 @@ export function isAnimated(kind: ImageKind, bytes: Uint8Array): boolean {
     return false;
   }
   if (kind === 'webp') {
-    for (let offset = 12; offset + 8 <= bytes.length; ) {
+    for (let offset = 12; offset + 8 <= bytes.length;) {
       const type = ascii(bytes, offset, offset + 4);
       const length = readU32LE(bytes, offset + 4);
       if (type === 'VP8X' && offset + 8 < bytes.length && ((bytes[offset + 8] ?? 0) & 0x02) !== 0) return true;
@@ -65,7 +65,9 @@ export async function checkLocalImage(path: string): Promise<LocalImage> {
     size = info.size;
   } catch (error) {
     if (error instanceof GenpipeError) throw error;
-    throw new GenpipeError('invalid_file', `Cannot read the image ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`, { cause: error });
+    throw new GenpipeError('invalid_file', `Cannot read the image ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`, {
+      cause: error,
+    });
   }
   if (size > MAX_IMAGE_BYTES) throw new GenpipeError('invalid_file', `${path} is ${size} bytes; images may be at most 64 MiB.`);
   // Enough of the file to find the animation markers, which sit before the image data.
@@ -80,7 +82,8 @@ export async function checkLocalImage(path: string): Promise<LocalImage> {
   }
   const kind = sniffImageKind(head);
   if (!kind) throw new GenpipeError('invalid_file', `${path} is not a JPEG, PNG or WebP image.`);
-  if (isAnimated(kind, head)) throw new GenpipeError('invalid_file', `${path} is an animated ${kind.toUpperCase()}; only still images are accepted.`);
+  if (isAnimated(kind, head))
+    throw new GenpipeError('invalid_file', `${path} is an animated ${kind.toUpperCase()}; only still images are accepted.`);
   return { path, kind, size, ...KIND_INFO[kind] };
 }
 
@@ -88,8 +91,12 @@ function ascii(bytes: Uint8Array, start: number, end: number): string {
   return String.fromCharCode(...bytes.subarray(start, end));
 }
 function readU32BE(bytes: Uint8Array, offset: number): number {
-  return (((bytes[offset] ?? 0) << 24) >>> 0) + ((bytes[offset + 1] ?? 0) << 16) + ((bytes[offset + 2] ?? 0) << 8) + (bytes[offset + 3] ?? 0);
+  return (
+    (((bytes[offset] ?? 0) << 24) >>> 0) + ((bytes[offset + 1] ?? 0) << 16) + ((bytes[offset + 2] ?? 0) << 8) + (bytes[offset + 3] ?? 0)
+  );
 }
 function readU32LE(bytes: Uint8Array, offset: number): number {
-  return (bytes[offset] ?? 0) + ((bytes[offset + 1] ?? 0) << 8) + ((bytes[offset + 2] ?? 0) << 16) + (((bytes[offset + 3] ?? 0) << 24) >>> 0);
+  return (
+    (bytes[offset] ?? 0) + ((bytes[offset + 1] ?? 0) << 8) + ((bytes[offset + 2] ?? 0) << 16) + (((bytes[offset + 3] ?? 0) << 24) >>> 0)
+  );
 }

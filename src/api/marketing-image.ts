@@ -45,7 +45,14 @@ export class MarketingImageApi {
     url.searchParams.set('size', String(options.pageSize ?? 50));
     // The spec does not name the cursor parameter (§4.5); `cursor` is what the service reads.
     if (options.cursor) url.searchParams.set('cursor', options.cursor);
-    const result = await this.ctx.transport.call({ method: 'GET', url: url.toString(), auth: 'key', schema: PresetPage, safety: { kind: 'safe' }, signal: options.signal });
+    const result = await this.ctx.transport.call({
+      method: 'GET',
+      url: url.toString(),
+      auth: 'key',
+      schema: PresetPage,
+      safety: { kind: 'safe' },
+      signal: options.signal,
+    });
     return result.data;
   }
 

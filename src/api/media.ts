@@ -54,7 +54,12 @@ export class MediaApi {
   }
 
   /** The whole flow: create, PUT, confirm (waiting out `not_ready` a few times), and return the hosted url. */
-  async upload(bytes: Uint8Array, extension: string, type: MediaType, options: CallContext & { confirmAttempts?: number; confirmDelayMs?: number } = {}): Promise<string> {
+  async upload(
+    bytes: Uint8Array,
+    extension: string,
+    type: MediaType,
+    options: CallContext & { confirmAttempts?: number; confirmDelayMs?: number } = {},
+  ): Promise<string> {
     const record = await this.create(extension, type, options);
     await this.put(record, bytes, options);
     const attempts = options.confirmAttempts ?? 10;

@@ -27,7 +27,9 @@ export class RequestsApi {
    * when the request was past cancelling.
    */
   async cancel(requestIdOrCancelUrl: string, options: CallContext = {}): Promise<boolean> {
-    const url = requestIdOrCancelUrl.includes('/') ? this.#checkedCancelUrl(requestIdOrCancelUrl) : platformUrl(this.ctx, `/requests/${segment(requestIdOrCancelUrl)}/cancel`);
+    const url = requestIdOrCancelUrl.includes('/')
+      ? this.#checkedCancelUrl(requestIdOrCancelUrl)
+      : platformUrl(this.ctx, `/requests/${segment(requestIdOrCancelUrl)}/cancel`);
     try {
       await this.ctx.transport.call({ method: 'POST', url, auth: 'key', safety: { kind: 'safe' }, signal: options.signal });
       return true;
@@ -42,7 +44,10 @@ export class RequestsApi {
     const origin = new URL(url).origin;
     const allowed = [this.ctx.config.platformUrl, this.ctx.config.baseUrl].map((u) => new URL(u).origin);
     if (!allowed.includes(origin)) {
-      throw new GenpipeError('invalid_input', `The cancel_url ${url} is not on the configured platform address; refusing to send credentials there.`);
+      throw new GenpipeError(
+        'invalid_input',
+        `The cancel_url ${url} is not on the configured platform address; refusing to send credentials there.`,
+      );
     }
     return url;
   }

@@ -31,7 +31,11 @@ export const DEFAULT_MAX_RETRY_AFTER_MS = 60_000;
  * in milliseconds clamped to `[0, maxMs]`, or `undefined` when the value is absent or malformed
  * (`-1`, `abc`), in which case the caller falls back to its own backoff.
  */
-export function parseRetryAfter(value: string | null | undefined, nowMs: number = Date.now(), maxMs: number = DEFAULT_MAX_RETRY_AFTER_MS): number | undefined {
+export function parseRetryAfter(
+  value: string | null | undefined,
+  nowMs: number = Date.now(),
+  maxMs: number = DEFAULT_MAX_RETRY_AFTER_MS,
+): number | undefined {
   if (value == null) return undefined;
   const text = value.trim();
   if (text === '') return undefined;
@@ -94,7 +98,14 @@ export function decideRetry(outcome: AttemptOutcome, safety: CallSafety): RetryD
 }
 
 /** Network error codes that prove the request never reached the service. */
-const NEVER_SENT_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
+const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+]);
 
 /** Classifies a transport exception (undici or Node) into an attempt outcome. */
 export function classifyTransportError(error: unknown, aborted: boolean): AttemptOutcome {

@@ -61,7 +61,10 @@ export function checkSelection(catalog: OptionsCatalog, tier: Tier, selection: R
       if (option.slot !== null) {
         const owner = slotOwners.get(option.slot);
         if (owner !== undefined) {
-          issues.push({ path, message: `options "${owner}" and "${optionKey}" both fill facial slot "${option.slot}"; select at most one per slot` });
+          issues.push({
+            path,
+            message: `options "${owner}" and "${optionKey}" both fill facial slot "${option.slot}"; select at most one per slot`,
+          });
         } else {
           slotOwners.set(option.slot, optionKey);
         }
@@ -72,7 +75,11 @@ export function checkSelection(catalog: OptionsCatalog, tier: Tier, selection: R
 }
 
 /** Orders categories and options as the catalog lists them (rule 7). */
-export function normalizeSelection(catalog: OptionsCatalog, tier: Tier, selection: Record<string, readonly string[]>): Record<string, string[]> {
+export function normalizeSelection(
+  catalog: OptionsCatalog,
+  tier: Tier,
+  selection: Record<string, readonly string[]>,
+): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const category of catalog.categories) {
     if (!category.tiers.includes(tier)) continue;

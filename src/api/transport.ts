@@ -9,7 +9,15 @@ import type * as z from 'zod';
 import type { ClientConfig } from './config.js';
 import { createGuardedAgent } from './connect-guard.js';
 import { errorFromStatus, GenpipeError, IndeterminateSubmissionError } from './errors.js';
-import { backoffDelay, classifyTransportError, decideRetry, outcomeErrorCode, parseRetryAfter, type AttemptOutcome, type CallSafety } from './retry.js';
+import {
+  backoffDelay,
+  classifyTransportError,
+  decideRetry,
+  outcomeErrorCode,
+  parseRetryAfter,
+  type AttemptOutcome,
+  type CallSafety,
+} from './retry.js';
 import { abortError, sleep } from './sleep.js';
 import { readBodyBuffer } from './read-body.js';
 import { ErrorResponse } from './wire.js';
@@ -188,7 +196,14 @@ export class Transport {
           } catch (error) {
             // The service accepted a credit-spending POST, but its answer is unreadable: what it created is unknown.
             if (safety.kind !== 'spends') throw error;
-            throw new IndeterminateSubmissionError({ method: options.method, path, idempotencyKey: safety.idempotencyKey, bodyHash: sha256Hex(body ?? ''), status, cause: error });
+            throw new IndeterminateSubmissionError({
+              method: options.method,
+              path,
+              idempotencyKey: safety.idempotencyKey,
+              bodyHash: sha256Hex(body ?? ''),
+              status,
+              cause: error,
+            });
           }
           return { status, data, headers: response.headers };
         }
@@ -196,7 +211,11 @@ export class Transport {
         outcome = { kind: 'status', status };
         mayHaveArrived = true;
         if (status === 429) for (const listener of this.#throttleListeners) listener(retryAfterMs);
-        failure = errorFromStatus(status, detailOf(text), { endpoint: options.endpoint ?? 'other', retryAfterMs, requestId: options.requestId });
+        failure = errorFromStatus(status, detailOf(text), {
+          endpoint: options.endpoint ?? 'other',
+          retryAfterMs,
+          requestId: options.requestId,
+        });
       } catch (error) {
         if (error instanceof GenpipeError) throw error;
         outcome = classifyTransportError(error, options.signal?.aborted === true);
@@ -246,9 +265,13 @@ export class Transport {
     const parsed = options.schema.safeParse(json);
     if (!parsed.success) {
       const issue = issuesFromZod(parsed.error)[0];
-      throw new GenpipeError('invalid_response', `${options.method} ${path} answered with a body that breaks the spec: ${issue?.path || '(body)'}: ${issue?.message ?? 'invalid'}.`, {
-        cause: parsed.error,
-      });
+      throw new GenpipeError(
+        'invalid_response',
+        `${options.method} ${path} answered with a body that breaks the spec: ${issue?.path || '(body)'}: ${issue?.message ?? 'invalid'}.`,
+        {
+          cause: parsed.error,
+        },
+      );
     }
     return parsed.data;
   }
@@ -259,7 +282,11 @@ export class Transport {
 }
 
 async function readText(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string> {
-  const bytes = await readBodyBuffer(body, maxBytes, () => new GenpipeError('invalid_response', `The response body is larger than ${maxBytes} bytes.`));
+  const bytes = await readBodyBuffer(
+    body,
+    maxBytes,
+    () => new GenpipeError('invalid_response', `The response body is larger than ${maxBytes} bytes.`),
+  );
   return bytes.toString('utf8');
 }
 

@@ -71,7 +71,8 @@ export function characterCount(s: string): number {
 }
 
 /** A string of at most `max` characters, counted as code points (a string no longer than `max` UTF-16 units passes at once). */
-const atMostCharacters = (max: number) => z.string().refine((s) => s.length <= max || characterCount(s) <= max, { message: `Too long: at most ${max} characters` });
+const atMostCharacters = (max: number) =>
+  z.string().refine((s) => s.length <= max || characterCount(s) <= max, { message: `Too long: at most ${max} characters` });
 
 export const SEED_MIN = 1;
 export const SEED_MAX = 1_000_000;
@@ -123,7 +124,11 @@ export const CharacterSheetRequest = z
       ctx.addIssue({ code: 'custom', path: ['variation_index'], message: `human tier ${tier} requires variation_index 0` });
     }
     if (human && body.body_color != null) {
-      ctx.addIssue({ code: 'custom', path: ['body_color'], message: `body_color is for animal tiers only; human tier ${tier} requires it omitted or null` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['body_color'],
+        message: `body_color is for animal tiers only; human tier ${tier} requires it omitted or null`,
+      });
     }
     if (body.pinned_species != null && tier !== 'insects') {
       ctx.addIssue({ code: 'custom', path: ['pinned_species'], message: `pinned_species is only allowed with tier insects, not ${tier}` });
@@ -141,7 +146,11 @@ export const CharacterSheetRequest = z
         }
       }
       if (human && variants.animal_choices != null) {
-        ctx.addIssue({ code: 'custom', path: ['trait_variants', 'animal_choices'], message: `animal_choices must be omitted or null for human tier ${tier}` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['trait_variants', 'animal_choices'],
+          message: `animal_choices must be omitted or null for human tier ${tier}`,
+        });
       }
     }
   });

@@ -36,7 +36,8 @@ export function parse<O extends Options>(argv: readonly string[], options: O, co
     return parseArgs({ args: [...argv], options, allowPositionals: true, strict: true });
   } catch (error) {
     const message = (error as Error).message.replace(/\. To specify a positional argument.*$/s, '').replace(/\.$/, '');
-    const unknown = (error as NodeJS.ErrnoException).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'(--?[^'=]+)/.exec(message)?.[1] : undefined;
+    const unknown =
+      (error as NodeJS.ErrnoException).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'(--?[^'=]+)/.exec(message)?.[1] : undefined;
     const suggestion = unknown === undefined ? undefined : nearestFlag(unknown, options);
     const hint = suggestion ? `; did you mean ${suggestion}?` : '';
     throw new GenpipeError('invalid_input', `${message}${hint} (genpipe ${command} --help lists the options).`);
@@ -76,5 +77,6 @@ export function positional(positionals: readonly string[], index: number, name: 
 }
 
 export function noExtraPositionals(positionals: readonly string[], expected: number, command: string): void {
-  if (positionals.length > expected) throw new GenpipeError('invalid_input', `Unexpected argument "${positionals[expected]}" for genpipe ${command}.`);
+  if (positionals.length > expected)
+    throw new GenpipeError('invalid_input', `Unexpected argument "${positionals[expected]}" for genpipe ${command}.`);
 }

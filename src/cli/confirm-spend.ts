@@ -19,6 +19,9 @@ export async function confirmSpend(spend: BigSpend, io: Pick<CliIO, 'prompt'>): 
   }
   const answer = await io.prompt(`${what}. Continue? [y/N]`);
   if (!/^\s*y(es)?\s*$/i.test(answer)) {
-    throw new GenpipeError('invalid_input', 'Not confirmed, so nothing was sent; --yes skips the question, and a budget (budget_usd or --budget) replaces it.');
+    throw new GenpipeError(
+      'invalid_input',
+      'Not confirmed, so nothing was sent; --yes skips the question, and a budget (budget_usd or --budget) replaces it.',
+    );
   }
 }

@@ -35,7 +35,11 @@ export async function startEmbeddedEmulator(options: { timeScale?: number } = {}
  */
 export function embeddedConfig(flags: ConfigFlags, embedded: EmbeddedEmulator): ClientConfig {
   const url = embedded.baseUrl;
-  return resolveConfig({ flags: { ...flags, baseUrl: url, platformUrl: url, cdnUrl: url, vendor: DEFAULT_VENDOR }, env: {}, fallbackCredentials: embedded.credentials });
+  return resolveConfig({
+    flags: { ...flags, baseUrl: url, platformUrl: url, cdnUrl: url, vendor: DEFAULT_VENDOR },
+    env: {},
+    fallbackCredentials: embedded.credentials,
+  });
 }
 
 /** A client for a one-shot command (catalog, status, cancel): the configured service, or with `emulator` an embedded one. */

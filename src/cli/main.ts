@@ -96,7 +96,8 @@ export const STOP_GRACE_MS = 4_000;
 /** Ends the process at once: 130 after SIGINT, 143 (128 + 15) after SIGTERM, as a shell reports them. */
 function hardExit(signal: NodeJS.Signals, io: CliIO): never {
   // A run's own hook says what it skipped and releases its lock; without one, this line says it.
-  if (!runHardExitHooks()) io.err(`genpipe: stopped (${signal}) before it could finish stopping; what was journaled is kept: \`genpipe resume\` a run directory.`);
+  if (!runHardExitHooks())
+    io.err(`genpipe: stopped (${signal}) before it could finish stopping; what was journaled is kept: \`genpipe resume\` a run directory.`);
   process.exit(signal === 'SIGTERM' ? 143 : EXIT.interrupted);
 }
 
@@ -134,7 +135,10 @@ function commandNamed(name: string): (typeof COMMANDS)[number] {
   if (entry) return entry;
   const suggestion = nearest(name, [...COMMANDS.map((c) => c.name), ...OTHER_WORDS]);
   const hint = suggestion ? `did you mean "${suggestion}"? (genpipe --help lists the commands)` : 'run genpipe --help for the list';
-  throw new GenpipeError('invalid_input', `Unknown command ${JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}...` : name)}; ${hint}.`);
+  throw new GenpipeError(
+    'invalid_input',
+    `Unknown command ${JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}...` : name)}; ${hint}.`,
+  );
 }
 
 /** Commands that spend credits: a reader of stdout that leaves must not stop them half way. */

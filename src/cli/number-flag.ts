@@ -5,9 +5,13 @@ export function numberFlag(value: string | undefined, flag: string, options: { i
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!Number.isFinite(n) || n < options.min || (options.integer && !Number.isInteger(n))) {
-    throw new GenpipeError('invalid_input', `${flag} takes ${options.integer ? 'a whole number' : 'a number'} of at least ${options.min}, not "${value}".`);
+    throw new GenpipeError(
+      'invalid_input',
+      `${flag} takes ${options.integer ? 'a whole number' : 'a number'} of at least ${options.min}, not "${value}".`,
+    );
   }
   return n;
 }
 
-export const wholeNumber = (value: string | undefined, flag: string, min: number): number | undefined => numberFlag(value, flag, { integer: true, min });
+export const wholeNumber = (value: string | undefined, flag: string, min: number): number | undefined =>
+  numberFlag(value, flag, { integer: true, min });

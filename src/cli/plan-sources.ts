@@ -23,10 +23,15 @@ export function planSources(flags: ConfigFlags, io: CliIO, embedded?: EmbeddedEm
   const open = async (requireCredentials: boolean): Promise<GenerationClient> => {
     if (client === undefined) {
       const { GenerationClient } = await import('../api/client.js');
-      client = new GenerationClient(embedded ? embeddedConfig(flags, embedded) : resolveConfig({ flags, env: io.env, requireCredentials: false }));
+      client = new GenerationClient(
+        embedded ? embeddedConfig(flags, embedded) : resolveConfig({ flags, env: io.env, requireCredentials: false }),
+      );
     }
     if (requireCredentials && !client.config.credentials) {
-      throw new GenpipeError('credentials', 'Reading the preset catalog needs credentials: set HF_KEY=key_id:key_secret (or HF_API_KEY and HF_API_SECRET), or pass --credentials FILE.');
+      throw new GenpipeError(
+        'credentials',
+        'Reading the preset catalog needs credentials: set HF_KEY=key_id:key_secret (or HF_API_KEY and HF_API_SECRET), or pass --credentials FILE.',
+      );
     }
     return client;
   };

@@ -17,10 +17,12 @@ export async function reportError(error: unknown, io: CliIO, argv: readonly stri
     const hint = UNREACHABLE.has(error.code) && SERVICE_REQUEST.test(error.message) ? unreachableServiceHint(argv, io.env) : '';
     // A message can quote the service or a manifest: each stays on its one line.
     io.err(`genpipe: ${oneLine(error.message)}${hint}`);
-    if (error instanceof InvalidInputError) for (const issue of error.issues.slice(1)) io.err(`  ${oneLine(`${issue.path}: ${issue.message}`)}`);
+    if (error instanceof InvalidInputError)
+      for (const issue of error.issues.slice(1)) io.err(`  ${oneLine(`${issue.path}: ${issue.message}`)}`);
     // Loaded only when there is a manifest error to print (the YAML loader comes with it).
     const { ManifestError, formatProblem } = await import('../manifest/errors.js');
-    if (error instanceof ManifestError && error.problems.length > 1) for (const problem of error.problems) io.err(`  ${oneLine(formatProblem(problem))}`);
+    if (error instanceof ManifestError && error.problems.length > 1)
+      for (const problem of error.problems) io.err(`  ${oneLine(formatProblem(problem))}`);
     return exitCodeFor(error.code);
   }
   const layout = fileLayoutProblem(error);
@@ -48,7 +50,12 @@ export function unreachableServiceHint(argv: readonly string[], env: NodeJS.Proc
   const how = 'set the address with --base-url, GENPIPE_BASE_URL or base_url in the config file (--config or GENPIPE_CONFIG)';
   let values: Record<string, unknown>;
   try {
-    values = parseArgs({ args: [...argv], options: { 'base-url': { type: 'string' }, config: { type: 'string' }, emulator: { type: 'boolean' } }, strict: false, allowPositionals: true }).values;
+    values = parseArgs({
+      args: [...argv],
+      options: { 'base-url': { type: 'string' }, config: { type: 'string' }, emulator: { type: 'boolean' } },
+      strict: false,
+      allowPositionals: true,
+    }).values;
   } catch {
     return '';
   }

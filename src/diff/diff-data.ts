@@ -75,7 +75,8 @@ function inManifestOrder(ids: string[], a: DiffRun, b: DiffRun): string[] {
   const stepOrder = new Map<string, number>();
   for (const s of [...b.plan.steps, ...a.plan.steps]) if (!stepOrder.has(s.id)) stepOrder.set(s.id, stepOrder.size);
   const planOrder = new Map<string, number>();
-  for (const inputs of [b.inputs.inputs, a.inputs.inputs]) for (const id of inputs?.keys() ?? []) if (!planOrder.has(id)) planOrder.set(id, planOrder.size);
+  for (const inputs of [b.inputs.inputs, a.inputs.inputs])
+    for (const id of inputs?.keys() ?? []) if (!planOrder.has(id)) planOrder.set(id, planOrder.size);
   const stepRank = (id: string): number => stepOrder.get(stepOfId(id)) ?? stepOrder.size;
   const planRank = (id: string): number => planOrder.get(id) ?? Number.MAX_SAFE_INTEGER;
   return ids.sort((x, y) => stepRank(x) - stepRank(y) || planRank(x) - planRank(y) || naturalCompare(x, y));
@@ -86,7 +87,11 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
   const cellsB = cellsById(b);
   const idsA = idsOf(a, cellsA);
   const idsB = idsOf(b, cellsB);
-  const shared = inManifestOrder([...idsA].filter((id) => idsB.has(id)), a, b);
+  const shared = inManifestOrder(
+    [...idsA].filter((id) => idsB.has(id)),
+    a,
+    b,
+  );
   const rows: DiffRow[] = [];
   let inputsDiffer = 0;
   let statusDiffers = 0;
@@ -118,9 +123,18 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
     if (rows.length < MAX_DIFF_ROWS) rows.push(row);
   }
   const notes = [a.inputs.note, b.inputs.note].filter((n): n is string => n !== undefined);
-  if (a.plan.pipeline !== b.plan.pipeline) notes.push(`the runs are of different pipelines (${a.plan.pipeline} and ${b.plan.pipeline}); instances are matched by id`);
-  if (shared.length > MAX_DIFF_ROWS) notes.push(`the page lists the first ${formatCount(MAX_DIFF_ROWS)} of ${formatCount(shared.length)} shared instances; the counts above cover all of them`);
-  const side = (run: DiffRun, cost: number) => ({ pipeline: run.plan.pipeline, runId: run.plan.runId, runDir: run.runDir, costUsd: Math.round(cost * 1e6) / 1e6 });
+  if (a.plan.pipeline !== b.plan.pipeline)
+    notes.push(`the runs are of different pipelines (${a.plan.pipeline} and ${b.plan.pipeline}); instances are matched by id`);
+  if (shared.length > MAX_DIFF_ROWS)
+    notes.push(
+      `the page lists the first ${formatCount(MAX_DIFF_ROWS)} of ${formatCount(shared.length)} shared instances; the counts above cover all of them`,
+    );
+  const side = (run: DiffRun, cost: number) => ({
+    pipeline: run.plan.pipeline,
+    runId: run.plan.runId,
+    runDir: run.runDir,
+    costUsd: Math.round(cost * 1e6) / 1e6,
+  });
   return {
     a: side(a, costA),
     b: side(b, costB),

@@ -43,7 +43,8 @@ function side(cell: Cell | undefined, runDir: string, pageDir: string, differs: 
       const src = href(pageDir, runDir, f.path);
       // The run's thumbnail where its gallery made one (an image within 512 px has none: itself).
       const thumb = f.thumb !== undefined && existsSync(join(runDir, f.thumb)) ? href(pageDir, runDir, f.thumb) : src;
-      if (f.kind === 'image') return `<a href="${escapeHtml(src)}"><img src="${escapeHtml(thumb)}" alt="${escapeHtml(cell.id)}" loading="lazy"></a>`;
+      if (f.kind === 'image')
+        return `<a href="${escapeHtml(src)}"><img src="${escapeHtml(thumb)}" alt="${escapeHtml(cell.id)}" loading="lazy"></a>`;
       if (f.kind === 'video') return `<video src="${escapeHtml(src)}" controls preload="none"></video>`;
       if (f.kind === 'audio') return `<audio src="${escapeHtml(src)}" controls preload="none"></audio>`;
       if (f.kind === 'text') return '';
@@ -58,7 +59,12 @@ ${cell.error ? `<p class="error">${escapeHtml(cell.error)}</p>` : ''}${cell.requ
 function changesCell(row: DiffRow): string {
   if (row.changes === undefined) return '<td class="muted">not known</td>';
   if (row.changes.length === 0) return '<td class="muted">same</td>';
-  const items = row.changes.map((c) => `<li><code>${escapeHtml(c.field)}</code>: <code>${escapeHtml(c.a ?? '(absent)')}</code> → <code>${escapeHtml(c.b ?? '(absent)')}</code></li>`).join('');
+  const items = row.changes
+    .map(
+      (c) =>
+        `<li><code>${escapeHtml(c.field)}</code>: <code>${escapeHtml(c.a ?? '(absent)')}</code> → <code>${escapeHtml(c.b ?? '(absent)')}</code></li>`,
+    )
+    .join('');
   return `<td class="differs"><ul class="changes">${items}</ul></td>`;
 }
 

@@ -20,9 +20,17 @@ export const MAX_REPLANNED_INSTANCES = 200_000;
 
 export type RunInputs = { inputs: ReadonlyMap<string, unknown>; note?: string | undefined } | { inputs: undefined; note: string };
 
-export async function runInputs(runDir: string, plan: PlanFile, options: Pick<PlanOptions, 'catalog' | 'presets' | 'env'>): Promise<RunInputs> {
+export async function runInputs(
+  runDir: string,
+  plan: PlanFile,
+  options: Pick<PlanOptions, 'catalog' | 'presets' | 'env'>,
+): Promise<RunInputs> {
   const planned = plan.steps.reduce((n, s) => n + s.count, 0);
-  if (planned > MAX_REPLANNED_INSTANCES) return { inputs: undefined, note: `run ${plan.runId} has ${formatCount(planned)} instances, over the ${formatCount(MAX_REPLANNED_INSTANCES)} whose inputs diff compares` };
+  if (planned > MAX_REPLANNED_INSTANCES)
+    return {
+      inputs: undefined,
+      note: `run ${plan.runId} has ${formatCount(planned)} instances, over the ${formatCount(MAX_REPLANNED_INSTANCES)} whose inputs diff compares`,
+    };
   let text: string;
   let note: string | undefined;
   try {
@@ -32,14 +40,20 @@ export async function runInputs(runDir: string, plan: PlanFile, options: Pick<Pl
       text = await readFile(plan.manifest, 'utf8');
       note = `run ${plan.runId} keeps no copy of its manifest (it was made before genpipe kept one): its inputs are those ${plan.manifest} gives now`;
     } catch {
-      return { inputs: undefined, note: `run ${plan.runId} keeps no copy of its manifest and ${plan.manifest} is gone: its inputs are not compared` };
+      return {
+        inputs: undefined,
+        note: `run ${plan.runId} keeps no copy of its manifest and ${plan.manifest} is gone: its inputs are not compared`,
+      };
     }
   }
   let recorded: RecordedAxes | undefined;
   try {
     recorded = await readRunInputs(runDir, plan.inputs);
   } catch (error) {
-    return { inputs: undefined, note: `the inputs of run ${plan.runId} are not compared: ${error instanceof Error ? error.message.replace(/\.$/, '') : String(error)}` };
+    return {
+      inputs: undefined,
+      note: `the inputs of run ${plan.runId} are not compared: ${error instanceof Error ? error.message.replace(/\.$/, '') : String(error)}`,
+    };
   }
   try {
     // What a run is told when it ends is no input, and its URLs are kept out of the copy.
@@ -60,7 +74,10 @@ export async function runInputs(runDir: string, plan: PlanFile, options: Pick<Pl
     }
     return { inputs, note };
   } catch (error) {
-    return { inputs: undefined, note: `the inputs of run ${plan.runId} could not be planned again: ${error instanceof Error ? error.message : String(error)}` };
+    return {
+      inputs: undefined,
+      note: `the inputs of run ${plan.runId} could not be planned again: ${error instanceof Error ? error.message : String(error)}`,
+    };
   }
 }
 

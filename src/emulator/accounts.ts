@@ -30,7 +30,10 @@ export const AccountsFile = z.strictObject({
     .array(
       z.strictObject({
         key_id: keyId,
-        secret: z.string().min(1).regex(/^[^\r\n]+$/, 'must be one line'),
+        secret: z
+          .string()
+          .min(1)
+          .regex(/^[^\r\n]+$/, 'must be one line'),
         credits: z.number().min(0).optional(),
         agent_enabled: z.boolean().optional(),
       }),
@@ -43,7 +46,8 @@ export function accountsFromFile(path: string): AccountSpec[] {
   const doc = readConfigDocument(path, AccountsFile, 'accounts file');
   const seen = new Set<string>();
   return doc.accounts.map((a, i) => {
-    if (seen.has(a.key_id)) throw new GenpipeError('invalid_input', `Invalid accounts file: ${path}: accounts[${i}].key_id: ${a.key_id} appears twice.`);
+    if (seen.has(a.key_id))
+      throw new GenpipeError('invalid_input', `Invalid accounts file: ${path}: accounts[${i}].key_id: ${a.key_id} appears twice.`);
     seen.add(a.key_id);
     return { keyId: a.key_id, secret: a.secret, credits: a.credits ?? DEFAULT_CREDITS, agentEnabled: a.agent_enabled ?? true };
   });

@@ -111,7 +111,15 @@ export class AgentService {
   createSession(input: RouteInput): EmuResponse {
     const account = this.#account(input);
     const body = validate(CreateSessionRequest, parseJson(input.body) ?? {});
-    const s: Session = { id: newUuid(), keyId: account.keyId, status: 'idle', config: body.config ?? {}, messages: [], memoryChars: 0, turn: undefined };
+    const s: Session = {
+      id: newUuid(),
+      keyId: account.keyId,
+      status: 'idle',
+      config: body.config ?? {},
+      messages: [],
+      memoryChars: 0,
+      turn: undefined,
+    };
     this.sessions.set(s.id, s);
     return json(201, { session_id: s.id, status: s.status });
   }
@@ -261,16 +269,28 @@ export class AgentService {
     if (status === 'queued' || status === 'in_progress') {
       // Wait for the generation in short safe steps, never longer than it has left.
       const left = Math.max(0, r.endAt - Date.now());
-      turn.cancelStep = this.d.scheduler.after(Math.min(left + 1, this.d.scheduler.scale(this.d.options.stepMs)), () => this.#step(s, turn));
+      turn.cancelStep = this.d.scheduler.after(Math.min(left + 1, this.d.scheduler.scale(this.d.options.stepMs)), () =>
+        this.#step(s, turn),
+      );
       return;
     }
     turn.parts.push({ type: 'tool_result', request_id: r.id, status });
     if (status === 'completed') {
       const url = this.d.requests.outputs(r).images?.[0]?.url ?? '';
       turn.parts.push({ type: 'image', url });
-      return this.#settle(s, turn, 'completed', `Here is your ${plan.model === 'character-sheet' ? 'character sheet' : 'marketing image'}: ${url}`);
+      return this.#settle(
+        s,
+        turn,
+        'completed',
+        `Here is your ${plan.model === 'character-sheet' ? 'character sheet' : 'marketing image'}: ${url}`,
+      );
     }
-    return this.#settle(s, turn, 'completed', `The ${plan.model} generation ended ${status}${r.error ? `: ${r.error}` : ''}; it was refunded.`);
+    return this.#settle(
+      s,
+      turn,
+      'completed',
+      `The ${plan.model} generation ended ${status}${r.error ? `: ${r.error}` : ''}; it was refunded.`,
+    );
   }
 
   /** A billed generation on the account (§8 rule 4), or a sentence saying why it could not start. */
@@ -286,14 +306,22 @@ export class AgentService {
         modelPath: '/v1/agent (character sheet)',
         bodyHash: bodyHash({ tier: plan.tier, brief: plan.prompt }),
         chargedMicros: price,
-        art: { width: SHEET_WIDTH, height: SHEET_HEIGHT, layout: 'sheet', tier: plan.tier, variationIndex: 0, seedText: `${plan.tier}|${seed}|0|agent` },
+        art: {
+          width: SHEET_WIDTH,
+          height: SHEET_HEIGHT,
+          layout: 'sheet',
+          tier: plan.tier,
+          variationIndex: 0,
+          seedText: `${plan.tier}|${seed}|0|agent`,
+        },
         text: plan.prompt,
         details: { via: 'agent', tier: plan.tier },
       });
     }
     const body = { prompt: plan.prompt, resolution: '1k' as const, quality: 'medium' as const };
     const usage = marketingUsage(body, '1k', 'medium', this.d.rng.between(0.85, 1));
-    if (!account || account.balanceMicros < usage.estimate.micros) return 'I could not start the marketing image: the credit balance is too low.';
+    if (!account || account.balanceMicros < usage.estimate.micros)
+      return 'I could not start the marketing image: the credit balance is too low.';
     return this.d.requests.create({
       keyId,
       model: 'marketing-image',
@@ -331,10 +359,17 @@ export class AgentService {
   }
 }
 
-const backendUnavailable = (): HttpError => new HttpError(502, 'agent backend temporarily unavailable; the message was refunded, retry with backoff');
+const backendUnavailable = (): HttpError =>
+  new HttpError(502, 'agent backend temporarily unavailable; the message was refunded, retry with backoff');
 
 function view(m: Message): Record<string, unknown> {
-  const out: Record<string, unknown> = { message_id: m.message_id, role: m.role, status: m.status, message: m.message, created_at: isoMs(m.created_at) };
+  const out: Record<string, unknown> = {
+    message_id: m.message_id,
+    role: m.role,
+    status: m.status,
+    message: m.message,
+    created_at: isoMs(m.created_at),
+  };
   if (m.llm_cost_usd !== undefined) out.llm_cost_usd = m.llm_cost_usd;
   return out;
 }

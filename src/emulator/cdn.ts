@@ -25,7 +25,11 @@ export class Cdn {
     if (!type) throw new HttpError(404, 'output not found');
     let bytes = this.#cache.get(key);
     if (!bytes) {
-      bytes = render(file, r.art.seedText, () => drawArt(file.startsWith('min') ? { ...r.art, width: Math.max(16, r.art.width >> 1), height: Math.max(9, r.art.height >> 1) } : r.art));
+      bytes = render(file, r.art.seedText, () =>
+        drawArt(
+          file.startsWith('min') ? { ...r.art, width: Math.max(16, r.art.width >> 1), height: Math.max(9, r.art.height >> 1) } : r.art,
+        ),
+      );
       if (this.#cache.size >= MAX_CACHE) this.#cache.delete(this.#cache.keys().next().value as string);
       this.#cache.set(key, bytes);
     }

@@ -56,7 +56,8 @@ export class CharacterSheetModel {
 
     const hash = bodyHash(raw);
     const key = headerValue(input.headers['idempotency-key']);
-    if (key !== undefined && (key.length === 0 || key.length > 255)) throw new HttpError(400, 'Idempotency-Key must be 1 to 255 characters');
+    if (key !== undefined && (key.length === 0 || key.length > 255))
+      throw new HttpError(400, 'Idempotency-Key must be 1 to 255 characters');
     const path = input.url.pathname;
     const begun = key === undefined ? undefined : d.idempotency.begin(`${account.keyId} ${path}`, key, hash);
     if (begun?.kind === 'replay') {
@@ -125,7 +126,11 @@ export class CharacterSheetModel {
       const count = TRAIT_VARIANT_COUNTS.get(trait);
       if (count === undefined) throw new HttpError(422, `${path}: trait ${trait} has no variants`);
       const n = variant === 'original' ? 0 : Number(variant.slice(1));
-      if (n > count) throw new HttpError(422, `${path}: variant ${variant} does not exist in the current trait catalog (${trait} has original and v1 to v${count})`);
+      if (n > count)
+        throw new HttpError(
+          422,
+          `${path}: variant ${variant} does not exist in the current trait catalog (${trait} has original and v1 to v${count})`,
+        );
     }
     if (tv.animal_choices != null) {
       if (isHumanTier(tier)) throw new HttpError(422, `trait_variants.animal_choices: must be omitted or null for human tier ${tier}`);
@@ -134,7 +139,6 @@ export class CharacterSheetModel {
       }
     }
   }
-
 }
 
 function headerValue(v: string | string[] | undefined): string | undefined {

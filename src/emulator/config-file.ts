@@ -9,12 +9,16 @@ export function readConfigDocument<T>(path: string, schema: z.ZodType<T>, what: 
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new GenpipeError('invalid_input', `Cannot read the ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`);
+    throw new GenpipeError(
+      'invalid_input',
+      `Cannot read the ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`,
+    );
   }
   try {
     return loadYamlAs(text, path, schema, { maxBytes: 1024 * 1024, unknownKeyMessage: 'unknown field' });
   } catch (error) {
-    if (error instanceof YamlSyntaxError) throw new GenpipeError('invalid_input', `Invalid ${what}: ${error.message.split('\n')[0] ?? ''}.`);
+    if (error instanceof YamlSyntaxError)
+      throw new GenpipeError('invalid_input', `Invalid ${what}: ${error.message.split('\n')[0] ?? ''}.`);
     throw error;
   }
 }

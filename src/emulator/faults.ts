@@ -111,7 +111,13 @@ const HOSTILE_ROUTE: RouteFaults = {
   slow_body_chunk_ms: 100,
 };
 
-const every = (f: RouteFaults): Record<RouteClass, RouteFaults> => ({ submit: { ...f }, status: { ...f }, agent: { ...f }, media: { ...f }, cdn: { ...f } });
+const every = (f: RouteFaults): Record<RouteClass, RouteFaults> => ({
+  submit: { ...f },
+  status: { ...f },
+  agent: { ...f },
+  media: { ...f },
+  cdn: { ...f },
+});
 
 export const FAULT_PROFILES: Readonly<Record<'none' | 'flaky' | 'hostile', FaultProfile>> = {
   none: { name: 'none', routes: every(NO_ROUTE_FAULTS), webhooks: { duplicate_rate: 0, late_rate: 0, late_ms: 0 } },
@@ -173,7 +179,17 @@ export function loadFaultProfile(nameOrFile: string): FaultProfile {
   return profileFromSpec(readConfigDocument(nameOrFile, FaultFile, 'fault file'), nameOrFile);
 }
 
-export type ForcedFault = 'reset_before' | 'reset_after' | 'error_500' | 'error_502' | 'error_503' | 'error_502_after' | 'error_504_after' | 'rate_429' | 'slow_body' | 'foreign_status';
+export type ForcedFault =
+  | 'reset_before'
+  | 'reset_after'
+  | 'error_500'
+  | 'error_502'
+  | 'error_503'
+  | 'error_502_after'
+  | 'error_504_after'
+  | 'rate_429'
+  | 'slow_body'
+  | 'foreign_status';
 
 /** What happens to one request. */
 export interface FaultDecision {
@@ -190,7 +206,16 @@ export interface FaultDecision {
   foreign: boolean;
 }
 
-export const NO_FAULT: FaultDecision = { resetBefore: false, latencyMs: 0, status: undefined, retryAfterS: 0, resetAfter: false, statusAfter: undefined, slowChunkMs: 0, foreign: false };
+export const NO_FAULT: FaultDecision = {
+  resetBefore: false,
+  latencyMs: 0,
+  status: undefined,
+  retryAfterS: 0,
+  resetAfter: false,
+  statusAfter: undefined,
+  slowChunkMs: 0,
+  foreign: false,
+};
 
 export class FaultEngine {
   #profile: FaultProfile;
@@ -273,7 +298,8 @@ export class FaultEngine {
       d.slowChunkMs = f.slow_body_chunk_ms;
     }
     // Drawn last, and only at a rate above 0, so the other faults of a seed stay where they were.
-    if (options.echoesId === true && f.foreign_status > 0 && !d.resetAfter && d.statusAfter === undefined) d.foreign = rng.chance(f.foreign_status);
+    if (options.echoesId === true && f.foreign_status > 0 && !d.resetAfter && d.statusAfter === undefined)
+      d.foreign = rng.chance(f.foreign_status);
     return d;
   }
 

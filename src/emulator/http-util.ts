@@ -24,7 +24,8 @@ export interface EmuResponse {
   bytes?: Uint8Array;
 }
 
-export const json = (status: number, body: unknown, headers?: Record<string, string>): EmuResponse => (headers ? { status, json: body, headers } : { status, json: body });
+export const json = (status: number, body: unknown, headers?: Record<string, string>): EmuResponse =>
+  headers ? { status, json: body, headers } : { status, json: body };
 
 /** Reads the whole body, refusing more than `maxBytes` with 413. */
 export async function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {

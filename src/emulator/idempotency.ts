@@ -51,12 +51,25 @@ export class IdempotencyStore {
 
   finish(record: IdempotencyRecord, requestId: string): void {
     record.requestId = requestId;
-    this.journal?.write({ t: 'idempotency', scope: record.scope, key: record.key, body_hash: record.bodyHash, created_at: record.createdAt, request_id: requestId });
+    this.journal?.write({
+      t: 'idempotency',
+      scope: record.scope,
+      key: record.key,
+      body_hash: record.bodyHash,
+      created_at: record.createdAt,
+      request_id: requestId,
+    });
   }
 
   /** Replays a finished record from the state file (`--state`). */
   restore(event: StateEvent): void {
-    const record: IdempotencyRecord = { scope: String(event.scope), key: String(event.key), bodyHash: String(event.body_hash), createdAt: Number(event.created_at), requestId: String(event.request_id) };
+    const record: IdempotencyRecord = {
+      scope: String(event.scope),
+      key: String(event.key),
+      bodyHash: String(event.body_hash),
+      createdAt: Number(event.created_at),
+      requestId: String(event.request_id),
+    };
     this.#records.set(`${record.scope}\u0000${record.key}`, record);
   }
 

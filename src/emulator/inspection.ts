@@ -32,7 +32,12 @@ const PresetBody = z.strictObject({ visible: z.boolean() });
 export function inspectionRoutes(d: InspectionDeps): Route[] {
   const keyOf = (i: RouteInput): string | undefined => i.url.searchParams.get('key_id') ?? undefined;
   const get = (pattern: string, handler: (i: RouteInput) => EmuResponse): Route => ({ method: 'GET', pattern, cls: 'inspection', handler });
-  const post = (pattern: string, handler: (i: RouteInput) => EmuResponse): Route => ({ method: 'POST', pattern, cls: 'inspection', handler });
+  const post = (pattern: string, handler: (i: RouteInput) => EmuResponse): Route => ({
+    method: 'POST',
+    pattern,
+    cls: 'inspection',
+    handler,
+  });
   return [
     get('/_emulator/ledger', (i) => json(200, d.ledger.toJSON(keyOf(i)))),
     get('/_emulator/requests', (i) => json(200, { requests: d.requests.inspect({ keyId: keyOf(i) }) })),
@@ -43,7 +48,9 @@ export function inspectionRoutes(d: InspectionDeps): Route[] {
       return json(200, statsDocument(d));
     }),
     get('/_emulator/webhooks', () => json(200, { pending: d.webhooks.pending, deliveries: d.webhooks.deliveries })),
-    get('/_emulator/presets', () => json(200, { presets: d.presets.presets.map((p) => ({ id: p.id, name: p.name, aspect_ratio: p.aspectRatio, visible: p.visible })) })),
+    get('/_emulator/presets', () =>
+      json(200, { presets: d.presets.presets.map((p) => ({ id: p.id, name: p.name, aspect_ratio: p.aspectRatio, visible: p.visible })) }),
+    ),
     post('/_emulator/faults', (i) => {
       const body = validate(FaultsBody, parseJson(i.body));
       d.faults.set('profile' in body ? FAULT_PROFILES[body.profile] : profileFromSpec(body, 'runtime'));

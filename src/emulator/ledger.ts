@@ -42,7 +42,13 @@ export class Ledger {
     this.creditsPerUsd = creditsPerUsd;
     for (const a of accounts) {
       const micros = Math.round((a.credits / creditsPerUsd) * 1_000_000);
-      this.accounts.set(a.keyId, { keyId: a.keyId, secret: a.secret, agentEnabled: a.agentEnabled, initialMicros: micros, balanceMicros: micros });
+      this.accounts.set(a.keyId, {
+        keyId: a.keyId,
+        secret: a.secret,
+        agentEnabled: a.agentEnabled,
+        initialMicros: micros,
+        balanceMicros: micros,
+      });
     }
   }
 
@@ -55,7 +61,13 @@ export class Ledger {
   }
 
   /** Records one movement. `micros` is positive; reserve and charge take it from the balance, refund gives it back. */
-  record(keyId: string, kind: LedgerKind, micros: number, ref: { requestId?: string | undefined; messageId?: string | undefined }, reason: string): LedgerEntry | undefined {
+  record(
+    keyId: string,
+    kind: LedgerKind,
+    micros: number,
+    ref: { requestId?: string | undefined; messageId?: string | undefined },
+    reason: string,
+  ): LedgerEntry | undefined {
     if (micros <= 0) return undefined;
     const account = this.accounts.get(keyId);
     if (!account) return undefined;

@@ -57,7 +57,17 @@ export class LegacyPlatform {
     if (batch < 1 || batch > SOUL_BATCH_MAX) throw new HttpError(422, `params.batch_size: must be from 1 to ${SOUL_BATCH_MAX}`);
     const wh = /^(\d+)x(\d+)$/.exec(body.params.width_and_height ?? '');
     const aspect = wh ? `${wh[1]}:${wh[2]}` : '1:1';
-    return this.#create(input, body, 'soul', 'text2image_soul', 'text2image_soul', batch, body.webhook ?? null, body.params.prompt ?? '', aspect);
+    return this.#create(
+      input,
+      body,
+      'soul',
+      'text2image_soul',
+      'text2image_soul',
+      batch,
+      body.webhook ?? null,
+      body.params.prompt ?? '',
+      aspect,
+    );
   }
 
   /** `POST {platform_url}/v1/speak/{vendor}`: `params` only. */
@@ -85,7 +95,15 @@ export class LegacyPlatform {
     const price = usdToMicros(MODELS[model].priceUsd);
     await d.gate.pass();
     ensureBalance(account, price * jobs);
-    const set: JobSetRecord = { id: newUuid(), keyId: account.keyId, type, jobSetType, createdAt: d.requests.now(), jobIds: [], inputParams: body.params };
+    const set: JobSetRecord = {
+      id: newUuid(),
+      keyId: account.keyId,
+      type,
+      jobSetType,
+      createdAt: d.requests.now(),
+      jobIds: [],
+      inputParams: body.params,
+    };
     const hash = rawBodyHash(input.body);
     // One line of the state file (`--state`): the job set with every job and its charge.
     d.requests.transaction(() => {
@@ -147,7 +165,12 @@ export class LegacyPlatform {
     const jobs = set.jobIds.map((id) => {
       const r = this.d.requests.get(id) as EmuRequest;
       const status = fresh ? 'queued' : this.d.requests.statusOf(r);
-      const job: Record<string, unknown> = { id, job_set_type: set.jobSetType, status, results: status === 'completed' ? this.#results(r) : null };
+      const job: Record<string, unknown> = {
+        id,
+        job_set_type: set.jobSetType,
+        status,
+        results: status === 'completed' ? this.#results(r) : null,
+      };
       if (status === 'failed') job.error = r.error ?? 'generation failed';
       return job;
     });

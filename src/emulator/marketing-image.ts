@@ -29,7 +29,9 @@ export function sizeFor(aspect: string): { width: number; height: number } {
   const [w, h] = aspect === 'auto' ? [1, 1] : aspect.split(':').map(Number);
   const rw = w ?? 1;
   const rh = h ?? 1;
-  return rw >= rh ? { width: 160, height: Math.max(1, Math.round((160 * rh) / rw)) } : { width: Math.max(1, Math.round((160 * rw) / rh)), height: 160 };
+  return rw >= rh
+    ? { width: 160, height: Math.max(1, Math.round((160 * rh) / rw)) }
+    : { width: Math.max(1, Math.round((160 * rw) / rh)), height: 160 };
 }
 
 export class MarketingImageModel {
@@ -69,7 +71,11 @@ export class MarketingImageModel {
       bodyHash: rawBodyHash(input.body),
       chargedMicros: usage.estimate.micros,
       actualMicros: usage.actual.micros,
-      art: { ...sizeFor(aspect), layout: 'render', seedText: `marketing|${body.prompt ?? ''}|${aspect}|${preset ?? ''}|${(body.image_urls ?? []).join(',')}` },
+      art: {
+        ...sizeFor(aspect),
+        layout: 'render',
+        seedText: `marketing|${body.prompt ?? ''}|${aspect}|${preset ?? ''}|${(body.image_urls ?? []).join(',')}`,
+      },
       webhook,
       text: body.prompt,
       details: {

@@ -65,7 +65,13 @@ export class MediaStore {
   #record(m: MediaItem): Record<string, string> {
     const cdn = this.urls.cdn();
     const id = encodeURIComponent(m.id);
-    return { id: m.id, type: m.type, content_type: m.contentType, upload_url: `${cdn}/cdn/upload/${id}?signature=${m.signature}`, url: `${cdn}/cdn/media/${id}` };
+    return {
+      id: m.id,
+      type: m.type,
+      content_type: m.contentType,
+      upload_url: `${cdn}/cdn/upload/${id}?signature=${m.signature}`,
+      url: `${cdn}/cdn/media/${id}`,
+    };
   }
 
   /** `POST /v1/agent/media` → 201 record. */
@@ -104,7 +110,8 @@ export class MediaStore {
     const m = /^\/cdn\/media\/([^/]+)$/.exec(url.pathname);
     if (url.origin === own.origin && m) {
       const media = this.items.get(decodeURIComponent(m[1] ?? ''));
-      if (!media || media.bytes === undefined) throw new HttpError(422, `${field}: the image is not reachable (no uploaded media at this URL)`);
+      if (!media || media.bytes === undefined)
+        throw new HttpError(422, `${field}: the image is not reachable (no uploaded media at this URL)`);
       if (media.type !== 'image') throw new HttpError(422, `${field}: the media at this URL is not an image`);
     }
   }
@@ -112,7 +119,8 @@ export class MediaStore {
   /** `PUT {upload_url}`: no auth, the signature in the URL; the content type must be the record's. */
   put(input: RouteInput): EmuResponse {
     const item = this.items.get(input.params.id ?? '');
-    if (!item || input.url.searchParams.get('signature') !== item.signature) throw new HttpError(403, 'the upload URL is invalid or its signature does not match');
+    if (!item || input.url.searchParams.get('signature') !== item.signature)
+      throw new HttpError(403, 'the upload URL is invalid or its signature does not match');
     const sent = (headerValue(input.headers['content-type']) ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
     if (sent !== item.contentType) {
       throw new HttpError(415, `wrong content type: this upload URL takes ${item.contentType}, got ${sent === '' ? 'none' : sent}`);

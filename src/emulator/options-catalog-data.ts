@@ -22,7 +22,12 @@ interface Opt {
   exclusive: boolean;
 }
 
-const title = (key: string): string => key.replace(/^(pr|an)_/, '').split('_').map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(' ');
+const title = (key: string): string =>
+  key
+    .replace(/^(pr|an)_/, '')
+    .split('_')
+    .map((w) => w.charAt(0).toUpperCase() + w.slice(1))
+    .join(' ');
 const img = (category: string, key: string): string => `https://cdn.example.invalid/catalog/${category}/${key}.webp`;
 
 /** An option with a preview image, no color, any tier of its category, no slot, not exclusive. */
@@ -51,14 +56,27 @@ export const RETIRED_ON_BUMP: ReadonlyMap<string, string> = new Map([
 
 export function buildCatalogCategories(): Cat[] {
   return [
-    { key: 'body_type', label: 'Body type', tiers: HUMAN, max: 1, options: ['slim', 'average', 'athletic', 'curvy', 'muscular', 'heavy'].map((k) => o('body_type', k)) },
+    {
+      key: 'body_type',
+      label: 'Body type',
+      tiers: HUMAN,
+      max: 1,
+      options: ['slim', 'average', 'athletic', 'curvy', 'muscular', 'heavy'].map((k) => o('body_type', k)),
+    },
     {
       key: 'skin_tone',
       label: 'Skin tone',
       tiers: HUMAN,
       max: 1,
       options: [
-        ...swatches('skin_tone', { porcelain: '#F6E0D2', fair: '#EBC8B0', olive: '#C69C72', tan: '#A87B51', brown: '#7B5236', deep: '#4A2F1F' }),
+        ...swatches('skin_tone', {
+          porcelain: '#F6E0D2',
+          fair: '#EBC8B0',
+          olive: '#C69C72',
+          tan: '#A87B51',
+          brown: '#7B5236',
+          deep: '#4A2F1F',
+        }),
         o('skin_tone', 'green_alien', { img: null, color: '#6FBF5A', tiers: ['freak', 'total'] }),
         o('skin_tone', 'chrome', { img: null, color: '#C0C6CC', tiers: ['total'] }),
       ],
@@ -70,7 +88,9 @@ export function buildCatalogCategories(): Cat[] {
       max: 1,
       options: [
         o('hair_style', 'bald', { exclusive: true }),
-        ...['buzz_cut', 'bob', 'long_straight', 'long_wavy', 'curly', 'braids', 'bun', 'mohawk', 'mullet_classic'].map((k) => o('hair_style', k)),
+        ...['buzz_cut', 'bob', 'long_straight', 'long_wavy', 'curly', 'braids', 'bun', 'mohawk', 'mullet_classic'].map((k) =>
+          o('hair_style', k),
+        ),
         o('hair_style', 'tentacle_hair', { tiers: ['freak', 'total'] }),
         o('hair_style', 'flame_hair', { tiers: ['total'], img: null }),
       ],
@@ -81,7 +101,15 @@ export function buildCatalogCategories(): Cat[] {
       tiers: HUMAN,
       max: 2,
       options: [
-        ...swatches('hair_color', { black: '#1C1C1C', dark_brown: '#3B2A20', auburn: '#7A3B1E', blonde: '#E3C16F', red: '#B5391F', grey: '#9B9B9B', white: '#F2F2F2' }),
+        ...swatches('hair_color', {
+          black: '#1C1C1C',
+          dark_brown: '#3B2A20',
+          auburn: '#7A3B1E',
+          blonde: '#E3C16F',
+          red: '#B5391F',
+          grey: '#9B9B9B',
+          white: '#F2F2F2',
+        }),
         o('hair_color', 'neon_pink', { img: null, color: '#FF3FA4', tiers: ['freak', 'total'] }),
       ],
     },
@@ -92,7 +120,10 @@ export function buildCatalogCategories(): Cat[] {
       max: 2,
       options: [
         ...['round_eyes', 'almond_eyes', 'hooded_eyes', 'monolid_eyes'].map((k) => o('eyes', k, { slot: 'eye_shape' })),
-        ...swatches('eyes', { brown_iris: '#5A3A22', blue_iris: '#3A6FB0', green_iris: '#4E8A4B', grey_iris: '#8A949C' }).map((x) => ({ ...x, slot: 'iris' })),
+        ...swatches('eyes', { brown_iris: '#5A3A22', blue_iris: '#3A6FB0', green_iris: '#4E8A4B', grey_iris: '#8A949C' }).map((x) => ({
+          ...x,
+          slot: 'iris',
+        })),
         o('eyes', 'cyclops_eye', { tiers: ['freak', 'total'], slot: 'eye_shape' }),
         o('eyes', 'glowing_eyes', { tiers: ['total'], slot: 'iris', color: '#F5F57A' }),
       ],

@@ -31,7 +31,13 @@ export function encodePng(width: number, height: number, palette: readonly Rgb[]
   ihdr[9] = 3; // colour type: palette
   const plte = Buffer.from(palette.flat());
   const signature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-  return Buffer.concat([signature, chunk('IHDR', ihdr), chunk('PLTE', plte), chunk('IDAT', deflateSync(raw, { level: 1, strategy: constants.Z_RLE })), chunk('IEND', new Uint8Array(0))]);
+  return Buffer.concat([
+    signature,
+    chunk('IHDR', ihdr),
+    chunk('PLTE', plte),
+    chunk('IDAT', deflateSync(raw, { level: 1, strategy: constants.Z_RLE })),
+    chunk('IEND', new Uint8Array(0)),
+  ]);
 }
 
 export type Rgb = [number, number, number];
@@ -47,7 +53,17 @@ function hsl(h: number, s: number, l: number): Rgb {
 
 const GRADIENT_STEPS = 64;
 
-const TIER_HUES: Record<string, number> = { normal: 30, freak: 300, total: 0, insects: 90, frogs: 130, cats: 40, dogs: 25, capybaras: 20, birds: 200 };
+const TIER_HUES: Record<string, number> = {
+  normal: 30,
+  freak: 300,
+  total: 0,
+  insects: 90,
+  frogs: 130,
+  cats: 40,
+  dogs: 25,
+  capybaras: 20,
+  birds: 200,
+};
 
 /** Draws the picture an art spec describes: a sheet (portrait + full body) or a plain render. */
 export function drawArt(art: ArtSpec): Buffer {
@@ -114,7 +130,8 @@ export function drawArt(art: ArtSpec): Buffer {
     rect(bx - bodyW / 2, h * 0.65, bx - bodyW / 8, h * 0.92, skin);
     rect(bx + bodyW / 8, h * 0.65, bx + bodyW / 2, h * 0.92, skin);
   } else {
-    for (let i = 0; i < 6; i++) disc(rng.int(0, w), rng.int(0, h), rng.int(3, Math.max(4, Math.floor(h / 3))), hsl(rng.int(0, 359), 0.6, 0.5));
+    for (let i = 0; i < 6; i++)
+      disc(rng.int(0, w), rng.int(0, h), rng.int(3, Math.max(4, Math.floor(h / 3))), hsl(rng.int(0, 359), 0.6, 0.5));
   }
   return encodePng(w, h, palette, px);
 }

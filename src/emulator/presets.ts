@@ -19,11 +19,36 @@ export interface PresetEntry {
 }
 
 const NAMES = [
-  'Summer Beach Campaign', 'Minimal Studio White', 'Urban Streetwear', 'Luxury Marble', 'Cozy Autumn Cafe', 'Neon Night Market',
-  'Fresh Kitchen Counter', 'Mountain Adventure', 'Pastel Flat Lay', 'Festive Holiday Table', 'Poolside Lifestyle', 'Scandinavian Living Room',
-  'Desert Golden Hour', 'Tech Desk Setup', 'Botanical Greenhouse', 'Retro 80s Arcade', 'Rainy City Window', 'Spa Wellness',
-  'Sports Stadium', 'Garden Picnic', 'Bold Color Block', 'Moody Dark Product', 'Kids Playroom', 'Office Meeting',
-  'Snowy Cabin', 'Boutique Shelf', 'Farmers Market', 'Yoga Studio', 'Rooftop Party', 'Vintage Library',
+  'Summer Beach Campaign',
+  'Minimal Studio White',
+  'Urban Streetwear',
+  'Luxury Marble',
+  'Cozy Autumn Cafe',
+  'Neon Night Market',
+  'Fresh Kitchen Counter',
+  'Mountain Adventure',
+  'Pastel Flat Lay',
+  'Festive Holiday Table',
+  'Poolside Lifestyle',
+  'Scandinavian Living Room',
+  'Desert Golden Hour',
+  'Tech Desk Setup',
+  'Botanical Greenhouse',
+  'Retro 80s Arcade',
+  'Rainy City Window',
+  'Spa Wellness',
+  'Sports Stadium',
+  'Garden Picnic',
+  'Bold Color Block',
+  'Moody Dark Product',
+  'Kids Playroom',
+  'Office Meeting',
+  'Snowy Cabin',
+  'Boutique Shelf',
+  'Farmers Market',
+  'Yoga Studio',
+  'Rooftop Party',
+  'Vintage Library',
 ];
 const RATIOS = ['1:1', '4:3', '3:4', '16:9', '9:16', '3:2', '2:3', '21:9'];
 /** These start hidden (not usable until made visible). */
@@ -38,7 +63,12 @@ export class PresetCatalog {
   constructor(seed: number) {
     // Its own generator: preset ids depend on the seed only, not on what else the run did.
     const rng = new Rng(seed ^ 0x5eed);
-    this.presets = NAMES.map((name, i) => ({ id: rng.uuid(), name, aspectRatio: RATIOS[i % RATIOS.length] ?? '1:1', visible: !INITIALLY_HIDDEN.has(i) }));
+    this.presets = NAMES.map((name, i) => ({
+      id: rng.uuid(),
+      name,
+      aspectRatio: RATIOS[i % RATIOS.length] ?? '1:1',
+      visible: !INITIALLY_HIDDEN.has(i),
+    }));
   }
 
   visible(): PresetEntry[] {
@@ -86,7 +116,8 @@ export class PresetCatalog {
     let size = PRESET_PAGE_DEFAULT;
     if (sizeText !== null) {
       size = Number(sizeText);
-      if (!/^\d+$/.test(sizeText) || size < 1 || size > PRESET_PAGE_MAX) throw new HttpError(422, `size: must be an integer from 1 to ${PRESET_PAGE_MAX}`);
+      if (!/^\d+$/.test(sizeText) || size < 1 || size > PRESET_PAGE_MAX)
+        throw new HttpError(422, `size: must be an integer from 1 to ${PRESET_PAGE_MAX}`);
     }
     return json(200, this.page(size, input.url.searchParams.get('cursor')));
   }

@@ -43,7 +43,10 @@ export class Rng {
 
   hex(bytes: number): string {
     let out = '';
-    for (let i = 0; i < bytes; i++) out += Math.floor(this.next() * 256).toString(16).padStart(2, '0');
+    for (let i = 0; i < bytes; i++)
+      out += Math.floor(this.next() * 256)
+        .toString(16)
+        .padStart(2, '0');
     return out;
   }
 

@@ -24,10 +24,13 @@ export class Scheduler {
   /** Runs `fn` after `ms` wall-clock milliseconds (unscaled). Returns a cancel function. */
   after(ms: number, fn: () => void): () => void {
     if (this.#closed) return () => {};
-    const timer = setTimeout(() => {
-      this.#timers.delete(timer);
-      if (!this.#closed) fn();
-    }, Math.max(0, Math.min(ms, 2_147_483_647)));
+    const timer = setTimeout(
+      () => {
+        this.#timers.delete(timer);
+        if (!this.#closed) fn();
+      },
+      Math.max(0, Math.min(ms, 2_147_483_647)),
+    );
     this.#timers.add(timer);
     return () => {
       clearTimeout(timer);

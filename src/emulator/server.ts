@@ -43,7 +43,12 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
   const method = req.method ?? 'GET';
   const match = d.router.match(method, path);
   if (match === undefined) return finish(res, { status: 404, json: { detail: `no route for ${method} ${path}` } });
-  if (!('route' in match)) return finish(res, { status: 405, json: { detail: `method ${method} not allowed here` }, headers: { allow: match.methods.join(', ') } });
+  if (!('route' in match))
+    return finish(res, {
+      status: 405,
+      json: { detail: `method ${method} not allowed here` },
+      headers: { allow: match.methods.join(', ') },
+    });
 
   const { route } = match;
   d.stats.begin(match.name);
@@ -60,7 +65,14 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
   if (fault.latencyMs > 0) await d.scheduler.sleep(fault.latencyMs);
   if (fault.status !== undefined && !(fault.status === 502 && d.backendFaultRoutes.has(match.name))) {
     const headers: Record<string, string> = fault.status === 429 ? { 'retry-after': String(fault.retryAfterS) } : {};
-    return finish(res, { status: fault.status, json: { detail: fault.status === 429 ? 'rate limited (emulated); retry after the Retry-After delay' : `emulated server error ${fault.status}` }, headers });
+    return finish(res, {
+      status: fault.status,
+      json: {
+        detail:
+          fault.status === 429 ? 'rate limited (emulated); retry after the Retry-After delay' : `emulated server error ${fault.status}`,
+      },
+      headers,
+    });
   }
 
   let answer: EmuResponse;
@@ -93,7 +105,12 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
   }
   if (fault.statusAfter !== undefined) {
     // The gateway failure: the work is done and charged, and the client hears only 502 or 504.
-    answer = { status: fault.statusAfter, json: { detail: fault.statusAfter === 502 ? 'bad gateway (emulated, after processing)' : 'gateway timeout (emulated, after processing)' } };
+    answer = {
+      status: fault.statusAfter,
+      json: {
+        detail: fault.statusAfter === 502 ? 'bad gateway (emulated, after processing)' : 'gateway timeout (emulated, after processing)',
+      },
+    };
   }
   if (fault.slowChunkMs > 0) return slowWrite(d.scheduler, res, answer, fault.slowChunkMs);
   write(res, answer);

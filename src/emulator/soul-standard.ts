@@ -10,9 +10,7 @@ import type { RouteInput } from './router.js';
 import { rawBodyHash, ensureBalance, submitAnswer, webhookFromQuery, type SubmitGate, type WebhookPolicy } from './submit.js';
 
 export class SoulStandardModel {
-  constructor(
-    private readonly d: { ledger: Ledger; requests: RequestStore; gate: SubmitGate; webhooks: WebhookPolicy },
-  ) {}
+  constructor(private readonly d: { ledger: Ledger; requests: RequestStore; gate: SubmitGate; webhooks: WebhookPolicy }) {}
 
   async submit(input: RouteInput): Promise<EmuResponse> {
     const d = this.d;

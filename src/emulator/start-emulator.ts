@@ -157,8 +157,24 @@ async function assemble(
   const webhooks = new WebhookDispatcher(scheduler, faults, requests, { ...DEFAULT_WEBHOOK_TIMINGS, ...options.webhookTimings });
   requests.onSettled((r) => webhooks.enqueue(r));
   const idempotency = new IdempotencyStore(options.idempotencyRetentionMs ?? 24 * 60 * 60 * 1000);
-  const agent = new AgentService({ ledger, requests, scheduler, rng: root.fork(), options: { ...DEFAULT_AGENT_OPTIONS, ...options.agent } });
-  const characterSheet = new CharacterSheetModel({ ledger, requests, catalog, idempotency, media, rng: root.fork(), gate, urls, webhooks: webhookPolicy });
+  const agent = new AgentService({
+    ledger,
+    requests,
+    scheduler,
+    rng: root.fork(),
+    options: { ...DEFAULT_AGENT_OPTIONS, ...options.agent },
+  });
+  const characterSheet = new CharacterSheetModel({
+    ledger,
+    requests,
+    catalog,
+    idempotency,
+    media,
+    rng: root.fork(),
+    gate,
+    urls,
+    webhooks: webhookPolicy,
+  });
   const marketing = new MarketingImageModel({ ledger, requests, presets, media, rng: root.fork(), gate, webhooks: webhookPolicy });
   const legacy = new LegacyPlatform({ ledger, requests, gate, webhooks: webhookPolicy });
   const soulStandard = new SoulStandardModel({ ledger, requests, gate, webhooks: webhookPolicy });
@@ -169,7 +185,13 @@ async function assemble(
   const agentMessages = '/v1/agent/sessions/:id/messages';
   const routes: Route[] = [
     // §4.1 first: it is the hot path.
-    { method: 'GET', pattern: '/requests/:id/status', cls: 'status', handler: (i) => requestRoutes.status(i), foreign: (i) => requestRoutes.foreignStatus(i) },
+    {
+      method: 'GET',
+      pattern: '/requests/:id/status',
+      cls: 'status',
+      handler: (i) => requestRoutes.status(i),
+      foreign: (i) => requestRoutes.foreignStatus(i),
+    },
     { method: 'POST', pattern: '/requests/:id/cancel', cls: 'status', handler: (i) => requestRoutes.cancel(i) },
     { method: 'POST', pattern: `/${vendor}/ai-influencer`, cls: 'submit', handler: (i) => characterSheet.submit(i) },
     { method: 'GET', pattern: `/models/${vendor}/ai-influencer/options`, cls: 'status', handler: () => catalog.handle() },
@@ -225,7 +247,8 @@ async function assemble(
     legacy,
     webhooks,
     state,
-    setFaults: (p) => faults.set(typeof p === 'object' ? p : p in FAULT_PROFILES ? FAULT_PROFILES[p as keyof typeof FAULT_PROFILES] : loadFaultProfile(p)),
+    setFaults: (p) =>
+      faults.set(typeof p === 'object' ? p : p in FAULT_PROFILES ? FAULT_PROFILES[p as keyof typeof FAULT_PROFILES] : loadFaultProfile(p)),
     forceFaults: (cls, ...f) => faults.force(cls, ...f),
     hideOptionsModel: (hidden = true) => {
       catalog.hidden = hidden;
@@ -271,6 +294,7 @@ function restoreState(
     if (e.kind === 'reserve') open.set(e.message_id, { keyId: e.key_id, micros: Math.round(e.usd * 1_000_000) });
     else if (e.kind === 'refund') open.delete(e.message_id);
   }
-  for (const [messageId, { keyId, micros }] of open) ledger.record(keyId, 'refund', micros, { messageId }, 'agent turn lost in an emulator restart: reserve refunded in full');
+  for (const [messageId, { keyId, micros }] of open)
+    ledger.record(keyId, 'refund', micros, { messageId }, 'agent turn lost in an emulator restart: reserve refunded in full');
   return restored;
 }

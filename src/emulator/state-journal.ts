@@ -8,7 +8,18 @@
  * and events; the stores write their own events and start-emulator.ts replays them.
  */
 import { processAlive } from '../util/process-alive.js';
-import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
 
@@ -47,7 +58,10 @@ export class StateJournal {
     try {
       mkdirSync(dir, { recursive: true, mode: 0o700 });
     } catch (error) {
-      throw new GenpipeError('invalid_input', `Cannot create the state directory ${dir}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`);
+      throw new GenpipeError(
+        'invalid_input',
+        `Cannot create the state directory ${dir}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`,
+      );
     }
     const lock = takeLock(dir);
     try {
@@ -121,11 +135,17 @@ export function parseState(data: Buffer, file: string): { events: StateEvent[]; 
     if (!ok || end < 0) {
       // A kill mid-write tears only the last line; anything else is damage we must not guess past.
       if (last) return { events, goodBytes: start };
-      throw new GenpipeError('invalid_input', `Invalid emulator state: ${file}:${line}: not a line of the emulator's state file; move the directory away to start afresh.`);
+      throw new GenpipeError(
+        'invalid_input',
+        `Invalid emulator state: ${file}:${line}: not a line of the emulator's state file; move the directory away to start afresh.`,
+      );
     }
     for (const event of parsed as StateEvent[]) {
       if (event.t === 'header' && event.version !== VERSION) {
-        throw new GenpipeError('invalid_input', `Invalid emulator state: ${file}:${line}: state format version ${String(event.version)}, this emulator reads version ${VERSION}.`);
+        throw new GenpipeError(
+          'invalid_input',
+          `Invalid emulator state: ${file}:${line}: state format version ${String(event.version)}, this emulator reads version ${VERSION}.`,
+        );
       }
       if (event.t !== 'header') events.push(event);
     }
@@ -143,7 +163,10 @@ function takeLock(dir: string): string {
       return path;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
-        throw new GenpipeError('invalid_input', `Cannot lock the state directory ${dir}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`);
+        throw new GenpipeError(
+          'invalid_input',
+          `Cannot lock the state directory ${dir}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`,
+        );
       }
       const pid = Number(readFileSync(path, 'utf8').trim());
       if (Number.isInteger(pid) && pid > 0 && processAlive(pid)) {
@@ -154,4 +177,3 @@ function takeLock(dir: string): string {
   }
   throw new GenpipeError('invalid_input', `--state ${dir}: could not take the lock ${path}.`);
 }
-

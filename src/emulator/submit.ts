@@ -13,7 +13,10 @@ export const rawBodyHash = (bytes: Uint8Array): string => createHash('sha256').u
 /** Generation is refused with 402 when the balance cannot cover its charge (beyond §7, which lists 402 for agent messages only). */
 export function ensureBalance(account: AccountState, micros: number): void {
   if (account.balanceMicros < micros) {
-    throw new HttpError(402, `insufficient credit balance: this request costs ${micros / 1e6} US$ and the balance is ${Math.max(0, account.balanceMicros) / 1e6} US$`);
+    throw new HttpError(
+      402,
+      `insufficient credit balance: this request costs ${micros / 1e6} US$ and the balance is ${Math.max(0, account.balanceMicros) / 1e6} US$`,
+    );
   }
 }
 
@@ -33,7 +36,8 @@ export function checkWebhookUrl(value: string, field: string, policy: WebhookPol
     throw new HttpError(422, `${field}: not a valid URL`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpError(422, `${field}: must be an http or https URL`);
-  if (!policy.allowExternal && !isLoopbackUrl(url)) throw new HttpError(422, `${field}: the emulator delivers webhooks only to loopback addresses`);
+  if (!policy.allowExternal && !isLoopbackUrl(url))
+    throw new HttpError(422, `${field}: the emulator delivers webhooks only to loopback addresses`);
   return url;
 }
 

@@ -35,7 +35,12 @@ export function costMicros(input: number, output: number): number {
 }
 
 /** The estimate (nominal output) and the actual usage (output × `fraction`, 0.85 ≤ fraction ≤ 1). */
-export function marketingUsage(body: MarketingImageRequest, resolution: string, quality: string, fraction: number): { estimate: TokenUsage; actual: TokenUsage } {
+export function marketingUsage(
+  body: MarketingImageRequest,
+  resolution: string,
+  quality: string,
+  fraction: number,
+): { estimate: TokenUsage; actual: TokenUsage } {
   const inTok = inputTokens(body);
   const nominal = nominalOutputTokens(resolution, quality);
   const actualOut = Math.round(nominal * Math.min(1, Math.max(0.85, fraction)));

@@ -21,7 +21,12 @@ export interface WebhookTimings {
   backoffCapMs: number;
 }
 
-export const DEFAULT_WEBHOOK_TIMINGS: WebhookTimings = { timeoutMs: 10_000, windowMs: 2 * 60 * 60 * 1000, backoffBaseMs: 1_000, backoffCapMs: 5 * 60 * 1000 };
+export const DEFAULT_WEBHOOK_TIMINGS: WebhookTimings = {
+  timeoutMs: 10_000,
+  windowMs: 2 * 60 * 60 * 1000,
+  backoffBaseMs: 1_000,
+  backoffCapMs: 5 * 60 * 1000,
+};
 
 export interface DeliveryAttempt {
   at: string;
@@ -86,7 +91,16 @@ export class WebhookDispatcher {
 
   #start(r: EmuRequest, payload: Record<string, unknown>, duplicate: boolean, delayMs: number, thenDuplicate: boolean): void {
     if (!r.webhook) return;
-    const d: Delivery = { delivery_id: this.deliveries.length + 1, request_id: r.id, url: r.webhook.url, payload, duplicate, late_ms: delayMs, state: 'pending', attempts: [] };
+    const d: Delivery = {
+      delivery_id: this.deliveries.length + 1,
+      request_id: r.id,
+      url: r.webhook.url,
+      payload,
+      duplicate,
+      late_ms: delayMs,
+      state: 'pending',
+      attempts: [],
+    };
     this.deliveries.push(d);
     this.#pending++;
     const secret = r.webhook.secret;
@@ -132,10 +146,19 @@ export class WebhookDispatcher {
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
-  #post(target: string, payload: Record<string, unknown>, secret: string | undefined, done: (o: { status?: number; error?: string }) => void): void {
+  #post(
+    target: string,
+    payload: Record<string, unknown>,
+    secret: string | undefined,
+    done: (o: { status?: number; error?: string }) => void,
+  ): void {
     const url = new URL(target);
     const body = Buffer.from(JSON.stringify(payload));
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'content-length': String(body.length), 'user-agent': 'genpipe-emulator/0.1' };
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'content-length': String(body.length),
+      'user-agent': 'genpipe-emulator/0.1',
+    };
     if (secret !== undefined) headers['x-webhook-secret-key'] = secret;
     let finished = false;
     const finish = (o: { status?: number; error?: string }): void => {

@@ -39,7 +39,14 @@ export interface JobPolling {
 export type InstanceJobResult =
   /** `durationMs`: the worker's poll schedule's duration of the request (older workers left it out). */
   | { kind: 'final'; submission: Submission; result: FinalTrack; durationMs?: number | undefined }
-  | { kind: 'submit_error'; code: ErrorCode; message: string; neverSent: boolean; status?: number | undefined; retryAfterMs?: number | undefined }
+  | {
+      kind: 'submit_error';
+      code: ErrorCode;
+      message: string;
+      neverSent: boolean;
+      status?: number | undefined;
+      retryAfterMs?: number | undefined;
+    }
   | { kind: 'unknown'; message: string }
   | { kind: 'track_error'; submission: Submission; code: ErrorCode; message: string };
 

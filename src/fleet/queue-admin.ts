@@ -28,7 +28,11 @@ export interface QueueLimits {
   ratePerSecond: number | null;
 }
 
-export async function setQueueLimits(redis: RedisTarget, queueName: string, limits: { concurrency?: number | undefined; ratePerSecond?: number | undefined }): Promise<QueueLimits> {
+export async function setQueueLimits(
+  redis: RedisTarget,
+  queueName: string,
+  limits: { concurrency?: number | undefined; ratePerSecond?: number | undefined },
+): Promise<QueueLimits> {
   const queue = new Queue(queueName, { connection: commandOptions(redis) });
   queue.on('error', () => {});
   let failed = true;
@@ -108,7 +112,14 @@ export async function queueStatus(redis: RedisTarget, queueName: string): Promis
       }
       workers.sort((a, b) => a.name.localeCompare(b.name));
       failed = false;
-      return { queue: queueName, limits: await limitsOf(queue), totals, runs: [...byRun].map(([runId, counts]) => ({ runId, counts })).sort((a, b) => a.runId.localeCompare(b.runId)), workers, runsTruncated };
+      return {
+        queue: queueName,
+        limits: await limitsOf(queue),
+        totals,
+        runs: [...byRun].map(([runId, counts]) => ({ runId, counts })).sort((a, b) => a.runId.localeCompare(b.runId)),
+        workers,
+        runsTruncated,
+      };
     });
   } finally {
     client.disconnect();

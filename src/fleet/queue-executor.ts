@@ -17,7 +17,14 @@ import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
 import type { AdapterContext, Submission } from '../models/adapter.js';
 import { localExecutor, type Attempt, type Executor } from '../run/executor.js';
 import { follow, TRANSIENT, type FollowEffects, type Followed } from '../run/follow.js';
-import { INSTANCE_JOB, jobIdOf, type JobPolling, type InstanceJobData, type InstanceJobResult, type SubmittedProgress } from './instance-job.js';
+import {
+  INSTANCE_JOB,
+  jobIdOf,
+  type JobPolling,
+  type InstanceJobData,
+  type InstanceJobResult,
+  type SubmittedProgress,
+} from './instance-job.js';
 import { commandOptions, reportConnection, type RedisTarget } from './redis.js';
 
 /** How often jobs still awaited are looked at in Redis, besides the queue's events (a missed event, a Redis restart). */
@@ -141,7 +148,15 @@ export class QueueExecutor implements Executor {
   async #submit(attempt: Attempt, body: unknown, key: string | undefined, ctx: AdapterContext): Promise<Submission> {
     const { model } = attempt;
     const jobId = this.#jobId(attempt);
-    const data: InstanceJobData = { v: 1, runId: this.#o.runId, instance: attempt.instance, model, body, idempotencyKey: key ?? null, ...(this.#o.poll ? { poll: this.#o.poll } : {}) };
+    const data: InstanceJobData = {
+      v: 1,
+      runId: this.#o.runId,
+      instance: attempt.instance,
+      model,
+      body,
+      idempotencyKey: key ?? null,
+      ...(this.#o.poll ? { poll: this.#o.poll } : {}),
+    };
     // Bounded: each round is a job Redis lost, and a keyless one ends the loop at once.
     for (let round = 0; ; round++) {
       const waiter = this.#waiter(jobId, model);
@@ -151,7 +166,11 @@ export class QueueExecutor implements Executor {
       waiter.enqueued = true;
       await this.#look(jobId, waiter);
       const first = await unlessAborted(
-        Promise.race([waiter.submitted.promise.then((submission) => ({ submission })), waiter.finished.promise.then((result) => ({ result })), waiter.lost.promise.then(() => ({ lost: true as const }))]),
+        Promise.race([
+          waiter.submitted.promise.then((submission) => ({ submission })),
+          waiter.finished.promise.then((result) => ({ result })),
+          waiter.lost.promise.then(() => ({ lost: true as const })),
+        ]),
         ctx.signal,
       ).catch((error: unknown) => this.#withdrawn(jobId, error));
       if ('submission' in first) return first.submission;
@@ -161,15 +180,31 @@ export class QueueExecutor implements Executor {
         // again: its key makes a second POST answer with the same request. A keyless one may have
         // been sent: unknown, never resent.
         if (key !== undefined && round < 100) continue;
-        throw new IndeterminateSubmissionError({ method: 'POST', path: `(${model}, a fleet job Redis lost)`, idempotencyKey: key, bodyHash: '', cause: new Error('the job is gone from Redis') });
+        throw new IndeterminateSubmissionError({
+          method: 'POST',
+          path: `(${model}, a fleet job Redis lost)`,
+          idempotencyKey: key,
+          bodyHash: '',
+          cause: new Error('the job is gone from Redis'),
+        });
       }
       const result = first.result;
       if (result.kind === 'final' || result.kind === 'track_error') return result.submission;
       await this.#forget(jobId);
       if (result.kind === 'unknown') {
-        throw new IndeterminateSubmissionError({ method: 'POST', path: `(${model}, by a fleet worker)`, idempotencyKey: key, bodyHash: '', cause: new Error(result.message) });
+        throw new IndeterminateSubmissionError({
+          method: 'POST',
+          path: `(${model}, by a fleet worker)`,
+          idempotencyKey: key,
+          bodyHash: '',
+          cause: new Error(result.message),
+        });
       }
-      throw new GenpipeError(result.code, result.message, { neverSent: result.neverSent, status: result.status, retryAfterMs: result.retryAfterMs });
+      throw new GenpipeError(result.code, result.message, {
+        neverSent: result.neverSent,
+        status: result.status,
+        retryAfterMs: result.retryAfterMs,
+      });
     }
   }
 
@@ -190,7 +225,8 @@ export class QueueExecutor implements Executor {
     await this.#forget(jobId);
     // Redis lost the job: the submission is journaled, so the service is asked from here.
     if (result === true) return follow(attempt.adapter, submission, attempt.script, ctx, fx);
-    if (result.kind === 'final') return { submission: result.submission, result: result.result, durationMs: result.durationMs ?? fx.timer.complete(Date.now(), true) };
+    if (result.kind === 'final')
+      return { submission: result.submission, result: result.result, durationMs: result.durationMs ?? fx.timer.complete(Date.now(), true) };
     if (result.kind === 'track_error') {
       // The worker gave up on a failure that may pass (its own budget, or it died): followed from here while the run's retry policy allows.
       if (TRANSIENT.has(result.code) && fx.mayRetry(0)) return follow(attempt.adapter, result.submission, attempt.script, ctx, fx);
@@ -220,7 +256,10 @@ export class QueueExecutor implements Executor {
     const removed = await this.#queue.remove(jobId).catch(() => 0);
     if (removed === 1) {
       this.#waiters.delete(jobId);
-      throw new GenpipeError('aborted', 'Interrupted: withdrawn from the queue before any worker took it.', { neverSent: true, cause: error });
+      throw new GenpipeError('aborted', 'Interrupted: withdrawn from the queue before any worker took it.', {
+        neverSent: true,
+        cause: error,
+      });
     }
     throw error;
   }
@@ -268,7 +307,9 @@ export class QueueExecutor implements Executor {
     if (this.#noWorkerSaid || Date.now() - this.#waitingSince < noWorkerNoticeMs()) return;
     if ((await this.#queue.getWorkersCount()) > 0) return;
     this.#noWorkerSaid = true;
-    this.#o.say(`No worker has taken this run's jobs for ${Math.round(noWorkerNoticeMs() / 1000)} s, and none is on queue ${this.#o.queue}: start one with \`genpipe worker --redis ${this.#o.redis.shown} --queue ${this.#o.queue}\` (or run without --no-local-worker). The run waits for it; Ctrl-C stops it, resumable.`);
+    this.#o.say(
+      `No worker has taken this run's jobs for ${Math.round(noWorkerNoticeMs() / 1000)} s, and none is on queue ${this.#o.queue}: start one with \`genpipe worker --redis ${this.#o.redis.shown} --queue ${this.#o.queue}\` (or run without --no-local-worker). The run waits for it; Ctrl-C stops it, resumable.`,
+    );
   }
 
   /** The result is read: the job goes, so Redis holds only what is in flight. */
@@ -281,7 +322,9 @@ export class QueueExecutor implements Executor {
 function workerFailure(waiter: Waiter, reason: string): InstanceJobResult {
   const message = `a fleet worker failed on it: ${reason}`;
   const submission = waiter.submitted.value;
-  return submission ? { kind: 'track_error', submission, code: 'server_error', message } : { kind: 'submit_error', code: 'server_error', message, neverSent: false };
+  return submission
+    ? { kind: 'track_error', submission, code: 'server_error', message }
+    : { kind: 'submit_error', code: 'server_error', message, neverSent: false };
 }
 
 /** `promise`, or a rejection once `signal` aborts; the listener goes either way (no leak per instance). */

@@ -28,11 +28,19 @@ export interface RedisWatch {
  * connection that is up counts, so a Redis restart with its data is ridden out as before.
  */
 export function watchRedis(target: RedisTarget, what: string, stallMs = redisStallMs()): RedisWatch {
-  const connection = new Redis({ ...target.options, commandTimeout: Math.min(stallMs, 5_000), maxRetriesPerRequest: 0, enableOfflineQueue: false });
+  const connection = new Redis({
+    ...target.options,
+    commandTimeout: Math.min(stallMs, 5_000),
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+  });
   // Why the connection last failed: a refusal (Redis down, restarting) is waited for; a connection
   // that times out or a command with no answer is silence.
   let refused = false;
-  connection.on('error', (error: NodeJS.ErrnoException) => (refused = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN'].includes(error.code ?? '')));
+  connection.on(
+    'error',
+    (error: NodeJS.ErrnoException) => (refused = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN'].includes(error.code ?? '')),
+  );
   connection.on('ready', () => (refused = false));
   let lastAnswer = Date.now();
   let report!: (error: GenpipeError) => void;
@@ -53,7 +61,12 @@ export function watchRedis(target: RedisTarget, what: string, stallMs = redisSta
       }
       if (Date.now() - lastAnswer >= stallMs) {
         clearInterval(timer);
-        report(new GenpipeError('network', `Redis at ${target.shown} stopped answering (nothing for ${Math.round(stallMs / 1000)} s), so the ${what} stopped; what was done is kept: start it again once Redis answers.`));
+        report(
+          new GenpipeError(
+            'network',
+            `Redis at ${target.shown} stopped answering (nothing for ${Math.round(stallMs / 1000)} s), so the ${what} stopped; what was done is kept: start it again once Redis answers.`,
+          ),
+        );
       }
     })();
   }, WATCH_EVERY_MS);

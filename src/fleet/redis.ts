@@ -36,13 +36,17 @@ export function parseRedisUrl(value: string): RedisTarget {
   try {
     url = new URL(value);
   } catch {
-    throw new GenpipeError('invalid_input', `--redis takes a URL such as redis://127.0.0.1:6379, not "${value.replace(/\/\/[^@/]*@/, '//***@')}".`);
+    throw new GenpipeError(
+      'invalid_input',
+      `--redis takes a URL such as redis://127.0.0.1:6379, not "${value.replace(/\/\/[^@/]*@/, '//***@')}".`,
+    );
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
     throw new GenpipeError('invalid_input', `--redis takes a redis:// or rediss:// URL, not ${url.protocol}//…`);
   }
   const db = url.pathname.replace(/^\//, '');
-  if (db !== '' && !/^\d+$/.test(db)) throw new GenpipeError('invalid_input', `--redis: the path of the URL is a database number, not "${db}".`);
+  if (db !== '' && !/^\d+$/.test(db))
+    throw new GenpipeError('invalid_input', `--redis: the path of the URL is a database number, not "${db}".`);
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const port = url.port === '' ? 6379 : Number(url.port);
   const options: RedisOptions = {
@@ -65,7 +69,11 @@ export function parseRedisUrl(value: string): RedisTarget {
  * The URL from the flag, else GENPIPE_REDIS_URL, else `redis_url` in the config file (--config or
  * GENPIPE_CONFIG); undefined when none is set (a local run).
  */
-export function redisUrlOf(flag: string | undefined, env: NodeJS.ProcessEnv | Record<string, string | undefined>, configFlag?: string | undefined): string | undefined {
+export function redisUrlOf(
+  flag: string | undefined,
+  env: NodeJS.ProcessEnv | Record<string, string | undefined>,
+  configFlag?: string | undefined,
+): string | undefined {
   const value = flag ?? (env.GENPIPE_REDIS_URL || undefined);
   if (value !== undefined) return value === '' ? undefined : value;
   const configPath = configFlag ?? env.GENPIPE_CONFIG;
@@ -79,10 +87,18 @@ export function redisUrlOf(flag: string | undefined, env: NodeJS.ProcessEnv | Re
  */
 export async function checkRedis(target: RedisTarget, timeoutMs = 3_000, signal?: AbortSignal): Promise<void> {
   const { Redis } = await import('ioredis');
-  const probe = new Redis({ ...target.options, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, commandTimeout: timeoutMs, enableOfflineQueue: false,
+  const probe = new Redis({
+    ...target.options,
+    lazyConnect: true,
+    retryStrategy: () => null,
+    maxRetriesPerRequest: 0,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    enableOfflineQueue: false,
     // disconnect ends the socket politely and waits this long for the peer's side to close; a
     // Redis that never answers never closes it, and the wait (2 s by default) held the exit 5.
-    disconnectTimeout: 10 });
+    disconnectTimeout: 10,
+  });
   let cause: Error | undefined;
   probe.on('error', (error: Error) => (cause ??= error));
   // One deadline for connecting, the ready check and the ping together.
@@ -96,16 +112,25 @@ export async function checkRedis(target: RedisTarget, timeoutMs = 3_000, signal?
     else signal?.addEventListener('abort', onAbort, { once: true });
   });
   try {
-    await Promise.race([(async () => {
-      await probe.connect();
-      await probe.ping();
-    })(), deadline]);
+    await Promise.race([
+      (async () => {
+        await probe.connect();
+        await probe.ping();
+      })(),
+      deadline,
+    ]);
   } catch (error) {
     if (error instanceof GenpipeError && error.code === 'aborted') throw error;
     const first = cause ?? (error as Error);
     const code = (first as NodeJS.ErrnoException).code;
-    const reason = code ?? (/timed? ?out/i.test(first.message) ? 'ETIMEDOUT: it accepted the connection but did not answer' : first.message.replace(/[.]$/, ''));
-    throw new GenpipeError('network', `Redis at ${target.shown} could not be reached (${reason}); start it, or check --redis / GENPIPE_REDIS_URL.`, { neverSent: true });
+    const reason =
+      code ??
+      (/timed? ?out/i.test(first.message) ? 'ETIMEDOUT: it accepted the connection but did not answer' : first.message.replace(/[.]$/, ''));
+    throw new GenpipeError(
+      'network',
+      `Redis at ${target.shown} could not be reached (${reason}); start it, or check --redis / GENPIPE_REDIS_URL.`,
+      { neverSent: true },
+    );
   } finally {
     clearTimeout(timer);
     if (onAbort) signal?.removeEventListener('abort', onAbort);
@@ -121,7 +146,12 @@ export async function checkRedis(target: RedisTarget, timeoutMs = 3_000, signal?
  * Says on one line when a connection is lost and when it is back, instead of an error per retry:
  * BullMQ's clients reconnect by themselves and pick up where they were.
  */
-export function reportConnection(emitter: { on(event: 'error', fn: (error: Error) => void): unknown }, target: RedisTarget, say: (line: string) => void, what: string): { ready(): void } {
+export function reportConnection(
+  emitter: { on(event: 'error', fn: (error: Error) => void): unknown },
+  target: RedisTarget,
+  say: (line: string) => void,
+  what: string,
+): { ready(): void } {
   let down = false;
   emitter.on('error', (error) => {
     if (down) return;
@@ -149,8 +179,12 @@ export async function redisCommands<T>(target: RedisTarget, body: () => Promise<
   } catch (error) {
     if (error instanceof GenpipeError) throw error;
     const e = error as NodeJS.ErrnoException;
-    const reason = e.code ?? (/timed? ?out/i.test(String(e.message)) ? 'ETIMEDOUT: it stopped answering' : String(e.message ?? error).replace(/[.]$/, ''));
-    throw new GenpipeError('network', `Redis at ${target.shown} failed a command (${reason}); check it, then run the command again.`, { cause: error });
+    const reason =
+      e.code ??
+      (/timed? ?out/i.test(String(e.message)) ? 'ETIMEDOUT: it stopped answering' : String(e.message ?? error).replace(/[.]$/, ''));
+    throw new GenpipeError('network', `Redis at ${target.shown} failed a command (${reason}); check it, then run the command again.`, {
+      cause: error,
+    });
   }
 }
 
@@ -168,7 +202,16 @@ export async function closeQueue(queue: { close(): Promise<void>; disconnect(): 
     timer.unref();
   });
   try {
-    if ((await Promise.race([queue.close().then(() => 'closed' as const, () => 'late' as const), late])) === 'late') await queue.disconnect().catch(() => undefined);
+    if (
+      (await Promise.race([
+        queue.close().then(
+          () => 'closed' as const,
+          () => 'late' as const,
+        ),
+        late,
+      ])) === 'late'
+    )
+      await queue.disconnect().catch(() => undefined);
   } finally {
     clearTimeout(timer);
   }

@@ -21,7 +21,12 @@ export interface RunTakerOptions {
    * job's earlier holder recorded with `remember` (a new run when it died before one existed).
    * Resolves with the run's exit code.
    */
-  coordinate(data: ScheduledRunData, takeover: { runDir?: string | undefined } | undefined, signal: AbortSignal, remember: (runDir: string) => Promise<void>): Promise<number>;
+  coordinate(
+    data: ScheduledRunData,
+    takeover: { runDir?: string | undefined } | undefined,
+    signal: AbortSignal,
+    remember: (runDir: string) => Promise<void>,
+  ): Promise<number>;
 }
 
 export interface RunTaker {
@@ -40,7 +45,9 @@ export async function startRunTaker(o: RunTakerOptions): Promise<RunTaker> {
   const stopping = new AbortController();
   const processor = async (job: Job<RunJobData, number>, token?: string): Promise<number> => {
     const takeover = job.stalledCounter > 0 || job.data.handedBack === true ? { runDir: job.data.runDir } : undefined;
-    o.say(`worker ${o.name}: ${takeover ? `taking over the scheduled run of ${job.data.schedule}${takeover.runDir ? ` in ${takeover.runDir}` : ''}` : `starting a scheduled run of ${job.data.schedule}`}.`);
+    o.say(
+      `worker ${o.name}: ${takeover ? `taking over the scheduled run of ${job.data.schedule}${takeover.runDir ? ` in ${takeover.runDir}` : ''}` : `starting a scheduled run of ${job.data.schedule}`}.`,
+    );
     const code = await o.coordinate(job.data, takeover, stopping.signal, (runDir) => job.updateData({ ...job.data, runDir }));
     if (stopping.signal.aborted && token !== undefined) {
       // Interrupted by this worker's shutdown, not finished: another worker resumes it.
@@ -62,7 +69,8 @@ export async function startRunTaker(o: RunTakerOptions): Promise<RunTaker> {
   });
   reportConnection(worker, o.redis, o.say, `worker ${o.name}`);
   worker.on('failed', (job, error) => {
-    if (job && !(error instanceof DelayedError)) o.say(`warning: worker ${o.name}: the scheduled run of ${job.data.schedule} failed: ${error.message}`);
+    if (job && !(error instanceof DelayedError))
+      o.say(`warning: worker ${o.name}: the scheduled run of ${job.data.schedule} failed: ${error.message}`);
   });
   await worker.waitUntilReady();
   void worker.run();

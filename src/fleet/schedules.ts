@@ -62,11 +62,26 @@ async function withRunsQueue<T>(redis: RedisTarget, queue: string, body: (q: Que
 
 export function addSchedule(redis: RedisTarget, queue: string, spec: ScheduleSpec): Promise<ScheduleListing> {
   return withRunsQueue(redis, queue, async (q) => {
-    const data: ScheduledRunData = { v: 1, schedule: spec.name, manifest: spec.manifest, out: spec.out, budgetUsd: spec.budgetUsd, approvedUsd: spec.approvedUsd, confirmOverUsd: spec.confirmOverUsd };
+    const data: ScheduledRunData = {
+      v: 1,
+      schedule: spec.name,
+      manifest: spec.manifest,
+      out: spec.out,
+      budgetUsd: spec.budgetUsd,
+      approvedUsd: spec.approvedUsd,
+      confirmOverUsd: spec.confirmOverUsd,
+    };
     try {
-      await q.upsertJobScheduler(spec.name, { pattern: spec.cron, ...(spec.tz ? { tz: spec.tz } : {}) }, { name: RUN_JOB, data, opts: { removeOnComplete: 100, removeOnFail: 100 } });
+      await q.upsertJobScheduler(
+        spec.name,
+        { pattern: spec.cron, ...(spec.tz ? { tz: spec.tz } : {}) },
+        { name: RUN_JOB, data, opts: { removeOnComplete: 100, removeOnFail: 100 } },
+      );
     } catch (error) {
-      throw new GenpipeError('invalid_input', `--cron "${spec.cron}"${spec.tz ? ` with --tz ${spec.tz}` : ''} is not a schedule: ${(error as Error).message.replace(/[.]$/, '')}. Five fields (minute hour day month weekday), or six with seconds first.`);
+      throw new GenpipeError(
+        'invalid_input',
+        `--cron "${spec.cron}"${spec.tz ? ` with --tz ${spec.tz}` : ''} is not a schedule: ${(error as Error).message.replace(/[.]$/, '')}. Five fields (minute hour day month weekday), or six with seconds first.`,
+      );
     }
     const listed = (await listSchedules(redis, queue)).find((s) => s.name === spec.name);
     if (!listed) throw new GenpipeError('internal', `The schedule ${spec.name} was not found right after it was added.`);
@@ -80,7 +95,14 @@ export function listSchedules(redis: RedisTarget, queue: string): Promise<Schedu
     return schedulers
       .map((s) => {
         const data = s.template?.data as ScheduledRunData | undefined;
-        return { name: s.key, cron: s.pattern ?? '', tz: s.tz ?? null, manifest: data?.manifest ?? '', out: data?.out ?? '', next: s.next === undefined ? null : new Date(s.next).toISOString() };
+        return {
+          name: s.key,
+          cron: s.pattern ?? '',
+          tz: s.tz ?? null,
+          manifest: data?.manifest ?? '',
+          out: data?.out ?? '',
+          next: s.next === undefined ? null : new Date(s.next).toISOString(),
+        };
       })
       .sort((a, b) => a.name.localeCompare(b.name));
   });

@@ -65,7 +65,11 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
   // One schedule per polling setting the jobs bring (a manifest's defaults.polling), each learning per model.
   const schedules = new Map<string, PollScheduler>();
   const pollsFor = (poll: JobPolling | undefined): PollScheduler => {
-    const options = { ...(poll?.baseMs ? { baseMs: poll.baseMs } : {}), ...(poll?.capMs ? { capMs: poll.capMs } : {}), ...(poll?.floorMs ? { floorMs: poll.floorMs } : {}) };
+    const options = {
+      ...(poll?.baseMs ? { baseMs: poll.baseMs } : {}),
+      ...(poll?.capMs ? { capMs: poll.capMs } : {}),
+      ...(poll?.floorMs ? { floorMs: poll.floorMs } : {}),
+    };
     const key = JSON.stringify(options);
     let polls = schedules.get(key);
     if (!polls) {
@@ -96,7 +100,13 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
   const runJob = async (job: Job<InstanceJobData, InstanceJobResult>, token?: string): Promise<InstanceJobResult> => {
     const data = job.data;
     const adapter = adapterFor(data.model);
-    if (!adapter) return { kind: 'submit_error', code: 'invalid_input', message: `this worker does not know the model ${data.model}; update genpipe on ${hostname()}`, neverSent: true };
+    if (!adapter)
+      return {
+        kind: 'submit_error',
+        code: 'invalid_input',
+        message: `this worker does not know the model ${data.model}; update genpipe on ${hostname()}`,
+        neverSent: true,
+      };
     const ctx: AdapterContext = { client: o.client, signal: handBack.signal };
     // The local executor, run here: the same submit and follow loop as a run without a fleet.
     const attempt: Attempt = { runId: data.runId, instance: data.instance, tag: job.id ?? '', model: data.model, adapter, script: {} };
@@ -105,13 +115,21 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     let submittedHere = false;
     if (!submission) {
       if (data.intentAt !== undefined && data.idempotencyKey === null) {
-        return { kind: 'unknown', message: 'a fleet worker died while submitting this keyless request: it may or may not have reached the service, so it was not resent (`genpipe resume --retry unknown` resends it)' };
+        return {
+          kind: 'unknown',
+          message:
+            'a fleet worker died while submitting this keyless request: it may or may not have reached the service, so it was not resent (`genpipe resume --retry unknown` resends it)',
+        };
       }
       const intentAt = Date.now();
       // The intent reaches Redis before the POST (see the file comment).
       await job.updateData({ ...data, intentAt });
       try {
-        submission = await localExecutor.submit(attempt, data.body, data.idempotencyKey ?? undefined, { ...ctx, webhookUrl: o.webhook?.url, signal: AbortSignal.timeout(120_000) });
+        submission = await localExecutor.submit(attempt, data.body, data.idempotencyKey ?? undefined, {
+          ...ctx,
+          webhookUrl: o.webhook?.url,
+          signal: AbortSignal.timeout(120_000),
+        });
         submittedHere = true;
       } catch (error) {
         if (!(error instanceof GenpipeError)) throw error;
@@ -123,7 +141,14 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
           await queue.rateLimit(error.retryAfterMs ?? 1_000);
           throw Worker.RateLimitError();
         }
-        return { kind: 'submit_error', code: error.code, message: error.message, neverSent: error.neverSent, status: error.status, retryAfterMs: error.retryAfterMs };
+        return {
+          kind: 'submit_error',
+          code: error.code,
+          message: error.message,
+          neverSent: error.neverSent,
+          status: error.status,
+          retryAfterMs: error.retryAfterMs,
+        };
       }
       await job.updateData({ ...data, intentAt, submission });
       await job.updateProgress({ submission });
@@ -133,7 +158,12 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       const timer = pollsFor(data.poll).start(data.model, Date.now());
       const webhook = submittedHere ? o.webhook : undefined;
       // The body sent, so the service's answer is checked against it (follow-check.ts).
-      const done = await localExecutor.follow(attempt, followed, { ...ctx, sentBody: data.body }, { signal: handBack.signal, timer, webhook, mayRetry: (failures) => failures < TRACK_FAILURES });
+      const done = await localExecutor.follow(
+        attempt,
+        followed,
+        { ...ctx, sentBody: data.body },
+        { signal: handBack.signal, timer, webhook, mayRetry: (failures) => failures < TRACK_FAILURES },
+      );
       return { kind: 'final', submission: done.submission, result: done.result, durationMs: done.durationMs };
     } catch (error) {
       if (handBack.signal.aborted && token !== undefined) {
@@ -163,7 +193,15 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     if (job && !(error instanceof DelayedError)) o.say(`warning: worker ${o.name}: job of ${job.data.instance} failed: ${error.message}`);
   });
   const beat = async (): Promise<void> => {
-    const record: WorkerHeartbeat = { name: o.name, host: hostname(), pid: process.pid, at: new Date().toISOString(), active, done, concurrency: o.concurrency };
+    const record: WorkerHeartbeat = {
+      name: o.name,
+      host: hostname(),
+      pid: process.pid,
+      at: new Date().toISOString(),
+      active,
+      done,
+      concurrency: o.concurrency,
+    };
     try {
       await heartbeat.set(workerKey(o.queue, o.name), JSON.stringify(record), 'PX', HEARTBEAT_MS * 4);
       status.ready();

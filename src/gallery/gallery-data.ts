@@ -163,19 +163,41 @@ export interface StepCells {
 }
 
 /** The cells of `steps` as lists (a page, a diff: cells of a bounded run, all at once). */
-export const cellLists = (steps: ReadonlyMap<string, StepCells>): Map<string, Cell[]> => new Map([...steps].map(([step, s]) => [step, s.ids.map((id) => s.cell(id))]));
+export const cellLists = (steps: ReadonlyMap<string, StepCells>): Map<string, Cell[]> =>
+  new Map([...steps].map(([step, s]) => [step, s.ids.map((id) => s.cell(id))]));
 
 type PackedFile = [path: string, kind: CellFile['kind']];
-type PackedCell = [status: CellStatus, files: PackedFile[], costUsd: number | null, requestId: string | null, error: string | null, rerollSeed: number | null, answer: string | null];
+type PackedCell = [
+  status: CellStatus,
+  files: PackedFile[],
+  costUsd: number | null,
+  requestId: string | null,
+  error: string | null,
+  rerollSeed: number | null,
+  answer: string | null,
+];
 
 function packCell(cell: Cell): string {
-  const packed: PackedCell = [cell.status, cell.files.map((f) => [f.path, f.kind]), cell.costUsd ?? null, cell.requestId ?? null, cell.error ?? null, cell.rerollSeed ?? null, cell.answer ?? null];
+  const packed: PackedCell = [
+    cell.status,
+    cell.files.map((f) => [f.path, f.kind]),
+    cell.costUsd ?? null,
+    cell.requestId ?? null,
+    cell.error ?? null,
+    cell.rerollSeed ?? null,
+    cell.answer ?? null,
+  ];
   return JSON.stringify(packed);
 }
 
 function unpackCell(id: string, text: string): Cell {
   const [status, files, costUsd, requestId, error, rerollSeed, answer] = JSON.parse(text) as PackedCell;
-  const cell: Cell = { id, values: Object.fromEntries(instanceAxes(id).values), status, files: files.map(([path, kind]) => fileOf(path, kind)) };
+  const cell: Cell = {
+    id,
+    values: Object.fromEntries(instanceAxes(id).values),
+    status,
+    files: files.map(([path, kind]) => fileOf(path, kind)),
+  };
   if (error !== null) cell.error = error;
   if (costUsd !== null) cell.costUsd = costUsd;
   if (requestId !== null) cell.requestId = requestId;
@@ -184,7 +206,8 @@ function unpackCell(id: string, text: string): Cell {
   return cell;
 }
 
-const fileOf = (path: string, kind: CellFile['kind']): CellFile => (kind === 'image' ? { path, kind, thumb: thumbPathOf(path) } : { path, kind });
+const fileOf = (path: string, kind: CellFile['kind']): CellFile =>
+  kind === 'image' ? { path, kind, thumb: thumbPathOf(path) } : { path, kind };
 
 function cellOf(id: string, entry: InstanceState, values: [string, string][], priceUsd: number | null): Cell {
   const status = instanceStatus(entry);
@@ -201,7 +224,8 @@ function cellOf(id: string, entry: InstanceState, values: [string, string][], pr
   const requestId = requestIdOf(entry);
   if (requestId !== undefined) cell.requestId = requestId;
   if (entry.rerollSeed !== undefined) cell.rerollSeed = entry.rerollSeed;
-  if (typeof answer === 'string') cell.answer = redactEveryForm(answer.length > MAX_ANSWER_CHARS ? `${answer.slice(0, MAX_ANSWER_CHARS)}…` : answer);
+  if (typeof answer === 'string')
+    cell.answer = redactEveryForm(answer.length > MAX_ANSWER_CHARS ? `${answer.slice(0, MAX_ANSWER_CHARS)}…` : answer);
   return cell;
 }
 

@@ -50,7 +50,10 @@ table.grid { border-collapse: separate; border-spacing: 0; }
 
 /** JSON safe inside a <script> element: no `</script>`, no `<!--`, no line separators JS would choke on. */
 function scriptJson(value: unknown): string {
-  return JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  return JSON.stringify(value)
+    .replace(/</g, '\\u003c')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
 }
 
 export const escapeHtml = (text: string): string => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -82,7 +85,11 @@ export async function galleryHtml(data: GalleryData, options: { review?: boolean
  * (its data, the JSON, its escaping, the page around it, the bytes to write) had cost a running
  * run some 150 MB at each rewrite.
  */
-export async function* galleryPageChunks(run: Pick<GalleryData, 'pipeline' | 'runId' | 'writtenAt'>, steps: readonly PageStep[], options: { review?: boolean } = {}): AsyncGenerator<string> {
+export async function* galleryPageChunks(
+  run: Pick<GalleryData, 'pipeline' | 'runId' | 'writtenAt'>,
+  steps: readonly PageStep[],
+  options: { review?: boolean } = {},
+): AsyncGenerator<string> {
   const title = `${run.pipeline} ${run.runId}`;
   yield `<!doctype html>
 <html lang="en" data-review="${options.review ? 'on' : 'off'}">

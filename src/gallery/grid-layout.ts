@@ -39,7 +39,10 @@ export function chooseLayout(axes: readonly AxisValues[], choice: LayoutChoice =
   let cols = pick(choice.cols);
   if (cols === rows) cols = undefined;
   // Most values first; ties keep the manifest's axis order.
-  const bySize = [...axes].map((a, i) => ({ a, i })).sort((x, y) => y.a.values.length - x.a.values.length || x.i - y.i).map((x) => x.a.name);
+  const bySize = [...axes]
+    .map((a, i) => ({ a, i }))
+    .sort((x, y) => y.a.values.length - x.a.values.length || x.i - y.i)
+    .map((x) => x.a.name);
   const pagesChosen = (choice.pages ?? []).filter((p) => names.has(p) && p !== rows && p !== cols);
   const free = bySize.filter((n) => n !== rows && n !== cols && !pagesChosen.includes(n));
   rows ??= free.shift();

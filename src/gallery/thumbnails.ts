@@ -36,7 +36,12 @@ export function noteDownloadedImage(memo: ThumbnailMemo, path: string, size: Ima
 }
 
 /** Makes the missing thumbnails of the cells' images; drops the `thumb` of an image that has none. Returns how many were made. */
-export async function makeThumbnails(runDir: string, cells: Iterable<Cell>, signal?: AbortSignal, memo: ThumbnailMemo = new Map()): Promise<number> {
+export async function makeThumbnails(
+  runDir: string,
+  cells: Iterable<Cell>,
+  signal?: AbortSignal,
+  memo: ThumbnailMemo = new Map(),
+): Promise<number> {
   const limit = pLimit(PARALLEL);
   let made = 0;
   const jobs: Promise<void>[] = [];
@@ -75,7 +80,10 @@ export async function makeThumbnails(runDir: string, cells: Iterable<Cell>, sign
               return;
             }
             await mkdir(dirname(target), { recursive: true });
-            await sharp(source).resize({ width: THUMBNAIL_MAX_PX, height: THUMBNAIL_MAX_PX, fit: 'inside', withoutEnlargement: true }).webp({ quality: 80 }).toFile(temp);
+            await sharp(source)
+              .resize({ width: THUMBNAIL_MAX_PX, height: THUMBNAIL_MAX_PX, fit: 'inside', withoutEnlargement: true })
+              .webp({ quality: 80 })
+              .toFile(temp);
             await rename(temp, target);
             memo.set(file.path, true);
             made++;
@@ -92,7 +100,8 @@ export async function makeThumbnails(runDir: string, cells: Iterable<Cell>, sign
   return made;
 }
 
-const fits = ({ width = 0, height = 0 }: { width?: number | undefined; height?: number | undefined }): boolean => width <= THUMBNAIL_MAX_PX && height <= THUMBNAIL_MAX_PX;
+const fits = ({ width = 0, height = 0 }: { width?: number | undefined; height?: number | undefined }): boolean =>
+  width <= THUMBNAIL_MAX_PX && height <= THUMBNAIL_MAX_PX;
 
 async function exists(path: string): Promise<boolean> {
   try {

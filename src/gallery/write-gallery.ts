@@ -43,12 +43,20 @@ export function layoutsOf(plan: Pick<PlanFile, 'steps'>): Map<string, LayoutChoi
  * Writes the page: each step's cells are made (and their thumbnails) a chunk at a time as the page
  * is written, so a rewrite never holds them all.
  */
-export async function writeGallery(runDir: string, source: GallerySource, options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo; headlines?: ReadonlyMap<string, string> } = {}): Promise<string> {
+export async function writeGallery(
+  runDir: string,
+  source: GallerySource,
+  options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo; headlines?: ReadonlyMap<string, string> } = {},
+): Promise<string> {
   const headlines = options.headlines ?? (await readHeadlines(runDir));
   return writePage(runDir, galleryChunks(runDir, source, { ...options, headlines }));
 }
 
-function galleryChunks(runDir: string, source: GallerySource, options: { review?: boolean; signal?: AbortSignal; thumbnails?: ThumbnailMemo; headlines?: ReadonlyMap<string, string> } = {}): AsyncGenerator<string> {
+function galleryChunks(
+  runDir: string,
+  source: GallerySource,
+  options: { review?: boolean; signal?: AbortSignal; thumbnails?: ThumbnailMemo; headlines?: ReadonlyMap<string, string> } = {},
+): AsyncGenerator<string> {
   const layouts = layoutsOf(source.plan);
   // plan.json lists steps in the manifest's order; each axis's values in the manifest's order too.
   const steps: PageStep[] = source.plan.steps.map((s) => {
@@ -59,7 +67,9 @@ function galleryChunks(runDir: string, source: GallerySource, options: { review?
       chunks: cellChunks(runDir, cells, options),
     };
   });
-  return galleryPageChunks({ pipeline: source.plan.pipeline, runId: source.plan.runId, writtenAt: new Date().toISOString() }, steps, { review: options.review === true });
+  return galleryPageChunks({ pipeline: source.plan.pipeline, runId: source.plan.runId, writtenAt: new Date().toISOString() }, steps, {
+    review: options.review === true,
+  });
 }
 
 const NO_CELLS: StepCells = {
@@ -89,12 +99,18 @@ export function inManifestOrder(axes: readonly AxisValues[], step: PlanFile['ste
     const recorded = recordedOf(axis.name);
     if (!recorded) return axis;
     const rank = new Map(recorded.map((label, i) => [unquote(label), i]));
-    const values = [...axis.values].sort((a, b) => (rank.get(a) ?? Number.MAX_SAFE_INTEGER) - (rank.get(b) ?? Number.MAX_SAFE_INTEGER) || naturalCompare(a, b));
+    const values = [...axis.values].sort(
+      (a, b) => (rank.get(a) ?? Number.MAX_SAFE_INTEGER) - (rank.get(b) ?? Number.MAX_SAFE_INTEGER) || naturalCompare(a, b),
+    );
     return { name: axis.name, values };
   });
 }
 
-async function* cellChunks(runDir: string, cells: StepCells, options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo; headlines?: ReadonlyMap<string, string> }): AsyncGenerator<Cell[]> {
+async function* cellChunks(
+  runDir: string,
+  cells: StepCells,
+  options: { signal?: AbortSignal; thumbnails?: ThumbnailMemo; headlines?: ReadonlyMap<string, string> },
+): AsyncGenerator<Cell[]> {
   for (const ids of chunksOf(cells.ids)) {
     const chunk = ids.map((id) => {
       const cell = cells.cell(id);
@@ -205,7 +221,8 @@ export async function galleryPageOf(runDir: string, options: { review?: boolean 
   const source = await gallerySourceOf(runDir);
   if (source === undefined) return undefined;
   const parts: string[] = [];
-  for await (const part of galleryChunks(runDir, source, { review: options.review === true, headlines: await readHeadlines(runDir) })) parts.push(part);
+  for await (const part of galleryChunks(runDir, source, { review: options.review === true, headlines: await readHeadlines(runDir) }))
+    parts.push(part);
   return parts.join('');
 }
 

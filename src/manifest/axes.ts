@@ -56,7 +56,8 @@ export interface AxisContext {
  * An axis's data as a run read it: a CSV axis's rows (after its `where`, with their lines) or a
  * preset axis's presets. Filtering them again gives the same values, labels and ids.
  */
-export type RecordedAxis = { kind: 'csv'; columns: readonly string[]; rows: readonly CsvRow[] } | { kind: 'presets'; presets: readonly Preset[] };
+export type RecordedAxis =
+  { kind: 'csv'; columns: readonly string[]; rows: readonly CsvRow[] } | { kind: 'presets'; presets: readonly Preset[] };
 
 /** A problem with one axis; the caller locates it at the axis in the manifest (or in the CSV file). */
 export class AxisError extends Error {
@@ -64,7 +65,10 @@ export class AxisError extends Error {
 }
 
 export function globToRegExp(glob: string): RegExp {
-  const escaped = glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+  const escaped = glob
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.');
   return new RegExp(`^${escaped}$`, 'i');
 }
 
@@ -98,10 +102,12 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
     const path = isAbsolute(axis.csv) ? axis.csv : resolve(context.dir, axis.csv);
     const fromCwd = relative(process.cwd(), path);
     const display = fromCwd === '' || fromCwd.startsWith('..') ? path : fromCwd;
-    const { columns, rows } = context.recorded?.kind === 'csv' ? context.recorded : await readCsv(path, display, { delimiter: axis.delimiter });
+    const { columns, rows } =
+      context.recorded?.kind === 'csv' ? context.recorded : await readCsv(path, display, { delimiter: axis.delimiter });
     const where = Object.entries(axis.where ?? {});
     for (const column of [...where.map(([c]) => c), ...(axis.key === undefined ? [] : [axis.key]), ...(axis.allow_empty ?? [])]) {
-      if (!columns.includes(column)) throw new AxisError(`the CSV file ${display} has no column "${column}" (columns: ${columns.join(', ')})`);
+      if (!columns.includes(column))
+        throw new AxisError(`the CSV file ${display} has no column "${column}" (columns: ${columns.join(', ')})`);
     }
     const kept = rows.filter((row) =>
       where.every(([column, wanted]) => {
@@ -119,7 +125,8 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
   const all = recorded ?? (await (context.presets as PresetSource)());
   const pattern = axis.presets.name === undefined ? undefined : globToRegExp(axis.presets.name);
   const matched = all.filter((p) => !pattern || pattern.test(p.name)).slice(0, axis.presets.limit ?? Number.POSITIVE_INFINITY);
-  if (matched.length === 0) throw new AxisError(`no visible preset matches ${axis.presets.name === undefined ? 'the filter' : `the name "${axis.presets.name}"`}`);
+  if (matched.length === 0)
+    throw new AxisError(`no visible preset matches ${axis.presets.name === undefined ? 'the filter' : `the name "${axis.presets.name}"`}`);
   return { name, length: matched.length, value: (i) => matched[i], label: (i) => scalarLabel(matched[i]?.name ?? i) };
 }
 
@@ -129,9 +136,18 @@ function keyLabels(rows: readonly CsvRow[], key: string, columns: readonly strin
   const lineOf = new Map<string, number>();
   for (const row of rows) {
     const value = (row.values[key] ?? '').trim();
-    if (value === '') throw new CsvError(`row ${row.line} has an empty key: column "${key}" names the rows, so every row needs a value there`, { file: display, line: row.line, col });
+    if (value === '')
+      throw new CsvError(`row ${row.line} has an empty key: column "${key}" names the rows, so every row needs a value there`, {
+        file: display,
+        line: row.line,
+        col,
+      });
     const first = lineOf.get(value);
-    if (first !== undefined) throw new CsvError(`row ${row.line} repeats the key ${JSON.stringify(value)} of row ${first}: column "${key}" names the rows, so its values must be unique`, { file: display, line: row.line, col });
+    if (first !== undefined)
+      throw new CsvError(
+        `row ${row.line} repeats the key ${JSON.stringify(value)} of row ${first}: column "${key}" names the rows, so its values must be unique`,
+        { file: display, line: row.line, col },
+      );
     lineOf.set(value, row.line);
   }
   return (i) => scalarLabel((rows[i]?.values[key] ?? '').trim());

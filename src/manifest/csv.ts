@@ -41,10 +41,15 @@ export interface ReadCsvOptions {
   delimiter?: string | undefined;
 }
 
-export async function readCsv(path: string, displayPath: string = path, options: ReadCsvOptions = {}): Promise<{ columns: string[]; rows: CsvRow[] }> {
+export async function readCsv(
+  path: string,
+  displayPath: string = path,
+  options: ReadCsvOptions = {},
+): Promise<{ columns: string[]; rows: CsvRow[] }> {
   const maxBytes = options.maxBytes ?? MAX_CSV_BYTES;
   const start: SourceLocation = { file: displayPath, line: 1, col: 1 };
-  const unreadable = (error: unknown): CsvError => new CsvError(`cannot read the CSV file: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}`, start, error);
+  const unreadable = (error: unknown): CsvError =>
+    new CsvError(`cannot read the CSV file: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}`, start, error);
   let size: number;
   try {
     const info = await stat(path);
@@ -67,8 +72,14 @@ export async function readCsv(path: string, displayPath: string = path, options:
       const seen = new Set<string>();
       header.forEach((name, index) => {
         const trimmed = name.trim();
-        if (trimmed === '') throw new CsvError(`column ${index + 1} of the header row has no name`, { file: displayPath, line: 1, col: index + 1 });
-        if (seen.has(trimmed)) throw new CsvError(`column ${index + 1} of the header row repeats the name "${trimmed}"`, { file: displayPath, line: 1, col: index + 1 });
+        if (trimmed === '')
+          throw new CsvError(`column ${index + 1} of the header row has no name`, { file: displayPath, line: 1, col: index + 1 });
+        if (seen.has(trimmed))
+          throw new CsvError(`column ${index + 1} of the header row repeats the name "${trimmed}"`, {
+            file: displayPath,
+            line: 1,
+            col: index + 1,
+          });
         seen.add(trimmed);
       });
       columns = header.map((h) => h.trim());
@@ -114,7 +125,10 @@ const CREDENTIAL_LINE = /^\s*["']?(key_secret|key_id|hf[-_]secret|hf[-_]api[-_]k
 const CREDENTIAL_WORD = /(key_secret|key_id|hf[-_]secret|hf[-_]api[-_]key)["']?\s*[:=]/i;
 
 function refuseCredentialsAt(file: string, line: number, col: number): never {
-  throw new CsvError('this file holds credentials (a key_secret, key_id or hf-secret line, or a secret genpipe uses); genpipe does not read credentials into a plan: point the CSV axis at a data file', { file, line, col });
+  throw new CsvError(
+    'this file holds credentials (a key_secret, key_id or hf-secret line, or a secret genpipe uses); genpipe does not read credentials into a plan: point the CSV axis at a data file',
+    { file, line, col },
+  );
 }
 
 /**
@@ -141,5 +155,8 @@ function refuseOtherSeparator(header: readonly string[], delimiter: string | und
   const other = [';', '\t', '|'].find((d) => (header[0] as string).includes(d));
   if (other === undefined) return;
   const shown = other === '\t' ? '"\\t"' : `"${other}"`;
-  throw new CsvError(`the header row is a single column holding ${shown}: if the file is separated by ${shown}, add delimiter: ${shown} to the csv axis`, start);
+  throw new CsvError(
+    `the header row is a single column holding ${shown}: if the file is separated by ${shown}, add delimiter: ${shown} to the csv axis`,
+    start,
+  );
 }

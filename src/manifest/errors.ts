@@ -19,7 +19,23 @@ export interface ManifestProblem {
  * instance's request, an empty CSV cell, a file-name clash, a budget rule, a notify target, a size
  * limit; "invalid" for the rest.
  */
-export const PROBLEM_CODES = ['yaml', 'schema', 'reference', 'missing_file', 'unreadable_file', 'csv', 'axis', 'env', 'instance', 'empty_cell', 'file_name', 'budget', 'notify', 'too_large', 'invalid'] as const;
+export const PROBLEM_CODES = [
+  'yaml',
+  'schema',
+  'reference',
+  'missing_file',
+  'unreadable_file',
+  'csv',
+  'axis',
+  'env',
+  'instance',
+  'empty_cell',
+  'file_name',
+  'budget',
+  'notify',
+  'too_large',
+  'invalid',
+] as const;
 export type ProblemCode = (typeof PROBLEM_CODES)[number];
 
 /** `file:line:col`, or the file alone for a problem about the whole file (line 0: it is missing, say). */
@@ -51,21 +67,35 @@ export class ManifestError extends GenpipeError {
 
   constructor(problems: readonly ManifestProblem[]) {
     const sorted = [...problems].sort(
-      (a, b) => (a.location.file < b.location.file ? -1 : a.location.file > b.location.file ? 1 : 0) || a.location.line - b.location.line || a.location.col - b.location.col,
+      (a, b) =>
+        (a.location.file < b.location.file ? -1 : a.location.file > b.location.file ? 1 : 0) ||
+        a.location.line - b.location.line ||
+        a.location.col - b.location.col,
     );
     const listed: ManifestProblem[] = [];
     let chars = 0;
     for (const problem of sorted) {
-      const bounded = { location: problem.location, path: clip(problem.path, MAX_PATH_CHARS), message: clip(problem.message, MAX_MESSAGE_CHARS), code: problem.code };
+      const bounded = {
+        location: problem.location,
+        path: clip(problem.path, MAX_PATH_CHARS),
+        message: clip(problem.message, MAX_MESSAGE_CHARS),
+        code: problem.code,
+      };
       chars += formatProblem(bounded).length + 1;
       if (listed.length > 0 && (listed.length >= MAX_LISTED_PROBLEMS || chars > MAX_LISTED_CHARS)) break;
       listed.push(bounded);
     }
     const left = sorted.length - listed.length;
     const next = sorted[listed.length];
-    if (left > 0 && next) listed.push({ location: next.location, path: '', message: `and ${left} more problem${left === 1 ? '' : 's'} from here on, not listed` });
+    if (left > 0 && next)
+      listed.push({
+        location: next.location,
+        path: '',
+        message: `and ${left} more problem${left === 1 ? '' : 's'} from here on, not listed`,
+      });
     const first = listed[0];
-    const more = sorted.length > 1 ? ` (${sorted.length} problems; ${left > 0 ? `the first ${sorted.length - left}` : 'all'} listed below)` : '';
+    const more =
+      sorted.length > 1 ? ` (${sorted.length} problems; ${left > 0 ? `the first ${sorted.length - left}` : 'all'} listed below)` : '';
     super('invalid_input', first ? `${formatProblem(first)}${more}` : 'Invalid manifest.');
     this.problems = listed;
     this.total = sorted.length;

@@ -12,7 +12,11 @@ import { Manifest } from './schema.js';
 
 type Json = Record<string, unknown>;
 
-const TEMPLATE: Json = { type: 'string', pattern: '\\{\\{.*\\}\\}', description: 'a template: {{ axis }}, {{ row.column }}, {{ vars.x }}…' };
+const TEMPLATE: Json = {
+  type: 'string',
+  pattern: '\\{\\{.*\\}\\}',
+  description: 'a template: {{ axis }}, {{ row.column }}, {{ vars.x }}…',
+};
 
 function toJsonSchema(schema: z.ZodType): Json {
   const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Json;
@@ -25,7 +29,8 @@ function relax(node: unknown): Json {
   if (node === null || typeof node !== 'object' || Array.isArray(node)) return {};
   const out: Json = {};
   for (const [key, value] of Object.entries(node as Json)) {
-    if (key === 'properties' && value && typeof value === 'object') out[key] = Object.fromEntries(Object.entries(value as Json).map(([k, v]) => [k, field(v)]));
+    if (key === 'properties' && value && typeof value === 'object')
+      out[key] = Object.fromEntries(Object.entries(value as Json).map(([k, v]) => [k, field(v)]));
     else if ((key === 'items' || key === 'additionalProperties') && value && typeof value === 'object') out[key] = field(value);
     else if (key === 'anyOf' && Array.isArray(value)) out[key] = value.map(relax);
     // Image fields may hold local paths, uploaded at run time.
@@ -89,7 +94,8 @@ function typeText(node: Json): string {
     if (node.maxLength !== undefined) return `string of ${node.minLength ?? 0}..${node.maxLength as number} characters`;
     return 'string';
   }
-  if (type === 'array') return `list of ${typeText((node.items as Json | undefined) ?? {})}${node.maxItems !== undefined ? ` (at most ${node.maxItems as number})` : ''}`;
+  if (type === 'array')
+    return `list of ${typeText((node.items as Json | undefined) ?? {})}${node.maxItems !== undefined ? ` (at most ${node.maxItems as number})` : ''}`;
   if (type === 'object') {
     const props = node.properties as Json | undefined;
     if (props) return `{${Object.keys(props).join(', ')}}`;

@@ -49,7 +49,14 @@ function readManifestFile(file: string): string {
   try {
     const size = statSync(file).size;
     if (size > MAX_MANIFEST_BYTES) {
-      throw new ManifestError([{ location: { file, line: 1, col: 1 }, path: '', message: `the manifest is ${size} bytes, over the limit of ${MAX_MANIFEST_BYTES}`, code: 'too_large' }]);
+      throw new ManifestError([
+        {
+          location: { file, line: 1, col: 1 },
+          path: '',
+          message: `the manifest is ${size} bytes, over the limit of ${MAX_MANIFEST_BYTES}`,
+          code: 'too_large',
+        },
+      ]);
     }
     return readFileSync(file, 'utf8');
   } catch (error) {
@@ -62,7 +69,12 @@ function readManifestFile(file: string): string {
  * A file that could not be read, as a problem: "does not exist" and where it was looked for, or
  * why it could not be read. At `location` (where the file is named), or about the whole file (line 0).
  */
-export function unreadableFile(file: string, what: string, error: unknown, location: SourceLocation = { file, line: 0, col: 0 }): ManifestProblem {
+export function unreadableFile(
+  file: string,
+  what: string,
+  error: unknown,
+  location: SourceLocation = { file, line: 0, col: 0 },
+): ManifestProblem {
   const code = (error as NodeJS.ErrnoException).code;
   const where = resolve(file);
   // Named once: by the location when the problem is at the file itself, else in the sentence.
@@ -113,11 +125,20 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
   try {
     source = loadYaml(text, file, { maxBytes: MAX_MANIFEST_BYTES, maxAliasCount: MAX_ALIASES });
   } catch (error) {
-    if (error instanceof YamlSyntaxError) return { problems: error.problems.map((p) => ({ location: p.location, path: '', message: p.message, code: 'yaml' })), loaded: undefined };
+    if (error instanceof YamlSyntaxError)
+      return {
+        problems: error.problems.map((p) => ({ location: p.location, path: '', message: p.message, code: 'yaml' })),
+        loaded: undefined,
+      };
     throw error;
   }
   if (source.value === null || typeof source.value !== 'object' || Array.isArray(source.value)) {
-    return { problems: [{ location: source.locate([]), path: '', message: 'a manifest is a mapping with version, name and steps', code: 'schema' }], loaded: undefined };
+    return {
+      problems: [
+        { location: source.locate([]), path: '', message: 'a manifest is a mapping with version, name and steps', code: 'schema' },
+      ],
+      loaded: undefined,
+    };
   }
   // One budget for every "did you mean" of this manifest, so that thousands of bad names stay cheap.
   const suggester = new Suggester();
@@ -144,7 +165,13 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
     if (path[0] === 'steps' && typeof path[1] === 'string') broken.add(path[1]);
   };
   const stepIds = [...Object.keys(manifest.steps), ...broken];
-  const names: Names = { stepIds, steps: new Set(stepIds), vars: Object.keys(manifest.vars ?? {}), env: new Set(manifest.env ?? []), suggester };
+  const names: Names = {
+    stepIds,
+    steps: new Set(stepIds),
+    vars: Object.keys(manifest.vars ?? {}),
+    env: new Set(manifest.env ?? []),
+    suggester,
+  };
   const templates = new Map<string, CompiledTemplate>();
   const fileNames = new Map<string, CompiledTemplate>();
 
@@ -155,7 +182,8 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
       if (step.replies) at([...base, 'replies'], 'replies apply to agent steps only');
       if (step.conversation) at([...base, 'conversation'], 'conversation applies to agent steps only');
     }
-    if (step.model === 'agent' && typeof step.input?.content !== 'string') at([...base, 'input'], 'an agent step needs input.content, the message to send');
+    if (step.model === 'agent' && typeof step.input?.content !== 'string')
+      at([...base, 'input'], 'an agent step needs input.content, the message to send');
     // Templates: syntax now, and every root they read must exist.
     const axes = new Set([...Object.keys(step.matrix ?? {}), ...(step.include ?? []).flatMap((e) => Object.keys(e))]);
     try {
@@ -172,7 +200,8 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
         const compiled = compileTemplate(step.output.filename);
         fileNames.set(id, compiled);
         for (const ref of compiled.refs) {
-          if (ref.segments[0] === 'upstream' && ref.segments[1] === 'outputs') at(path, `{{ ${clip(ref.expression)} }}: a file name cannot read upstream outputs, which are known only at run time`);
+          if (ref.segments[0] === 'upstream' && ref.segments[1] === 'outputs')
+            at(path, `{{ ${clip(ref.expression)} }}: a file name cannot read upstream outputs, which are known only at run time`);
           else checkRef(ref, step, axes, manifest, names, (message) => at(path, message));
         }
       } catch (error) {
@@ -182,7 +211,8 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
     }
     if (step.conversation) {
       try {
-        for (const ref of compileTemplate(step.conversation).refs) checkRef(ref, step, axes, manifest, names, (message) => at([...base, 'conversation'], message));
+        for (const ref of compileTemplate(step.conversation).refs)
+          checkRef(ref, step, axes, manifest, names, (message) => at([...base, 'conversation'], message));
       } catch (error) {
         if (!(error instanceof TemplateError)) throw error;
         at([...base, 'conversation'], error.message);
@@ -190,11 +220,24 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
     }
   }
   // Sinks: their prefix and public URL may read the run, vars and env, nothing that varies by instance.
-  const sinks: [readonly (string | number)[], Sink | undefined][] = [[['defaults', 'output', 'sink'], manifest.defaults?.output?.sink], ...Object.entries(manifest.steps).map(([id, step]): [readonly (string | number)[], Sink | undefined] => [['steps', id, 'output', 'sink'], step.output?.sink])];
+  const sinks: [readonly (string | number)[], Sink | undefined][] = [
+    [['defaults', 'output', 'sink'], manifest.defaults?.output?.sink],
+    ...Object.entries(manifest.steps).map(([id, step]): [readonly (string | number)[], Sink | undefined] => [
+      ['steps', id, 'output', 'sink'],
+      step.output?.sink,
+    ]),
+  ];
   for (const [path, sink] of sinks) {
     if (sink === undefined) continue;
-    const fields: [readonly (string | number)[], string | undefined][] = typeof sink === 'string' ? [[path, sink]] : [[[...path, 'url'], sink.url], [[...path, 'public_base_url'], sink.public_base_url]];
-    for (const [fieldPath, text] of fields) if (text !== undefined) checkSinkTemplate(text, manifest, names, (message) => at(fieldPath, message));
+    const fields: [readonly (string | number)[], string | undefined][] =
+      typeof sink === 'string'
+        ? [[path, sink]]
+        : [
+            [[...path, 'url'], sink.url],
+            [[...path, 'public_base_url'], sink.public_base_url],
+          ];
+    for (const [fieldPath, text] of fields)
+      if (text !== undefined) checkSinkTemplate(text, manifest, names, (message) => at(fieldPath, message));
   }
   const order = topologicalOrder(manifest, (path, message) => at(path, message));
   const loaded = { manifest, file, text, dir: dirname(resolve(file)), source, templates, fileNames, order };
@@ -213,8 +256,14 @@ function withoutSteps(loaded: LoadedManifest, broken: ReadonlySet<string>): Load
   const order = loaded.order.filter((id) => !dropped.has(id));
   if (order.length === 0) return undefined;
   const steps = Object.fromEntries(Object.entries(loaded.manifest.steps).filter(([id]) => !dropped.has(id)));
-  const only = <T,>(map: ReadonlyMap<string, T>): Map<string, T> => new Map([...map].filter(([id]) => !dropped.has(id)));
-  return { ...loaded, manifest: { ...loaded.manifest, steps }, templates: only(loaded.templates), fileNames: only(loaded.fileNames), order };
+  const only = <T>(map: ReadonlyMap<string, T>): Map<string, T> => new Map([...map].filter(([id]) => !dropped.has(id)));
+  return {
+    ...loaded,
+    manifest: { ...loaded.manifest, steps },
+    templates: only(loaded.templates),
+    fileNames: only(loaded.fileNames),
+    order,
+  };
 }
 
 /**
@@ -231,7 +280,11 @@ function unknownModels(source: YamlSource, suggester: Suggester): ManifestProble
     const path = ['steps', id, 'model'];
     const suggestion = suggester.nearest(model, MODEL_NAMES);
     const hint = suggestion ? `did you mean "${suggestion}"?` : `the built-in models are ${MODEL_NAMES.join(', ')}`;
-    out.push({ location: source.locate(path), path: formatPath(path), message: `unknown model ${JSON.stringify(clip(model))}; ${hint} (a raw endpoint path starts with /)` });
+    out.push({
+      location: source.locate(path),
+      path: formatPath(path),
+      message: `unknown model ${JSON.stringify(clip(model))}; ${hint} (a raw endpoint path starts with /)`,
+    });
   }
   return out;
 }
@@ -258,7 +311,14 @@ function checkReferences(id: string, step: Step, names: Names, report: (path: (s
   if (upstream) check(upstream, typeof step.for_each === 'string' ? ['for_each'] : ['for_each', 'step']);
 }
 
-function checkRef(ref: TemplateRef, step: Step, axes: ReadonlySet<string>, manifest: Manifest, names: Names, report: (message: string) => void): void {
+function checkRef(
+  ref: TemplateRef,
+  step: Step,
+  axes: ReadonlySet<string>,
+  manifest: Manifest,
+  names: Names,
+  report: (message: string) => void,
+): void {
   const [root, second] = ref.segments;
   if (typeof root !== 'string') return;
   const expression = `{{ ${clip(ref.expression)} }}`;
@@ -288,7 +348,9 @@ function checkRef(ref: TemplateRef, step: Step, axes: ReadonlySet<string>, manif
   if (!axes.has(root)) {
     const known = [...axes, ...FIXED_ROOTS];
     const suggestion = names.suggester.nearest(root, known);
-    report(`${expression}: ${JSON.stringify(clip(root))} is not an axis of this step, vars, env, run or upstream${suggestion ? `; did you mean "${suggestion}"?` : ''}`);
+    report(
+      `${expression}: ${JSON.stringify(clip(root))} is not an axis of this step, vars, env, run or upstream${suggestion ? `; did you mean "${suggestion}"?` : ''}`,
+    );
   }
 }
 

@@ -11,7 +11,9 @@ import { MODEL_NAMES } from '../models/registry.js';
 export { MODEL_NAMES, type ModelName } from '../models/registry.js';
 
 const identifier = (what: string) =>
-  z.string().regex(/^[a-z][a-z0-9_-]{0,62}$/, `${what} must start with a lowercase letter and use only a-z, 0-9, - and _ (at most 63 characters)`);
+  z
+    .string()
+    .regex(/^[a-z][a-z0-9_-]{0,62}$/, `${what} must start with a lowercase letter and use only a-z, 0-9, - and _ (at most 63 characters)`);
 
 const scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 
@@ -43,7 +45,11 @@ export const CsvAxis = z.strictObject({
    */
   allow_empty: z.array(z.string().min(1)).min(1).optional(),
   /** The field separator, one character. Default ",". */
-  delimiter: z.string().length(1, 'delimiter is one character, such as ";" or a tab').refine((d) => !/["\r\n]/.test(d), 'a delimiter cannot be a quote or a line break').optional(),
+  delimiter: z
+    .string()
+    .length(1, 'delimiter is one character, such as ";" or a tab')
+    .refine((d) => !/["\r\n]/.test(d), 'a delimiter cannot be a quote or a line break')
+    .optional(),
 });
 
 /** Marketing presets resolved live from the preset catalog at plan time: `{presets: {name: "Summer*", limit: 3}}`. */
@@ -94,7 +100,10 @@ export const Sink = z.union([
     /** The store's endpoint, for anything but AWS S3 (R2, MinIO...). Default: the SDK's (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS). */
     endpoint: HttpUrl('endpoint').optional(),
     /** Default: the SDK's (AWS_REGION, the profile's), else us-east-1; R2 takes "auto". */
-    region: z.string().regex(/^[a-z0-9-]{1,40}$/, 'a region is lowercase letters, digits and hyphens, such as us-east-1 or auto').optional(),
+    region: z
+      .string()
+      .regex(/^[a-z0-9-]{1,40}$/, 'a region is lowercase letters, digits and hyphens, such as us-east-1 or auto')
+      .optional(),
     /** Path-style addressing (endpoint/BUCKET/key); always on for a loopback endpoint. */
     path_style: z.boolean().optional(),
     /** Uploads in flight at once. Default 8. */
@@ -105,7 +114,10 @@ export const Sink = z.union([
      */
     public_base_url: z
       .string()
-      .regex(/^https?:\/\/[^\s/?#{]+(\/([^\s{]|\{\{[^}]*\}\})*)?$/, 'public_base_url is an http:// or https:// URL (its path may use {{ run.date }}, {{ vars.NAME }}...)')
+      .regex(
+        /^https?:\/\/[^\s/?#{]+(\/([^\s{]|\{\{[^}]*\}\})*)?$/,
+        'public_base_url is an http:// or https:// URL (its path may use {{ run.date }}, {{ vars.NAME }}...)',
+      )
       .optional(),
   }),
 ]);
@@ -113,7 +125,10 @@ export type Sink = z.infer<typeof Sink>;
 
 export const Step = z.strictObject({
   /** A built-in model, or a raw endpoint path (starting with /) for models the catalog adds later. */
-  model: z.union([z.enum(MODEL_NAMES), z.string().regex(/^\/[A-Za-z0-9._~\-/{}]+$/, 'a raw model path must start with / and contain only URL path characters')]),
+  model: z.union([
+    z.enum(MODEL_NAMES),
+    z.string().regex(/^\/[A-Za-z0-9._~\-/{}]+$/, 'a raw model path must start with / and contain only URL path characters'),
+  ]),
   /** The templated request body (for dop, soul and speak: the `params` object). */
   input: z.record(z.string(), z.unknown()).optional(),
   /** Sweep axes, crossed (cartesian product) unless zipped. */
@@ -123,14 +138,18 @@ export const Step = z.strictObject({
   /** GitHub-Actions-like: extend matching combinations, or add new ones. */
   include: z.array(z.record(z.string(), z.unknown())).optional(),
   /** GitHub-Actions-like: drop every combination that matches all of an entry's values. */
-  exclude: z.array(z.record(z.string(), z.unknown()).refine((e) => Object.keys(e).length > 0, 'an exclude entry needs at least one key')).optional(),
+  exclude: z
+    .array(z.record(z.string(), z.unknown()).refine((e) => Object.keys(e).length > 0, 'an exclude entry needs at least one key'))
+    .optional(),
   /** Steps whose every instance must finish before this step starts. */
   needs: z.array(identifier('a step id')).optional(),
   /**
    * One instance per completed instance of that step, crossed with this step's own axes;
    * `{step: sheets, only: approved}` follows only the instances approved in `genpipe review`.
    */
-  for_each: z.union([identifier('a step id'), z.strictObject({ step: identifier('a step id'), only: z.literal('approved').optional() })]).optional(),
+  for_each: z
+    .union([identifier('a step id'), z.strictObject({ step: identifier('a step id'), only: z.literal('approved').optional() })])
+    .optional(),
   concurrency: z.int().min(1).max(1_000).optional(),
   retries: z.int().min(0).max(20).optional(),
   on_failure: FailurePolicy.optional(),
@@ -184,7 +203,10 @@ export const NOTIFY_FORMATS = ['json', 'slack', 'discord'] as const;
 export const NotifyTarget = z
   .strictObject({
     url: z.string().min(1).optional(),
-    url_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'must be an environment variable name in upper case').optional(),
+    url_env: z
+      .string()
+      .regex(/^[A-Z_][A-Z0-9_]*$/, 'must be an environment variable name in upper case')
+      .optional(),
     /** Default: every event. */
     on: z.array(z.enum(NOTIFY_EVENTS)).min(1).optional(),
     /** json (genpipe's summary), slack or discord (their incoming webhooks' message shape). Default json. */
@@ -213,7 +235,9 @@ export const Manifest = z.strictObject({
 export type Manifest = z.infer<typeof Manifest>;
 
 /** The step a for_each step follows, however it is written. */
-export const forEachStepOf = (step: Pick<Step, 'for_each'>): string | undefined => (typeof step.for_each === 'string' ? step.for_each : step.for_each?.step);
+export const forEachStepOf = (step: Pick<Step, 'for_each'>): string | undefined =>
+  typeof step.for_each === 'string' ? step.for_each : step.for_each?.step;
 
 /** `approved` when a for_each step follows only the upstream instances approved in review. */
-export const forEachOnlyOf = (step: Pick<Step, 'for_each'>): 'approved' | undefined => (typeof step.for_each === 'object' ? step.for_each.only : undefined);
+export const forEachOnlyOf = (step: Pick<Step, 'for_each'>): 'approved' | undefined =>
+  typeof step.for_each === 'object' ? step.for_each.only : undefined;

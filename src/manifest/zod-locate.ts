@@ -30,7 +30,13 @@ function bestBranch(branches: readonly (readonly Issue[])[]): readonly Issue[] {
  * With many unknown keys in one mapping, the valid keys are listed once, with the first of them;
  * every key echoed is clipped, and suggestions come from one bounded Suggester.
  */
-export function problemsFromZod(error: z.ZodError, source: YamlSource, schema: z.ZodType, prefix: readonly PropertyKey[] = [], suggester = new Suggester()): ManifestProblem[] {
+export function problemsFromZod(
+  error: z.ZodError,
+  source: YamlSource,
+  schema: z.ZodType,
+  prefix: readonly PropertyKey[] = [],
+  suggester = new Suggester(),
+): ManifestProblem[] {
   const out: ManifestProblem[] = [];
   const visit = (issue: Issue, base: readonly PropertyKey[]): void => {
     const path = [...base, ...issue.path];
@@ -49,7 +55,11 @@ export function problemsFromZod(error: z.ZodError, source: YamlSource, schema: z
           hint = `; valid keys are ${known.join(', ')}`;
           listed = true;
         }
-        out.push({ location: source.locate([...path, key], true), path: formatPath([...path, key]), message: `unknown key ${JSON.stringify(clip(key))}${hint}` });
+        out.push({
+          location: source.locate([...path, key], true),
+          path: formatPath([...path, key]),
+          message: `unknown key ${JSON.stringify(clip(key))}${hint}`,
+        });
       }
       return;
     }

@@ -95,7 +95,12 @@ const VIDEO_TYPES = ['video/mp4', 'video/webm', 'video/quicktime'] as const;
 const AUDIO_TYPES = ['audio/wav', 'audio/x-wav', 'audio/wave', 'audio/mpeg', 'audio/mp4'] as const;
 
 /** The output files of a RequestStatus (§2.1): images, video, audio, audios. */
-export function filesOfStatus(status: { images?: { url: string }[] | undefined; video?: { url: string } | undefined; audio?: { url: string } | undefined; audios?: { url: string }[] | undefined }): OutputRef[] {
+export function filesOfStatus(status: {
+  images?: { url: string }[] | undefined;
+  video?: { url: string } | undefined;
+  audio?: { url: string } | undefined;
+  audios?: { url: string }[] | undefined;
+}): OutputRef[] {
   const files: OutputRef[] = [];
   status.images?.forEach((m, i) => files.push({ url: m.url, name: `image-${i}`, accept: IMAGE_TYPES }));
   if (status.video) files.push({ url: status.video.url, name: 'video', accept: VIDEO_TYPES });

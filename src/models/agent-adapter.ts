@@ -29,16 +29,41 @@ export const agentAdapter: ModelAdapter = {
     if (outcome.kind === 'awaiting_input') {
       const reply = script.replies?.[submission.repliesUsed];
       if (reply === undefined) {
-        return { done: true, status: 'failed', files: [], outputs: { session_id: submission.sessionId }, error: `the agent asked: ${outcome.question} (no scripted reply left; add one to the step's replies)` };
+        return {
+          done: true,
+          status: 'failed',
+          files: [],
+          outputs: { session_id: submission.sessionId },
+          error: `the agent asked: ${outcome.question} (no scripted reply left; add one to the step's replies)`,
+        };
       }
       const sent = await ctx.client.agent.sendMessage(submission.sessionId, reply, { signal: ctx.signal });
       return { done: false, next: { ...submission, messageId: sent.message_id, repliesUsed: submission.repliesUsed + 1 } };
     }
     const cost = await turnCost(submission, ctx);
     const media = mediaOf(outcome.message);
-    const outputs = { session_id: submission.sessionId, message_id: outcome.message.message_id, answer: outcome.kind === 'completed' ? outcome.answer : '', media };
-    if (outcome.kind === 'failed') return { done: true, status: 'failed', files: [], outputs, error: 'the agent turn failed (its reserve is refunded)', actualCostUsd: cost };
-    return { done: true, status: 'completed', files: media.map((m, i) => ({ url: m.url, name: `${m.type}-${i}`, accept: acceptFor(m.type) })), outputs, actualCostUsd: cost };
+    const outputs = {
+      session_id: submission.sessionId,
+      message_id: outcome.message.message_id,
+      answer: outcome.kind === 'completed' ? outcome.answer : '',
+      media,
+    };
+    if (outcome.kind === 'failed')
+      return {
+        done: true,
+        status: 'failed',
+        files: [],
+        outputs,
+        error: 'the agent turn failed (its reserve is refunded)',
+        actualCostUsd: cost,
+      };
+    return {
+      done: true,
+      status: 'completed',
+      files: media.map((m, i) => ({ url: m.url, name: `${m.type}-${i}`, accept: acceptFor(m.type) })),
+      outputs,
+      actualCostUsd: cost,
+    };
   },
   async stop(submission, ctx) {
     if (submission.kind === 'agent_turn') await ctx.client.agent.interrupt(submission.sessionId, { signal: ctx.signal });
@@ -57,13 +82,17 @@ export function mediaOf(message: AgentMessage): { type: string; url: string }[] 
   const media: { type: string; url: string }[] = [];
   for (const part of parts) {
     const { type, url } = part;
-    if (typeof type === 'string' && MEDIA_PART_TYPES.has(type) && typeof url === 'string' && /^https?:\/\//i.test(url)) media.push({ type, url });
+    if (typeof type === 'string' && MEDIA_PART_TYPES.has(type) && typeof url === 'string' && /^https?:\/\//i.test(url))
+      media.push({ type, url });
   }
   return media;
 }
 
 /** Sums llm_cost_usd over the instance's user messages (the first one and every reply). */
-async function turnCost(submission: Extract<Submission, { kind: 'agent_turn' }>, ctx: Parameters<ModelAdapter['track']>[2]): Promise<number | undefined> {
+async function turnCost(
+  submission: Extract<Submission, { kind: 'agent_turn' }>,
+  ctx: Parameters<ModelAdapter['track']>[2],
+): Promise<number | undefined> {
   try {
     const all = await ctx.client.agent.listMessages(submission.sessionId, { signal: ctx.signal });
     const start = all.messages.findIndex((m) => m.message_id === submission.firstMessageId);

@@ -10,7 +10,11 @@ export const agent: ModelDefinition<'agent'> = {
   inputSchema: SendMessageRequest,
   build: (input) => validateBody(SendMessageRequest, input, 'agent message'),
   imageFields: [],
-  placeholderOutputs: (id) => ({ session_id: '00000000-0000-4000-8000-000000000000', message_id: 'placeholder', answer: `answer of ${id}` }),
+  placeholderOutputs: (id) => ({
+    session_id: '00000000-0000-4000-8000-000000000000',
+    message_id: 'placeholder',
+    answer: `answer of ${id}`,
+  }),
   adapter: agentAdapter,
   seeded: false,
 };

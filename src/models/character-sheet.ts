@@ -18,13 +18,16 @@ export const characterSheet: ModelDefinition<'character-sheet'> = {
   },
   adapter: requestAdapter({
     idempotentSubmit: true,
-    submit: (body, idempotencyKey, ctx) => ctx.client.characterSheet.submit(body as CharacterSheetRequest, { idempotencyKey, webhookUrl: ctx.webhookUrl, signal: ctx.signal }),
+    submit: (body, idempotencyKey, ctx) =>
+      ctx.client.characterSheet.submit(body as CharacterSheetRequest, { idempotencyKey, webhookUrl: ctx.webhookUrl, signal: ctx.signal }),
   }),
   seeded: true,
   // An older genpipe re-rolled an animal tier by its variation_index, a human tier by its seed.
   rerolledBefore: (body, times) => {
     const human = HUMAN_TIERS.has(String(body.tier ?? 'normal'));
-    return !human && typeof body.variation_index === 'number' ? { ...body, variation_index: body.variation_index + times } : seedMovedOn(body, times);
+    return !human && typeof body.variation_index === 'number'
+      ? { ...body, variation_index: body.variation_index + times }
+      : seedMovedOn(body, times);
   },
 };
 

@@ -9,7 +9,10 @@ export const dop: ModelDefinition<'dop'> = {
   summary: 'DoP image-to-video (the legacy `params` object)',
   inputSchema: DopParams,
   build: (input) => validateBody(DopParams, input, 'DoP params'),
-  imageFields: [['input_images', '*', 'image_url'], ['input_images_end', '*', 'image_url']],
+  imageFields: [
+    ['input_images', '*', 'image_url'],
+    ['input_images_end', '*', 'image_url'],
+  ],
   placeholderOutputs: videoOutputs,
   adapter: jobSetAdapter((body, ctx) => ctx.client.legacy.dop(body as DopParams, null, { signal: ctx.signal }), { type: 'image2video' }),
   seeded: true,

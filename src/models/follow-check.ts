@@ -47,11 +47,15 @@ function requestIdInUrl(url: string, action: 'status' | 'cancel'): string | unde
 
 /** Throws FollowMismatchError when `status` is not about `requestId`. */
 export function checkRequestFollow(requestId: string, status: RequestStatus): void {
-  const mismatch = (field: string, returned: string): FollowMismatchError => new FollowMismatchError({ what: 'request', followed: requestId, field, expected: requestId, returned: shown(returned) });
+  const mismatch = (field: string, returned: string): FollowMismatchError =>
+    new FollowMismatchError({ what: 'request', followed: requestId, field, expected: requestId, returned: shown(returned) });
   // Ids are uuids (the schema checks the answer's): compared without regard to case.
   const same = (id: string): boolean => id.toLowerCase() === requestId.toLowerCase();
   if (!same(status.request_id)) throw mismatch('request_id', status.request_id);
-  for (const [field, action] of [['status_url', 'status'], ['cancel_url', 'cancel']] as const) {
+  for (const [field, action] of [
+    ['status_url', 'status'],
+    ['cancel_url', 'cancel'],
+  ] as const) {
     const url = status[field];
     if (url === undefined) continue;
     const named = requestIdInUrl(url, action);
@@ -78,7 +82,8 @@ function canonical(value: unknown): string {
  * and echo its own URL, but a seed or a prompt echoed with another value is another job.
  */
 export function checkJobSetFollow(jobSetId: string, set: JobSet, expected: { type?: string | undefined; sentParams?: unknown } = {}): void {
-  const mismatch = (field: string, want: string, returned: unknown): FollowMismatchError => new FollowMismatchError({ what: 'job set', followed: jobSetId, field, expected: want, returned: shown(returned) });
+  const mismatch = (field: string, want: string, returned: unknown): FollowMismatchError =>
+    new FollowMismatchError({ what: 'job set', followed: jobSetId, field, expected: want, returned: shown(returned) });
   if (set.id.toLowerCase() !== jobSetId.toLowerCase()) throw mismatch('id', jobSetId, set.id);
   if (expected.type !== undefined && set.type !== expected.type) throw mismatch('type', expected.type, set.type);
   const sent = expected.sentParams;

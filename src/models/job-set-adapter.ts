@@ -15,7 +15,10 @@ const SEVERITY: Record<string, number> = { completed: 0, canceled: 1, nsfw: 2, f
  * body sent, when the caller passes it (`sentBody`, follow-check.ts), is checked against the
  * answer's input_params.
  */
-export function jobSetAdapter(submit: (body: unknown, ctx: AdapterContext) => Promise<JobSet>, expected: { type?: string } = {}): ModelAdapter {
+export function jobSetAdapter(
+  submit: (body: unknown, ctx: AdapterContext) => Promise<JobSet>,
+  expected: { type?: string } = {},
+): ModelAdapter {
   return {
     idempotentSubmit: false,
     async submit(body, _options, ctx) {

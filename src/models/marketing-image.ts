@@ -13,7 +13,8 @@ export const marketingImage: ModelDefinition<'marketing-image'> = {
   placeholderOutputs: imageOutputs,
   adapter: requestAdapter({
     idempotentSubmit: false,
-    submit: (body, _key, ctx) => ctx.client.marketingImage.submit(body as MarketingImageRequest, { webhookUrl: ctx.webhookUrl, signal: ctx.signal }),
+    submit: (body, _key, ctx) =>
+      ctx.client.marketingImage.submit(body as MarketingImageRequest, { webhookUrl: ctx.webhookUrl, signal: ctx.signal }),
   }),
   seeded: false,
 };

@@ -54,10 +54,17 @@ export function seedMovedOn(body: Record<string, unknown>, times: number): Recor
   return { ...body, seed: typeof seed === 'number' ? ((seed - 1 + times) % SEED_MAX) + 1 : times };
 }
 
-const placeholderUrl = (instanceId: string, name: string): string => `https://upstream.genpipe.invalid/${encodeURIComponent(instanceId)}/${name}`;
+const placeholderUrl = (instanceId: string, name: string): string =>
+  `https://upstream.genpipe.invalid/${encodeURIComponent(instanceId)}/${name}`;
 const PLACEHOLDER_ID = '00000000-0000-4000-8000-000000000000';
 
 /** Placeholder outputs of a model that makes one image. */
-export const imageOutputs = (id: string): Record<string, unknown> => ({ request_id: PLACEHOLDER_ID, images: [{ url: placeholderUrl(id, 'image-0.png') }] });
+export const imageOutputs = (id: string): Record<string, unknown> => ({
+  request_id: PLACEHOLDER_ID,
+  images: [{ url: placeholderUrl(id, 'image-0.png') }],
+});
 /** Placeholder outputs of a model that makes a video. */
-export const videoOutputs = (id: string): Record<string, unknown> => ({ request_id: PLACEHOLDER_ID, video: { url: placeholderUrl(id, 'video.mp4') } });
+export const videoOutputs = (id: string): Record<string, unknown> => ({
+  request_id: PLACEHOLDER_ID,
+  video: { url: placeholderUrl(id, 'video.mp4') },
+});

@@ -41,7 +41,11 @@ export const definitionOf = (model: string): ModelDefinition | undefined => BY_N
 export const adapterFor = (model: string): ModelAdapter | undefined => BY_NAME.get(model)?.adapter;
 
 /** Visits every value at an image field of `body`, letting `replace` swap it. */
-export function mapImageFields(body: unknown, fields: readonly ImageField[], replace: (value: string, at: readonly (string | number)[]) => string): unknown {
+export function mapImageFields(
+  body: unknown,
+  fields: readonly ImageField[],
+  replace: (value: string, at: readonly (string | number)[]) => string,
+): unknown {
   const walk = (node: unknown, path: readonly (string | '*')[], at: readonly (string | number)[]): unknown => {
     if (path.length === 0) return typeof node === 'string' ? replace(node, at) : node;
     const [head, ...rest] = path;

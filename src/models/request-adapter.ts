@@ -27,7 +27,13 @@ export function requestAdapter(options: {
       const final = status.status as FinalStatus;
       const outputs: Record<string, unknown> = { request_id: status.request_id };
       for (const key of ['images', 'video', 'audio', 'audios'] as const) if (status[key] !== undefined) outputs[key] = status[key];
-      return { done: true, status: final, files: final === 'completed' ? filesOfStatus(status) : [], outputs, error: status.error ?? undefined };
+      return {
+        done: true,
+        status: final,
+        files: final === 'completed' ? filesOfStatus(status) : [],
+        outputs,
+        error: status.error ?? undefined,
+      };
     },
     async stop(submission, ctx) {
       if (submission.kind === 'request') return ctx.client.requests.cancel(submission.requestId, { signal: ctx.signal });

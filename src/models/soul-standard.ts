@@ -13,7 +13,8 @@ export const soulStandard: ModelDefinition<'soul-standard'> = {
   placeholderOutputs: imageOutputs,
   adapter: requestAdapter({
     idempotentSubmit: false,
-    submit: (body, _key, ctx) => ctx.client.soulStandard.submit(body as SoulStandardRequest, { webhookUrl: ctx.webhookUrl, signal: ctx.signal }),
+    submit: (body, _key, ctx) =>
+      ctx.client.soulStandard.submit(body as SoulStandardRequest, { webhookUrl: ctx.webhookUrl, signal: ctx.signal }),
   }),
   seeded: false,
 };

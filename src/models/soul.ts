@@ -11,6 +11,8 @@ export const soul: ModelDefinition<'soul'> = {
   build: (input) => validateBody(SoulParams, input, 'Soul params'),
   imageFields: [['image_reference', 'image_url']],
   placeholderOutputs: imageOutputs,
-  adapter: jobSetAdapter((body, ctx) => ctx.client.legacy.soul(body as SoulParams, null, { signal: ctx.signal }), { type: 'text2image_soul' }),
+  adapter: jobSetAdapter((body, ctx) => ctx.client.legacy.soul(body as SoulParams, null, { signal: ctx.signal }), {
+    type: 'text2image_soul',
+  }),
   seeded: true,
 };

@@ -42,7 +42,11 @@ export interface DeliverOptions {
 const RETRIED_STATUSES = new Set([408, 425, 429]);
 
 /** Posts `summary` to every target that asked for its event; resolves with one result per such target. */
-export async function deliverNotifications(targets: readonly ResolvedTarget[], summary: NotifySummary, options: DeliverOptions = {}): Promise<DeliveryResult[]> {
+export async function deliverNotifications(
+  targets: readonly ResolvedTarget[],
+  summary: NotifySummary,
+  options: DeliverOptions = {},
+): Promise<DeliveryResult[]> {
   const wanted = targets.filter((t) => t.events.has(summary.event));
   if (wanted.length === 0) return [];
   const deadline = AbortSignal.timeout(options.deadlineMs ?? DEFAULT_DEADLINE_MS);
@@ -56,13 +60,25 @@ export async function deliverNotifications(targets: readonly ResolvedTarget[], s
   }
 }
 
-async function deliverOne(target: ResolvedTarget, summary: NotifySummary, dispatcher: Agent, deadline: AbortSignal, options: DeliverOptions): Promise<DeliveryResult> {
+async function deliverOne(
+  target: ResolvedTarget,
+  summary: NotifySummary,
+  dispatcher: Agent,
+  deadline: AbortSignal,
+  options: DeliverOptions,
+): Promise<DeliveryResult> {
   const now = options.now ?? Date.now;
   const started = now();
   const delays = options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS;
   // Each string redacted before it is encoded (its spelling changes in JSON), then the body as sent.
   const body = redactEveryForm(notifyBody(target.format, JSON.parse(JSON.stringify(summary, redactingReplacer)) as typeof summary));
-  const result = (fields: Pick<DeliveryResult, 'delivered' | 'attempts' | 'status' | 'error'>): DeliveryResult => ({ target: target.label, format: target.format, event: summary.event, ...fields, durationMs: now() - started });
+  const result = (fields: Pick<DeliveryResult, 'delivered' | 'attempts' | 'status' | 'error'>): DeliveryResult => ({
+    target: target.label,
+    format: target.format,
+    event: summary.event,
+    ...fields,
+    durationMs: now() - started,
+  });
   let status: number | undefined;
   let error: string;
   for (let attempt = 1; ; attempt++) {
@@ -87,7 +103,12 @@ async function deliverOne(target: ResolvedTarget, summary: NotifySummary, dispat
     try {
       await sleep(delay, deadline);
     } catch {
-      return result({ delivered: false, attempts: attempt, status, error: `${error}; gave up after ${(options.deadlineMs ?? DEFAULT_DEADLINE_MS) / 1000} s` });
+      return result({
+        delivered: false,
+        attempts: attempt,
+        status,
+        error: `${error}; gave up after ${(options.deadlineMs ?? DEFAULT_DEADLINE_MS) / 1000} s`,
+      });
     }
   }
 }
@@ -98,7 +119,8 @@ function describe(error: unknown): string {
   const cause = (error as { cause?: { code?: unknown } }).cause?.code;
   const name = typeof cause === 'string' ? cause : typeof code === 'string' ? code : error instanceof Error ? error.name : 'error';
   if (name === 'ECONNREFUSED') return 'the connection was refused';
-  if (name === 'UND_ERR_HEADERS_TIMEOUT' || name === 'UND_ERR_BODY_TIMEOUT' || name === 'TimeoutError') return `no answer within ${ATTEMPT_TIMEOUT_MS / 1000} s`;
+  if (name === 'UND_ERR_HEADERS_TIMEOUT' || name === 'UND_ERR_BODY_TIMEOUT' || name === 'TimeoutError')
+    return `no answer within ${ATTEMPT_TIMEOUT_MS / 1000} s`;
   if (name === 'ENOTFOUND' || name === 'EAI_AGAIN') return 'its host name did not resolve';
   return redact(`the request failed (${name})`);
 }

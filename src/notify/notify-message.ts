@@ -76,7 +76,13 @@ export function notifySummary(end: RunEnd, report: Pick<CostReport, 'total'> | u
     exit_code: end.exitCode,
     message: end.message ?? endSentence(end),
     counts: end.counts,
-    spend_usd: { estimated: total?.estimatedUsd ?? 0, refunded: total?.refundedUsd ?? 0, net: total?.netUsd ?? 0, unknown: total?.unknownUsd ?? 0, unpriced_instances: total?.unpricedInstances ?? 0 },
+    spend_usd: {
+      estimated: total?.estimatedUsd ?? 0,
+      refunded: total?.refundedUsd ?? 0,
+      net: total?.netUsd ?? 0,
+      unknown: total?.unknownUsd ?? 0,
+      unpriced_instances: total?.unpricedInstances ?? 0,
+    },
     duration_s: Math.round(end.durationMs / 100) / 10,
     run_dir: runDir,
     host,
@@ -92,7 +98,12 @@ function endSentence(end: RunEnd): string {
   if (end.outcome === 'completed') {
     return `All ${instances(completed)} completed${reused > 0 ? ` (${reused.toLocaleString('en-US')} reused from an earlier run)` : ''}.`;
   }
-  const how: Record<Exclude<RunOutcome, 'completed'>, string> = { failed: 'failed', budget: 'stopped at its budget', aborted: 'was interrupted', stopped: 'stopped' };
+  const how: Record<Exclude<RunOutcome, 'completed'>, string> = {
+    failed: 'failed',
+    budget: 'stopped at its budget',
+    aborted: 'was interrupted',
+    stopped: 'stopped',
+  };
   return `The run ${how[end.outcome]}: ${instances(completed)} completed, ${failed.toLocaleString('en-US')} failed.`;
 }
 

@@ -17,7 +17,13 @@ export interface NotifyIO {
   quiet?: boolean | undefined;
 }
 
-export async function notifyRunEnd(targets: readonly ResolvedTarget[], end: RunEnd, report: Pick<CostReport, 'total'> | undefined, io: NotifyIO, options: DeliverOptions = {}): Promise<DeliveryResult[]> {
+export async function notifyRunEnd(
+  targets: readonly ResolvedTarget[],
+  end: RunEnd,
+  report: Pick<CostReport, 'total'> | undefined,
+  io: NotifyIO,
+  options: DeliverOptions = {},
+): Promise<DeliveryResult[]> {
   if (targets.length === 0) return [];
   let results: DeliveryResult[];
   try {
@@ -30,10 +36,15 @@ export async function notifyRunEnd(targets: readonly ResolvedTarget[], end: RunE
   try {
     await appendToClosedJournal(join(end.runDir, 'journal.jsonl'), results.map(recordOf));
   } catch (error) {
-    io.err(redact(`warning: the notifications' deliveries could not be journaled: ${error instanceof Error ? error.message : String(error)}`));
+    io.err(
+      redact(`warning: the notifications' deliveries could not be journaled: ${error instanceof Error ? error.message : String(error)}`),
+    );
   }
   for (const r of results) {
-    if (!r.delivered) io.err(`warning: the ${r.event} notification to ${r.target} was not delivered (${r.attempts} attempt${r.attempts === 1 ? '' : 's'}): ${r.error ?? 'no reason given'}.`);
+    if (!r.delivered)
+      io.err(
+        `warning: the ${r.event} notification to ${r.target} was not delivered (${r.attempts} attempt${r.attempts === 1 ? '' : 's'}): ${r.error ?? 'no reason given'}.`,
+      );
     else if (!io.quiet) io.err(`notified ${r.target} (${r.event}, ${r.format}).`);
   }
   return results;

@@ -43,7 +43,8 @@ export function checkNotifyUrl(text: string): URL | string {
   } catch {
     return 'is not a URL';
   }
-  if (url.username !== '' || url.password !== '') return `${redactedUrl(url)} carries a user name or password: put the credential in the URL's path or query, as Slack and Discord do`;
+  if (url.username !== '' || url.password !== '')
+    return `${redactedUrl(url)} carries a user name or password: put the credential in the URL's path or query, as Slack and Discord do`;
   if (url.protocol === 'https:') return url;
   if (url.protocol === 'http:') {
     if (LOOPBACK_HOSTS.has(url.hostname)) return url;
@@ -64,7 +65,10 @@ export function resolveNotifyTargets(
 ): ResolvedTarget[] {
   const entries = loaded.manifest.notify ?? [];
   if (entries.length + flagUrls.length > MAX_NOTIFY_TARGETS) {
-    throw new GenpipeError('invalid_input', `A run notifies at most ${MAX_NOTIFY_TARGETS} places; the manifest names ${entries.length} and --notify ${flagUrls.length}.`);
+    throw new GenpipeError(
+      'invalid_input',
+      `A run notifies at most ${MAX_NOTIFY_TARGETS} places; the manifest names ${entries.length} and --notify ${flagUrls.length}.`,
+    );
   }
   const targets: ResolvedTarget[] = [];
   const problems: { path: (string | number)[]; message: string }[] = [];
@@ -74,19 +78,27 @@ export function resolveNotifyTargets(
       text = env[entry.url_env];
       if (text === undefined || text === '') {
         if (options.allowUnsetEnv) return;
-        problems.push({ path: ['notify', i, 'url_env'], message: `the environment variable ${entry.url_env} is not set (it should hold the notification URL)` });
+        problems.push({
+          path: ['notify', i, 'url_env'],
+          message: `the environment variable ${entry.url_env} is not set (it should hold the notification URL)`,
+        });
         return;
       }
     }
     const checked = checkNotifyUrl(text ?? '');
     if (typeof checked === 'string') {
-      problems.push({ path: ['notify', i, entry.url_env === undefined ? 'url' : 'url_env'], message: entry.url_env === undefined ? `the URL ${checked}` : `the URL in ${entry.url_env} ${checked}` });
+      problems.push({
+        path: ['notify', i, entry.url_env === undefined ? 'url' : 'url_env'],
+        message: entry.url_env === undefined ? `the URL ${checked}` : `the URL in ${entry.url_env} ${checked}`,
+      });
       return;
     }
     targets.push(target(checked, entry.on ?? NOTIFY_EVENTS, entry.format ?? 'json'));
   });
   if (problems.length > 0) {
-    throw new ManifestError(problems.map((p) => ({ location: loaded.source.locate(p.path), path: formatPath(p.path), message: p.message })));
+    throw new ManifestError(
+      problems.map((p) => ({ location: loaded.source.locate(p.path), path: formatPath(p.path), message: p.message })),
+    );
   }
   for (const text of flagUrls) {
     const checked = checkNotifyUrl(text);

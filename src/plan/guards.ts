@@ -28,7 +28,8 @@ export function budgetOf(plan: Plan, flagUsd?: number): Budget | undefined {
 const budgetSource = (budget: Budget): string =>
   budget.from === '--budget' ? `--budget ${budget.usd}` : `budget_usd ${budget.usd} at ${formatLocation(budget.from)}`;
 
-const listOf = (items: readonly string[]): string => (items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} and ${items.at(-1) ?? ''}`);
+const listOf = (items: readonly string[]): string =>
+  items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} and ${items.at(-1) ?? ''}`;
 
 /**
  * A budget is a promise about money, and an instance of unknown price could break it unseen: with
@@ -81,7 +82,12 @@ export function spendToConfirm(plan: Plan, options: { budget: Budget | undefined
   if (options.budget !== undefined) return undefined;
   const estimate = plan.estimate();
   if (estimate.knownUsd <= options.confirmOverUsd + 1e-9) return undefined;
-  return { estimateUsd: estimate.knownUsd, instances: plan.totalInstances, unknownInstances: estimate.unknownInstances, confirmOverUsd: options.confirmOverUsd };
+  return {
+    estimateUsd: estimate.knownUsd,
+    instances: plan.totalInstances,
+    unknownInstances: estimate.unknownInstances,
+    confirmOverUsd: options.confirmOverUsd,
+  };
 }
 
 const instances = (n: number): string => `${formatCount(n)} instance${n === 1 ? '' : 's'}`;

@@ -5,7 +5,8 @@ import { createHash, hash } from 'node:crypto';
 export const instanceId = (step: string, label: string): string => (label === '' ? step : `${step}[${label}]`);
 
 /** A for_each instance: the upstream id first, then the step's own axes. */
-export const downstreamId = (step: string, upstreamId: string, label: string): string => `${step}[${upstreamId}${label === '' ? '' : `,${label}`}]`;
+export const downstreamId = (step: string, upstreamId: string, label: string): string =>
+  `${step}[${upstreamId}${label === '' ? '' : `,${label}`}]`;
 
 /** JSON with object keys sorted at every level, so equal inputs give equal text. */
 export function canonicalJson(value: unknown): string {

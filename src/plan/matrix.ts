@@ -58,7 +58,10 @@ function dimensions(spec: MatrixSpec): Dimension[] {
     }
     const lengths = axes.map((a) => a.length);
     if (new Set(lengths).size > 1) {
-      throw new MatrixError(`zipped axes must have the same length: ${axes.map((a) => `${a.name} has ${a.length}`).join(', ')}`, ['zip', g]);
+      throw new MatrixError(`zipped axes must have the same length: ${axes.map((a) => `${a.name} has ${a.length}`).join(', ')}`, [
+        'zip',
+        g,
+      ]);
     }
     dims.push({ axes, length: lengths[0] ?? 0 });
   });
@@ -106,7 +109,13 @@ export function* expandMatrix(spec: MatrixSpec): Generator<Combination> {
       yield { values: {}, label: '' };
       return;
     }
-    for (const entry of include) yield { values: { ...entry }, label: Object.entries(entry).map(([k, v]) => `${k}=${labelOf(v)}`).join(',') };
+    for (const entry of include)
+      yield {
+        values: { ...entry },
+        label: Object.entries(entry)
+          .map(([k, v]) => `${k}=${labelOf(v)}`)
+          .join(','),
+      };
     return;
   }
   if (dims.some((d) => d.length === 0)) return;
@@ -146,6 +155,12 @@ export function* expandMatrix(spec: MatrixSpec): Generator<Combination> {
     if (d < 0) break;
   }
   for (const [i, entry] of include.entries()) {
-    if (!used[i]) yield { values: { ...entry }, label: Object.entries(entry).map(([k, v]) => `${k}=${labelOf(v)}`).join(',') };
+    if (!used[i])
+      yield {
+        values: { ...entry },
+        label: Object.entries(entry)
+          .map(([k, v]) => `${k}=${labelOf(v)}`)
+          .join(','),
+      };
   }
 }

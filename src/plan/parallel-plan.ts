@@ -93,11 +93,17 @@ export function parallelPlanHelper(options: ParallelPlanOptions): NonNullable<Pl
 }
 
 function parallelizable(plan: Plan, worker: URL): boolean {
-  return canStartWorker(worker) && plan.loaded.fileNames.size === 0 && plan.steps.every((s) => s.forEach === undefined && s.subset === undefined);
+  return (
+    canStartWorker(worker) && plan.loaded.fileNames.size === 0 && plan.steps.every((s) => s.forEach === undefined && s.subset === undefined)
+  );
 }
 
 function startHelper(module: URL, job: HelperJob, signal: AbortSignal): PlanHelper {
-  const task = startTask<HelperAnswer>(module, job, (why) => new GenpipeError('internal', `Checking the plan's last ${job.to - job.from} instances in a second thread failed: ${why}`));
+  const task = startTask<HelperAnswer>(
+    module,
+    job,
+    (why) => new GenpipeError('internal', `Checking the plan's last ${job.to - job.from} instances in a second thread failed: ${why}`),
+  );
   const check = new Promise<InstanceCheck>((resolve, reject) => {
     const onAbort = (): void => {
       task.stop();

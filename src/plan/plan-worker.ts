@@ -26,10 +26,16 @@ async function check(): Promise<HelperAnswer> {
       return job.catalog;
     },
   });
-  if (plan.totalInstances !== job.to) throw new Error(`the manifest now has ${plan.totalInstances} instances, not ${job.to}: was it changed?`);
+  if (plan.totalInstances !== job.to)
+    throw new Error(`the manifest now has ${plan.totalInstances} instances, not ${job.to}: was it changed?`);
   const spool = new InstanceSpool(job.spool, { continues: true });
   try {
-    const { seen, localFiles } = await checkInstances(plan, catalog, { maxProblems: job.maxProblems, onInstance: (instance) => spool.add(instance) }, { from: job.from, to: job.to });
+    const { seen, localFiles } = await checkInstances(
+      plan,
+      catalog,
+      { maxProblems: job.maxProblems, onInstance: (instance) => spool.add(instance) },
+      { from: job.from, to: job.to },
+    );
     return { seen: [...seen], localFiles: [...localFiles] };
   } finally {
     spool.close();

@@ -135,7 +135,17 @@ export class PlannedInstance {
 
   /** The same instance with another body (an nsfw re-roll), hence another key. */
   withBody(body: unknown): PlannedInstance {
-    return new PlannedInstance(this.id, this.step, this.values, this.upstream, body, this.pipeline, true, this.fileStem, this.upstreamValues);
+    return new PlannedInstance(
+      this.id,
+      this.step,
+      this.values,
+      this.upstream,
+      body,
+      this.pipeline,
+      true,
+      this.fileStem,
+      this.upstreamValues,
+    );
   }
 
   /** The body as JSON with sorted keys. */
@@ -245,7 +255,8 @@ export class Plan {
       try {
         rendered = template.render(scope);
       } catch (error) {
-        if (error instanceof TemplateError) return new InstanceError(step.id, id, [{ path: formatPath(error.at), message: error.message }], error.at);
+        if (error instanceof TemplateError)
+          return new InstanceError(step.id, id, [{ path: formatPath(error.at), message: error.message }], error.at);
         throw error;
       }
       let body: unknown;
@@ -259,7 +270,8 @@ export class Plan {
       let fileStem: string | undefined;
       if (fileName) {
         const stem = renderFileStem(fileName, scope);
-        if (typeof stem !== 'string') return new InstanceError(step.id, id, [{ path: '', message: stem.problem }], [], ['output', 'filename'], 'file_name');
+        if (typeof stem !== 'string')
+          return new InstanceError(step.id, id, [{ path: '', message: stem.problem }], [], ['output', 'filename'], 'file_name');
         fileStem = stem;
       }
       const upstreamValues = (scope.upstream as { values?: Record<string, unknown> } | undefined)?.values;
@@ -271,12 +283,22 @@ export class Plan {
    * The instances of a for_each step for one finished upstream instance, rendered with the
    * upstream's real outputs (the runner calls this as each upstream instance completes).
    */
-  *downstreamOf(stepId: string, upstream: Pick<PlannedInstance, 'id' | 'values'>, outputs: Record<string, unknown>, catalog?: OptionsCatalog): Generator<PlannedInstance | InstanceError> {
+  *downstreamOf(
+    stepId: string,
+    upstream: Pick<PlannedInstance, 'id' | 'values'>,
+    outputs: Record<string, unknown>,
+    catalog?: OptionsCatalog,
+  ): Generator<PlannedInstance | InstanceError> {
     const step = this.step(stepId);
     yield* this.#downstream(step, this.#maker(step, catalog, true), upstream, outputs);
   }
 
-  *#downstream(step: StepPlan, make: Maker, up: Pick<PlannedInstance, 'id' | 'values'>, outputs: Record<string, unknown>): Generator<PlannedInstance | InstanceError> {
+  *#downstream(
+    step: StepPlan,
+    make: Maker,
+    up: Pick<PlannedInstance, 'id' | 'values'>,
+    outputs: Record<string, unknown>,
+  ): Generator<PlannedInstance | InstanceError> {
     const upstream = { id: up.id, values: up.values, outputs };
     for (const combo of expandMatrix(step.matrix)) {
       if (step.subset && !step.subset.accept(combo.label)) continue;
@@ -297,7 +319,9 @@ export class Plan {
     const cell = step.filledCells === undefined ? undefined : emptyCell(step, step.filledCells, id, scope);
     if (cell) throw cell;
     // Local image paths are checked separately; here they stand as placeholder URLs.
-    const forCheck = mapImageFields(rendered, step.spec.imageFields, (v) => (isRemoteUrl(v) ? v : `https://local.genpipe.invalid/${encodeURIComponent(resolvePath(dir, v))}`));
+    const forCheck = mapImageFields(rendered, step.spec.imageFields, (v) =>
+      isRemoteUrl(v) ? v : `https://local.genpipe.invalid/${encodeURIComponent(resolvePath(dir, v))}`,
+    );
     let built: unknown;
     try {
       built = step.spec.build(forCheck, { catalog });
@@ -306,7 +330,9 @@ export class Plan {
       throw error;
     }
     // Keep the canonical selection order the builder produced, with the local paths restored.
-    return mapImageFields(built, step.spec.imageFields, (v) => (v.startsWith('https://local.genpipe.invalid/') ? decodeURIComponent(v.slice('https://local.genpipe.invalid/'.length)) : v));
+    return mapImageFields(built, step.spec.imageFields, (v) =>
+      v.startsWith('https://local.genpipe.invalid/') ? decodeURIComponent(v.slice('https://local.genpipe.invalid/'.length)) : v,
+    );
   }
 
   /** "is empty", saying which CSV row and column it came from when a template read one. */
@@ -354,7 +380,9 @@ function emptyCell(step: StepPlan, cells: readonly FilledCell[], id: string, sco
     const value = row?.[cell.column];
     if (typeof value !== 'string' || value.trim() !== '') continue;
     const origin = csvRowOrigin(row);
-    const where = origin ? `${origin.file} row ${origin.line}, column ${origin.columns.indexOf(cell.column) + 1} ("${cell.column}")` : `column "${cell.column}"`;
+    const where = origin
+      ? `${origin.file} row ${origin.line}, column ${origin.columns.indexOf(cell.column) + 1} ("${cell.column}")`
+      : `column "${cell.column}"`;
     const message = `the CSV cell ${where} is empty; fill it, or add ${JSON.stringify(cell.column)} to allow_empty on the ${cell.axis} axis to send it empty`;
     return new InstanceError(step.id, id, [{ path: formatPath(cell.at), message }], cell.at, ['input'], 'empty_cell');
   }
@@ -378,8 +406,10 @@ function renderFileStem(template: CompiledTemplate, scope: Scope): string | { pr
   const text = typeof rendered === 'string' ? rendered : JSON.stringify(rendered);
   let stem = sanitizeStem(text);
   if (stem === '') return { problem: `the file name ${JSON.stringify(clip(text))} has no character a file name can keep` };
-  if (stem.length > MAX_FILE_STEM) return { problem: `the file name ${JSON.stringify(clip(stem))} is longer than ${MAX_FILE_STEM} characters` };
-  if (utf8Bytes(stem) > MAX_FILE_STEM_BYTES) return { problem: `the file name ${JSON.stringify(clip(stem))} is longer than ${MAX_FILE_STEM_BYTES} bytes in UTF-8` };
+  if (stem.length > MAX_FILE_STEM)
+    return { problem: `the file name ${JSON.stringify(clip(stem))} is longer than ${MAX_FILE_STEM} characters` };
+  if (utf8Bytes(stem) > MAX_FILE_STEM_BYTES)
+    return { problem: `the file name ${JSON.stringify(clip(stem))} is longer than ${MAX_FILE_STEM_BYTES} bytes in UTF-8` };
   if (isWindowsDevice(stem)) stem = `_${stem}`;
   return stem;
 }
@@ -433,14 +463,27 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
       const location = source.locate(['steps', where.step, 'input']);
       const cause = (error as { cause?: NodeJS.ErrnoException }).cause;
       // A missing image is named with where it was looked for, not as an errno code.
-      const missing = cause?.code === 'ENOENT' || cause?.code === 'ENOTDIR' ? unreadableFile(resolvePath(loaded.dir, path), 'image', cause, location) : undefined;
+      const missing =
+        cause?.code === 'ENOENT' || cause?.code === 'ENOTDIR'
+          ? unreadableFile(resolvePath(loaded.dir, path), 'image', cause, location)
+          : undefined;
       const message = missing ? missing.message : (error as Error).message.replace(/\.$/, '');
-      const problem: ManifestProblem = { location, path: `steps.${where.step}.input`, message: `${where.instance}: ${message}`, code: missing ? 'missing_file' : 'instance' };
+      const problem: ManifestProblem = {
+        location,
+        path: `steps.${where.step}.input`,
+        message: `${where.instance}: ${message}`,
+        code: missing ? 'missing_file' : 'instance',
+      };
       seen.set(`file\u0000${path}`, { problem, count: 1 });
     }
   }
   if (seen.size > 0 || earlier.length > 0) {
-    throw new ManifestError([...earlier, ...[...seen.values()].map(({ problem, count }) => (count > 1 ? { ...problem, message: `${problem.message} (and ${count - 1} more instances)` } : problem))]);
+    throw new ManifestError([
+      ...earlier,
+      ...[...seen.values()].map(({ problem, count }) =>
+        count > 1 ? { ...problem, message: `${problem.message} (and ${count - 1} more instances)` } : problem,
+      ),
+    ]);
   }
   plan.fingerprint = fingerprint?.digest();
   return plan;
@@ -457,7 +500,12 @@ export async function preparePlan(
 ): Promise<{ plan: Plan; catalog: OptionsCatalog | undefined; problems?: ManifestProblem[] | undefined }> {
   const { manifest, source } = loaded;
   const problems: ManifestProblem[] = [];
-  const report = (path: readonly (string | number)[], message: string, location = source.locate(path), code: ProblemCode = 'axis'): void => {
+  const report = (
+    path: readonly (string | number)[],
+    message: string,
+    location = source.locate(path),
+    code: ProblemCode = 'axis',
+  ): void => {
     problems.push({ location, path: formatPath(path), message, code });
   };
   const env: Record<string, string> = {};
@@ -503,7 +551,10 @@ export async function preparePlan(
     try {
       const product = productSize(matrix);
       // Counting exclude/include means walking the product: only when the product is within bounds.
-      combos = (step.include || step.exclude) && product <= (options.maxInstances ?? DEFAULT_MAX_INSTANCES) ? countOf(expandMatrix(matrix)) : product;
+      combos =
+        (step.include || step.exclude) && product <= (options.maxInstances ?? DEFAULT_MAX_INSTANCES)
+          ? countOf(expandMatrix(matrix))
+          : product;
     } catch (error) {
       if (!(error instanceof MatrixError)) throw error;
       report(['steps', id, ...error.at], error.message);
@@ -511,15 +562,37 @@ export async function preparePlan(
     const forEach = forEachStepOf(step);
     const upstream = forEach ? steps.find((s) => s.id === forEach) : undefined;
     const priceUsd = step.price_usd ?? prices[step.model] ?? spec.listPriceUsd;
-    const readsUpstreamOutputs = (loaded.templates.get(id)?.refs ?? []).some((r) => r.segments[0] === 'upstream' && r.segments[1] === 'outputs');
-    steps.push({ id, model: step.model, spec, step, needs: step.needs ?? [], forEach, forEachOnly: forEachOnlyOf(step), matrix, count: combos * (upstream ? upstream.count : 1), priceUsd, readsUpstreamOutputs, filledCells });
-    const readsUnset = [loaded.templates.get(id), loaded.fileNames.get(id)].some((t) => t?.refs.some((r) => r.segments[0] === 'env' && unset.has(String(r.segments[1]))));
+    const readsUpstreamOutputs = (loaded.templates.get(id)?.refs ?? []).some(
+      (r) => r.segments[0] === 'upstream' && r.segments[1] === 'outputs',
+    );
+    steps.push({
+      id,
+      model: step.model,
+      spec,
+      step,
+      needs: step.needs ?? [],
+      forEach,
+      forEachOnly: forEachOnlyOf(step),
+      matrix,
+      count: combos * (upstream ? upstream.count : 1),
+      priceUsd,
+      readsUpstreamOutputs,
+      filledCells,
+    });
+    const readsUnset = [loaded.templates.get(id), loaded.fileNames.get(id)].some((t) =>
+      t?.refs.some((r) => r.segments[0] === 'env' && unset.has(String(r.segments[1]))),
+    );
     if (problems.length > before || readsUnset || (forEach !== undefined && broken.has(forEach))) broken.add(id);
   }
   const maxInstances = options.maxInstances ?? DEFAULT_MAX_INSTANCES;
   for (const step of steps) {
     if (step.count > maxInstances) {
-      report(['steps', step.id, 'matrix'], `step ${step.id} expands to ${step.count} instances, over the limit of ${maxInstances}; split the sweep into several manifests`, undefined, 'too_large');
+      report(
+        ['steps', step.id, 'matrix'],
+        `step ${step.id} expands to ${step.count} instances, over the limit of ${maxInstances}; split the sweep into several manifests`,
+        undefined,
+        'too_large',
+      );
       broken.add(step.id);
       for (const other of steps) if (other.forEach !== undefined && broken.has(other.forEach)) broken.add(other.id);
     }
@@ -535,7 +608,9 @@ export async function preparePlan(
   let catalog: OptionsCatalog | undefined;
   if (planned.some((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection'))) {
     if (!options.catalog) {
-      const step = planned.find((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection')) as StepPlan;
+      const step = planned.find(
+        (s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection'),
+      ) as StepPlan;
       throw new ManifestError([
         {
           location: source.locate(['steps', step.id, 'input', 'selection']),
@@ -600,7 +675,8 @@ export async function checkInstances(
       if (++checked % PROGRESS_EVERY === 0) {
         // A plan of millions takes seconds to check: let Ctrl-C and timers in, and say how far it is.
         await new Promise<void>((resolve) => setImmediate(resolve));
-        if (options.signal?.aborted) throw new GenpipeError('aborted', 'Interrupted while checking the plan; nothing was sent.', { cause: options.signal.reason });
+        if (options.signal?.aborted)
+          throw new GenpipeError('aborted', 'Interrupted while checking the plan; nothing was sent.', { cause: options.signal.reason });
         options.onProgress?.(checked, total);
       }
       if (entry instanceof InstanceError) {
@@ -613,7 +689,12 @@ export async function checkInstances(
             const at = error.at ?? segmentsOf(issue.path);
             const field = formatPath(error.field);
             seen.set(signature, {
-              problem: { location: source.locate(['steps', step.id, ...error.field, ...at]), path: `steps.${step.id}.${field}${issue.path ? `.${issue.path}` : ''}`, message: `${error.instance}: ${issue.message}`, code: error.code },
+              problem: {
+                location: source.locate(['steps', step.id, ...error.field, ...at]),
+                path: `steps.${step.id}.${field}${issue.path ? `.${issue.path}` : ''}`,
+                message: `${error.instance}: ${issue.message}`,
+                code: error.code,
+              },
               count: 1,
             });
           }
@@ -627,7 +708,15 @@ export async function checkInstances(
         if (other === undefined) fileStems.set(name, entry.id);
         else if (seen.size < maxProblems) {
           const path = ['steps', step.id, 'output', 'filename'];
-          seen.set(`stem\u0000${name}`, { problem: { location: source.locate(path), path: formatPath(path), message: `${other} and ${entry.id} would both be written as ${JSON.stringify(clip(entry.fileStem))}: add an axis that tells them apart to the file name`, code: 'file_name' }, count: 1 });
+          seen.set(`stem\u0000${name}`, {
+            problem: {
+              location: source.locate(path),
+              path: formatPath(path),
+              message: `${other} and ${entry.id} would both be written as ${JSON.stringify(clip(entry.fileStem))}: add an axis that tells them apart to the file name`,
+              code: 'file_name',
+            },
+            count: 1,
+          });
         }
       }
       fingerprint?.add(entry.id, entry.canonical);
@@ -670,14 +759,22 @@ function filledCellsOf(axes: readonly ResolvedAxis[], refs: readonly TemplateRef
 }
 
 /** `{{ row.headlne }}` on a CSV axis without that column: refused at the template, with the nearest column. */
-function checkCsvColumns(id: string, axes: readonly ResolvedAxis[], refs: readonly TemplateRef[], report: (path: readonly (string | number)[], message: string) => void): void {
+function checkCsvColumns(
+  id: string,
+  axes: readonly ResolvedAxis[],
+  refs: readonly TemplateRef[],
+  report: (path: readonly (string | number)[], message: string) => void,
+): void {
   const suggester = new Suggester();
   for (const ref of refs) {
     const [root, column] = ref.segments;
     const columns = axes.find((a) => a.name === root)?.columns;
     if (!columns || typeof column !== 'string' || columns.includes(column)) continue;
     const suggestion = suggester.nearest(column, columns);
-    report(['steps', id, 'input', ...ref.at], `{{ ${ref.expression} }}: the CSV file has no column "${column}"; ${suggestion ? `did you mean "${suggestion}"?` : `its columns are ${columns.join(', ')}`}`);
+    report(
+      ['steps', id, 'input', ...ref.at],
+      `{{ ${ref.expression} }}: the CSV file has no column "${column}"; ${suggestion ? `did you mean "${suggestion}"?` : `its columns are ${columns.join(', ')}`}`,
+    );
   }
 }
 
@@ -693,11 +790,18 @@ function selectSubset(steps: StepPlan[], select: Selection): void {
     const step = steps.find((s) => s.id === selector.step);
     if (!step) {
       const suggestion = nearest(selector.step, ids);
-      throw new GenpipeError('invalid_input', `--only ${JSON.stringify(clip(selector.text))} names no step of the manifest${suggestion ? `; did you mean "${suggestion}"?` : ` (steps: ${ids.join(', ')}).`}`);
+      throw new GenpipeError(
+        'invalid_input',
+        `--only ${JSON.stringify(clip(selector.text))} names no step of the manifest${suggestion ? `; did you mean "${suggestion}"?` : ` (steps: ${ids.join(', ')}).`}`,
+      );
     }
     const axes = [...step.matrix.axes.map((a) => a.name), ...(step.step.include ?? []).flatMap((e) => Object.keys(e))];
     for (const [axis] of selector.where) {
-      if (!axes.includes(axis)) throw new GenpipeError('invalid_input', `--only ${JSON.stringify(clip(selector.text))}: "${clip(axis)}" is not an axis of step ${step.id}${axes.length > 0 ? ` (axes: ${[...new Set(axes)].join(', ')})` : ''}.`);
+      if (!axes.includes(axis))
+        throw new GenpipeError(
+          'invalid_input',
+          `--only ${JSON.stringify(clip(selector.text))}: "${clip(axis)}" is not an axis of step ${step.id}${axes.length > 0 ? ` (axes: ${[...new Set(axes)].join(', ')})` : ''}.`,
+        );
     }
     bySteps.set(step.id, [...(bySteps.get(step.id) ?? []), selector]);
   }
@@ -709,7 +813,11 @@ function selectSubset(steps: StepPlan[], select: Selection): void {
       continue;
     }
     for (const upstream of [...step.needs, ...(step.forEach ? [step.forEach] : [])]) {
-      if (!chosen(upstream)) throw new GenpipeError('invalid_input', `--only selects step ${step.id}, which ${step.forEach === upstream ? 'runs for_each' : 'needs'} ${upstream}: select ${upstream} too (--only ${upstream}).`);
+      if (!chosen(upstream))
+        throw new GenpipeError(
+          'invalid_input',
+          `--only selects step ${step.id}, which ${step.forEach === upstream ? 'runs for_each' : 'needs'} ${upstream}: select ${upstream} too (--only ${upstream}).`,
+        );
     }
     const selectors = bySteps.get(step.id);
     const accept = selectors ? labelMatcher(selectors) : () => true;
@@ -720,7 +828,10 @@ function selectSubset(steps: StepPlan[], select: Selection): void {
       if (limit !== undefined && own >= limit) break;
     }
     if (own === 0 && step.matrix.axes.length + (step.step.include?.length ?? 0) > 0) {
-      throw new GenpipeError('invalid_input', `--only ${selectors?.map((s) => JSON.stringify(clip(s.text))).join(' --only ') ?? step.id} matches no instance of step ${step.id}.`);
+      throw new GenpipeError(
+        'invalid_input',
+        `--only ${selectors?.map((s) => JSON.stringify(clip(s.text))).join(' --only ') ?? step.id} matches no instance of step ${step.id}.`,
+      );
     }
     const upstream = step.forEach ? steps.find((s) => s.id === step.forEach) : undefined;
     step.subset = { accept, limit };

@@ -29,7 +29,11 @@ const SELECTOR = /^([a-z][a-z0-9_-]{0,62})(?:\[(.*)\])?$/s;
 /** Parses `sheets` or `sheets[tier=cats,seed=3]`; refuses anything else with one sentence. */
 export function parseSelector(text: string): Selector {
   const match = SELECTOR.exec(text.trim());
-  const bad = (why: string): GenpipeError => new GenpipeError('invalid_input', `--only ${JSON.stringify(clip(text))} ${why}; write a step id, optionally with axis values: 'sheets' or 'sheets[tier=cats,seed=3]'.`);
+  const bad = (why: string): GenpipeError =>
+    new GenpipeError(
+      'invalid_input',
+      `--only ${JSON.stringify(clip(text))} ${why}; write a step id, optionally with axis values: 'sheets' or 'sheets[tier=cats,seed=3]'.`,
+    );
   if (!match) throw bad('is not a selector');
   const where: [string, string][] = [];
   if (match[2] !== undefined) {

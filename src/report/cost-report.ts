@@ -83,7 +83,18 @@ function requestIdOf(entry: InstanceState): string {
 }
 
 function emptyGroup(name: string): GroupLine {
-  return { name, counts: Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<ReportStatus, number>, estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unknownUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 };
+  return {
+    name,
+    counts: Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<ReportStatus, number>,
+    estimatedUsd: 0,
+    actualUsd: null,
+    refundedUsd: 0,
+    netUsd: 0,
+    unknownUsd: 0,
+    unpricedInstances: 0,
+    rerolls: 0,
+    rerolledNetUsd: 0,
+  };
 }
 
 /** Adds `m`'s sums into `group`'s, each rounded to a millionth. */
@@ -189,7 +200,14 @@ export class CostTally {
       total.counts.not_started += missing;
       this.#group(models, s.model).counts.not_started += missing;
     }
-    return { pipeline: plan.pipeline, runId: plan.runId, creditsPerUsd: creditsPerUsd ?? 100, steps: [...steps.values()], models: [...models.values()], total };
+    return {
+      pipeline: plan.pipeline,
+      runId: plan.runId,
+      creditsPerUsd: creditsPerUsd ?? 100,
+      steps: [...steps.values()],
+      models: [...models.values()],
+      total,
+    };
   }
 
   #group(groups: Map<string, GroupLine>, name: string): GroupLine {
@@ -203,7 +221,11 @@ export class CostTally {
  * Builds the report of a run directory as the journal streams (memory bounded whatever the run's
  * size: instance-lines.ts), handing each instance's line to `onLine` in id order.
  */
-export async function summarizeCostReport(runDir: string, options: { creditsPerUsd?: number } = {}, onLine?: (line: InstanceLine) => void | Promise<void>): Promise<CostSummary> {
+export async function summarizeCostReport(
+  runDir: string,
+  options: { creditsPerUsd?: number } = {},
+  onLine?: (line: InstanceLine) => void | Promise<void>,
+): Promise<CostSummary> {
   const tally = new CostTally(await readPlanFile(runDir));
   for await (const [id, entry] of instanceStates(join(runDir, 'journal.jsonl'))) {
     const line = tally.line(id, entry);

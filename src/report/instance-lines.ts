@@ -58,7 +58,9 @@ function factOf(record: JournalRecord): Fact {
       return ['i', record.model];
     case 'submitted':
       // A request's handle is its id (the commonest, and shortest to spill); others are kept whole.
-      return record.handle.kind === 'request' && Object.keys(record.handle).length === 2 ? ['r', record.handle.requestId] : ['s', record.handle];
+      return record.handle.kind === 'request' && Object.keys(record.handle).length === 2
+        ? ['r', record.handle.requestId]
+        : ['s', record.handle];
     case 'status':
       return record.actualCostUsd === undefined ? ['S', record.status] : ['S', record.status, record.actualCostUsd];
     case 'failed':
@@ -83,7 +85,8 @@ class ProjectedFact {
 // The layouts genpipe writes its three commonest records in, read by pattern: no JSON parse, no
 // schema check for the fields the report never reads (the checksum has vouched for the bytes). An
 // id or model is taken only when its JSON text has no escape, so it is the string itself.
-const INTENT = /^\{"type":"intent","instance":"([^"\\]+)","model":"([^"\\]+)","idempotencyKey":(?:null|"[^"\\]+"),"bodyHash":"[0-9a-f]{64}"(?:,"at":\d+)?\}$/;
+const INTENT =
+  /^\{"type":"intent","instance":"([^"\\]+)","model":"([^"\\]+)","idempotencyKey":(?:null|"[^"\\]+"),"bodyHash":"[0-9a-f]{64}"(?:,"at":\d+)?\}$/;
 const SUBMITTED = /^\{"type":"submitted","instance":"([^"\\]+)","handle":\{"kind":"request","requestId":"([^"\\]+)"\}(?:,"at":\d+)?\}$/;
 const STATUS = /^\{"type":"status","instance":"([^"\\]+)","status":"(completed|failed|nsfw|canceled)",/;
 
@@ -105,7 +108,8 @@ function projectFact(json: Buffer): ProjectedFact | undefined {
         return undefined;
       }
       // Only the start of a status is decoded: a character cut at its end fails the pattern.
-      if (json.includes(OUTPUTS) && !json.includes(COST) && (m = STATUS.exec(json.toString('utf8', 0, 400)))) return new ProjectedFact(m[1] as string, ['S', m[2]]);
+      if (json.includes(OUTPUTS) && !json.includes(COST) && (m = STATUS.exec(json.toString('utf8', 0, 400))))
+        return new ProjectedFact(m[1] as string, ['S', m[2]]);
       return undefined;
     default:
       return undefined;
@@ -126,7 +130,13 @@ function recordOf(id: string, fact: Fact): JournalRecord {
     case 'S':
       return fact[2] === undefined
         ? { type: 'status', instance: id, status: fact[1] as JournalRecordOf<'status'>['status'], outputs: [] }
-        : { type: 'status', instance: id, status: fact[1] as JournalRecordOf<'status'>['status'], outputs: [], actualCostUsd: fact[2] as number };
+        : {
+            type: 'status',
+            instance: id,
+            status: fact[1] as JournalRecordOf<'status'>['status'],
+            outputs: [],
+            actualCostUsd: fact[2] as number,
+          };
     case 'f':
       return { type: 'failed', instance: id, code: fact[1] as string, message: '' };
     default:
@@ -213,10 +223,25 @@ export async function gatherInstanceRuns(journalPath: string, options: StatesOpt
     // instances half chunks peaked at 290-300 MB, quarter chunks at 220-240 MB, in the same time.
     const chunk = split === undefined ? options.chunk : Math.max(1, Math.floor((options.chunk ?? CHUNK_INSTANCES) / 4));
     if (split !== undefined) {
-      const job: ReaderJob = { kind: 'read', journal: journalPath, start: split.at, dir: await spillDir(), chunk, gallery: options.gallery, fullParse: options.fullParse };
+      const job: ReaderJob = {
+        kind: 'read',
+        journal: journalPath,
+        start: split.at,
+        dir: await spillDir(),
+        chunk,
+        gallery: options.gallery,
+        fullParse: options.fullParse,
+      };
       ({ spills: helper, stop } = startReader(split.worker, job));
     }
-    const gathered = await gatherRuns(journalPath, { ...options, chunk, end: split?.at, spillDir, spillAll: split !== undefined, prefix: 'a' });
+    const gathered = await gatherRuns(journalPath, {
+      ...options,
+      chunk,
+      end: split?.at,
+      spillDir,
+      spillAll: split !== undefined,
+      prefix: 'a',
+    });
     const { spills } = gathered;
     if (helper) spills.push(...(await helper));
     return { inMemory: gathered.chunk, runs: narrowRuns(spills, byCodeUnits, decodeId), dispose };
@@ -233,7 +258,10 @@ export async function gatherInstanceRuns(journalPath: string, options: StatesOpt
  * The states of the gathered instances, sorted by id; with `range`, only those whose id is at or
  * after `from` and before `to` (the parts of a report written by two threads: write-report.ts).
  */
-export async function* statesOf(gathered: Pick<InstanceRuns, 'inMemory' | 'runs'>, range: { from?: string | undefined; to?: string | undefined } = {}): AsyncGenerator<[string, InstanceState]> {
+export async function* statesOf(
+  gathered: Pick<InstanceRuns, 'inMemory' | 'runs'>,
+  range: { from?: string | undefined; to?: string | undefined } = {},
+): AsyncGenerator<[string, InstanceState]> {
   const { inMemory } = gathered;
   const inRange = (id: string): boolean => (range.from === undefined || id >= range.from) && (range.to === undefined || id < range.to);
   if (gathered.runs.length === 0) {
@@ -309,7 +337,11 @@ export interface ReaderAnswer {
 }
 
 function startReader(module: URL, job: ReaderJob): { spills: Promise<string[]>; stop: () => void } {
-  const task = startTask<ReaderAnswer>(module, job, (why) => new Error(`Reading the second half of ${job.journal} in another thread failed: ${why}`));
+  const task = startTask<ReaderAnswer>(
+    module,
+    job,
+    (why) => new Error(`Reading the second half of ${job.journal} in another thread failed: ${why}`),
+  );
   const spills = task.answer.then((answer) => answer.spills);
   spills.catch(() => {});
   return { spills, stop: task.stop };
@@ -322,7 +354,13 @@ function startReader(module: URL, job: ReaderJob): { spills: Promise<string[]>; 
  */
 export async function gatherRuns(
   journalPath: string,
-  options: Pick<StatesOptions, 'chunk' | 'gallery' | 'fullParse'> & { start?: number | undefined; end?: number | undefined; spillDir: () => Promise<string>; spillAll: boolean; prefix: string },
+  options: Pick<StatesOptions, 'chunk' | 'gallery' | 'fullParse'> & {
+    start?: number | undefined;
+    end?: number | undefined;
+    spillDir: () => Promise<string>;
+    spillAll: boolean;
+    prefix: string;
+  },
 ): Promise<{ chunk: Map<string, Fact[]>; spills: string[] }> {
   const limit = options.chunk ?? CHUNK_INSTANCES;
   // A gallery reads downloaded records too, and keeps what its cells show (galleryFactOf).
@@ -332,7 +370,10 @@ export async function gatherRuns(
   const spills: string[] = [];
   const range = { start: options.start, end: options.end };
   // A gallery reads more of each status than projectFact gives: its lines are read in full.
-  const batches = options.gallery || options.fullParse ? streamJournalBatches(journalPath, { skipTypes, ...range }) : streamJournalBatches(journalPath, { skipTypes, project: projectFact, ...range });
+  const batches =
+    options.gallery || options.fullParse
+      ? streamJournalBatches(journalPath, { skipTypes, ...range })
+      : streamJournalBatches(journalPath, { skipTypes, project: projectFact, ...range });
   for await (const batch of batches) {
     for (const item of batch) {
       const projected = item instanceof ProjectedFact ? item : undefined;
@@ -359,11 +400,17 @@ export async function gatherRuns(
 /** Writes a chunk sorted by id, a line per instance: its id (JSON), a tab, its records (JSON); returns its path. */
 function spill(chunk: ReadonlyMap<string, Fact[]>, path: string): string {
   const ids = [...chunk.keys()].sort(byCodeUnits);
-  return writeLinesFile(path, ids.map((id) => `${JSON.stringify(id)}\t${JSON.stringify(chunk.get(id))}`));
+  return writeLinesFile(
+    path,
+    ids.map((id) => `${JSON.stringify(id)}\t${JSON.stringify(chunk.get(id))}`),
+  );
 }
 
 /** A merge of sorted spill files (external-sort.ts), combining an id's records in file order, so in journal order. */
-async function* merge(paths: readonly string[], range: { from?: string | undefined; to?: string | undefined }): AsyncGenerator<[string, InstanceState]> {
+async function* merge(
+  paths: readonly string[],
+  range: { from?: string | undefined; to?: string | undefined },
+): AsyncGenerator<[string, InstanceState]> {
   let id: string | undefined;
   let records: Fact[] = [];
   let count = 0;

@@ -91,7 +91,8 @@ class Tally {
         this.total = event.instances;
         // A resume starts from where its journal stands, not from zero (issue 26, item 10).
         if (event.already) {
-          for (const [id, t] of Object.entries(event.already.steps)) Object.assign(this.step(id), { done: t.done, failed: t.failed, inFlight: t.inFlight, before: t.done + t.failed });
+          for (const [id, t] of Object.entries(event.already.steps))
+            Object.assign(this.step(id), { done: t.done, failed: t.failed, inFlight: t.inFlight, before: t.done + t.failed });
           this.spentUsd = event.already.spentUsd;
         }
         return;
@@ -148,11 +149,14 @@ function errorText(event: RunEvent): string | undefined {
   if (event.type === 'instance_failed') return `${event.instance}: ${event.message}`;
   if (event.type === 'instance_unknown') return `${event.instance}: unknown: ${event.message}`;
   if (event.type === 'run_stopping') return event.message;
-  if (event.type === 'throttled') return `throttled by the service: waiting ${Math.max(1, Math.round(event.waitMs / 1000))} s; retry budget ${event.retriesLeft} left`;
+  if (event.type === 'throttled')
+    return `throttled by the service: waiting ${Math.max(1, Math.round(event.waitMs / 1000))} s; retry budget ${event.retriesLeft} left`;
   if (event.type === 'options_changed') return `resuming with changed options: ${event.changes.join('; ')}`;
   if (event.type === 'gallery_failed') return `warning: ${event.message}; the run goes on`;
-  if (event.type === 'journal_corrupt_accepted') return `journal line ${event.line} is damaged: ${event.instance === undefined ? 'every instance not yet submitted or final is' : `${event.instance} is`} treated as unknown (--accept-corrupt)`;
-  if (event.type === 'instance_finished' && event.status !== 'completed') return `${event.instance}: ${event.status}${event.error ? `: ${event.error}` : ''}`;
+  if (event.type === 'journal_corrupt_accepted')
+    return `journal line ${event.line} is damaged: ${event.instance === undefined ? 'every instance not yet submitted or final is' : `${event.instance} is`} treated as unknown (--accept-corrupt)`;
+  if (event.type === 'instance_finished' && event.status !== 'completed')
+    return `${event.instance}: ${event.status}${event.error ? `: ${event.error}` : ''}`;
   return undefined;
 }
 
@@ -171,7 +175,8 @@ export class LineProgress implements ProgressSink {
   readonly listener: RunListener = (event) => {
     this.#tally.on(event);
     if (event.type === 'run_started') {
-      if (!this.options.quiet) this.output.err(`${event.resumed ? 'resuming' : 'running'} ${event.pipeline}: ${event.instances} instance(s) in ${event.runDir}`);
+      if (!this.options.quiet)
+        this.output.err(`${event.resumed ? 'resuming' : 'running'} ${event.pipeline}: ${event.instances} instance(s) in ${event.runDir}`);
       if (!this.options.quiet) {
         this.#timer = setInterval(() => this.output.err(this.line()), this.options.intervalMs ?? 10_000);
         this.#timer.unref();
@@ -231,7 +236,13 @@ export class TtyProgress implements ProgressSink {
 
   constructor(
     private readonly output: Output,
-    private readonly options: { quiet: boolean; budgetUsd?: number | undefined; steps: readonly { id: string; count: number }[]; stream?: NodeJS.WritableStream; now?: () => number },
+    private readonly options: {
+      quiet: boolean;
+      budgetUsd?: number | undefined;
+      steps: readonly { id: string; count: number }[];
+      stream?: NodeJS.WritableStream;
+      now?: () => number;
+    },
   ) {
     this.#tally = new Tally(options.now ?? Date.now);
     this.#multi = new cliProgress.MultiBar(
@@ -250,7 +261,10 @@ export class TtyProgress implements ProgressSink {
     );
     const width = Math.max(...options.steps.map((s) => s.id.length), 4);
     for (const step of options.steps) {
-      this.#bars.set(step.id, this.#multi.create(Math.max(step.count, 1), 0, { step: step.id.padEnd(width), failed: 0, inflight: 0, time_left: '--', spend: '' }));
+      this.#bars.set(
+        step.id,
+        this.#multi.create(Math.max(step.count, 1), 0, { step: step.id.padEnd(width), failed: 0, inflight: 0, time_left: '--', spend: '' }),
+      );
     }
   }
 
@@ -273,7 +287,12 @@ export class TtyProgress implements ProgressSink {
     const budget = this.options.budgetUsd;
     const spend = budget === undefined ? `spent ${usd(this.#tally.spentUsd)}` : `spent ${usd(this.#tally.spentUsd)} of ${usd(budget)}`;
     const finished = s.done + s.failed;
-    bar.update(finished, { failed: s.failed, inflight: s.inFlight, time_left: etaText(finished - s.before, bar.getTotal() - s.before, s.startedAt, this.#tally.now()), spend });
+    bar.update(finished, {
+      failed: s.failed,
+      inflight: s.inFlight,
+      time_left: etaText(finished - s.before, bar.getTotal() - s.before, s.startedAt, this.#tally.now()),
+      spend,
+    });
   }
 
   stop(): void {
@@ -284,7 +303,14 @@ export class TtyProgress implements ProgressSink {
 /** Picks the view: JSON logs when asked, bars on a TTY, lines otherwise. */
 export function progressFor(
   output: Output,
-  options: { tty: boolean; jsonLogs: boolean; quiet: boolean; budgetUsd?: number | undefined; steps: readonly { id: string; count: number }[]; intervalMs?: number },
+  options: {
+    tty: boolean;
+    jsonLogs: boolean;
+    quiet: boolean;
+    budgetUsd?: number | undefined;
+    steps: readonly { id: string; count: number }[];
+    intervalMs?: number;
+  },
 ): ProgressSink {
   if (options.jsonLogs) return new JsonLogs(output, options);
   if (options.tty && !options.quiet) return new TtyProgress(output, options);

@@ -23,7 +23,8 @@ export interface ReportFormat {
   tail(summary: CostSummary, count: number): string;
 }
 
-const field = (name: string, value: unknown): string => `  ${JSON.stringify(name)}: ${JSON.stringify(value, null, 2).replace(/\n/g, '\n  ')}`;
+const field = (name: string, value: unknown): string =>
+  `  ${JSON.stringify(name)}: ${JSON.stringify(value, null, 2).replace(/\n/g, '\n  ')}`;
 
 /** A number as JSON writes it (null for what JSON cannot hold). */
 const num = (n: number): string => (Number.isFinite(n) ? String(n) : 'null');
@@ -39,10 +40,17 @@ export function instanceJson(l: InstanceLine, rate: number): string {
 
 /** report.json: an instance per line, the groups indented as `JSON.stringify(…, null, 2)` would. */
 export const JSON_FORMAT: ReportFormat = {
-  head: (r) => `{\n${field('pipeline', r.pipeline)},\n${field('runId', r.runId)},\n${field('creditsPerUsd', r.creditsPerUsd)},\n  "instances": [`,
+  head: (r) =>
+    `{\n${field('pipeline', r.pipeline)},\n${field('runId', r.runId)},\n${field('creditsPerUsd', r.creditsPerUsd)},\n  "instances": [`,
   instance: (line, index, rate) => `${index === 0 ? '' : ','}\n    ${instanceJson(line, rate)}`,
   tail: (r, count) =>
-    `${count === 0 ? '' : '\n  '}],\n${field('steps', r.steps.map((g) => withCredits(g, r.creditsPerUsd)))},\n${field('models', r.models.map((g) => withCredits(g, r.creditsPerUsd)))},\n${field('total', withCredits(r.total, r.creditsPerUsd))}\n}\n`,
+    `${count === 0 ? '' : '\n  '}],\n${field(
+      'steps',
+      r.steps.map((g) => withCredits(g, r.creditsPerUsd)),
+    )},\n${field(
+      'models',
+      r.models.map((g) => withCredits(g, r.creditsPerUsd)),
+    )},\n${field('total', withCredits(r.total, r.creditsPerUsd))}\n}\n`,
 };
 
 function* partsOf(format: ReportFormat, report: CostReport): Generator<string> {
@@ -57,7 +65,15 @@ export const reportJsonParts = (report: CostReport): Generator<string> => partsO
 export const reportJson = (report: CostReport): string => [...reportJsonParts(report)].join('');
 
 const MONEY_HEADER = ['estimated_usd', 'actual_usd', 'refunded_usd', 'net_usd', 'net_credits', 'unknown_usd', 'unpriced_instances'];
-const money = (m: Money, rate: number): unknown[] => [m.estimatedUsd, m.actualUsd ?? '', m.refundedUsd, m.netUsd, credits(m.netUsd, rate), m.unknownUsd, m.unpricedInstances];
+const money = (m: Money, rate: number): unknown[] => [
+  m.estimatedUsd,
+  m.actualUsd ?? '',
+  m.refundedUsd,
+  m.netUsd,
+  credits(m.netUsd, rate),
+  m.unknownUsd,
+  m.unpricedInstances,
+];
 
 /** report.csv: one row per instance, then one per step, per model and the total (`level` tells them apart). */
 export const CSV_FORMAT: ReportFormat = {
@@ -106,7 +122,10 @@ function markdownHead(report: CostSummary): string {
     '',
     '| name | statuses | estimated | actual | refunded | net | net credits |',
     '|---|---|---:|---:|---:|---:|---:|',
-    ...groups.map((g) => `| ${cell(g.name)} | ${cell(countsText(g))} | ${usd(g.estimatedUsd)} | ${usd(g.actualUsd)} | ${usd(g.refundedUsd)} | ${usd(g.netUsd)} | ${credits(g.netUsd, rate)} |`),
+    ...groups.map(
+      (g) =>
+        `| ${cell(g.name)} | ${cell(countsText(g))} | ${usd(g.estimatedUsd)} | ${usd(g.actualUsd)} | ${usd(g.refundedUsd)} | ${usd(g.netUsd)} | ${credits(g.netUsd, rate)} |`,
+    ),
     '',
   ];
   const t = report.total;
@@ -115,10 +134,25 @@ function markdownHead(report: CostSummary): string {
     '',
     `Net **${usd(t.netUsd)}** (${credits(t.netUsd, rate)} credits at ${rate} credits per US$): estimated ${usd(t.estimatedUsd)}, refunded ${usd(t.refundedUsd)}` +
       (t.actualUsd === null ? '.' : `, actual costs reported by the service ${usd(t.actualUsd)}.`),
-    ...(t.unknownUsd > 0 ? ['', `Unknown: up to ${usd(t.unknownUsd)} more, for attempts whose end genpipe never saw (sent, or maybe sent); the account was charged between ${usd(t.netUsd)} and ${usd(round6(t.netUsd + t.unknownUsd))}.`] : []),
-    ...(t.unpricedInstances > 0 ? ['', `${t.unpricedInstances} submitted instance(s) are unpriced (no price in the manifest, none reported by the service): what they cost is not in these sums.`] : []),
+    ...(t.unknownUsd > 0
+      ? [
+          '',
+          `Unknown: up to ${usd(t.unknownUsd)} more, for attempts whose end genpipe never saw (sent, or maybe sent); the account was charged between ${usd(t.netUsd)} and ${usd(round6(t.netUsd + t.unknownUsd))}.`,
+        ]
+      : []),
+    ...(t.unpricedInstances > 0
+      ? [
+          '',
+          `${t.unpricedInstances} submitted instance(s) are unpriced (no price in the manifest, none reported by the service): what they cost is not in these sums.`,
+        ]
+      : []),
     ...(t.counts.reused > 0 ? ['', `${t.counts.reused} instance(s) reused an earlier run's result: nothing was sent for them, US$0.`] : []),
-    ...(t.rerolls > 0 ? ['', `${t.rerolls} nsfw attempt(s) were re-rolled with a new seed (each refunded); the re-rolled instances cost ${usd(t.rerolledNetUsd)} net.`] : []),
+    ...(t.rerolls > 0
+      ? [
+          '',
+          `${t.rerolls} nsfw attempt(s) were re-rolled with a new seed (each refunded); the re-rolled instances cost ${usd(t.rerolledNetUsd)} net.`,
+        ]
+      : []),
     '',
     ...table('By step', report.steps),
     ...table('By model', report.models),
@@ -133,7 +167,8 @@ function markdownHead(report: CostSummary): string {
 /** report.md: the totals and groups, then a table of the instances. */
 export const MARKDOWN_FORMAT: ReportFormat = {
   head: markdownHead,
-  instance: (l) => `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${l.unpricedInstances > 0 ? 'unpriced' : usdOf(l.netUsd)}${l.unknownUsd > 0 ? ` (+ up to ${usdOf(l.unknownUsd)} unknown)` : ''} |\n`,
+  instance: (l) =>
+    `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${l.unpricedInstances > 0 ? 'unpriced' : usdOf(l.netUsd)}${l.unknownUsd > 0 ? ` (+ up to ${usdOf(l.unknownUsd)} unknown)` : ''} |\n`,
   tail: () => '',
 };
 

@@ -12,7 +12,15 @@ const job = workerData as ReaderJob | TailJob;
 
 async function work(): Promise<ReaderAnswer | TailAnswer> {
   if (job.kind === 'tail') return await writeTail(job);
-  const { spills } = await gatherRuns(job.journal, { start: job.start, chunk: job.chunk, gallery: job.gallery, fullParse: job.fullParse, spillDir: async () => job.dir, spillAll: true, prefix: 'b' });
+  const { spills } = await gatherRuns(job.journal, {
+    start: job.start,
+    chunk: job.chunk,
+    gallery: job.gallery,
+    fullParse: job.fullParse,
+    spillDir: async () => job.dir,
+    spillAll: true,
+    prefix: 'b',
+  });
   return { spills };
 }
 

@@ -50,7 +50,17 @@ export async function listRuns(root: string, pipeline?: string): Promise<RunList
       }
       const report = await summarizeCostReport(dir);
       const instances = Object.values(report.total.counts).reduce((a, b) => a + b, 0);
-      out.push({ pipeline: name, runId, dir, status, completed: report.total.counts.completed, instances, netUsd: report.total.netUsd, unknownUsd: report.total.unknownUsd, unpricedInstances: report.total.unpricedInstances });
+      out.push({
+        pipeline: name,
+        runId,
+        dir,
+        status,
+        completed: report.total.counts.completed,
+        instances,
+        netUsd: report.total.netUsd,
+        unknownUsd: report.total.unknownUsd,
+        unpricedInstances: report.total.unpricedInstances,
+      });
     }
   }
   return out.sort((a, b) => b.runId.localeCompare(a.runId));

@@ -31,11 +31,32 @@ const WORKER = new URL('./report-worker.js', import.meta.url);
  * `threads` is for tests of the sources: the built worker, and the journal size from which two
  * threads read it.
  */
-export async function writeCostReport(runDir: string, options: { creditsPerUsd?: number; threads?: Pick<StatesOptions, 'worker' | 'parallelMinBytes'> } = {}): Promise<CostSummary> {
+export async function writeCostReport(
+  runDir: string,
+  options: { creditsPerUsd?: number; threads?: Pick<StatesOptions, 'worker' | 'parallelMinBytes'> } = {},
+): Promise<CostSummary> {
   const plan = await readPlanFile(runDir);
   const rate = options.creditsPerUsd ?? 100;
   // What a head may read before the totals exist: the run's names and the rate.
-  const early: CostSummary = { pipeline: plan.pipeline, runId: plan.runId, creditsPerUsd: rate, steps: [], models: [], total: { name: 'total', counts: {} as CostSummary['total']['counts'], estimatedUsd: 0, actualUsd: null, refundedUsd: 0, netUsd: 0, unknownUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 } };
+  const early: CostSummary = {
+    pipeline: plan.pipeline,
+    runId: plan.runId,
+    creditsPerUsd: rate,
+    steps: [],
+    models: [],
+    total: {
+      name: 'total',
+      counts: {} as CostSummary['total']['counts'],
+      estimatedUsd: 0,
+      actualUsd: null,
+      refundedUsd: 0,
+      netUsd: 0,
+      unknownUsd: 0,
+      unpricedInstances: 0,
+      rerolls: 0,
+      rerolledNetUsd: 0,
+    },
+  };
   const headFirst = new Set<ReportFormat>([JSON_FORMAT, CSV_FORMAT]);
   const sinks: ByteSink[] = [];
   const gathered = await gatherInstanceRuns(join(runDir, 'journal.jsonl'), options.threads ?? {});
@@ -118,7 +139,13 @@ export async function writeCostReport(runDir: string, options: { creditsPerUsd?:
  * Counts each instance's line into `tally` and appends it to each format's sink, numbering them
  * from `first` (a JSON line after the first starts with its comma); returns how many there were.
  */
-export async function writeInstanceLines(states: AsyncIterable<[string, InstanceState]>, tally: CostTally, sinks: readonly ByteSink[], rate: number, first: number): Promise<number> {
+export async function writeInstanceLines(
+  states: AsyncIterable<[string, InstanceState]>,
+  tally: CostTally,
+  sinks: readonly ByteSink[],
+  rate: number,
+  first: number,
+): Promise<number> {
   let index = first;
   for await (const [id, entry] of states) {
     const line = tally.line(id, entry);
@@ -153,7 +180,13 @@ export async function writeTail(job: TailJob): Promise<TailAnswer> {
   // Its lines continue this thread's (which hold at least the first id): numbered from 1.
   const sinks = job.parts.map((part) => new ByteSink(part, { redact: true }));
   try {
-    const count = await writeInstanceLines(statesOf({ inMemory: new Map(), runs: job.runs }, { from: job.from }), tally, sinks, job.creditsPerUsd, 1);
+    const count = await writeInstanceLines(
+      statesOf({ inMemory: new Map(), runs: job.runs }, { from: job.from }),
+      tally,
+      sinks,
+      job.creditsPerUsd,
+      1,
+    );
     return { count, groups: tally.groups() };
   } finally {
     for (const sink of sinks) sink.close();
@@ -167,6 +200,10 @@ interface TailWriter {
 }
 
 function startTail(module: URL, job: TailJob): TailWriter {
-  const task = startTask<TailAnswer>(module, job, (why) => new Error(`Writing the report's last instances in another thread failed: ${why}`));
+  const task = startTask<TailAnswer>(
+    module,
+    job,
+    (why) => new Error(`Writing the report's last instances in another thread failed: ${why}`),
+  );
   return { parts: job.parts, done: task.answer, stop: task.stop };
 }

@@ -51,7 +51,8 @@ export async function startReviewServer(runDir: string, options: { host: string;
   const store = new ReviewStore(root);
   await readReview(root);
   const built = await galleryPageOf(root, { review: true });
-  if (built === undefined) throw new GenpipeError('invalid_input', `${runDir} is a run planned for too many instances to review on one page.`);
+  if (built === undefined)
+    throw new GenpipeError('invalid_input', `${runDir} is a run planned for too many instances to review on one page.`);
   const page: string = redactEveryForm(built);
   let origin = '';
   const server: Server = createServer((req, res) => {
@@ -65,12 +66,16 @@ export async function startReviewServer(runDir: string, options: { host: string;
   let origins: ReadonlySet<string> = new Set();
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const named = req.headers.host?.toLowerCase();
-    if (named === undefined || !hosts.has(named)) return send(res, 421, 'text/plain; charset=utf-8', `this server answers only to ${[...hosts].join(', ')}`);
+    if (named === undefined || !hosts.has(named))
+      return send(res, 421, 'text/plain; charset=utf-8', `this server answers only to ${[...hosts].join(', ')}`);
     const url = new URL(req.url ?? '/', origin);
-    if (req.method === 'GET' && (url.pathname === '/' || url.pathname === `/${GALLERY_FILE}`)) return send(res, 200, 'text/html; charset=utf-8', page);
-    if (req.method === 'GET' && url.pathname === '/review.json') return send(res, 200, 'application/json', JSON.stringify(await readReview(root)));
+    if (req.method === 'GET' && (url.pathname === '/' || url.pathname === `/${GALLERY_FILE}`))
+      return send(res, 200, 'text/html; charset=utf-8', page);
+    if (req.method === 'GET' && url.pathname === '/review.json')
+      return send(res, 200, 'application/json', JSON.stringify(await readReview(root)));
     if (req.method === 'POST' && url.pathname === '/api/decisions') {
-      if (!origins.has(req.headers.origin?.toLowerCase() ?? '')) return send(res, 403, 'text/plain; charset=utf-8', 'decisions are taken from the review page only');
+      if (!origins.has(req.headers.origin?.toLowerCase() ?? ''))
+        return send(res, 403, 'text/plain; charset=utf-8', 'decisions are taken from the review page only');
       const body = await readBody(req);
       if (body === undefined) return send(res, 413, 'text/plain; charset=utf-8', 'the body is too large');
       let json: unknown;
@@ -80,7 +85,13 @@ export async function startReviewServer(runDir: string, options: { host: string;
         return send(res, 400, 'text/plain; charset=utf-8', 'the body is not JSON');
       }
       const change = DecisionChange.safeParse(json);
-      if (!change.success) return send(res, 400, 'text/plain; charset=utf-8', 'expected {instance, decision?: "approved" | "rejected" | null, starred?: boolean}');
+      if (!change.success)
+        return send(
+          res,
+          400,
+          'text/plain; charset=utf-8',
+          'expected {instance, decision?: "approved" | "rejected" | null, starred?: boolean}',
+        );
       return send(res, 200, 'application/json', JSON.stringify(await store.apply(change.data)));
     }
     if (req.method === 'GET') return serveFile(root, url.pathname, res);
@@ -128,7 +139,8 @@ async function serveFile(root: string, pathname: string, res: ServerResponse): P
   }
   const top = relative.split('/')[0];
   const type = CONTENT_TYPES[extname(relative).toLowerCase()];
-  if ((top !== 'outputs' && top !== 'thumbs') || type === undefined || relative.includes('\0') || relative.includes('\\')) return send(res, 404, 'text/plain; charset=utf-8', 'not found');
+  if ((top !== 'outputs' && top !== 'thumbs') || type === undefined || relative.includes('\0') || relative.includes('\\'))
+    return send(res, 404, 'text/plain; charset=utf-8', 'not found');
   let real: string;
   try {
     // The real path, symlinks resolved, must still lie below outputs/ or thumbs/ of the run.
@@ -138,7 +150,9 @@ async function serveFile(root: string, pathname: string, res: ServerResponse): P
     return send(res, 404, 'text/plain; charset=utf-8', 'not found');
   }
   res.writeHead(200, { 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
-  createReadStream(real).on('error', () => res.destroy()).pipe(res);
+  createReadStream(real)
+    .on('error', () => res.destroy())
+    .pipe(res);
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string): void {

@@ -27,7 +27,10 @@ export const ReviewEntry = z.strictObject({
    * instance only while this is still its output, so a repeat with no new decision sends nothing.
    * Absent in files of genpipe before issue 26, and for a cell with no output yet.
    */
-  sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  sha256: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .optional(),
 });
 export type ReviewEntry = z.infer<typeof ReviewEntry>;
 
@@ -59,7 +62,8 @@ export async function readReview(runDir: string): Promise<ReviewFile> {
     throw new GenpipeError('invalid_file', `${path} is not valid JSON; fix or remove it.`);
   }
   const parsed = ReviewFile.safeParse(json);
-  if (!parsed.success) throw new GenpipeError('invalid_file', `${path} is not a review file (instance id -> {decision, starred, at}); fix or remove it.`);
+  if (!parsed.success)
+    throw new GenpipeError('invalid_file', `${path} is not a review file (instance id -> {decision, starred, at}); fix or remove it.`);
   return parsed.data;
 }
 
@@ -103,7 +107,8 @@ export class ReviewStore {
     const decision = change.decision === undefined ? before?.decision : (change.decision ?? undefined);
     if (decision !== undefined) entry.decision = decision;
     // A new decision judges the output the instance has now; a star alone keeps what was judged.
-    const sha256 = change.decision === undefined ? before?.sha256 : decision === undefined ? undefined : await this.#digestOf(change.instance);
+    const sha256 =
+      change.decision === undefined ? before?.sha256 : decision === undefined ? undefined : await this.#digestOf(change.instance);
     if (sha256 !== undefined) entry.sha256 = sha256;
     review[change.instance] = entry;
     await writeAtomically(join(this.runDir, REVIEW_FILE), `${JSON.stringify(review, null, 2)}\n`);

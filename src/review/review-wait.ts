@@ -36,7 +36,9 @@ export async function reviewWaitSentence(runDir: string, plan?: Pick<PlanFile, '
     if (unreviewed === 0) continue;
     // Each upstream instance has the same number of downstream instances (its own axes' product).
     const perUpstream = step.count / upstream.count;
-    parts.push(`${formatCount(unreviewed * perUpstream)} ${step.id} instance(s) wait on review: ${formatCount(unreviewed)} of ${formatCount(upstream.count)} ${upstream.id} instance(s) are neither approved nor rejected (${step.id} follows only approved ${upstream.id})`);
+    parts.push(
+      `${formatCount(unreviewed * perUpstream)} ${step.id} instance(s) wait on review: ${formatCount(unreviewed)} of ${formatCount(upstream.count)} ${upstream.id} instance(s) are neither approved nor rejected (${step.id} follows only approved ${upstream.id})`,
+    );
   }
   if (parts.length === 0) return undefined;
   const dir = shellPath(runDir.replace(/\/+$/, ''));

@@ -33,7 +33,12 @@ export interface EarlierAttempts {
   unknown: number;
 }
 
-export type AttemptFate = { fate: 'charged'; actualUsd?: number | undefined } | { fate: 'refunded' } | { fate: 'unknown' } | { fate: 'in_flight' } | { fate: 'none' };
+export type AttemptFate =
+  | { fate: 'charged'; actualUsd?: number | undefined }
+  | { fate: 'refunded' }
+  | { fate: 'unknown' }
+  | { fate: 'in_flight' }
+  | { fate: 'none' };
 
 /** The fate of an instance's current attempt, as its journal records tell it. */
 export function fateOf(entry: AttemptState): AttemptFate {

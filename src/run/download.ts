@@ -110,7 +110,11 @@ const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 export function checkDownloadUrl(url: URL): void {
   if (url.protocol === 'https:') return;
   if (url.protocol === 'http:' && isLoopbackHost(url.hostname)) return;
-  throw new DownloadError('insecure_url', 'invalid_input', `Refusing to download ${describe(url)}: only https is allowed (plain http only to loopback).`);
+  throw new DownloadError(
+    'insecure_url',
+    'invalid_input',
+    `Refusing to download ${describe(url)}: only https is allowed (plain http only to loopback).`,
+  );
 }
 
 /** True when `hostname` (a URL's) names an address inside the machine or the local network. */
@@ -167,7 +171,10 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
   }
   const first = new URL(options.url);
   checkDownloadUrl(first);
-  const allowed = options.allowedOrigins !== undefined ? new Set(options.allowedOrigins.map((o) => new URL(o).origin)) : options.dispatcher && serviceOriginsOf(options.dispatcher);
+  const allowed =
+    options.allowedOrigins !== undefined
+      ? new Set(options.allowedOrigins.map((o) => new URL(o).origin))
+      : options.dispatcher && serviceOriginsOf(options.dispatcher);
   checkDownloadAddress(first, allowed);
 
   const folder = dirname(target);
@@ -180,7 +187,11 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
   try {
     const contentType = mediaType(response.headers['content-type']);
     if (contentType === undefined || !contentTypeAllowed(contentType, options.allowedContentTypes)) {
-      throw new DownloadError('content_type', 'invalid_response', `Refusing ${describe(first)}: content type ${contentType ?? '(none)'} is not one of ${options.allowedContentTypes.join(', ')}.`);
+      throw new DownloadError(
+        'content_type',
+        'invalid_response',
+        `Refusing ${describe(first)}: content type ${contentType ?? '(none)'} is not one of ${options.allowedContentTypes.join(', ')}.`,
+      );
     }
     const declared = Number(response.headers['content-length']);
     if (Number.isFinite(declared) && declared > options.maxBytes) throw tooLarge(first, options.maxBytes);
@@ -227,7 +238,15 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
     temp = undefined;
     if (!alreadyPresent) await syncDirectory(folder);
     const imageSize = head && imageSizeOfHeader(head);
-    return { path: target, relativePath: relative(resolve(options.runDir), target).split(sep).join('/'), sha256, size, contentType, alreadyPresent, ...(imageSize ? { imageSize } : {}) };
+    return {
+      path: target,
+      relativePath: relative(resolve(options.runDir), target).split(sep).join('/'),
+      sha256,
+      size,
+      contentType,
+      alreadyPresent,
+      ...(imageSize ? { imageSize } : {}),
+    };
   } catch (error) {
     // Close the connection rather than drain a body we refuse; undici reports that as an error event.
     body.on('error', () => undefined).destroy();
@@ -243,7 +262,11 @@ export async function downloadToFile(options: DownloadOptions): Promise<Download
  * download: inside the run directory, synced temp file linked into place, never overwriting other
  * bytes, the directory synced; the same bytes already there count as done.
  */
-export async function writeTextOutput(options: { runDir: string; relativePath: string; text: string }): Promise<Omit<DownloadResult, 'contentType'>> {
+export async function writeTextOutput(options: {
+  runDir: string;
+  relativePath: string;
+  text: string;
+}): Promise<Omit<DownloadResult, 'contentType'>> {
   let target: string;
   try {
     target = resolveInside(options.runDir, options.relativePath);
@@ -265,7 +288,13 @@ export async function writeTextOutput(options: { runDir: string; relativePath: s
     const alreadyPresent = await placeWithoutOverwrite(temp, target, sha256);
     temp = undefined;
     if (!alreadyPresent) await syncDirectory(folder);
-    return { path: target, relativePath: relative(resolve(options.runDir), target).split(sep).join('/'), sha256, size: bytes.length, alreadyPresent };
+    return {
+      path: target,
+      relativePath: relative(resolve(options.runDir), target).split(sep).join('/'),
+      sha256,
+      size: bytes.length,
+      alreadyPresent,
+    };
   } finally {
     await handle?.close().catch(() => undefined);
     if (temp !== undefined) await unlink(temp).catch(() => undefined);
@@ -335,7 +364,11 @@ async function checkRealPathInside(runDir: string, realRoot: string, existing: s
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
   if (real === undefined || !isInside(realRoot, real)) {
-    throw new DownloadError('unsafe_path', 'invalid_input', `Refusing to write into ${shown(folder)}: ${shown(existing)} leads outside the run directory (through a symlink); ${consequence}.`);
+    throw new DownloadError(
+      'unsafe_path',
+      'invalid_input',
+      `Refusing to write into ${shown(folder)}: ${shown(existing)} leads outside the run directory (through a symlink); ${consequence}.`,
+    );
   }
 }
 
@@ -374,7 +407,11 @@ async function writeAll(handle: FileHandle, bytes: Buffer): Promise<void> {
 }
 
 /** Sends the GET and follows up to `maxRedirects` redirects within the first URL's origin. */
-async function fetchFollowingSameOrigin(first: URL, options: DownloadOptions, allowed: ReadonlySet<string> | undefined): Promise<Dispatcher.ResponseData> {
+async function fetchFollowingSameOrigin(
+  first: URL,
+  options: DownloadOptions,
+  allowed: ReadonlySet<string> | undefined,
+): Promise<Dispatcher.ResponseData> {
   const maxRedirects = options.maxRedirects ?? DEFAULT_MAX_REDIRECTS;
   let current = first;
   for (let hop = 0; hop <= maxRedirects; hop++) {
@@ -408,7 +445,11 @@ async function fetchFollowingSameOrigin(first: URL, options: DownloadOptions, al
     const next = new URL(location, current);
     checkDownloadUrl(next);
     if (next.origin !== first.origin) {
-      throw new DownloadError('cross_origin_redirect', 'invalid_response', `Refusing the redirect from ${describe(current)} to ${describe(next)}: downloads follow redirects only within the same host.`);
+      throw new DownloadError(
+        'cross_origin_redirect',
+        'invalid_response',
+        `Refusing the redirect from ${describe(current)} to ${describe(next)}: downloads follow redirects only within the same host.`,
+      );
     }
     // Each hop as the first: should the same-origin rule ever loosen, this one still holds.
     checkDownloadAddress(next, allowed);
@@ -463,7 +504,12 @@ function translate(error: unknown, signal: AbortSignal | undefined): unknown {
   if (signal?.aborted) return abortError(signal);
   const code = (error as NodeJS.ErrnoException).code;
   // Local filesystem failures are not the network's fault.
-  if (typeof code === 'string' && /^E[A-Z]+$/.test(code) && ['ENOSPC', 'EACCES', 'EROFS', 'EDQUOT', 'EMFILE', 'EIO'].includes(code)) return error;
+  if (typeof code === 'string' && /^E[A-Z]+$/.test(code) && ['ENOSPC', 'EACCES', 'EROFS', 'EDQUOT', 'EMFILE', 'EIO'].includes(code))
+    return error;
   const outcome = classifyTransportError(error, false);
-  return new GenpipeError(outcomeErrorCode(outcome), `The download failed: ${redact(error instanceof Error ? error.message : String(error))}.`, { cause: error });
+  return new GenpipeError(
+    outcomeErrorCode(outcome),
+    `The download failed: ${redact(error instanceof Error ? error.message : String(error))}.`,
+    { cause: error },
+  );
 }

@@ -5,14 +5,30 @@
 import type { TerminalStatus } from './journal-records.js';
 
 export type RunEvent =
-  | { type: 'run_started'; runId: string; runDir: string; pipeline: string; instances: number; resumed: boolean; already?: JournaledProgress | undefined }
+  | {
+      type: 'run_started';
+      runId: string;
+      runDir: string;
+      pipeline: string;
+      instances: number;
+      resumed: boolean;
+      already?: JournaledProgress | undefined;
+    }
   /** A resume changed options the run recorded (budget, reuse, retry...): one line each, "budget: US$1.00 → US$5.00". */
   | { type: 'options_changed'; changes: string[] }
   /** The service answered 429: the run waits `waitMs` before the retry, which drew from its budget. */
   | { type: 'throttled'; waitMs: number; retriesLeft: number }
   | { type: 'step_started'; step: string }
   | { type: 'instance_submitted'; step: string; instance: string; model: string; estimatedUsd: number | undefined }
-  | { type: 'instance_finished'; step: string; instance: string; status: TerminalStatus; estimatedUsd: number | undefined; actualCostUsd?: number | undefined; error?: string | undefined }
+  | {
+      type: 'instance_finished';
+      step: string;
+      instance: string;
+      status: TerminalStatus;
+      estimatedUsd: number | undefined;
+      actualCostUsd?: number | undefined;
+      error?: string | undefined;
+    }
   | { type: 'instance_failed'; step: string; instance: string; code: string; message: string }
   | { type: 'instance_unknown'; step: string; instance: string; message: string }
   | { type: 'instance_skipped'; step: string; instance: string; reason: string }
@@ -33,12 +49,23 @@ export interface JournaledProgress {
   spentUsd: number;
 }
 
-export type StopReason = 'budget' | 'fail_fast' | 'max_failures' | 'insufficient_credits' | 'retry_budget' | 'unreachable' | 'stuck' | 'aborted';
+export type StopReason =
+  'budget' | 'fail_fast' | 'max_failures' | 'insufficient_credits' | 'retry_budget' | 'unreachable' | 'stuck' | 'aborted';
 
 export type RunOutcome = 'completed' | 'failed' | 'budget' | 'aborted' | 'stopped';
 
 /** Counts of a run that has not started. */
-export const emptyCounts = (): RunCounts => ({ completed: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0, inFlight: 0 });
+export const emptyCounts = (): RunCounts => ({
+  completed: 0,
+  failed: 0,
+  nsfw: 0,
+  canceled: 0,
+  unknown: 0,
+  pending: 0,
+  rerolled: 0,
+  reused: 0,
+  inFlight: 0,
+});
 
 export interface RunCounts {
   completed: number;

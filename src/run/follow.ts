@@ -17,7 +17,16 @@ import { deliveryArrived, waitForNews } from './wait-for-news.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
 
 /** Codes that a later attempt may not meet again: the network, the service's own trouble. */
-export const TRANSIENT: ReadonlySet<string> = new Set(['network', 'timeout', 'request_timeout', 'server_error', 'backend_unavailable', 'rate_limited', 'conflict', 'invalid_response']);
+export const TRANSIENT: ReadonlySet<string> = new Set([
+  'network',
+  'timeout',
+  'request_timeout',
+  'server_error',
+  'backend_unavailable',
+  'rate_limited',
+  'conflict',
+  'invalid_response',
+]);
 
 /** Backoff between failed looks: in webhook mode a delivered request is looked at again at once, so without it a failing look would be retried hot. */
 const LOOK_BACKOFF = { baseMs: 200, capMs: 10_000 };
@@ -53,7 +62,13 @@ export interface Followed {
 }
 
 /** Follows `first` to its final status; throws what the caller must decide (aborted, a permanent error, a retry refused). */
-export async function follow(adapter: ModelAdapter, first: Submission, script: InstanceScript, ctx: AdapterContext, fx: FollowEffects): Promise<Followed> {
+export async function follow(
+  adapter: ModelAdapter,
+  first: Submission,
+  script: InstanceScript,
+  ctx: AdapterContext,
+  fx: FollowEffects,
+): Promise<Followed> {
   const op = fx.op ?? (<T>(work: () => Promise<T>): Promise<T> => work());
   let submission = first;
   for (let paced = 0, failures = 0, looks = 0; ; looks++) {

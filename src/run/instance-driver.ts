@@ -54,7 +54,6 @@ const SINK_RETRIES = 5;
 export const CANCEL_TIMEOUT_MS = 4_000;
 const BUSY_WAIT: TurnPollOptions = { initialMs: 2_000, maxMs: 10_000, factor: 1.5 };
 
-
 interface InstanceRecord {
   step: StepPlan;
   values: Record<string, unknown>;
@@ -126,11 +125,21 @@ export class InstanceDriver {
         // `--retry`: a new attempt of the same instance, with a new key; the attempt left behind keeps its money.
         await this.#fx.log({ type: 'retry', instance: planned.id, attempt: (entry?.retries ?? 0) + 1, previous: retrying, round }, true);
         entry = this.#fx.state.instances.get(planned.id);
-      } else if (entry?.final?.status === 'completed' && entry.reusedFrom === undefined && this.#fx.retry.has('rejected') && (await this.#rejectsCurrent(planned.id, entry))) {
+      } else if (
+        entry?.final?.status === 'completed' &&
+        entry.reusedFrom === undefined &&
+        this.#fx.retry.has('rejected') &&
+        (await this.#rejectsCurrent(planned.id, entry))
+      ) {
         if (!(await this.#remakeRejected(step, planned, entry))) return;
         entry = this.#fx.state.instances.get(planned.id);
       }
-      const instance = entry?.rerollSeed !== undefined ? withSeed(planned, entry.rerollSeed) : entry && entry.rerolls > 0 ? rerolledBefore(step, planned, entry.rerolls) : planned;
+      const instance =
+        entry?.rerollSeed !== undefined
+          ? withSeed(planned, entry.rerollSeed)
+          : entry && entry.rerolls > 0
+            ? rerolledBefore(step, planned, entry.rerolls)
+            : planned;
       const final = await this.#drive(step, adapter, instance, entry);
       if (final?.status === 'completed' && completions) completions.push({ instance: planned, outputs: final.outputs });
       if (final) this.#compact(planned.id);
@@ -168,7 +177,12 @@ export class InstanceDriver {
     const attempt = entry.rerolls + 1;
     const seed = this.#rerollSeed(step, planned, attempt);
     if (seed === undefined) {
-      this.#fx.emit({ type: 'instance_skipped', step: step.id, instance: planned.id, reason: `rejected in review, but ${step.model} takes no seed to make it differently; it is kept as it was` });
+      this.#fx.emit({
+        type: 'instance_skipped',
+        step: step.id,
+        instance: planned.id,
+        reason: `rejected in review, but ${step.model} takes no seed to make it differently; it is kept as it was`,
+      });
       return false;
     }
     for (const download of entry.downloads?.values() ?? []) await setAside(this.#o.runDir, download.path, entry.rerolls);
@@ -193,11 +207,20 @@ export class InstanceDriver {
   }
 
   /** Runs an instance to a final status (or gives up on it); returns the final result, if any. */
-  async #drive(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, entry: InstanceState | undefined): Promise<{ status: TerminalStatus; outputs: Record<string, unknown> } | undefined> {
+  async #drive(
+    step: StepPlan,
+    adapter: ModelAdapter,
+    instance: PlannedInstance,
+    entry: InstanceState | undefined,
+  ): Promise<{ status: TerminalStatus; outputs: Record<string, unknown> } | undefined> {
     let action = resumeAction(entry, adapter.idempotentSubmit, this.#fx.state.suspectAll);
     if (action.kind === 'done' && entry?.final) {
       const final = entry.final;
-      if (final.status === 'completed' && !(await this.#downloadAll(step, instance, final.outputs as OutputRef[], entry, answerOf(step, final.result)))) return undefined;
+      if (
+        final.status === 'completed' &&
+        !(await this.#downloadAll(step, instance, final.outputs as OutputRef[], entry, answerOf(step, final.result)))
+      )
+        return undefined;
       // A start before failed it for a file it could not fetch; it has them all now.
       if (entry.failed) await this.#fx.log({ type: 'recovered', instance: instance.id }, true);
       // Files an earlier start could not upload go now: nothing is asked of the service for them.
@@ -215,12 +238,20 @@ export class InstanceDriver {
     if (action.kind === 'unknown') {
       if (!this.#o.resubmitUnknown) {
         this.#fx.tally('unknown');
-        this.#fx.emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: 'an earlier submit may or may not have reached the service; resend it with `genpipe resume --retry unknown`' });
+        this.#fx.emit({
+          type: 'instance_unknown',
+          step: step.id,
+          instance: instance.id,
+          message: 'an earlier submit may or may not have reached the service; resend it with `genpipe resume --retry unknown`',
+        });
         return undefined;
       }
       // `--resubmit-unknown`: the unknown attempt is settled as unknown (up to its price) and sent
       // again with the same key and identity, so on a fleet the job Redis still holds is followed.
-      await this.#fx.log({ type: 'retry', instance: instance.id, attempt: (entry?.retries ?? 0) + 1, previous: 'unknown', sameKey: true }, true);
+      await this.#fx.log(
+        { type: 'retry', instance: instance.id, attempt: (entry?.retries ?? 0) + 1, previous: 'unknown', sameKey: true },
+        true,
+      );
       action = { kind: 'fresh' };
     }
     if (action.kind === 'fresh' && this.#fx.reuse) {
@@ -243,16 +274,35 @@ export class InstanceDriver {
         sentBody = this.#sentBody(step, instance, entry);
       } else {
         if (conversation !== undefined) script.sessionId = this.#fx.state.sessions.get(conversation);
-        const key = action.kind === 'resubmit_same_key' ? action.key : this.#keyOf(adapter, instance, this.#fx.state.instances.get(instance.id));
-        const sent = await this.#submit(step, this.#attempt(step, adapter, instance.id, script), instance, key, action.kind === 'resubmit_same_key' ? this.#fx.spend.adopt(step.priceUsd ?? 0) : undefined);
+        const key =
+          action.kind === 'resubmit_same_key' ? action.key : this.#keyOf(adapter, instance, this.#fx.state.instances.get(instance.id));
+        const sent = await this.#submit(
+          step,
+          this.#attempt(step, adapter, instance.id, script),
+          instance,
+          key,
+          action.kind === 'resubmit_same_key' ? this.#fx.spend.adopt(step.priceUsd ?? 0) : undefined,
+        );
         if (!sent) return undefined;
         ({ submission, reservation, body: sentBody } = sent);
         submittedAt = Date.now();
-        if (conversation !== undefined && submission.kind === 'agent_turn' && this.#fx.state.sessions.get(conversation) !== submission.sessionId) {
+        if (
+          conversation !== undefined &&
+          submission.kind === 'agent_turn' &&
+          this.#fx.state.sessions.get(conversation) !== submission.sessionId
+        ) {
           await this.#fx.log({ type: 'agent_session', conversation, sessionId: submission.sessionId }, true);
         }
       }
-      const result = await this.#track(step, this.#attempt(step, adapter, instance.id, script), instance, submission, submittedAt, reservation, sentBody);
+      const result = await this.#track(
+        step,
+        this.#attempt(step, adapter, instance.id, script),
+        instance,
+        submission,
+        submittedAt,
+        reservation,
+        sentBody,
+      );
       if (!result) return undefined;
       // Failed, nsfw and canceled requests are refunded (§8): the reservation goes back.
       if (result.status !== 'completed') reservation.release();
@@ -269,10 +319,23 @@ export class InstanceDriver {
           return this.#drive(step, adapter, withSeed(instance, seed), this.#fx.state.instances.get(instance.id));
         }
       }
-      this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: result.status, estimatedUsd: step.priceUsd, actualCostUsd: result.actualCostUsd, error: result.error });
-      if (result.status === 'completed' && !(await this.#downloadAll(step, instance, result.files, this.#fx.state.instances.get(instance.id), answerOf(step, result.outputs)))) return undefined;
+      this.#fx.emit({
+        type: 'instance_finished',
+        step: step.id,
+        instance: instance.id,
+        status: result.status,
+        estimatedUsd: step.priceUsd,
+        actualCostUsd: result.actualCostUsd,
+        error: result.error,
+      });
+      if (
+        result.status === 'completed' &&
+        !(await this.#downloadAll(step, instance, result.files, this.#fx.state.instances.get(instance.id), answerOf(step, result.outputs)))
+      )
+        return undefined;
       // Downloaded by this process just now: new to the sink unless a run before put them there.
-      if (result.status === 'completed') await this.#deliver(step, instance.id, this.#fx.state.instances.get(instance.id)?.retries !== 0 || this.#fx.resumed);
+      if (result.status === 'completed')
+        await this.#deliver(step, instance.id, this.#fx.state.instances.get(instance.id)?.retries !== 0 || this.#fx.resumed);
       this.#fx.tally(result.status);
       if (result.status !== 'completed') this.#fx.noteFailure(step, instance.id);
       return { status: result.status, outputs: result.outputs };
@@ -286,7 +349,10 @@ export class InstanceDriver {
    * instance is done at US$0, with nothing sent. Undefined when there is nothing to reuse (or an
    * earlier file is gone or changed): the instance is generated as usual.
    */
-  async #reuse(step: StepPlan, instance: PlannedInstance): Promise<{ status: TerminalStatus; outputs: Record<string, unknown> } | undefined> {
+  async #reuse(
+    step: StepPlan,
+    instance: PlannedInstance,
+  ): Promise<{ status: TerminalStatus; outputs: Record<string, unknown> } | undefined> {
     const bodyHash = sha256Hex(JSON.stringify(instance.body));
     const found = this.#fx.reuse?.find(step.model, bodyHash);
     if (!found) return undefined;
@@ -295,9 +361,27 @@ export class InstanceDriver {
       const path = paths[index] as string;
       if (!(await this.#fx.op(() => linkEarlierFile(found, file, this.#o.runDir, path)))) return undefined;
     }
-    await this.#fx.log({ type: 'reused', instance: instance.id, model: step.model, bodyHash, fromRunId: found.runId, outputs: found.outputs, ...(found.result === undefined ? {} : { result: found.result }) }, true);
+    await this.#fx.log(
+      {
+        type: 'reused',
+        instance: instance.id,
+        model: step.model,
+        bodyHash,
+        fromRunId: found.runId,
+        outputs: found.outputs,
+        ...(found.result === undefined ? {} : { result: found.result }),
+      },
+      true,
+    );
     for (const [index, file] of found.files.entries()) {
-      await this.#fx.log({ type: 'downloaded', instance: instance.id, output: index, path: paths[index] as string, sha256: file.sha256, size: file.size });
+      await this.#fx.log({
+        type: 'downloaded',
+        instance: instance.id,
+        output: index,
+        path: paths[index] as string,
+        sha256: file.sha256,
+        size: file.size,
+      });
     }
     await this.#deliver(step, instance.id, true);
     this.#fx.tally('reused');
@@ -371,7 +455,10 @@ export class InstanceDriver {
     const previous = this.#conversations.get(conversation) ?? Promise.resolve();
     let release!: () => void;
     const mine = new Promise<void>((resolve) => (release = resolve));
-    this.#conversations.set(conversation, previous.then(() => mine));
+    this.#conversations.set(
+      conversation,
+      previous.then(() => mine),
+    );
     await this.#fx.wait('an agent conversation', () => previous);
     let released = false;
     return () => {
@@ -389,7 +476,13 @@ export class InstanceDriver {
    * Sends an instance's submit; `adopted`: the reservation of an attempt an earlier process sent with
    * the same key (resent here), else the price is reserved from the budget first.
    */
-  async #submit(step: StepPlan, attempt: Attempt, instance: PlannedInstance, key: string | undefined, adopted: Reservation | undefined): Promise<{ submission: Submission; reservation: Reservation; body: unknown } | undefined> {
+  async #submit(
+    step: StepPlan,
+    attempt: Attempt,
+    instance: PlannedInstance,
+    key: string | undefined,
+    adopted: Reservation | undefined,
+  ): Promise<{ submission: Submission; reservation: Reservation; body: unknown } | undefined> {
     const price = step.priceUsd ?? 0;
     if (this.#fx.stopping) {
       this.#fx.tally('pending');
@@ -398,7 +491,10 @@ export class InstanceDriver {
     const reservation = adopted ?? this.#fx.spend.reserve(price);
     if (!reservation) {
       const spend = this.#fx.spend;
-      this.#fx.stopRun('budget', `Stopped before going over the budget of ${formatUsd(spend.budgetUsd ?? 0)} (${formatUsd(spend.committedUsd)} committed over the run's life).`);
+      this.#fx.stopRun(
+        'budget',
+        `Stopped before going over the budget of ${formatUsd(spend.budgetUsd ?? 0)} (${formatUsd(spend.committedUsd)} committed over the run's life).`,
+      );
       this.#fx.tally('pending');
       return undefined;
     }
@@ -488,7 +584,10 @@ export class InstanceDriver {
           reservation.release();
           await this.#fx.log({ type: 'refused', instance: instance.id, code: 'not_sent' });
           this.#fx.tally('pending');
-          this.#fx.stopRun('unreachable', `The service could not be reached (${error.message.replace(/[.]$/, '')}); nothing was sent. Resume the run once it is reachable.`);
+          this.#fx.stopRun(
+            'unreachable',
+            `The service could not be reached (${error.message.replace(/[.]$/, '')}); nothing was sent. Resume the run once it is reachable.`,
+          );
           return undefined;
         }
         if (!error.neverSent) mayHaveArrived = true;
@@ -502,7 +601,13 @@ export class InstanceDriver {
           // Resumable: the intent stays in the journal without an answer.
           reservation.release();
           this.#fx.tally('pending');
-          this.#fx.emit({ type: 'instance_failed', step: step.id, instance: instance.id, code: error.code, message: `${error.message} (left for a resume)` });
+          this.#fx.emit({
+            type: 'instance_failed',
+            step: step.id,
+            instance: instance.id,
+            code: error.code,
+            message: `${error.message} (left for a resume)`,
+          });
           return undefined;
         }
         reservation.release();
@@ -511,10 +616,6 @@ export class InstanceDriver {
       }
     }
   }
-
-
-
-
 
   /**
    * The body an earlier process sent for a submission followed again: the instance's body with its
@@ -559,7 +660,15 @@ export class InstanceDriver {
    * and on a fleet worker) and journals the status. Undefined when the instance ends otherwise: it
    * failed, or is left for a resume.
    */
-  async #track(step: StepPlan, attempt: Attempt, instance: PlannedInstance, first: Submission, submittedAt: number, reservation: Reservation, sentBody: unknown): Promise<FinalTrack | undefined> {
+  async #track(
+    step: StepPlan,
+    attempt: Attempt,
+    instance: PlannedInstance,
+    first: Submission,
+    submittedAt: number,
+    reservation: Reservation,
+    sentBody: unknown,
+  ): Promise<FinalTrack | undefined> {
     const ctx = { ...this.#ctx(), sentBody };
     // The submission being followed now: an agent turn moves on with each reply sent.
     let current = first;
@@ -593,12 +702,23 @@ export class InstanceDriver {
         // not follow it again and `--retry unknown` sends it anew.
         await this.#fx.log({ type: 'forgotten', instance: instance.id, why: error.message }, true);
         this.#fx.tally('unknown');
-        this.#fx.emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: `${error.message} The attempt is left unknown; \`genpipe resume --retry unknown\` sends it again.` });
+        this.#fx.emit({
+          type: 'instance_unknown',
+          step: step.id,
+          instance: instance.id,
+          message: `${error.message} The attempt is left unknown; \`genpipe resume --retry unknown\` sends it again.`,
+        });
         return undefined;
       }
       if (TRANSIENT.has(error.code)) {
         this.#fx.tally('pending');
-        this.#fx.emit({ type: 'instance_failed', step: step.id, instance: instance.id, code: error.code, message: `${error.message} (left for a resume)` });
+        this.#fx.emit({
+          type: 'instance_failed',
+          step: step.id,
+          instance: instance.id,
+          code: error.code,
+          message: `${error.message} (left for a resume)`,
+        });
         return undefined;
       }
       this.#fx.fail(step, instance.id, error.code, error.message);
@@ -627,16 +747,31 @@ export class InstanceDriver {
    * queued request is canceled; a cancel the service took ends the attempt canceled (refunded), so
    * a resume does not wait for it.
    */
-  async #stopOnAbort(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance, submission: Submission, reservation: Reservation): Promise<void> {
+  async #stopOnAbort(
+    step: StepPlan,
+    adapter: ModelAdapter,
+    instance: PlannedInstance,
+    submission: Submission,
+    reservation: Reservation,
+  ): Promise<void> {
     const stop = adapter.stop;
     if (!stop || !(this.#o.cancelOnAbort || adapter.conversational)) return;
-    const accepted = await this.#fx.op(() => stop(submission, { ...this.#ctx(), signal: AbortSignal.timeout(CANCEL_TIMEOUT_MS) }).catch(() => false));
+    const accepted = await this.#fx.op(() =>
+      stop(submission, { ...this.#ctx(), signal: AbortSignal.timeout(CANCEL_TIMEOUT_MS) }).catch(() => false),
+    );
     if (!this.#o.cancelOnAbort || accepted !== true) return;
     const message = 'canceled by genpipe on abort (--cancel-on-abort)';
     await this.#fx.log({ type: 'status', instance: instance.id, status: 'canceled', outputs: [], error: message }, true);
     reservation.release();
     this.#fx.tally('canceled');
-    this.#fx.emit({ type: 'instance_finished', step: step.id, instance: instance.id, status: 'canceled', estimatedUsd: step.priceUsd, error: message });
+    this.#fx.emit({
+      type: 'instance_finished',
+      step: step.id,
+      instance: instance.id,
+      status: 'canceled',
+      estimatedUsd: step.priceUsd,
+      error: message,
+    });
   }
 
   // -------------------------------------------------------------------------------------------
@@ -648,7 +783,13 @@ export class InstanceDriver {
    * is journaled, so a resume downloads again). An agent's answer is written after them as
    * `<name>.md`, journaled as the output after the last file. Returns false when a file is missing.
    */
-  async #downloadAll(step: StepPlan, instance: PlannedInstance, files: readonly OutputRef[] | readonly { url: string; name?: string | undefined; accept?: string[] | undefined }[], entry: InstanceState | undefined, answer?: string): Promise<boolean> {
+  async #downloadAll(
+    step: StepPlan,
+    instance: PlannedInstance,
+    files: readonly OutputRef[] | readonly { url: string; name?: string | undefined; accept?: string[] | undefined }[],
+    entry: InstanceState | undefined,
+    answer?: string,
+  ): Promise<boolean> {
     const list = files as readonly { url: string; name?: string | undefined; accept?: readonly string[] | undefined }[];
     const id = instance.id;
     for (const [index, file] of list.entries()) {
@@ -656,17 +797,19 @@ export class InstanceDriver {
       const accept = file.accept ?? [];
       const relativePath = outputPath(step.id, instance, file, list.length, index);
       let result: Awaited<ReturnType<typeof downloadToFile>>;
-      for (let failures = 0; ; ) {
+      for (let failures = 0; ;) {
         try {
-          result = await this.#fx.op(() => downloadToFile({
-            url: file.url,
-            runDir: this.#o.runDir,
-            relativePath,
-            maxBytes: this.#o.maxDownloadBytes ?? 256 * 1024 * 1024,
-            allowedContentTypes: accept.length > 0 ? accept : ['*/*'],
-            dispatcher: this.#o.client.transport.dispatcher,
-            signal: this.#fx.signal,
-          }));
+          result = await this.#fx.op(() =>
+            downloadToFile({
+              url: file.url,
+              runDir: this.#o.runDir,
+              relativePath,
+              maxBytes: this.#o.maxDownloadBytes ?? 256 * 1024 * 1024,
+              allowedContentTypes: accept.length > 0 ? accept : ['*/*'],
+              dispatcher: this.#o.client.transport.dispatcher,
+              signal: this.#fx.signal,
+            }),
+          );
           this.#fx.creditRetry();
           break;
         } catch (error) {
@@ -680,7 +823,13 @@ export class InstanceDriver {
           }
           if (transient) {
             this.#fx.tally('pending');
-            this.#fx.emit({ type: 'instance_failed', step: step.id, instance: id, code: error.code, message: `${error.message} (the download is left for a resume)` });
+            this.#fx.emit({
+              type: 'instance_failed',
+              step: step.id,
+              instance: id,
+              code: error.code,
+              message: `${error.message} (the download is left for a resume)`,
+            });
             return false;
           }
           this.#fx.fail(step, id, error.code, error.message);
@@ -689,13 +838,29 @@ export class InstanceDriver {
       }
       crashPoint('mid_rename');
       this.hooks.onDownloaded?.(result.relativePath, result.imageSize);
-      await this.#fx.log({ type: 'downloaded', instance: id, output: index, path: result.relativePath, sha256: result.sha256, size: result.size });
+      await this.#fx.log({
+        type: 'downloaded',
+        instance: id,
+        output: index,
+        path: result.relativePath,
+        sha256: result.sha256,
+        size: result.size,
+      });
     }
     if (answer !== undefined && !entry?.downloads?.has(list.length)) {
       const relativePath = `${stepFolder(step.id)}/${instance.fileStem === undefined ? safeFileName(id, 'md') : templatedFileName(instance.fileStem, 'md')}`;
       try {
-        const written = await this.#fx.op(() => writeTextOutput({ runDir: this.#o.runDir, relativePath, text: answer.endsWith('\n') ? answer : `${answer}\n` }));
-        await this.#fx.log({ type: 'downloaded', instance: id, output: list.length, path: written.relativePath, sha256: written.sha256, size: written.size });
+        const written = await this.#fx.op(() =>
+          writeTextOutput({ runDir: this.#o.runDir, relativePath, text: answer.endsWith('\n') ? answer : `${answer}\n` }),
+        );
+        await this.#fx.log({
+          type: 'downloaded',
+          instance: id,
+          output: list.length,
+          path: written.relativePath,
+          sha256: written.sha256,
+          size: written.size,
+        });
       } catch (error) {
         if (!(error instanceof DownloadError)) throw error;
         this.#fx.fail(step, id, error.code, error.message);
@@ -725,7 +890,15 @@ export class InstanceDriver {
     // A few retries per instance, each drawn from the run's budget: a store that is down fails fast.
     let retries = 0;
     const consumeRetry = (): boolean => retries++ < SINK_RETRIES && this.#fx.consumeRetry();
-    const result = await this.#fx.op(() => sink.uploadPending(this.#o.runDir, id, entry, { consumeRetry, creditRetry: () => this.#fx.creditRetry(), signal: this.#fx.signal, checkExisting }, (record) => this.#fx.log(record, true)));
+    const result = await this.#fx.op(() =>
+      sink.uploadPending(
+        this.#o.runDir,
+        id,
+        entry,
+        { consumeRetry, creditRetry: () => this.#fx.creditRetry(), signal: this.#fx.signal, checkExisting },
+        (record) => this.#fx.log(record, true),
+      ),
+    );
     if (result.failed) this.#fx.uploadPending(step, id, result.failed.message);
   }
 
@@ -737,21 +910,36 @@ export class InstanceDriver {
   /** An instance's outputs.csv rows: one per downloaded file, or one without a file. */
   #csvRows(id: string, entry: InstanceState): OutputRow[] {
     const record = this.#records.get(id);
-    return outputRows(id, entry, record && { step: record.step, values: record.values, upstreamValues: record.upstreamValues, sink: this.#o.sinks?.forStep(record.step.id) });
+    return outputRows(
+      id,
+      entry,
+      record && {
+        step: record.step,
+        values: record.values,
+        upstreamValues: record.upstreamValues,
+        sink: this.#o.sinks?.forStep(record.step.id),
+      },
+    );
   }
 }
-
-
-
 
 /**
  * Where an instance's output goes in the run directory: `outputs/<step>/<name>[+index].<ext>`, the
  * name from the step's `output.filename` when it has one, else from the instance id.
  */
-function outputPath(stepId: string, instance: Pick<PlannedInstance, 'id' | 'fileStem'>, file: { url: string; accept?: readonly string[] | undefined }, count: number, index: number): string {
+function outputPath(
+  stepId: string,
+  instance: Pick<PlannedInstance, 'id' | 'fileStem'>,
+  file: { url: string; accept?: readonly string[] | undefined },
+  count: number,
+  index: number,
+): string {
   const extension = extensionFor(file.url, file.accept ?? []);
   const options = count > 1 ? { index } : {};
-  const name = instance.fileStem === undefined ? safeFileName(instance.id, extension, options) : templatedFileName(instance.fileStem, extension, options);
+  const name =
+    instance.fileStem === undefined
+      ? safeFileName(instance.id, extension, options)
+      : templatedFileName(instance.fileStem, extension, options);
   return `${stepFolder(stepId)}/${name}`;
 }
 
@@ -818,7 +1006,12 @@ function seedMembership(step: StepPlan, enumerate: () => Set<number>): (seed: nu
   const included = new Set((step.matrix.include ?? []).map((entry) => entry[name]).filter((v): v is number => typeof v === 'number'));
   const first = axis.value(0);
   const second = axis.length > 1 ? axis.value(1) : undefined;
-  if (axis.length > SEED_SET_MAX && typeof first === 'number' && typeof second === 'number' && axis.value(axis.length - 1) === first + (second - first) * (axis.length - 1)) {
+  if (
+    axis.length > SEED_SET_MAX &&
+    typeof first === 'number' &&
+    typeof second === 'number' &&
+    axis.value(axis.length - 1) === first + (second - first) * (axis.length - 1)
+  ) {
     const stride = second - first;
     return (seed) => {
       const k = (seed - first) / stride;
@@ -832,7 +1025,19 @@ function seedMembership(step: StepPlan, enumerate: () => Set<number>): (seed: nu
   return (seed) => included.has(seed);
 }
 
-const EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'video/mp4': 'mp4', 'video/webm': 'webm', 'video/quicktime': 'mov', 'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/mpeg': 'mp3', 'audio/mp4': 'm4a' };
+const EXTENSIONS: Record<string, string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'video/mp4': 'mp4',
+  'video/webm': 'webm',
+  'video/quicktime': 'mov',
+  'audio/wav': 'wav',
+  'audio/x-wav': 'wav',
+  'audio/wave': 'wav',
+  'audio/mpeg': 'mp3',
+  'audio/mp4': 'm4a',
+};
 
 /** The file's extension: the URL's when it is one the accepted types allow, else the first type's. */
 function extensionFor(url: string, accept: readonly string[]): string {
@@ -841,4 +1046,3 @@ function extensionFor(url: string, accept: readonly string[]): string {
   if (fromUrl && (allowed.has(fromUrl) || (fromUrl === 'jpeg' && allowed.has('jpg')))) return fromUrl === 'jpeg' ? 'jpg' : fromUrl;
   return EXTENSIONS[accept[0] ?? ''] ?? 'bin';
 }
-

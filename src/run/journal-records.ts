@@ -71,7 +71,13 @@ export const SubmissionHandle = z.discriminatedUnion('kind', [
   z.looseObject({ kind: z.literal('job_set'), jobSetId: z.string().min(1) }),
   z.looseObject({ kind: z.literal('agent_message'), sessionId: z.string().min(1), messageId: z.string().min(1) }),
   /** An agent turn: the message waited for, the instance's first message, replies used so far. */
-  z.looseObject({ kind: z.literal('agent_turn'), sessionId: z.string().min(1), messageId: z.string().min(1), firstMessageId: z.string().min(1), repliesUsed: z.number().int().nonnegative() }),
+  z.looseObject({
+    kind: z.literal('agent_turn'),
+    sessionId: z.string().min(1),
+    messageId: z.string().min(1),
+    firstMessageId: z.string().min(1),
+    repliesUsed: z.number().int().nonnegative(),
+  }),
 ]);
 export type SubmissionHandle = z.infer<typeof SubmissionHandle>;
 
@@ -182,10 +188,7 @@ export const DownloadedRecord = z.looseObject({
   /** Index of the output in the `status` record's `outputs`. */
   output: z.number().int().nonnegative().optional(),
   /** Relative to the run directory, with `/` separators; never absolute, never `..`. */
-  path: z
-    .string()
-    .min(1)
-    .refine(relativeInside, 'must be a relative path inside the run directory'),
+  path: z.string().min(1).refine(relativeInside, 'must be a relative path inside the run directory'),
   sha256: z.string().regex(SHA256_HEX),
   size: z.number().int().nonnegative(),
 });
@@ -378,7 +381,8 @@ const isHash = (v: unknown): boolean => typeof v === 'string' && SHA256_HEX.test
 const count = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
 const optionalCount = (v: unknown): boolean => v === undefined || count(v);
 /** An object literal or JSON.parse's: the prototype Object's, string keys only. */
-const plainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && Object.getPrototypeOf(v) === Object.prototype && Object.getOwnPropertySymbols(v).length === 0;
+const plainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && Object.getPrototypeOf(v) === Object.prototype && Object.getOwnPropertySymbols(v).length === 0;
 
 function everyOutput(outputs: unknown[]): boolean {
   // Indexed, not every(): a hole in the array is an undefined output, which the schema refuses.

@@ -117,12 +117,17 @@ function checkBody(body: Buffer): LineCheck {
     return { ok: false, integrity: false, reason: 'checksum matches but the text is not JSON' };
   }
   const type = (json as { type?: unknown } | null)?.type;
-  if (typeof type === 'string' && !JOURNAL_RECORD_TYPES.has(type)) return { ok: false, integrity: false, reason: `unknown record type "${type.slice(0, 40)}"` };
+  if (typeof type === 'string' && !JOURNAL_RECORD_TYPES.has(type))
+    return { ok: false, integrity: false, reason: `unknown record type "${type.slice(0, 40)}"` };
   if (surelyValidRecord(json)) return { ok: true, value: json };
   const parsed = JournalRecord.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    return { ok: false, integrity: false, reason: `invalid record: ${issue ? `${issue.path.join('.') || '(record)'}: ${issue.message}` : 'invalid'}` };
+    return {
+      ok: false,
+      integrity: false,
+      reason: `invalid record: ${issue ? `${issue.path.join('.') || '(record)'}: ${issue.message}` : 'invalid'}`,
+    };
   }
   return { ok: true, value: parsed.data };
 }
@@ -174,7 +179,8 @@ export function singleByteRepairs(body: Uint8Array, expected: number): Array<{ p
 
 /** A step id (manifest `identifier`), alone or followed by a `[label]`. */
 const PLAUSIBLE_INSTANCE = /^[a-z][a-z0-9_-]{0,62}(?:\[[^\u0000-\u001f]*\])?$/;
-const plausibleInstance = (value: unknown): string | undefined => (typeof value === 'string' && value.length <= 4096 && PLAUSIBLE_INSTANCE.test(value) ? value : undefined);
+const plausibleInstance = (value: unknown): string | undefined =>
+  typeof value === 'string' && value.length <= 4096 && PLAUSIBLE_INSTANCE.test(value) ? value : undefined;
 
 /** The instance a line whose checksum matched names: its `instance` field, or the one `"instance":"…"` in text that is not JSON. */
 function writtenInstance(body: Buffer): string | undefined {
@@ -276,7 +282,16 @@ class JournalScanner {
   readonly #project: ProjectLine<unknown> | undefined;
 
   /** `offset`: where in the file the first chunk starts (a part of it: streamJournalBatches). */
-  constructor(size: number, onRecord: (record: JournalRecord) => void, options: { skip?: ((line: Buffer) => boolean) | undefined; onCorrupt?: ((corrupt: CorruptLine) => void) | undefined; project?: ProjectLine<unknown> | undefined; offset?: number } = {}) {
+  constructor(
+    size: number,
+    onRecord: (record: JournalRecord) => void,
+    options: {
+      skip?: ((line: Buffer) => boolean) | undefined;
+      onCorrupt?: ((corrupt: CorruptLine) => void) | undefined;
+      project?: ProjectLine<unknown> | undefined;
+      offset?: number;
+    } = {},
+  ) {
     this.#size = size;
     this.#offset = options.offset ?? 0;
     this.#onRecord = onRecord;
@@ -312,12 +327,14 @@ class JournalScanner {
       const projected = this.#project(bytes.subarray(PREFIX_LENGTH));
       if (projected !== undefined) return this.#onRecord(projected as JournalRecord);
     }
-    const check: LineCheck = problem === undefined ? checkBody(bytes.subarray(PREFIX_LENGTH)) : { ok: false, integrity: true, reason: problem };
+    const check: LineCheck =
+      problem === undefined ? checkBody(bytes.subarray(PREFIX_LENGTH)) : { ok: false, integrity: true, reason: problem };
     if (check.ok) this.#onRecord(check.value as JournalRecord);
     else if (isLast && check.integrity && !oneByteDamaged(bytes)) this.#torn = { at: lineStart };
     else {
       const instance = damagedLineInstance(bytes);
-      const corrupt: CorruptLine = instance === undefined ? { line: this.#line, reason: check.reason } : { line: this.#line, reason: check.reason, instance };
+      const corrupt: CorruptLine =
+        instance === undefined ? { line: this.#line, reason: check.reason } : { line: this.#line, reason: check.reason, instance };
       this.#corrupt.push(corrupt);
       this.#onCorrupt?.(corrupt);
     }
@@ -353,7 +370,8 @@ async function openForReading(path: string): Promise<FileHandle | undefined> {
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
-    if (code === 'EACCES' || code === 'EPERM' || code === 'ENOTDIR' || code === 'ELOOP') throw new GenpipeError('invalid_file', `Cannot read the journal ${path} (${code}); the run directory is damaged.`);
+    if (code === 'EACCES' || code === 'EPERM' || code === 'ENOTDIR' || code === 'ELOOP')
+      throw new GenpipeError('invalid_file', `Cannot read the journal ${path} (${code}); the run directory is damaged.`);
     throw error;
   }
   let isFile = false;
@@ -362,7 +380,8 @@ async function openForReading(path: string): Promise<FileHandle | undefined> {
   } finally {
     if (!isFile) await handle.close();
   }
-  if (!isFile) throw new GenpipeError('invalid_file', `${path} is not a file, so not a journal genpipe wrote; the run directory is damaged.`);
+  if (!isFile)
+    throw new GenpipeError('invalid_file', `${path} is not a file, so not a journal genpipe wrote; the run directory is damaged.`);
   return handle;
 }
 
@@ -371,7 +390,11 @@ async function openForReading(path: string): Promise<FileHandle | undefined> {
  * line to `onCorrupt`, in file order; returns the torn tail and corrupt lines. A missing file reads
  * as empty. The file must not grow meanwhile (the run lock sees to that).
  */
-export async function scanJournal(path: string, onRecord: (record: JournalRecord) => void, onCorrupt?: (corrupt: CorruptLine) => void): Promise<Omit<ReadJournalResult, 'records'>> {
+export async function scanJournal(
+  path: string,
+  onRecord: (record: JournalRecord) => void,
+  onCorrupt?: (corrupt: CorruptLine) => void,
+): Promise<Omit<ReadJournalResult, 'records'>> {
   const handle = await openForReading(path);
   if (handle === undefined) return { tornTail: false, corrupt: [], endOffset: 0 };
   try {
@@ -435,8 +458,14 @@ export interface StreamOptions {
  * values, in file order with the records.
  */
 export function streamJournalBatches(path: string, options?: StreamOptions): AsyncGenerator<JournalRecord[]>;
-export function streamJournalBatches<T>(path: string, options: StreamOptions & { project: ProjectLine<T> }): AsyncGenerator<(JournalRecord | T)[]>;
-export async function* streamJournalBatches<T>(path: string, options: StreamOptions & { project?: ProjectLine<T> | undefined } = {}): AsyncGenerator<(JournalRecord | T)[]> {
+export function streamJournalBatches<T>(
+  path: string,
+  options: StreamOptions & { project: ProjectLine<T> },
+): AsyncGenerator<(JournalRecord | T)[]>;
+export async function* streamJournalBatches<T>(
+  path: string,
+  options: StreamOptions & { project?: ProjectLine<T> | undefined } = {},
+): AsyncGenerator<(JournalRecord | T)[]> {
   const handle = await openForReading(path);
   if (handle === undefined) return;
   try {
@@ -685,7 +714,10 @@ export class Journal {
   }
 
   #assertWritable(): void {
-    if (this.#failure !== undefined) throw new JournalError('invalid_file', `The journal ${this.path} failed to write earlier; it accepts no more records.`, { cause: this.#failure });
+    if (this.#failure !== undefined)
+      throw new JournalError('invalid_file', `The journal ${this.path} failed to write earlier; it accepts no more records.`, {
+        cause: this.#failure,
+      });
     if (this.#closing) throw new JournalError('invalid_file', `The journal ${this.path} is closed.`);
   }
 
@@ -749,7 +781,10 @@ export function encodeJournalRecord(record: JournalRecord, now: () => number = D
   const parsed = surelyValidRecord(stamped) ? undefined : JournalRecord.safeParse(stamped);
   if (parsed?.success === false) {
     const issue = parsed.error.issues[0];
-    throw new JournalError('invalid_input', `Refusing to journal an invalid ${String((record as { type?: unknown }).type)} record: ${issue ? `${issue.path.join('.') || '(record)'}: ${issue.message}` : 'invalid'}.`);
+    throw new JournalError(
+      'invalid_input',
+      `Refusing to journal an invalid ${String((record as { type?: unknown }).type)} record: ${issue ? `${issue.path.join('.') || '(record)'}: ${issue.message}` : 'invalid'}.`,
+    );
   }
   let text: string;
   try {
@@ -758,11 +793,14 @@ export function encodeJournalRecord(record: JournalRecord, now: () => number = D
     // is not found in the JSON text: each string is redacted before encoding then.
     if (mayHoldSecret(text)) text = JSON.stringify(stamped, redactingReplacer);
   } catch (error) {
-    throw new JournalError('invalid_input', 'Refusing to journal a record that cannot be written as JSON (a cycle, or nesting too deep).', { cause: error });
+    throw new JournalError('invalid_input', 'Refusing to journal a record that cannot be written as JSON (a cycle, or nesting too deep).', {
+      cause: error,
+    });
   }
   const scrubbed = redactJsonText(text);
   // A secret that only appears across JSON syntax cannot be cut out of it; a redaction must leave valid JSON.
-  if (scrubbed === undefined) throw new JournalError('invalid_input', 'Refusing to journal a record whose serialised form contains a secret.');
+  if (scrubbed === undefined)
+    throw new JournalError('invalid_input', 'Refusing to journal a record whose serialised form contains a secret.');
   if (scrubbed !== text) {
     try {
       JSON.parse(scrubbed);

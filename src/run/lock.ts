@@ -186,7 +186,10 @@ function resolveOptions(options: LockOptions): ResolvedOptions {
   };
   // Two refreshes must fit in the stale period, or one slow refresh makes a live lock look stale.
   if (!(o.refreshMs > 0 && o.staleMs > 0 && o.refreshMs * 2 <= o.staleMs)) {
-    throw new GenpipeError('invalid_input', `The lock's refresh period (${o.refreshMs} ms) must be positive and at most half its stale period (${o.staleMs} ms).`);
+    throw new GenpipeError(
+      'invalid_input',
+      `The lock's refresh period (${o.refreshMs} ms) must be positive and at most half its stale period (${o.staleMs} ms).`,
+    );
   }
   if (!(o.pollMs > 0)) throw new GenpipeError('invalid_input', `The lock's poll period must be positive, not ${o.pollMs} ms.`);
   return o;
@@ -205,7 +208,6 @@ const MAX_CLAIMS = 16;
 function code(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;
 }
-
 
 function parseOwner(text: string): LockOwner | undefined {
   try {
@@ -479,7 +481,10 @@ async function attempt(path: string, me: LockOwner, o: ResolvedOptions): Promise
       const seen = await inspect(path, o);
       if (seen.state === 'held' && !o.breakLock) return { won: false, owner: seen.owner };
       if (seen.state === 'held' && !o.force && seen.owner !== undefined && seen.owner.host === o.host && processAlive(seen.owner.pid)) {
-        throw new GenpipeError('locked', `--break-lock refused: run ${seen.owner.runId} holds the pipeline's lock and is alive on this host (pid ${seen.owner.pid}, since ${seen.owner.startedAt}). Stop it (kill -INT ${seen.owner.pid}; it stays resumable), or add --force to take the lock from it anyway.`);
+        throw new GenpipeError(
+          'locked',
+          `--break-lock refused: run ${seen.owner.runId} holds the pipeline's lock and is alive on this host (pid ${seen.owner.pid}, since ${seen.owner.startedAt}). Stop it (kill -INT ${seen.owner.pid}; it stays resumable), or add --force to take the lock from it anyway.`,
+        );
       }
       const displaced: DisplacedOwner | undefined =
         seen.state === 'free' ? undefined : { owner: seen.owner, reason: seen.state === 'held' ? 'broken' : 'stale', ageMs: seen.ageMs };
@@ -594,7 +599,13 @@ function hold(path: string, generation: number, displaced: DisplacedOwner | unde
   };
 }
 
-const unlocked: PipelineLock = { release: async () => {}, releaseSync: () => {}, signal: new AbortController().signal, displaced: undefined, check: async () => true };
+const unlocked: PipelineLock = {
+  release: async () => {},
+  releaseSync: () => {},
+  signal: new AbortController().signal,
+  displaced: undefined,
+  check: async () => true,
+};
 
 /**
  * Takes the lock at `path` for `runId`. `skip` refuses at once (LockedError, exit 4); `wait` polls
@@ -602,7 +613,13 @@ const unlocked: PipelineLock = { release: async () => {}, releaseSync: () => {},
  * takes no lock. With `breakLock` a held lock is taken all the same (its holder's heartbeat then
  * reports it lost); `displaced` names whom we replaced.
  */
-export async function acquirePipelineLock(path: string, runId: string, policy: OverlapPolicy, signal: AbortSignal, options: LockOptions = {}): Promise<PipelineLock> {
+export async function acquirePipelineLock(
+  path: string,
+  runId: string,
+  policy: OverlapPolicy,
+  signal: AbortSignal,
+  options: LockOptions = {},
+): Promise<PipelineLock> {
   if (policy === 'allow') return unlocked;
   const o = resolveOptions(options);
   await mkdir(dirname(path), { recursive: true });

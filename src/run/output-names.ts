@@ -38,11 +38,22 @@ export interface SafeFileNameOptions {
 
 /** Maps an instance id to a safe, readable, bounded and unique file name (see the header comment). */
 export function safeFileName(instanceId: string, extension: string, options: SafeFileNameOptions = {}): string {
-  if (!EXTENSION.test(extension)) throw new GenpipeError('invalid_input', `"${extension.slice(0, 20)}" is not a file extension genpipe writes (1 to 10 lowercase letters or digits).`);
+  if (!EXTENSION.test(extension))
+    throw new GenpipeError(
+      'invalid_input',
+      `"${extension.slice(0, 20)}" is not a file extension genpipe writes (1 to 10 lowercase letters or digits).`,
+    );
   const { index } = options;
-  if (index !== undefined && (!Number.isSafeInteger(index) || index < 0)) throw new GenpipeError('invalid_input', 'An output index must be a non-negative integer.');
+  if (index !== undefined && (!Number.isSafeInteger(index) || index < 0))
+    throw new GenpipeError('invalid_input', 'An output index must be a non-negative integer.');
   let stem = sanitizeStem(instanceId);
-  const changed = stem === '' || stem !== instanceId || stem.length > MAX_STEM_LENGTH || utf8Bytes(stem) > MAX_STEM_BYTES || HASHED_SUFFIX.test(stem) || isWindowsDevice(stem);
+  const changed =
+    stem === '' ||
+    stem !== instanceId ||
+    stem.length > MAX_STEM_LENGTH ||
+    utf8Bytes(stem) > MAX_STEM_BYTES ||
+    HASHED_SUFFIX.test(stem) ||
+    isWindowsDevice(stem);
   if (changed) {
     // UTF-16 code units, not UTF-8: UTF-8 turns every lone surrogate into U+FFFD, which would collide.
     const hash = createHash('sha256').update(Buffer.from(instanceId, 'utf16le')).digest('hex').slice(0, HASH_DIGITS);
@@ -58,7 +69,11 @@ export function safeFileName(instanceId: string, extension: string, options: Saf
  * rendered and checked for collisions, with the output index and the extension.
  */
 export function templatedFileName(stem: string, extension: string, options: SafeFileNameOptions = {}): string {
-  if (!EXTENSION.test(extension)) throw new GenpipeError('invalid_input', `"${extension.slice(0, 20)}" is not a file extension genpipe writes (1 to 10 lowercase letters or digits).`);
+  if (!EXTENSION.test(extension))
+    throw new GenpipeError(
+      'invalid_input',
+      `"${extension.slice(0, 20)}" is not a file extension genpipe writes (1 to 10 lowercase letters or digits).`,
+    );
   return `${stem}${options.index === undefined ? '' : `+${options.index}`}.${extension}`;
 }
 
@@ -73,7 +88,13 @@ export function isInside(parent: string, child: string): boolean {
  * leads outside it. Symlinks are not followed here; `downloadToFile` checks the real path too.
  */
 export function resolveInside(runDir: string, relativePath: string): string {
-  if (relativePath === '' || relativePath.includes('\0') || isAbsolute(relativePath) || /^[A-Za-z]:/.test(relativePath) || relativePath.startsWith('\\')) {
+  if (
+    relativePath === '' ||
+    relativePath.includes('\0') ||
+    isAbsolute(relativePath) ||
+    /^[A-Za-z]:/.test(relativePath) ||
+    relativePath.startsWith('\\')
+  ) {
     throw new GenpipeError('invalid_input', 'An output path must be a non-empty relative path without NUL characters.');
   }
   const root = resolve(runDir);

@@ -32,7 +32,17 @@ export interface OutputRow {
 }
 
 export const LEADING_COLUMNS = ['instance', 'step'] as const;
-export const TRAILING_COLUMNS = ['status', 'error', 'request_id', 'job_set_id', 'reroll_seed', 'role', 'file', 'sha256', 'cost_usd'] as const;
+export const TRAILING_COLUMNS = [
+  'status',
+  'error',
+  'request_id',
+  'job_set_id',
+  'reroll_seed',
+  'role',
+  'file',
+  'sha256',
+  'cost_usd',
+] as const;
 /** After the trailing columns, in the outputs.csv of a run with a storage sink only. */
 export const SINK_COLUMNS = ['sink_uri', 'sink_url'] as const;
 

@@ -23,10 +23,24 @@ import { LEADING_COLUMNS, SINK_COLUMNS, TRAILING_COLUMNS, type OutputRow } from 
 import { redactingReplacer } from '../util/redact.js';
 
 /** The header of outputs.csv for these axis columns; `sink`: the run has a storage sink (sink_uri, sink_url). */
-export const outputsCsvHeader = (axisColumns: readonly string[], sink = false): string => csvRow([...LEADING_COLUMNS, ...axisColumns, ...TRAILING_COLUMNS, ...(sink ? SINK_COLUMNS : [])]);
+export const outputsCsvHeader = (axisColumns: readonly string[], sink = false): string =>
+  csvRow([...LEADING_COLUMNS, ...axisColumns, ...TRAILING_COLUMNS, ...(sink ? SINK_COLUMNS : [])]);
 
 function csvLine(row: OutputRow, axisColumns: readonly string[], sink: boolean): string {
-  const cells = [row.instance, row.step, ...axisColumns.map((c) => row.axes[c] ?? ''), row.status, row.error ?? '', row.request_id ?? '', row.job_set_id ?? '', row.reroll_seed ?? '', row.role ?? '', row.file ?? '', row.sha256 ?? '', row.cost_usd ?? ''];
+  const cells = [
+    row.instance,
+    row.step,
+    ...axisColumns.map((c) => row.axes[c] ?? ''),
+    row.status,
+    row.error ?? '',
+    row.request_id ?? '',
+    row.job_set_id ?? '',
+    row.reroll_seed ?? '',
+    row.role ?? '',
+    row.file ?? '',
+    row.sha256 ?? '',
+    row.cost_usd ?? '',
+  ];
   if (sink) cells.push(row.sink_uri ?? '', row.sink_url ?? '');
   return csvRow(cells);
 }
@@ -38,7 +52,10 @@ function csvLine(row: OutputRow, axisColumns: readonly string[], sink: boolean):
  */
 const spillName = (): string => `.outputs-rows-${process.pid}-${randomBytes(4).toString('hex')}-${hostTag()}.jsonl`;
 /** This host, as a file name may carry it: a pid means something only on its own host. */
-const hostTag = (): string => hostname().replace(/[^A-Za-z0-9.-]/g, '_').slice(0, 64);
+const hostTag = (): string =>
+  hostname()
+    .replace(/[^A-Za-z0-9.-]/g, '_')
+    .slice(0, 64);
 /** Spilled rows are written in batches of about this many characters. */
 const SPILL_BATCH = 64 * 1024;
 /** Instances sorted in memory at once (external-sort.ts); beyond, sorted runs are merged from disk. */
@@ -71,10 +88,21 @@ export class OutputsCsv {
    * sorted in memory at once; `sink`: the run has a storage sink, so outputs.csv ends with
    * sink_uri and sink_url (outputs.jsonl carries them on the rows that have them either way).
    */
-  static async open(runDir: string, axisColumns: readonly string[] = [], options: { sortChunk?: number; sink?: boolean } = {}): Promise<OutputsCsv> {
+  static async open(
+    runDir: string,
+    axisColumns: readonly string[] = [],
+    options: { sortChunk?: number; sink?: boolean } = {},
+  ): Promise<OutputsCsv> {
     await removeDeadSpills(runDir);
     const name = spillName();
-    return new OutputsCsv(runDir, name, await open(join(runDir, name), 'w', 0o600), axisColumns, options.sortChunk ?? SORT_CHUNK, options.sink === true);
+    return new OutputsCsv(
+      runDir,
+      name,
+      await open(join(runDir, name), 'w', 0o600),
+      axisColumns,
+      options.sortChunk ?? SORT_CHUNK,
+      options.sink === true,
+    );
   }
 
   /** Closes and removes the spill file without writing outputs.csv (the run could not start). */
@@ -112,7 +140,10 @@ export class OutputsCsv {
     const spillPath = join(this.#runDir, this.#spillName);
     const unfinishedLines: string[] = [];
     for (const [id, rows] of unfinished) unfinishedLines.push(spillLine(id, rows).slice(0, -1));
-    const sorted = sortLines(concat(streamLinesOfFile(spillPath), unfinishedLines), naturalCompare, { chunk: this.#sortChunk, decode: (raw) => JSON.parse(raw) as string });
+    const sorted = sortLines(concat(streamLinesOfFile(spillPath), unfinishedLines), naturalCompare, {
+      chunk: this.#sortChunk,
+      decode: (raw) => JSON.parse(raw) as string,
+    });
     await writeBoth(this.#runDir, outputsCsvHeader(this.#columns, this.#sink), sorted, (row) => csvLine(row, this.#columns, this.#sink));
     await unlink(spillPath).catch(() => undefined);
   }

@@ -31,7 +31,9 @@ export async function readPollPrior(runDir: string, options: { maxRuns?: number;
   const self = basename(resolve(runDir));
   let names: string[];
   try {
-    names = (await readdir(pipelineDir, { withFileTypes: true })).filter((e) => e.isDirectory() && !e.name.startsWith('.') && e.name !== self).map((e) => e.name);
+    names = (await readdir(pipelineDir, { withFileTypes: true }))
+      .filter((e) => e.isDirectory() && !e.name.startsWith('.') && e.name !== self)
+      .map((e) => e.name);
   } catch {
     return new Map();
   }
@@ -59,8 +61,8 @@ async function readRun(journal: string, prior: Map<string, number[]>, perModel: 
     if (record.type === 'intent') {
       modelOf.set(record.instance, record.model);
       models.add(record.model);
-    }
-    else if (record.type === 'submitted' && record.at !== undefined && record.handle.kind === 'request') submittedAt.set(record.instance, record.at);
+    } else if (record.type === 'submitted' && record.at !== undefined && record.handle.kind === 'request')
+      submittedAt.set(record.instance, record.at);
     else if (record.type === 'status' && record.status === 'completed' && record.at !== undefined) {
       const start = submittedAt.get(record.instance);
       const model = modelOf.get(record.instance);

@@ -50,7 +50,14 @@ export class ReuseIndex {
         if (files.some((f) => f === undefined)) continue;
         const key = inputKey(input.model, input.bodyHash);
         if (index.#byInput.has(key)) continue;
-        index.#byInput.set(key, { runId: state.runId ?? name, runDir, ...input, outputs: final.outputs, result: final.result, files: files as JournalRecordOf<'downloaded'>[] });
+        index.#byInput.set(key, {
+          runId: state.runId ?? name,
+          runDir,
+          ...input,
+          outputs: final.outputs,
+          result: final.result,
+          files: files as JournalRecordOf<'downloaded'>[],
+        });
       }
     }
     return index;
@@ -73,7 +80,12 @@ const inputKey = (model: string, bodyHash: string): string => `${model}\u0000${b
  * and an existing destination must be that same file. Returns false when the earlier file is gone
  * or changed: the instance is then generated anew.
  */
-export async function linkEarlierFile(from: ReusableResult, file: JournalRecordOf<'downloaded'>, runDir: string, relativePath: string): Promise<boolean> {
+export async function linkEarlierFile(
+  from: ReusableResult,
+  file: JournalRecordOf<'downloaded'>,
+  runDir: string,
+  relativePath: string,
+): Promise<boolean> {
   const source = resolve(from.runDir, file.path);
   if (!source.startsWith(resolve(from.runDir) + sep)) return false;
   if ((await fileSha256(source)) !== file.sha256) return false;

@@ -19,7 +19,6 @@ import type { RunStore } from './run-store.js';
 import type { RunState } from './run-state.js';
 import { TokenBucket } from './token-bucket.js';
 
-
 export interface RunEffects {
   readonly options: RunOptions;
   readonly plan: Plan;
@@ -208,7 +207,10 @@ export class RunContext implements RunEffects {
 
   consumeRetry(): boolean {
     if (this.#retriesLeft <= 0) {
-      this.stopRun('retry_budget', 'The service kept failing, so the run stopped instead of retrying without end; resume it once the service is back.');
+      this.stopRun(
+        'retry_budget',
+        'The service kept failing, so the run stopped instead of retrying without end; resume it once the service is back.',
+      );
       return false;
     }
     this.#retriesLeft--;
@@ -218,7 +220,10 @@ export class RunContext implements RunEffects {
   credentialsRefused(error: GenpipeError): boolean {
     if (error.code !== 'unauthorized') return false;
     this.tally('pending');
-    this.refused ??= new GenpipeError('unauthorized', `${error.message.replace(/[.]$/, '')}; the run stopped, and \`genpipe resume\` continues it once the credentials are fixed.`);
+    this.refused ??= new GenpipeError(
+      'unauthorized',
+      `${error.message.replace(/[.]$/, '')}; the run stopped, and \`genpipe resume\` continues it once the credentials are fixed.`,
+    );
     return true;
   }
 
@@ -232,7 +237,8 @@ export class RunContext implements RunEffects {
     const failFast = this.options.failFast ?? (step.step.on_failure ?? defaults?.on_failure) === 'stop';
     if (failFast) this.stopRun('fail_fast', `Stopped at the first failure (${id}); resume after fixing it.`);
     const max = defaults?.max_failures;
-    if (max !== undefined && this.failures >= max) this.stopRun('max_failures', `Stopped after ${this.failures} failures (max_failures ${max}).`);
+    if (max !== undefined && this.failures >= max)
+      this.stopRun('max_failures', `Stopped after ${this.failures} failures (max_failures ${max}).`);
   }
 
   get resumed(): boolean {
@@ -242,7 +248,13 @@ export class RunContext implements RunEffects {
   uploadPending(step: StepPlan, id: string, message: string): void {
     this.uploadsPending++;
     this.uploadProblem ??= message;
-    this.emit({ type: 'instance_failed', step: step.id, instance: id, code: 'upload_pending', message: `${message} (the files stay on disk; \`genpipe resume\` uploads them)` });
+    this.emit({
+      type: 'instance_failed',
+      step: step.id,
+      instance: id,
+      code: 'upload_pending',
+      message: `${message} (the files stay on disk; \`genpipe resume\` uploads them)`,
+    });
   }
 
   fail(step: StepPlan, id: string, code: string, message: string): void {

@@ -13,7 +13,10 @@ import { clip, formatPath } from '../util/zod-issues.js';
 
 /** A timestamp-based run id that sorts in time order: `20261122T051300Z-3fa2`. */
 export function newRunId(now: Date = new Date()): string {
-  const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}Z$/, 'Z');
+  const stamp = now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}Z$/, 'Z');
   return `${stamp}-${randomBytes(2).toString('hex')}`;
 }
 
@@ -23,7 +26,17 @@ export interface PlanFile {
   manifest: string;
   planHash: string;
   createdAt: string;
-  steps: { id: string; model: string; count: number; needs: readonly string[]; for_each: string | null; for_each_only?: 'approved'; price_usd: number | null; axes?: Record<string, string[]>; gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined } }[];
+  steps: {
+    id: string;
+    model: string;
+    count: number;
+    needs: readonly string[];
+    for_each: string | null;
+    for_each_only?: 'approved';
+    price_usd: number | null;
+    axes?: Record<string, string[]>;
+    gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined };
+  }[];
   estimate: { known_usd: number; unknown_instances: number };
   /** A subset run (`--only`, `--limit`): the selectors as written; a resume runs the same subset. */
   selection?: { only: string[]; limit: number | null };
@@ -66,7 +79,17 @@ export function planFileSteps(plan: Plan): PlanFile['steps'] {
   const steps = [...plan.steps].sort((a, b) => (written.get(a.id) ?? 0) - (written.get(b.id) ?? 0));
   return steps.map((s) => {
     const axes = axisOrder(s);
-    return { id: s.id, model: s.model, count: s.count, needs: s.needs, for_each: s.forEach ?? null, ...(s.forEachOnly ? { for_each_only: s.forEachOnly } : {}), price_usd: s.priceUsd ?? null, ...(axes ? { axes } : {}), ...(s.step.gallery ? { gallery: s.step.gallery } : {}) };
+    return {
+      id: s.id,
+      model: s.model,
+      count: s.count,
+      needs: s.needs,
+      for_each: s.forEach ?? null,
+      ...(s.forEachOnly ? { for_each_only: s.forEachOnly } : {}),
+      price_usd: s.priceUsd ?? null,
+      ...(axes ? { axes } : {}),
+      ...(s.step.gallery ? { gallery: s.step.gallery } : {}),
+    };
   });
 }
 
@@ -113,7 +136,17 @@ export async function createRunDir(
     steps: planFileSteps(plan),
     estimate: { known_usd: estimate.knownUsd, unknown_instances: estimate.unknownInstances },
     ...(plan.selection ? { selection: { only: (plan.selection.only ?? []).map((s) => s.text), limit: plan.selection.limit ?? null } } : {}),
-    ...(service ? { service: { base_url: service.base_url, platform_url: service.platform_url, cdn_url: service.cdn_url, vendor: service.vendor, embedded_emulator: service.embedded_emulator } } : {}),
+    ...(service
+      ? {
+          service: {
+            base_url: service.base_url,
+            platform_url: service.platform_url,
+            cdn_url: service.cdn_url,
+            vendor: service.vendor,
+            embedded_emulator: service.embedded_emulator,
+          },
+        }
+      : {}),
     inputs,
   };
   await writeFile(join(dir, 'plan.json'), `${JSON.stringify(file, null, 2)}\n`, { flag: 'wx' });
@@ -132,7 +165,10 @@ export async function createRunDir(
  * Unknown fields are kept: a newer genpipe may add some.
  */
 const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
-const usd = z.number().refine(Number.isFinite, 'expected a finite number').refine((n) => n >= 0, 'expected a number of at least 0');
+const usd = z
+  .number()
+  .refine(Number.isFinite, 'expected a finite number')
+  .refine((n) => n >= 0, 'expected a number of at least 0');
 const PlanFileSchema = z.looseObject({
   pipeline: z.string().min(1),
   runId: z.string().regex(RUN_ID, 'expected a run id (letters, digits, ".", "_" and "-")'),
@@ -150,7 +186,9 @@ const PlanFileSchema = z.looseObject({
       for_each_only: z.literal('approved').optional(),
       /** Each axis's labels in the manifest's order (the gallery and diff sort by them). */
       axes: z.record(z.string(), z.array(z.string())).optional(),
-      gallery: z.looseObject({ rows: z.string().optional(), cols: z.string().optional(), pages: z.array(z.string()).optional() }).optional(),
+      gallery: z
+        .looseObject({ rows: z.string().optional(), cols: z.string().optional(), pages: z.array(z.string()).optional() })
+        .optional(),
     }),
   ),
   estimate: z.looseObject({ known_usd: usd, unknown_instances: z.int().min(0) }),
@@ -168,28 +206,52 @@ export async function readPlanFile(dir: string): Promise<PlanFile> {
   try {
     json = JSON.parse(text);
   } catch (error) {
-    throw new GenpipeError('invalid_input', `${path} is not valid JSON (${clip(error instanceof Error ? error.message : String(error), 80)}); it is not a plan genpipe wrote.`);
+    throw new GenpipeError(
+      'invalid_input',
+      `${path} is not valid JSON (${clip(error instanceof Error ? error.message : String(error), 80)}); it is not a plan genpipe wrote.`,
+    );
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-    throw new GenpipeError('invalid_input', `${path} holds ${json === null ? 'null' : Array.isArray(json) ? 'a list' : `a ${typeof json}`}, not a plan genpipe wrote (an object with pipeline, runId, steps, ...).`);
+    throw new GenpipeError(
+      'invalid_input',
+      `${path} holds ${json === null ? 'null' : Array.isArray(json) ? 'a list' : `a ${typeof json}`}, not a plan genpipe wrote (an object with pipeline, runId, steps, ...).`,
+    );
   }
   const file = json as Record<string, unknown>;
   if (file.service !== undefined && !isRunService(file.service)) {
-    throw new GenpipeError('invalid_input', `${path} has a malformed service record (base_url, platform_url, cdn_url, vendor, embedded_emulator).`);
+    throw new GenpipeError(
+      'invalid_input',
+      `${path} has a malformed service record (base_url, platform_url, cdn_url, vendor, embedded_emulator).`,
+    );
   }
   if (file.selection !== undefined && !isSelection(file.selection)) {
-    throw new GenpipeError('invalid_input', `${path} has a malformed selection record (only: a list of selectors, limit: a whole number or null).`);
+    throw new GenpipeError(
+      'invalid_input',
+      `${path} has a malformed selection record (only: a list of selectors, limit: a whole number or null).`,
+    );
   }
   const parsed = PlanFileSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue ? formatPath(issue.path) || 'the top level' : 'the top level';
-    const more = parsed.error.issues.length > 1 ? ` (and ${parsed.error.issues.length - 1} more problem${parsed.error.issues.length > 2 ? 's' : ''})` : '';
-    throw new GenpipeError('invalid_input', `${path} is damaged or not a plan genpipe wrote: ${where}: ${issue?.message ?? 'invalid'}${more}.`);
+    const more =
+      parsed.error.issues.length > 1
+        ? ` (and ${parsed.error.issues.length - 1} more problem${parsed.error.issues.length > 2 ? 's' : ''})`
+        : '';
+    throw new GenpipeError(
+      'invalid_input',
+      `${path} is damaged or not a plan genpipe wrote: ${where}: ${issue?.message ?? 'invalid'}${more}.`,
+    );
   }
   const plan = parsed.data as unknown as PlanFile;
   const inputs = plan.inputs as unknown;
-  if (inputs !== undefined && (inputs === null || typeof inputs !== 'object' || typeof (inputs as Record<string, unknown>).file !== 'string' || typeof (inputs as Record<string, unknown>).sha256 !== 'string')) {
+  if (
+    inputs !== undefined &&
+    (inputs === null ||
+      typeof inputs !== 'object' ||
+      typeof (inputs as Record<string, unknown>).file !== 'string' ||
+      typeof (inputs as Record<string, unknown>).sha256 !== 'string')
+  ) {
     throw new GenpipeError('invalid_input', `${path} has a malformed inputs record (file, sha256).`);
   }
   return plan;
@@ -198,11 +260,17 @@ export async function readPlanFile(dir: string): Promise<PlanFile> {
 function isSelection(value: unknown): value is PlanFile['selection'] {
   if (value === null || typeof value !== 'object') return false;
   const v = value as Record<string, unknown>;
-  return Array.isArray(v.only) && v.only.every((s) => typeof s === 'string') && (v.limit === null || (Number.isSafeInteger(v.limit) && (v.limit as number) > 0));
+  return (
+    Array.isArray(v.only) &&
+    v.only.every((s) => typeof s === 'string') &&
+    (v.limit === null || (Number.isSafeInteger(v.limit) && (v.limit as number) > 0))
+  );
 }
 
 function isRunService(value: unknown): value is RunService {
   if (value === null || typeof value !== 'object') return false;
   const v = value as Record<string, unknown>;
-  return ['base_url', 'platform_url', 'cdn_url', 'vendor'].every((k) => typeof v[k] === 'string') && typeof v.embedded_emulator === 'boolean';
+  return (
+    ['base_url', 'platform_url', 'cdn_url', 'vendor'].every((k) => typeof v[k] === 'string') && typeof v.embedded_emulator === 'boolean'
+  );
 }

@@ -22,7 +22,8 @@ export interface RunInputsRecord {
   sha256: string;
 }
 
-type SavedAxis = { kind: 'csv'; columns: string[]; rows: [line: number, values: Record<string, string>][] } | { kind: 'presets'; presets: Preset[] };
+type SavedAxis =
+  { kind: 'csv'; columns: string[]; rows: [line: number, values: Record<string, string>][] } | { kind: 'presets'; presets: Preset[] };
 
 interface SavedInputs {
   version: 1;
@@ -84,7 +85,11 @@ export async function readRunInputs(runDir: string, record: RunInputsRecord | un
   } catch (error) {
     throw new GenpipeError('invalid_input', `${path} is missing: the run's CSV rows and presets are not known.`, { cause: error });
   }
-  if (sha256(text) !== record.sha256) throw new GenpipeError('invalid_input', `${path} does not match the SHA-256 its run's plan.json recorded: it was changed after the run started.`);
+  if (sha256(text) !== record.sha256)
+    throw new GenpipeError(
+      'invalid_input',
+      `${path} does not match the SHA-256 its run's plan.json recorded: it was changed after the run started.`,
+    );
   let saved: SavedInputs;
   try {
     saved = JSON.parse(text) as SavedInputs;
@@ -94,7 +99,12 @@ export async function readRunInputs(runDir: string, record: RunInputsRecord | un
   const axes = new Map<string, RecordedAxis>();
   for (const [step, byAxis] of Object.entries(saved.steps ?? {})) {
     for (const [name, axis] of Object.entries(byAxis)) {
-      axes.set(`${step}\u0000${name}`, axis.kind === 'csv' ? { kind: 'csv', columns: axis.columns, rows: axis.rows.map(([line, values]): CsvRow => ({ line, values })) } : axis);
+      axes.set(
+        `${step}\u0000${name}`,
+        axis.kind === 'csv'
+          ? { kind: 'csv', columns: axis.columns, rows: axis.rows.map(([line, values]): CsvRow => ({ line, values })) }
+          : axis,
+      );
     }
   }
   return (step, axis) => axes.get(`${step}\u0000${axis}`);

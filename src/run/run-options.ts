@@ -183,7 +183,10 @@ export interface GivenRecordedOptions {
  * A `--retry` given starts a new round, so an instance is retried at most once per `--retry` given,
  * however often the run is resumed after it.
  */
-export function resolveRecordedOptions(given: GivenRecordedOptions, recorded: RecordedOptions | undefined): { options: RecordedOptions; changes: string[] } {
+export function resolveRecordedOptions(
+  given: GivenRecordedOptions,
+  recorded: RecordedOptions | undefined,
+): { options: RecordedOptions; changes: string[] } {
   const options: RecordedOptions = {
     budgetUsd: given.budgetUsd ?? recorded?.budgetUsd ?? null,
     reuse: given.reuse === true || recorded?.reuse === true,
@@ -199,8 +202,10 @@ export function resolveRecordedOptions(given: GivenRecordedOptions, recorded: Re
     const whole = (v: number | null): string => (v === null ? 'default' : String(v));
     if (options.budgetUsd !== recorded.budgetUsd) changes.push(`budget: ${usd(recorded.budgetUsd)} → ${usd(options.budgetUsd)}`);
     if (options.reuse !== recorded.reuse) changes.push('reuse: off → on');
-    if (options.retryBudget !== recorded.retryBudget) changes.push(`retry budget: ${whole(recorded.retryBudget)} → ${whole(options.retryBudget)}`);
-    if (options.confirmOverUsd !== recorded.confirmOverUsd) changes.push(`confirm over: ${usd(recorded.confirmOverUsd)} → ${usd(options.confirmOverUsd)}`);
+    if (options.retryBudget !== recorded.retryBudget)
+      changes.push(`retry budget: ${whole(recorded.retryBudget)} → ${whole(options.retryBudget)}`);
+    if (options.confirmOverUsd !== recorded.confirmOverUsd)
+      changes.push(`confirm over: ${usd(recorded.confirmOverUsd)} → ${usd(options.confirmOverUsd)}`);
     if (given.retry) changes.push(`retry: ${given.retry.size === 0 ? 'none' : [...given.retry].join(', ')} (round ${options.retryRound})`);
     if (options.executor !== recorded.executor) changes.push(`executor: ${recorded.executor} → ${options.executor}`);
   }

@@ -57,7 +57,17 @@ export interface RunState {
 }
 
 export function emptyRunState(): RunState {
-  return { runId: undefined, planHash: undefined, instances: new Map(), sessions: new Map(), uploads: new Map(), suspectAll: false, options: undefined, started: false, lastOutcome: undefined };
+  return {
+    runId: undefined,
+    planHash: undefined,
+    instances: new Map(),
+    sessions: new Map(),
+    uploads: new Map(),
+    suspectAll: false,
+    options: undefined,
+    started: false,
+    lastOutcome: undefined,
+  };
 }
 
 function instanceOf(state: RunState, id: string): InstanceState {
@@ -71,7 +81,9 @@ function instanceOf(state: RunState, id: string): InstanceState {
 
 /** Attempts sent and not final: what a service that forgot everything leaves unknown (a `forgotten` record each). */
 export function sentNotFinal(state: RunState): string[] {
-  return [...state.instances].filter(([, e]) => !e.final && !e.failed && e.suspect !== true && (e.submission !== undefined || e.intent !== undefined)).map(([id]) => id);
+  return [...state.instances]
+    .filter(([, e]) => !e.final && !e.failed && e.suspect !== true && (e.submission !== undefined || e.intent !== undefined))
+    .map(([id]) => id);
 }
 
 /** Applies one record. Terminal states are final: a later record never moves an instance out of one. */
@@ -162,7 +174,13 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
     case 'reused': {
       const entry = instanceOf(state, record.instance);
       if (entry.final) return;
-      entry.final = { type: 'status', instance: record.instance, status: 'completed', outputs: record.outputs, ...(record.result === undefined ? {} : { result: record.result }) };
+      entry.final = {
+        type: 'status',
+        instance: record.instance,
+        status: 'completed',
+        outputs: record.outputs,
+        ...(record.result === undefined ? {} : { result: record.result }),
+      };
       entry.reusedFrom = record.fromRunId;
       entry.reusedInput = { model: record.model, bodyHash: record.bodyHash };
       return;
@@ -230,7 +248,7 @@ export function markCorrupt(state: RunState, instance: string | undefined): void
 }
 
 export function resumeAction(entry: InstanceState | undefined, idempotentSubmit: boolean, suspectAll = false): ResumeAction {
-  const suspect = entry ? entry.suspect ?? (suspectAll && entry.retries === 0) : suspectAll;
+  const suspect = entry ? (entry.suspect ?? (suspectAll && entry.retries === 0)) : suspectAll;
   if (!entry) return suspect ? { kind: 'unknown' } : { kind: 'fresh' };
   if (entry.final) return { kind: 'done', status: entry.final.status };
   if (entry.failed) return { kind: 'failed' };
@@ -260,12 +278,25 @@ export async function replayFile(path: string, options: { lean?: boolean } = {})
     if (record.type === 'status') {
       const entry = state.instances.get(record.instance);
       if (entry?.final === record) {
-        if (record.actualCostUsd === undefined) entry.final = shared(finals, record.status, (): JournalRecordOf<'status'> => ({ type: 'status', instance: '', status: record.status, outputs: [] }));
+        if (record.actualCostUsd === undefined)
+          entry.final = shared(finals, record.status, (): JournalRecordOf<'status'> => ({
+            type: 'status',
+            instance: '',
+            status: record.status,
+            outputs: [],
+          }));
         else entry.final = { type: 'status', instance: '', status: record.status, outputs: [], actualCostUsd: record.actualCostUsd };
       }
     } else if (record.type === 'intent') {
       const entry = state.instances.get(record.instance);
-      if (entry?.intent === record) entry.intent = shared(intents, record.model, (): JournalRecordOf<'intent'> => ({ type: 'intent', instance: '', model: record.model, idempotencyKey: null, bodyHash: '' }));
+      if (entry?.intent === record)
+        entry.intent = shared(intents, record.model, (): JournalRecordOf<'intent'> => ({
+          type: 'intent',
+          instance: '',
+          model: record.model,
+          idempotencyKey: null,
+          bodyHash: '',
+        }));
     }
   }
   return state;

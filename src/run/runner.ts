@@ -26,7 +26,6 @@ import { Scheduler } from './scheduler.js';
 
 export { RETRY_STATUSES, type RateLimiter, type RetryStatus, type RunOptions } from './run-options.js';
 
-
 /** At most one "throttled by the service" line this often. */
 const THROTTLE_LINE_MS = 5_000;
 
@@ -63,7 +62,10 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   setMaxListeners(0, fx.signal);
   // The views (the gallery) subscribe to the run: run/ knows none of them.
   const view = options.view?.({ state: store.state, failed: (message) => fx.emit({ type: 'gallery_failed', message }) });
-  const driver = new InstanceDriver(fx, outputs, { onFinished: (id, entry) => view?.finished(id, entry), onDownloaded: (path, size) => view?.downloaded(path, size) });
+  const driver = new InstanceDriver(fx, outputs, {
+    onFinished: (id, entry) => view?.finished(id, entry),
+    onDownloaded: (path, size) => view?.downloaded(path, size),
+  });
   // What is finished so far, now and then (a view: it never holds the run up).
   const galleryTimer = view ? setInterval(() => view.update(), GALLERY_EVERY_MS).unref() : undefined;
   const scheduler = new Scheduler(fx, driver);
@@ -71,16 +73,28 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const already = store.created ? undefined : journaledProgress(store.state, fx.spend.committedUsd);
   // How the last start ended, read before this one's record: a finished run resumed with nothing to do tells no one again.
   const endedBefore = store.state.lastOutcome;
-  await fx.log({ type: 'run_started', runId: options.runId, pipeline: options.plan.name, planHash: options.planHash, options: fx.recorded }, true);
+  await fx.log(
+    { type: 'run_started', runId: options.runId, pipeline: options.plan.name, planHash: options.planHash, options: fx.recorded },
+    true,
+  );
   if (options.serviceForgotten) {
     // What the dead service had in flight is unknown here, not something to follow: journaled, so
     // the run, its summary and the report read the same thing (issue 26, defect 12).
     const forgotten = sentNotFinal(store.state);
     for (const [i, instance] of forgotten.entries()) await fx.log({ type: 'forgotten', instance }, i === forgotten.length - 1);
   }
-  fx.emit({ type: 'run_started', runId: options.runId, runDir: options.runDir, pipeline: options.plan.name, instances: options.plan.totalInstances, resumed: !store.created, ...(already ? { already } : {}) });
+  fx.emit({
+    type: 'run_started',
+    runId: options.runId,
+    runDir: options.runDir,
+    pipeline: options.plan.name,
+    instances: options.plan.totalInstances,
+    resumed: !store.created,
+    ...(already ? { already } : {}),
+  });
   if (changes.length > 0) fx.emit({ type: 'options_changed', changes });
-  const onAbort = (): void => fx.stopRun('aborted', 'Interrupted: stopped submitting; the journal is flushed and `genpipe resume` continues the run.');
+  const onAbort = (): void =>
+    fx.stopRun('aborted', 'Interrupted: stopped submitting; the journal is flushed and `genpipe resume` continues the run.');
   // Interrupted before the walk began (Ctrl-C while the plan was checked): it stops at once, said so.
   if (options.signal.aborted) onAbort();
   else options.signal.addEventListener('abort', onAbort, { once: true });
@@ -142,10 +156,20 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
  */
 async function startContext(options: RunOptions, store: RunStore): Promise<{ fx: RunContext; changes: string[] }> {
   if (!store.created && !store.state.started) {
-    throw new GenpipeError('invalid_file', `${join(options.runDir, 'journal.jsonl')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`);
+    throw new GenpipeError(
+      'invalid_file',
+      `${join(options.runDir, 'journal.jsonl')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`,
+    );
   }
   const { options: recorded, changes } = resolveRecordedOptions(
-    { budgetUsd: options.budgetUsd, reuse: options.reuse === undefined ? undefined : options.reuse !== false, retryBudget: options.retryBudget, confirmOverUsd: options.confirmOverUsd, retry: options.retry, executor: options.executor?.name },
+    {
+      budgetUsd: options.budgetUsd,
+      reuse: options.reuse === undefined ? undefined : options.reuse !== false,
+      retryBudget: options.retryBudget,
+      confirmOverUsd: options.confirmOverUsd,
+      retry: options.retry,
+      executor: options.executor?.name,
+    },
     store.state.options,
   );
   const budget = recorded.budgetUsd ?? options.plan.loaded.manifest.defaults?.budget_usd;
@@ -153,9 +177,17 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
   if (budget !== undefined && unpriced.length > 0) {
     // A budget is a promise about money: an instance of unknown price could break it unseen. The
     // CLI refuses such a manifest first (plan/guards.ts); a library caller meets it here.
-    throw new GenpipeError('invalid_input', `With a budget, every step needs a price; ${unpriced.join(', ')} ${unpriced.length === 1 ? 'has' : 'have'} none: add it to the manifest's prices (or price_usd on the step).`);
+    throw new GenpipeError(
+      'invalid_input',
+      `With a budget, every step needs a price; ${unpriced.join(', ')} ${unpriced.length === 1 ? 'has' : 'have'} none: add it to the manifest's prices (or price_usd on the step).`,
+    );
   }
-  const reuse = typeof options.reuse === 'object' ? options.reuse : recorded.reuse ? await ReuseIndex.build(dirname(options.runDir), options.runDir) : undefined;
+  const reuse =
+    typeof options.reuse === 'object'
+      ? options.reuse
+      : recorded.reuse
+        ? await ReuseIndex.build(dirname(options.runDir), options.runDir)
+        : undefined;
   const prices = new Map(options.plan.steps.map((s) => [s.id, s.priceUsd]));
   const committed = committedByJournal(store.state, (step) => prices.get(step));
   return { fx: new RunContext(options, store, recorded, reuse, committed), changes };
@@ -198,7 +230,10 @@ function outcomeOf(fx: RunContext): RunOutcome {
  * stuck run must be found, not left to exit quietly with an empty event loop.
  */
 function startWatchdog(fx: RunContext): { timer: NodeJS.Timeout; stuck: GenpipeError | undefined } {
-  const watchdog: { timer: NodeJS.Timeout; stuck: GenpipeError | undefined } = { timer: undefined as unknown as NodeJS.Timeout, stuck: undefined };
+  const watchdog: { timer: NodeJS.Timeout; stuck: GenpipeError | undefined } = {
+    timer: undefined as unknown as NodeJS.Timeout,
+    stuck: undefined,
+  };
   let seen = fx.progress;
   let idleLooks = 0;
   watchdog.timer = setInterval(() => {

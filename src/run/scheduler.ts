@@ -79,12 +79,14 @@ export class Scheduler {
                   break;
                 }
                 seen++;
-                if (entry instanceof InstanceError) throw new GenpipeError('invalid_input', `The plan changed while running: ${entry.message}`);
+                if (entry instanceof InstanceError)
+                  throw new GenpipeError('invalid_input', `The plan changed while running: ${entry.message}`);
                 await launch(entry);
               }
             } else {
               // `only: approved`: the upstream instances approved in review, read when the step starts.
-              const approved = step.forEachOnly === 'approved' ? await (this.#fx.options.review?.approved() ?? new Set<string>()) : undefined;
+              const approved =
+                step.forEachOnly === 'approved' ? await (this.#fx.options.review?.approved() ?? new Set<string>()) : undefined;
               for await (const up of completions.get(step.forEach) as AsyncQueue<Upstream>) {
                 if (approved && !approved.has(up.instance.id)) continue;
                 for (const entry of this.#fx.plan.downstreamOf(step.id, up.instance, up.outputs, this.#fx.options.catalog)) {

@@ -69,7 +69,8 @@ export class TokenBucket {
 
   constructor(options: TokenBucketOptions) {
     const rate = options.ratePerSecond;
-    if (!(rate > 0) || !Number.isFinite(rate)) throw new GenpipeError('config', 'The request rate must be a positive number of requests per second.');
+    if (!(rate > 0) || !Number.isFinite(rate))
+      throw new GenpipeError('config', 'The request rate must be a positive number of requests per second.');
     this.baseRate = rate;
     this.burst = Math.max(1, options.burst ?? Math.ceil(rate));
     this.minRate = Math.min(rate, Math.max(Number.EPSILON, options.minRatePerSecond ?? rate / 16));

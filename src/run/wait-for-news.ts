@@ -13,13 +13,22 @@ import type { WebhookReceiver } from './webhook-receiver.js';
 /** In webhook mode, how long to wait for a delivery before polling anyway. */
 export const WEBHOOK_FALLBACK_POLL_MS = 30_000;
 
-export async function waitForNews(receiver: WebhookReceiver | undefined, submission: Submission, delayMs: number, deliverySpent: boolean, signal: AbortSignal): Promise<void> {
+export async function waitForNews(
+  receiver: WebhookReceiver | undefined,
+  submission: Submission,
+  delayMs: number,
+  deliverySpent: boolean,
+  signal: AbortSignal,
+): Promise<void> {
   if (!receiver || submission.kind !== 'request' || deliverySpent) return sleep(delayMs, signal);
   if (receiver.arrived(submission.requestId)) return;
   const done = new AbortController();
   const either = AbortSignal.any([signal, done.signal]);
   try {
-    await Promise.race([sleep(Math.max(delayMs, WEBHOOK_FALLBACK_POLL_MS), either).catch(() => {}), receiver.wait(submission.requestId, either)]);
+    await Promise.race([
+      sleep(Math.max(delayMs, WEBHOOK_FALLBACK_POLL_MS), either).catch(() => {}),
+      receiver.wait(submission.requestId, either),
+    ]);
   } finally {
     done.abort();
   }
@@ -27,4 +36,5 @@ export async function waitForNews(receiver: WebhookReceiver | undefined, submiss
 }
 
 /** Whether the webhook for this submission has arrived (then the look it caused was exact, and any later one spends it). */
-export const deliveryArrived = (receiver: WebhookReceiver | undefined, submission: Submission): boolean => submission.kind === 'request' && receiver?.arrived(submission.requestId) === true;
+export const deliveryArrived = (receiver: WebhookReceiver | undefined, submission: Submission): boolean =>
+  submission.kind === 'request' && receiver?.arrived(submission.requestId) === true;

@@ -63,7 +63,8 @@ const DEFAULT_MAX_REMEMBERED = 200_000;
 
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value <= 0) throw new GenpipeError('config', `The webhook receiver's ${name} must be a positive whole number, not ${value}.`);
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new GenpipeError('config', `The webhook receiver's ${name} must be a positive whole number, not ${value}.`);
   return value;
 }
 
@@ -99,7 +100,8 @@ export interface WebhookStats {
 export function parseListen(value: string): { host: string; port: number } {
   const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(value);
   const port = Number(match?.[3]);
-  if (!match || !(port >= 0 && port <= 65_535)) throw new GenpipeError('invalid_input', `--listen takes HOST:PORT, such as 127.0.0.1:8787, not "${value}".`);
+  if (!match || !(port >= 0 && port <= 65_535))
+    throw new GenpipeError('invalid_input', `--listen takes HOST:PORT, such as 127.0.0.1:8787, not "${value}".`);
   return { host: match[1] ?? match[2] ?? '', port };
 }
 
@@ -108,7 +110,11 @@ export function parseListen(value: string): { host: string; port: number } {
  * when neither is given.
  */
 export function webhookFlags(url: string | undefined, listen: string | undefined): WebhookReceiverOptions | undefined {
-  if ((url === undefined) !== (listen === undefined)) throw new GenpipeError('invalid_input', '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.');
+  if ((url === undefined) !== (listen === undefined))
+    throw new GenpipeError(
+      'invalid_input',
+      '--webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.',
+    );
   if (url === undefined || listen === undefined) return undefined;
   return { ...parseListen(listen), publicUrl: url };
 }
@@ -142,7 +148,8 @@ export class WebhookReceiver {
     } catch {
       throw new GenpipeError('invalid_input', `--webhook-url is not a URL: "${options.publicUrl}".`);
     }
-    if (base.protocol !== 'https:' && base.protocol !== 'http:') throw new GenpipeError('invalid_input', '--webhook-url must be an http or https URL.');
+    if (base.protocol !== 'https:' && base.protocol !== 'http:')
+      throw new GenpipeError('invalid_input', '--webhook-url must be an http or https URL.');
     const url = `${base.toString().replace(/\/+$/, '')}/${token}`;
     const server = createServer(
       {
@@ -160,7 +167,15 @@ export class WebhookReceiver {
     server.maxConnections = resolved.maxConnections;
     const receiver = new WebhookReceiver(server, token, url, resolved);
     await new Promise<void>((resolve, reject) => {
-      server.once('error', (error: NodeJS.ErrnoException) => reject(new GenpipeError('invalid_input', `Cannot listen on ${options.host}:${options.port} for webhooks: ${error.code ?? error.message}.`, { cause: error })));
+      server.once('error', (error: NodeJS.ErrnoException) =>
+        reject(
+          new GenpipeError(
+            'invalid_input',
+            `Cannot listen on ${options.host}:${options.port} for webhooks: ${error.code ?? error.message}.`,
+            { cause: error },
+          ),
+        ),
+      );
       server.listen(options.port, options.host, () => resolve());
     });
     return receiver;

@@ -10,7 +10,13 @@ import type { PlanFile, RunService } from '../run/run-dir.js';
 
 /** What plan.json records: addresses only, never credentials. */
 export function serviceRecord(config: ClientConfig, embedded: boolean): RunService {
-  return { base_url: config.baseUrl, platform_url: config.platformUrl, cdn_url: config.cdnUrl, vendor: config.vendor, embedded_emulator: embedded };
+  return {
+    base_url: config.baseUrl,
+    platform_url: config.platformUrl,
+    cdn_url: config.cdnUrl,
+    vendor: config.vendor,
+    embedded_emulator: embedded,
+  };
 }
 
 /** The sentence a resume of an embedded-emulator run prints (or refuses with, without --emulator). */
@@ -23,14 +29,21 @@ export function embeddedRunSentence(runDir: string): string {
  * whatever no flag, environment variable or config file sets. Runs recorded before plan.json held
  * a service, and resumes with `--emulator`, use the flags as given.
  */
-export function resumeFlags(previous: PlanFile, runDir: string, flags: ConfigFlags, env: NodeJS.ProcessEnv, emulator: boolean): ConfigFlags {
+export function resumeFlags(
+  previous: PlanFile,
+  runDir: string,
+  flags: ConfigFlags,
+  env: NodeJS.ProcessEnv,
+  emulator: boolean,
+): ConfigFlags {
   const recorded = previous.service;
   if (recorded === undefined || emulator) return flags;
   // Its address was a loopback port of a process that has exited; what listens there now is not that service.
   if (recorded.embedded_emulator) throw new GenpipeError('invalid_input', embeddedRunSentence(runDir));
   const configPath = flags.config ?? (env.GENPIPE_CONFIG || undefined);
   const file = configPath ? readConfigFile(configPath) : {};
-  const pick = (flag: string | undefined, envName: string, fileValue: string | undefined): string | undefined => flag ?? (env[envName] || undefined) ?? fileValue;
+  const pick = (flag: string | undefined, envName: string, fileValue: string | undefined): string | undefined =>
+    flag ?? (env[envName] || undefined) ?? fileValue;
   const base = pick(flags.baseUrl, 'GENPIPE_BASE_URL', file.base_url);
   // A configured main address moves the whole run: the other addresses then default from it, as for a run.
   if (base !== undefined) return flags;
@@ -46,7 +59,8 @@ export function resumeFlags(previous: PlanFile, runDir: string, flags: ConfigFla
 /** One warning line when a resume talks to another service than the run recorded, naming each difference. */
 export function movedServiceWarning(recorded: RunService | undefined, config: ClientConfig, embedded: boolean): string | undefined {
   if (recorded === undefined || recorded.embedded_emulator) return undefined;
-  if (embedded) return `warning: resuming against the embedded emulator, not ${recorded.base_url} where the run was made; the requests the run sent are known only there.`;
+  if (embedded)
+    return `warning: resuming against the embedded emulator, not ${recorded.base_url} where the run was made; the requests the run sent are known only there.`;
   const now = serviceRecord(config, false);
   const keys = ['base_url', 'platform_url', 'cdn_url', 'vendor'] as const;
   const moved = keys.filter((k) => now[k] !== recorded[k]).map((k) => `${k} ${now[k]} (the run recorded ${recorded[k]})`);

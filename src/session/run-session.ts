@@ -160,9 +160,16 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
   const signal = o.signal ?? new AbortController().signal;
   const { resumeDir } = target;
   if (resumeDir && (o.only !== undefined || o.limit !== undefined)) {
-    throw new GenpipeError('invalid_input', '--only and --limit choose the instances of a new run; a resume runs the subset its run started with (recorded in plan.json).');
+    throw new GenpipeError(
+      'invalid_input',
+      '--only and --limit choose the instances of a new run; a resume runs the subset its run started with (recorded in plan.json).',
+    );
   }
-  if (o.retry && !resumeDir) throw new GenpipeError('invalid_input', '--retry starts new attempts of instances of an earlier run: use it with `genpipe resume RUN_DIR`.');
+  if (o.retry && !resumeDir)
+    throw new GenpipeError(
+      'invalid_input',
+      '--retry starts new attempts of instances of an earlier run: use it with `genpipe resume RUN_DIR`.',
+    );
   const previous = resumeDir ? await readPlanFile(resumeDir) : undefined;
   if (resumeDir) await assertResumable(resumeDir);
   const manifestPath = target.manifestPath ?? previous?.manifest;
@@ -224,7 +231,10 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
         const budgetGuard = budgetOf(counted, o.budgetUsd);
         assertPricedUnderBudget(counted, budgetGuard);
         // The embedded emulator bills nothing, and a resume was agreed to when its run started.
-        const spend = previous || embedded || o.yes ? undefined : spendToConfirm(counted, { budget: budgetGuard, confirmOverUsd: o.confirmOverUsd ?? DEFAULT_CONFIRM_OVER_USD });
+        const spend =
+          previous || embedded || o.yes
+            ? undefined
+            : spendToConfirm(counted, { budget: budgetGuard, confirmOverUsd: o.confirmOverUsd ?? DEFAULT_CONFIRM_OVER_USD });
         if (spend) await (o.confirmSpend ?? ((big) => confirmSpend(big, {})))(spend);
       },
     });
@@ -234,18 +244,31 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
     let lock: PipelineLock;
     if (previous && resumeDir) {
       if (previous.planHash !== hash && !o.allowChanged) {
-        throw new GenpipeError('invalid_input', `The plan of ${manifestPath} changed since run ${previous.runId} started; resume with --allow-changed to accept it, or start a new run.`);
+        throw new GenpipeError(
+          'invalid_input',
+          `The plan of ${manifestPath} changed since run ${previous.runId} started; resume with --allow-changed to accept it, or start a new run.`,
+        );
       }
       runDir = resolve(resumeDir);
       runId = previous.runId;
       lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, o.overlap ?? 'skip', signal, lockOptions(o));
     } else {
-      const root = resolve(o.outDir ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'));
+      const root = resolve(
+        o.outDir ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'),
+      );
       // The lock first: a run refused for overlapping leaves nothing behind.
       runId = newId;
       lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, o.overlap ?? 'skip', signal, lockOptions(o));
       try {
-        ({ dir: runDir } = await createRunDir(root, plan, resolve(manifestPath), hash, startedAt, runId, serviceRecord(config, embedded !== undefined)));
+        ({ dir: runDir } = await createRunDir(
+          root,
+          plan,
+          resolve(manifestPath),
+          hash,
+          startedAt,
+          runId,
+          serviceRecord(config, embedded !== undefined),
+        ));
       } catch (error) {
         await lock.release();
         throw error;
@@ -254,17 +277,28 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
     // Ended at once (a second Ctrl-C): the lock is still marked released, synchronously.
     const unhook = onHardExit(() => {
       lock.releaseSync();
-      err(`genpipe: the run in ${runDir} stopped at once: its journal is kept as written and its lock released; the report, outputs.csv and gallery were skipped (\`genpipe report ${runDir}\` writes them, \`genpipe resume ${runDir}\` continues the run).`);
+      err(
+        `genpipe: the run in ${runDir} stopped at once: its journal is kept as written and its lock released; the report, outputs.csv and gallery were skipped (\`genpipe report ${runDir}\` writes them, \`genpipe resume ${runDir}\` continues the run).`,
+      );
     });
-    const held = { ...lock, release: async () => {
-      unhook();
-      await lock.release();
-    } };
+    const held = {
+      ...lock,
+      release: async () => {
+        unhook();
+        await lock.release();
+      },
+    };
     await o.onRunDir?.(runDir);
     if (lock.displaced) {
       const { owner, reason } = lock.displaced;
-      const who = owner ? `run ${owner.runId} (pid ${owner.pid} on ${owner.host}, since ${owner.startedAt})` : 'a lock with no readable owner';
-      err(reason === 'broken' ? `warning: --break-lock took the pipeline's lock from ${who}, which was still live; it stops when it notices (exit 4).` : `note: took over the stale lock of ${who}.`);
+      const who = owner
+        ? `run ${owner.runId} (pid ${owner.pid} on ${owner.host}, since ${owner.startedAt})`
+        : 'a lock with no readable owner';
+      err(
+        reason === 'broken'
+          ? `warning: --break-lock took the pipeline's lock from ${who}, which was still live; it stops when it notices (exit 4).`
+          : `note: took over the stale lock of ${who}.`,
+      );
       if (reason === 'broken') {
         // Its heartbeat notices within a refresh period: until then it may still be journaling
         // requests it had sent. Waited out, they are in the journal this run replays, and followed.
@@ -274,7 +308,24 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
       }
     }
     try {
-      return await execute({ o, plan, client, config, runDir, runId, startedAt, hash, lock: held, previous, embedded, catalog, notifyTargets, signal, err, out });
+      return await execute({
+        o,
+        plan,
+        client,
+        config,
+        runDir,
+        runId,
+        startedAt,
+        hash,
+        lock: held,
+        previous,
+        embedded,
+        catalog,
+        notifyTargets,
+        signal,
+        err,
+        out,
+      });
     } finally {
       unhook();
     }
@@ -303,7 +354,11 @@ async function assertResumable(runDir: string): Promise<void> {
   const { stat } = await import('node:fs/promises');
   const journal = join(runDir, 'journal.jsonl');
   const found = await stat(journal).catch(() => undefined);
-  if (!found) throw new GenpipeError('invalid_file', `${journal} is missing, so genpipe cannot tell what the run already paid for. Nothing was sent; restore it, or start a new run.`);
+  if (!found)
+    throw new GenpipeError(
+      'invalid_file',
+      `${journal} is missing, so genpipe cannot tell what the run already paid for. Nothing was sent; restore it, or start a new run.`,
+    );
 }
 
 interface Execution {
@@ -347,7 +402,14 @@ async function execute(x: Execution): Promise<RunResult> {
   // Aborted with the sentence to exit 5 with when the fleet's Redis stops answering.
   const stall = new AbortController();
   const runStarted = Date.now();
-  const ended = (fields: Pick<RunEnd, 'outcome' | 'exitCode' | 'message'> & Partial<RunEnd>): RunEnd => ({ pipeline: plan.name, runId, runDir, counts: emptyCounts(), durationMs: Date.now() - runStarted, ...fields });
+  const ended = (fields: Pick<RunEnd, 'outcome' | 'exitCode' | 'message'> & Partial<RunEnd>): RunEnd => ({
+    pipeline: plan.name,
+    runId,
+    runDir,
+    counts: emptyCounts(),
+    durationMs: Date.now() - runStarted,
+    ...fields,
+  });
   const concurrency = o.concurrency ?? plan.loaded.manifest.defaults?.concurrency;
   try {
     // Storage sinks are checked before anything is spent (issue 29): a missing bucket or refused
@@ -358,7 +420,11 @@ async function execute(x: Execution): Promise<RunResult> {
     if (o.fleet) {
       const polling = plan.loaded.manifest.defaults?.polling;
       const poll = polling ? { baseMs: polling.initial_ms, capMs: polling.max_ms, floorMs: polling.min_ms } : undefined;
-      fleet = await openFleet({ redis: o.fleet.redis, queue: o.fleet.queue ?? DEFAULT_QUEUE, runId, say: err, poll }, o.fleet.localWorker === false ? undefined : { client, concurrency: concurrency ?? 8, webhook }, o.env ?? process.env);
+      fleet = await openFleet(
+        { redis: o.fleet.redis, queue: o.fleet.queue ?? DEFAULT_QUEUE, runId, say: err, poll },
+        o.fleet.localWorker === false ? undefined : { client, concurrency: concurrency ?? 8, webhook },
+        o.env ?? process.env,
+      );
       // A Redis that stops answering mid-run stops the run (exit 5, resumable) instead of a silent hang.
       void fleet.stalled.then((error) => stall.abort(error));
     }
@@ -410,7 +476,16 @@ async function execute(x: Execution): Promise<RunResult> {
     await lock.release();
     // The run stopped on an error after its directory existed: the team hears of it too.
     const code = error instanceof GenpipeError ? exitCodeFor(error.code) : EXIT.internal;
-    await notifyRunEnd(x.notifyTargets, ended({ outcome: code === EXIT.interrupted ? 'aborted' : 'failed', exitCode: code, message: redact(error instanceof Error ? error.message : String(error)) }), undefined, { err, quiet: o.quiet });
+    await notifyRunEnd(
+      x.notifyTargets,
+      ended({
+        outcome: code === EXIT.interrupted ? 'aborted' : 'failed',
+        exitCode: code,
+        message: redact(error instanceof Error ? error.message : String(error)),
+      }),
+      undefined,
+      { err, quiet: o.quiet },
+    );
     throw error;
   }
   progress.stop();
@@ -422,16 +497,41 @@ async function execute(x: Execution): Promise<RunResult> {
   if (stall.signal.aborted && !x.signal.aborted) {
     const stalled = stall.signal.reason as GenpipeError;
     const report = await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
-    await notifyRunEnd(x.notifyTargets, ended({ outcome: 'stopped', exitCode: EXIT.unavailable, message: redact(stalled.message), counts: summary.counts, durationMs: summary.durationMs }), report, { err, quiet: o.quiet });
+    await notifyRunEnd(
+      x.notifyTargets,
+      ended({
+        outcome: 'stopped',
+        exitCode: EXIT.unavailable,
+        message: redact(stalled.message),
+        counts: summary.counts,
+        durationMs: summary.durationMs,
+      }),
+      report,
+      { err, quiet: o.quiet },
+    );
     throw stalled;
   }
   // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence. It
   // leaves the run's files (report, gallery) to the process that holds the run now.
   const lockLost = lock.signal.aborted && !x.signal.aborted;
   // Taken over by a resume of this very run: its files are the new holder's to write.
-  const report = lockLost && lostToThisRun(lock.signal.reason, runId) ? undefined : await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
+  const report =
+    lockLost && lostToThisRun(lock.signal.reason, runId)
+      ? undefined
+      : await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
   if (lockLost) {
-    await notifyRunEnd(x.notifyTargets, ended({ outcome: 'stopped', exitCode: EXIT.locked, message: redact(lock.signal.reason instanceof Error ? lock.signal.reason.message : 'The pipeline\'s lock was taken over.'), counts: summary.counts, durationMs: summary.durationMs }), report, { err, quiet: o.quiet });
+    await notifyRunEnd(
+      x.notifyTargets,
+      ended({
+        outcome: 'stopped',
+        exitCode: EXIT.locked,
+        message: redact(lock.signal.reason instanceof Error ? lock.signal.reason.message : "The pipeline's lock was taken over."),
+        counts: summary.counts,
+        durationMs: summary.durationMs,
+      }),
+      report,
+      { err, quiet: o.quiet },
+    );
     throw lock.signal.reason;
   }
   if (!report) throw new GenpipeError('internal', 'The run ended without its report.');
@@ -442,7 +542,13 @@ async function execute(x: Execution): Promise<RunResult> {
   // A finished run resumed with nothing to do: told once already, so no one is told again.
   if (summary.unchanged) {
     if (x.notifyTargets.length > 0) err(`Run ${runId} had ended ${summary.outcome} already and nothing changed: no one is notified again.`);
-  } else await notifyRunEnd(x.notifyTargets, ended({ outcome: summary.outcome, exitCode, message: summary.message, counts: summary.counts, durationMs: summary.durationMs }), report, { err, quiet: o.quiet });
+  } else
+    await notifyRunEnd(
+      x.notifyTargets,
+      ended({ outcome: summary.outcome, exitCode, message: summary.message, counts: summary.counts, durationMs: summary.durationMs }),
+      report,
+      { err, quiet: o.quiet },
+    );
   return { exitCode, runDir, runId, summary, report };
 }
 
@@ -469,14 +575,26 @@ interface Fleet {
 }
 
 /** The coordinator's side of a fleet run: its executor through the queue and, unless told not to, a worker of its own. */
-async function openFleet(options: QueueExecutorOptions, local: { client: GenerationClient; concurrency: number; webhook: WebhookReceiver | undefined } | undefined, env: NodeJS.ProcessEnv): Promise<Fleet> {
+async function openFleet(
+  options: QueueExecutorOptions,
+  local: { client: GenerationClient; concurrency: number; webhook: WebhookReceiver | undefined } | undefined,
+  env: NodeJS.ProcessEnv,
+): Promise<Fleet> {
   const { QueueExecutor } = await import('../fleet/queue-executor.js');
   const { watchRedis, redisStallMs } = await import('../fleet/redis-watch.js');
   const executor = await QueueExecutor.open(options);
   let worker: FleetWorker | undefined;
   if (local) {
     const { startFleetWorker, defaultWorkerName } = await import('../fleet/worker.js');
-    worker = await startFleetWorker({ redis: options.redis, queue: options.queue, client: local.client, concurrency: local.concurrency, name: `${defaultWorkerName()}-coordinator`, say: options.say, webhook: local.webhook });
+    worker = await startFleetWorker({
+      redis: options.redis,
+      queue: options.queue,
+      client: local.client,
+      concurrency: local.concurrency,
+      name: `${defaultWorkerName()}-coordinator`,
+      say: options.say,
+      webhook: local.webhook,
+    });
   }
   const watch = watchRedis(options.redis, 'run', redisStallMs(env));
   return {
@@ -495,7 +613,6 @@ async function openFleet(options: QueueExecutorOptions, local: { client: Generat
     },
   };
 }
-
 
 /** A run's exit code from its summary (cli/exit-codes.ts). */
 export function exitCodeOf(summary: RunSummary): number {

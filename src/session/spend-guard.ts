@@ -23,7 +23,16 @@ export interface RunEstimate {
 }
 
 /** Plans the manifest only as far as its counts (no instance checked, nothing sent) and says what a run of it would spend. */
-export async function estimateRun(manifestPath: string, options: { env: NodeJS.ProcessEnv; signal?: AbortSignal | undefined; connection?: ConfigFlags | undefined; budgetUsd?: number | undefined; confirmOverUsd?: number | undefined }): Promise<RunEstimate> {
+export async function estimateRun(
+  manifestPath: string,
+  options: {
+    env: NodeJS.ProcessEnv;
+    signal?: AbortSignal | undefined;
+    connection?: ConfigFlags | undefined;
+    budgetUsd?: number | undefined;
+    confirmOverUsd?: number | undefined;
+  },
+): Promise<RunEstimate> {
   const loaded = loadManifestFile(manifestPath);
   const signal = options.signal ?? new AbortController().signal;
   const sources = planSources(options.connection ?? {}, { env: options.env, signal, out: () => {}, err: () => {}, write: async () => {} });
@@ -35,7 +44,12 @@ export async function estimateRun(manifestPath: string, options: { env: NodeJS.P
       signal,
       beforeInstances: async (plan) => {
         const budget = budgetOf(plan, options.budgetUsd);
-        estimate = { estimateUsd: plan.estimate().knownUsd, instances: plan.totalInstances, budgetUsd: budget?.usd, big: spendToConfirm(plan, { budget, confirmOverUsd: options.confirmOverUsd ?? DEFAULT_CONFIRM_OVER_USD }) };
+        estimate = {
+          estimateUsd: plan.estimate().knownUsd,
+          instances: plan.totalInstances,
+          budgetUsd: budget?.usd,
+          big: spendToConfirm(plan, { budget, confirmOverUsd: options.confirmOverUsd ?? DEFAULT_CONFIRM_OVER_USD }),
+        };
         // The counts are all the guard needs: the instances are checked when a run starts.
         throw counted;
       },
@@ -57,7 +71,13 @@ export async function estimateRun(manifestPath: string, options: { env: NodeJS.P
 export function tickSpendCheck(schedule: string, approvedUsd: number | undefined): (spend: BigSpend) => Promise<void> {
   return async (spend) => {
     if (approvedUsd !== undefined && spend.estimateUsd <= approvedUsd + 1e-9) return;
-    const over = approvedUsd === undefined ? `over the --confirm-over limit of ${formatUsd(spend.confirmOverUsd)}` : `over the ${formatUsd(approvedUsd)} approved when the schedule was added`;
-    throw new GenpipeError('invalid_input', `The scheduled run of ${schedule} was not started: ${describeSpend(spend)}, ${over}, with no budget; nothing was sent. Add the schedule again with --budget USD, or with --yes to approve the new estimate.`);
+    const over =
+      approvedUsd === undefined
+        ? `over the --confirm-over limit of ${formatUsd(spend.confirmOverUsd)}`
+        : `over the ${formatUsd(approvedUsd)} approved when the schedule was added`;
+    throw new GenpipeError(
+      'invalid_input',
+      `The scheduled run of ${schedule} was not started: ${describeSpend(spend)}, ${over}, with no budget; nothing was sent. Add the schedule again with --budget USD, or with --yes to approve the new estimate.`,
+    );
   };
 }

@@ -45,7 +45,13 @@ export class StepSink {
    * `sink_uploaded` record through `journal` as it lands. `failed` is the first upload that could
    * not be done (the others still went): the instance is then "completed, upload pending".
    */
-  async uploadPending(runDir: string, instance: string, entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>, options: UploadOptions, journal: (record: JournalRecordOf<'sink_uploaded'>) => Promise<void>): Promise<{ uploaded: number; bytes: number; failed: GenpipeError | undefined }> {
+  async uploadPending(
+    runDir: string,
+    instance: string,
+    entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>,
+    options: UploadOptions,
+    journal: (record: JournalRecordOf<'sink_uploaded'>) => Promise<void>,
+  ): Promise<{ uploaded: number; bytes: number; failed: GenpipeError | undefined }> {
     let uploaded = 0;
     let bytes = 0;
     const results = await Promise.allSettled(
@@ -67,9 +73,17 @@ export class StepSink {
    * `sink_uploaded` record to journal. Throws a SinkUploadError when it could not (the file stays,
    * the upload pending), or a GenpipeError `aborted`.
    */
-  async uploadOutput(runDir: string, instance: string, download: JournalRecordOf<'downloaded'>, options: UploadOptions): Promise<JournalRecordOf<'sink_uploaded'>> {
+  async uploadOutput(
+    runDir: string,
+    instance: string,
+    download: JournalRecordOf<'downloaded'>,
+    options: UploadOptions,
+  ): Promise<JournalRecordOf<'sink_uploaded'>> {
     const key = this.key(download.path);
-    const result = await this.store.upload(join(runDir, download.path), key, { ...options, expectedSha256: options.expectedSha256 ?? download.sha256 });
+    const result = await this.store.upload(join(runDir, download.path), key, {
+      ...options,
+      expectedSha256: options.expectedSha256 ?? download.sha256,
+    });
     return {
       type: 'sink_uploaded',
       instance,
@@ -94,7 +108,11 @@ export class RunSinks {
   }
 
   /** The run's sinks; undefined when the manifest has none (the AWS SDK is then never loaded). */
-  static async open(loaded: Pick<LoadedManifest, 'manifest'>, run: SinkRun, processEnv: NodeJS.ProcessEnv = process.env): Promise<RunSinks | undefined> {
+  static async open(
+    loaded: Pick<LoadedManifest, 'manifest'>,
+    run: SinkRun,
+    processEnv: NodeJS.ProcessEnv = process.env,
+  ): Promise<RunSinks | undefined> {
     if (!manifestHasSink(loaded)) return undefined;
     const configs = resolveStepSinks(loaded, run, processEnv);
     const stores = new Map<SinkConfig, S3Store>();

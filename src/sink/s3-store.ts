@@ -152,7 +152,11 @@ export class S3Store {
     const probe = `${this.config.prefix === '' ? '' : `${this.config.prefix}/`}.genpipe-probe-${randomUUID()}`;
     const empty = Buffer.alloc(0);
     try {
-      await preflightAttempts(() => this.client.send(new s3.PutObjectCommand({ Bucket: bucket, Key: probe, Body: empty, ContentLength: 0, ChecksumSHA256: sha256Base64(empty) })));
+      await preflightAttempts(() =>
+        this.client.send(
+          new s3.PutObjectCommand({ Bucket: bucket, Key: probe, Body: empty, ContentLength: 0, ChecksumSHA256: sha256Base64(empty) }),
+        ),
+      );
     } catch (error) {
       if (isNotFound(error) || nameOf(error) === 'NoSuchBucket') return this.#missingBucket();
       if (isCredentialProblem(error)) {
@@ -189,19 +193,30 @@ export class S3Store {
     try {
       content = await readContent(file);
     } catch (error) {
-      throw new SinkUploadError('invalid_file', `The output ${clip(file, 200)} could not be read for its upload to ${this.where} (${describeSdkError(error)}).`, false, key);
+      throw new SinkUploadError(
+        'invalid_file',
+        `The output ${clip(file, 200)} could not be read for its upload to ${this.where} (${describeSdkError(error)}).`,
+        false,
+        key,
+      );
     }
     if (options.expectedSha256 !== undefined && content.sha256 !== options.expectedSha256) {
-      throw new SinkUploadError('invalid_file', `The output ${clip(file, 200)} changed after it was downloaded (its SHA-256 is not the journal's), so it was not uploaded to ${this.where}.`, false, key);
+      throw new SinkUploadError(
+        'invalid_file',
+        `The output ${clip(file, 200)} changed after it was downloaded (its SHA-256 is not the journal's), so it was not uploaded to ${this.where}.`,
+        false,
+        key,
+      );
     }
-    for (let failures = 0; ; ) {
+    for (let failures = 0; ;) {
       try {
         // After a failed attempt the object may be there (a PUT whose answer was lost): look first.
         const result = await this.#attempt(file, key, content, options.signal, options.checkExisting !== false || failures > 0);
         options.creditRetry?.();
         return result;
       } catch (error) {
-        if (options.signal?.aborted || nameOf(error) === 'AbortError') throw new GenpipeError('aborted', 'The upload was aborted.', { cause: error });
+        if (options.signal?.aborted || nameOf(error) === 'AbortError')
+          throw new GenpipeError('aborted', 'The upload was aborted.', { cause: error });
         const transient = isTransient(error);
         if (transient && failures < MAX_UPLOAD_FAILURES && options.consumeRetry()) {
           await sleep(backoffDelay(failures++, UPLOAD_BACKOFF, options.random), options.signal);
@@ -217,7 +232,13 @@ export class S3Store {
   }
 
   /** One try: HEAD (already there?) unless told not to look, then PUT or a multipart upload. */
-  async #attempt(file: string, key: string, content: { size: number; sha256: string; bytes: Buffer | undefined }, signal: AbortSignal | undefined, look: boolean): Promise<UploadResult> {
+  async #attempt(
+    file: string,
+    key: string,
+    content: { size: number; sha256: string; bytes: Buffer | undefined },
+    signal: AbortSignal | undefined,
+    look: boolean,
+  ): Promise<UploadResult> {
     const s3 = this.#s3;
     const bucket = this.config.bucket;
     const existing = look ? await this.#head(key, signal) : undefined;
@@ -228,7 +249,10 @@ export class S3Store {
     const common = { Bucket: bucket, Key: key, Metadata: { sha256: content.sha256 }, ContentType: contentTypeOf(file) };
     let etag: string | undefined;
     if (content.bytes) {
-      const sent = await this.client.send(new s3.PutObjectCommand({ ...common, Body: content.bytes, ContentLength: content.size, ChecksumSHA256: checksum }), signal ? { abortSignal: signal } : {});
+      const sent = await this.client.send(
+        new s3.PutObjectCommand({ ...common, Body: content.bytes, ContentLength: content.size, ChecksumSHA256: checksum }),
+        signal ? { abortSignal: signal } : {},
+      );
       etag = sent.ETag;
     } else {
       // Each part carries its own x-amz-checksum-sha256, computed by the SDK and checked by the store.
@@ -238,11 +262,21 @@ export class S3Store {
       // leavePartsOnError: lib-storage's own abort, on failure, throws the abort's error in place of
       // the failure (a store without AbortMultipartUpload turns a dropped connection into a 405);
       // the parts are dropped here instead, as best we can, and the failure keeps its meaning.
-      const upload = new this.#storage.Upload({ client: this.client, params: { ...common, Body: createReadStream(file), ChecksumAlgorithm: 'SHA256' }, partSize: PART_SIZE, queueSize: 4, leavePartsOnError: true, abortController });
+      const upload = new this.#storage.Upload({
+        client: this.client,
+        params: { ...common, Body: createReadStream(file), ChecksumAlgorithm: 'SHA256' },
+        partSize: PART_SIZE,
+        queueSize: 4,
+        leavePartsOnError: true,
+        abortController,
+      });
       try {
         etag = (await upload.done()).ETag;
       } catch (error) {
-        if (upload.uploadId !== undefined) await this.client.send(new s3.AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: upload.uploadId })).catch(() => undefined);
+        if (upload.uploadId !== undefined)
+          await this.client
+            .send(new s3.AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: upload.uploadId }))
+            .catch(() => undefined);
         throw error;
       } finally {
         signal?.removeEventListener('abort', onAbort);
@@ -252,10 +286,21 @@ export class S3Store {
   }
 
   /** The object at `key` as far as skipping needs it, or undefined when it is not there (or may not be read). */
-  async #head(key: string, signal: AbortSignal | undefined): Promise<{ size: number; sha256: string | undefined; checksum: string | undefined; etag: string } | undefined> {
+  async #head(
+    key: string,
+    signal: AbortSignal | undefined,
+  ): Promise<{ size: number; sha256: string | undefined; checksum: string | undefined; etag: string } | undefined> {
     try {
-      const head = await this.client.send(new this.#s3.HeadObjectCommand({ Bucket: this.config.bucket, Key: key, ChecksumMode: 'ENABLED' }), signal ? { abortSignal: signal } : {});
-      return { size: head.ContentLength ?? -1, sha256: head.Metadata?.sha256, checksum: head.ChecksumSHA256, etag: unquote(head.ETag ?? '') };
+      const head = await this.client.send(
+        new this.#s3.HeadObjectCommand({ Bucket: this.config.bucket, Key: key, ChecksumMode: 'ENABLED' }),
+        signal ? { abortSignal: signal } : {},
+      );
+      return {
+        size: head.ContentLength ?? -1,
+        sha256: head.Metadata?.sha256,
+        checksum: head.ChecksumSHA256,
+        etag: unquote(head.ETag ?? ''),
+      };
     } catch (error) {
       // 404: not there; 403: a key without read permission, which cannot tell, so it uploads.
       if (isNotFound(error) || (isCredentialProblem(error) && !isTransient(error))) return undefined;
@@ -283,11 +328,17 @@ export class S3Store {
   }
 
   #missingBucket(): GenpipeError {
-    return new GenpipeError('config', `The bucket ${this.config.bucket} of the sink ${this.where} does not exist at ${endpointName(this.config)}; create it, or fix the sink's URL or endpoint.`);
+    return new GenpipeError(
+      'config',
+      `The bucket ${this.config.bucket} of the sink ${this.where} does not exist at ${endpointName(this.config)}; create it, or fix the sink's URL or endpoint.`,
+    );
   }
 
   #unreachable(error: unknown): GenpipeError {
-    return new GenpipeError('config', `The sink ${this.where} could not be checked at ${endpointName(this.config)} (${describeSdkError(error)}); nothing was sent to the generation service.`);
+    return new GenpipeError(
+      'config',
+      `The sink ${this.where} could not be checked at ${endpointName(this.config)} (${describeSdkError(error)}); nothing was sent to the generation service.`,
+    );
   }
 }
 

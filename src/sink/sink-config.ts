@@ -45,7 +45,11 @@ export interface SinkRun {
  * The sink each step uses: its own `output.sink`, else `defaults.output.sink`, else none. Steps
  * with no sink are absent from the map; an empty map means the run has no sink at all.
  */
-export function resolveStepSinks(loaded: Pick<LoadedManifest, 'manifest'>, run: SinkRun, processEnv: NodeJS.ProcessEnv = process.env): Map<string, SinkConfig> {
+export function resolveStepSinks(
+  loaded: Pick<LoadedManifest, 'manifest'>,
+  run: SinkRun,
+  processEnv: NodeJS.ProcessEnv = process.env,
+): Map<string, SinkConfig> {
   const { manifest } = loaded;
   const env: Record<string, string> = {};
   for (const name of manifest.env ?? []) {
@@ -72,7 +76,8 @@ export function resolveStepSinks(loaded: Pick<LoadedManifest, 'manifest'>, run: 
 
 /** True when the manifest names a sink anywhere: the only case where the SDK is ever loaded. */
 export const manifestHasSink = (loaded: Pick<LoadedManifest, 'manifest'>): boolean =>
-  loaded.manifest.defaults?.output?.sink !== undefined || Object.values(loaded.manifest.steps).some((step) => step.output?.sink !== undefined);
+  loaded.manifest.defaults?.output?.sink !== undefined ||
+  Object.values(loaded.manifest.steps).some((step) => step.output?.sink !== undefined);
 
 /** One sink as written in the manifest (short or long form), rendered for the run. */
 export function resolveSink(sink: Sink, scope: SinkScope, processEnv: NodeJS.ProcessEnv = process.env): SinkConfig {
@@ -83,13 +88,17 @@ export function resolveSink(sink: Sink, scope: SinkScope, processEnv: NodeJS.Pro
   const bucket = match[1] as string;
   const prefix = trimSlashes(match[2] ?? '');
   if (prefix.split('/').some((part) => part === '..' || part === '.')) {
-    throw new GenpipeError('config', `The sink prefix ${JSON.stringify(prefix.slice(0, 200))} has a "." or ".." segment, which some stores resolve and others keep; name the folder plainly.`);
+    throw new GenpipeError(
+      'config',
+      `The sink prefix ${JSON.stringify(prefix.slice(0, 200))} has a "." or ".." segment, which some stores resolve and others keep; name the folder plainly.`,
+    );
   }
   const endpoint = 'endpoint' in long ? long.endpoint : undefined;
   // The endpoint the SDK will use, to tell whether it is on loopback (the SDK reads these itself).
   const effective = endpoint ?? processEnv.AWS_ENDPOINT_URL_S3 ?? processEnv.AWS_ENDPOINT_URL;
   const loopback = effective !== undefined && isLoopbackUrl(effective);
-  const publicBase = 'public_base_url' in long && long.public_base_url !== undefined ? render(long.public_base_url, scope).replace(/\/+$/, '') : undefined;
+  const publicBase =
+    'public_base_url' in long && long.public_base_url !== undefined ? render(long.public_base_url, scope).replace(/\/+$/, '') : undefined;
   return {
     bucket,
     prefix,
@@ -121,16 +130,22 @@ export function publicUrl(config: Pick<SinkConfig, 'publicBaseUrl'>, runRelative
 
 /** A journaled output path (`outputs/<step>/<file>`, relative to the run directory) without `outputs/`. */
 function underOutputs(runRelativePath: string): string {
-  if (!runRelativePath.startsWith('outputs/')) throw new GenpipeError('internal', `The output path ${JSON.stringify(runRelativePath.slice(0, 200))} is not under outputs/.`);
+  if (!runRelativePath.startsWith('outputs/'))
+    throw new GenpipeError('internal', `The output path ${JSON.stringify(runRelativePath.slice(0, 200))} is not under outputs/.`);
   return runRelativePath.slice('outputs/'.length);
 }
 
 /** Two sinks that reach the same bucket the same way share one client and one preflight. */
-export const storeIdentity = (config: SinkConfig): string => JSON.stringify([config.endpoint ?? null, config.region ?? null, config.pathStyle, config.bucket]);
+export const storeIdentity = (config: SinkConfig): string =>
+  JSON.stringify([config.endpoint ?? null, config.region ?? null, config.pathStyle, config.bucket]);
 
 function render(text: string, scope: SinkScope): string {
   const startedAt = scope.run.startedAt.toISOString();
-  const templateScope: Scope = { vars: scope.vars, env: scope.env, run: { id: scope.run.id, date: startedAt.slice(0, 10), started_at: startedAt } };
+  const templateScope: Scope = {
+    vars: scope.vars,
+    env: scope.env,
+    run: { id: scope.run.id, date: startedAt.slice(0, 10), started_at: startedAt },
+  };
   // Load time checked every expression (manifest/load.ts); a value that renders to an object is JSON.
   let value: unknown;
   try {

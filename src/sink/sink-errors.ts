@@ -32,10 +32,45 @@ interface SdkError {
 }
 
 /** Status codes and error names a later attempt may get past. */
-const TRANSIENT_NAMES = new Set(['RequestTimeout', 'RequestTimeoutException', 'SlowDown', 'InternalError', 'ServiceUnavailable', 'Throttling', 'ThrottlingException', 'TimeoutError', 'RequestTimeTooSkewed', 'BadDigest', 'XAmzContentSHA256Mismatch', 'IncompleteBody']);
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED', 'UND_ERR_SOCKET']);
+const TRANSIENT_NAMES = new Set([
+  'RequestTimeout',
+  'RequestTimeoutException',
+  'SlowDown',
+  'InternalError',
+  'ServiceUnavailable',
+  'Throttling',
+  'ThrottlingException',
+  'TimeoutError',
+  'RequestTimeTooSkewed',
+  'BadDigest',
+  'XAmzContentSHA256Mismatch',
+  'IncompleteBody',
+]);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNABORTED',
+  'UND_ERR_SOCKET',
+]);
 /** Names that mean the credentials were refused or are missing. */
-const CREDENTIAL_NAMES = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'AccessDenied', 'Forbidden', 'InvalidToken', 'ExpiredToken', 'TokenRefreshRequired', 'CredentialsProviderError', 'AuthorizationHeaderMalformed', 'AllAccessDisabled']);
+const CREDENTIAL_NAMES = new Set([
+  'InvalidAccessKeyId',
+  'SignatureDoesNotMatch',
+  'AccessDenied',
+  'Forbidden',
+  'InvalidToken',
+  'ExpiredToken',
+  'TokenRefreshRequired',
+  'CredentialsProviderError',
+  'AuthorizationHeaderMalformed',
+  'AllAccessDisabled',
+]);
 
 export const statusOf = (error: unknown): number | undefined => (error as SdkError | undefined)?.$metadata?.httpStatusCode;
 export const nameOf = (error: unknown): string | undefined => (error as SdkError | undefined)?.name;
@@ -61,8 +96,10 @@ export function isTransient(error: unknown): boolean {
   return status !== undefined && (status === 408 || status === 429 || status >= 500);
 }
 
-export const isNotFound = (error: unknown): boolean => statusOf(error) === 404 || nameOf(error) === 'NotFound' || nameOf(error) === 'NoSuchKey' || nameOf(error) === 'NoSuchBucket';
-export const isCredentialProblem = (error: unknown): boolean => statusOf(error) === 403 || (nameOf(error) !== undefined && CREDENTIAL_NAMES.has(nameOf(error) as string));
+export const isNotFound = (error: unknown): boolean =>
+  statusOf(error) === 404 || nameOf(error) === 'NotFound' || nameOf(error) === 'NoSuchKey' || nameOf(error) === 'NoSuchBucket';
+export const isCredentialProblem = (error: unknown): boolean =>
+  statusOf(error) === 403 || (nameOf(error) !== undefined && CREDENTIAL_NAMES.has(nameOf(error) as string));
 
 /**
  * The store's words for an error, short and redacted: its error name and status (`AccessDenied,
@@ -74,7 +111,10 @@ export function describeSdkError(error: unknown): string {
   if (network !== undefined) return network;
   const name = nameOf(error);
   const status = statusOf(error);
-  const parts = [name && name !== 'Error' && name !== 'UnknownError' ? clip(name) : undefined, status === undefined ? undefined : `HTTP ${status}`].filter((p) => p !== undefined);
+  const parts = [
+    name && name !== 'Error' && name !== 'UnknownError' ? clip(name) : undefined,
+    status === undefined ? undefined : `HTTP ${status}`,
+  ].filter((p) => p !== undefined);
   if (parts.length > 0) return redact(parts.join(', '));
   // No name or status: a local failure (a file that vanished, a missing region); its message is ours or Node's.
   return redact(clip(((error as SdkError | undefined)?.message ?? String(error)).split('\n')[0] ?? '', 120));

@@ -26,7 +26,10 @@ export class ByteSink {
    * redactEveryForm (a file a person reads: a report); a secret is never split across two adds,
    * each of which is a whole field or line.
    */
-  constructor(readonly path: string, options: { redact?: boolean } = {}) {
+  constructor(
+    readonly path: string,
+    options: { redact?: boolean } = {},
+  ) {
     this.#fd = openSync(path, 'w');
     this.#redact = options.redact === true;
   }
@@ -54,8 +57,12 @@ export class ByteSink {
     try {
       const buffer = Buffer.allocUnsafe(SIZE);
       // Bounded: each turn reads at least one byte, or ends.
-      for (let { bytesRead } = await source.read(buffer, 0, SIZE, null); bytesRead > 0; { bytesRead } = await source.read(buffer, 0, SIZE, null)) {
-        for (let at = 0; at < bytesRead; ) at += await writeAsync(fd, buffer, at, bytesRead - at);
+      for (
+        let { bytesRead } = await source.read(buffer, 0, SIZE, null);
+        bytesRead > 0;
+        { bytesRead } = await source.read(buffer, 0, SIZE, null)
+      ) {
+        for (let at = 0; at < bytesRead;) at += await writeAsync(fd, buffer, at, bytesRead - at);
       }
     } finally {
       await source.close();
@@ -82,6 +89,6 @@ export class ByteSink {
 
   #write(bytes: Buffer, length: number): void {
     if (this.#fd === undefined) throw new Error(`${this.path} is closed`);
-    for (let at = 0; at < length; ) at += writeSync(this.#fd, bytes, at, length - at);
+    for (let at = 0; at < length;) at += writeSync(this.#fd, bytes, at, length - at);
   }
 }

@@ -21,7 +21,11 @@ interface Keyed {
 }
 
 /** `decode`: the sort key of a line's raw key (by default the raw key itself), computed once per line. */
-export async function* sortLines(lines: AsyncIterable<string> | Iterable<string>, compare: (a: string, b: string) => number, options: { chunk?: number; decode?: (rawKey: string) => string } = {}): AsyncGenerator<string> {
+export async function* sortLines(
+  lines: AsyncIterable<string> | Iterable<string>,
+  compare: (a: string, b: string) => number,
+  options: { chunk?: number; decode?: (rawKey: string) => string } = {},
+): AsyncGenerator<string> {
   const limit = options.chunk ?? 100_000;
   const decode = options.decode ?? ((raw: string): string => raw);
   const runs: string[] = [];
@@ -48,7 +52,11 @@ export async function* sortLines(lines: AsyncIterable<string> | Iterable<string>
   }
 }
 
-const spillRun = (items: readonly Keyed[], path: string): string => writeLinesFile(path, items.map((item) => item.line));
+const spillRun = (items: readonly Keyed[], path: string): string =>
+  writeLinesFile(
+    path,
+    items.map((item) => item.line),
+  );
 
 /** Writes `lines` to a new file at `path`, each followed by a newline; returns the path. */
 export function writeLinesFile(path: string, lines: Iterable<string>): string {
@@ -76,7 +84,12 @@ export const MAX_FAN_IN = 256;
  * are merged first (MAX_FAN_IN), which keeps equal keys in run order too. With `from`, only the
  * lines whose key is `from` or after, each run read from there on (seekRun).
  */
-export function* mergeRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string, options: { fanIn?: number; from?: string | undefined } = {}): Generator<Readonly<{ key: string; line: string }>> {
+export function* mergeRuns(
+  paths: readonly string[],
+  compare: (a: string, b: string) => number,
+  decode: (rawKey: string) => string,
+  options: { fanIn?: number; from?: string | undefined } = {},
+): Generator<Readonly<{ key: string; line: string }>> {
   const runs = narrowRuns(paths, compare, decode, options.fanIn);
   const { from } = options;
   yield* mergeOnce(runs, compare, decode, from === undefined ? undefined : runs.map((run) => seekRun(run, from, compare, decode)));
@@ -86,7 +99,12 @@ export function* mergeRuns(paths: readonly string[], compare: (a: string, b: str
  * At most `fanIn` runs with the same lines: consecutive groups of runs merged into longer ones
  * (each written beside the group's first), pass after pass, so equal keys stay in run order.
  */
-export function narrowRuns(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string, fanIn = MAX_FAN_IN): readonly string[] {
+export function narrowRuns(
+  paths: readonly string[],
+  compare: (a: string, b: string) => number,
+  decode: (rawKey: string) => string,
+  fanIn = MAX_FAN_IN,
+): readonly string[] {
   let runs = paths;
   const width = Math.max(2, fanIn);
   // Bounded: each pass divides the number of runs by `width` (at least two).
@@ -94,7 +112,11 @@ export function narrowRuns(paths: readonly string[], compare: (a: string, b: str
     const next: string[] = [];
     for (let i = 0; i < runs.length; i += width) {
       const group = runs.slice(i, i + width);
-      next.push(group.length === 1 ? (group[0] as string) : writeLinesFile(`${group[0] as string}.pass-${pass}`, linesOf(mergeOnce(group, compare, decode))));
+      next.push(
+        group.length === 1
+          ? (group[0] as string)
+          : writeLinesFile(`${group[0] as string}.pass-${pass}`, linesOf(mergeOnce(group, compare, decode))),
+      );
     }
     runs = next;
   }
@@ -179,7 +201,7 @@ export function seekRun(path: string, key: string, compare: (a: string, b: strin
       else hi = start;
     }
     // The lines from lo's on, one at a time (bounded by hi).
-    for (let start = run.lineStartFrom(lo); start < hi; ) {
+    for (let start = run.lineStartFrom(lo); start < hi;) {
       if (compare(run.keyAt(start), key) >= 0) return start;
       start = run.lineStartFrom(start + 1);
     }
@@ -196,7 +218,12 @@ export function sampleRun(path: string, decode: (rawKey: string) => string): { f
   });
 }
 
-function* mergeOnce(paths: readonly string[], compare: (a: string, b: string) => number, decode: (rawKey: string) => string, starts?: readonly number[]): Generator<Readonly<{ key: string; line: string }>> {
+function* mergeOnce(
+  paths: readonly string[],
+  compare: (a: string, b: string) => number,
+  decode: (rawKey: string) => string,
+  starts?: readonly number[],
+): Generator<Readonly<{ key: string; line: string }>> {
   const heap: (Keyed & { lines: Iterator<string> })[] = [];
   type Head = (typeof heap)[number];
   const before = (a: Head, b: Head): boolean => {
@@ -208,7 +235,7 @@ function* mergeOnce(paths: readonly string[], compare: (a: string, b: string) =>
   };
   const push = (h: Head): void => {
     heap.push(h);
-    for (let i = heap.length - 1; i > 0; ) {
+    for (let i = heap.length - 1; i > 0;) {
       const p = (i - 1) >> 1;
       if (!before(heap[i] as Head, heap[p] as Head)) break;
       swap(i, p);
@@ -220,7 +247,7 @@ function* mergeOnce(paths: readonly string[], compare: (a: string, b: string) =>
     const last = heap.pop() as Head;
     if (heap.length === 0) return top;
     heap[0] = last;
-    for (let i = 0; ; ) {
+    for (let i = 0; ;) {
       const l = 2 * i + 1;
       let m = i;
       if (l < heap.length && before(heap[l] as Head, heap[m] as Head)) m = l;

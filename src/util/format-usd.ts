@@ -39,7 +39,11 @@ export function formatUsd(value: number): string {
 export function formatSpend(money: { netUsd: number; unknownUsd?: number | undefined; unpricedInstances?: number | undefined }): string {
   const unpriced = money.unpricedInstances ?? 0;
   const unknown = money.unknownUsd ?? 0;
-  const parts = [unpriced > 0 && money.netUsd === 0 ? `unpriced (${formatCount(unpriced)} instance${unpriced === 1 ? '' : 's'})` : formatUsd(money.netUsd)];
+  const parts = [
+    unpriced > 0 && money.netUsd === 0
+      ? `unpriced (${formatCount(unpriced)} instance${unpriced === 1 ? '' : 's'})`
+      : formatUsd(money.netUsd),
+  ];
   if (unpriced > 0 && money.netUsd !== 0) parts.push(`${formatCount(unpriced)} unpriced`);
   if (unknown > 0) parts.push(`up to ${formatUsd(unknown)} unknown`);
   return parts.join(' + ');

@@ -53,7 +53,8 @@ export function imageSizeOfHeader(b: Buffer): ImageSize | undefined {
   // WebP: a RIFF file of type WEBP whose first chunk is VP8 (lossy), VP8L (lossless) or VP8X (extended).
   if (b.length >= 30 && b.toString('latin1', 0, 4) === 'RIFF' && b.toString('latin1', 8, 12) === 'WEBP') {
     const chunk = b.toString('latin1', 12, 16);
-    if (chunk === 'VP8 ' && b[23] === 0x9d && b[24] === 0x01 && b[25] === 0x2a) return sized(b.readUInt16LE(26) & 0x3fff, b.readUInt16LE(28) & 0x3fff);
+    if (chunk === 'VP8 ' && b[23] === 0x9d && b[24] === 0x01 && b[25] === 0x2a)
+      return sized(b.readUInt16LE(26) & 0x3fff, b.readUInt16LE(28) & 0x3fff);
     if (chunk === 'VP8L' && b[20] === 0x2f) {
       const bits = b.readUInt32LE(21);
       return sized((bits & 0x3fff) + 1, ((bits >>> 14) & 0x3fff) + 1);

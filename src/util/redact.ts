@@ -11,7 +11,8 @@ const secrets = new Map<string, { escaped: string; bytes: Buffer; forms: readonl
 /** The longest form of any registered secret, in UTF-16 units: what a stream holds back (RedactingText). */
 let longestForm = 0;
 
-const escapeHtml = (text: string): string => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+const escapeHtml = (text: string): string =>
+  text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
 
 /** Registers a secret so that `redact` hides it. Short strings are ignored: they would mask ordinary words. */
 export function registerSecret(secret: string): void {
@@ -19,9 +20,14 @@ export function registerSecret(secret: string): void {
   const escaped = JSON.stringify(secret).slice(1, -1);
   // Every way a page or a data file writes it: as it is, inside a JSON string, in HTML, JSON inside
   // HTML, and JSON inside a <script> (gallery-page.ts escapes <, and some writers > and & too).
-  const inScript = escaped.replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  const inScript = escaped
+    .replace(/</g, '\\u003c')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
   const inScriptAll = inScript.replace(/>/g, '\\u003e').replace(/&/g, '\\u0026');
-  const forms = [...new Set([secret, escaped, escapeHtml(secret), escapeHtml(escaped), inScript, inScriptAll])].sort((a, b) => b.length - a.length);
+  const forms = [...new Set([secret, escaped, escapeHtml(secret), escapeHtml(escaped), inScript, inScriptAll])].sort(
+    (a, b) => b.length - a.length,
+  );
   // The longest run of characters no escaping changes: found in any spelling of the secret.
   const core = (secret.match(/[A-Za-z0-9_.~-]+/g) ?? []).reduce((a, b) => (b.length > a.length ? b : a), '');
   secrets.set(secret, { escaped, bytes: Buffer.from(secret, 'utf8'), forms, core: core.length >= 4 ? core : '' });

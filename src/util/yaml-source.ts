@@ -101,7 +101,9 @@ export function loadYaml(text: string, file: string, options: YamlLoadOptions = 
   const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
   const size = Buffer.byteLength(text, 'utf8');
   if (size > maxBytes) {
-    throw new YamlSyntaxError([{ location: { file, line: 1, col: 1 }, message: `the file is ${size} bytes, over the limit of ${maxBytes}` }]);
+    throw new YamlSyntaxError([
+      { location: { file, line: 1, col: 1 }, message: `the file is ${size} bytes, over the limit of ${maxBytes}` },
+    ]);
   }
   const lineCounter = new LineCounter();
   const at = (offset: number): SourceLocation => {
@@ -128,7 +130,10 @@ export function loadYaml(text: string, file: string, options: YamlLoadOptions = 
     throw error;
   }
   if (!doc) throw new YamlSyntaxError([{ location: at(0), message: 'the file holds no YAML document' }]);
-  const problems: YamlProblem[] = [...doc.errors, ...doc.warnings].map((e) => ({ location: at(e.pos[0]), message: e.message.split('\n')[0] ?? e.message }));
+  const problems: YamlProblem[] = [...doc.errors, ...doc.warnings].map((e) => ({
+    location: at(e.pos[0]),
+    message: e.message.split('\n')[0] ?? e.message,
+  }));
   if (problems.length > 0) throw new YamlSyntaxError(problems);
   checkNodes(doc, maxDepth, (node, message) => problems.push({ location: at(node.range?.[0] ?? 0), message }));
   if (problems.length > 0) throw new YamlSyntaxError(problems);
@@ -208,7 +213,11 @@ function checkNodes(doc: Document.Parsed, maxDepth: number, report: (node: YamlN
     if (isAlias(node)) {
       const target = anchors.get(node.source);
       if (!target) report(node, `the alias *${node.source} has no anchor &${node.source} before it`);
-      else if (open.has(target)) report(node, `the alias *${node.source} is recursive: it sits inside the node anchored &${node.source}, which would contain itself`);
+      else if (open.has(target))
+        report(
+          node,
+          `the alias *${node.source} is recursive: it sits inside the node anchored &${node.source}, which would contain itself`,
+        );
       return;
     }
     const yamlNode = node as YamlNode;
@@ -261,7 +270,12 @@ function checkNodes(doc: Document.Parsed, maxDepth: number, report: (node: YamlN
  * Loads YAML text and validates it with a zod schema. A syntax error, or the first schema problem
  * located at its node, is thrown as a YamlSyntaxError whose message reads `file:line:col: path: ...`.
  */
-export function loadYamlAs<T>(text: string, file: string, schema: z.ZodType<T>, options: YamlLoadOptions & { unknownKeyMessage?: string } = {}): T {
+export function loadYamlAs<T>(
+  text: string,
+  file: string,
+  schema: z.ZodType<T>,
+  options: YamlLoadOptions & { unknownKeyMessage?: string } = {},
+): T {
   const source = loadYaml(text, file, options);
   const parsed = schema.safeParse(source.value ?? {});
   if (parsed.success) return parsed.data;
@@ -269,5 +283,7 @@ export function loadYamlAs<T>(text: string, file: string, schema: z.ZodType<T>, 
   const unknown = issue?.code === 'unrecognized_keys' ? issue.keys[0] : undefined;
   const path = unknown === undefined ? (issue?.path ?? []) : [...(issue?.path ?? []), unknown];
   const message = unknown === undefined ? (issue?.message ?? 'invalid') : (options.unknownKeyMessage ?? 'unknown key');
-  throw new YamlSyntaxError([{ location: source.locate(path, unknown !== undefined), message: `${formatPath(path) || '(document)'}: ${message}` }]);
+  throw new YamlSyntaxError([
+    { location: source.locate(path, unknown !== undefined), message: `${formatPath(path) || '(document)'}: ${message}` },
+  ]);
 }

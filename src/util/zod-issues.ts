@@ -31,7 +31,10 @@ export function issuesFromZod(error: z.ZodError, schema?: z.ZodType): InputIssue
       const known = schema ? knownKeysAt(schema, issue.path) : [];
       for (const key of issue.keys) {
         const suggestion = nearest(key, known);
-        out.push({ path: formatPath([...issue.path, key]), message: suggestion ? `unknown field; did you mean "${suggestion}"?` : 'unknown field' });
+        out.push({
+          path: formatPath([...issue.path, key]),
+          message: suggestion ? `unknown field; did you mean "${suggestion}"?` : 'unknown field',
+        });
       }
     } else {
       out.push({ path: formatPath(issue.path), message: issue.message });
@@ -40,7 +43,14 @@ export function issuesFromZod(error: z.ZodError, schema?: z.ZodType): InputIssue
   return out;
 }
 
-type Def = { type: string; shape?: Record<string, z.ZodType>; valueType?: z.ZodType; innerType?: z.ZodType; options?: z.ZodType[]; element?: z.ZodType };
+type Def = {
+  type: string;
+  shape?: Record<string, z.ZodType>;
+  valueType?: z.ZodType;
+  innerType?: z.ZodType;
+  options?: z.ZodType[];
+  element?: z.ZodType;
+};
 const defOf = (schema: z.ZodType): Def => (schema as unknown as { _zod: { def: Def } })._zod.def;
 
 /** The keys an object schema accepts at `path`, or [] when the path does not lead to one. */
@@ -51,7 +61,8 @@ export function knownKeysAt(schema: z.ZodType, path: readonly PropertyKey[]): st
 
 function resolve(schema: z.ZodType, path: readonly PropertyKey[]): z.ZodType[] {
   const def = defOf(schema);
-  if (def.innerType && ['optional', 'nullable', 'default', 'prefault', 'readonly', 'catch', 'nonoptional'].includes(def.type)) return resolve(def.innerType, path);
+  if (def.innerType && ['optional', 'nullable', 'default', 'prefault', 'readonly', 'catch', 'nonoptional'].includes(def.type))
+    return resolve(def.innerType, path);
   if (def.type === 'union' && def.options) return def.options.flatMap((o) => resolve(o, path));
   if (path.length === 0) return def.type === 'object' ? [schema] : [];
   const [head, ...rest] = path;

@@ -27,21 +27,30 @@ const assistant = (id: string, status: AgentMessage['status'], parts: { type: st
 describe('§4.6 agent endpoints', () => {
   it('create session: POST /v1/agent/sessions with {config}, 201 -> session_id, status', async () => {
     const { agent, client, calls } = harness();
-    agent.get(BASE).intercept({ path: `${root}/sessions`, method: 'POST', headers: { authorization: AUTHORIZATION } }).reply(201, { session_id: SESSION_ID, status: 'idle' });
+    agent
+      .get(BASE)
+      .intercept({ path: `${root}/sessions`, method: 'POST', headers: { authorization: AUTHORIZATION } })
+      .reply(201, { session_id: SESSION_ID, status: 'idle' });
     expect(await client.agent.createSession({ model: 'x' })).toEqual({ session_id: SESSION_ID, status: 'idle' });
     expect(jsonBody(calls()[0])).toEqual({ config: { model: 'x' } });
   });
 
   it('create session: config fields are all optional (an empty config is sent)', async () => {
     const { agent, client, calls } = harness();
-    agent.get(BASE).intercept({ path: `${root}/sessions`, method: 'POST' }).reply(201, { session_id: SESSION_ID, status: 'idle' });
+    agent
+      .get(BASE)
+      .intercept({ path: `${root}/sessions`, method: 'POST' })
+      .reply(201, { session_id: SESSION_ID, status: 'idle' });
     await client.agent.createSession();
     expect(jsonBody(calls()[0])).toEqual({ config: {} });
   });
 
   it('send message: POST /sessions/{id}/messages with {content}, 202 -> message_id, status processing', async () => {
     const { agent, client, calls } = harness();
-    agent.get(BASE).intercept({ path: messagesPath, method: 'POST', headers: { authorization: AUTHORIZATION, 'content-type': 'application/json' } }).reply(202, { message_id: 'm-1', status: 'processing' });
+    agent
+      .get(BASE)
+      .intercept({ path: messagesPath, method: 'POST', headers: { authorization: AUTHORIZATION, 'content-type': 'application/json' } })
+      .reply(202, { message_id: 'm-1', status: 'processing' });
     expect(await client.agent.sendMessage(SESSION_ID, 'Make a poster')).toEqual({ message_id: 'm-1', status: 'processing' });
     expect(jsonBody(calls()[0])).toEqual({ content: 'Make a poster' });
   });
@@ -88,14 +97,20 @@ describe('§4.6 agent endpoints', () => {
 
   it('interrupt: POST /sessions/{id}/interrupt with no body, 202 -> session_id, status', async () => {
     const { agent, client, calls } = harness();
-    agent.get(BASE).intercept({ path: `${root}/sessions/${SESSION_ID}/interrupt`, method: 'POST', headers: { authorization: AUTHORIZATION } }).reply(202, { session_id: SESSION_ID, status: 'processing' });
+    agent
+      .get(BASE)
+      .intercept({ path: `${root}/sessions/${SESSION_ID}/interrupt`, method: 'POST', headers: { authorization: AUTHORIZATION } })
+      .reply(202, { session_id: SESSION_ID, status: 'processing' });
     expect(await client.agent.interrupt(SESSION_ID)).toEqual({ session_id: SESSION_ID, status: 'processing' });
     expect(calls()[0]?.body ?? null).toBeNull();
   });
 
   it('a message with created_at lacking milliseconds breaks the spec (invalid_response)', async () => {
     const { agent, client } = harness();
-    agent.get(BASE).intercept({ path: messagesPath }).reply(200, { status: 'idle', messages: [{ ...user('m-1', 'completed'), created_at: '2025-03-01T12:00:00Z' }] });
+    agent
+      .get(BASE)
+      .intercept({ path: messagesPath })
+      .reply(200, { status: 'idle', messages: [{ ...user('m-1', 'completed'), created_at: '2025-03-01T12:00:00Z' }] });
     expect((await rejection(client.agent.listMessages(SESSION_ID))).code).toBe('invalid_response');
   });
 });
@@ -129,15 +144,25 @@ describe('turn waiter', () => {
   it('polls until the assistant message for the turn is terminal and returns the concatenated text parts', async () => {
     const { agent, client, calls } = harness();
     const pool = agent.get(BASE);
-    const running: MessagesResponse = { status: 'processing', messages: [user('m-1', 'processing'), assistant('a-1', 'processing', [{ type: 'reasoning', text: 'thinking' }])] };
+    const running: MessagesResponse = {
+      status: 'processing',
+      messages: [user('m-1', 'processing'), assistant('a-1', 'processing', [{ type: 'reasoning', text: 'thinking' }])],
+    };
     const done: MessagesResponse = {
       status: 'idle',
       messages: [
         user('m-1', 'completed', { llm_cost_usd: 0.0123 }),
-        assistant('a-1', 'completed', [{ type: 'text', text: 'Here is ' }, { type: 'tool_call' }, { type: 'reasoning', text: 'ignored' }, { type: 'text', text: 'your poster.' }]),
+        assistant('a-1', 'completed', [
+          { type: 'text', text: 'Here is ' },
+          { type: 'tool_call' },
+          { type: 'reasoning', text: 'ignored' },
+          { type: 'text', text: 'your poster.' },
+        ]),
       ],
     };
-    pool.intercept({ path: messagesPath, query: { after: 'm-0' } }).reply(200, { status: 'processing', messages: [user('m-1', 'processing')] });
+    pool
+      .intercept({ path: messagesPath, query: { after: 'm-0' } })
+      .reply(200, { status: 'processing', messages: [user('m-1', 'processing')] });
     pool.intercept({ path: messagesPath, query: { after: 'm-0' } }).reply(200, running);
     pool.intercept({ path: messagesPath, query: { after: 'm-0' } }).reply(200, done);
     const outcome = await client.agent.waitForTurn(SESSION_ID, 'm-1', { after: 'm-0', poll: TINY });
@@ -148,18 +173,31 @@ describe('turn waiter', () => {
   it('without after, polls with after=<user message id>, then reads llm_cost_usd from the user message once', async () => {
     const { agent, client, calls } = harness();
     const answer = assistant('a-1', 'completed', [{ type: 'text', text: 'ok' }]);
-    agent.get(BASE).intercept({ path: messagesPath, query: { after: 'm-1' } }).reply(200, { status: 'idle', messages: [answer] });
-    agent.get(BASE).intercept({ path: messagesPath, method: 'GET' }).reply(200, { status: 'idle', messages: [{ ...user('m-1', 'completed'), llm_cost_usd: 0.0123 }, answer] });
-    expect(await client.agent.waitForTurn(SESSION_ID, 'm-1', { poll: TINY })).toMatchObject({ kind: 'completed', answer: 'ok', llmCostUsd: 0.0123 });
+    agent
+      .get(BASE)
+      .intercept({ path: messagesPath, query: { after: 'm-1' } })
+      .reply(200, { status: 'idle', messages: [answer] });
+    agent
+      .get(BASE)
+      .intercept({ path: messagesPath, method: 'GET' })
+      .reply(200, { status: 'idle', messages: [{ ...user('m-1', 'completed'), llm_cost_usd: 0.0123 }, answer] });
+    expect(await client.agent.waitForTurn(SESSION_ID, 'm-1', { poll: TINY })).toMatchObject({
+      kind: 'completed',
+      answer: 'ok',
+      llmCostUsd: 0.0123,
+    });
     expect(calls().map((c) => c.searchParams)).toEqual([{ after: 'm-1' }, {}]);
   });
 
   it('surfaces awaiting_input with the question text', async () => {
     const { agent, client } = harness();
-    agent.get(BASE).intercept({ path: messagesPath, query: { after: 'm-1' } }).reply(200, {
-      status: 'awaiting_input',
-      messages: [assistant('a-1', 'processing', [{ type: 'text', text: 'Which colour should the logo be?' }])],
-    });
+    agent
+      .get(BASE)
+      .intercept({ path: messagesPath, query: { after: 'm-1' } })
+      .reply(200, {
+        status: 'awaiting_input',
+        messages: [assistant('a-1', 'processing', [{ type: 'text', text: 'Which colour should the logo be?' }])],
+      });
     const outcome = await client.agent.waitForTurn(SESSION_ID, 'm-1', { poll: TINY });
     expect(outcome.kind).toBe('awaiting_input');
     expect(outcome.kind === 'awaiting_input' ? outcome.question : undefined).toBe('Which colour should the logo be?');
@@ -167,14 +205,24 @@ describe('turn waiter', () => {
 
   it('a failed assistant message ends the turn as failed', async () => {
     const { agent, client } = harness();
-    agent.get(BASE).intercept({ path: messagesPath, query: { after: 'm-1' } }).reply(200, { status: 'idle', messages: [assistant('a-1', 'failed', [])] });
-    agent.get(BASE).intercept({ path: messagesPath, method: 'GET' }).reply(200, { status: 'idle', messages: [user('m-1', 'failed'), assistant('a-1', 'failed', [])] });
+    agent
+      .get(BASE)
+      .intercept({ path: messagesPath, query: { after: 'm-1' } })
+      .reply(200, { status: 'idle', messages: [assistant('a-1', 'failed', [])] });
+    agent
+      .get(BASE)
+      .intercept({ path: messagesPath, method: 'GET' })
+      .reply(200, { status: 'idle', messages: [user('m-1', 'failed'), assistant('a-1', 'failed', [])] });
     expect((await client.agent.waitForTurn(SESSION_ID, 'm-1', { poll: TINY })).kind).toBe('failed');
   });
 
   it('gives up after maxPolls with code timeout', async () => {
     const { agent, client, calls } = harness();
-    agent.get(BASE).intercept({ path: messagesPath, query: { after: 'm-1' } }).reply(200, { status: 'processing', messages: [] }).persist();
+    agent
+      .get(BASE)
+      .intercept({ path: messagesPath, query: { after: 'm-1' } })
+      .reply(200, { status: 'processing', messages: [] })
+      .persist();
     expect((await rejection(client.agent.waitForTurn(SESSION_ID, 'm-1', { poll: TINY, maxPolls: 3 }))).code).toBe('timeout');
     expect(calls()).toHaveLength(3);
   });
@@ -191,7 +239,9 @@ describe('turn waiter', () => {
 
 describe('turnOutcome and answerText (pure)', () => {
   it('a terminal assistant message in a session still processing is not the end yet', () => {
-    expect(turnOutcome({ status: 'processing', messages: [assistant('a-1', 'completed', [{ type: 'text', text: 'x' }])] }, 'm-1')).toBeUndefined();
+    expect(
+      turnOutcome({ status: 'processing', messages: [assistant('a-1', 'completed', [{ type: 'text', text: 'x' }])] }, 'm-1'),
+    ).toBeUndefined();
   });
 
   it('an idle session whose assistant message still processes is not the end yet', () => {
@@ -199,7 +249,10 @@ describe('turnOutcome and answerText (pure)', () => {
   });
 
   it('an assistant message before the user message belongs to an earlier turn', () => {
-    const listing: MessagesResponse = { status: 'idle', messages: [assistant('a-0', 'completed', [{ type: 'text', text: 'old' }]), user('m-1', 'processing')] };
+    const listing: MessagesResponse = {
+      status: 'idle',
+      messages: [assistant('a-0', 'completed', [{ type: 'text', text: 'old' }]), user('m-1', 'processing')],
+    };
     expect(turnOutcome(listing, 'm-1')).toBeUndefined();
   });
 

@@ -127,7 +127,9 @@ describe('§4.2 trait_variants', () => {
 
   it('choices: general variant ids original, v1 to v5 — accepted; v0, v6 and V1 refused', () => {
     for (const variant of ['original', 'v1', 'v2', 'v3', 'v4', 'v5']) {
-      expect(build({ trait_variants: { version: 'appearance-v2', choices: { hair_long: variant } } }).trait_variants?.choices).toEqual({ hair_long: variant });
+      expect(build({ trait_variants: { version: 'appearance-v2', choices: { hair_long: variant } } }).trait_variants?.choices).toEqual({
+        hair_long: variant,
+      });
     }
     for (const variant of ['v0', 'v6', 'V1', 'v10']) {
       refuses({ trait_variants: { version: 'appearance-v2', choices: { hair_long: variant } } }, 'trait_variants.choices.hair_long');
@@ -136,13 +138,18 @@ describe('§4.2 trait_variants', () => {
 
   it('choices: the trait pr_centaur also permits v1 to v10 — v6 and v10 accepted, v11 refused', () => {
     for (const variant of ['original', 'v6', 'v10']) {
-      expect(build({ trait_variants: { version: 'appearance-v2', choices: { pr_centaur: variant } } }).trait_variants?.choices).toEqual({ pr_centaur: variant });
+      expect(build({ trait_variants: { version: 'appearance-v2', choices: { pr_centaur: variant } } }).trait_variants?.choices).toEqual({
+        pr_centaur: variant,
+      });
     }
     refuses({ trait_variants: { version: 'appearance-v2', choices: { pr_centaur: 'v11' } } }, 'trait_variants.choices.pr_centaur');
   });
 
   it('animal_choices: integers 0 to 4 — 0 and 4 accepted on an animal tier; -1, 5 and 1.5 refused', () => {
-    const tv = (n: number): Record<string, unknown> => ({ tier: 'dogs', trait_variants: { version: 'appearance-v2', animal_choices: { ears_floppy: n } } });
+    const tv = (n: number): Record<string, unknown> => ({
+      tier: 'dogs',
+      trait_variants: { version: 'appearance-v2', animal_choices: { ears_floppy: n } },
+    });
     expect(build(tv(0)).trait_variants?.animal_choices).toEqual({ ears_floppy: 0 });
     expect(build(tv(4)).trait_variants?.animal_choices).toEqual({ ears_floppy: 4 });
     refuses(tv(-1), 'trait_variants.animal_choices.ears_floppy');
@@ -151,9 +158,14 @@ describe('§4.2 trait_variants', () => {
   });
 
   it('animal_choices: omitted or null for human tiers — null and omission accepted, an object refused', () => {
-    expect(build({ tier: 'normal', trait_variants: { version: 'appearance-v2', animal_choices: null } }).trait_variants?.animal_choices).toBeNull();
+    expect(
+      build({ tier: 'normal', trait_variants: { version: 'appearance-v2', animal_choices: null } }).trait_variants?.animal_choices,
+    ).toBeNull();
     expect(build({ tier: 'total', trait_variants: { version: 'appearance-v2' } }).trait_variants).toEqual({ version: 'appearance-v2' });
-    refuses({ tier: 'freak', trait_variants: { version: 'appearance-v2', animal_choices: { ears_floppy: 1 } } }, 'trait_variants.animal_choices');
+    refuses(
+      { tier: 'freak', trait_variants: { version: 'appearance-v2', animal_choices: { ears_floppy: 1 } } },
+      'trait_variants.animal_choices',
+    );
   });
 
   it('an unknown member of trait_variants is refused', () => {
@@ -164,10 +176,20 @@ describe('§4.2 trait_variants', () => {
 describe('character-sheet submit: POST {base_url}/{vendor}/ai-influencer', () => {
   it('sends the body as JSON with Authorization and the Idempotency-Key header, and returns request_id, status, status_url, cancel_url', async () => {
     const { agent, client, calls } = harness();
-    const body: CharacterSheetRequest = { tier: 'cats', seed: 42, variation_index: 7, body_color: '#112233', selection: { fur: ['tabby'] } };
+    const body: CharacterSheetRequest = {
+      tier: 'cats',
+      seed: 42,
+      variation_index: 7,
+      body_color: '#112233',
+      selection: { fur: ['tabby'] },
+    };
     agent
       .get(BASE)
-      .intercept({ path: '/vendor/ai-influencer', method: 'POST', headers: { authorization: AUTHORIZATION, 'idempotency-key': 'inst-1-v7', 'content-type': 'application/json' } })
+      .intercept({
+        path: '/vendor/ai-influencer',
+        method: 'POST',
+        headers: { authorization: AUTHORIZATION, 'idempotency-key': 'inst-1-v7', 'content-type': 'application/json' },
+      })
       .reply(200, submitted());
     const result = await client.characterSheet.submit(body, { idempotencyKey: 'inst-1-v7' });
     expect(result).toEqual(submitted());
@@ -186,7 +208,10 @@ describe('character-sheet submit: POST {base_url}/{vendor}/ai-influencer', () =>
   it('with a webhook URL, sends it as ?hf_webhook= (as the official v2 client does), and none without', async () => {
     const { agent, client, calls } = harness();
     const hook = 'https://hooks.example.test/run/abc123';
-    agent.get(BASE).intercept({ path: '/vendor/ai-influencer', method: 'POST', query: { hf_webhook: hook } }).reply(200, submitted());
+    agent
+      .get(BASE)
+      .intercept({ path: '/vendor/ai-influencer', method: 'POST', query: { hf_webhook: hook } })
+      .reply(200, submitted());
     agent.get(BASE).intercept({ path: '/vendor/ai-influencer', method: 'POST' }).reply(200, submitted());
     await client.characterSheet.submit({ tier: 'cats' }, { idempotencyKey: 'k', webhookUrl: hook });
     await client.characterSheet.submit({ tier: 'cats' }, { idempotencyKey: 'k2' });
@@ -211,7 +236,11 @@ describe('character-sheet submit: POST {base_url}/{vendor}/ai-influencer', () =>
 
   it('a 422 naming the reused Idempotency-Key is idempotency_mismatch and is not retried', async () => {
     const { agent, client, calls } = harness();
-    agent.get(BASE).intercept({ path: '/vendor/ai-influencer', method: 'POST' }).reply(422, { detail: 'Idempotency-Key already used with a different body' }).persist();
+    agent
+      .get(BASE)
+      .intercept({ path: '/vendor/ai-influencer', method: 'POST' })
+      .reply(422, { detail: 'Idempotency-Key already used with a different body' })
+      .persist();
     const error = await rejection(client.characterSheet.submit({ tier: 'normal' }, { idempotencyKey: 'k' }));
     expect(error.code).toBe('idempotency_mismatch');
     expect(calls()).toHaveLength(1);

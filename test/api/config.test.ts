@@ -24,19 +24,46 @@ describe('resolveConfig: flags > env > file > defaults', () => {
 
   it('the config file applies when neither flag nor env is set', () => {
     const config = resolveConfig({ flags: { config: configFile() }, env: CREDS });
-    expect(config).toMatchObject({ baseUrl: 'https://file.test', platformUrl: 'https://platform.file.test', cdnUrl: 'https://cdn.file.test', vendor: 'filevendor' });
+    expect(config).toMatchObject({
+      baseUrl: 'https://file.test',
+      platformUrl: 'https://platform.file.test',
+      cdnUrl: 'https://cdn.file.test',
+      vendor: 'filevendor',
+    });
   });
 
   it('the environment overrides the config file', () => {
-    const env = { ...CREDS, GENPIPE_BASE_URL: 'https://env.test', GENPIPE_PLATFORM_URL: 'https://platform.env.test', GENPIPE_CDN_URL: 'https://cdn.env.test', GENPIPE_VENDOR: 'envvendor' };
+    const env = {
+      ...CREDS,
+      GENPIPE_BASE_URL: 'https://env.test',
+      GENPIPE_PLATFORM_URL: 'https://platform.env.test',
+      GENPIPE_CDN_URL: 'https://cdn.env.test',
+      GENPIPE_VENDOR: 'envvendor',
+    };
     const config = resolveConfig({ flags: { config: configFile() }, env });
-    expect(config).toMatchObject({ baseUrl: 'https://env.test', platformUrl: 'https://platform.env.test', cdnUrl: 'https://cdn.env.test', vendor: 'envvendor' });
+    expect(config).toMatchObject({
+      baseUrl: 'https://env.test',
+      platformUrl: 'https://platform.env.test',
+      cdnUrl: 'https://cdn.env.test',
+      vendor: 'envvendor',
+    });
   });
 
   it('flags override the environment and the config file', () => {
     const env = { ...CREDS, GENPIPE_BASE_URL: 'https://env.test', GENPIPE_VENDOR: 'envvendor' };
-    const flags = { config: configFile(), baseUrl: 'https://flag.test', platformUrl: 'https://platform.flag.test', cdnUrl: 'https://cdn.flag.test', vendor: 'flagvendor' };
-    expect(resolveConfig({ flags, env })).toMatchObject({ baseUrl: 'https://flag.test', platformUrl: 'https://platform.flag.test', cdnUrl: 'https://cdn.flag.test', vendor: 'flagvendor' });
+    const flags = {
+      config: configFile(),
+      baseUrl: 'https://flag.test',
+      platformUrl: 'https://platform.flag.test',
+      cdnUrl: 'https://cdn.flag.test',
+      vendor: 'flagvendor',
+    };
+    expect(resolveConfig({ flags, env })).toMatchObject({
+      baseUrl: 'https://flag.test',
+      platformUrl: 'https://platform.flag.test',
+      cdnUrl: 'https://cdn.flag.test',
+      vendor: 'flagvendor',
+    });
   });
 
   it('GENPIPE_CONFIG names the config file when no flag does', () => {
@@ -149,7 +176,9 @@ describe('plain http only to loopback, unless allowed (reliability rule 24)', ()
       expect(fromFlag.code).toBe('config');
       expect(fromFlag.message).toBe(refusal(s.name, `from ${s.cli}`));
 
-      const fromEnv = thrown(() => resolveConfig({ flags: s.name === 'base_url' ? {} : BASE, env: { ...CREDS, [s.env]: 'http://example.test/' } }));
+      const fromEnv = thrown(() =>
+        resolveConfig({ flags: s.name === 'base_url' ? {} : BASE, env: { ...CREDS, [s.env]: 'http://example.test/' } }),
+      );
       expect(fromEnv.message).toBe(refusal(s.name, `from ${s.env}`));
 
       const path = file(`${s.name === 'base_url' ? '' : 'base_url: https://base.test\n'}${s.name}: http://example.test\n`);
@@ -159,21 +188,39 @@ describe('plain http only to loopback, unless allowed (reliability rule 24)', ()
 
     it(`${s.name}: http://example.test is accepted with --allow-insecure-http, GENPIPE_ALLOW_INSECURE_HTTP=1 or allow_insecure_http: true`, () => {
       const key = s.flag;
-      expect(resolveConfig({ flags: { ...BASE, [s.flag]: 'http://example.test', allowInsecureHttp: true }, env: CREDS })[key]).toBe('http://example.test');
-      expect(resolveConfig({ flags: { ...BASE, [s.flag]: 'http://example.test' }, env: { ...CREDS, GENPIPE_ALLOW_INSECURE_HTTP: '1' } })[key]).toBe('http://example.test');
-      const path = file(`${s.name === 'base_url' ? '' : 'base_url: https://base.test\n'}${s.name}: http://example.test\nallow_insecure_http: true\n`);
+      expect(resolveConfig({ flags: { ...BASE, [s.flag]: 'http://example.test', allowInsecureHttp: true }, env: CREDS })[key]).toBe(
+        'http://example.test',
+      );
+      expect(
+        resolveConfig({ flags: { ...BASE, [s.flag]: 'http://example.test' }, env: { ...CREDS, GENPIPE_ALLOW_INSECURE_HTTP: '1' } })[key],
+      ).toBe('http://example.test');
+      const path = file(
+        `${s.name === 'base_url' ? '' : 'base_url: https://base.test\n'}${s.name}: http://example.test\nallow_insecure_http: true\n`,
+      );
       expect(resolveConfig({ flags: { config: path }, env: CREDS })[key]).toBe('http://example.test');
     });
   }
 
   it('platform_url and cdn_url inherit an http base_url, and are refused with it', () => {
-    expect(thrown(() => resolveConfig({ flags: { baseUrl: 'http://gen.example.test:8080' }, env: CREDS })).message).toBe(refusal('base_url', 'from --base-url', 'gen.example.test:8080'));
+    expect(thrown(() => resolveConfig({ flags: { baseUrl: 'http://gen.example.test:8080' }, env: CREDS })).message).toBe(
+      refusal('base_url', 'from --base-url', 'gen.example.test:8080'),
+    );
     const allowed = resolveConfig({ flags: { baseUrl: 'http://gen.example.test:8080', allowInsecureHttp: true }, env: CREDS });
     expect([allowed.platformUrl, allowed.cdnUrl]).toEqual(['http://gen.example.test:8080', 'http://gen.example.test:8080']);
   });
 
   it('https anywhere, and http to localhost, 127.0.0.0/8 and ::1, need no permission', () => {
-    for (const url of ['https://example.test', 'http://localhost:8787', 'http://LOCALHOST', 'http://127.0.0.1:9', 'http://127.255.0.7', 'http://[::1]:8080', 'http://[0:0:0:0:0:0:0:1]', 'http://2130706433', 'http://0x7f.1']) {
+    for (const url of [
+      'https://example.test',
+      'http://localhost:8787',
+      'http://LOCALHOST',
+      'http://127.0.0.1:9',
+      'http://127.255.0.7',
+      'http://[::1]:8080',
+      'http://[0:0:0:0:0:0:0:1]',
+      'http://2130706433',
+      'http://0x7f.1',
+    ]) {
       const config = resolveConfig({ flags: { baseUrl: url, platformUrl: url, cdnUrl: url }, env: CREDS });
       expect(config.baseUrl).toBe(url);
     }
@@ -182,14 +229,26 @@ describe('plain http only to loopback, unless allowed (reliability rule 24)', ()
   });
 
   it('hosts that only look like loopback are refused', () => {
-    for (const url of ['http://localhost.example.test', 'http://127.0.0.1.example.test', 'http://0.0.0.0:8080', 'http://[::ffff:127.0.0.1]', 'http://10.0.0.1', 'http://[::2]']) {
-      expect(thrown(() => resolveConfig({ flags: { baseUrl: url }, env: CREDS })).message).toMatch(/^base_url \(from --base-url\) is plain http to /);
+    for (const url of [
+      'http://localhost.example.test',
+      'http://127.0.0.1.example.test',
+      'http://0.0.0.0:8080',
+      'http://[::ffff:127.0.0.1]',
+      'http://10.0.0.1',
+      'http://[::2]',
+    ]) {
+      expect(thrown(() => resolveConfig({ flags: { baseUrl: url }, env: CREDS })).message).toMatch(
+        /^base_url \(from --base-url\) is plain http to /,
+      );
     }
   });
 
   it('only GENPIPE_ALLOW_INSECURE_HTTP=1 allows it, and allow_insecure_http must be a boolean', () => {
     for (const value of ['0', 'true', 'yes', '']) {
-      expect(thrown(() => resolveConfig({ flags: { baseUrl: 'http://example.test' }, env: { ...CREDS, GENPIPE_ALLOW_INSECURE_HTTP: value } })).code).toBe('config');
+      expect(
+        thrown(() => resolveConfig({ flags: { baseUrl: 'http://example.test' }, env: { ...CREDS, GENPIPE_ALLOW_INSECURE_HTTP: value } }))
+          .code,
+      ).toBe('config');
     }
     const path = file('base_url: http://example.test\nallow_insecure_http: "yes"\n');
     expect(thrown(() => resolveConfig({ flags: { config: path }, env: CREDS })).message).toContain(`${path}:2:22`);

@@ -39,7 +39,11 @@ function tableResolver(table: Record<string, string[]>): Resolver & { asked: str
 }
 
 /** Calls a lookup function as net.connect does and returns what it answered. */
-function lookupOnce(lookup: ReturnType<typeof guardedLookup>, hostname: string, all: boolean): Promise<{ error: Error | null; address: unknown }> {
+function lookupOnce(
+  lookup: ReturnType<typeof guardedLookup>,
+  hostname: string,
+  all: boolean,
+): Promise<{ error: Error | null; address: unknown }> {
   return new Promise((resolve) => lookup(hostname, { all }, (error, address) => resolve({ error, address })));
 }
 
@@ -65,12 +69,49 @@ afterAll(async () => {
 describe('which resolved addresses are internal', () => {
   it('loopback, private, link-local and metadata, unique-local, and IPv4 carried in IPv6; public ones are not', () => {
     const internal = [
-      '127.0.0.1', '10.0.0.5', '172.20.1.1', '192.168.0.10', '169.254.169.254', '100.64.1.1', '0.0.0.0', '224.0.0.1', '255.255.255.255', '198.18.0.1',
-      '::1', '::', 'fd00::1', 'fd00:ec2::254', 'fc00::5', 'fe80::1', 'fe80::1%eth0', 'fec0::1', 'ff02::1',
-      '::ffff:10.1.2.3', '::ffff:a01:203', '::ffff:127.0.0.1', '::ffff:169.254.169.254', '::10.0.0.1', '64:ff9b::a00:1', '64:ff9b::127.0.0.1', '2002:a00:1::1', '2002:7f00:1::',
+      '127.0.0.1',
+      '10.0.0.5',
+      '172.20.1.1',
+      '192.168.0.10',
+      '169.254.169.254',
+      '100.64.1.1',
+      '0.0.0.0',
+      '224.0.0.1',
+      '255.255.255.255',
+      '198.18.0.1',
+      '::1',
+      '::',
+      'fd00::1',
+      'fd00:ec2::254',
+      'fc00::5',
+      'fe80::1',
+      'fe80::1%eth0',
+      'fec0::1',
+      'ff02::1',
+      '::ffff:10.1.2.3',
+      '::ffff:a01:203',
+      '::ffff:127.0.0.1',
+      '::ffff:169.254.169.254',
+      '::10.0.0.1',
+      '64:ff9b::a00:1',
+      '64:ff9b::127.0.0.1',
+      '2002:a00:1::1',
+      '2002:7f00:1::',
     ];
     for (const address of internal) expect(isInternalAddress(address), address).toBe(true);
-    const external = ['8.8.8.8', '1.1.1.1', '172.32.0.1', '192.169.0.1', '100.128.0.1', '2001:4860:4860::8888', '::ffff:8.8.8.8', '64:ff9b::808:808', '2002:808:808::1', 'not-an-address', ''];
+    const external = [
+      '8.8.8.8',
+      '1.1.1.1',
+      '172.32.0.1',
+      '192.169.0.1',
+      '100.128.0.1',
+      '2001:4860:4860::8888',
+      '::ffff:8.8.8.8',
+      '64:ff9b::808:808',
+      '2002:808:808::1',
+      'not-an-address',
+      '',
+    ];
     for (const address of external) expect(isInternalAddress(address), address).toBe(false);
   });
 });
@@ -81,7 +122,10 @@ describe('the lookup a connection uses', () => {
     expect(await lookupOnce(lookup, 'cdn.example.test', false)).toEqual({ error: null, address: '93.184.216.34' });
     const all = await lookupOnce(lookup, 'cdn.example.test', true);
     expect(all.error).toBeNull();
-    expect(all.address).toEqual([{ address: '93.184.216.34', family: 4 }, { address: '2606:2800:220:1::1', family: 6 }]);
+    expect(all.address).toEqual([
+      { address: '93.184.216.34', family: 4 },
+      { address: '2606:2800:220:1::1', family: 6 },
+    ]);
   });
 
   it('refuses a name that resolves to an internal address, with one sentence naming both', async () => {
@@ -109,7 +153,11 @@ describe('the lookup a connection uses', () => {
     expect(await lookupOnce(guardedLookup(resolver, false), 'emu.test', false)).toEqual({ error: null, address: '127.0.0.1' });
     const failed = await lookupOnce(guardedLookup(resolver, true), 'nowhere.test', false);
     expect((failed.error as NodeJS.ErrnoException).code).toBe('ENOTFOUND');
-    const empty = await lookupOnce(guardedLookup(async () => [], true), 'empty.test', false);
+    const empty = await lookupOnce(
+      guardedLookup(async () => [], true),
+      'empty.test',
+      false,
+    );
     expect((empty.error as NodeJS.ErrnoException).code).toBe('ENOTFOUND');
   });
 });
@@ -117,7 +165,7 @@ describe('the lookup a connection uses', () => {
 describe('the guarded agent against a real listener on 127.0.0.1', () => {
   const names = { 'svc.test': ['127.0.0.1'], 'other.test': ['127.0.0.1'], 'metadata.test': ['169.254.169.254'] };
 
-  it('a name that resolves to loopback is refused unless its origin is the service\'s: the listener sees only the allowed request', async () => {
+  it("a name that resolves to loopback is refused unless its origin is the service's: the listener sees only the allowed request", async () => {
     hits = [];
     const resolver = tableResolver(names);
     const agent = createGuardedAgent({ connectTimeoutMs: 5_000, resolve: resolver });
@@ -129,7 +177,9 @@ describe('the guarded agent against a real listener on 127.0.0.1', () => {
       expect(allowed.statusCode).toBe(200);
       await allowed.body.dump();
       // The same address and port under another name is another origin: refused.
-      await expect(request(`http://other.test:${port}/admin`, { dispatcher: agent })).rejects.toThrow(/^Refusing to connect to other\.test: it resolves to 127\.0\.0\.1/);
+      await expect(request(`http://other.test:${port}/admin`, { dispatcher: agent })).rejects.toThrow(
+        /^Refusing to connect to other\.test: it resolves to 127\.0\.0\.1/,
+      );
       // A literal address is never looked up: it is checked all the same.
       await expect(request(`http://127.0.0.1:${port}/admin`, { dispatcher: agent })).rejects.toBeInstanceOf(InternalAddressError);
       await expect(request(`http://[::1]:${port}/admin`, { dispatcher: agent })).rejects.toBeInstanceOf(InternalAddressError);
@@ -140,7 +190,7 @@ describe('the guarded agent against a real listener on 127.0.0.1', () => {
     }
   });
 
-  it('a client\'s default dispatcher is guarded: another local port is refused, the service\'s own origin answers', async () => {
+  it("a client's default dispatcher is guarded: another local port is refused, the service's own origin answers", async () => {
     hits = [];
     const client = new GenerationClient(resolveConfig({ flags: { baseUrl: `http://127.0.0.1:${port}` }, env: { HF_KEY } }));
     const other = createServer((_req, res) => res.writeHead(200).end());
@@ -149,7 +199,9 @@ describe('the guarded agent against a real listener on 127.0.0.1', () => {
     other.on('request', () => otherHits++);
     try {
       const dispatcher = client.transport.dispatcher;
-      await expect(request(`http://127.0.0.1:${(other.address() as AddressInfo).port}/internal/admin`, { dispatcher })).rejects.toBeInstanceOf(InternalAddressError);
+      await expect(
+        request(`http://127.0.0.1:${(other.address() as AddressInfo).port}/internal/admin`, { dispatcher }),
+      ).rejects.toBeInstanceOf(InternalAddressError);
       const own = await request(`http://127.0.0.1:${port}/cdn/x.png`, { dispatcher });
       await own.body.dump();
       expect(own.statusCode).toBe(200);
@@ -162,12 +214,19 @@ describe('the guarded agent against a real listener on 127.0.0.1', () => {
     }
   });
 
-  it('a download through a client\'s dispatcher: a CDN name resolving to the metadata address fails as internal_address, nothing written', async () => {
+  it("a download through a client's dispatcher: a CDN name resolving to the metadata address fails as internal_address, nothing written", async () => {
     const agent = createGuardedAgent({ connectTimeoutMs: 5_000, resolve: tableResolver(names) });
     recordServiceOrigins(agent, [`http://svc.test:${port}`]);
     const runDir = tempDir();
     try {
-      const refused = await downloadToFile({ url: 'https://metadata.test/latest/meta-data/iam', runDir, relativePath: 'outputs/a.png', maxBytes: 1_000, allowedContentTypes: ['image/png'], dispatcher: agent }).catch((e: unknown) => e);
+      const refused = await downloadToFile({
+        url: 'https://metadata.test/latest/meta-data/iam',
+        runDir,
+        relativePath: 'outputs/a.png',
+        maxBytes: 1_000,
+        allowedContentTypes: ['image/png'],
+        dispatcher: agent,
+      }).catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(DownloadError);
       expect((refused as DownloadError).reason).toBe('internal_address');
       expect((refused as DownloadError).message).toBe(
@@ -191,24 +250,42 @@ describe('a run whose service points one output at a CDN name that resolves to a
 
   it('that download is refused with one sentence, the other instance completes, and the run reports it', { timeout: 30_000 }, async () => {
     let target: unknown;
-    const proxy = await startRewritingProxy(emu.url, (e) => e, (json) => {
-      // The first request to complete gets its image on a name of the service's choosing.
-      if (json.status !== 'completed' || !Array.isArray(json.images)) return;
-      target ??= json.request_id;
-      if (json.request_id === target) json.images = [{ url: 'https://cdn.example.test/render/out.png' }];
-    });
+    const proxy = await startRewritingProxy(
+      emu.url,
+      (e) => e,
+      (json) => {
+        // The first request to complete gets its image on a name of the service's choosing.
+        if (json.status !== 'completed' || !Array.isArray(json.images)) return;
+        target ??= json.request_id;
+        if (json.request_id === target) json.images = [{ url: 'https://cdn.example.test/render/out.png' }];
+      },
+    );
     const resolver = tableResolver({ 'cdn.example.test': ['10.0.0.7'] });
     const agent = createGuardedAgent({ connectTimeoutMs: 5_000, resolve: resolver });
     const client = new GenerationClient(resolveConfig({ flags: { baseUrl: proxy.url }, env: { HF_KEY } }), { dispatcher: agent });
     try {
       const dir = tempDir();
       const manifest = join(dir, 'rebound.yaml');
-      writeFileSync(manifest, 'version: 1\nname: rebound\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: [1, 2]\n    input: { tier: cats, seed: "{{ seed }}", brief: A mascot }\n');
+      writeFileSync(
+        manifest,
+        'version: 1\nname: rebound\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: [1, 2]\n    input: { tier: cats, seed: "{{ seed }}", brief: A mascot }\n',
+      );
       const plan = await buildPlan(loadManifestFile(manifest));
       const hash = planHash(plan);
       const { runId, dir: runDir } = await createRunDir(tempDir(), plan, manifest, hash);
       const events: RunEvent[] = [];
-      const summary = await runPlan({ plan, client, runDir, runId, planHash: hash, signal: new AbortController().signal, concurrency: 1, ratePerSecond: 10_000, poll: { floorMs: 1, baseMs: 2, capMs: 20 }, onEvent: (e) => events.push(e) });
+      const summary = await runPlan({
+        plan,
+        client,
+        runDir,
+        runId,
+        planHash: hash,
+        signal: new AbortController().signal,
+        concurrency: 1,
+        ratePerSecond: 10_000,
+        poll: { floorMs: 1, baseMs: 2, capMs: 20 },
+        onEvent: (e) => events.push(e),
+      });
 
       expect(summary.counts).toMatchObject({ completed: 1, failed: 1 });
       const failures = events.filter((e): e is Extract<RunEvent, { type: 'instance_failed' }> => e.type === 'instance_failed');

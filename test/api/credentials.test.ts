@@ -21,7 +21,14 @@ describe('Credentials never show the secret', () => {
   const credentials = new Credentials(KEY_ID, KEY_SECRET);
 
   it('toString, JSON.stringify and util.inspect hide the secret but show the key id', () => {
-    for (const text of [String(credentials), `${credentials}`, JSON.stringify(credentials), JSON.stringify({ nested: { credentials } }), inspect(credentials), inspect({ credentials }, { depth: 5, showHidden: true })]) {
+    for (const text of [
+      String(credentials),
+      `${credentials}`,
+      JSON.stringify(credentials),
+      JSON.stringify({ nested: { credentials } }),
+      inspect(credentials),
+      inspect({ credentials }, { depth: 5, showHidden: true }),
+    ]) {
       expect(text).not.toContain(KEY_SECRET);
     }
     expect(String(credentials)).toContain(KEY_ID);
@@ -59,11 +66,19 @@ describe('redact()', () => {
 });
 
 describe('errors never contain the secret', () => {
-  const views = (error: unknown): string[] => [(error as Error).message, String(error), inspect(error, { depth: 10 }), JSON.stringify(error)];
+  const views = (error: unknown): string[] => [
+    (error as Error).message,
+    String(error),
+    inspect(error, { depth: 10 }),
+    JSON.stringify(error),
+  ];
 
   it('a 401 whose detail echoes the Authorization header', async () => {
     const { agent, client } = harness();
-    agent.get(BASE).intercept({ path: `/requests/${REQUEST_ID}/status` }).reply(401, { detail: `Invalid credentials: Key ${KEY_ID}:${KEY_SECRET}` });
+    agent
+      .get(BASE)
+      .intercept({ path: `/requests/${REQUEST_ID}/status` })
+      .reply(401, { detail: `Invalid credentials: Key ${KEY_ID}:${KEY_SECRET}` });
     const error = await rejection(client.requests.status(REQUEST_ID));
     expect(error.code).toBe('unauthorized');
     for (const text of views(error)) expect(text).not.toContain(KEY_SECRET);
@@ -71,7 +86,10 @@ describe('errors never contain the secret', () => {
 
   it('a 401 on the legacy surface whose detail echoes hf-secret', async () => {
     const { agent, client } = harness();
-    agent.get(PLATFORM).intercept({ path: '/v1/text2image/soul', method: 'POST' }).reply(401, { detail: `bad hf-secret ${KEY_SECRET}` });
+    agent
+      .get(PLATFORM)
+      .intercept({ path: '/v1/text2image/soul', method: 'POST' })
+      .reply(401, { detail: `bad hf-secret ${KEY_SECRET}` });
     const error = await rejection(client.legacy.soul({ prompt: 'x' }));
     expect(error.code).toBe('unauthorized');
     for (const text of views(error)) expect(text).not.toContain(KEY_SECRET);
@@ -79,7 +97,11 @@ describe('errors never contain the secret', () => {
 
   it('network failures on GET and on a credit-spending POST (indeterminate)', async () => {
     const { agent, client } = harness();
-    agent.get(BASE).intercept({ path: `/requests/${REQUEST_ID}/status` }).replyWithError(networkError('ECONNRESET')).persist();
+    agent
+      .get(BASE)
+      .intercept({ path: `/requests/${REQUEST_ID}/status` })
+      .replyWithError(networkError('ECONNRESET'))
+      .persist();
     agent.get(BASE).intercept({ path: '/marketing-studio/image/sunburst', method: 'POST' }).replyWithError(networkError('ECONNRESET'));
     const errors = [await rejection(client.requests.status(REQUEST_ID)), await rejection(client.marketingImage.submit({ prompt: 'x' }))];
     expect(errors.map((e) => e.code)).toEqual(['network', 'indeterminate_submission']);
@@ -88,7 +110,11 @@ describe('errors never contain the secret', () => {
 
   it('a network error whose message happens to carry the secret is redacted', async () => {
     const { agent, client } = harness();
-    agent.get(BASE).intercept({ path: `/requests/${REQUEST_ID}/status` }).replyWithError(networkError('ECONNRESET', `proxy said no to Key ${KEY_ID}:${KEY_SECRET}`)).persist();
+    agent
+      .get(BASE)
+      .intercept({ path: `/requests/${REQUEST_ID}/status` })
+      .replyWithError(networkError('ECONNRESET', `proxy said no to Key ${KEY_ID}:${KEY_SECRET}`))
+      .persist();
     const error = await rejection(client.requests.status(REQUEST_ID));
     expect(error.message).not.toContain(KEY_SECRET);
     expect(String(error)).not.toContain(KEY_SECRET);

@@ -40,7 +40,9 @@ describe('errorFromStatus (§7), pure', () => {
   });
 
   it('422 naming the Idempotency-Key on a keyed submit is idempotency_mismatch; another 422 is unprocessable', () => {
-    expect(errorFromStatus(422, 'Idempotency-Key reused with a different body', { endpoint: 'idempotent-submit' }).code).toBe('idempotency_mismatch');
+    expect(errorFromStatus(422, 'Idempotency-Key reused with a different body', { endpoint: 'idempotent-submit' }).code).toBe(
+      'idempotency_mismatch',
+    );
     expect(errorFromStatus(422, 'seed out of range', { endpoint: 'idempotent-submit' }).code).toBe('unprocessable');
   });
 
@@ -52,7 +54,13 @@ describe('errorFromStatus (§7), pure', () => {
 
   it('all typed errors share the GenpipeError root', () => {
     const invalid = new InvalidInputError('thing', [{ path: 'seed', message: 'too big' }]);
-    const indeterminate = new IndeterminateSubmissionError({ method: 'POST', path: '/x', idempotencyKey: undefined, bodyHash: 'h', cause: undefined });
+    const indeterminate = new IndeterminateSubmissionError({
+      method: 'POST',
+      path: '/x',
+      idempotencyKey: undefined,
+      bodyHash: 'h',
+      cause: undefined,
+    });
     for (const error of [invalid, indeterminate, errorFromStatus(500, undefined, { endpoint: 'other' })]) {
       expect(error).toBeInstanceOf(GenpipeError);
       expect(isGenpipeError(error)).toBe(true);
@@ -73,7 +81,11 @@ describe('every status of §7 through the client', () => {
 
   it('402 (agent messages): insufficient_credits, not retried', async () => {
     const { agent, client, calls } = harness();
-    agent.get(BASE).intercept({ path: messagesPath, method: 'POST' }).reply(402, { detail: 'Insufficient credits for the reserve' }).persist();
+    agent
+      .get(BASE)
+      .intercept({ path: messagesPath, method: 'POST' })
+      .reply(402, { detail: 'Insufficient credits for the reserve' })
+      .persist();
     const error = await rejection(client.agent.sendMessage(SESSION_ID, 'hello'));
     expect(error).toMatchObject({ code: 'insufficient_credits', status: 402, detail: 'Insufficient credits for the reserve' });
     expect(calls()).toHaveLength(1);
@@ -98,7 +110,11 @@ describe('every status of §7 through the client', () => {
   it('404 (agent sessions): not_found', async () => {
     const { agent, client } = harness();
     agent.get(BASE).intercept({ path: messagesPath }).reply(404, { detail: 'Session not found' });
-    expect(await rejection(client.agent.listMessages(SESSION_ID))).toMatchObject({ code: 'not_found', status: 404, detail: 'Session not found' });
+    expect(await rejection(client.agent.listMessages(SESSION_ID))).toMatchObject({
+      code: 'not_found',
+      status: 404,
+      detail: 'Session not found',
+    });
   });
 
   it('404 (character-sheet options): model_unavailable', async () => {

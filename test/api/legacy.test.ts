@@ -2,7 +2,21 @@ import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/api/errors.js';
 import { redact } from '../../src/util/redact.js';
 import type { DopParams, JobSet, SoulParams, SpeakParams } from '../../src/api/wire.js';
-import { BASE, harness, header, issuePaths, JOB_ID, JOB_SET_ID, jsonBody, KEY_ID, KEY_SECRET, AUTHORIZATION, PLATFORM, rejection, submitted } from './helpers.js';
+import {
+  BASE,
+  harness,
+  header,
+  issuePaths,
+  JOB_ID,
+  JOB_SET_ID,
+  jsonBody,
+  KEY_ID,
+  KEY_SECRET,
+  AUTHORIZATION,
+  PLATFORM,
+  rejection,
+  submitted,
+} from './helpers.js';
 
 const UUID = '9b2f7c1e-4d3a-4e5b-8c6d-7e8f9a0b1c2d';
 const jobSet = (type: JobSet['type']): JobSet => ({
@@ -49,7 +63,10 @@ const speakParams: SpeakParams = {
 describe('§4.7 legacy platform endpoints (hf-api-key + hf-secret)', () => {
   it('DoP: POST {platform_url}/v1/image2video/dop with {webhook: null, params}', async () => {
     const { agent, client, calls } = harness();
-    agent.get(PLATFORM).intercept({ path: '/v1/image2video/dop', method: 'POST', headers: LEGACY_HEADERS }).reply(200, jobSet('image2video'));
+    agent
+      .get(PLATFORM)
+      .intercept({ path: '/v1/image2video/dop', method: 'POST', headers: LEGACY_HEADERS })
+      .reply(200, jobSet('image2video'));
     expect(await client.legacy.dop(dopParams)).toEqual(jobSet('image2video'));
     expect(jsonBody(calls()[0])).toEqual({ webhook: null, params: dopParams });
     expect(header(calls()[0], 'authorization')).toBeUndefined();
@@ -66,7 +83,10 @@ describe('§4.7 legacy platform endpoints (hf-api-key + hf-secret)', () => {
 
   it('Soul: POST {platform_url}/v1/text2image/soul with {webhook, params}', async () => {
     const { agent, client, calls } = harness();
-    agent.get(PLATFORM).intercept({ path: '/v1/text2image/soul', method: 'POST', headers: LEGACY_HEADERS }).reply(200, jobSet('text2image_soul'));
+    agent
+      .get(PLATFORM)
+      .intercept({ path: '/v1/text2image/soul', method: 'POST', headers: LEGACY_HEADERS })
+      .reply(200, jobSet('text2image_soul'));
     expect((await client.legacy.soul(soulParams)).type).toBe('text2image_soul');
     expect(jsonBody(calls()[0])).toEqual({ webhook: null, params: soulParams });
     expect(header(calls()[0], 'authorization')).toBeUndefined();
@@ -102,25 +122,41 @@ describe('§4.7 legacy platform endpoints (hf-api-key + hf-secret)', () => {
 
   it('job-set status: GET {platform_url}/v1/job-sets/{id} with the legacy headers (beyond the spec)', async () => {
     const { agent, client, calls } = harness();
-    agent.get(PLATFORM).intercept({ path: `/v1/job-sets/${JOB_SET_ID}`, method: 'GET', headers: { 'hf-api-key': KEY_ID, 'hf-secret': KEY_SECRET } }).reply(200, {
-      ...jobSet('image2video'),
-      jobs: [{ id: JOB_ID, job_set_type: 'image2video', status: 'completed', results: { min: { type: 'video', url: 'https://cdn.test/min.mp4' }, raw: { type: 'video', url: 'https://cdn.test/raw.mp4' } } }],
-    });
+    agent
+      .get(PLATFORM)
+      .intercept({ path: `/v1/job-sets/${JOB_SET_ID}`, method: 'GET', headers: { 'hf-api-key': KEY_ID, 'hf-secret': KEY_SECRET } })
+      .reply(200, {
+        ...jobSet('image2video'),
+        jobs: [
+          {
+            id: JOB_ID,
+            job_set_type: 'image2video',
+            status: 'completed',
+            results: { min: { type: 'video', url: 'https://cdn.test/min.mp4' }, raw: { type: 'video', url: 'https://cdn.test/raw.mp4' } },
+          },
+        ],
+      });
     const result = await client.legacy.jobSet(JOB_SET_ID);
     expect(result.jobs[0]?.results?.raw.url).toBe('https://cdn.test/raw.mp4');
     expect(header(calls()[0], 'authorization')).toBeUndefined();
   });
 
-  it('a job set of a type outside the spec\'s two (Speak has none) is still read, not refused after it was paid for', async () => {
+  it("a job set of a type outside the spec's two (Speak has none) is still read, not refused after it was paid for", async () => {
     const { agent, client } = harness();
-    agent.get(PLATFORM).intercept({ path: `/v1/job-sets/${JOB_SET_ID}` }).reply(200, { ...jobSet('image2video'), type: 'speak' });
+    agent
+      .get(PLATFORM)
+      .intercept({ path: `/v1/job-sets/${JOB_SET_ID}` })
+      .reply(200, { ...jobSet('image2video'), type: 'speak' });
     expect((await client.legacy.jobSet(JOB_SET_ID)).type).toBe('speak');
   });
 
   it('a job set without its jobs breaks the spec (invalid_response)', async () => {
     const { agent, client } = harness();
     const { jobs: _jobs, ...withoutJobs } = jobSet('image2video');
-    agent.get(PLATFORM).intercept({ path: `/v1/job-sets/${JOB_SET_ID}` }).reply(200, withoutJobs);
+    agent
+      .get(PLATFORM)
+      .intercept({ path: `/v1/job-sets/${JOB_SET_ID}` })
+      .reply(200, withoutJobs);
     expect((await rejection(client.legacy.jobSet(JOB_SET_ID))).code).toBe('invalid_response');
   });
 });
@@ -129,7 +165,15 @@ describe('§4.8 webhook-enabled path: POST {platform_url}/{vendor}-ai/soul/stand
   it('sends prompt, aspect_ratio, resolution with Authorization and the webhook URL as hf_webhook', async () => {
     const { agent, client, calls } = harness();
     const hook = 'https://hooks.test/genpipe?token=abc&x=1';
-    agent.get(PLATFORM).intercept({ path: '/vendor-ai/soul/standard', method: 'POST', query: { hf_webhook: hook }, headers: { authorization: AUTHORIZATION } }).reply(200, submitted());
+    agent
+      .get(PLATFORM)
+      .intercept({
+        path: '/vendor-ai/soul/standard',
+        method: 'POST',
+        query: { hf_webhook: hook },
+        headers: { authorization: AUTHORIZATION },
+      })
+      .reply(200, submitted());
     const body = { prompt: 'a cat', aspect_ratio: '1:1', resolution: '720p' };
     expect((await client.soulStandard.submit(body, { webhookUrl: hook })).request_id).toBe(submitted().request_id);
     expect(jsonBody(calls()[0])).toEqual(body);

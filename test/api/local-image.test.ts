@@ -19,7 +19,14 @@ function pngChunk(type: string, data: number[]): number[] {
 }
 function png(animated: boolean): Uint8Array {
   return Uint8Array.from([
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a,
+    0x89,
+    0x50,
+    0x4e,
+    0x47,
+    0x0d,
+    0x0a,
+    0x1a,
+    0x0a,
     ...pngChunk('IHDR', [...u32be(1), ...u32be(1), 8, 6, 0, 0, 0]),
     ...(animated ? pngChunk('acTL', [...u32be(2), ...u32be(0)]) : []),
     ...pngChunk('IDAT', [0x78, 0x9c, 0x63, 0, 0, 0, 0x01]),
@@ -42,9 +49,18 @@ function file(name: string, bytes: Uint8Array | string): string {
 
 describe('local image checks: non-animated JPEG, PNG or WebP, at most 64 MiB', () => {
   it('JPEG, PNG and WebP are told by magic bytes', async () => {
-    expect(await checkLocalImage(file('a.jpg', JPEG))).toMatchObject({ kind: 'jpeg', extension: 'jpg', contentType: 'image/jpeg', size: JPEG.length });
+    expect(await checkLocalImage(file('a.jpg', JPEG))).toMatchObject({
+      kind: 'jpeg',
+      extension: 'jpg',
+      contentType: 'image/jpeg',
+      size: JPEG.length,
+    });
     expect(await checkLocalImage(file('b.png', png(false)))).toMatchObject({ kind: 'png', extension: 'png', contentType: 'image/png' });
-    expect(await checkLocalImage(file('c.webp', webp(undefined)))).toMatchObject({ kind: 'webp', extension: 'webp', contentType: 'image/webp' });
+    expect(await checkLocalImage(file('c.webp', webp(undefined)))).toMatchObject({
+      kind: 'webp',
+      extension: 'webp',
+      contentType: 'image/webp',
+    });
   });
 
   it('the name does not decide: a .png name with JPEG bytes is still JPEG', async () => {

@@ -12,11 +12,20 @@ const refuses = (input: Record<string, unknown>, path: string): void => {
 
 describe('§4.4 marketing image body rules', () => {
   it('defaults: resolution 2k, quality high, direct mode (enhance_prompt false)', () => {
-    expect(buildMarketingImageRequest({ prompt: 'a lamp' })).toEqual({ prompt: 'a lamp', resolution: '2k', quality: 'high', enhance_prompt: false });
+    expect(buildMarketingImageRequest({ prompt: 'a lamp' })).toEqual({
+      prompt: 'a lamp',
+      resolution: '2k',
+      quality: 'high',
+      enhance_prompt: false,
+    });
   });
 
   it('explicit values win over the defaults', () => {
-    expect(buildMarketingImageRequest({ prompt: 'x', resolution: '4k', quality: 'max' })).toMatchObject({ resolution: '4k', quality: 'max', enhance_prompt: false });
+    expect(buildMarketingImageRequest({ prompt: 'x', resolution: '4k', quality: 'max' })).toMatchObject({
+      resolution: '4k',
+      quality: 'max',
+      enhance_prompt: false,
+    });
   });
 
   it('a member present but undefined still gets its default', () => {
@@ -64,7 +73,10 @@ describe('§4.4 marketing image body rules', () => {
   });
 
   it('enhanced mode requires preset_id and one product image — accepted with both, refused without preset_id', () => {
-    expect(buildMarketingImageRequest({ enhance_prompt: true, preset_id: PRESET_ID, image_urls: img(1) })).toMatchObject({ enhance_prompt: true, quality: 'high' });
+    expect(buildMarketingImageRequest({ enhance_prompt: true, preset_id: PRESET_ID, image_urls: img(1) })).toMatchObject({
+      enhance_prompt: true,
+      quality: 'high',
+    });
     refuses({ enhance_prompt: true, image_urls: img(1) }, 'preset_id');
   });
 
@@ -87,15 +99,31 @@ describe('marketing image submit: POST {base_url}/marketing-studio/image/sunburs
   it('sends method, path, Authorization and the JSON body, and returns the request id', async () => {
     const { agent, client, calls } = harness();
     const body = buildMarketingImageRequest({ prompt: 'a lamp on a desk', aspect_ratio: '16:9' });
-    agent.get(BASE).intercept({ path: '/marketing-studio/image/sunburst', method: 'POST', headers: { authorization: AUTHORIZATION, 'content-type': 'application/json' } }).reply(200, { request_id: submitted().request_id });
+    agent
+      .get(BASE)
+      .intercept({
+        path: '/marketing-studio/image/sunburst',
+        method: 'POST',
+        headers: { authorization: AUTHORIZATION, 'content-type': 'application/json' },
+      })
+      .reply(200, { request_id: submitted().request_id });
     expect((await client.marketingImage.submit(body)).request_id).toBe(submitted().request_id);
-    expect(jsonBody(calls()[0])).toEqual({ prompt: 'a lamp on a desk', aspect_ratio: '16:9', resolution: '2k', quality: 'high', enhance_prompt: false });
+    expect(jsonBody(calls()[0])).toEqual({
+      prompt: 'a lamp on a desk',
+      aspect_ratio: '16:9',
+      resolution: '2k',
+      quality: 'high',
+      enhance_prompt: false,
+    });
   });
 
   it('with a webhook URL, sends it as ?hf_webhook=', async () => {
     const { agent, client, calls } = harness();
     const hook = 'https://hooks.example.test/run/abc123';
-    agent.get(BASE).intercept({ path: '/marketing-studio/image/sunburst', method: 'POST', query: { hf_webhook: hook } }).reply(200, submitted());
+    agent
+      .get(BASE)
+      .intercept({ path: '/marketing-studio/image/sunburst', method: 'POST', query: { hf_webhook: hook } })
+      .reply(200, submitted());
     await client.marketingImage.submit({ prompt: 'a shoe' }, { webhookUrl: hook });
     expect(calls()[0]?.searchParams).toEqual({ hf_webhook: hook });
   });
@@ -117,7 +145,9 @@ describe('§4.5 preset catalog: every page, following cursor', () => {
     const { agent, client, calls } = harness();
     const pool = agent.get(BASE);
     const path = '/marketing-studio/image/presets';
-    pool.intercept({ path, query: { size: '2' }, headers: { authorization: AUTHORIZATION } }).reply(200, { total: 5, cursor: 'c-2', items: [preset(1), preset(2)] });
+    pool
+      .intercept({ path, query: { size: '2' }, headers: { authorization: AUTHORIZATION } })
+      .reply(200, { total: 5, cursor: 'c-2', items: [preset(1), preset(2)] });
     pool.intercept({ path, query: { size: '2', cursor: 'c-2' } }).reply(200, { total: 5, cursor: 'c-3', items: [preset(3), preset(4)] });
     pool.intercept({ path, query: { size: '2', cursor: 'c-3' } }).reply(200, { total: 5, cursor: null, items: [preset(5)] });
     const seen: string[] = [];
@@ -129,7 +159,10 @@ describe('§4.5 preset catalog: every page, following cursor', () => {
 
   it('a single page with cursor null ends the iteration after one request', async () => {
     const { agent, client, calls } = harness();
-    agent.get(BASE).intercept({ path: '/marketing-studio/image/presets', query: { size: '50' } }).reply(200, { total: 1, cursor: null, items: [preset(1)] });
+    agent
+      .get(BASE)
+      .intercept({ path: '/marketing-studio/image/presets', query: { size: '50' } })
+      .reply(200, { total: 1, cursor: null, items: [preset(1)] });
     const items: Preset[] = [];
     for await (const item of client.marketingImage.presets()) items.push(item);
     expect(items).toEqual([preset(1)]);
@@ -139,8 +172,12 @@ describe('§4.5 preset catalog: every page, following cursor', () => {
   it('a cursor that repeats stops the iteration instead of looping forever', async () => {
     const { agent, client, calls } = harness();
     const pool = agent.get(BASE);
-    pool.intercept({ path: '/marketing-studio/image/presets', query: { size: '1' } }).reply(200, { total: 9, cursor: 'same', items: [preset(1)] });
-    pool.intercept({ path: '/marketing-studio/image/presets', query: { size: '1', cursor: 'same' } }).reply(200, { total: 9, cursor: 'same', items: [preset(2)] });
+    pool
+      .intercept({ path: '/marketing-studio/image/presets', query: { size: '1' } })
+      .reply(200, { total: 9, cursor: 'same', items: [preset(1)] });
+    pool
+      .intercept({ path: '/marketing-studio/image/presets', query: { size: '1', cursor: 'same' } })
+      .reply(200, { total: 9, cursor: 'same', items: [preset(2)] });
     const items: Preset[] = [];
     for await (const item of client.marketingImage.presets({ pageSize: 1 })) items.push(item);
     expect(items.map((p) => p.name)).toEqual(['Preset 1', 'Preset 2']);
@@ -149,7 +186,10 @@ describe('§4.5 preset catalog: every page, following cursor', () => {
 
   it('an item that is not a usable preset (type other than ads) is invalid_response', async () => {
     const { agent, client } = harness();
-    agent.get(BASE).intercept({ path: '/marketing-studio/image/presets', query: { size: '50' } }).reply(200, { total: 1, cursor: null, items: [{ ...preset(1), type: 'video' }] });
+    agent
+      .get(BASE)
+      .intercept({ path: '/marketing-studio/image/presets', query: { size: '50' } })
+      .reply(200, { total: 1, cursor: null, items: [{ ...preset(1), type: 'video' }] });
     expect((await rejection(client.marketingImage.presetPage())).code).toBe('invalid_response');
   });
 });

@@ -22,7 +22,10 @@ const JPEG = Uint8Array.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x
 describe('§4.6 rule 5 media upload flow', () => {
   it('create: POST /v1/agent/media with {extension, type}, Authorization, 201 -> the record', async () => {
     const { agent, client, calls } = harness();
-    agent.get(BASE).intercept({ path: '/v1/agent/media', method: 'POST', headers: { authorization: AUTHORIZATION } }).reply(201, record('png', 'image/png'));
+    agent
+      .get(BASE)
+      .intercept({ path: '/v1/agent/media', method: 'POST', headers: { authorization: AUTHORIZATION } })
+      .reply(201, record('png', 'image/png'));
     expect(await client.media.create('png', 'image')).toEqual(record('png', 'image/png'));
     expect(jsonBody(calls()[0])).toEqual({ extension: 'png', type: 'image' });
   });
@@ -51,7 +54,10 @@ describe('§4.6 rule 5 media upload flow', () => {
   it('PUT sends the bytes to upload_url with the returned content type and no auth headers', async () => {
     const { agent, client, calls } = harness();
     const rec = record('jpg', 'image/x-custom-jpeg');
-    agent.get(UPLOADS).intercept({ path: '/put/med_123.jpg?sig=abc', method: 'PUT', headers: { 'content-type': 'image/x-custom-jpeg' } }).reply(200, '');
+    agent
+      .get(UPLOADS)
+      .intercept({ path: '/put/med_123.jpg?sig=abc', method: 'PUT', headers: { 'content-type': 'image/x-custom-jpeg' } })
+      .reply(200, '');
     await client.media.put(rec, JPEG);
     const call = calls()[0];
     expect(call?.method).toBe('PUT');
@@ -64,7 +70,9 @@ describe('§4.6 rule 5 media upload flow', () => {
   it('confirm: POST /v1/agent/media/{id}/confirm with {type} -> uploaded or not_ready', async () => {
     const { agent, client, calls } = harness();
     const pool = agent.get(BASE);
-    pool.intercept({ path: '/v1/agent/media/med_123.png/confirm', method: 'POST', headers: { authorization: AUTHORIZATION } }).reply(200, { status: 'not_ready' });
+    pool
+      .intercept({ path: '/v1/agent/media/med_123.png/confirm', method: 'POST', headers: { authorization: AUTHORIZATION } })
+      .reply(200, { status: 'not_ready' });
     pool.intercept({ path: '/v1/agent/media/med_123.png/confirm', method: 'POST' }).reply(200, { status: 'uploaded' });
     expect(await client.media.confirm(record('png', 'image/png'))).toBe('not_ready');
     expect(await client.media.confirm(record('png', 'image/png'))).toBe('uploaded');
@@ -93,8 +101,14 @@ describe('§4.6 rule 5 media upload flow', () => {
     const rec = record('png', 'image/png');
     agent.get(BASE).intercept({ path: '/v1/agent/media', method: 'POST' }).reply(201, rec);
     agent.get(UPLOADS).intercept({ path: '/put/med_123.png?sig=abc', method: 'PUT' }).reply(200, '');
-    agent.get(BASE).intercept({ path: '/v1/agent/media/med_123.png/confirm', method: 'POST' }).reply(200, { status: 'not_ready' }).persist();
-    expect((await rejection(client.media.upload(JPEG, 'png', 'image', { confirmAttempts: 2, confirmDelayMs: 1 }))).code).toBe('invalid_response');
+    agent
+      .get(BASE)
+      .intercept({ path: '/v1/agent/media/med_123.png/confirm', method: 'POST' })
+      .reply(200, { status: 'not_ready' })
+      .persist();
+    expect((await rejection(client.media.upload(JPEG, 'png', 'image', { confirmAttempts: 2, confirmDelayMs: 1 }))).code).toBe(
+      'invalid_response',
+    );
   });
 
   it('uploadLocalImage: a JPEG (even named .png) is uploaded with extension jpg, and the PUT carries the returned content type', async () => {
@@ -103,7 +117,10 @@ describe('§4.6 rule 5 media upload flow', () => {
     const { agent, client, calls } = harness();
     const rec = record('jpg', 'image/jpeg');
     agent.get(BASE).intercept({ path: '/v1/agent/media', method: 'POST' }).reply(201, rec);
-    agent.get(UPLOADS).intercept({ path: '/put/med_123.jpg?sig=abc', method: 'PUT', headers: { 'content-type': 'image/jpeg' } }).reply(200, '');
+    agent
+      .get(UPLOADS)
+      .intercept({ path: '/put/med_123.jpg?sig=abc', method: 'PUT', headers: { 'content-type': 'image/jpeg' } })
+      .reply(200, '');
     agent.get(BASE).intercept({ path: '/v1/agent/media/med_123.jpg/confirm', method: 'POST' }).reply(200, { status: 'uploaded' });
     expect(await client.media.uploadLocalImage(path)).toBe(rec.url);
     expect(jsonBody(calls()[0])).toEqual({ extension: 'jpg', type: 'image' });

@@ -30,23 +30,26 @@ const jobSet = {
 };
 
 describe('no double spend: a credit-spending POST without an Idempotency-Key', () => {
-  it.each(AMBIGUOUS)('marketing image submit failing with $name is sent exactly once and raises IndeterminateSubmissionError with the body hash', async (failure) => {
-    const { agent, client, calls } = harness();
-    failure.apply(agent.get(BASE).intercept({ path: '/marketing-studio/image/sunburst', method: 'POST' })).persist();
-    const error = await rejection(client.marketingImage.submit({ prompt: 'a red bicycle', resolution: '2k' }));
-    expect(error).toBeInstanceOf(IndeterminateSubmissionError);
-    const indeterminate = error as IndeterminateSubmissionError;
-    expect(indeterminate.code).toBe('indeterminate_submission');
-    expect(indeterminate.idempotencyKey).toBeUndefined();
-    expect(calls()).toHaveLength(1);
-    const sentBody = calls()[0]?.body;
-    expect(typeof sentBody).toBe('string');
-    expect(indeterminate.bodyHash).toBe(sha256(sentBody as string));
-    expect(indeterminate.method).toBe('POST');
-    expect(indeterminate.path).toBe('/marketing-studio/image/sunburst');
-    expect(indeterminate.status).toBe(failure.status);
-    expect(indeterminate.cause).toBeDefined();
-  });
+  it.each(AMBIGUOUS)(
+    'marketing image submit failing with $name is sent exactly once and raises IndeterminateSubmissionError with the body hash',
+    async (failure) => {
+      const { agent, client, calls } = harness();
+      failure.apply(agent.get(BASE).intercept({ path: '/marketing-studio/image/sunburst', method: 'POST' })).persist();
+      const error = await rejection(client.marketingImage.submit({ prompt: 'a red bicycle', resolution: '2k' }));
+      expect(error).toBeInstanceOf(IndeterminateSubmissionError);
+      const indeterminate = error as IndeterminateSubmissionError;
+      expect(indeterminate.code).toBe('indeterminate_submission');
+      expect(indeterminate.idempotencyKey).toBeUndefined();
+      expect(calls()).toHaveLength(1);
+      const sentBody = calls()[0]?.body;
+      expect(typeof sentBody).toBe('string');
+      expect(indeterminate.bodyHash).toBe(sha256(sentBody as string));
+      expect(indeterminate.method).toBe('POST');
+      expect(indeterminate.path).toBe('/marketing-studio/image/sunburst');
+      expect(indeterminate.status).toBe(failure.status);
+      expect(indeterminate.cause).toBeDefined();
+    },
+  );
 
   it.each(AMBIGUOUS)('legacy DoP failing with $name is sent exactly once', async (failure) => {
     const { agent, client, calls } = harness();
@@ -59,7 +62,11 @@ describe('no double spend: a credit-spending POST without an Idempotency-Key', (
 
   it('Soul standard (webhook path) failing with ECONNRESET is sent exactly once', async () => {
     const { agent, client, calls } = harness();
-    agent.get(PLATFORM).intercept({ path: (p) => p.startsWith('/vendor-ai/soul/standard'), method: 'POST' }).replyWithError(networkError('ECONNRESET')).persist();
+    agent
+      .get(PLATFORM)
+      .intercept({ path: (p) => p.startsWith('/vendor-ai/soul/standard'), method: 'POST' })
+      .replyWithError(networkError('ECONNRESET'))
+      .persist();
     const error = await rejection(client.soulStandard.submit({ prompt: 'p', aspect_ratio: '1:1', resolution: '1080p' }));
     expect(error).toBeInstanceOf(IndeterminateSubmissionError);
     expect(calls()).toHaveLength(1);
@@ -68,7 +75,9 @@ describe('no double spend: a credit-spending POST without an Idempotency-Key', (
   it('ECONNREFUSED proves the request never left, so it is retried even without a key', async () => {
     const { agent, client, calls } = harness();
     const pool = agent.get(BASE);
-    pool.intercept({ path: '/marketing-studio/image/sunburst', method: 'POST' }).replyWithError(networkError('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:443'));
+    pool
+      .intercept({ path: '/marketing-studio/image/sunburst', method: 'POST' })
+      .replyWithError(networkError('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:443'));
     pool.intercept({ path: '/marketing-studio/image/sunburst', method: 'POST' }).reply(200, submitted());
     expect((await client.marketingImage.submit({ prompt: 'x' })).request_id).toBe(submitted().request_id);
     expect(calls()).toHaveLength(2);
@@ -86,7 +95,11 @@ describe('no double spend: a credit-spending POST without an Idempotency-Key', (
 
   it('ECONNREFUSED on every attempt ends with code network (not indeterminate) after maxAttempts', async () => {
     const { agent, client, calls, config } = harness();
-    agent.get(BASE).intercept({ path: '/marketing-studio/image/sunburst', method: 'POST' }).replyWithError(networkError('ECONNREFUSED')).persist();
+    agent
+      .get(BASE)
+      .intercept({ path: '/marketing-studio/image/sunburst', method: 'POST' })
+      .replyWithError(networkError('ECONNREFUSED'))
+      .persist();
     const error = await rejection(client.marketingImage.submit({ prompt: 'x' }));
     expect(error.code).toBe('network');
     expect(error).not.toBeInstanceOf(IndeterminateSubmissionError);

@@ -6,7 +6,10 @@ import { readBody, readBodyBuffer } from '../../src/api/read-body.js';
 const tooLarge = (): Error => new Error('too large');
 
 function chunksOf(...parts: string[]): Readable {
-  return Readable.from(parts.map((p) => Buffer.from(p)), { objectMode: false });
+  return Readable.from(
+    parts.map((p) => Buffer.from(p)),
+    { objectMode: false },
+  );
 }
 
 describe('readBody', () => {
@@ -53,7 +56,9 @@ describe('readBody', () => {
   });
 
   it('ends with the error of a rejected chunk handler, or of a throwing one', async () => {
-    await expect(readBody(chunksOf('a', 'b'), { maxBytes: 10, tooLarge, onChunk: () => Promise.reject(new Error('disk full')) })).rejects.toThrow('disk full');
+    await expect(
+      readBody(chunksOf('a', 'b'), { maxBytes: 10, tooLarge, onChunk: () => Promise.reject(new Error('disk full')) }),
+    ).rejects.toThrow('disk full');
     await expect(
       readBody(chunksOf('a'), {
         maxBytes: 10,

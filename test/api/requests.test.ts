@@ -14,7 +14,10 @@ const status = (extra: Partial<RequestStatus> = {}): RequestStatus => ({
 describe('§4.1 request status: GET {base_url}/requests/{request_id}/status', () => {
   it('sends GET with Authorization and parses RequestStatus', async () => {
     const { agent, client, calls } = harness();
-    agent.get(BASE).intercept({ path: `/requests/${REQUEST_ID}/status`, method: 'GET', headers: { authorization: AUTHORIZATION } }).reply(200, status());
+    agent
+      .get(BASE)
+      .intercept({ path: `/requests/${REQUEST_ID}/status`, method: 'GET', headers: { authorization: AUTHORIZATION } })
+      .reply(200, status());
     expect(await client.requests.status(REQUEST_ID)).toEqual(status());
     expect(calls()).toHaveLength(1);
     expect(calls()[0]?.body ?? null).toBeNull();
@@ -22,19 +25,28 @@ describe('§4.1 request status: GET {base_url}/requests/{request_id}/status', ()
 
   it('a failed request carries its error message', async () => {
     const { agent, client } = harness();
-    agent.get(BASE).intercept({ path: `/requests/${REQUEST_ID}/status` }).reply(200, { status: 'failed', request_id: REQUEST_ID, error: 'content policy' });
+    agent
+      .get(BASE)
+      .intercept({ path: `/requests/${REQUEST_ID}/status` })
+      .reply(200, { status: 'failed', request_id: REQUEST_ID, error: 'content policy' });
     expect(await client.requests.status(REQUEST_ID)).toMatchObject({ status: 'failed', error: 'content policy' });
   });
 
   it('MediaOutput has no additional properties: an extra member breaks the spec (invalid_response)', async () => {
     const { agent, client } = harness();
-    agent.get(BASE).intercept({ path: `/requests/${REQUEST_ID}/status` }).reply(200, status({ images: [{ url: 'https://cdn.test/a.png', width: 10 } as never] }));
+    agent
+      .get(BASE)
+      .intercept({ path: `/requests/${REQUEST_ID}/status` })
+      .reply(200, status({ images: [{ url: 'https://cdn.test/a.png', width: 10 } as never] }));
     expect((await rejection(client.requests.status(REQUEST_ID))).code).toBe('invalid_response');
   });
 
   it('an unknown status value breaks the spec (invalid_response)', async () => {
     const { agent, client } = harness();
-    agent.get(BASE).intercept({ path: `/requests/${REQUEST_ID}/status` }).reply(200, { status: 'done', request_id: REQUEST_ID });
+    agent
+      .get(BASE)
+      .intercept({ path: `/requests/${REQUEST_ID}/status` })
+      .reply(200, { status: 'done', request_id: REQUEST_ID });
     expect((await rejection(client.requests.status(REQUEST_ID))).code).toBe('invalid_response');
   });
 
@@ -58,7 +70,10 @@ describe('§4.1 final statuses', () => {
 describe('§4.1 cancel through cancel_url (POST; 202 while queued, 400 otherwise)', () => {
   it('POSTs to the cancel_url with Authorization; 202 -> true', async () => {
     const { agent, client, calls } = harness();
-    agent.get(PLATFORM).intercept({ path: `/requests/${REQUEST_ID}/cancel`, method: 'POST', headers: { authorization: AUTHORIZATION } }).reply(202, '');
+    agent
+      .get(PLATFORM)
+      .intercept({ path: `/requests/${REQUEST_ID}/cancel`, method: 'POST', headers: { authorization: AUTHORIZATION } })
+      .reply(202, '');
     expect(await client.requests.cancel(`${PLATFORM}/requests/${REQUEST_ID}/cancel`)).toBe(true);
     expect(calls()).toHaveLength(1);
     expect(calls()[0]?.method).toBe('POST');
@@ -66,21 +81,31 @@ describe('§4.1 cancel through cancel_url (POST; 202 while queued, 400 otherwise
 
   it('given a request id, POSTs to {platform_url}/requests/{id}/cancel', async () => {
     const { agent, client, calls } = harness();
-    agent.get(PLATFORM).intercept({ path: `/requests/${REQUEST_ID}/cancel`, method: 'POST' }).reply(202, { status: 'canceled' });
+    agent
+      .get(PLATFORM)
+      .intercept({ path: `/requests/${REQUEST_ID}/cancel`, method: 'POST' })
+      .reply(202, { status: 'canceled' });
     expect(await client.requests.cancel(REQUEST_ID)).toBe(true);
     expect(calls()[0]?.origin).toBe(PLATFORM);
   });
 
   it('400 (past cancelling) -> false, not retried', async () => {
     const { agent, client, calls } = harness();
-    agent.get(PLATFORM).intercept({ path: `/requests/${REQUEST_ID}/cancel`, method: 'POST' }).reply(400, { detail: 'Request is already in progress' }).persist();
+    agent
+      .get(PLATFORM)
+      .intercept({ path: `/requests/${REQUEST_ID}/cancel`, method: 'POST' })
+      .reply(400, { detail: 'Request is already in progress' })
+      .persist();
     expect(await client.requests.cancel(REQUEST_ID)).toBe(false);
     expect(calls()).toHaveLength(1);
   });
 
   it('other errors are raised (404 not_found)', async () => {
     const { agent, client } = harness();
-    agent.get(PLATFORM).intercept({ path: `/requests/${REQUEST_ID}/cancel`, method: 'POST' }).reply(404, { detail: 'Not found' });
+    agent
+      .get(PLATFORM)
+      .intercept({ path: `/requests/${REQUEST_ID}/cancel`, method: 'POST' })
+      .reply(404, { detail: 'Not found' });
     expect((await rejection(client.requests.cancel(REQUEST_ID))).code).toBe('not_found');
   });
 

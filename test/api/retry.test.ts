@@ -106,7 +106,8 @@ describe('decideRetry', () => {
   });
 
   it('a user abort is never retried', () => {
-    for (const safety of [safe, keyed, unkeyed]) expect(decideRetry({ kind: 'aborted' }, safety)).toEqual({ retry: false, indeterminate: false });
+    for (const safety of [safe, keyed, unkeyed])
+      expect(decideRetry({ kind: 'aborted' }, safety)).toEqual({ retry: false, indeterminate: false });
   });
 
   it('a credit-spending POST with an Idempotency-Key is retried on 408, 429, 5xx, resets and timeouts', () => {

@@ -19,13 +19,25 @@ const option = (key: string, extra: Partial<CatalogOption> = {}): CatalogOption 
   exclusive: false,
   ...extra,
 });
-const category = (key: string, tiers: string[], max: number, options: CatalogOption[]): CatalogCategory => ({ key, label: key, tiers, max, options });
+const category = (key: string, tiers: string[], max: number, options: CatalogOption[]): CatalogCategory => ({
+  key,
+  label: key,
+  tiers,
+  max,
+  options,
+});
 
 /** A small hand-built catalog covering every selection rule. */
 const CATALOG: OptionsCatalog = {
   config_revision: 'rev-1',
   categories: [
-    category('hair', HUMAN, 2, [option('short'), option('long'), option('curly'), option('bald', { exclusive: true }), option('mohawk', { tiers: ['freak', 'total'] })]),
+    category('hair', HUMAN, 2, [
+      option('short'),
+      option('long'),
+      option('curly'),
+      option('bald', { exclusive: true }),
+      option('mohawk', { tiers: ['freak', 'total'] }),
+    ]),
     category('eyes', HUMAN, 2, [option('blue', { slot: 'eyes' }), option('green', { slot: 'eyes' }), option('lashes')]),
     category('makeup', HUMAN, 2, [option('eye_patch', { slot: 'eyes' }), option('lipstick', { slot: 'mouth' })]),
     // Human and animal categories share the key "ears".
@@ -41,7 +53,10 @@ const messages = (tier: Tier, selection: Record<string, string[]>): string[] => 
 
 describe('§2.5 / §4.2 selection rules against the options catalog', () => {
   it('rule 1: at most 18 categories — 18 accepted, 19 refused', () => {
-    const many: OptionsCatalog = { config_revision: 1, categories: Array.from({ length: 19 }, (_, i) => category(`c${i}`, HUMAN, 1, [option('o')])) };
+    const many: OptionsCatalog = {
+      config_revision: 1,
+      categories: Array.from({ length: 19 }, (_, i) => category(`c${i}`, HUMAN, 1, [option('o')])),
+    };
     const pick = (n: number): Record<string, string[]> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`c${i}`, ['o']]));
     expect(checkSelection(many, 'normal', pick(18)).issues).toEqual([]);
     const refused = checkSelection(many, 'normal', pick(19));
@@ -127,7 +142,10 @@ describe('§2.5 / §4.2 selection rules against the options catalog', () => {
     expect(result.issues).toEqual([]);
     expect(Object.keys(result.normalized)).toEqual(['hair', 'eyes', 'accessories']);
     expect(result.normalized).toEqual({ hair: ['short', 'long'], eyes: ['blue', 'lashes'], accessories: ['hat', 'scarf'] });
-    expect(normalizeSelection(CATALOG, 'cats', { fur: ['tabby'], ears: ['floppy', 'pointy'] })).toEqual({ ears: ['pointy', 'floppy'], fur: ['tabby'] });
+    expect(normalizeSelection(CATALOG, 'cats', { fur: ['tabby'], ears: ['floppy', 'pointy'] })).toEqual({
+      ears: ['pointy', 'floppy'],
+      fur: ['tabby'],
+    });
   });
 
   it('buildCharacterSheetRequest with a catalog returns the selection in catalog order, or refuses naming key and category', () => {
@@ -223,7 +241,10 @@ describe('§4.3 options catalog: GET {base_url}/models/{vendor}/ai-influencer/op
 
   it('a malformed catalog is invalid_response', async () => {
     const { agent, client } = harness();
-    agent.get(BASE).intercept({ path: '/models/vendor/ai-influencer/options' }).reply(200, { config_revision: 'x', categories: [{ key: 'hair' }] });
+    agent
+      .get(BASE)
+      .intercept({ path: '/models/vendor/ai-influencer/options' })
+      .reply(200, { config_revision: 'x', categories: [{ key: 'hair' }] });
     expect((await rejection(client.options.fetch())).code).toBe('invalid_response');
   });
 

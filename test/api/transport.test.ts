@@ -22,8 +22,22 @@ const nearlyOne = (): number => 0.999_999;
 describe('Transport', () => {
   it('sends JSON with content-type, accept and the Authorization header, and parses the body with the schema', async () => {
     const { pool, transport, calls } = transportHarness();
-    pool.intercept({ path: '/thing', method: 'POST', body: '{"a":1}', headers: { authorization: AUTHORIZATION, 'content-type': 'application/json' } }).reply(200, { ok: true });
-    const result = await transport.call({ method: 'POST', url: `${BASE}/thing`, auth: 'key', json: { a: 1 }, schema: Ok, safety: { kind: 'safe' } });
+    pool
+      .intercept({
+        path: '/thing',
+        method: 'POST',
+        body: '{"a":1}',
+        headers: { authorization: AUTHORIZATION, 'content-type': 'application/json' },
+      })
+      .reply(200, { ok: true });
+    const result = await transport.call({
+      method: 'POST',
+      url: `${BASE}/thing`,
+      auth: 'key',
+      json: { a: 1 },
+      schema: Ok,
+      safety: { kind: 'safe' },
+    });
     expect(result.data).toEqual({ ok: true });
     expect(result.status).toBe(200);
     expect(header(calls()[0], 'accept')).toBe('application/json');
@@ -32,7 +46,9 @@ describe('Transport', () => {
   it('a success body that breaks the schema is invalid_response, naming the field', async () => {
     const { pool, transport } = transportHarness();
     pool.intercept({ path: '/thing' }).reply(200, { ok: 'yes' });
-    const error = await rejection(transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } }));
+    const error = await rejection(
+      transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } }),
+    );
     expect(error.code).toBe('invalid_response');
     expect(error.message).toContain('ok');
   });
@@ -40,7 +56,9 @@ describe('Transport', () => {
   it('a success body that is not JSON is invalid_response', async () => {
     const { pool, transport } = transportHarness();
     pool.intercept({ path: '/thing' }).reply(200, '<html>');
-    expect((await rejection(transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } }))).code).toBe('invalid_response');
+    expect(
+      (await rejection(transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } }))).code,
+    ).toBe('invalid_response');
   });
 
   it('an authenticated call without credentials fails with code credentials and sends nothing', async () => {
@@ -54,13 +72,18 @@ describe('Transport', () => {
     const { pool, transport, calls } = transportHarness();
     pool.intercept({ path: '/thing' }).replyWithError(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
     pool.intercept({ path: '/thing' }).reply(200, { ok: true });
-    expect((await transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } })).data).toEqual({ ok: true });
+    expect((await transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } })).data).toEqual(
+      { ok: true },
+    );
     expect(calls()).toHaveLength(2);
   });
 
   it('a GET that keeps failing on the network ends with code network after maxAttempts', async () => {
     const { pool, transport, calls } = transportHarness();
-    pool.intercept({ path: '/thing' }).replyWithError(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' })).persist();
+    pool
+      .intercept({ path: '/thing' })
+      .replyWithError(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }))
+      .persist();
     const error = await rejection(transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', safety: { kind: 'safe' } }));
     expect(error.code).toBe('network');
     expect(error.message).toContain('ECONNRESET');
@@ -71,7 +94,9 @@ describe('Transport', () => {
     const { pool, transport, calls } = transportHarness();
     pool.intercept({ path: '/thing' }).reply(408, { detail: 'timeout' });
     pool.intercept({ path: '/thing' }).reply(200, { ok: true });
-    expect((await transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } })).data).toEqual({ ok: true });
+    expect((await transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } })).data).toEqual(
+      { ok: true },
+    );
     expect(calls()).toHaveLength(2);
   });
 
@@ -80,7 +105,9 @@ describe('Transport', () => {
     const { pool, transport, calls } = transportHarness({ retry: { ...SLOW_BACKOFF, maxRetryAfterMs: 20 } }, { random: nearlyOne });
     pool.intercept({ path: '/thing' }).reply(429, { detail: 'slow down' }, { headers: { 'retry-after': '120' } });
     pool.intercept({ path: '/thing' }).reply(200, { ok: true });
-    expect((await transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } })).data).toEqual({ ok: true });
+    expect((await transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } })).data).toEqual(
+      { ok: true },
+    );
     expect(calls()).toHaveLength(2);
   });
 
@@ -90,7 +117,9 @@ describe('Transport', () => {
     const { pool, transport, calls } = transportHarness({ retry: SLOW_BACKOFF }, { now, random: nearlyOne });
     pool.intercept({ path: '/thing' }).reply(503, { detail: 'busy' }, { headers: { 'retry-after': date } });
     pool.intercept({ path: '/thing' }).reply(200, { ok: true });
-    expect((await transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } })).data).toEqual({ ok: true });
+    expect((await transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } })).data).toEqual(
+      { ok: true },
+    );
     expect(calls()).toHaveLength(2);
   });
 
@@ -122,7 +151,9 @@ describe('Transport', () => {
       onExchange: () => setTimeout(() => controller.abort(), 5),
     });
     agent.get(BASE).intercept({ path: '/thing' }).reply(503, { detail: 'busy' }).persist();
-    const error = await rejection(transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', safety: { kind: 'safe' }, signal: controller.signal }));
+    const error = await rejection(
+      transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', safety: { kind: 'safe' }, signal: controller.signal }),
+    );
     expect(error.code).toBe('aborted');
     expect(agent.getCallHistory()?.calls()).toHaveLength(1);
   });
@@ -132,14 +163,18 @@ describe('Transport', () => {
     pool.intercept({ path: '/thing' }).reply(200, { ok: true }).delay(60_000);
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 10);
-    const error = await rejection(transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', safety: { kind: 'safe' }, signal: controller.signal }));
+    const error = await rejection(
+      transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', safety: { kind: 'safe' }, signal: controller.signal }),
+    );
     expect(error.code).toBe('aborted');
     expect(calls()).toHaveLength(1);
   });
 
   it('an already-aborted signal sends nothing', async () => {
     const { transport, calls } = transportHarness();
-    const error = await rejection(transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', safety: { kind: 'safe' }, signal: AbortSignal.abort() }));
+    const error = await rejection(
+      transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', safety: { kind: 'safe' }, signal: AbortSignal.abort() }),
+    );
     expect(error.code).toBe('aborted');
     expect(calls()).toHaveLength(0);
   });
@@ -148,7 +183,9 @@ describe('Transport', () => {
     const { pool, transport, calls } = transportHarness();
     const { errors } = await import('undici');
     pool.intercept({ path: '/thing' }).replyWithError(new errors.HeadersTimeoutError()).persist();
-    expect((await rejection(transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', safety: { kind: 'safe' } }))).code).toBe('timeout');
+    expect((await rejection(transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', safety: { kind: 'safe' } }))).code).toBe(
+      'timeout',
+    );
     expect(calls()).toHaveLength(3);
   });
 

@@ -10,8 +10,13 @@ export const CHROMIUM = process.env.GENPIPE_CHROMIUM ?? '/usr/bin/chromium';
 
 /** `extraArgs`: more Chromium switches, such as `--host-resolver-rules=MAP evil.test 127.0.0.1`. */
 export async function launchChromium(extraArgs: readonly string[] = []): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run \`npm test\` (it installs Debian's chromium package) or set GENPIPE_CHROMIUM.`);
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', ...extraArgs] });
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: run \`npm test\` (it installs Debian's chromium package) or set GENPIPE_CHROMIUM.`);
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', ...extraArgs],
+  });
 }
 
 /** What a page did that a self-contained page must not: console errors, page errors, requests beyond file: and data:. */

@@ -37,7 +37,13 @@ steps:
 async function cli(args: string[], base?: string): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const io: CliIO = { out: (t) => (out += `${t}\n`), write: async (t) => void (out += t), err: (t) => (err += `${t}\n`), env: { ...(base ? { GENPIPE_BASE_URL: base } : {}), HF_KEY }, signal: new AbortController().signal };
+  const io: CliIO = {
+    out: (t) => (out += `${t}\n`),
+    write: async (t) => void (out += t),
+    err: (t) => (err += `${t}\n`),
+    env: { ...(base ? { GENPIPE_BASE_URL: base } : {}), HF_KEY },
+    signal: new AbortController().signal,
+  };
   return { code: await main(args, io), out, err };
 }
 
@@ -91,29 +97,37 @@ describe('genpipe diff', () => {
     expect(html).toContain('<code>brief</code>: <code>&#34;A mascot&#34;</code> → <code>&#34;A robot&#34;</code>');
   });
 
-  it('the page opens from file:// with both runs side by side: A\'s images render, B\'s failures show their error', { timeout: 30_000 }, async () => {
-    const page = join(tempDir(), 'side-by-side.html');
-    expect((await cli(['diff', runA, runB, '--out', page])).code).toBe(0);
-    const tab = await browser.newPage({ viewport: { width: 1200, height: 900 } });
-    const problems = watchPage(tab);
-    await tab.goto(`file://${page}`);
-    const rows = tab.locator('tr[data-instance]');
-    expect(await rows.count()).toBe(2);
-    for (const id of ['sheets[seed=2]', 'sheets[seed=3]']) {
-      const row = tab.locator(`tr[data-instance="${id}"]`);
-      expect(await row.getAttribute('data-status-a')).toBe('completed');
-      expect(await row.getAttribute('data-status-b')).toBe('failed');
-      const img = row.locator('td.side').nth(0).locator('img');
-      await img.scrollIntoViewIfNeeded();
-      await expect.poll(() => img.evaluate((el) => (el as HTMLImageElement).complete && (el as HTMLImageElement).naturalWidth > 0), { timeout: 10_000 }).toBe(true);
-      expect(await row.locator('td.side').nth(1).locator('.error').count()).toBe(1);
-    }
-    // Every shared instance differs here, so "only instances that differ" hides none.
-    await tab.check('#only-diff');
-    expect(await tab.locator('tr[data-instance]:visible').count()).toBe(2);
-    expect(problems).toEqual([]);
-    await tab.close();
-  });
+  it(
+    "the page opens from file:// with both runs side by side: A's images render, B's failures show their error",
+    { timeout: 30_000 },
+    async () => {
+      const page = join(tempDir(), 'side-by-side.html');
+      expect((await cli(['diff', runA, runB, '--out', page])).code).toBe(0);
+      const tab = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+      const problems = watchPage(tab);
+      await tab.goto(`file://${page}`);
+      const rows = tab.locator('tr[data-instance]');
+      expect(await rows.count()).toBe(2);
+      for (const id of ['sheets[seed=2]', 'sheets[seed=3]']) {
+        const row = tab.locator(`tr[data-instance="${id}"]`);
+        expect(await row.getAttribute('data-status-a')).toBe('completed');
+        expect(await row.getAttribute('data-status-b')).toBe('failed');
+        const img = row.locator('td.side').nth(0).locator('img');
+        await img.scrollIntoViewIfNeeded();
+        await expect
+          .poll(() => img.evaluate((el) => (el as HTMLImageElement).complete && (el as HTMLImageElement).naturalWidth > 0), {
+            timeout: 10_000,
+          })
+          .toBe(true);
+        expect(await row.locator('td.side').nth(1).locator('.error').count()).toBe(1);
+      }
+      // Every shared instance differs here, so "only instances that differ" hides none.
+      await tab.check('#only-diff');
+      expect(await tab.locator('tr[data-instance]:visible').count()).toBe(2);
+      expect(problems).toEqual([]);
+      await tab.close();
+    },
+  );
 
   it('a run dir with no copy of its manifest is compared with the file as it is now, and says so', async () => {
     const out = tempDir();

@@ -52,7 +52,13 @@ steps:
   );
   const out = tempDir();
   const stderr: string[] = [];
-  const io: CliIO = { out: () => {}, write: async () => {}, err: (t) => stderr.push(t), env: { GENPIPE_BASE_URL: emu.url, HF_KEY }, signal: new AbortController().signal };
+  const io: CliIO = {
+    out: () => {},
+    write: async () => {},
+    err: (t) => stderr.push(t),
+    env: { GENPIPE_BASE_URL: emu.url, HF_KEY },
+    signal: new AbortController().signal,
+  };
   expect(await main(['run', join(dir, 'daily.yaml'), '--out', out, '--rate', '1000', '--quiet'], io), stderr.join('\n')).toBe(0);
   runDir = findRunDir(out, 'daily');
 }, 60_000);
@@ -72,7 +78,7 @@ async function open(viewport = { width: 1200, height: 900 }): Promise<{ page: Pa
 }
 
 describe('the gallery of the daily loop', () => {
-  it('shows the run\'s spend in the header, equal to the cost report\'s total', { timeout: 30_000 }, async () => {
+  it("shows the run's spend in the header, equal to the cost report's total", { timeout: 30_000 }, async () => {
     const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { netUsd: number } };
     const { page, problems } = await open();
     const spend = page.locator('header #spend');
@@ -85,33 +91,47 @@ describe('the gallery of the daily loop', () => {
     await page.close();
   });
 
-  it('lists steps in the manifest\'s order, and columns, rows and pages in the order the manifest gives their values', { timeout: 30_000 }, async () => {
-    const { page, problems } = await open();
-    expect(await page.locator('section.step').evaluateAll((s) => s.map((e) => (e as HTMLElement).dataset.step))).toEqual(['sheets', 'ask', 'posters']);
-    const sheets = page.locator('[data-step=sheets]');
-    // seed (3 values) runs down, tier across, brief picks the page.
-    expect(await sheets.locator('thead th[scope=col]').allTextContents()).toEqual(['tier=normal', 'tier=freak']);
-    expect(await sheets.locator('select[data-control=page] option').allTextContents()).toEqual(['all', 'zebra look', 'alpha look']);
-    const posters = page.locator('[data-step=posters]');
-    expect(await posters.locator('tbody th[scope=row]').allTextContents()).toEqual(['row=z1', 'row=a1']);
-    expect(problems).toEqual([]);
-    await page.close();
-  });
+  it(
+    "lists steps in the manifest's order, and columns, rows and pages in the order the manifest gives their values",
+    { timeout: 30_000 },
+    async () => {
+      const { page, problems } = await open();
+      expect(await page.locator('section.step').evaluateAll((s) => s.map((e) => (e as HTMLElement).dataset.step))).toEqual([
+        'sheets',
+        'ask',
+        'posters',
+      ]);
+      const sheets = page.locator('[data-step=sheets]');
+      // seed (3 values) runs down, tier across, brief picks the page.
+      expect(await sheets.locator('thead th[scope=col]').allTextContents()).toEqual(['tier=normal', 'tier=freak']);
+      expect(await sheets.locator('select[data-control=page] option').allTextContents()).toEqual(['all', 'zebra look', 'alpha look']);
+      const posters = page.locator('[data-step=posters]');
+      expect(await posters.locator('tbody th[scope=row]').allTextContents()).toEqual(['row=z1', 'row=a1']);
+      expect(problems).toEqual([]);
+      await page.close();
+    },
+  );
 
-  it('shows each cell\'s headline: the prompt of a marketing image, the question of an agent, the brief of a sheet', { timeout: 30_000 }, async () => {
-    const { page, problems } = await open();
-    expect(await page.locator('[data-instance="posters[row=z1]"] .headline').textContent()).toBe('Zebra sale');
-    expect(await page.locator('[data-instance="posters[row=a1]"] .headline').textContent()).toBe('Apple days');
-    expect(await page.locator('[data-instance="ask[topic=sky]"] .headline').textContent()).toBe('What colour is the sky?');
-    await page.locator('[data-step=sheets] select[data-control=page]').selectOption('*');
-    expect(await page.locator('[data-instance="sheets[tier=freak,seed=2,brief=\\"alpha look\\"]"] .headline').textContent()).toBe('alpha look');
-    // The text filter finds a cell by its headline.
-    await page.locator('[data-step=posters] input[data-control=text]').fill('apple');
-    await page.locator('[data-step=posters] input[data-control=text]').press('Enter');
-    await expect.poll(() => page.locator('[data-step=posters] [data-instance]').count()).toBe(1);
-    expect(problems).toEqual([]);
-    await page.close();
-  });
+  it(
+    "shows each cell's headline: the prompt of a marketing image, the question of an agent, the brief of a sheet",
+    { timeout: 30_000 },
+    async () => {
+      const { page, problems } = await open();
+      expect(await page.locator('[data-instance="posters[row=z1]"] .headline').textContent()).toBe('Zebra sale');
+      expect(await page.locator('[data-instance="posters[row=a1]"] .headline').textContent()).toBe('Apple days');
+      expect(await page.locator('[data-instance="ask[topic=sky]"] .headline').textContent()).toBe('What colour is the sky?');
+      await page.locator('[data-step=sheets] select[data-control=page]').selectOption('*');
+      expect(await page.locator('[data-instance="sheets[tier=freak,seed=2,brief=\\"alpha look\\"]"] .headline').textContent()).toBe(
+        'alpha look',
+      );
+      // The text filter finds a cell by its headline.
+      await page.locator('[data-step=posters] input[data-control=text]').fill('apple');
+      await page.locator('[data-step=posters] input[data-control=text]').press('Enter');
+      await expect.poll(() => page.locator('[data-step=posters] [data-instance]').count()).toBe(1);
+      expect(problems).toEqual([]);
+      await page.close();
+    },
+  );
 
   it('keeps row and column labels in view while a wide, tall grid scrolls', { timeout: 30_000 }, async () => {
     const { page, problems } = await open({ width: 420, height: 500 });

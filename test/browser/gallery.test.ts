@@ -45,7 +45,13 @@ steps:
 `,
   );
   const out = tempDir();
-  const io: CliIO = { out: () => {}, write: async () => {}, err: () => {}, env: { GENPIPE_BASE_URL: emu.url, HF_KEY }, signal: new AbortController().signal };
+  const io: CliIO = {
+    out: () => {},
+    write: async () => {},
+    err: () => {},
+    env: { GENPIPE_BASE_URL: emu.url, HF_KEY },
+    signal: new AbortController().signal,
+  };
   expect(await main(['run', manifest, '--out', out, '--rate', '1000', '--quiet'], io)).toBe(1);
   runDir = findRunDir(out, 'look');
 }, 60_000);
@@ -65,7 +71,9 @@ describe('gallery.html', () => {
     await page.waitForFunction(() => Array.from(document.images).every((image) => image.complete));
     const completed = page.locator('[data-step=sheets] [data-status=completed]');
     expect(await completed.count()).toBe(6);
-    const widths = await page.$$eval('[data-step=sheets] [data-status=completed] img', (images) => images.map((image) => (image as HTMLImageElement).naturalWidth));
+    const widths = await page.$$eval('[data-step=sheets] [data-status=completed] img', (images) =>
+      images.map((image) => (image as HTMLImageElement).naturalWidth),
+    );
     expect(widths).toHaveLength(6);
     for (const width of widths) expect(width).toBeGreaterThan(0);
     // The emulator's sheets are 160 x 90: within a thumbnail's 512 px, so the page shows them as
@@ -127,13 +135,32 @@ describe('gallery.html paging', () => {
     const seeds = Array.from({ length: 30 }, (_, i) => String(i + 1));
     const variations = Array.from({ length: 45 }, (_, i) => String(i));
     const cells = seeds.flatMap((seed) =>
-      variations.map((v) => ({ id: `sheets[seed=${seed},variation_index=${v}]`, values: { seed, variation_index: v }, status: 'failed' as const, error: 'made up', files: [] })),
+      variations.map((v) => ({
+        id: `sheets[seed=${seed},variation_index=${v}]`,
+        values: { seed, variation_index: v },
+        status: 'failed' as const,
+        error: 'made up',
+        files: [],
+      })),
     );
     const data: GalleryData = {
       pipeline: 'paging',
       runId: 'r1',
       writtenAt: new Date(0).toISOString(),
-      steps: [{ id: 'sheets', model: 'character-sheet', forEach: null, planned: cells.length, axes: [{ name: 'seed', values: seeds }, { name: 'variation_index', values: variations }], layout: { rows: 'seed', cols: 'variation_index', pages: [] }, cells }],
+      steps: [
+        {
+          id: 'sheets',
+          model: 'character-sheet',
+          forEach: null,
+          planned: cells.length,
+          axes: [
+            { name: 'seed', values: seeds },
+            { name: 'variation_index', values: variations },
+          ],
+          layout: { rows: 'seed', cols: 'variation_index', pages: [] },
+          cells,
+        },
+      ],
     };
     const dir = tempDir();
     writeFileSync(join(dir, 'gallery.html'), await galleryHtml(data));
@@ -141,7 +168,8 @@ describe('gallery.html paging', () => {
     const problems = watchPage(page);
     await page.goto(`file://${join(dir, 'gallery.html')}`);
     await page.waitForFunction(() => document.documentElement.dataset.ready === 'true');
-    const shown = () => page.evaluate(() => Array.from(document.querySelectorAll('#app [data-instance]')).map((c) => (c as HTMLElement).dataset.instance));
+    const shown = () =>
+      page.evaluate(() => Array.from(document.querySelectorAll('#app [data-instance]')).map((c) => (c as HTMLElement).dataset.instance));
     let ids = await shown();
     expect(ids).toHaveLength(25 * 20);
     expect(ids).toContain('sheets[seed=1,variation_index=19]');

@@ -11,7 +11,15 @@ import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '..
 function capture(env: NodeJS.ProcessEnv): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
-  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  return {
+    stdout,
+    stderr,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env,
+    signal: new AbortController().signal,
+  };
 }
 
 let emulator: Emulator;
@@ -20,7 +28,12 @@ let env: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
   // Character sheets stay queued for a minute (so they can be canceled); marketing images finish at once.
-  emulator = await startEmulator({ port: 0, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [60_000, 60_000] }, 'marketing-image': { queuedMs: [0, 0], runMs: [0, 0] } } });
+  emulator = await startEmulator({
+    port: 0,
+    timeScale: 1,
+    log: () => {},
+    durations: { 'character-sheet': { queuedMs: [60_000, 60_000] }, 'marketing-image': { queuedMs: [0, 0], runMs: [0, 0] } },
+  });
   env = { GENPIPE_BASE_URL: emulator.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` };
   client = new GenerationClient(resolveConfig({ env }));
 });
@@ -61,7 +74,12 @@ describe('genpipe catalog', () => {
     const io = capture(env);
     expect(await main(['catalog', 'presets', '--json'], io)).toBe(0);
     const listed = (JSON.parse(io.stdout.join('')) as { id: string }[]).map((p) => p.id).sort();
-    expect(listed).toEqual(emulator.presets.presets.filter((p) => p.visible).map((p) => p.id).sort());
+    expect(listed).toEqual(
+      emulator.presets.presets
+        .filter((p) => p.visible)
+        .map((p) => p.id)
+        .sort(),
+    );
   });
 
   it('presets with wrong credentials exits 5 without printing the secret', async () => {
@@ -102,7 +120,8 @@ describe('genpipe status and cancel', () => {
     expect(await main(['cancel', queued.request_id], capture(env))).toBe(0);
 
     const finished = await client.marketingImage.submit({ prompt: 'done already' });
-    for (let i = 0; i < 50 && (await client.requests.status(finished.request_id)).status !== 'completed'; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 50 && (await client.requests.status(finished.request_id)).status !== 'completed'; i++)
+      await new Promise((r) => setTimeout(r, 20));
     const late = capture(env);
     expect(await main(['cancel', finished.request_id], late)).toBe(1);
     expect(late.stderr).toEqual([`genpipe: ${finished.request_id} is no longer queued, so it cannot be canceled.`]);
@@ -123,13 +142,20 @@ describe('catalog, status and cancel with --emulator (an in-process emulator, no
     expect(await main(['catalog', 'presets', '--emulator', '--json'], presets)).toBe(0);
     const listed = (JSON.parse(presets.stdout.join('')) as { id: string }[]).map((p) => p.id).sort();
     expect(listed.length).toBeGreaterThan(0);
-    expect(listed).toEqual(emulator.presets.presets.filter((p) => p.visible).map((p) => p.id).sort());
+    expect(listed).toEqual(
+      emulator.presets.presets
+        .filter((p) => p.visible)
+        .map((p) => p.id)
+        .sort(),
+    );
   });
 
   it('without it and with no address configured, the refusal names --emulator (exit 2)', async () => {
     const io = capture({});
     expect(await main(['catalog', 'options'], io)).toBe(2);
-    expect(io.stderr).toEqual(['genpipe: No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file (or --emulator).']);
+    expect(io.stderr).toEqual([
+      'genpipe: No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file (or --emulator).',
+    ]);
   });
 
   it('status of an id the fresh emulator does not know: not found, exit 1', async () => {

@@ -11,7 +11,10 @@ import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '..
 const bin = new URL('../../bin/genpipe.js', import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-confirm-tty-'));
 const manifest = join(dir, 'three.yaml');
-writeFileSync(manifest, 'version: 1\nname: three\nsteps:\n  s:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { tier: cats, seed: "{{ seed }}" }\n');
+writeFileSync(
+  manifest,
+  'version: 1\nname: three\nsteps:\n  s:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { tier: cats, seed: "{{ seed }}" }\n',
+);
 
 let emulator: Emulator;
 beforeAll(async () => {
@@ -66,7 +69,9 @@ describe('confirming a big run on a terminal', () => {
     const out = join(dir, 'out-n');
     const { code, screen } = await inTerminal(out, 'n\n');
     expect(code, screen).toBe(2);
-    expect(screen).toContain('genpipe: Not confirmed, so nothing was sent; --yes skips the question, and a budget (budget_usd or --budget) replaces it.');
+    expect(screen).toContain(
+      'genpipe: Not confirmed, so nothing was sent; --yes skips the question, and a budget (budget_usd or --budget) replaces it.',
+    );
     expect(existsSync(out)).toBe(false);
     expect(emulator.requests.inspect({}).length - before).toBe(0);
     expect(emulator.stats.total).toBe(0);

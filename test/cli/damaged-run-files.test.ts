@@ -11,7 +11,10 @@ import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { cleanTemps, emuRequests, findRunDir, HF_KEY, sheetsManifest, tempDir } from '../run/runner-helpers.js';
 
-function capture(env: NodeJS.ProcessEnv, signal: AbortSignal = new AbortController().signal): CliIO & { stdout: string[]; stderr: string[] } {
+function capture(
+  env: NodeJS.ProcessEnv,
+  signal: AbortSignal = new AbortController().signal,
+): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
   return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal };
@@ -24,7 +27,10 @@ beforeAll(async () => {
   emu = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
   const out = tempDir();
   const io = capture({ GENPIPE_BASE_URL: emu.url, HF_KEY });
-  expect(await main(['run', sheetsManifest(tempDir(), 2, { name: 'damaged' }), '--out', out, '--rate', '1000'], io), io.stderr.join('\n')).toBe(0);
+  expect(
+    await main(['run', sheetsManifest(tempDir(), 2, { name: 'damaged' }), '--out', out, '--rate', '1000'], io),
+    io.stderr.join('\n'),
+  ).toBe(0);
   good = findRunDir(out, 'damaged');
   goodPlan = JSON.parse(readFileSync(join(good, 'plan.json'), 'utf8')) as Record<string, unknown>;
 });
@@ -67,9 +73,21 @@ describe('a damaged plan.json', () => {
     ['{}', () => '{}', /plan\.json is damaged or not a plan genpipe wrote: pipeline: .*expected string/],
     ['[]', () => '[]', /plan\.json holds a list, not a plan genpipe wrote/],
     ['null', () => 'null', /plan\.json holds null, not a plan genpipe wrote/],
-    ['"steps": null', (p) => JSON.stringify({ ...p, steps: null }), /plan\.json is damaged or not a plan genpipe wrote: steps: .*expected array, received null/],
-    ['a string price_usd', (p) => JSON.stringify({ ...p, steps: (p.steps as object[]).map((s) => ({ ...s, price_usd: '0.05' })) }), /plan\.json is damaged or not a plan genpipe wrote: steps\[0\]\.price_usd: .*expected number, received string/],
-    ['a negative count', (p) => JSON.stringify({ ...p, steps: (p.steps as object[]).map((s) => ({ ...s, count: -1 })) }), /steps\[0\]\.count: /],
+    [
+      '"steps": null',
+      (p) => JSON.stringify({ ...p, steps: null }),
+      /plan\.json is damaged or not a plan genpipe wrote: steps: .*expected array, received null/,
+    ],
+    [
+      'a string price_usd',
+      (p) => JSON.stringify({ ...p, steps: (p.steps as object[]).map((s) => ({ ...s, price_usd: '0.05' })) }),
+      /plan\.json is damaged or not a plan genpipe wrote: steps\[0\]\.price_usd: .*expected number, received string/,
+    ],
+    [
+      'a negative count',
+      (p) => JSON.stringify({ ...p, steps: (p.steps as object[]).map((s) => ({ ...s, count: -1 })) }),
+      /steps\[0\]\.count: /,
+    ],
     ['a createdAt that is no date', (p) => JSON.stringify({ ...p, createdAt: 'yesterday' }), /createdAt: /],
     ['a run id with a slash', (p) => JSON.stringify({ ...p, runId: '../../x' }), /runId: expected a run id/],
     ['not JSON', () => '{"pipeline": ', /plan\.json is not valid JSON/],
@@ -92,8 +110,18 @@ describe('a damaged plan.json', () => {
 
 describe('a damaged run directory or review.json', () => {
   const damages: [string, (dir: string) => void, string, RegExp][] = [
-    ['a folder named journal.jsonl', (dir) => (rmSync(join(dir, 'journal.jsonl')), mkdirSync(join(dir, 'journal.jsonl'))), 'journal.jsonl', /journal\.jsonl is not a file, so not a journal genpipe wrote/],
-    ['a folder named plan.json', (dir) => (rmSync(join(dir, 'plan.json')), mkdirSync(join(dir, 'plan.json'))), '', /is not a run directory \(no readable plan\.json\)/],
+    [
+      'a folder named journal.jsonl',
+      (dir) => (rmSync(join(dir, 'journal.jsonl')), mkdirSync(join(dir, 'journal.jsonl'))),
+      'journal.jsonl',
+      /journal\.jsonl is not a file, so not a journal genpipe wrote/,
+    ],
+    [
+      'a folder named plan.json',
+      (dir) => (rmSync(join(dir, 'plan.json')), mkdirSync(join(dir, 'plan.json'))),
+      '',
+      /is not a run directory \(no readable plan\.json\)/,
+    ],
   ];
   for (const [name, damage, file, message] of damages) {
     for (const [label, argv] of COMMANDS) {
@@ -113,7 +141,9 @@ describe('a damaged run directory or review.json', () => {
     const bad = damagedCopy((dir) => (rmSync(join(dir, 'report.json')), mkdirSync(join(dir, 'report.json'))));
     const result = await run(['report', bad.dir]);
     expect(result.code).toBe(2);
-    expect(result.stderr).toEqual([`genpipe: ${join(bad.dir, 'report.json')} is a folder where genpipe reads or writes a file (EISDIR on rename); fix or remove it.`]);
+    expect(result.stderr).toEqual([
+      `genpipe: ${join(bad.dir, 'report.json')} is a folder where genpipe reads or writes a file (EISDIR on rename); fix or remove it.`,
+    ]);
   });
 
   for (const [name, text] of [
@@ -124,7 +154,10 @@ describe('a damaged run directory or review.json', () => {
     it(`review.json holding ${name}: review and resume --retry rejected exit 2 naming it, sending nothing`, async () => {
       const bad = damagedCopy((dir) => writeFileSync(join(dir, 'review.json'), text));
       const sent = emuRequests(emu).length;
-      for (const argv of [['review', bad.dir], ['resume', bad.dir, '--retry', 'rejected']]) {
+      for (const argv of [
+        ['review', bad.dir],
+        ['resume', bad.dir, '--retry', 'rejected'],
+      ]) {
         const result = await run(argv);
         expect(result.code, result.stderr.join('\n')).toBe(2);
         expect(result.stderr.at(-1)).toContain(join(bad.dir, 'review.json'));
@@ -161,8 +194,12 @@ describe('plan.json shapes (fuzz)', () => {
   it('report, review, diff, resume and runs never exit 70 nor print a stack, whatever plan.json holds', { timeout: 180_000 }, async () => {
     const paths = planPaths();
     const damage = fc.oneof(
-      fc.record({ path: fc.constantFrom(...paths), value: fc.jsonValue({ maxDepth: 2 }) }).map(({ path, value }) => JSON.stringify(replaced(goodPlan, path, value))),
-      fc.record({ path: fc.constantFrom(...paths.filter((p) => p.length > 0)) }).map(({ path }) => JSON.stringify(replaced(goodPlan, path, undefined))),
+      fc
+        .record({ path: fc.constantFrom(...paths), value: fc.jsonValue({ maxDepth: 2 }) })
+        .map(({ path, value }) => JSON.stringify(replaced(goodPlan, path, value))),
+      fc
+        .record({ path: fc.constantFrom(...paths.filter((p) => p.length > 0)) })
+        .map(({ path }) => JSON.stringify(replaced(goodPlan, path, undefined))),
       fc.jsonValue({ maxDepth: 3 }).map((value) => JSON.stringify(value)),
       fc.string({ maxLength: 40 }),
     );
@@ -173,7 +210,8 @@ describe('plan.json shapes (fuzz)', () => {
         const all = result.stderr.join('\n');
         expect(result.code, all).not.toBe(70);
         expect(all).not.toMatch(/internal error|\n\s+at /);
-        if (result.code === 2) expect(all, text).toMatch(/plan\.json|manifest|review|changed since run|embedded emulator|--retry|run directory/);
+        if (result.code === 2)
+          expect(all, text).toMatch(/plan\.json|manifest|review|changed since run|embedded emulator|--retry|run directory/);
         rmSync(bad.root, { recursive: true, force: true });
       }),
       { numRuns: 120 },

@@ -27,10 +27,12 @@ const work = vi.hoisted(() => ({ nodeChecks: 0, suggestCells: 0, uniqueKeys: [] 
 
 vi.mock('yaml', async (importOriginal) => {
   const yaml = await importOriginal<typeof import('yaml')>();
-  const counted = <A extends unknown[], R>(predicate: (...args: A) => R) => (...args: A): R => {
-    work.nodeChecks++;
-    return predicate(...args);
-  };
+  const counted =
+    <A extends unknown[], R>(predicate: (...args: A) => R) =>
+    (...args: A): R => {
+      work.nodeChecks++;
+      return predicate(...args);
+    };
   class Composer extends yaml.Composer {
     constructor(...args: ConstructorParameters<typeof yaml.Composer>) {
       super(...args);
@@ -131,16 +133,56 @@ describe('pathological manifests are judged with bounded work and a bounded outp
   const head = 'version: 1\nname: p\nsteps:\n  a:\n    model: character-sheet\n    input: {}\n';
   const nestedList = (depth: number): string => `${'['.repeat(depth)}${']'.repeat(depth)}`;
   const shapes: [string, string, RegExp][] = [
-    ['a 700-level nested list as a key', `version: 1\nname: p\nsteps: {a: {model: character-sheet, input: {}}, ${nestedList(700)}: 1}\n`, /:3:119: nested more than 64 levels deep$/m],
-    ['a 60-level nested list as a key', `version: 1\nname: p\nsteps: {a: {model: character-sheet, input: {}}, ${nestedList(60)}: 1}\n`, /:3:49: a mapping key must be a plain value, not a mapping or a list$/m],
-    ['a nested list key deep inside an input', `${head.replace('input: {}', `input: {x: {y: [{${nestedList(40)}: 1}]}}`)}`, /:6:22: a mapping key must be a plain value/m],
-    ['10,000 unknown keys', head + Array.from({ length: 10_000 }, (_, i) => `    k${i}: 1\n`).join(''), /:7:5: steps\.a\.k0: unknown key "k0"; valid keys are .* \(10000 problems; the first 50 listed below\)$/m],
-    ['a 500 KB key', `${head}    ? ${'x'.repeat(500_000)}\n    : 1\n`, /:7:7: steps\.a\.x{48}…\(500000 chars\): unknown key "x{48}…\(500000 chars\)"; valid keys/],
-    ['a 500 KB name read by a template', head.replace('input: {}', `input: {prompt: "{{ vars.${'v'.repeat(500_000)} }}"}`), /:6:21: steps\.a\.input\.prompt: \{\{ vars\.v{43}…\(500005 chars\) \}\}: no var "v{48}…\(500000 chars\)"$/m],
-    ['mappings nested 100,000 deep', head.replace('input: {}', `input: ${'{a: '.repeat(100_000)}1${'}'.repeat(100_000)}`), /:6:2\d\d: nested more than 64 levels deep$/m],
-    ['block mappings nested 1,000 deep', `${head.replace('input: {}\n', 'input:\n')}${Array.from({ length: 1_000 }, (_, i) => `${' '.repeat(6 + 2 * i)}k:\n`).join('')}`, /: nested more than 64 levels deep$/m],
-    ['50,000 vars in one flow mapping, then one unknown key', `version: 1\nname: p\nvars: {${Array.from({ length: 50_000 }, (_, i) => `v${i}: ${i}`).join(', ')}}\nsteps: {a: {model: dop}}\nbogus: 1\n`, /:5:1: bogus: unknown key "bogus"; valid keys are \$schema, version/],
-    ['5,000 recursive aliases', `version: 1\nname: p\nvars:\n${Array.from({ length: 5_000 }, (_, i) => `  v${i}: &a${i} [*a${i}]\n`).join('')}steps: {}\n`, /:4:12: the alias \*a0 is recursive.*\(5000 problems; the first \d+ listed below\)$/m],
+    [
+      'a 700-level nested list as a key',
+      `version: 1\nname: p\nsteps: {a: {model: character-sheet, input: {}}, ${nestedList(700)}: 1}\n`,
+      /:3:119: nested more than 64 levels deep$/m,
+    ],
+    [
+      'a 60-level nested list as a key',
+      `version: 1\nname: p\nsteps: {a: {model: character-sheet, input: {}}, ${nestedList(60)}: 1}\n`,
+      /:3:49: a mapping key must be a plain value, not a mapping or a list$/m,
+    ],
+    [
+      'a nested list key deep inside an input',
+      `${head.replace('input: {}', `input: {x: {y: [{${nestedList(40)}: 1}]}}`)}`,
+      /:6:22: a mapping key must be a plain value/m,
+    ],
+    [
+      '10,000 unknown keys',
+      head + Array.from({ length: 10_000 }, (_, i) => `    k${i}: 1\n`).join(''),
+      /:7:5: steps\.a\.k0: unknown key "k0"; valid keys are .* \(10000 problems; the first 50 listed below\)$/m,
+    ],
+    [
+      'a 500 KB key',
+      `${head}    ? ${'x'.repeat(500_000)}\n    : 1\n`,
+      /:7:7: steps\.a\.x{48}…\(500000 chars\): unknown key "x{48}…\(500000 chars\)"; valid keys/,
+    ],
+    [
+      'a 500 KB name read by a template',
+      head.replace('input: {}', `input: {prompt: "{{ vars.${'v'.repeat(500_000)} }}"}`),
+      /:6:21: steps\.a\.input\.prompt: \{\{ vars\.v{43}…\(500005 chars\) \}\}: no var "v{48}…\(500000 chars\)"$/m,
+    ],
+    [
+      'mappings nested 100,000 deep',
+      head.replace('input: {}', `input: ${'{a: '.repeat(100_000)}1${'}'.repeat(100_000)}`),
+      /:6:2\d\d: nested more than 64 levels deep$/m,
+    ],
+    [
+      'block mappings nested 1,000 deep',
+      `${head.replace('input: {}\n', 'input:\n')}${Array.from({ length: 1_000 }, (_, i) => `${' '.repeat(6 + 2 * i)}k:\n`).join('')}`,
+      /: nested more than 64 levels deep$/m,
+    ],
+    [
+      '50,000 vars in one flow mapping, then one unknown key',
+      `version: 1\nname: p\nvars: {${Array.from({ length: 50_000 }, (_, i) => `v${i}: ${i}`).join(', ')}}\nsteps: {a: {model: dop}}\nbogus: 1\n`,
+      /:5:1: bogus: unknown key "bogus"; valid keys are \$schema, version/,
+    ],
+    [
+      '5,000 recursive aliases',
+      `version: 1\nname: p\nvars:\n${Array.from({ length: 5_000 }, (_, i) => `  v${i}: &a${i} [*a${i}]\n`).join('')}steps: {}\n`,
+      /:4:12: the alias \*a0 is recursive.*\(5000 problems; the first \d+ listed below\)$/m,
+    ],
   ];
   for (const [name, text, expected] of shapes) {
     it(`${name}: exit 2, under 10 KB of output, work linear in its size`, async () => {
@@ -148,7 +190,13 @@ describe('pathological manifests are judged with bounded work and a bounded outp
       expect(text.length).toBeLessThan(1024 * 1024);
       const stdout: string[] = [];
       const stderr: string[] = [];
-      const io: CliIO = { out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env: { GENPIPE_BASE_URL: 'http://127.0.0.1:9' }, signal: new AbortController().signal };
+      const io: CliIO = {
+        out: (t) => stdout.push(t),
+        write: async (t) => void stdout.push(t),
+        err: (t) => stderr.push(t),
+        env: { GENPIPE_BASE_URL: 'http://127.0.0.1:9' },
+        signal: new AbortController().signal,
+      };
       const code = await main(['validate', path], io);
       const errors = stderr.join('\n');
       expect(code).toBe(2);

@@ -35,7 +35,13 @@ beforeEach(() => {
 
 async function genpipe(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stderr: string[] }> {
   const stderr: string[] = [];
-  const io: CliIO = { out: () => {}, write: async () => {}, err: (t) => stderr.push(t), env: { HF_KEY: 'id:secret-value', ...env }, signal: new AbortController().signal };
+  const io: CliIO = {
+    out: () => {},
+    write: async () => {},
+    err: (t) => stderr.push(t),
+    env: { HF_KEY: 'id:secret-value', ...env },
+    signal: new AbortController().signal,
+  };
   const code = await main(args, io);
   return { code, stderr };
 }
@@ -68,7 +74,9 @@ describe('genpipe refuses plain http to a host that is not loopback', () => {
   });
 
   it('GENPIPE_PLATFORM_URL and a config file cdn_url are refused the same way', async () => {
-    const fromEnv = await genpipe(['status', 'req-1', '--base-url', `http://127.0.0.1:${port}`], { GENPIPE_PLATFORM_URL: `http://0.0.0.0:${port}` });
+    const fromEnv = await genpipe(['status', 'req-1', '--base-url', `http://127.0.0.1:${port}`], {
+      GENPIPE_PLATFORM_URL: `http://0.0.0.0:${port}`,
+    });
     expect(fromEnv).toEqual({ code: 2, stderr: [sentence('platform_url', 'from GENPIPE_PLATFORM_URL')] });
     const config = join(dir, 'cdn.yaml');
     writeFileSync(config, `base_url: http://127.0.0.1:${port}\ncdn_url: http://0.0.0.0:${port}\n`);
@@ -84,7 +92,16 @@ describe('genpipe refuses plain http to a host that is not loopback', () => {
     expect(requests).toBe(0);
     expect(existsSync(out)).toBe(false);
     // --emulator points the base, platform and CDN addresses at the embedded emulator (embeddedConfig).
-    const embedded = await genpipe(['run', quickstart, '--out', join(dir, 'embedded'), '--emulator', '--quiet', '--cdn-url', `http://0.0.0.0:${port}`]);
+    const embedded = await genpipe([
+      'run',
+      quickstart,
+      '--out',
+      join(dir, 'embedded'),
+      '--emulator',
+      '--quiet',
+      '--cdn-url',
+      `http://0.0.0.0:${port}`,
+    ]);
     expect(embedded.code).toBe(0);
     expect(requests).toBe(0);
   });

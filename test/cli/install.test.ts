@@ -7,7 +7,11 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const root = new URL('../../', import.meta.url).pathname;
-const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { engines: { node: string }; files: string[]; scripts: Record<string, string> };
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+  engines: { node: string };
+  files: string[];
+  scripts: Record<string, string>;
+};
 
 describe('the package', () => {
   it('names Node 20.18+, 22 and 24', () => {
@@ -37,7 +41,8 @@ describe('the package', () => {
 
 describe('build-if-stale', () => {
   const script = join(root, 'scripts', 'build-if-stale.mjs');
-  const checkAt = (dir: string): string => spawnSync(process.execPath, [script, '--check', '--root', dir], { encoding: 'utf8' }).stdout.trim();
+  const checkAt = (dir: string): string =>
+    spawnSync(process.execPath, [script, '--check', '--root', dir], { encoding: 'utf8' }).stdout.trim();
 
   it('is stale without a build, up to date after one, stale again once a source or folder is newer', () => {
     const dir = mkdtempSync(join(tmpdir(), 'genpipe-stale-'));
@@ -45,7 +50,8 @@ describe('build-if-stale', () => {
     writeFileSync(join(dir, 'src', 'cli', 'main.ts'), '');
     writeFileSync(join(dir, 'package.json'), '{}');
     const at = (path: string, seconds: number): void => utimesSync(path, seconds, seconds);
-    for (const path of [join(dir, 'src', 'cli', 'main.ts'), join(dir, 'src', 'cli'), join(dir, 'src'), join(dir, 'package.json')]) at(path, 1_000);
+    for (const path of [join(dir, 'src', 'cli', 'main.ts'), join(dir, 'src', 'cli'), join(dir, 'src'), join(dir, 'package.json')])
+      at(path, 1_000);
     expect(checkAt(dir)).toBe('stale');
     mkdirSync(join(dir, 'dist', 'bundle'), { recursive: true });
     writeFileSync(join(dir, 'dist', 'bundle', 'main.js'), '');

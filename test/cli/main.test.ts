@@ -8,7 +8,15 @@ import type { CliIO } from '../../src/cli/io.js';
 function capture(env: NodeJS.ProcessEnv = {}): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
-  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  return {
+    stdout,
+    stderr,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env,
+    signal: new AbortController().signal,
+  };
 }
 
 describe('genpipe CLI shell', () => {
@@ -63,7 +71,9 @@ describe('genpipe CLI shell', () => {
     const fromEnv = capture({ GENPIPE_BASE_URL: 'http://127.0.0.1:9', HF_KEY: 'id:secret-value' });
     expect(await main(['catalog', 'options'], fromEnv)).toBe(5);
     expect(fromEnv.stderr[0]).toMatch(/^genpipe: GET \/models\/vendor\/ai-influencer\/options failed: ECONNREFUSED/);
-    expect(fromEnv.stderr[0]).toContain('. The service at http://127.0.0.1:9 (from GENPIPE_BASE_URL) could not be reached: check that it runs there, or set the address with --base-url, GENPIPE_BASE_URL or base_url in the config file (--config or GENPIPE_CONFIG).');
+    expect(fromEnv.stderr[0]).toContain(
+      '. The service at http://127.0.0.1:9 (from GENPIPE_BASE_URL) could not be reached: check that it runs there, or set the address with --base-url, GENPIPE_BASE_URL or base_url in the config file (--config or GENPIPE_CONFIG).',
+    );
     const fromFlag = capture({ GENPIPE_BASE_URL: 'http://127.0.0.1:9', HF_KEY: 'id:secret-value' });
     expect(await main(['catalog', 'options', '--base-url', 'http://127.0.0.1:9/'], fromFlag)).toBe(5);
     expect(fromFlag.stderr[0]).toContain('The service at http://127.0.0.1:9/ (from --base-url) could not be reached');
@@ -72,7 +82,9 @@ describe('genpipe CLI shell', () => {
     writeFileSync(config, 'base_url: http://127.0.0.1:9\n');
     const fromFile = capture({ HF_KEY: 'id:secret-value', GENPIPE_CONFIG: config });
     expect(await main(['catalog', 'options'], fromFile)).toBe(5);
-    expect(fromFile.stderr[0]).toContain(`The service at http://127.0.0.1:9 (from base_url in the config file ${config}) could not be reached`);
+    expect(fromFile.stderr[0]).toContain(
+      `The service at http://127.0.0.1:9 (from base_url in the config file ${config}) could not be reached`,
+    );
     expect(fromFile.stderr.join('\n')).not.toContain('secret-value');
   });
 });
@@ -87,7 +99,9 @@ describe('the CLI for the daily loop (issue 28)', () => {
   it('suggests the nearest flag of the command for a typo, exit 2', async () => {
     const io = capture();
     expect(await main(['validate', 'm.yaml', '--emulater'], io)).toBe(2);
-    expect(io.stderr).toEqual(["genpipe: Unknown option '--emulater'; did you mean --emulator? (genpipe validate --help lists the options)."]);
+    expect(io.stderr).toEqual([
+      "genpipe: Unknown option '--emulater'; did you mean --emulator? (genpipe validate --help lists the options).",
+    ]);
     const far = capture();
     expect(await main(['validate', 'm.yaml', '--zzzzzzzz'], far)).toBe(2);
     expect(far.stderr).toEqual(["genpipe: Unknown option '--zzzzzzzz' (genpipe validate --help lists the options)."]);
@@ -105,7 +119,7 @@ describe('the CLI for the daily loop (issue 28)', () => {
     }
   });
 
-  it('prints a command\'s help for genpipe help <command>, exit 0', async () => {
+  it("prints a command's help for genpipe help <command>, exit 0", async () => {
     const { validateCommand } = await import('../../src/cli/commands/validate.js');
     const io = capture();
     expect(await main(['help', 'validate'], io)).toBe(0);

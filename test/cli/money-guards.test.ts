@@ -15,7 +15,16 @@ function capture(env: NodeJS.ProcessEnv, answer?: string): Captured {
   const stdout: string[] = [];
   const stderr: string[] = [];
   const questions: string[] = [];
-  const io: Captured = { stdout, stderr, questions, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  const io: Captured = {
+    stdout,
+    stderr,
+    questions,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env,
+    signal: new AbortController().signal,
+  };
   if (answer !== undefined) {
     io.prompt = async (question) => {
       questions.push(question);
@@ -57,7 +66,9 @@ function manifest(text: string): string {
 }
 
 const sheets = (count: number, name: string, extra = ''): string =>
-  manifest(`version: 1\nname: ${name}\n${extra}steps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+  manifest(
+    `version: 1\nname: ${name}\n${extra}steps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+  );
 
 // The ads step sits at line 9, col 3; the budget's value at line 3, col 25.
 const unpricedText = `version: 1
@@ -154,7 +165,9 @@ describe('genpipe run of a big plan with no budget', () => {
 
   it('the default limit is US$100: a run estimated at exactly US$100.00 starts without a question', async () => {
     const priced = (price: number, name: string): string =>
-      manifest(`version: 1\nname: ${name}\nsteps:\n  s:\n    model: character-sheet\n    price_usd: ${price}\n    matrix: { seed: [1, 2] }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+      manifest(
+        `version: 1\nname: ${name}\nsteps:\n  s:\n    model: character-sheet\n    price_usd: ${price}\n    matrix: { seed: [1, 2] }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+      );
     const at = capture(env, 'n');
     expect(await main(['run', priced(50, 'at-limit'), '--out', join(dir, 'out-at-limit')], at)).toBe(0);
     expect(at.questions).toEqual([]);
@@ -168,7 +181,9 @@ describe('genpipe run of a big plan with no budget', () => {
     const out = join(dir, 'out-yes');
     const refused = capture(env);
     expect(await main(['run', path, '--out', out, '--confirm-over', '0.1'], refused)).toBe(2);
-    expect(refused.stderr[0]).toMatch(/^genpipe: This run is estimated at US\$0\.15 \(3 instances\), over the --confirm-over limit of US\$0\.10,/);
+    expect(refused.stderr[0]).toMatch(
+      /^genpipe: This run is estimated at US\$0\.15 \(3 instances\), over the --confirm-over limit of US\$0\.10,/,
+    );
     expect(existsSync(out)).toBe(false);
     expectNothingSent();
 
@@ -180,10 +195,17 @@ describe('genpipe run of a big plan with no budget', () => {
 
   it('with a budget (budget_usd or --budget) there is no question: the budget is the guard', async () => {
     const inManifest = capture(env, 'n');
-    expect(await main(['run', sheets(3, 'budgeted', 'defaults: { budget_usd: 1 }\n'), '--out', join(dir, 'out-budgeted'), '--confirm-over', '0.1'], inManifest)).toBe(0);
+    expect(
+      await main(
+        ['run', sheets(3, 'budgeted', 'defaults: { budget_usd: 1 }\n'), '--out', join(dir, 'out-budgeted'), '--confirm-over', '0.1'],
+        inManifest,
+      ),
+    ).toBe(0);
     expect(inManifest.questions).toEqual([]);
     const flag = capture(env, 'n');
-    expect(await main(['run', sheets(3, 'flagged'), '--out', join(dir, 'out-flagged'), '--confirm-over', '0.1', '--budget', '1'], flag)).toBe(0);
+    expect(
+      await main(['run', sheets(3, 'flagged'), '--out', join(dir, 'out-flagged'), '--confirm-over', '0.1', '--budget', '1'], flag),
+    ).toBe(0);
     expect(flag.questions).toEqual([]);
   });
 
@@ -204,14 +226,19 @@ describe('genpipe run of a big plan with no budget', () => {
       const out = join(dir, `out-tty-${answer || 'empty'}`);
       expect(await main(['run', sheets(3, 'tty-n'), '--out', out, '--confirm-over', '0.1'], io), answer).toBe(2);
       expect(io.questions).toHaveLength(1);
-      expect(io.stderr).toEqual(['genpipe: Not confirmed, so nothing was sent; --yes skips the question, and a budget (budget_usd or --budget) replaces it.']);
+      expect(io.stderr).toEqual([
+        'genpipe: Not confirmed, so nothing was sent; --yes skips the question, and a budget (budget_usd or --budget) replaces it.',
+      ]);
       expect(existsSync(out)).toBe(false);
       expect(emulator.requests.inspect({}).length).toBe(before);
       expect(emulator.stats.total).toBe(0);
     }
     for (const [i, answer] of ['yes', ' Y '].entries()) {
       const io = capture(env, answer);
-      expect(await main(['run', sheets(3, `tty-yes-${i}`), '--out', join(dir, `out-tty-yes-${i}`), '--confirm-over', '0.1'], io), answer).toBe(0);
+      expect(
+        await main(['run', sheets(3, `tty-yes-${i}`), '--out', join(dir, `out-tty-yes-${i}`), '--confirm-over', '0.1'], io),
+        answer,
+      ).toBe(0);
       expect(io.questions).toHaveLength(1);
     }
   });
@@ -230,7 +257,9 @@ describe('genpipe run of a big plan with no budget', () => {
 
   it('the embedded emulator bills nothing, so --emulator never asks', async () => {
     const io = capture({}, 'n');
-    expect(await main(['run', sheets(3, 'embedded'), '--emulator', '--out', join(dir, 'out-embedded'), '--confirm-over', '0.1'], io)).toBe(0);
+    expect(await main(['run', sheets(3, 'embedded'), '--emulator', '--out', join(dir, 'out-embedded'), '--confirm-over', '0.1'], io)).toBe(
+      0,
+    );
     expect(io.questions).toEqual([]);
   });
 

@@ -12,7 +12,15 @@ function capture(): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
   const env = { GENPIPE_BASE_URL: 'http://127.0.0.1:9', HF_KEY: 'id:secret-value' };
-  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  return {
+    stdout,
+    stderr,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env,
+    signal: new AbortController().signal,
+  };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-new-user-'));
@@ -40,12 +48,16 @@ describe('did you mean, for the typos new users make', () => {
     const file = manifest('model', 'character_sheet', goodInput);
     const { code, stderr } = await validate(file);
     expect(code).toBe(2);
-    expect(stderr).toEqual([`genpipe: ${file}:5:12: steps.s.model: unknown model "character_sheet"; did you mean "character-sheet"? (a raw endpoint path starts with /)`]);
+    expect(stderr).toEqual([
+      `genpipe: ${file}:5:12: steps.s.model: unknown model "character_sheet"; did you mean "character-sheet"? (a raw endpoint path starts with /)`,
+    ]);
   });
 
   it('a name far from every model lists them, and a raw path is still accepted', async () => {
     const { stderr } = await validate(manifest('far', 'zzzzzzzz', goodInput));
-    expect(stderr[0]).toMatch(/unknown model "zzzzzzzz"; the built-in models are character-sheet, .*\(a raw endpoint path starts with \/\)$/);
+    expect(stderr[0]).toMatch(
+      /unknown model "zzzzzzzz"; the built-in models are character-sheet, .*\(a raw endpoint path starts with \/\)$/,
+    );
     expect((await validate(manifest('raw', '/vendor/new-model', '      prompt: hi\n'))).code).toBe(0);
   });
 
@@ -72,6 +84,8 @@ describe('did you mean, for the typos new users make', () => {
     const file = manifest('template', 'character-sheet', '      tier: cats\n      seed: "{{ sed }}"\n      variation_index: 0\n');
     const { code, stderr } = await validate(file);
     expect(code).toBe(2);
-    expect(stderr).toEqual([`genpipe: ${file}:10:13: steps.s.input.seed: {{ sed }}: "sed" is not an axis of this step, vars, env, run or upstream; did you mean "seed"?`]);
+    expect(stderr).toEqual([
+      `genpipe: ${file}:10:13: steps.s.input.seed: {{ sed }}: "sed" is not an axis of this step, vars, env, run or upstream; did you mean "seed"?`,
+    ]);
   });
 });

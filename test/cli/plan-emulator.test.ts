@@ -9,7 +9,15 @@ import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '..
 function capture(env: NodeJS.ProcessEnv = {}): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
-  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  return {
+    stdout,
+    stderr,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env,
+    signal: new AbortController().signal,
+  };
 }
 
 const pipelines = new URL('../../pipelines/', import.meta.url).pathname;
@@ -29,7 +37,10 @@ describe('plans that read the live catalogs', () => {
   it('campaign.yaml resolves presets by name from the preset catalog and plans both modes', async () => {
     const io = capture(env);
     expect(await main(['plan', join(pipelines, 'campaign.yaml'), '--json'], io)).toBe(0);
-    const doc = JSON.parse(io.stdout.join('')) as { steps: { id: string; count: number }[]; instances: { id: string; body: { preset_id?: string } }[] };
+    const doc = JSON.parse(io.stdout.join('')) as {
+      steps: { id: string; count: number }[];
+      instances: { id: string; body: { preset_id?: string } }[];
+    };
     expect(doc.steps).toEqual([expect.objectContaining({ id: 'enhanced', count: 4 }), expect.objectContaining({ id: 'direct', count: 4 })]);
     const visible = emulator.presets.presets.filter((p) => p.visible && /market/i.test(p.name)).map((p) => p.id);
     const used = new Set(doc.instances.filter((i) => i.id.startsWith('enhanced[')).map((i) => i.body.preset_id));
@@ -45,10 +56,15 @@ describe('plans that read the live catalogs', () => {
 
   it('checks a selection against the live options catalog: a stale key is refused with its location', async () => {
     const path = join(dir, 'stale.yaml');
-    writeFileSync(path, 'version: 1\nname: stale\nsteps:\n  a:\n    model: character-sheet\n    input:\n      tier: cats\n      selection: { no_such_category: [x] }\n');
+    writeFileSync(
+      path,
+      'version: 1\nname: stale\nsteps:\n  a:\n    model: character-sheet\n    input:\n      tier: cats\n      selection: { no_such_category: [x] }\n',
+    );
     const io = capture(env);
     expect(await main(['validate', path], io)).toBe(2);
-    expect(io.stderr[0]).toMatch(/stale\.yaml:8:\d+: steps\.a\.input\.selection\.no_such_category: a: category "no_such_category" is not in the catalog/);
+    expect(io.stderr[0]).toMatch(
+      /stale\.yaml:8:\d+: steps\.a\.input\.selection\.no_such_category: a: category "no_such_category" is not in the catalog/,
+    );
   });
 
   it('an invalid manifest sends zero requests', async () => {

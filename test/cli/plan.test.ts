@@ -8,7 +8,15 @@ import { main } from '../../src/cli/main.js';
 function capture(env: NodeJS.ProcessEnv = {}): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
-  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  return {
+    stdout,
+    stderr,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env,
+    signal: new AbortController().signal,
+  };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-cli-plan-'));
@@ -37,7 +45,10 @@ describe('genpipe validate', () => {
   });
 
   it('exits 2 listing every invalid instance, each at the input field it breaks', async () => {
-    const path = manifest('instances.yaml', 'version: 1\nname: bad\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [0, 1, 2000000] }\n    input:\n      seed: "{{ seed }}"\n      brief: "{{ seed }}"\n');
+    const path = manifest(
+      'instances.yaml',
+      'version: 1\nname: bad\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [0, 1, 2000000] }\n    input:\n      seed: "{{ seed }}"\n      brief: "{{ seed }}"\n',
+    );
     const io = capture();
     expect(await main(['validate', path], io)).toBe(2);
     expect(io.stderr.slice(1)).toEqual([
@@ -68,7 +79,12 @@ describe('genpipe plan', () => {
   it('--json streams one JSON document holding every instance with its key', async () => {
     const io = capture();
     expect(await main(['plan', quickstart, '--json'], io)).toBe(0);
-    const doc = JSON.parse(io.stdout.join('')) as { name: string; steps: { id: string; count: number }[]; estimate: { known_usd: number }; instances: { id: string; key: string; body: unknown }[] };
+    const doc = JSON.parse(io.stdout.join('')) as {
+      name: string;
+      steps: { id: string; count: number }[];
+      estimate: { known_usd: number };
+      instances: { id: string; key: string; body: unknown }[];
+    };
     expect(doc.name).toBe('quickstart');
     expect(doc.steps).toMatchObject([{ id: 'cats', count: 6 }]);
     expect(doc.estimate.known_usd).toBe(0.3);
@@ -81,7 +97,10 @@ describe('genpipe plan', () => {
     // 3,000 instances of about 1.2 KB of three-byte characters: several megabytes, so the spool's
     // 1 MB buffer is flushed many times, and a line may end just short of its end.
     const brief = '猫'.repeat(400);
-    const path = manifest('spool.yaml', `version: 1\nname: spool\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: 3000 } } }\n    input: { seed: "{{ seed }}", brief: "${brief}" }\n`);
+    const path = manifest(
+      'spool.yaml',
+      `version: 1\nname: spool\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: 3000 } } }\n    input: { seed: "{{ seed }}", brief: "${brief}" }\n`,
+    );
     const io = capture();
     expect(await main(['plan', path, '--json'], io)).toBe(0);
     const doc = JSON.parse(io.stdout.join('')) as { instances: { id: string; body: { seed: number; brief: string } }[] };
@@ -99,10 +118,15 @@ describe('genpipe plan', () => {
   });
 
   it('warns when the estimate is over the budget', async () => {
-    const path = manifest('budget.yaml', 'version: 1\nname: budget\ndefaults: { budget_usd: 0.1 }\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { seed: "{{ seed }}" }\n');
+    const path = manifest(
+      'budget.yaml',
+      'version: 1\nname: budget\ndefaults: { budget_usd: 0.1 }\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { seed: "{{ seed }}" }\n',
+    );
     const io = capture();
     expect(await main(['plan', path], io)).toBe(0);
     // Both figures, and where the budget was set (line 3, col 25: the value of budget_usd).
-    expect(io.stdout.at(-1)).toBe(`warning: the estimate of US$0.15 is over the budget of US$0.10 (budget_usd 0.1 at ${path}:3:25); a run stops submitting before going over it`);
+    expect(io.stdout.at(-1)).toBe(
+      `warning: the estimate of US$0.15 is over the budget of US$0.10 (budget_usd 0.1 at ${path}:3:25); a run stops submitting before going over it`,
+    );
   });
 });

@@ -12,7 +12,15 @@ function capture(): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
   const env = { GENPIPE_BASE_URL: 'http://127.0.0.1:9', HF_KEY: 'id:secret-value' };
-  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  return {
+    stdout,
+    stderr,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env,
+    signal: new AbortController().signal,
+  };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-refused-'));
@@ -47,7 +55,12 @@ describe('refused run and report input', () => {
     ] as [string[], RegExp][]) {
       const io = capture();
       // Nothing listens at port 1: a Redis that was asked would be exit 5, not 2.
-      expect(await main(['schedule', 'add', quickstart, '--cron', '30 2 * * *', '--out', join(dir, 'sched'), '--redis', 'redis://127.0.0.1:1', ...flags], io)).toBe(2);
+      expect(
+        await main(
+          ['schedule', 'add', quickstart, '--cron', '30 2 * * *', '--out', join(dir, 'sched'), '--redis', 'redis://127.0.0.1:1', ...flags],
+          io,
+        ),
+      ).toBe(2);
       expect(io.stderr).toHaveLength(1);
       expect(io.stderr[0]).toMatch(message);
     }
@@ -64,7 +77,10 @@ describe('refused run and report input', () => {
 
   it('manifest fields model_concurrency and polling.min_ms are refused out of range, at their file:line:col', async () => {
     const path = join(dir, 'limits.yaml');
-    writeFileSync(path, 'version: 1\nname: limits\ndefaults:\n  model_concurrency: { dop: 0 }\n  polling: { min_ms: 5 }\nsteps:\n  a:\n    model: dop\n    input: { prompt: x }\n');
+    writeFileSync(
+      path,
+      'version: 1\nname: limits\ndefaults:\n  model_concurrency: { dop: 0 }\n  polling: { min_ms: 5 }\nsteps:\n  a:\n    model: dop\n    input: { prompt: x }\n',
+    );
     const io = capture();
     expect(await main(['validate', path], io)).toBe(2);
     const text = io.stderr.join('\n');
@@ -74,7 +90,10 @@ describe('refused run and report input', () => {
 
   it('a budget with a step of unknown price is refused before anything is sent', async () => {
     const path = join(dir, 'unpriced.yaml');
-    writeFileSync(path, 'version: 1\nname: unpriced\ndefaults: { budget_usd: 5 }\nsteps:\n  ads:\n    model: marketing-image\n    input: { prompt: shoes }\n');
+    writeFileSync(
+      path,
+      'version: 1\nname: unpriced\ndefaults: { budget_usd: 5 }\nsteps:\n  ads:\n    model: marketing-image\n    input: { prompt: shoes }\n',
+    );
     const io = capture();
     const out = join(dir, 'out-unpriced');
     expect(await main(['run', path, '--out', out], io)).toBe(2);

@@ -8,9 +8,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { cleanTemps, emuRequests, expectCompletedRun, expectNoSecret, expectOneRequestPerKey, filesUnder, findRunDir, HF_KEY, SECRET, sheetsManifest, tempDir, waitForRequests } from '../run/runner-helpers.js';
+import {
+  cleanTemps,
+  emuRequests,
+  expectCompletedRun,
+  expectNoSecret,
+  expectOneRequestPerKey,
+  filesUnder,
+  findRunDir,
+  HF_KEY,
+  SECRET,
+  sheetsManifest,
+  tempDir,
+  waitForRequests,
+} from '../run/runner-helpers.js';
 
-function capture(env: NodeJS.ProcessEnv, signal: AbortSignal = new AbortController().signal): CliIO & { stdout: string[]; stderr: string[] } {
+function capture(
+  env: NodeJS.ProcessEnv,
+  signal: AbortSignal = new AbortController().signal,
+): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
   return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal };
@@ -20,7 +36,12 @@ let emu: Emulator;
 let other: Emulator;
 beforeAll(async () => {
   // Sheets wait queued for 400 ms: a run interrupted early has requests in flight.
-  emu = await startEmulator({ port: 0, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [3_000, 3_000], runMs: [0, 0] } } });
+  emu = await startEmulator({
+    port: 0,
+    timeScale: 1,
+    log: () => {},
+    durations: { 'character-sheet': { queuedMs: [3_000, 3_000], runMs: [0, 0] } },
+  });
   other = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
 });
 afterAll(async () => {
@@ -29,44 +50,58 @@ afterAll(async () => {
   cleanTemps();
 });
 
-const planJson = (runDir: string): Record<string, unknown> => JSON.parse(readFileSync(join(runDir, 'plan.json'), 'utf8')) as Record<string, unknown>;
+const planJson = (runDir: string): Record<string, unknown> =>
+  JSON.parse(readFileSync(join(runDir, 'plan.json'), 'utf8')) as Record<string, unknown>;
 
 /** A finished run of `count` sheets against `emu`, made with `env` and `args`; returns its directory. */
 async function finishedRun(name: string, count: number, env: NodeJS.ProcessEnv, args: string[] = []): Promise<string> {
   const out = tempDir();
   const io = capture(env);
-  expect(await main(['run', sheetsManifest(tempDir(), count, { name }), '--out', out, '--rate', '1000', ...args], io), io.stderr.join('\n')).toBe(0);
+  expect(
+    await main(['run', sheetsManifest(tempDir(), count, { name }), '--out', out, '--rate', '1000', ...args], io),
+    io.stderr.join('\n'),
+  ).toBe(0);
   return findRunDir(out, name);
 }
 
 describe('resume finds the service its run recorded', () => {
-  it('after Ctrl-C, resume with no address at all follows the in-flight requests at the recorded service', { timeout: 60_000 }, async () => {
-    const out = tempDir();
-    const manifest = sheetsManifest(tempDir(), 6, { name: 'recorded' });
-    const controller = new AbortController();
-    // A CDN address of its own (sheets never use it, so it may point anywhere): each address is recorded.
-    const env = { GENPIPE_BASE_URL: emu.url, GENPIPE_CDN_URL: 'http://127.0.0.1:9', HF_KEY };
-    const first = capture(env, controller.signal);
-    const running = main(['run', manifest, '--out', out, '--concurrency', '2', '--rate', '1000'], first);
-    expect(await waitForRequests(emu, 2)).toBe(true);
-    controller.abort(new Error('interrupted'));
-    expect(await running).toBe(130);
-    const runDir = findRunDir(out, 'recorded');
-    const inFlight = emuRequests(emu).filter((r) => r.status === 'queued').length;
-    expect(inFlight).toBeGreaterThan(0);
+  it(
+    'after Ctrl-C, resume with no address at all follows the in-flight requests at the recorded service',
+    { timeout: 60_000 },
+    async () => {
+      const out = tempDir();
+      const manifest = sheetsManifest(tempDir(), 6, { name: 'recorded' });
+      const controller = new AbortController();
+      // A CDN address of its own (sheets never use it, so it may point anywhere): each address is recorded.
+      const env = { GENPIPE_BASE_URL: emu.url, GENPIPE_CDN_URL: 'http://127.0.0.1:9', HF_KEY };
+      const first = capture(env, controller.signal);
+      const running = main(['run', manifest, '--out', out, '--concurrency', '2', '--rate', '1000'], first);
+      expect(await waitForRequests(emu, 2)).toBe(true);
+      controller.abort(new Error('interrupted'));
+      expect(await running).toBe(130);
+      const runDir = findRunDir(out, 'recorded');
+      const inFlight = emuRequests(emu).filter((r) => r.status === 'queued').length;
+      expect(inFlight).toBeGreaterThan(0);
 
-    expect(planJson(runDir).service).toEqual({ base_url: emu.url, platform_url: emu.url, cdn_url: 'http://127.0.0.1:9', vendor: 'vendor', embedded_emulator: false });
-    expectNoSecret(runDir, '');
+      expect(planJson(runDir).service).toEqual({
+        base_url: emu.url,
+        platform_url: emu.url,
+        cdn_url: 'http://127.0.0.1:9',
+        vendor: 'vendor',
+        embedded_emulator: false,
+      });
+      expectNoSecret(runDir, '');
 
-    // No flag, no GENPIPE_BASE_URL, no config file: only the credentials.
-    const resumed = capture({ HF_KEY });
-    expect(await main(['resume', runDir, '--rate', '1000'], resumed), resumed.stderr.join('\n')).toBe(0);
-    // Every recorded address was used as recorded (the CDN one included): no warning.
-    expect(resumed.stderr.filter((l) => l.startsWith('warning:'))).toEqual([]);
-    expect(resumed.stdout.join('\n')).toContain('6 completed, 0 failed');
-    expect(expectOneRequestPerKey(emu).size).toBe(6);
-    expectCompletedRun(runDir, emu, 6);
-  });
+      // No flag, no GENPIPE_BASE_URL, no config file: only the credentials.
+      const resumed = capture({ HF_KEY });
+      expect(await main(['resume', runDir, '--rate', '1000'], resumed), resumed.stderr.join('\n')).toBe(0);
+      // Every recorded address was used as recorded (the CDN one included): no warning.
+      expect(resumed.stderr.filter((l) => l.startsWith('warning:'))).toEqual([]);
+      expect(resumed.stdout.join('\n')).toContain('6 completed, 0 failed');
+      expect(expectOneRequestPerKey(emu).size).toBe(6);
+      expectCompletedRun(runDir, emu, 6);
+    },
+  );
 
   it('a flag, the environment or a config file wins over the record, with one warning line naming each difference', async () => {
     const runDir = await finishedRun('moved', 2, { GENPIPE_BASE_URL: other.url, HF_KEY });
@@ -100,7 +135,9 @@ describe('resume finds the service its run recorded', () => {
 
     const bare = capture({ HF_KEY });
     expect(await main(['resume', runDir], bare)).toBe(2);
-    expect(bare.stderr).toEqual(['genpipe: No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file (or --emulator).']);
+    expect(bare.stderr).toEqual([
+      'genpipe: No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file (or --emulator).',
+    ]);
 
     const configured = capture({ GENPIPE_BASE_URL: other.url, HF_KEY });
     expect(await main(['resume', runDir], configured)).toBe(0);
@@ -112,7 +149,9 @@ describe('resume finds the service its run recorded', () => {
     writeFileSync(join(runDir, 'plan.json'), JSON.stringify({ ...planJson(runDir), service: { base_url: 5 } }));
     const io = capture({ HF_KEY });
     expect(await main(['resume', runDir], io)).toBe(2);
-    expect(io.stderr).toEqual([`genpipe: ${join(runDir, 'plan.json')} has a malformed service record (base_url, platform_url, cdn_url, vendor, embedded_emulator).`]);
+    expect(io.stderr).toEqual([
+      `genpipe: ${join(runDir, 'plan.json')} has a malformed service record (base_url, platform_url, cdn_url, vendor, embedded_emulator).`,
+    ]);
   });
 });
 
@@ -142,7 +181,9 @@ describe('a run made against the embedded emulator', () => {
     const runsBefore = readFileSync(join(runDir, 'journal.jsonl'), 'utf8').split('"run_started"').length;
     const io = capture({});
     expect(await main(['resume', runDir, '--emulator'], io)).toBe(0);
-    expect(io.stderr).toContain(`This run was made against the embedded emulator (--emulator), so the requests it had in flight ended with that process; genpipe resume ${runDir} --emulator --retry unknown resends them.`);
+    expect(io.stderr).toContain(
+      `This run was made against the embedded emulator (--emulator), so the requests it had in flight ended with that process; genpipe resume ${runDir} --emulator --retry unknown resends them.`,
+    );
     expect(readFileSync(join(runDir, 'journal.jsonl'), 'utf8').split('"run_started"').length).toBe(runsBefore + 1);
   });
 

@@ -14,7 +14,15 @@ import { cleanTemps, emuRequests, findRunDir, HF_KEY, sheetsManifest, tempDir } 
 function capture(env: NodeJS.ProcessEnv): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
-  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  return {
+    stdout,
+    stderr,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env,
+    signal: new AbortController().signal,
+  };
 }
 
 let emu: Emulator;
@@ -30,7 +38,9 @@ const brief = 'Night of {{ run.date }} ({{ run.started_at }}), run {{ run.id }}'
 
 describe('run variables', () => {
   it('render the run id, its UTC date and its start time', async () => {
-    const plan = await buildPlan(loadManifestFile(sheetsManifest(tempDir(), 1, { brief })), { run: { id: 'r-1', startedAt: new Date('2026-11-23T23:30:00.000Z') } });
+    const plan = await buildPlan(loadManifestFile(sheetsManifest(tempDir(), 1, { brief })), {
+      run: { id: 'r-1', startedAt: new Date('2026-11-23T23:30:00.000Z') },
+    });
     const [instance] = [...plan.instances('sheets')];
     expect((instance?.body as { brief: string }).brief).toBe('Night of 2026-11-23 (2026-11-23T23:30:00.000Z), run r-1');
   });

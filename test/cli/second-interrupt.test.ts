@@ -11,7 +11,12 @@ import { BIN, expectOneRequestPerKey, findRunDir, HF_KEY, journalOf, runCli, she
 let emu: Emulator;
 beforeAll(async () => {
   // Requests stay queued 2 s: the run is mid-flight when it is interrupted.
-  emu = await startEmulator({ port: 0, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [2_000, 2_000], runMs: [0, 0] } } });
+  emu = await startEmulator({
+    port: 0,
+    timeScale: 1,
+    log: () => {},
+    durations: { 'character-sheet': { queuedMs: [2_000, 2_000], runMs: [0, 0] } },
+  });
 });
 afterAll(async () => {
   await emu.close();
@@ -21,7 +26,14 @@ describe('a second Ctrl-C', () => {
   it('ends at once, with the journal whole, the lock released and one line naming what was skipped', { timeout: 60_000 }, async () => {
     const dir = tempDir();
     const out = join(dir, 'runs');
-    const child = spawn(process.execPath, [BIN, 'run', sheetsManifest(dir, 6, { name: 'twice' }), '--out', out, '--rate', '1000', '--concurrency', '3'], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HF_KEY, GENPIPE_BASE_URL: emu.url }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [BIN, 'run', sheetsManifest(dir, 6, { name: 'twice' }), '--out', out, '--rate', '1000', '--concurrency', '3'],
+      {
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HF_KEY, GENPIPE_BASE_URL: emu.url },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -35,13 +47,17 @@ describe('a second Ctrl-C', () => {
     while (!stderr.includes('Interrupted:') && Date.now() < stopping) await new Promise((r) => setTimeout(r, 5));
     child.kill('SIGINT');
     expect(await exited).toBe(130);
-    expect(stderr).toMatch(/genpipe: the run in \S+ stopped at once: its journal is kept as written and its lock released; the report, outputs\.csv and gallery were skipped/);
+    expect(stderr).toMatch(
+      /genpipe: the run in \S+ stopped at once: its journal is kept as written and its lock released; the report, outputs\.csv and gallery were skipped/,
+    );
     const runDir = findRunDir(out, 'twice');
     const journal = journalOf(runDir);
     expect(journal.corrupt).toEqual([]);
     // The lock's newest generation is marked released: the next run takes it with no stale wait.
     const lock = join(out, 'twice', '.lock');
-    const top = readdirSync(lock).filter((n) => /^g-\d+$/.test(n)).sort((a, b) => Number(b.slice(2)) - Number(a.slice(2)))[0] as string;
+    const top = readdirSync(lock)
+      .filter((n) => /^g-\d+$/.test(n))
+      .sort((a, b) => Number(b.slice(2)) - Number(a.slice(2)))[0] as string;
     expect(existsSync(join(lock, top, 'released'))).toBe(true);
     const resumed = await runCli(['resume', runDir], { env: { GENPIPE_BASE_URL: emu.url } });
     expect(resumed.code, resumed.stderr).toBe(0);

@@ -15,7 +15,15 @@ import { cleanTemps, emuRequests, HF_KEY, tempDir } from '../run/runner-helpers.
 function capture(env: NodeJS.ProcessEnv): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
-  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  return {
+    stdout,
+    stderr,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env,
+    signal: new AbortController().signal,
+  };
 }
 
 let emu: Emulator;
@@ -80,7 +88,9 @@ describe('selectors', () => {
   it('select by axis value, union over --only, keeping the full plan ids and keys', async () => {
     const full = await buildPlan(loadManifestFile(manifest));
     const fullKeys = new Map([...full.instances('sheets')].map((i) => [i.id, i.key]));
-    const plan = await buildPlan(loadManifestFile(manifest), { select: { only: [parseSelector('sheets[tier=dogs,seed=2]'), parseSelector('sheets[seed=4]')] } });
+    const plan = await buildPlan(loadManifestFile(manifest), {
+      select: { only: [parseSelector('sheets[tier=dogs,seed=2]'), parseSelector('sheets[seed=4]')] },
+    });
     const chosen = [...plan.instances('sheets')];
     expect(chosen.map((i) => i.id)).toEqual(['sheets[tier=cats,seed=4]', 'sheets[tier=dogs,seed=2]', 'sheets[tier=dogs,seed=4]']);
     for (const i of chosen) expect(i.key).toBe(fullKeys.get(i.id));
@@ -97,9 +107,15 @@ describe('selectors', () => {
   });
 
   it('refuse a step, axis or value that selects nothing, and a step without its upstream', async () => {
-    const refusal = (only: string[]) => ids(only).then(() => 'accepted', (e: Error) => e.message);
+    const refusal = (only: string[]) =>
+      ids(only).then(
+        () => 'accepted',
+        (e: Error) => e.message,
+      );
     expect(await refusal(['sheet'])).toBe('--only "sheet" names no step of the manifest; did you mean "sheets"?');
-    expect(await refusal(['sheets[tire=cats]'])).toBe('--only "sheets[tire=cats]": "tire" is not an axis of step sheets (axes: tier, seed).');
+    expect(await refusal(['sheets[tire=cats]'])).toBe(
+      '--only "sheets[tire=cats]": "tire" is not an axis of step sheets (axes: tier, seed).',
+    );
     expect(await refusal(['sheets[tier=cows]'])).toBe('--only "sheets[tier=cows]" matches no instance of step sheets.');
     expect(await refusal(['clips'])).toBe('--only selects step clips, which runs for_each sheets: select sheets too (--only sheets).');
   });
@@ -110,9 +126,18 @@ describe('a smoke test, then the full run', () => {
     const env = { GENPIPE_BASE_URL: emu.url, HF_KEY };
     const out = tempDir();
     const smoke = capture(env);
-    expect(await main(['run', manifest, '--out', out, '--rate', '1000', '--quiet', '--only', 'sheets[tier=cats]', '--only', 'clips', '--limit', '2'], smoke), smoke.stderr.join('\n')).toBe(0);
+    expect(
+      await main(
+        ['run', manifest, '--out', out, '--rate', '1000', '--quiet', '--only', 'sheets[tier=cats]', '--only', 'clips', '--limit', '2'],
+        smoke,
+      ),
+      smoke.stderr.join('\n'),
+    ).toBe(0);
     const runDir = join(out, 'sweep', readdirSync(join(out, 'sweep')).filter((n) => !n.startsWith('.'))[0] as string);
-    expect(JSON.parse(readFileSync(join(runDir, 'plan.json'), 'utf8')).selection).toEqual({ only: ['sheets[tier=cats]', 'clips'], limit: 2 });
+    expect(JSON.parse(readFileSync(join(runDir, 'plan.json'), 'utf8')).selection).toEqual({
+      only: ['sheets[tier=cats]', 'clips'],
+      limit: 2,
+    });
     const afterSmoke = emuRequests(emu).length;
     expect(afterSmoke).toBe(4);
 
@@ -122,7 +147,9 @@ describe('a smoke test, then the full run', () => {
     expect(emuRequests(emu)).toHaveLength(afterSmoke);
     const narrowed = capture(env);
     expect(await main(['resume', runDir, '--limit', '5'], narrowed)).toBe(2);
-    expect(narrowed.stderr).toEqual(['genpipe: --only and --limit choose the instances of a new run; a resume runs the subset its run started with (recorded in plan.json).']);
+    expect(narrowed.stderr).toEqual([
+      'genpipe: --only and --limit choose the instances of a new run; a resume runs the subset its run started with (recorded in plan.json).',
+    ]);
 
     // The full run reuses the two sheets (and their clips): 6 sheets and 6 clips are new.
     const full = capture(env);

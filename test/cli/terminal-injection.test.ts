@@ -30,33 +30,48 @@ afterAll(async () => {
 });
 
 describe('text from the service', () => {
-  it('a failed status whose error carries escape sequences, a CR and a newline: stderr shows them escaped, each failure on its own one line', { timeout: 60_000 }, async () => {
-    const manifest = sheetsManifest(tempDir(), 2, { name: 'hostile', brief: `A mascot ${FAIL_MARKER}` });
-    const result = await runCli(['run', manifest, '--out', tempDir(), '--rate', '1000'], { env: { GENPIPE_BASE_URL: proxy.url } });
-    expect(result.code, result.stderr).toBe(1);
-    const all = result.stdout + result.stderr;
-    expect(all).not.toMatch(ACTIVE);
-    const lines = result.stderr.split('\n');
-    // No line starts with the forged text: it stays inside the line of the failure that quotes it.
-    expect(lines.filter((l) => l.startsWith('fails[') || l.startsWith('forged line'))).toEqual([]);
-    const failures = lines.filter((l) => l.startsWith('sheets[seed='));
-    expect(failures).toHaveLength(2);
-    for (const line of failures) expect(line).toContain('\\u001b[2J\\u001b]0;pwned\\u0007boom\\rfails[seed=9]: completed OK\\nforged line\\u009b31mred\\u0000');
-  });
+  it(
+    'a failed status whose error carries escape sequences, a CR and a newline: stderr shows them escaped, each failure on its own one line',
+    { timeout: 60_000 },
+    async () => {
+      const manifest = sheetsManifest(tempDir(), 2, { name: 'hostile', brief: `A mascot ${FAIL_MARKER}` });
+      const result = await runCli(['run', manifest, '--out', tempDir(), '--rate', '1000'], { env: { GENPIPE_BASE_URL: proxy.url } });
+      expect(result.code, result.stderr).toBe(1);
+      const all = result.stdout + result.stderr;
+      expect(all).not.toMatch(ACTIVE);
+      const lines = result.stderr.split('\n');
+      // No line starts with the forged text: it stays inside the line of the failure that quotes it.
+      expect(lines.filter((l) => l.startsWith('fails[') || l.startsWith('forged line'))).toEqual([]);
+      const failures = lines.filter((l) => l.startsWith('sheets[seed='));
+      expect(failures).toHaveLength(2);
+      for (const line of failures)
+        expect(line).toContain('\\u001b[2J\\u001b]0;pwned\\u0007boom\\rfails[seed=9]: completed OK\\nforged line\\u009b31mred\\u0000');
+    },
+  );
 
-  it('--json-logs: every stdout line is JSON, and the failure carries the error exactly as the service sent it', { timeout: 60_000 }, async () => {
-    const manifest = sheetsManifest(tempDir(), 2, { name: 'hostilejson', brief: `A mascot ${FAIL_MARKER}` });
-    const result = await runCli(['run', manifest, '--out', tempDir(), '--rate', '1000', '--json-logs'], { env: { GENPIPE_BASE_URL: proxy.url } });
-    expect(result.code, result.stderr).toBe(1);
-    expect(result.stdout + result.stderr).not.toMatch(ACTIVE);
-    const events = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as { type: string; error?: string });
-    const failed = events.filter((e) => e.type === 'instance_finished' && e.error !== undefined);
-    expect(failed).toHaveLength(2);
-    for (const e of failed) expect(e.error).toBe(HOSTILE);
-  });
+  it(
+    '--json-logs: every stdout line is JSON, and the failure carries the error exactly as the service sent it',
+    { timeout: 60_000 },
+    async () => {
+      const manifest = sheetsManifest(tempDir(), 2, { name: 'hostilejson', brief: `A mascot ${FAIL_MARKER}` });
+      const result = await runCli(['run', manifest, '--out', tempDir(), '--rate', '1000', '--json-logs'], {
+        env: { GENPIPE_BASE_URL: proxy.url },
+      });
+      expect(result.code, result.stderr).toBe(1);
+      expect(result.stdout + result.stderr).not.toMatch(ACTIVE);
+      const events = result.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { type: string; error?: string });
+      const failed = events.filter((e) => e.type === 'instance_finished' && e.error !== undefined);
+      expect(failed).toHaveLength(2);
+      for (const e of failed) expect(e.error).toBe(HOSTILE);
+    },
+  );
 
   it('genpipe status of such a request prints its error on one line, escaped', { timeout: 30_000 }, async () => {
-    const failed = emu.requests.inspect({}).find((r) => (r as { status: string }).status === 'failed') as { request_id?: string; id?: string } | undefined;
+    const failed = emu.requests.inspect({}).find((r) => (r as { status: string }).status === 'failed') as
+      { request_id?: string; id?: string } | undefined;
     const id = failed?.request_id ?? failed?.id;
     expect(id).toBeDefined();
     const result = await runCli(['status', String(id)], { env: { GENPIPE_BASE_URL: proxy.url } });
@@ -71,7 +86,10 @@ describe('text from a manifest or a CSV', () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'rows.csv'), `sku,brief\n"A\u001b[2JB",one\n"C\u009b1mD",two\n`);
     const manifest = join(dir, 'csv.yaml');
-    writeFileSync(manifest, 'version: 1\nname: csvhostile\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      row: { csv: rows.csv, key: sku }\n    input: { tier: cats, brief: "{{ row.brief }}" }\n');
+    writeFileSync(
+      manifest,
+      'version: 1\nname: csvhostile\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      row: { csv: rows.csv, key: sku }\n    input: { tier: cats, brief: "{{ row.brief }}" }\n',
+    );
     const result = await runCli(['plan', manifest], { env: { GENPIPE_BASE_URL: 'http://127.0.0.1:9' } });
     expect(result.stdout + result.stderr).not.toMatch(ACTIVE);
   });
@@ -79,7 +97,10 @@ describe('text from a manifest or a CSV', () => {
   it('a manifest error quoting a key with an escape sequence and a CR is printed escaped, on its line', { timeout: 30_000 }, async () => {
     const dir = tempDir();
     const manifest = join(dir, 'bad.yaml');
-    writeFileSync(manifest, 'version: 1\nname: bad\nsteps:\n  sheets:\n    model: character-sheet\n    input: { tier: cats, "x\\u001b]0;title\\u0007\\rgenpipe: all good": 1 }\n');
+    writeFileSync(
+      manifest,
+      'version: 1\nname: bad\nsteps:\n  sheets:\n    model: character-sheet\n    input: { tier: cats, "x\\u001b]0;title\\u0007\\rgenpipe: all good": 1 }\n',
+    );
     const result = await runCli(['validate', manifest]);
     expect(result.code).toBe(2);
     expect(result.stderr).not.toMatch(ACTIVE);

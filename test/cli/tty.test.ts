@@ -28,20 +28,30 @@ describe('progress output', () => {
 
   it('outside a terminal: plain lines, no escape codes, and the summary on stdout', () => {
     const out = mkdtempSync(join(tmpdir(), 'genpipe-notty-'));
-    const result = spawnSync(process.execPath, [bin, 'run', quickstart, '--emulator', '--out', out, '--progress-interval', '1'], { encoding: 'utf8', timeout: 60_000 });
+    const result = spawnSync(process.execPath, [bin, 'run', quickstart, '--emulator', '--out', out, '--progress-interval', '1'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     expect(result.status).toBe(0);
     expect(result.stderr).toMatch(/^running quickstart: 6 instance\(s\) in /);
     // Any progress line (the run may end within the first second) is the plain one-line form.
-    for (const line of result.stderr.split('\n').filter((l) => l.startsWith('progress: '))) expect(line).toMatch(/^progress: \d+\/6 done \(\d+ failed\), \d+ in flight, spent US\$[\d.]+, ETA \S+$/);
+    for (const line of result.stderr.split('\n').filter((l) => l.startsWith('progress: ')))
+      expect(line).toMatch(/^progress: \d+\/6 done \(\d+ failed\), \d+ in flight, spent US\$[\d.]+, ETA \S+$/);
     expect(result.stderr + result.stdout).not.toContain('\u001b[');
     expect(result.stdout).toMatch(/^quickstart \S+: completed; 6 completed, 0 failed, 0 nsfw, 0 canceled; estimated US\$0\.30; [\d.]+ s; /);
   });
 
   it('--json-logs: one JSON run event per line on stdout', () => {
     const out = mkdtempSync(join(tmpdir(), 'genpipe-json-'));
-    const result = spawnSync(process.execPath, [bin, 'run', quickstart, '--emulator', '--out', out, '--json-logs'], { encoding: 'utf8', timeout: 60_000 });
+    const result = spawnSync(process.execPath, [bin, 'run', quickstart, '--emulator', '--out', out, '--json-logs'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     expect(result.status).toBe(0);
-    const events = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as { type: string });
+    const events = result.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { type: string });
     expect(events[0]?.type).toBe('run_started');
     expect(events.filter((e) => e.type === 'instance_finished')).toHaveLength(6);
     expect(events.at(-1)?.type).toBe('run_finished');

@@ -8,7 +8,15 @@ import { main } from '../../src/cli/main.js';
 function capture(env: NodeJS.ProcessEnv = {}): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
-  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  return {
+    stdout,
+    stderr,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env,
+    signal: new AbortController().signal,
+  };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-validate-'));
@@ -92,18 +100,25 @@ describe('genpipe validate lists every problem in one pass (issue 28)', () => {
     const io = capture();
     const missing = join(dir, 'nowhere.yaml');
     expect(await main(['validate', missing, '--json'], io)).toBe(2);
-    expect(JSON.parse(io.stdout.join(''))).toEqual([{ file: missing, line: 0, col: 0, code: 'missing_file', message: 'the manifest file does not exist' }]);
+    expect(JSON.parse(io.stdout.join(''))).toEqual([
+      { file: missing, line: 0, col: 0, code: 'missing_file', message: 'the manifest file does not exist' },
+    ]);
   });
 
   it('a missing manifest given by a relative path says where it was looked for', async () => {
     const io = capture();
     expect(await main(['validate', 'no-such-manifest-here.yaml'], io)).toBe(2);
-    expect(io.stderr).toEqual([`genpipe: no-such-manifest-here.yaml: the manifest file does not exist (looked for ${join(process.cwd(), 'no-such-manifest-here.yaml')})`]);
+    expect(io.stderr).toEqual([
+      `genpipe: no-such-manifest-here.yaml: the manifest file does not exist (looked for ${join(process.cwd(), 'no-such-manifest-here.yaml')})`,
+    ]);
   });
 
   it('an empty CSV cell is one of the problems, code empty_cell, with its row and column', async () => {
     write('cells.csv', 'sku,headline\nA1,Hello\nA2,\n');
-    const path = write('cells.yaml', 'version: 1\nname: cells\nsteps:\n  ads:\n    model: marketing-image\n    matrix: { row: { csv: cells.csv } }\n    input: { prompt: "{{ row.headline }}" }\n');
+    const path = write(
+      'cells.yaml',
+      'version: 1\nname: cells\nsteps:\n  ads:\n    model: marketing-image\n    matrix: { row: { csv: cells.csv } }\n    input: { prompt: "{{ row.headline }}" }\n',
+    );
     const io = capture();
     expect(await main(['validate', path, '--json'], io)).toBe(2);
     const problems = JSON.parse(io.stdout.join('')) as { line: number; col: number; code: string; message: string }[];
@@ -125,7 +140,10 @@ describe('validate --help', () => {
 
 describe('validate --json with a refusal outside the manifest', () => {
   it('a config file that cannot be read is one entry (code invalid, line 0), after the manifest problems', async () => {
-    const path = write('selection.yaml', 'version: 1\nname: sel\nsteps:\n  a:\n    model: character-sheet\n    retries: -1\n  b:\n    model: character-sheet\n    input: { selection: { hair: [short] } }\n');
+    const path = write(
+      'selection.yaml',
+      'version: 1\nname: sel\nsteps:\n  a:\n    model: character-sheet\n    retries: -1\n  b:\n    model: character-sheet\n    input: { selection: { hair: [short] } }\n',
+    );
     const io = capture();
     const config = join(dir, 'no-such-config.yaml');
     expect(await main(['validate', path, '--json', '--config', config], io)).toBe(2);

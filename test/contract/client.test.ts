@@ -70,7 +70,7 @@ describe('contract: requests and character sheet', () => {
     await bad.close();
   });
 
-  it('404 for a missing request and for another account\'s request', async () => {
+  it("404 for a missing request and for another account's request", async () => {
     expect(await code(client.requests.status('9b2e1c1e-0000-4000-8000-000000000001'))).toBe('not_found:404');
     const other = clientFor(emu, `${OTHER}:other-secret`);
     const mine = await client.characterSheet.submit({});
@@ -128,7 +128,12 @@ describe('contract: marketing image and presets', () => {
     const presets = [];
     for await (const p of client.marketingImage.presets({ pageSize: 7 })) presets.push(p);
     expect(presets.length).toBe(emu.presets.visible().length);
-    const r = await client.marketingImage.submit({ prompt: 'a bottle', enhance_prompt: true, preset_id: presets[0]!.id, image_urls: ['https://example.com/p.png'] });
+    const r = await client.marketingImage.submit({
+      prompt: 'a bottle',
+      enhance_prompt: true,
+      preset_id: presets[0]!.id,
+      image_urls: ['https://example.com/p.png'],
+    });
     expect((await finalStatus(client, r.request_id)).status).toBe('completed');
   });
 });
@@ -169,7 +174,7 @@ describe('contract: agent', () => {
     await c.close();
   });
 
-  it('404 for another account\'s session', async () => {
+  it("404 for another account's session", async () => {
     const s = await client.agent.createSession();
     const other = clientFor(emu, `${OTHER}:other-secret`);
     expect(await code(other.agent.listMessages(s.session_id))).toBe('not_found:404');
@@ -216,7 +221,11 @@ describe('contract: agent', () => {
 
 describe('contract: legacy platform and soul standard', () => {
   it('DoP, Soul and Speak job sets progress, and GET /v1/job-sets/{id} follows them', async () => {
-    const sets = [await client.legacy.dop({ prompt: 'wave' }), await client.legacy.soul({ prompt: 'cat', batch_size: 2 }), await client.legacy.speak({ prompt: 'hi' })];
+    const sets = [
+      await client.legacy.dop({ prompt: 'wave' }),
+      await client.legacy.soul({ prompt: 'cat', batch_size: 2 }),
+      await client.legacy.speak({ prompt: 'hi' }),
+    ];
     expect(sets.map((s) => s.jobs.length)).toEqual([1, 2, 1]);
     for (const set of sets) {
       const done = await until(async () => {

@@ -18,12 +18,19 @@ let runA: string;
 let runB: string;
 
 const rows = (n: number): string[][] => Array.from({ length: n }, (_, i) => [`p${i + 1}`, `Headline ${i + 1}`]);
-const writeCsv = (records: string[][]): void => writeFileSync(join(dir, 'campaign.csv'), `id,headline\n${records.map((r) => r.join(',')).join('\n')}\n`);
+const writeCsv = (records: string[][]): void =>
+  writeFileSync(join(dir, 'campaign.csv'), `id,headline\n${records.map((r) => r.join(',')).join('\n')}\n`);
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const io: CliIO = { out: (t) => (out += `${t}\n`), write: async (t) => void (out += t), err: (t) => (err += `${t}\n`), env: { GENPIPE_BASE_URL: emulator.url, HF_KEY }, signal: new AbortController().signal };
+  const io: CliIO = {
+    out: (t) => (out += `${t}\n`),
+    write: async (t) => void (out += t),
+    err: (t) => (err += `${t}\n`),
+    env: { GENPIPE_BASE_URL: emulator.url, HF_KEY },
+    signal: new AbortController().signal,
+  };
   return { code: await main(args, io), out, err };
 }
 
@@ -79,7 +86,9 @@ describe('a run keeps the CSV rows and presets it read', () => {
     const text = readFileSync(join(runA, 'inputs.json'), 'utf8');
     const plan = JSON.parse(readFileSync(join(runA, 'plan.json'), 'utf8')) as { inputs: { file: string; sha256: string } };
     expect(plan.inputs).toEqual({ file: 'inputs.json', sha256: createHash('sha256').update(text).digest('hex') });
-    const saved = JSON.parse(text) as { steps: Record<string, Record<string, { kind: string; columns: string[]; rows: [number, Record<string, string>][] }>> };
+    const saved = JSON.parse(text) as {
+      steps: Record<string, Record<string, { kind: string; columns: string[]; rows: [number, Record<string, string>][] }>>;
+    };
     expect(saved.steps.zeta?.row?.kind).toBe('csv');
     expect(saved.steps.zeta?.row?.columns).toEqual(['id', 'headline']);
     expect(saved.steps.zeta?.row?.rows).toHaveLength(27);
@@ -87,13 +96,13 @@ describe('a run keeps the CSV rows and presets it read', () => {
     expect(saved.steps.alpha).toBeUndefined();
   });
 
-  it('plan.json lists the steps in the manifest\'s order', () => {
+  it("plan.json lists the steps in the manifest's order", () => {
     const plan = JSON.parse(readFileSync(join(runA, 'plan.json'), 'utf8')) as { steps: { id: string }[] };
     expect(plan.steps.map((s) => s.id)).toEqual(['zeta', 'alpha']);
   });
 });
 
-describe('genpipe diff reads each run\'s own inputs', () => {
+describe("genpipe diff reads each run's own inputs", () => {
   it('54 shared campaign instances (55 with the sheet), 2 only in B, inputs differ in 2; reused counts as completed (status differs in 0)', async () => {
     const page = join(tempDir(), 'diff.html');
     const result = await cli(['diff', runA, runB, '--out', page]);
@@ -102,12 +111,16 @@ describe('genpipe diff reads each run\'s own inputs', () => {
     const html = readFileSync(page, 'utf8');
     // The edited headline, both qualities.
     for (const quality of ['low', 'high']) {
-      const row = new RegExp(`<tr class="differs-row" data-instance="zeta\\[row=p5,quality=${quality}\\]" data-input-changes="1" data-status-a="completed" data-status-b="completed">`);
+      const row = new RegExp(
+        `<tr class="differs-row" data-instance="zeta\\[row=p5,quality=${quality}\\]" data-input-changes="1" data-status-a="completed" data-status-b="completed">`,
+      );
       expect(html).toMatch(row);
     }
     expect(html).toContain('<code>prompt</code>: <code>&#34;Headline 5&#34;</code> → <code>&#34;Headline 5 now shorter&#34;</code>');
     // Reused against completed, same inputs: the same, hidden by "only instances that differ".
-    expect(html).toContain('<tr class="same" data-instance="zeta[row=p1,quality=low]" data-input-changes="0" data-status-a="completed" data-status-b="reused">');
+    expect(html).toContain(
+      '<tr class="same" data-instance="zeta[row=p1,quality=low]" data-input-changes="0" data-status-a="completed" data-status-b="reused">',
+    );
     expect(html).not.toContain('data-instance="zeta[row=p100');
   });
 
@@ -119,7 +132,7 @@ describe('genpipe diff reads each run\'s own inputs', () => {
     expect(result.err).toBe('');
   });
 
-  it('lists steps in the manifest\'s order, and money as everywhere else (US$0.05, not US$0.0500)', async () => {
+  it("lists steps in the manifest's order, and money as everywhere else (US$0.05, not US$0.0500)", async () => {
     const page = join(tempDir(), 'diff.html');
     const result = await cli(['diff', runA, runB, '--out', page]);
     const html = readFileSync(page, 'utf8');
@@ -132,7 +145,7 @@ describe('genpipe diff reads each run\'s own inputs', () => {
     expect(result.out).toMatch(/cost of the shared instances: A US\$[\d,]+\.\d+, B US\$[\d,]+\.\d+\./);
   });
 
-  it('an altered inputs.json is named, and that run\'s inputs are not compared', async () => {
+  it("an altered inputs.json is named, and that run's inputs are not compared", async () => {
     const copy = tempDir();
     const made = await cli(['run', join(dir, 'daily.yaml'), '--out', copy, '--rate', '1000']);
     expect(made.code, made.err).toBe(0);
@@ -140,7 +153,7 @@ describe('genpipe diff reads each run\'s own inputs', () => {
     writeFileSync(join(run, 'inputs.json'), readFileSync(join(run, 'inputs.json'), 'utf8').replace('Something else entirely', 'Tampered'));
     const result = await cli(['diff', runA, run, '--out', join(copy, 'd.html')]);
     expect(result.code).toBe(0);
-    expect(result.err).toContain('inputs.json does not match the SHA-256 its run\'s plan.json recorded');
+    expect(result.err).toContain("inputs.json does not match the SHA-256 its run's plan.json recorded");
   });
 });
 
@@ -168,11 +181,15 @@ describe('recorded axes are read instead of the file and the catalog', () => {
       { id: '00000000-0000-4000-8000-000000000001', type: 'ads' as const, name: 'Summer sale' },
       { id: '00000000-0000-4000-8000-000000000002', type: 'ads' as const, name: 'Summer night' },
     ];
-    const axis = await resolveAxis('preset', { presets: { name: 'Summer*', limit: 5 } }, {
-      dir,
-      presets: () => Promise.reject(new Error('the catalog must not be read')),
-      recorded: { kind: 'presets', presets },
-    });
+    const axis = await resolveAxis(
+      'preset',
+      { presets: { name: 'Summer*', limit: 5 } },
+      {
+        dir,
+        presets: () => Promise.reject(new Error('the catalog must not be read')),
+        recorded: { kind: 'presets', presets },
+      },
+    );
     expect(Array.from({ length: axis.length }, (_, i) => axis.label(i))).toEqual(['"Summer sale"', '"Summer night"']);
   });
 

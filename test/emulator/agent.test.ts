@@ -17,7 +17,8 @@ async function session(target: Emulator = emu): Promise<string> {
   expect(res.status).toBe(201);
   return res.json.session_id;
 }
-const send = (id: string, content: string, target: Emulator = emu) => http(target, 'POST', `/v1/agent/sessions/${id}/messages`, { headers: AUTH, json: { content } });
+const send = (id: string, content: string, target: Emulator = emu) =>
+  http(target, 'POST', `/v1/agent/sessions/${id}/messages`, { headers: AUTH, json: { content } });
 const list = (id: string, after?: string, target: Emulator = emu) =>
   http(target, 'GET', `/v1/agent/sessions/${id}/messages${after ? `?after=${after}` : ''}`, { headers: AUTH });
 const interrupt = (id: string, target: Emulator = emu) => http(target, 'POST', `/v1/agent/sessions/${id}/interrupt`, { headers: AUTH });
@@ -72,7 +73,11 @@ describe('§3.2 state table', () => {
       expect(reply.status).toBe(202);
       expect((await list(id, undefined, local)).json.status).toBe('processing');
       const done = await waitStatus(id, 'idle', local);
-      expect(local.ledger.entries.filter((e) => e.kind === 'reserve' && (e.message_id === first.json.message_id || e.message_id === reply.json.message_id))).toHaveLength(1);
+      expect(
+        local.ledger.entries.filter(
+          (e) => e.kind === 'reserve' && (e.message_id === first.json.message_id || e.message_id === reply.json.message_id),
+        ),
+      ).toHaveLength(1);
       const answer = done.messages[done.messages.length - 1];
       expect(answer.status).toBe('completed');
       expect(answer.message.parts.some((p: any) => p.type === 'tool_call' && p.name === 'marketing-image')).toBe(true);

@@ -12,17 +12,26 @@ beforeAll(async () => {
 });
 afterAll(() => emu.close());
 
-const submit = (body: unknown, headers: Record<string, string> = {}) => http(emu, 'POST', '/vendor/ai-influencer', { headers: { ...AUTH, ...headers }, json: body });
+const submit = (body: unknown, headers: Record<string, string> = {}) =>
+  http(emu, 'POST', '/vendor/ai-influencer', { headers: { ...AUTH, ...headers }, json: body });
 
 describe('character sheet: body rules (4xx naming the field)', () => {
   const cases: [string, unknown, RegExp][] = [
     ['unknown tier', { tier: 'robots' }, /^tier: /],
-    ['variation_index on a human tier', { tier: 'normal', variation_index: 1 }, /^variation_index: human tier normal requires variation_index 0/],
+    [
+      'variation_index on a human tier',
+      { tier: 'normal', variation_index: 1 },
+      /^variation_index: human tier normal requires variation_index 0/,
+    ],
     ['variation_index out of range', { tier: 'cats', variation_index: 2_147_483_648 }, /^variation_index: /],
     ['seed below 1', { seed: 0 }, /^seed: /],
     ['seed above 1,000,000', { seed: 1_000_001 }, /^seed: /],
     ['brief over 4,000 characters', { brief: 'x'.repeat(4_001) }, /^brief: /],
-    ['four item images', { item_image_urls: ['https://a/1.png', 'https://a/2.png', 'https://a/3.png', 'https://a/4.png'] }, /^item_image_urls: /],
+    [
+      'four item images',
+      { item_image_urls: ['https://a/1.png', 'https://a/2.png', 'https://a/3.png', 'https://a/4.png'] },
+      /^item_image_urls: /,
+    ],
     ['body_color on a human tier', { tier: 'freak', body_color: '#112233' }, /^body_color: /],
     ['body_color not #RRGGBB', { tier: 'frogs', body_color: 'green' }, /^body_color: /],
     ['pinned_species without tier insects', { tier: 'cats', pinned_species: 'ant' }, /^pinned_species: /],
@@ -30,11 +39,39 @@ describe('character sheet: body rules (4xx naming the field)', () => {
     ['pinned_species over 64 characters', { tier: 'insects', pinned_species: 'a'.repeat(65) }, /^pinned_species: /],
     ['an unknown field', { tier: 'normal', colour: 'red' }, /^colour: unknown field/],
     ['trait_variants without version', { trait_variants: { choices: {} } }, /^trait_variants.version: /],
-    ['animal_choices on a human tier', { trait_variants: { version: 'appearance-v2', animal_choices: {} } }, /^trait_variants.animal_choices: /],
-    ['a variant id out of the general set', { tier: 'freak', selection: { transformations: ['pr_horns'] }, trait_variants: { version: 'appearance-v2', choices: { pr_horns: 'v6' } } }, /^trait_variants.choices.pr_horns: /],
-    ['a variant the trait catalog lacks', { tier: 'freak', selection: { transformations: ['pr_third_eye'] }, trait_variants: { version: 'appearance-v2', choices: { pr_third_eye: 'v4' } } }, /does not exist in the current trait catalog/],
-    ['a variant for an unselected trait', { tier: 'freak', trait_variants: { version: 'appearance-v2', choices: { pr_horns: 'v1' } } }, /is not selected/],
-    ['an animal_choices index above 4', { tier: 'cats', trait_variants: { version: 'appearance-v2', animal_choices: { an_tabby: 5 } } }, /^trait_variants.animal_choices.an_tabby: /],
+    [
+      'animal_choices on a human tier',
+      { trait_variants: { version: 'appearance-v2', animal_choices: {} } },
+      /^trait_variants.animal_choices: /,
+    ],
+    [
+      'a variant id out of the general set',
+      {
+        tier: 'freak',
+        selection: { transformations: ['pr_horns'] },
+        trait_variants: { version: 'appearance-v2', choices: { pr_horns: 'v6' } },
+      },
+      /^trait_variants.choices.pr_horns: /,
+    ],
+    [
+      'a variant the trait catalog lacks',
+      {
+        tier: 'freak',
+        selection: { transformations: ['pr_third_eye'] },
+        trait_variants: { version: 'appearance-v2', choices: { pr_third_eye: 'v4' } },
+      },
+      /does not exist in the current trait catalog/,
+    ],
+    [
+      'a variant for an unselected trait',
+      { tier: 'freak', trait_variants: { version: 'appearance-v2', choices: { pr_horns: 'v1' } } },
+      /is not selected/,
+    ],
+    [
+      'an animal_choices index above 4',
+      { tier: 'cats', trait_variants: { version: 'appearance-v2', animal_choices: { an_tabby: 5 } } },
+      /^trait_variants.animal_choices.an_tabby: /,
+    ],
     ['an animated image type', { image_url: 'https://example.com/a.gif' }, /^image_url: must be a non-animated JPEG, PNG or WebP/],
     ['a non-uploaded emulator media URL', { image_url: 'EMU/cdn/media/nope.png' }, /^image_url: the image is not reachable/],
   ];
@@ -48,14 +85,21 @@ describe('character sheet: body rules (4xx naming the field)', () => {
   }
 
   it('accepts pr_centaur v10 (v1 to v10 for that trait) and charges US$0.05', async () => {
-    const res = await submit({ tier: 'total', selection: { transformations: ['pr_centaur'] }, trait_variants: { version: 'appearance-v2', choices: { pr_centaur: 'v10' } } });
+    const res = await submit({
+      tier: 'total',
+      selection: { transformations: ['pr_centaur'] },
+      trait_variants: { version: 'appearance-v2', choices: { pr_centaur: 'v10' } },
+    });
     expect(res.status).toBe(200);
     expect(netCents(emu, { requestId: res.json.request_id })).toBe(5);
   });
 
   it('refuses malformed JSON with 400 and no charge', async () => {
     const before = emu.requests.byId.size;
-    const res = await http(emu, 'POST', '/vendor/ai-influencer', { headers: { ...AUTH, 'content-type': 'application/json' }, body: Buffer.from('{oops') });
+    const res = await http(emu, 'POST', '/vendor/ai-influencer', {
+      headers: { ...AUTH, 'content-type': 'application/json' },
+      body: Buffer.from('{oops'),
+    });
     expect(res.status).toBe(400);
     expect(emu.requests.byId.size).toBe(before);
   });
@@ -63,14 +107,30 @@ describe('character sheet: body rules (4xx naming the field)', () => {
 
 describe('character sheet: selection rules against the catalog (§4.2 rules 1–7)', () => {
   const cases: [string, unknown, RegExp][] = [
-    ['more than 18 categories', { selection: Object.fromEntries(Array.from({ length: 19 }, (_, i) => [`c${i}`, []])) }, /^selection: at most 18/],
-    ['a category for another tier', { tier: 'normal', selection: { species: ['an_tabby'] } }, /^selection.species: category "species" does not apply to tier normal/],
+    [
+      'more than 18 categories',
+      { selection: Object.fromEntries(Array.from({ length: 19 }, (_, i) => [`c${i}`, []])) },
+      /^selection: at most 18/,
+    ],
+    [
+      'a category for another tier',
+      { tier: 'normal', selection: { species: ['an_tabby'] } },
+      /^selection.species: category "species" does not apply to tier normal/,
+    ],
     ['a stale category key', { selection: { hats: ['fedora'] } }, /^selection.hats: .*stale or unknown/],
     ['a stale option key', { selection: { hair_style: ['afro_puffs'] } }, /^selection.hair_style: option "afro_puffs".*stale or unknown/],
     ['more options than the category max', { selection: { clothing: ['tshirt', 'jeans', 'boots', 'hoodie'] } }, /allows at most 3/],
-    ['an option restricted to other tiers', { tier: 'normal', selection: { hair_style: ['flame_hair'] } }, /option "flame_hair" in category "hair_style" is only for total, not normal/],
+    [
+      'an option restricted to other tiers',
+      { tier: 'normal', selection: { hair_style: ['flame_hair'] } },
+      /option "flame_hair" in category "hair_style" is only for total, not normal/,
+    ],
     ['two options in one facial slot', { selection: { face_features: ['button_nose', 'roman_nose'] } }, /both fill facial slot "nose"/],
-    ['an exclusive option with another', { selection: { accessories: ['no_accessories', 'hat'] } }, /is exclusive and must be selected alone/],
+    [
+      'an exclusive option with another',
+      { selection: { accessories: ['no_accessories', 'hat'] } },
+      /is exclusive and must be selected alone/,
+    ],
   ];
   for (const [name, body, detail] of cases) {
     it(`refuses ${name}`, async () => {
@@ -82,7 +142,9 @@ describe('character sheet: selection rules against the catalog (§4.2 rules 1–
 
   it('takes the shared key "eyes" as the animal category for an animal tier', async () => {
     expect((await submit({ tier: 'cats', selection: { eyes: ['an_big_eyes'] } })).status).toBe(200);
-    expect((await submit({ tier: 'cats', selection: { eyes: ['round_eyes'] } })).json.detail).toMatch(/option "round_eyes" is not in category "eyes"/);
+    expect((await submit({ tier: 'cats', selection: { eyes: ['round_eyes'] } })).json.detail).toMatch(
+      /option "round_eyes" is not in category "eyes"/,
+    );
   });
 
   it('accepts an option with a null preview', async () => {
@@ -145,11 +207,14 @@ describe('character sheet: Idempotency-Key', () => {
   });
 
   it('keys are scoped per account', async () => {
-    const local = await start({ accounts: [
-      { keyId: 'a1', secret: 's1-secret', credits: 100, agentEnabled: true },
-      { keyId: 'a2', secret: 's2-secret', credits: 100, agentEnabled: true },
-    ] });
-    const send = (k: string) => http(local, 'POST', '/vendor/ai-influencer', { headers: { authorization: `Key ${k}`, 'idempotency-key': 'shared' }, json: {} });
+    const local = await start({
+      accounts: [
+        { keyId: 'a1', secret: 's1-secret', credits: 100, agentEnabled: true },
+        { keyId: 'a2', secret: 's2-secret', credits: 100, agentEnabled: true },
+      ],
+    });
+    const send = (k: string) =>
+      http(local, 'POST', '/vendor/ai-influencer', { headers: { authorization: `Key ${k}`, 'idempotency-key': 'shared' }, json: {} });
     const a = await send('a1:s1-secret');
     const b = await send('a2:s2-secret');
     expect(b.status).toBe(200);

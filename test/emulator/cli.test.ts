@@ -12,7 +12,16 @@ function capture(): CliIO & { stdout: string[]; stderr: string[]; controller: Ab
   const stdout: string[] = [];
   const stderr: string[] = [];
   const controller = new AbortController();
-  return { stdout, stderr, controller, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env: {}, signal: controller.signal };
+  return {
+    stdout,
+    stderr,
+    controller,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env: {},
+    signal: controller.signal,
+  };
 }
 
 describe('genpipe emulator', () => {

@@ -39,7 +39,10 @@ describe('fault profiles', () => {
 
   it('reads a fault file (YAML): extends, all, per-class overrides', () => {
     const file = join(dir, 'faults.yaml');
-    writeFileSync(file, 'extends: flaky\nall:\n  error_500: 0\nstatus:\n  rate_429: 0.5\n  retry_after_s: 3\nwebhooks:\n  duplicate_rate: 1\n');
+    writeFileSync(
+      file,
+      'extends: flaky\nall:\n  error_500: 0\nstatus:\n  rate_429: 0.5\n  retry_after_s: 3\nwebhooks:\n  duplicate_rate: 1\n',
+    );
     const p = loadFaultProfile(file);
     expect(p.routes.submit.error_500).toBe(0);
     expect(p.routes.submit.error_502).toBe(FAULT_PROFILES.flaky.routes.submit.error_502);
@@ -111,20 +114,23 @@ describe('faults on the wire', () => {
     await emu.close();
   });
 
-  it.each([502, 504] as const)('error_%i_after: the submit is processed and charged, then answered with that status instead of 200', async (status) => {
-    const emu = await start();
-    emu.forceFaults('submit', `error_${status}_after`);
-    const res = await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 3 } });
-    expect(res.status).toBe(status);
-    expect(typeof res.json.detail).toBe('string');
-    expect(res.json.request_id).toBeUndefined();
-    expect(emu.requests.byId.size).toBe(1);
-    expect(emu.ledger.entries.filter((e) => e.kind === 'charge')).toHaveLength(1);
-    expect(emu.faults.injected[`submit.error_${status}_after`]).toBe(1);
-    // The next submit is answered as usual.
-    expect((await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 4 } })).status).toBe(200);
-    await emu.close();
-  });
+  it.each([502, 504] as const)(
+    'error_%i_after: the submit is processed and charged, then answered with that status instead of 200',
+    async (status) => {
+      const emu = await start();
+      emu.forceFaults('submit', `error_${status}_after`);
+      const res = await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 3 } });
+      expect(res.status).toBe(status);
+      expect(typeof res.json.detail).toBe('string');
+      expect(res.json.request_id).toBeUndefined();
+      expect(emu.requests.byId.size).toBe(1);
+      expect(emu.ledger.entries.filter((e) => e.kind === 'charge')).toHaveLength(1);
+      expect(emu.faults.injected[`submit.error_${status}_after`]).toBe(1);
+      // The next submit is answered as usual.
+      expect((await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 4 } })).status).toBe(200);
+      await emu.close();
+    },
+  );
 
   it('502 and 504 after processing: a keyed submit is retried under its key and charged once; a keyless one is sent once and is indeterminate', async () => {
     const emu = await start();
@@ -135,7 +141,9 @@ describe('faults on the wire', () => {
     expect(emu.requests.get(r.request_id)?.idempotencyKey).toBe('step-gw');
     expect(emu.ledger.entries.filter((e) => e.kind === 'charge')).toHaveLength(1);
     emu.forceFaults('submit', 'error_504_after');
-    const error = await client.marketingImage.submit({ prompt: 'a keyless banner', resolution: '1k', quality: 'low' }).catch((e: unknown) => e);
+    const error = await client.marketingImage
+      .submit({ prompt: 'a keyless banner', resolution: '1k', quality: 'low' })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(IndeterminateSubmissionError);
     expect((error as IndeterminateSubmissionError).status).toBe(504);
     expect(emu.requests.byId.size).toBe(2);
@@ -154,7 +162,13 @@ describe('faults on the wire', () => {
   });
 
   it('429 carries Retry-After; 500, 502 and 503 are answered before processing', async () => {
-    const emu = await start({ faults: { ...FAULT_PROFILES.none, name: 'limits', routes: { ...FAULT_PROFILES.none.routes, status: { ...FAULT_PROFILES.none.routes.status, retry_after_s: 7 } } } });
+    const emu = await start({
+      faults: {
+        ...FAULT_PROFILES.none,
+        name: 'limits',
+        routes: { ...FAULT_PROFILES.none.routes, status: { ...FAULT_PROFILES.none.routes.status, retry_after_s: 7 } },
+      },
+    });
     emu.forceFaults('status', 'rate_429');
     const limited = await http(emu, 'GET', '/models/vendor/ai-influencer/options');
     expect(limited.status).toBe(429);
@@ -183,8 +197,10 @@ describe('faults on the wire', () => {
     const file = join(dir, 'foreign.yaml');
     writeFileSync(file, 'status:\n  foreign_status: 1\n');
     const emu = await start({ faults: loadFaultProfile(file) });
-    const a = (await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 1 } })).json.request_id as string;
-    const b = (await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 2 } })).json.request_id as string;
+    const a = (await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 1 } })).json
+      .request_id as string;
+    const b = (await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 2 } })).json
+      .request_id as string;
     const status = await http(emu, 'GET', `/requests/${a}/status`, { headers: AUTH });
     expect(status.status).toBe(200);
     expect(status.json.request_id).toBe(b);
@@ -217,10 +233,20 @@ describe('faults on the wire', () => {
 
   it('a whole client workload under the hostile profile ends with one request per key', async () => {
     const emu = await start({ faults: 'hostile', seed: 3 });
-    emu.setFaults({ ...FAULT_PROFILES.hostile, routes: Object.fromEntries(Object.entries(FAULT_PROFILES.hostile.routes).map(([k, v]) => [k, { ...v, latency_ms: 0, jitter_ms: 0, slow_body_chunk_ms: 1, retry_after_s: 0 }])) as never });
+    emu.setFaults({
+      ...FAULT_PROFILES.hostile,
+      routes: Object.fromEntries(
+        Object.entries(FAULT_PROFILES.hostile.routes).map(([k, v]) => [
+          k,
+          { ...v, latency_ms: 0, jitter_ms: 0, slow_body_chunk_ms: 1, retry_after_s: 0 },
+        ]),
+      ) as never,
+    });
     const client = clientFor(emu);
     (client.config.retry as { maxAttempts: number }).maxAttempts = 20;
-    const ids = await Promise.all(Array.from({ length: 60 }, (_, i) => client.characterSheet.submit({ brief: `n${i}` }, { idempotencyKey: `hostile-${i}` })));
+    const ids = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => client.characterSheet.submit({ brief: `n${i}` }, { idempotencyKey: `hostile-${i}` })),
+    );
     expect(new Set(ids.map((r) => r.request_id)).size).toBe(60);
     expect(emu.requests.byId.size).toBe(60);
     expect(Object.values(emu.faults.injected).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);

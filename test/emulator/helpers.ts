@@ -28,7 +28,12 @@ export interface Raw {
 }
 
 /** One raw HTTP exchange with the emulator (for statuses and headers the client hides). */
-export async function http(emu: Emulator, method: 'GET' | 'POST' | 'PUT', path: string, options: { headers?: Record<string, string>; json?: unknown; body?: Buffer } = {}): Promise<Raw> {
+export async function http(
+  emu: Emulator,
+  method: 'GET' | 'POST' | 'PUT',
+  path: string,
+  options: { headers?: Record<string, string>; json?: unknown; body?: Buffer } = {},
+): Promise<Raw> {
   const headers: Record<string, string> = { ...options.headers };
   let body: string | Buffer | undefined;
   if (options.json !== undefined) {
@@ -57,6 +62,9 @@ export async function until<T>(check: () => T | undefined | Promise<T | undefine
 
 /** Net cost (reserves + charges − refunds) in US$ cents, exact, optionally for one request or message. */
 export function netCents(emu: Emulator, ref?: { requestId?: string; messageId?: string }): number {
-  const micros = emu.ledger.netMicros((e) => (ref?.requestId === undefined || e.request_id === ref.requestId) && (ref?.messageId === undefined || e.message_id === ref.messageId));
+  const micros = emu.ledger.netMicros(
+    (e) =>
+      (ref?.requestId === undefined || e.request_id === ref.requestId) && (ref?.messageId === undefined || e.message_id === ref.messageId),
+  );
   return micros / 10_000;
 }

@@ -20,12 +20,19 @@ async function workload(emu: Emulator): Promise<{ ids: string[]; behaviour: unkn
   ids.push(jobSet.json.id, ...jobSet.json.jobs.map((j: { id: string }) => j.id));
   const session = await http(emu, 'POST', '/v1/agent/sessions', { headers: AUTH, json: {} });
   ids.push(session.json.session_id);
-  const message = await http(emu, 'POST', `/v1/agent/sessions/${session.json.session_id}/messages`, { headers: AUTH, json: { content: 'hello' } });
+  const message = await http(emu, 'POST', `/v1/agent/sessions/${session.json.session_id}/messages`, {
+    headers: AUTH,
+    json: { content: 'hello' },
+  });
   ids.push(message.json.message_id);
   const media = await http(emu, 'POST', '/v1/agent/media', { headers: AUTH, json: { extension: 'png', type: 'image' } });
   ids.push(media.json.id);
   expect(ids.every((id) => typeof id === 'string' && id.length > 0)).toBe(true);
-  const behaviour = [...emu.requests.byId.values()].map((r) => ({ queued: r.startAt - r.createdAt, run: r.endAt - r.startAt, outcome: r.outcome }));
+  const behaviour = [...emu.requests.byId.values()].map((r) => ({
+    queued: r.startAt - r.createdAt,
+    run: r.endAt - r.startAt,
+    outcome: r.outcome,
+  }));
   return { ids, behaviour };
 }
 
@@ -47,13 +54,14 @@ describe('ids across emulator processes', () => {
     }
   });
 
-  it('an emulator restarted with the same seed does not answer for the first one\'s request ids', async () => {
+  it("an emulator restarted with the same seed does not answer for the first one's request ids", async () => {
     const first = await start({ seed: 11 });
     const id = (await http(first, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 1 } })).json.request_id;
     await first.close();
     const again = await start({ seed: 11 });
     try {
-      const other = (await http(again, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 2 } })).json.request_id;
+      const other = (await http(again, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { tier: 'cats', seed: 2 } })).json
+        .request_id;
       expect(other).not.toBe(id);
       expect((await http(again, 'GET', `/requests/${id}/status`, { headers: AUTH })).status).toBe(404);
     } finally {

@@ -61,7 +61,10 @@ describe('ledger', () => {
     const emu = await start({ timeScale: 0.001 });
     const s = (await http(emu, 'POST', '/v1/agent/sessions', { headers: AUTH, json: {} })).json.session_id;
     const send = (content: string) => http(emu, 'POST', `/v1/agent/sessions/${s}/messages`, { headers: AUTH, json: { content } });
-    const idle = () => until(async () => ((await http(emu, 'GET', `/v1/agent/sessions/${s}/messages`, { headers: AUTH })).json.status === 'idle' ? true : undefined));
+    const idle = () =>
+      until(async () =>
+        (await http(emu, 'GET', `/v1/agent/sessions/${s}/messages`, { headers: AUTH })).json.status === 'idle' ? true : undefined,
+      );
     const a = await send('create a character sheet');
     await idle();
     const b = await send('oops #fail');
@@ -85,7 +88,10 @@ describe('ledger', () => {
   it('legacy job sets bill per job and refund failed jobs', async () => {
     const emu = await start();
     await http(emu, 'POST', '/v1/text2image/soul', { headers: LEGACY_AUTH, json: { params: { prompt: 'cat', batch_size: 3 } } });
-    await http(emu, 'POST', '/v1/text2image/soul', { headers: LEGACY_AUTH, json: { params: { prompt: 'dog [emulator:fail]', batch_size: 2 } } });
+    await http(emu, 'POST', '/v1/text2image/soul', {
+      headers: LEGACY_AUTH,
+      json: { params: { prompt: 'dog [emulator:fail]', batch_size: 2 } },
+    });
     await settled(emu);
     expect(netCents(emu)).toBe(9);
     await emu.close();

@@ -21,13 +21,28 @@ describe('--state: the emulator remembers across restarts', () => {
   it('requests, job sets, the ledger and Idempotency-Keys survive a restart; requests in flight settle after it', async () => {
     const dir = stateDir();
     // Character sheets run 400 ms: the second one is still running when the first emulator stops.
-    const options = { stateDir: dir, timeScale: 1, seed: 3, durations: { 'character-sheet': { queuedMs: [0, 0] as const, runMs: [400, 400] as const } } };
+    const options = {
+      stateDir: dir,
+      timeScale: 1,
+      seed: 3,
+      durations: { 'character-sheet': { queuedMs: [0, 0] as const, runMs: [400, 400] as const } },
+    };
     const first = await start(options);
     const keyed = await http(first, 'POST', '/vendor/ai-influencer', { headers: { ...AUTH, 'idempotency-key': 'inst-1' }, json: sheet(1) });
     expect(keyed.status).toBe(200);
-    await until(async () => ((await http(first, 'GET', `/requests/${keyed.json.request_id}/status`, { headers: AUTH })).json.status === 'completed' ? true : undefined));
-    const running = await http(first, 'POST', '/vendor/ai-influencer', { headers: { ...AUTH, 'idempotency-key': 'inst-2' }, json: sheet(2) });
-    const jobSet = await http(first, 'POST', '/v1/text2image/soul', { headers: LEGACY_AUTH, json: { params: { prompt: 'p', batch_size: 2 } } });
+    await until(async () =>
+      (await http(first, 'GET', `/requests/${keyed.json.request_id}/status`, { headers: AUTH })).json.status === 'completed'
+        ? true
+        : undefined,
+    );
+    const running = await http(first, 'POST', '/vendor/ai-influencer', {
+      headers: { ...AUTH, 'idempotency-key': 'inst-2' },
+      json: sheet(2),
+    });
+    const jobSet = await http(first, 'POST', '/v1/text2image/soul', {
+      headers: LEGACY_AUTH,
+      json: { params: { prompt: 'p', batch_size: 2 } },
+    });
     expect(jobSet.status).toBe(200);
     const session = (await http(first, 'POST', '/v1/agent/sessions', { headers: AUTH, json: {} })).json.session_id;
     const held = await http(first, 'POST', `/v1/agent/sessions/${session}/messages`, { headers: AUTH, json: { content: 'wait #hold' } });
@@ -50,15 +65,24 @@ describe('--state: the emulator remembers across restarts', () => {
       expect(done.json.status).toBe('completed');
       expect(done.json.images[0].url.startsWith(second.url)).toBe(true);
       expect((await http(second, 'GET', new URL(done.json.images[0].url).pathname)).status).toBe(200);
-      await until(async () => ((await http(second, 'GET', `/requests/${running.json.request_id}/status`, { headers: AUTH })).json.status === 'completed' ? true : undefined));
+      await until(async () =>
+        (await http(second, 'GET', `/requests/${running.json.request_id}/status`, { headers: AUTH })).json.status === 'completed'
+          ? true
+          : undefined,
+      );
       expect((await http(second, 'GET', `/v1/job-sets/${jobSet.json.id}`, { headers: LEGACY_AUTH })).json.jobs).toHaveLength(2);
 
       // Idempotency-Keys: the same key and body replays the request, another body is refused.
       const charges = second.ledger.entries.filter((e) => e.kind === 'charge').length;
-      const replay = await http(second, 'POST', '/vendor/ai-influencer', { headers: { ...AUTH, 'idempotency-key': 'inst-1' }, json: sheet(1) });
+      const replay = await http(second, 'POST', '/vendor/ai-influencer', {
+        headers: { ...AUTH, 'idempotency-key': 'inst-1' },
+        json: sheet(1),
+      });
       expect(replay.status).toBe(200);
       expect(replay.json.request_id).toBe(keyed.json.request_id);
-      expect((await http(second, 'POST', '/vendor/ai-influencer', { headers: { ...AUTH, 'idempotency-key': 'inst-1' }, json: sheet(9) })).status).toBe(422);
+      expect(
+        (await http(second, 'POST', '/vendor/ai-influencer', { headers: { ...AUTH, 'idempotency-key': 'inst-1' }, json: sheet(9) })).status,
+      ).toBe(422);
       expect(second.ledger.entries.filter((e) => e.kind === 'charge').length).toBe(charges);
       // Sessions are not kept: the one of the first emulator is gone.
       expect((await http(second, 'GET', `/v1/agent/sessions/${session}/messages`, { headers: AUTH })).status).toBe(404);
@@ -133,7 +157,16 @@ function capture(): CliIO & { stdout: string[]; stderr: string[]; controller: Ab
   const stdout: string[] = [];
   const stderr: string[] = [];
   const controller = new AbortController();
-  return { stdout, stderr, controller, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env: {}, signal: controller.signal };
+  return {
+    stdout,
+    stderr,
+    controller,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env: {},
+    signal: controller.signal,
+  };
 }
 
 describe('genpipe emulator --state', () => {

@@ -10,10 +10,12 @@ import { AUTH, http, LEGACY_AUTH, start, until } from './helpers.js';
 
 let emu: Emulator;
 beforeAll(async () => {
-  emu = await start({ accounts: [
-    { keyId: '00000000-0000-4000-8000-000000000000', secret: 'emulator-secret', credits: 100_000, agentEnabled: true },
-    { keyId: '44444444-4444-4444-8444-444444444444', secret: 'second-secret', credits: 100, agentEnabled: true },
-  ] });
+  emu = await start({
+    accounts: [
+      { keyId: '00000000-0000-4000-8000-000000000000', secret: 'emulator-secret', credits: 100_000, agentEnabled: true },
+      { keyId: '44444444-4444-4444-8444-444444444444', secret: 'second-secret', credits: 100, agentEnabled: true },
+    ],
+  });
 });
 afterAll(() => emu.close());
 const OTHER = { authorization: 'Key 44444444-4444-4444-8444-444444444444:second-secret' };
@@ -22,10 +24,19 @@ describe('auth (§5)', () => {
   it('401 without credentials, with a malformed header, and with a wrong secret', async () => {
     expect((await http(emu, 'GET', '/requests/x/status')).status).toBe(401);
     expect((await http(emu, 'GET', '/requests/x/status', { headers: { authorization: 'Bearer abc' } })).status).toBe(401);
-    const wrong = await http(emu, 'GET', '/requests/x/status', { headers: { authorization: 'Key 00000000-0000-4000-8000-000000000000:nope' } });
+    const wrong = await http(emu, 'GET', '/requests/x/status', {
+      headers: { authorization: 'Key 00000000-0000-4000-8000-000000000000:nope' },
+    });
     expect(wrong.status).toBe(401);
     expect(wrong.json.detail).not.toContain('nope');
-    expect((await http(emu, 'POST', '/v1/text2image/soul', { headers: { 'hf-api-key': 'not-a-uuid', 'hf-secret': 'emulator-secret' }, json: { params: {} } })).status).toBe(401);
+    expect(
+      (
+        await http(emu, 'POST', '/v1/text2image/soul', {
+          headers: { 'hf-api-key': 'not-a-uuid', 'hf-secret': 'emulator-secret' },
+          json: { params: {} },
+        })
+      ).status,
+    ).toBe(401);
     expect((await http(emu, 'POST', '/v1/text2image/soul', { headers: AUTH, json: { params: {} } })).status).toBe(401);
   });
 
@@ -61,20 +72,34 @@ describe('media upload flow', () => {
   it('PUT refuses a wrong content type (415) and a wrong signature (403); confirm stays not_ready', async () => {
     const rec = (await http(emu, 'POST', '/v1/agent/media', { headers: AUTH, json: { extension: 'png', type: 'image' } })).json;
     const path = new URL(rec.upload_url);
-    const wrong = await http(emu, 'PUT', path.pathname + path.search, { headers: { 'content-type': 'image/jpeg' }, body: Buffer.from('x') });
+    const wrong = await http(emu, 'PUT', path.pathname + path.search, {
+      headers: { 'content-type': 'image/jpeg' },
+      body: Buffer.from('x'),
+    });
     expect(wrong.status).toBe(415);
-    const forged = await http(emu, 'PUT', `${path.pathname}?signature=forged`, { headers: { 'content-type': 'image/png' }, body: Buffer.from('x') });
+    const forged = await http(emu, 'PUT', `${path.pathname}?signature=forged`, {
+      headers: { 'content-type': 'image/png' },
+      body: Buffer.from('x'),
+    });
     expect(forged.status).toBe(403);
-    const confirm = await http(emu, 'POST', `/v1/agent/media/${encodeURIComponent(rec.id)}/confirm`, { headers: AUTH, json: { type: 'image' } });
+    const confirm = await http(emu, 'POST', `/v1/agent/media/${encodeURIComponent(rec.id)}/confirm`, {
+      headers: AUTH,
+      json: { type: 'image' },
+    });
     expect(confirm.json.status).toBe('not_ready');
     expect((await http(emu, 'GET', new URL(rec.url).pathname)).status).toBe(404);
-    expect((await http(emu, 'POST', `/v1/agent/media/${encodeURIComponent(rec.id)}/confirm`, { headers: OTHER, json: { type: 'image' } })).status).toBe(404);
+    expect(
+      (await http(emu, 'POST', `/v1/agent/media/${encodeURIComponent(rec.id)}/confirm`, { headers: OTHER, json: { type: 'image' } }))
+        .status,
+    ).toBe(404);
   });
 
   it('uploaded media can be referenced as a character-sheet image_url', async () => {
     const rec = (await http(emu, 'POST', '/v1/agent/media', { headers: AUTH, json: { extension: 'png', type: 'image' } })).json;
     const path = new URL(rec.upload_url);
-    expect((await http(emu, 'PUT', path.pathname + path.search, { headers: { 'content-type': 'image/png' }, body: Buffer.from('png') })).status).toBe(200);
+    expect(
+      (await http(emu, 'PUT', path.pathname + path.search, { headers: { 'content-type': 'image/png' }, body: Buffer.from('png') })).status,
+    ).toBe(200);
     const served = await http(emu, 'GET', new URL(rec.url).pathname);
     expect(served.headers['content-type']).toBe('image/png');
     expect((await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { image_url: rec.url } })).status).toBe(200);
@@ -87,7 +112,9 @@ describe('presets (§2.6, §4.5)', () => {
     let cursor: string | null = null;
     let total = -1;
     for (let i = 0; i < 20; i++) {
-      const page: any = (await http(emu, 'GET', `/marketing-studio/image/presets?size=4${cursor ? `&cursor=${cursor}` : ''}`, { headers: AUTH })).json;
+      const page: any = (
+        await http(emu, 'GET', `/marketing-studio/image/presets?size=4${cursor ? `&cursor=${cursor}` : ''}`, { headers: AUTH })
+      ).json;
       total = page.total;
       expect(page.items.length).toBeLessThanOrEqual(4);
       for (const item of page.items) expect(item.type).toBe('ads');
@@ -131,16 +158,36 @@ describe('marketing image modes (§4.4)', () => {
     expect((await submit({ prompt: 'p', enhance_prompt: true, image_urls: ['https://e.com/a.png'] })).json.detail).toMatch(/preset_id/);
     const id = emu.presets.visible()[0]!.id;
     expect((await submit({ prompt: 'p', enhance_prompt: true, preset_id: id })).json.detail).toMatch(/image_urls/);
-    expect((await submit({ prompt: 'p', enhance_prompt: true, preset_id: id, image_urls: ['https://e.com/a.png', 'https://e.com/b.png', 'https://e.com/c.png'] })).status).toBe(422);
+    expect(
+      (
+        await submit({
+          prompt: 'p',
+          enhance_prompt: true,
+          preset_id: id,
+          image_urls: ['https://e.com/a.png', 'https://e.com/b.png', 'https://e.com/c.png'],
+        })
+      ).status,
+    ).toBe(422);
   });
 
   it('enhanced auto uses the preset aspect ratio and keeps quality; no person without a model reference', async () => {
     const preset = emu.presets.visible().find((p) => p.aspectRatio === '9:16')!;
-    const r = await submit({ prompt: 'p', enhance_prompt: true, preset_id: preset.id, image_urls: ['https://e.com/a.png'], quality: 'low' });
+    const r = await submit({
+      prompt: 'p',
+      enhance_prompt: true,
+      preset_id: preset.id,
+      image_urls: ['https://e.com/a.png'],
+      quality: 'low',
+    });
     const req = emu.requests.get(r.json.request_id)!;
     expect(req.details).toMatchObject({ mode: 'enhanced', aspect_ratio: '9:16', quality: 'low', person: false });
     expect(req.art.height).toBeGreaterThan(req.art.width);
-    const withModel = await submit({ prompt: 'p', enhance_prompt: true, preset_id: preset.id, image_urls: ['https://e.com/a.png', 'https://e.com/model.png'] });
+    const withModel = await submit({
+      prompt: 'p',
+      enhance_prompt: true,
+      preset_id: preset.id,
+      image_urls: ['https://e.com/a.png', 'https://e.com/model.png'],
+    });
     expect(emu.requests.get(withModel.json.request_id)!.details.person).toBe(true);
   });
 
@@ -182,16 +229,27 @@ describe('legacy outputs', () => {
   });
 
   it('Soul min and raw are PNGs; job sets of another account are 404', async () => {
-    const set = (await http(emu, 'POST', '/v1/text2image/soul', { headers: LEGACY_AUTH, json: { params: { prompt: 'cat', width_and_height: '1536x1024' } } })).json;
+    const set = (
+      await http(emu, 'POST', '/v1/text2image/soul', {
+        headers: LEGACY_AUTH,
+        json: { params: { prompt: 'cat', width_and_height: '1536x1024' } },
+      })
+    ).json;
     const done = await finished(set.id);
     const min = await http(emu, 'GET', new URL(done.jobs[0].results.min.url).pathname);
     const raw = await http(emu, 'GET', new URL(done.jobs[0].results.raw.url).pathname);
     expect(min.headers['content-type']).toBe('image/png');
     expect(raw.bytes.readUInt32BE(16)).toBeGreaterThan(min.bytes.readUInt32BE(16));
-    const other = await http(emu, 'GET', `/v1/job-sets/${set.id}`, { headers: { 'hf-api-key': '44444444-4444-4444-8444-444444444444', 'hf-secret': 'second-secret' } });
+    const other = await http(emu, 'GET', `/v1/job-sets/${set.id}`, {
+      headers: { 'hf-api-key': '44444444-4444-4444-8444-444444444444', 'hf-secret': 'second-secret' },
+    });
     expect(other.status).toBe(404);
-    expect((await http(emu, 'POST', '/v1/text2image/soul', { headers: LEGACY_AUTH, json: { params: { batch_size: 9 } } })).status).toBe(422);
-    expect((await http(emu, 'POST', '/v1/speak/vendor', { headers: LEGACY_AUTH, json: { webhook: null, params: {} } })).json.detail).toMatch(/^webhook: unknown field/);
+    expect((await http(emu, 'POST', '/v1/text2image/soul', { headers: LEGACY_AUTH, json: { params: { batch_size: 9 } } })).status).toBe(
+      422,
+    );
+    expect(
+      (await http(emu, 'POST', '/v1/speak/vendor', { headers: LEGACY_AUTH, json: { webhook: null, params: {} } })).json.detail,
+    ).toMatch(/^webhook: unknown field/);
   });
 });
 
@@ -236,7 +294,10 @@ describe('accounts', () => {
 
   it('reads YAML and JSON accounts files with defaults', () => {
     const yaml = join(dir, 'a.yaml');
-    writeFileSync(yaml, 'accounts:\n  - key_id: alice\n    secret: alice-secret\n    credits: 10\n    agent_enabled: false\n  - key_id: bob\n    secret: bob-secret\n');
+    writeFileSync(
+      yaml,
+      'accounts:\n  - key_id: alice\n    secret: alice-secret\n    credits: 10\n    agent_enabled: false\n  - key_id: bob\n    secret: bob-secret\n',
+    );
     expect(accountsFromFile(yaml)).toEqual([
       { keyId: 'alice', secret: 'alice-secret', credits: 10, agentEnabled: false },
       { keyId: 'bob', secret: 'bob-secret', credits: 1_000_000, agentEnabled: true },

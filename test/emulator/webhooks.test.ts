@@ -38,10 +38,13 @@ afterEach(async () => {
 async function setup(options: Parameters<typeof start>[0], answer?: (n: number) => number | 'hang') {
   const emu = await start(options);
   const hook = await receiver(answer);
-  cleanups.push(() => emu.close(), () => {
-    hook.server.closeAllConnections();
-    hook.server.close();
-  });
+  cleanups.push(
+    () => emu.close(),
+    () => {
+      hook.server.closeAllConnections();
+      hook.server.close();
+    },
+  );
   return { emu, hook };
 }
 /** Waits until `n` deliveries exist (requests settle on a timer), then until none is pending. */
@@ -50,7 +53,10 @@ async function settledDeliveries(emu: Emulator, n: number): Promise<void> {
   await emu.webhooks.whenIdle();
 }
 const soulStandard = (emu: Emulator, hookUrl: string, prompt = 'p') =>
-  http(emu, 'POST', `/vendor-ai/soul/standard?hf_webhook=${encodeURIComponent(hookUrl)}`, { headers: AUTH, json: { prompt, aspect_ratio: '1:1', resolution: '1k' } });
+  http(emu, 'POST', `/vendor-ai/soul/standard?hf_webhook=${encodeURIComponent(hookUrl)}`, {
+    headers: AUTH,
+    json: { prompt, aspect_ratio: '1:1', resolution: '1k' },
+  });
 
 describe('payloads (§6 table)', () => {
   it('completed (image): status, request_id, status_url, cancel_url, images', async () => {
@@ -65,7 +71,10 @@ describe('payloads (§6 table)', () => {
 
   it('completed (video): status, request_id, status_url, cancel_url, video; legacy carries X-Webhook-Secret-Key', async () => {
     const { emu, hook } = await setup({});
-    const set = await http(emu, 'POST', '/v1/image2video/dop', { headers: LEGACY_AUTH, json: { webhook: { url: hook.url, secret: 'hook-secret-1' }, params: { prompt: 'x' } } });
+    const set = await http(emu, 'POST', '/v1/image2video/dop', {
+      headers: LEGACY_AUTH,
+      json: { webhook: { url: hook.url, secret: 'hook-secret-1' }, params: { prompt: 'x' } },
+    });
     expect(set.status).toBe(200);
     await settledDeliveries(emu, 1);
     expect(Object.keys(hook.got[0]!.body).sort()).toEqual(['cancel_url', 'request_id', 'status', 'status_url', 'video']);
@@ -87,7 +96,10 @@ describe('payloads (§6 table)', () => {
   it('hf_webhook works on the other model paths, and --webhook-secret is sent on it', async () => {
     const { emu, hook } = await setup({ webhookSecret: 'global-hook-secret' });
     await http(emu, 'POST', `/vendor/ai-influencer?hf_webhook=${encodeURIComponent(hook.url)}`, { headers: AUTH, json: {} });
-    await http(emu, 'POST', `/marketing-studio/image/sunburst?hf_webhook=${encodeURIComponent(hook.url)}`, { headers: AUTH, json: { prompt: 'shoes' } });
+    await http(emu, 'POST', `/marketing-studio/image/sunburst?hf_webhook=${encodeURIComponent(hook.url)}`, {
+      headers: AUTH,
+      json: { prompt: 'shoes' },
+    });
     await settledDeliveries(emu, 2);
     expect(hook.got).toHaveLength(2);
     expect(hook.got.every((g) => g.headers['x-webhook-secret-key'] === 'global-hook-secret')).toBe(true);
@@ -95,7 +107,10 @@ describe('payloads (§6 table)', () => {
 
   it('refuses a non-loopback webhook URL, and sends nothing for a canceled request', async () => {
     const { emu, hook } = await setup({ timeScale: 1, durations: { 'soul-standard': { queuedMs: [3_600_000, 3_600_000] } } });
-    const res = await http(emu, 'POST', `/vendor-ai/soul/standard?hf_webhook=${encodeURIComponent('https://example.com/hook')}`, { headers: AUTH, json: { prompt: 'p', aspect_ratio: '1:1', resolution: '1k' } });
+    const res = await http(emu, 'POST', `/vendor-ai/soul/standard?hf_webhook=${encodeURIComponent('https://example.com/hook')}`, {
+      headers: AUTH,
+      json: { prompt: 'p', aspect_ratio: '1:1', resolution: '1k' },
+    });
     expect(res.status).toBe(422);
     expect(res.json.detail).toMatch(/^hf_webhook: .*loopback/);
     const r = await soulStandard(emu, hook.url);
@@ -144,7 +159,14 @@ describe('delivery rules', () => {
   });
 
   it('delivers duplicates when the fault profile says so (receivers dedupe by request_id)', async () => {
-    const { emu, hook } = await setup({ timeScale: 0.001, faults: { name: 'dups', routes: (await import('../../src/emulator/faults.js')).FAULT_PROFILES.none.routes, webhooks: { duplicate_rate: 1, late_rate: 0, late_ms: 0 } } });
+    const { emu, hook } = await setup({
+      timeScale: 0.001,
+      faults: {
+        name: 'dups',
+        routes: (await import('../../src/emulator/faults.js')).FAULT_PROFILES.none.routes,
+        webhooks: { duplicate_rate: 1, late_rate: 0, late_ms: 0 },
+      },
+    });
     const r = await soulStandard(emu, hook.url);
     await until(() => (emu.webhooks.deliveries.length >= 1 ? true : undefined));
     await until(() => (emu.webhooks.deliveries.length === 2 && emu.webhooks.pending === 0 ? true : undefined));
@@ -156,7 +178,10 @@ describe('delivery rules', () => {
 
   it('delivers late when the fault profile says so', async () => {
     const { FAULT_PROFILES } = await import('../../src/emulator/faults.js');
-    const { emu, hook } = await setup({ timeScale: 0.001, faults: { name: 'late', routes: FAULT_PROFILES.none.routes, webhooks: { duplicate_rate: 0, late_rate: 1, late_ms: 20_000 } } });
+    const { emu, hook } = await setup({
+      timeScale: 0.001,
+      faults: { name: 'late', routes: FAULT_PROFILES.none.routes, webhooks: { duplicate_rate: 0, late_rate: 1, late_ms: 20_000 } },
+    });
     await soulStandard(emu, hook.url);
     await until(() => (emu.webhooks.deliveries.length === 1 ? true : undefined));
     expect(emu.webhooks.deliveries[0]!.late_ms).toBe(20);

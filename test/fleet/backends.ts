@@ -16,7 +16,12 @@ export interface BackendRun {
 let queues = 0;
 
 /** A backend for one scenario against the service at `serviceUrl`; `workerFlags` go to its worker. */
-export async function backendFor(backend: Backend, serviceUrl: string, redisUrl: string, workerFlags: readonly string[] = []): Promise<BackendRun> {
+export async function backendFor(
+  backend: Backend,
+  serviceUrl: string,
+  redisUrl: string,
+  workerFlags: readonly string[] = [],
+): Promise<BackendRun> {
   if (backend === 'local') return { flags: [], stop: async () => {} };
   const queue = `conformance-${process.pid}-${++queues}`;
   const worker: WorkerProcess = await startWorkerProcess(redisUrl, serviceUrl, queue, ['--queue', queue, ...workerFlags]);

@@ -7,7 +7,20 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Emulator } from '../../src/emulator/index.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import { FAULT_PROFILES, NO_ROUTE_FAULTS } from '../../src/emulator/faults.js';
-import { cleanTemps, expectCompletedRun, expectNoSecret, expectOneRequestPerKey, findRunDir, freePort, journalOf, runCli, SECRET, spentUsd, tempDir, waitForRequests } from '../run/runner-helpers.js';
+import {
+  cleanTemps,
+  expectCompletedRun,
+  expectNoSecret,
+  expectOneRequestPerKey,
+  findRunDir,
+  freePort,
+  journalOf,
+  runCli,
+  SECRET,
+  spentUsd,
+  tempDir,
+  waitForRequests,
+} from '../run/runner-helpers.js';
 import { fastSheets, killAll, startWorkerProcess, useTestRedis, type WorkerProcess } from './fleet-helpers.js';
 import { startTestRedis } from './redis-server.js';
 
@@ -43,7 +56,9 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const dead = `redis://127.0.0.1:${await freePort()}`;
     const run = await runCli(['run', manifest, '--out', join(dir, 'runs'), '--redis', dead, '--yes'], { env: env(emu) });
     expect(run.code).toBe(5);
-    expect(run.stderr).toMatch(/^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ could not be reached \(ECONNREFUSED\); start it, or check --redis \/ GENPIPE_REDIS_URL\.\n$/);
+    expect(run.stderr).toMatch(
+      /^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ could not be reached \(ECONNREFUSED\); start it, or check --redis \/ GENPIPE_REDIS_URL\.\n$/,
+    );
     expect(existsSync(join(dir, 'runs'))).toBe(false);
     expect(emu.requests.byId.size).toBe(0);
     const viaEnv = await runCli(['worker'], { env: { ...env(emu), GENPIPE_REDIS_URL: dead } });
@@ -55,7 +70,9 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     // redis_url in the config file, when no flag or GENPIPE_REDIS_URL names one.
     const config = join(dir, 'genpipe.yaml');
     writeFileSync(config, `redis_url: ${dead}\n`);
-    const viaConfig = await runCli(['run', manifest, '--out', join(dir, 'runs'), '--yes'], { env: { ...env(emu), GENPIPE_CONFIG: config } });
+    const viaConfig = await runCli(['run', manifest, '--out', join(dir, 'runs'), '--yes'], {
+      env: { ...env(emu), GENPIPE_CONFIG: config },
+    });
     expect(viaConfig.code).toBe(5);
     expect(viaConfig.stderr).toMatch(/^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ could not be reached/);
     expect(existsSync(join(dir, 'runs'))).toBe(false);
@@ -66,7 +83,9 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const hook = ['worker', '--redis', redis.url, '--queue', 'refused'];
     const alone = await runCli([...hook, '--webhook-url', 'http://127.0.0.1:9/hooks'], { env: env(emu) });
     expect(alone.code).toBe(2);
-    expect(alone.stderr).toBe('genpipe: --webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.\n');
+    expect(alone.stderr).toBe(
+      'genpipe: --webhook-url and --listen go together: the service posts to the URL, which must reach the receiver listening on HOST:PORT.\n',
+    );
     const bad = await runCli([...hook, '--webhook-url', 'http://127.0.0.1:9/hooks', '--listen', 'nowhere'], { env: env(emu) });
     expect(bad.code).toBe(2);
     expect(bad.stderr).toBe('genpipe: --listen takes HOST:PORT, such as 127.0.0.1:8787, not "nowhere".\n');
@@ -91,7 +110,23 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const limits = await runCli(['queue', 'limits', '--redis', redis.url, '--queue', queue, '--concurrency', '8']);
     expect(limits.stdout).toBe('queue quota: concurrency 8, rate unlimited\n');
     await Promise.all([worker(emu, 'q1', queue), worker(emu, 'q2', queue), worker(emu, 'q3', queue)]);
-    const run = await runCli(['run', fastSheets(dir, 300, 'fleet'), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--concurrency', '64', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
+    const run = await runCli(
+      [
+        'run',
+        fastSheets(dir, 300, 'fleet'),
+        '--out',
+        join(dir, 'runs'),
+        '--redis',
+        redis.url,
+        '--queue',
+        queue,
+        '--concurrency',
+        '64',
+        '--yes',
+        '--quiet',
+      ],
+      { env: env(emu), timeoutMs: 120_000 },
+    );
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     const runDir = findRunDir(join(dir, 'runs'), 'fleet');
@@ -101,7 +136,11 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(emu.requests.peakActive).toBeLessThanOrEqual(8);
     expect(spentUsd(emu)).toBeCloseTo(300 * 0.05, 6);
     // Read back from Redis: the cap in force, and every job's result removed once journaled.
-    const status = JSON.parse((await runCli(['queue', 'status', '--redis', redis.url, '--queue', queue, '--json'])).stdout) as { limits: { concurrency: number }; totals: Record<string, number>; workers: { name: string; host: string; pid: number }[] };
+    const status = JSON.parse((await runCli(['queue', 'status', '--redis', redis.url, '--queue', queue, '--json'])).stdout) as {
+      limits: { concurrency: number };
+      totals: Record<string, number>;
+      workers: { name: string; host: string; pid: number }[];
+    };
     expect(status.limits.concurrency).toBe(8);
     expect(status.totals).toEqual({ waiting: 0, active: 0, delayed: 0, completed: 0, failed: 0 });
     expect(status.workers.map((w) => w.name)).toEqual(['q1', 'q2', 'q3']);
@@ -114,8 +153,23 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const queue = 'shared';
     expect((await runCli(['queue', 'limits', '--redis', redis.url, '--queue', queue, '--concurrency', '4'])).code).toBe(0);
     await Promise.all([worker(emu, 'p1', queue), worker(emu, 'p2', queue)]);
-    const flags = ['--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '20', '--yes', '--quiet'];
-    const [a, b] = await Promise.all([runCli(['run', fastSheets(dir, 20, 'alpha'), ...flags], { env: env(emu), timeoutMs: 120_000 }), runCli(['run', fastSheets(dir, 20, 'beta'), ...flags], { env: env(emu), timeoutMs: 120_000 })]);
+    const flags = [
+      '--out',
+      join(dir, 'runs'),
+      '--redis',
+      redis.url,
+      '--queue',
+      queue,
+      '--no-local-worker',
+      '--concurrency',
+      '20',
+      '--yes',
+      '--quiet',
+    ];
+    const [a, b] = await Promise.all([
+      runCli(['run', fastSheets(dir, 20, 'alpha'), ...flags], { env: env(emu), timeoutMs: 120_000 }),
+      runCli(['run', fastSheets(dir, 20, 'beta'), ...flags], { env: env(emu), timeoutMs: 120_000 }),
+    ]);
     expect([a.code, b.code]).toEqual([0, 0]);
     expectCompletedRun(findRunDir(join(dir, 'runs'), 'alpha'), emu, 20);
     expectCompletedRun(findRunDir(join(dir, 'runs'), 'beta'), emu, 20);
@@ -124,7 +178,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(emu.requests.peakActive).toBeLessThanOrEqual(4);
   }, 180_000);
 
-  it('workers with --webhook-url and --listen follow their requests by webhook: one confirming status GET per request, from the coordinator\'s own worker too', async () => {
+  it("workers with --webhook-url and --listen follow their requests by webhook: one confirming status GET per request, from the coordinator's own worker too", async () => {
     // Sheets take at least 1.275 s here and the manifest polls every 100-400 ms, so a polled
     // request is looked at several times; one followed by webhook once, after its delivery.
     const emu = await emulator(0.15);
@@ -132,12 +186,21 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const queue = 'hooks';
     const ports = [await freePort(), await freePort()];
     const hooked = async (name: string, port: number): Promise<WorkerProcess> => {
-      const w = await startWorkerProcess(redis.url, emu.url, name, ['--queue', queue, '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`]);
+      const w = await startWorkerProcess(redis.url, emu.url, name, [
+        '--queue',
+        queue,
+        '--webhook-url',
+        `http://127.0.0.1:${port}/hooks`,
+        '--listen',
+        `127.0.0.1:${port}`,
+      ]);
       workers.push(w);
       return w;
     };
     const [h1, h2] = await Promise.all([hooked('h1', ports[0] ?? 0), hooked('h2', ports[1] ?? 0)]);
-    expect(h1.output()).toMatch(new RegExp(`^ready: worker h1 on queue hooks at redis://127\\.0\\.0\\.1:\\d+, 8 at once, webhooks on 127\\.0\\.0\\.1:${ports[0]}\n`));
+    expect(h1.output()).toMatch(
+      new RegExp(`^ready: worker h1 on queue hooks at redis://127\\.0\\.0\\.1:\\d+, 8 at once, webhooks on 127\\.0\\.0\\.1:${ports[0]}\n`),
+    );
     const statusGets = (): number => emu.stats.byRoute.get('GET /requests/:id/status') ?? 0;
     const flags = ['--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--concurrency', '12', '--yes', '--quiet'];
     const run = await runCli(['run', fastSheets(dir, 12, 'hooked'), ...flags, '--no-local-worker'], { env: env(emu), timeoutMs: 120_000 });
@@ -147,18 +210,34 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     // Each request carried the webhook URL of the worker that sent it, with a token no output shows.
     const targets = [...emu.requests.byId.values()].map((r) => r.webhook?.url ?? '');
     expect(targets.every((u) => ports.some((p) => u.startsWith(`http://127.0.0.1:${p}/hooks/`)))).toBe(true);
-    for (const token of new Set(targets.map((u) => u.split('/').pop() ?? ''))) expectNoSecret(findRunDir(join(dir, 'runs'), 'hooked'), run.stdout + run.stderr + h1.output() + h2.output(), token);
+    for (const token of new Set(targets.map((u) => u.split('/').pop() ?? '')))
+      expectNoSecret(findRunDir(join(dir, 'runs'), 'hooked'), run.stdout + run.stderr + h1.output() + h2.output(), token);
     // The coordinator's own worker, given the flags, follows its requests by webhook as well.
     await killAll(workers.splice(0));
     emu.stats.reset();
     const port = await freePort();
-    const own = await runCli(['run', fastSheets(dir, 6, 'own'), ...flags, '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`], { env: env(emu), timeoutMs: 120_000 });
+    const own = await runCli(
+      ['run', fastSheets(dir, 6, 'own'), ...flags, '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`],
+      { env: env(emu), timeoutMs: 120_000 },
+    );
     expect(own.code).toBe(0);
     expectCompletedRun(findRunDir(join(dir, 'runs'), 'own'), emu, 6);
     expect(statusGets()).toBe(6);
     // Without a worker of its own the flags would serve nothing: refused before anything is sent.
     const before = emu.requests.byId.size;
-    const refused = await runCli(['run', fastSheets(dir, 3, 'refused'), ...flags, '--no-local-worker', '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`], { env: env(emu) });
+    const refused = await runCli(
+      [
+        'run',
+        fastSheets(dir, 3, 'refused'),
+        ...flags,
+        '--no-local-worker',
+        '--webhook-url',
+        `http://127.0.0.1:${port}/hooks`,
+        '--listen',
+        `127.0.0.1:${port}`,
+      ],
+      { env: env(emu) },
+    );
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/^genpipe: With --redis, --webhook-url and --listen serve the coordinator's own worker/);
     expect(emu.requests.byId.size).toBe(before);
@@ -177,11 +256,32 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
       await new Promise((r) => setTimeout(r, ms));
       return ((submits() - from) * 1000) / ms;
     };
-    const running = runCli(['run', fastSheets(dir, 400, 'storm'), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '400', '--yes', '--quiet'], { env: env(emu), timeoutMs: 150_000 });
+    const running = runCli(
+      [
+        'run',
+        fastSheets(dir, 400, 'storm'),
+        '--out',
+        join(dir, 'runs'),
+        '--redis',
+        redis.url,
+        '--queue',
+        queue,
+        '--no-local-worker',
+        '--concurrency',
+        '400',
+        '--yes',
+        '--quiet',
+      ],
+      { env: env(emu), timeoutMs: 150_000 },
+    );
     await waitForRequests(emu, 30, 30_000);
     const before = await rateOver(2_000);
     // A quarter of the submits answered 429 with Retry-After: 1 s, for 4 s.
-    emu.faults.set({ ...FAULT_PROFILES.none, name: 'storm', routes: { ...FAULT_PROFILES.none.routes, submit: { ...NO_ROUTE_FAULTS, rate_429: 0.25, retry_after_s: 1 } } });
+    emu.faults.set({
+      ...FAULT_PROFILES.none,
+      name: 'storm',
+      routes: { ...FAULT_PROFILES.none.routes, submit: { ...NO_ROUTE_FAULTS, rate_429: 0.25, retry_after_s: 1 } },
+    });
     await new Promise((r) => setTimeout(r, 1_000));
     const during = await rateOver(3_000);
     emu.faults.set(FAULT_PROFILES.none);
@@ -202,7 +302,24 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const dir = tempDir();
     const queue = 'deadworker';
     const doomed = await worker(emu, 'doomed', queue, 8);
-    const running = runCli(['run', fastSheets(dir, 24, 'dw'), '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '24', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
+    const running = runCli(
+      [
+        'run',
+        fastSheets(dir, 24, 'dw'),
+        '--out',
+        join(dir, 'runs'),
+        '--redis',
+        redis.url,
+        '--queue',
+        queue,
+        '--no-local-worker',
+        '--concurrency',
+        '24',
+        '--yes',
+        '--quiet',
+      ],
+      { env: env(emu), timeoutMs: 120_000 },
+    );
     // Only the doomed worker exists yet: the requests at the service are its jobs.
     expect(await waitForRequests(emu, 8)).toBe(true);
     doomed.child.kill('SIGKILL');
@@ -220,7 +337,11 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     // The dead worker's requests were followed to their end by the others, not sent again.
     const heldInstances = [...requestIds].filter(([, id]) => held.has(id)).map(([instance]) => instance);
     expect(heldInstances.length).toBeGreaterThanOrEqual(8);
-    const firstRecovered = Math.min(...journalOf(runDir).records.filter((r) => r.type === 'status' && heldInstances.includes(r.instance)).map((r) => (r as { at: number }).at));
+    const firstRecovered = Math.min(
+      ...journalOf(runDir)
+        .records.filter((r) => r.type === 'status' && heldInstances.includes(r.instance))
+        .map((r) => (r as { at: number }).at),
+    );
     expect(firstRecovered - killedAt).toBeLessThan(20_000);
     survivor?.child.kill('SIGTERM');
     expect(await survivor?.exited).toBe(0);
@@ -232,7 +353,19 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const queue = 'deadcoordinator';
     await Promise.all([worker(emu, 'c1', queue), worker(emu, 'c2', queue)]);
     const manifest = fastSheets(dir, 30, 'dc');
-    const args = ['--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--concurrency', '30', '--yes', '--quiet'];
+    const args = [
+      '--out',
+      join(dir, 'runs'),
+      '--redis',
+      redis.url,
+      '--queue',
+      queue,
+      '--no-local-worker',
+      '--concurrency',
+      '30',
+      '--yes',
+      '--quiet',
+    ];
     let kill: ((signal: NodeJS.Signals) => void) | undefined;
     const first = runCli(['run', manifest, ...args], { env: env(emu), onSpawn: (send) => (kill = send), timeoutMs: 120_000 });
     expect(await waitForRequests(emu, 12)).toBe(true);
@@ -241,7 +374,10 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const runDir = findRunDir(join(dir, 'runs'), 'dc');
     // The workers go on while the coordinator is down: results wait in Redis.
     await new Promise((r) => setTimeout(r, 1_500));
-    const resumed = await runCli(['resume', runDir, '--redis', redis.url, '--queue', queue, '--no-local-worker', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
+    const resumed = await runCli(['resume', runDir, '--redis', redis.url, '--queue', queue, '--no-local-worker', '--quiet'], {
+      env: env(emu),
+      timeoutMs: 120_000,
+    });
     // The killed coordinator's lock is stale (its pid is gone): taken over, and said so.
     expect(resumed.stderr).toMatch(/^note: took over the stale lock of run \S+ \(pid \d+ on [^)]+\)\.\n$/);
     expect(resumed.code).toBe(0);
@@ -254,31 +390,53 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
   it.each([
     ['with AOF', true],
     ['that lost every job (no persistence): keyed jobs are handed out again under their keys', false],
-  ])('a Redis restart %s, mid-run: workers and coordinator say so on one line, reconnect, and the run completes with nothing lost or paid twice', async (_, appendonly) => {
-    const aof = await startTestRedis({ appendonly });
-    try {
-      const emu = await emulator(0.05);
-      const dir = tempDir();
-      const queue = 'restart';
-      const w = await startWorkerProcess(aof.url, emu.url, 'r1', ['--queue', queue]);
-      workers.push(w);
-      const running = runCli(['run', fastSheets(dir, 40, 'rr'), '--out', join(dir, 'runs'), '--redis', aof.url, '--queue', queue, '--concurrency', '40', '--yes', '--quiet'], { env: env(emu), timeoutMs: 120_000 });
-      expect(await waitForRequests(emu, 10)).toBe(true);
-      await aof.stop('SIGKILL');
-      await new Promise((r) => setTimeout(r, 1_000));
-      await aof.start();
-      const run = await running;
-      expect(run.code).toBe(0);
-      // One line when it is lost (and one when it is back), never a stack trace.
-      expect(run.stderr).toMatch(/^warning: (coordinator|worker \S+) lost Redis at redis:\/\/127\.0\.0\.1:\d+ \(\w+\); retrying with backoff\.$/m);
-      expect(run.stderr).not.toMatch(/\n\s+at /);
-      const runDir = findRunDir(join(dir, 'runs'), 'rr');
-      expectCompletedRun(runDir, emu, 40);
-      expect(expectOneRequestPerKey(emu).size).toBe(40);
-      expect(spentUsd(emu)).toBeCloseTo(40 * 0.05, 6);
-      expect(w.output()).toMatch(/lost Redis/);
-    } finally {
-      await aof.dispose();
-    }
-  }, 180_000);
+  ])(
+    'a Redis restart %s, mid-run: workers and coordinator say so on one line, reconnect, and the run completes with nothing lost or paid twice',
+    async (_, appendonly) => {
+      const aof = await startTestRedis({ appendonly });
+      try {
+        const emu = await emulator(0.05);
+        const dir = tempDir();
+        const queue = 'restart';
+        const w = await startWorkerProcess(aof.url, emu.url, 'r1', ['--queue', queue]);
+        workers.push(w);
+        const running = runCli(
+          [
+            'run',
+            fastSheets(dir, 40, 'rr'),
+            '--out',
+            join(dir, 'runs'),
+            '--redis',
+            aof.url,
+            '--queue',
+            queue,
+            '--concurrency',
+            '40',
+            '--yes',
+            '--quiet',
+          ],
+          { env: env(emu), timeoutMs: 120_000 },
+        );
+        expect(await waitForRequests(emu, 10)).toBe(true);
+        await aof.stop('SIGKILL');
+        await new Promise((r) => setTimeout(r, 1_000));
+        await aof.start();
+        const run = await running;
+        expect(run.code).toBe(0);
+        // One line when it is lost (and one when it is back), never a stack trace.
+        expect(run.stderr).toMatch(
+          /^warning: (coordinator|worker \S+) lost Redis at redis:\/\/127\.0\.0\.1:\d+ \(\w+\); retrying with backoff\.$/m,
+        );
+        expect(run.stderr).not.toMatch(/\n\s+at /);
+        const runDir = findRunDir(join(dir, 'runs'), 'rr');
+        expectCompletedRun(runDir, emu, 40);
+        expect(expectOneRequestPerKey(emu).size).toBe(40);
+        expect(spentUsd(emu)).toBeCloseTo(40 * 0.05, 6);
+        expect(w.output()).toMatch(/lost Redis/);
+      } finally {
+        await aof.dispose();
+      }
+    },
+    180_000,
+  );
 });

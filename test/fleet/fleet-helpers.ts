@@ -11,7 +11,8 @@ import { startTestRedis, type TestRedis } from './redis-server.js';
 export const FAST_POLLING = 'defaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }';
 
 /** A manifest of `count` character sheets with fast polling (see sheetsManifest). */
-export const fastSheets = (dir: string, count: number, name: string, brief?: string): string => sheetsManifest(dir, count, { name, extra: FAST_POLLING, ...(brief === undefined ? {} : { brief }) });
+export const fastSheets = (dir: string, count: number, name: string, brief?: string): string =>
+  sheetsManifest(dir, count, { name, extra: FAST_POLLING, ...(brief === undefined ? {} : { brief }) });
 
 /** A redis-server of the file's own for its tests (started before them, removed after them). */
 export function useTestRedis(): { readonly url: string } {
@@ -65,7 +66,13 @@ export interface WorkerProcess {
 }
 
 /** Starts `genpipe worker` as its own process and resolves once it printed its `ready` line. */
-export async function startWorkerProcess(redisUrl: string, serviceUrl: string, name: string, extra: readonly string[] = [], env: Record<string, string> = {}): Promise<WorkerProcess> {
+export async function startWorkerProcess(
+  redisUrl: string,
+  serviceUrl: string,
+  name: string,
+  extra: readonly string[] = [],
+  env: Record<string, string> = {},
+): Promise<WorkerProcess> {
   const child = spawn(process.execPath, [BIN, 'worker', '--redis', redisUrl, '--name', name, ...extra], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HF_KEY, GENPIPE_BASE_URL: serviceUrl, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -18,13 +18,39 @@ const fleet = useInProcessFleet();
 const BANNER = { prompt: 'Banner of the dispatch test', resolution: '1k', quality: 'low' };
 let runs = 0;
 
-async function withDispatch(body: (executor: QueueExecutor, attempt: Attempt, queue: Queue<InstanceJobData, InstanceJobResult>, runId: string, ctx: AdapterContext) => Promise<void>, options: { worker?: boolean } = {}): Promise<void> {
+async function withDispatch(
+  body: (
+    executor: QueueExecutor,
+    attempt: Attempt,
+    queue: Queue<InstanceJobData, InstanceJobResult>,
+    runId: string,
+    ctx: AdapterContext,
+  ) => Promise<void>,
+  options: { worker?: boolean } = {},
+): Promise<void> {
   const name = `dispatch-${++runs}`;
   const runId = `run-${runs}`;
   const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: fleet.target.options });
   const dispatch = await QueueExecutor.open({ redis: fleet.target, queue: name, runId, say: () => {}, poll: { baseMs: 20, floorMs: 20 } });
-  const worker = options.worker === false ? undefined : await startFleetWorker({ redis: fleet.target, queue: name, client: fleet.client, concurrency: 2, name: `w-${name}`, say: () => {} });
-  const attempt: Attempt = { runId, instance: 'ads[n=1]', tag: '0.0', model: 'marketing-image', adapter: adapterFor('marketing-image') as ModelAdapter, script: {} };
+  const worker =
+    options.worker === false
+      ? undefined
+      : await startFleetWorker({
+          redis: fleet.target,
+          queue: name,
+          client: fleet.client,
+          concurrency: 2,
+          name: `w-${name}`,
+          say: () => {},
+        });
+  const attempt: Attempt = {
+    runId,
+    instance: 'ads[n=1]',
+    tag: '0.0',
+    model: 'marketing-image',
+    adapter: adapterFor('marketing-image') as ModelAdapter,
+    script: {},
+  };
   const ctx: AdapterContext = { client: fleet.client, signal: AbortSignal.timeout(20_000) };
   try {
     await body(dispatch, attempt, queue, runId, ctx);
@@ -35,12 +61,16 @@ async function withDispatch(body: (executor: QueueExecutor, attempt: Attempt, qu
   }
 }
 
-describe('the fleet coordinator\'s executor', () => {
+describe("the fleet coordinator's executor", () => {
   it('a job an earlier coordinator left ended unknown is replaced when the instance is deliberately resent (--resubmit-unknown): one new request', async () => {
     await withDispatch(async (executor, attempt, queue, runId, ctx) => {
       const jobId = jobIdOf(runId, 'ads[n=1]', '0.0');
       // What a worker leaves when it finds a keyless intent without an answer: a finished job, unknown.
-      await queue.add('instance', { v: 1, runId, instance: 'ads[n=1]', model: 'marketing-image', body: BANNER, idempotencyKey: null, intentAt: 1 }, { jobId });
+      await queue.add(
+        'instance',
+        { v: 1, runId, instance: 'ads[n=1]', model: 'marketing-image', body: BANNER, idempotencyKey: null, intentAt: 1 },
+        { jobId },
+      );
       const end = Date.now() + 10_000;
       // Bounded by the deadline.
       while (Date.now() < end && (await queue.getJob(jobId))?.returnvalue?.kind !== 'unknown') await new Promise((r) => setTimeout(r, 20));

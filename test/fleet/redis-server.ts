@@ -28,12 +28,35 @@ export async function startTestRedis(options: { appendonly?: boolean } = {}): Pr
   const dir = mkdtempSync(join(tmpdir(), 'genpipe-redis-'));
   let child: ChildProcess | undefined;
   const start = async (): Promise<void> => {
-    const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', options.appendonly ? 'yes' : 'no', '--appendfsync', 'always', '--protected-mode', 'yes'];
+    const args = [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--save',
+      '',
+      '--appendonly',
+      options.appendonly ? 'yes' : 'no',
+      '--appendfsync',
+      'always',
+      '--protected-mode',
+      'yes',
+    ];
     const proc = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     proc.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     proc.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const spawnError = new Promise<never>((_, reject) => proc.once('error', (error) => reject(new Error(`redis-server could not be started (${error.message}); run \`node scripts/ensure-test-deps.mjs\` or install Debian's redis-server.`))));
+    const spawnError = new Promise<never>((_, reject) =>
+      proc.once('error', (error) =>
+        reject(
+          new Error(
+            `redis-server could not be started (${error.message}); run \`node scripts/ensure-test-deps.mjs\` or install Debian's redis-server.`,
+          ),
+        ),
+      ),
+    );
     child = proc;
     const deadline = Date.now() + 10_000;
     // Bounded by the deadline.
@@ -45,7 +68,8 @@ export async function startTestRedis(options: { appendonly?: boolean } = {}): Pr
         // Still loading the AOF answers LOADING: wait for a real PONG.
         return;
       } catch (error) {
-        if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`redis-server on port ${port} did not come up: ${(error as Error).message}\n${output}`, { cause: error });
+        if (Date.now() > deadline || proc.exitCode !== null)
+          throw new Error(`redis-server on port ${port} did not come up: ${(error as Error).message}\n${output}`, { cause: error });
         await new Promise((r) => setTimeout(r, 50));
       } finally {
         probe.disconnect();

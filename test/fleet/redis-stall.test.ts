@@ -21,7 +21,8 @@ afterAll(async () => {
 });
 
 const env = (): Record<string, string> => ({ GENPIPE_BASE_URL: emu.url, GENPIPE_REDIS_STALL_MS: '3000' });
-const STALLED = /Redis at redis:\/\/127\.0\.0\.1:\d+ stopped answering \(nothing for 3 s\), so the (worker \S+|run) stopped; what was done is kept: start it again once Redis answers\./;
+const STALLED =
+  /Redis at redis:\/\/127\.0\.0\.1:\d+ stopped answering \(nothing for 3 s\), so the (worker \S+|run) stopped; what was done is kept: start it again once Redis answers\./;
 
 describe('a Redis that stops answering mid-way', () => {
   it('ends a worker with exit 5 and one sentence', { timeout: 60_000 }, async () => {
@@ -36,22 +37,32 @@ describe('a Redis that stops answering mid-way', () => {
     expect(worker.output()).not.toMatch(/internal error|at .*\.js:\d+/);
   });
 
-  it('ends a run --redis with exit 5 and one sentence; resumed once Redis answers, it completes with one request per key', { timeout: 90_000 }, async () => {
-    const dir = tempDir();
-    const out = `${dir}/runs`;
-    const before = emu.requests.byId.size;
-    const run = runCli(['run', fastSheets(dir, 16, 'stalled'), '--out', out, '--redis', redis.url, '--queue', 'stall-run', '--concurrency', '2', '--yes'], { env: env(), timeoutMs: 40_000 });
-    const end = Date.now() + 20_000;
-    // Bounded by the deadline: pause Redis once the run has sent a few requests.
-    while (emu.requests.byId.size - before < 3 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
-    redis.signal('SIGSTOP');
-    const stopped = await run;
-    redis.signal('SIGCONT');
-    expect(stopped.code, stopped.stderr).toBe(5);
-    expect(stopped.stderr).toMatch(STALLED);
-    const resumed = await runCli(['resume', findRunDir(out, 'stalled'), '--redis', redis.url, '--queue', 'stall-run', '--yes'], { env: env(), timeoutMs: 60_000 });
-    expect(resumed.code, resumed.stderr).toBe(0);
-    expect(emu.requests.byId.size - before).toBe(16);
-    expectOneRequestPerKey(emu);
-  });
+  it(
+    'ends a run --redis with exit 5 and one sentence; resumed once Redis answers, it completes with one request per key',
+    { timeout: 90_000 },
+    async () => {
+      const dir = tempDir();
+      const out = `${dir}/runs`;
+      const before = emu.requests.byId.size;
+      const run = runCli(
+        ['run', fastSheets(dir, 16, 'stalled'), '--out', out, '--redis', redis.url, '--queue', 'stall-run', '--concurrency', '2', '--yes'],
+        { env: env(), timeoutMs: 40_000 },
+      );
+      const end = Date.now() + 20_000;
+      // Bounded by the deadline: pause Redis once the run has sent a few requests.
+      while (emu.requests.byId.size - before < 3 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      redis.signal('SIGSTOP');
+      const stopped = await run;
+      redis.signal('SIGCONT');
+      expect(stopped.code, stopped.stderr).toBe(5);
+      expect(stopped.stderr).toMatch(STALLED);
+      const resumed = await runCli(['resume', findRunDir(out, 'stalled'), '--redis', redis.url, '--queue', 'stall-run', '--yes'], {
+        env: env(),
+        timeoutMs: 60_000,
+      });
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(emu.requests.byId.size - before).toBe(16);
+      expectOneRequestPerKey(emu);
+    },
+  );
 });

@@ -54,7 +54,9 @@ function segments(records: readonly JournalRecord[]): [number, number][] {
 /** The owner of the highest generation of a pipeline lock (see src/run/lock.ts), if any. */
 function lockOwner(lock: string): { pid: number; runId: string } | undefined {
   try {
-    const generations = readdirSync(lock).filter((n) => /^g-\d+$/.test(n)).sort((a, b) => Number(b.slice(2)) - Number(a.slice(2)));
+    const generations = readdirSync(lock)
+      .filter((n) => /^g-\d+$/.test(n))
+      .sort((a, b) => Number(b.slice(2)) - Number(a.slice(2)));
     const top = generations[0];
     if (top === undefined || existsSync(join(lock, top, 'released'))) return undefined;
     return JSON.parse(readFileSync(join(lock, top, 'owner.json'), 'utf8')) as { pid: number; runId: string };
@@ -66,10 +68,36 @@ function lockOwner(lock: string): { pid: number; runId: string } | undefined {
 describe('genpipe schedule', () => {
   it('refuses a cron expression that is not one, and a manifest that does not load, before anything is stored', async () => {
     const dir = tempDir();
-    const bad = await runCli(['schedule', 'add', manifest(dir), '--cron', 'every night', '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', 'refused']);
+    const bad = await runCli([
+      'schedule',
+      'add',
+      manifest(dir),
+      '--cron',
+      'every night',
+      '--out',
+      join(dir, 'runs'),
+      '--redis',
+      redis.url,
+      '--queue',
+      'refused',
+    ]);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/^genpipe: --cron "every night" is not a schedule: .+\. Five fields \(minute hour day month weekday\), or six with seconds first\.\n$/);
-    const missing = await runCli(['schedule', 'add', join(dir, 'nope.yaml'), '--cron', '30 2 * * *', '--out', join(dir, 'runs'), '--redis', redis.url, '--queue', 'refused']);
+    expect(bad.stderr).toMatch(
+      /^genpipe: --cron "every night" is not a schedule: .+\. Five fields \(minute hour day month weekday\), or six with seconds first\.\n$/,
+    );
+    const missing = await runCli([
+      'schedule',
+      'add',
+      join(dir, 'nope.yaml'),
+      '--cron',
+      '30 2 * * *',
+      '--out',
+      join(dir, 'runs'),
+      '--redis',
+      redis.url,
+      '--queue',
+      'refused',
+    ]);
     expect(missing.code).toBe(2);
     expect((await runCli(['schedule', 'list', '--redis', redis.url, '--queue', 'refused'])).stdout).toBe('no schedules\n');
     const gone = await runCli(['schedule', 'remove', 'nightly', '--redis', redis.url, '--queue', 'refused']);
@@ -82,13 +110,44 @@ describe('genpipe schedule', () => {
     const queue = 'guarded';
     // 4 sheets, US$0.20, over a --confirm-over of US$0.10: refused without --budget or --yes, nothing stored.
     const path = fastSheets(dir, 4, 'guarded', 'A mascot');
-    const refused = await runCli(['schedule', 'add', path, '--cron', '*/2 * * * * *', '--out', out, '--redis', redis.url, '--queue', queue, '--confirm-over', '0.1']);
+    const refused = await runCli([
+      'schedule',
+      'add',
+      path,
+      '--cron',
+      '*/2 * * * * *',
+      '--out',
+      out,
+      '--redis',
+      redis.url,
+      '--queue',
+      queue,
+      '--confirm-over',
+      '0.1',
+    ]);
     expect(refused.code).toBe(2);
     expect(refused.stdout).toContain('each run is estimated at US$0.20 (4 instances), with no budget');
-    expect(refused.stderr).toContain('over the --confirm-over limit of US$0.10, with no budget: add --budget USD to cap each run, or --yes to approve this estimate');
+    expect(refused.stderr).toContain(
+      'over the --confirm-over limit of US$0.10, with no budget: add --budget USD to cap each run, or --yes to approve this estimate',
+    );
     expect((await runCli(['schedule', 'list', '--redis', redis.url, '--queue', queue])).stdout).toBe('no schedules\n');
     // Approved at US$0.20; then the manifest grows to 8 sheets (US$0.40): each tick refuses, sending nothing.
-    const approved = await runCli(['schedule', 'add', path, '--cron', '*/2 * * * * *', '--out', out, '--redis', redis.url, '--queue', queue, '--confirm-over', '0.1', '--yes']);
+    const approved = await runCli([
+      'schedule',
+      'add',
+      path,
+      '--cron',
+      '*/2 * * * * *',
+      '--out',
+      out,
+      '--redis',
+      redis.url,
+      '--queue',
+      queue,
+      '--confirm-over',
+      '0.1',
+      '--yes',
+    ]);
     expect(approved.code, approved.stderr).toBe(0);
     fastSheets(dir, 8, 'guarded', 'A mascot');
     const requestsBefore = emu.requests.inspect({}).length;
@@ -96,23 +155,41 @@ describe('genpipe schedule', () => {
     workers.push(worker);
     const deadline = Date.now() + 20_000;
     // Bounded by the deadline.
-    while (Date.now() < deadline && !/The scheduled run of guarded was not started/.test(worker.output())) await new Promise((r) => setTimeout(r, 100));
+    while (Date.now() < deadline && !/The scheduled run of guarded was not started/.test(worker.output()))
+      await new Promise((r) => setTimeout(r, 100));
     expect((await runCli(['schedule', 'remove', 'guarded', '--redis', redis.url, '--queue', queue])).code).toBe(0);
-    expect(worker.output()).toContain('The scheduled run of guarded was not started: This run is estimated at US$0.40 (8 instances), over the US$0.20 approved when the schedule was added, with no budget; nothing was sent.');
+    expect(worker.output()).toContain(
+      'The scheduled run of guarded was not started: This run is estimated at US$0.40 (8 instances), over the US$0.20 approved when the schedule was added, with no budget; nothing was sent.',
+    );
     expect(emu.requests.inspect({}).length).toBe(requestsBefore);
     expect(existsSync(join(out, 'guarded'))).toBe(false);
   }, 60_000);
 
-  it('3 workers with --runs and a schedule every 2 s for 20 s: one run per tick at most, never two at once, a killed coordinator\'s run taken over and finished', async () => {
+  it("3 workers with --runs and a schedule every 2 s for 20 s: one run per tick at most, never two at once, a killed coordinator's run taken over and finished", async () => {
     const dir = tempDir();
     const out = join(dir, 'runs');
     const queue = 'sched';
     for (const name of ['s1', 's2', 's3']) workers.push(await startWorkerProcess(redis.url, emu.url, name, ['--queue', queue, '--runs']));
-    const added = await runCli(['schedule', 'add', manifest(dir), '--cron', '*/2 * * * * *', '--out', out, '--redis', redis.url, '--queue', queue]);
+    const added = await runCli([
+      'schedule',
+      'add',
+      manifest(dir),
+      '--cron',
+      '*/2 * * * * *',
+      '--out',
+      out,
+      '--redis',
+      redis.url,
+      '--queue',
+      queue,
+    ]);
     expect(added.code).toBe(0);
     expect(added.stdout).toMatch(/^each run is estimated at US\$0\.20 \(4 instances\), with no budget$/m);
     expect(added.stdout).toMatch(/^schedule nightly: \*\/2 \* \* \* \* \*, runs \S+nightly\.yaml into \S+; next \d{4}-/m);
-    const listed = JSON.parse((await runCli(['schedule', 'list', '--redis', redis.url, '--queue', queue, '--json'])).stdout) as { name: string; cron: string }[];
+    const listed = JSON.parse((await runCli(['schedule', 'list', '--redis', redis.url, '--queue', queue, '--json'])).stdout) as {
+      name: string;
+      cron: string;
+    }[];
     expect(listed.map((s) => [s.name, s.cron])).toEqual([['nightly', '*/2 * * * * *']]);
     const started = Date.now();
     // Kill the worker that coordinates a run (the pid in the pipeline's lock), once that run has sent something.
@@ -136,12 +213,23 @@ describe('genpipe schedule', () => {
     const ticks = Math.ceil((Date.now() - started) / 2_000) + 1;
     // Let the last runs and the takeover (a lock of 10 s, a stall check every 5 s) finish.
     const settle = Date.now() + 60_000;
-    const runDirs = (): string[] => readdirSync(join(out, 'nightly')).filter((n) => !n.startsWith('.')).map((n) => join(out, 'nightly', n));
+    const runDirs = (): string[] =>
+      readdirSync(join(out, 'nightly'))
+        .filter((n) => !n.startsWith('.'))
+        .map((n) => join(out, 'nightly', n));
     // A tick's run creates its directory a moment before its journal: one without a journal yet is
     // still starting, not finished.
-    const finished = (runDir: string): boolean => existsSync(join(runDir, 'journal.jsonl')) && journalOf(runDir).records.at(-1)?.type === 'run_finished';
+    const finished = (runDir: string): boolean =>
+      existsSync(join(runDir, 'journal.jsonl')) && journalOf(runDir).records.at(-1)?.type === 'run_finished';
     // Bounded by the deadline.
-    while (Date.now() < settle && !(runDirs().length > 0 && runDirs().every(finished) && workers.some((w) => w !== killed && /taking over the scheduled run of nightly/.test(w.output())))) {
+    while (
+      Date.now() < settle &&
+      !(
+        runDirs().length > 0 &&
+        runDirs().every(finished) &&
+        workers.some((w) => w !== killed && /taking over the scheduled run of nightly/.test(w.output()))
+      )
+    ) {
       await new Promise((r) => setTimeout(r, 250));
     }
     const dirs = runDirs();
@@ -156,7 +244,7 @@ describe('genpipe schedule', () => {
       if (records.filter((r) => r.type === 'run_started').length > 1) resumed++;
       all.push(...segments(records));
     }
-    expect(resumed, 'the killed coordinator\'s run was resumed by another worker').toBeGreaterThanOrEqual(1);
+    expect(resumed, "the killed coordinator's run was resumed by another worker").toBeGreaterThanOrEqual(1);
     all.sort((a, b) => a[0] - b[0]);
     for (let i = 1; i < all.length; i++) expect(all[i]![0], 'two runs of the schedule at once').toBeGreaterThanOrEqual(all[i - 1]![1]);
     expectOneRequestPerKey(emu);

@@ -41,38 +41,43 @@ afterAll(async () => {
   cleanTemps();
 });
 
-const ONE_SENTENCE = /^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ could not be reached \(ETIMEDOUT: it accepted the connection but did not answer\); start it, or check --redis \/ GENPIPE_REDIS_URL\.\n$/;
+const ONE_SENTENCE =
+  /^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ could not be reached \(ETIMEDOUT: it accepted the connection but did not answer\); start it, or check --redis \/ GENPIPE_REDIS_URL\.\n$/;
 
 describe('a Redis that accepts connections and never answers', () => {
-  it('queue status, queue limits, schedule list, worker, run --redis and resume --redis each end with exit 5 and one sentence, sending nothing', { timeout: 180_000 }, async () => {
-    const redis = stuck.url('redis');
-    const dir = tempDir();
-    const env = { GENPIPE_BASE_URL: emu.url };
-    // A finished local run, to resume with --redis.
-    const out = tempDir();
-    const local = await runCli(['run', sheetsManifest(dir, 1, { name: 'stuckresume' }), '--out', out, '--rate', '1000'], { env });
-    expect(local.code, local.stderr).toBe(0);
-    const runDir = findRunDir(out, 'stuckresume');
-    const before = emu.requests.inspect({}).length;
-    const commands = [
-      ['queue', 'status', '--redis', redis],
-      ['queue', 'limits', '--redis', redis, '--concurrency', '2'],
-      ['schedule', 'list', '--redis', redis],
-      ['worker', '--redis', redis],
-      ['run', sheetsManifest(dir, 2, { name: 'stuckrun' }), '--out', tempDir(), '--redis', redis, '--yes'],
-      ['resume', runDir, '--redis', redis],
-    ];
-    await Promise.all(
-      commands.map(async (argv) => {
-        // 15 s: the issue's bound; the child is killed past it (exit code null).
-        const result = await runCli(argv, { env, timeoutMs: 15_000 });
-        expect(result.code, `${argv.slice(0, 2).join(' ')}: ${result.stderr}`).toBe(5);
-        expect(result.stderr, argv.slice(0, 2).join(' ')).toMatch(ONE_SENTENCE);
-      }),
-    );
-    expect(emu.requests.inspect({}).length).toBe(before);
-    expect(stuck.connections()).toBeGreaterThanOrEqual(commands.length);
-  });
+  it(
+    'queue status, queue limits, schedule list, worker, run --redis and resume --redis each end with exit 5 and one sentence, sending nothing',
+    { timeout: 180_000 },
+    async () => {
+      const redis = stuck.url('redis');
+      const dir = tempDir();
+      const env = { GENPIPE_BASE_URL: emu.url };
+      // A finished local run, to resume with --redis.
+      const out = tempDir();
+      const local = await runCli(['run', sheetsManifest(dir, 1, { name: 'stuckresume' }), '--out', out, '--rate', '1000'], { env });
+      expect(local.code, local.stderr).toBe(0);
+      const runDir = findRunDir(out, 'stuckresume');
+      const before = emu.requests.inspect({}).length;
+      const commands = [
+        ['queue', 'status', '--redis', redis],
+        ['queue', 'limits', '--redis', redis, '--concurrency', '2'],
+        ['schedule', 'list', '--redis', redis],
+        ['worker', '--redis', redis],
+        ['run', sheetsManifest(dir, 2, { name: 'stuckrun' }), '--out', tempDir(), '--redis', redis, '--yes'],
+        ['resume', runDir, '--redis', redis],
+      ];
+      await Promise.all(
+        commands.map(async (argv) => {
+          // 15 s: the issue's bound; the child is killed past it (exit code null).
+          const result = await runCli(argv, { env, timeoutMs: 15_000 });
+          expect(result.code, `${argv.slice(0, 2).join(' ')}: ${result.stderr}`).toBe(5);
+          expect(result.stderr, argv.slice(0, 2).join(' ')).toMatch(ONE_SENTENCE);
+        }),
+      );
+      expect(emu.requests.inspect({}).length).toBe(before);
+      expect(stuck.connections()).toBeGreaterThanOrEqual(commands.length);
+    },
+  );
 });
 
 /**
@@ -113,20 +118,30 @@ async function stallingRedis(): Promise<{ server: Server; url: string; stalls: (
 }
 
 describe('a Redis that answers the start-up check, then stops answering', () => {
-  it('queue status, queue limits and schedule list end with exit 5 and one sentence, not an internal error', { timeout: 120_000 }, async () => {
-    const stalling = await stallingRedis();
-    try {
-      await Promise.all(
-        [['queue', 'status'], ['queue', 'limits', '--concurrency', '2'], ['schedule', 'list']].map(async (argv) => {
-          const result = await runCli([...argv, '--redis', stalling.url], { timeoutMs: 15_000 });
-          expect(result.code, `${argv.join(' ')}: ${result.stderr}`).toBe(5);
-          expect(result.stderr).toMatch(/^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ failed a command \(ETIMEDOUT: it stopped answering\); check it, then run the command again\.\n$/);
-        }),
-      );
-    } finally {
-      await new Promise<void>((resolve) => stalling.server.close(() => resolve()));
-    }
-  });
+  it(
+    'queue status, queue limits and schedule list end with exit 5 and one sentence, not an internal error',
+    { timeout: 120_000 },
+    async () => {
+      const stalling = await stallingRedis();
+      try {
+        await Promise.all(
+          [
+            ['queue', 'status'],
+            ['queue', 'limits', '--concurrency', '2'],
+            ['schedule', 'list'],
+          ].map(async (argv) => {
+            const result = await runCli([...argv, '--redis', stalling.url], { timeoutMs: 15_000 });
+            expect(result.code, `${argv.join(' ')}: ${result.stderr}`).toBe(5);
+            expect(result.stderr).toMatch(
+              /^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ failed a command \(ETIMEDOUT: it stopped answering\); check it, then run the command again\.\n$/,
+            );
+          }),
+        );
+      } finally {
+        await new Promise<void>((resolve) => stalling.server.close(() => resolve()));
+      }
+    },
+  );
 });
 
 describe('Ctrl-C and SIGTERM end any genpipe process, whatever Redis or the service does', () => {
@@ -145,36 +160,54 @@ describe('Ctrl-C and SIGTERM end any genpipe process, whatever Redis or the serv
     expect(result.code, result.stderr).toBe(130);
   });
 
-  it('SIGTERM to a worker whose Redis stopped answering once it started: the process ends (exit 143 or 130)', { timeout: 60_000 }, async () => {
-    const stalling = await stallingRedis();
-    try {
-      // Once a connection of the worker waits on an unanswered command: then SIGTERM.
-      const whenStuck = (send: (signal: NodeJS.Signals) => void): void => {
-        const timer = setInterval(() => {
-          if (stalling.stalls() === 0) return;
-          clearInterval(timer);
-          send('SIGTERM');
-        }, 20);
-        timer.unref();
-      };
-      const result = await runCli(['worker', '--redis', stalling.url], { env: { GENPIPE_BASE_URL: emu.url }, onSpawn: whenStuck, timeoutMs: 20_000 });
-      expect([130, 143], result.stderr).toContain(result.code);
-    } finally {
-      await new Promise<void>((resolve) => stalling.server.close(() => resolve()));
-    }
-  });
+  it(
+    'SIGTERM to a worker whose Redis stopped answering once it started: the process ends (exit 143 or 130)',
+    { timeout: 60_000 },
+    async () => {
+      const stalling = await stallingRedis();
+      try {
+        // Once a connection of the worker waits on an unanswered command: then SIGTERM.
+        const whenStuck = (send: (signal: NodeJS.Signals) => void): void => {
+          const timer = setInterval(() => {
+            if (stalling.stalls() === 0) return;
+            clearInterval(timer);
+            send('SIGTERM');
+          }, 20);
+          timer.unref();
+        };
+        const result = await runCli(['worker', '--redis', stalling.url], {
+          env: { GENPIPE_BASE_URL: emu.url },
+          onSpawn: whenStuck,
+          timeoutMs: 20_000,
+        });
+        expect([130, 143], result.stderr).toContain(result.code);
+      } finally {
+        await new Promise<void>((resolve) => stalling.server.close(() => resolve()));
+      }
+    },
+  );
 
-  it('SIGTERM during a run whose service never answers: the process ends (exit 143 or 130), and the run resumes against a service that answers', { timeout: 60_000 }, async () => {
-    const out = tempDir();
-    const manifest = sheetsManifest(tempDir(), 2, { name: 'stuckservice' });
-    // The submit waits on a service that never answers; SIGTERM once the run has started.
-    const result = await runCli(['run', manifest, '--out', out, '--rate', '1000'], { env: { GENPIPE_BASE_URL: stuck.url('http') }, killWhen: { signal: 'SIGTERM', pattern: /running stuckservice/ }, timeoutMs: 20_000 });
-    expect([130, 143]).toContain(result.code);
-    const runDir = findRunDir(out, 'stuckservice');
-    const report = await runCli(['report', runDir]);
-    expect(report.code, report.stderr).toBe(0);
-    const resumed = await runCli(['resume', runDir, '--base-url', emu.url, '--retry', 'unknown', '--rate', '1000'], { timeoutMs: 30_000 });
-    expect(resumed.code, resumed.stderr).toBe(0);
-    expect(resumed.stdout).toContain('2 completed');
-  });
+  it(
+    'SIGTERM during a run whose service never answers: the process ends (exit 143 or 130), and the run resumes against a service that answers',
+    { timeout: 60_000 },
+    async () => {
+      const out = tempDir();
+      const manifest = sheetsManifest(tempDir(), 2, { name: 'stuckservice' });
+      // The submit waits on a service that never answers; SIGTERM once the run has started.
+      const result = await runCli(['run', manifest, '--out', out, '--rate', '1000'], {
+        env: { GENPIPE_BASE_URL: stuck.url('http') },
+        killWhen: { signal: 'SIGTERM', pattern: /running stuckservice/ },
+        timeoutMs: 20_000,
+      });
+      expect([130, 143]).toContain(result.code);
+      const runDir = findRunDir(out, 'stuckservice');
+      const report = await runCli(['report', runDir]);
+      expect(report.code, report.stderr).toBe(0);
+      const resumed = await runCli(['resume', runDir, '--base-url', emu.url, '--retry', 'unknown', '--rate', '1000'], {
+        timeoutMs: 30_000,
+      });
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(resumed.stdout).toContain('2 completed');
+    },
+  );
 });

@@ -21,7 +21,14 @@ let queues = 0;
 async function withWorker(body: (queue: Queue<InstanceJobData, InstanceJobResult>, worker: FleetWorker) => Promise<void>): Promise<void> {
   const name = `rules-${++queues}`;
   const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: fleet.target.options });
-  const worker = await startFleetWorker({ redis: fleet.target, queue: name, client: fleet.client, concurrency: 2, name: `w-${name}`, say: () => {} });
+  const worker = await startFleetWorker({
+    redis: fleet.target,
+    queue: name,
+    client: fleet.client,
+    concurrency: 2,
+    name: `w-${name}`,
+    say: () => {},
+  });
   try {
     await body(queue, worker);
   } finally {
@@ -30,7 +37,11 @@ async function withWorker(body: (queue: Queue<InstanceJobData, InstanceJobResult
   }
 }
 
-async function resultOf(queue: Queue<InstanceJobData, InstanceJobResult>, jobId: string, timeoutMs = 15_000): Promise<{ result: InstanceJobResult; job: Job<InstanceJobData, InstanceJobResult> }> {
+async function resultOf(
+  queue: Queue<InstanceJobData, InstanceJobResult>,
+  jobId: string,
+  timeoutMs = 15_000,
+): Promise<{ result: InstanceJobResult; job: Job<InstanceJobData, InstanceJobResult> }> {
   const end = Date.now() + timeoutMs;
   // Bounded by the deadline.
   while (Date.now() < end) {
@@ -42,13 +53,18 @@ async function resultOf(queue: Queue<InstanceJobData, InstanceJobResult>, jobId:
   throw new Error(`job ${jobId} did not finish within ${timeoutMs} ms`);
 }
 
-const requestsWithKey = (key: string | null): number => (fleet.emu.requests.inspect({}) as { idempotency_key: string | null }[]).filter((r) => r.idempotency_key === key).length;
+const requestsWithKey = (key: string | null): number =>
+  (fleet.emu.requests.inspect({}) as { idempotency_key: string | null }[]).filter((r) => r.idempotency_key === key).length;
 
 describe('a fleet worker', () => {
-  it('submits with the job\'s Idempotency-Key, writes the intent and then the submission into the job, and hands back the final status with output URLs', async () => {
+  it("submits with the job's Idempotency-Key, writes the intent and then the submission into the job, and hands back the final status with output URLs", async () => {
     await withWorker(async (queue) => {
       const key = 'rules-fresh-key';
-      await queue.add('instance', { v: 1, runId: 'r1', instance: 'sheets[seed=7]', model: 'character-sheet', body: SHEET, idempotencyKey: key, poll: POLL }, { jobId: 'gfresh' });
+      await queue.add(
+        'instance',
+        { v: 1, runId: 'r1', instance: 'sheets[seed=7]', model: 'character-sheet', body: SHEET, idempotencyKey: key, poll: POLL },
+        { jobId: 'gfresh' },
+      );
       const { result, job } = await resultOf(queue, 'gfresh');
       expect(result.kind).toBe('final');
       if (result.kind !== 'final') return;
@@ -65,7 +81,21 @@ describe('a fleet worker', () => {
     const submission = await fleet.client.characterSheet.submit(SHEET, { idempotencyKey: key });
     await withWorker(async (queue) => {
       const handle = { kind: 'request' as const, requestId: submission.request_id };
-      await queue.add('instance', { v: 1, runId: 'r1', instance: 'sheets[seed=8]', model: 'character-sheet', body: SHEET, idempotencyKey: key, intentAt: Date.now(), submission: handle, poll: POLL }, { jobId: 'gfollow' });
+      await queue.add(
+        'instance',
+        {
+          v: 1,
+          runId: 'r1',
+          instance: 'sheets[seed=8]',
+          model: 'character-sheet',
+          body: SHEET,
+          idempotencyKey: key,
+          intentAt: Date.now(),
+          submission: handle,
+          poll: POLL,
+        },
+        { jobId: 'gfollow' },
+      );
       const { result } = await resultOf(queue, 'gfollow');
       expect(result).toMatchObject({ kind: 'final', submission: handle, result: { status: 'completed' } });
       expect(requestsWithKey(key)).toBe(1);
@@ -76,7 +106,20 @@ describe('a fleet worker', () => {
     const key = 'rules-resent-key';
     const first = await fleet.client.characterSheet.submit(SHEET, { idempotencyKey: key });
     await withWorker(async (queue) => {
-      await queue.add('instance', { v: 1, runId: 'r1', instance: 'sheets[seed=9]', model: 'character-sheet', body: SHEET, idempotencyKey: key, intentAt: Date.now(), poll: POLL }, { jobId: 'gresend' });
+      await queue.add(
+        'instance',
+        {
+          v: 1,
+          runId: 'r1',
+          instance: 'sheets[seed=9]',
+          model: 'character-sheet',
+          body: SHEET,
+          idempotencyKey: key,
+          intentAt: Date.now(),
+          poll: POLL,
+        },
+        { jobId: 'gresend' },
+      );
       const { result } = await resultOf(queue, 'gresend');
       expect(result).toMatchObject({ kind: 'final', submission: { kind: 'request', requestId: first.request_id } });
       expect(requestsWithKey(key)).toBe(1);
@@ -87,7 +130,11 @@ describe('a fleet worker', () => {
     const before = fleet.emu.requests.byId.size;
     await withWorker(async (queue) => {
       const body = { prompt: 'Banner for the fleet', resolution: '1k', quality: 'low' };
-      await queue.add('instance', { v: 1, runId: 'r1', instance: 'ads[n=1]', model: 'marketing-image', body, idempotencyKey: null, intentAt: Date.now(), poll: POLL }, { jobId: 'gkeyless' });
+      await queue.add(
+        'instance',
+        { v: 1, runId: 'r1', instance: 'ads[n=1]', model: 'marketing-image', body, idempotencyKey: null, intentAt: Date.now(), poll: POLL },
+        { jobId: 'gkeyless' },
+      );
       const { result } = await resultOf(queue, 'gkeyless');
       expect(result.kind).toBe('unknown');
       expect(fleet.emu.requests.byId.size).toBe(before);
@@ -98,7 +145,11 @@ describe('a fleet worker', () => {
     const before = fleet.emu.requests.byId.size;
     await withWorker(async (queue) => {
       const body = { prompt: 'Banner for the fleet, fresh', resolution: '1k', quality: 'low' };
-      await queue.add('instance', { v: 1, runId: 'r1', instance: 'ads[n=2]', model: 'marketing-image', body, idempotencyKey: null, poll: POLL }, { jobId: 'gkeylessfresh' });
+      await queue.add(
+        'instance',
+        { v: 1, runId: 'r1', instance: 'ads[n=2]', model: 'marketing-image', body, idempotencyKey: null, poll: POLL },
+        { jobId: 'gkeylessfresh' },
+      );
       const { result } = await resultOf(queue, 'gkeylessfresh');
       expect(result).toMatchObject({ kind: 'final', result: { status: 'completed' } });
       expect(fleet.emu.requests.byId.size).toBe(before + 1);
@@ -107,7 +158,19 @@ describe('a fleet worker', () => {
 
   it('hands a refused submit back as an error with its code, for the coordinator to decide', async () => {
     await withWorker(async (queue) => {
-      await queue.add('instance', { v: 1, runId: 'r1', instance: 'sheets[seed=10]', model: 'character-sheet', body: { ...SHEET, tier: 'no-such-tier' }, idempotencyKey: 'rules-refused', poll: POLL }, { jobId: 'grefused' });
+      await queue.add(
+        'instance',
+        {
+          v: 1,
+          runId: 'r1',
+          instance: 'sheets[seed=10]',
+          model: 'character-sheet',
+          body: { ...SHEET, tier: 'no-such-tier' },
+          idempotencyKey: 'rules-refused',
+          poll: POLL,
+        },
+        { jobId: 'grefused' },
+      );
       const { result } = await resultOf(queue, 'grefused');
       expect(result).toMatchObject({ kind: 'submit_error' });
       expect(requestsWithKey('rules-refused')).toBe(0);
@@ -118,28 +181,70 @@ describe('a fleet worker', () => {
     const name = `rules-${++queues}`;
     const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: fleet.target.options });
     const clientB = new GenerationClient(resolveConfig({ flags: { baseUrl: fleet.emu.url }, env: { HF_KEY } }));
-    const a = await startFleetWorker({ redis: fleet.target, queue: name, client: fleet.client, concurrency: 1, name: `a-${name}`, say: () => {} });
-    const b = await startFleetWorker({ redis: fleet.target, queue: name, client: clientB, concurrency: 1, name: `b-${name}`, say: () => {} });
+    const a = await startFleetWorker({
+      redis: fleet.target,
+      queue: name,
+      client: fleet.client,
+      concurrency: 1,
+      name: `a-${name}`,
+      say: () => {},
+    });
+    const b = await startFleetWorker({
+      redis: fleet.target,
+      queue: name,
+      client: clientB,
+      concurrency: 1,
+      name: `b-${name}`,
+      say: () => {},
+    });
     try {
       // The emulator's Retry-After is 1 s: the first submit is refused once.
       fleet.emu.forceFaults('submit', 'rate_429');
       const refusedBefore = Object.values(fleet.emu.faults.injected).reduce((x, y) => x + y, 0);
-      await queue.add('instance', { v: 1, runId: 'r2', instance: 'sheets[seed=11]', model: 'character-sheet', body: { ...SHEET, seed: 11 }, idempotencyKey: 'rules-429-first', poll: POLL }, { jobId: 'g429a' });
+      await queue.add(
+        'instance',
+        {
+          v: 1,
+          runId: 'r2',
+          instance: 'sheets[seed=11]',
+          model: 'character-sheet',
+          body: { ...SHEET, seed: 11 },
+          idempotencyKey: 'rules-429-first',
+          poll: POLL,
+        },
+        { jobId: 'g429a' },
+      );
       const end = Date.now() + 5_000;
       // Bounded by the deadline.
-      while (Date.now() < end && Object.values(fleet.emu.faults.injected).reduce((x, y) => x + y, 0) === refusedBefore) await new Promise((r) => setTimeout(r, 5));
+      while (Date.now() < end && Object.values(fleet.emu.faults.injected).reduce((x, y) => x + y, 0) === refusedBefore)
+        await new Promise((r) => setTimeout(r, 5));
       // The pause starts once worker A has read the 429 and set the queue's limit (BullMQ's limiter
       // key at its maximum count), not when the emulator sent it: wait for it, bounded.
       let pauseMs = -2;
       // Bounded by the deadline.
-      while (Date.now() < end && (pauseMs = await queue.getRateLimitTtl(Number.MAX_SAFE_INTEGER)) <= 0) await new Promise((r) => setTimeout(r, 5));
+      while (Date.now() < end && (pauseMs = await queue.getRateLimitTtl(Number.MAX_SAFE_INTEGER)) <= 0)
+        await new Promise((r) => setTimeout(r, 5));
       const pausedAt = Date.now();
       expect(pauseMs).toBeGreaterThan(0);
       // The other worker is idle, yet the second job waits out the Retry-After too.
-      await queue.add('instance', { v: 1, runId: 'r2', instance: 'sheets[seed=12]', model: 'character-sheet', body: { ...SHEET, seed: 12 }, idempotencyKey: 'rules-429-second', poll: POLL }, { jobId: 'g429b' });
+      await queue.add(
+        'instance',
+        {
+          v: 1,
+          runId: 'r2',
+          instance: 'sheets[seed=12]',
+          model: 'character-sheet',
+          body: { ...SHEET, seed: 12 },
+          idempotencyKey: 'rules-429-second',
+          poll: POLL,
+        },
+        { jobId: 'g429b' },
+      );
       await resultOf(queue, 'g429a');
       await resultOf(queue, 'g429b');
-      const second = (fleet.emu.requests.inspect({}) as { idempotency_key: string | null; created_at: string }[]).find((r) => r.idempotency_key === 'rules-429-second');
+      const second = (fleet.emu.requests.inspect({}) as { idempotency_key: string | null; created_at: string }[]).find(
+        (r) => r.idempotency_key === 'rules-429-second',
+      );
       expect(Date.parse(second?.created_at ?? '')).toBeGreaterThanOrEqual(pausedAt + pauseMs - 50);
       expect(requestsWithKey('rules-429-first')).toBe(1);
     } finally {

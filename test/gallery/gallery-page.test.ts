@@ -21,7 +21,9 @@ function stateOf(seed: number, v: number): InstanceState {
     return entry;
   }
   entry.final = { type: 'status', at: 1, instance, status: 'completed', outputs: [] };
-  entry.downloads = new Map([[0, { type: 'downloaded', at: 1, instance, output: 0, path: `outputs/sheets/${seed}-${v}.bin`, sha256: 'f'.repeat(64), size: 1 }]]);
+  entry.downloads = new Map([
+    [0, { type: 'downloaded', at: 1, instance, output: 0, path: `outputs/sheets/${seed}-${v}.bin`, sha256: 'f'.repeat(64), size: 1 }],
+  ]);
   if (v === 4) entry.rerollSeed = 1000 + seed;
   return entry;
 }
@@ -35,9 +37,14 @@ function embedded(html: string): GalleryData {
 }
 
 describe('gallery page of a running run', () => {
-  const plan = { pipeline: 'page', runId: 'r1', steps: [{ id: 'sheets', model: 'character-sheet', for_each: null, count: 5_000, price_usd: 0.05, gallery: undefined }] } as never;
+  const plan = {
+    pipeline: 'page',
+    runId: 'r1',
+    steps: [{ id: 'sheets', model: 'character-sheet', for_each: null, count: 5_000, price_usd: 0.05, gallery: undefined }],
+  } as never;
   const states: [string, InstanceState][] = [];
-  for (let seed = 50; seed >= 1; seed--) for (let v = 0; v < 100; v++) states.push([`sheets[seed=${seed},variation_index=${v}]`, stateOf(seed, v)]);
+  for (let seed = 50; seed >= 1; seed--)
+    for (let v = 0; v < 100; v++) states.push([`sheets[seed=${seed},variation_index=${v}]`, stateOf(seed, v)]);
 
   it(`writes ${5_000} packed cells in chunks of ${CELLS_PER_CHUNK} exactly as the live cells read, in natural order, with live ones laid over`, async () => {
     expect(states.length).toBeGreaterThan(2 * CELLS_PER_CHUNK);
@@ -53,8 +60,19 @@ describe('gallery page of a running run', () => {
     // The same cells made straight from the states (nothing packed).
     const expected = cellLists(new GalleryCells(prices).withLive(states)).get('sheets') as Cell[];
     expect(step?.cells).toEqual(expected);
-    expect(step?.cells.map((c) => c.id).slice(0, 3)).toEqual(['sheets[seed=1,variation_index=0]', 'sheets[seed=1,variation_index=1]', 'sheets[seed=1,variation_index=2]']);
-    expect(step?.cells[1]).toEqual({ id: 'sheets[seed=1,variation_index=1]', values: { seed: '1', variation_index: '1' }, status: 'completed', files: [{ path: 'outputs/sheets/1-1.bin', kind: 'other' }], costUsd: 0.05, requestId: 'req-1-1' });
+    expect(step?.cells.map((c) => c.id).slice(0, 3)).toEqual([
+      'sheets[seed=1,variation_index=0]',
+      'sheets[seed=1,variation_index=1]',
+      'sheets[seed=1,variation_index=2]',
+    ]);
+    expect(step?.cells[1]).toEqual({
+      id: 'sheets[seed=1,variation_index=1]',
+      values: { seed: '1', variation_index: '1' },
+      status: 'completed',
+      files: [{ path: 'outputs/sheets/1-1.bin', kind: 'other' }],
+      costUsd: 0.05,
+      requestId: 'req-1-1',
+    });
     expect(step?.cells[0]?.error).toBe(`${HOSTILE} 1`);
     expect(step?.axes).toEqual([
       { name: 'seed', values: Array.from({ length: 50 }, (_, i) => String(i + 1)) },
@@ -67,7 +85,22 @@ describe('gallery page of a running run', () => {
 
   it('writes the same data as the whole-page string of the same cells', async () => {
     const cells = cellLists(new GalleryCells(new Map([['sheets', 0.05]])).withLive(states)).get('sheets') as Cell[];
-    const data: GalleryData = { pipeline: 'page', runId: 'r1', writtenAt: 'now', steps: [{ id: 'sheets', model: 'character-sheet', forEach: null, planned: 5_000, axes: [], layout: { rows: undefined, cols: undefined, pages: [] }, cells }] };
+    const data: GalleryData = {
+      pipeline: 'page',
+      runId: 'r1',
+      writtenAt: 'now',
+      steps: [
+        {
+          id: 'sheets',
+          model: 'character-sheet',
+          forEach: null,
+          planned: 5_000,
+          axes: [],
+          layout: { rows: undefined, cols: undefined, pages: [] },
+          cells,
+        },
+      ],
+    };
     expect(embedded(await galleryHtml(data))).toEqual(JSON.parse(JSON.stringify(data)));
   });
 });

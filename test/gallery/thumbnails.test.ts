@@ -13,7 +13,9 @@ afterAll(cleanTemps);
 
 async function image(runDir: string, path: string, width: number, height: number): Promise<CellFile> {
   mkdirSync(join(runDir, 'outputs', 'sheets'), { recursive: true });
-  await sharp({ create: { width, height, channels: 3, background: { r: 200, g: 120, b: 40 } } }).png().toFile(join(runDir, path));
+  await sharp({ create: { width, height, channels: 3, background: { r: 200, g: 120, b: 40 } } })
+    .png()
+    .toFile(join(runDir, path));
   return { path, kind: 'image', thumb: thumbPathOf(path) };
 }
 
@@ -42,7 +44,10 @@ describe('thumbnails', () => {
     expect(broken.thumb).toBeUndefined();
     // A later rewrite of the page (new cell objects, as each rewrite builds) makes nothing again
     // and still drops the thumbnails that do not exist.
-    const again = cellsOf([{ ...big, thumb: thumbPathOf(big.path) }, { ...small, thumb: thumbPathOf(small.path) }]);
+    const again = cellsOf([
+      { ...big, thumb: thumbPathOf(big.path) },
+      { ...small, thumb: thumbPathOf(small.path) },
+    ]);
     expect(await makeThumbnails(runDir, again, undefined, memo)).toBe(0);
     expect(again[0]?.files.map((f) => f.thumb)).toEqual([thumbPathOf(big.path), undefined]);
     // Without the memo (genpipe report), an existing thumbnail is kept, not made again.

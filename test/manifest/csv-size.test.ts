@@ -62,7 +62,9 @@ describe('the CSV size cap', () => {
     writeFileSync(path, `a\n${'1\n'.repeat(600)}`);
     const real = await stat(path);
     // The size check sees the file as it was: 10 bytes.
-    vi.mocked(stat).mockResolvedValueOnce(Object.assign(Object.create(Object.getPrototypeOf(real) as object) as typeof real, real, { size: 10 }));
+    vi.mocked(stat).mockResolvedValueOnce(
+      Object.assign(Object.create(Object.getPrototypeOf(real) as object) as typeof real, real, { size: 10 }),
+    );
     const error = await readCsv(path, 'grows.csv', { maxBytes: 1_000 }).catch((e: unknown) => e);
     expect((error as CsvError).message).toBe('the CSV file grew past the limit of 1000 bytes while it was read');
   });
@@ -74,9 +76,18 @@ describe('the CSV size cap', () => {
   it('genpipe validate: exit 2 naming the CSV file, and nothing read', async () => {
     const path = await sparse('axis.csv', MAX_CSV_BYTES + 1);
     const manifest = join(dir, 'm.yaml');
-    writeFileSync(manifest, 'version: 1\nname: big\nsteps:\n  a:\n    model: character-sheet\n    matrix:\n      row: { csv: axis.csv }\n    input: {}\n');
+    writeFileSync(
+      manifest,
+      'version: 1\nname: big\nsteps:\n  a:\n    model: character-sheet\n    matrix:\n      row: { csv: axis.csv }\n    input: {}\n',
+    );
     const stderr: string[] = [];
-    const io: CliIO = { out: () => {}, write: async () => {}, err: (t) => stderr.push(t), env: { GENPIPE_BASE_URL: 'http://127.0.0.1:9' }, signal: new AbortController().signal };
+    const io: CliIO = {
+      out: () => {},
+      write: async () => {},
+      err: (t) => stderr.push(t),
+      env: { GENPIPE_BASE_URL: 'http://127.0.0.1:9' },
+      signal: new AbortController().signal,
+    };
     expect(await main(['validate', manifest], io)).toBe(2);
     expect(stderr.join('\n')).toMatch(/axis\.csv:1:1: steps\.a\.matrix\.row: the CSV file is 67108865 bytes, over the limit of 67108864$/);
     expect(readsOf(path)).toBe(0);

@@ -24,8 +24,46 @@ async function loadOrLocatedErrors(text: string): Promise<'plan' | 'errors'> {
   }
 }
 
-const key = fc.constantFrom('version', 'name', 'steps', 'model', 'input', 'matrix', 'zip', 'include', 'exclude', 'needs', 'for_each', 'seed', 'tier', 'range', 'from', 'to', 'step', 'vars', 'env', 'csv', 'presets', 'x');
-const leaf = fc.oneof(fc.integer({ min: -3, max: 2_200_000_000 }), fc.constantFrom('{{ seed }}', '{{ vars.a }}', '{{ upstream.outputs.images[0].url }}', 'cats', 'normal', 'character-sheet', 'dop', '{{', ''), fc.boolean(), fc.constant(null));
+const key = fc.constantFrom(
+  'version',
+  'name',
+  'steps',
+  'model',
+  'input',
+  'matrix',
+  'zip',
+  'include',
+  'exclude',
+  'needs',
+  'for_each',
+  'seed',
+  'tier',
+  'range',
+  'from',
+  'to',
+  'step',
+  'vars',
+  'env',
+  'csv',
+  'presets',
+  'x',
+);
+const leaf = fc.oneof(
+  fc.integer({ min: -3, max: 2_200_000_000 }),
+  fc.constantFrom(
+    '{{ seed }}',
+    '{{ vars.a }}',
+    '{{ upstream.outputs.images[0].url }}',
+    'cats',
+    'normal',
+    'character-sheet',
+    'dop',
+    '{{',
+    '',
+  ),
+  fc.boolean(),
+  fc.constant(null),
+);
 const tree = fc.letrec((tie) => ({
   node: fc.oneof({ depthSize: 'small' }, leaf, fc.array(tie('node'), { maxLength: 3 }), fc.dictionary(key, tie('node'), { maxKeys: 4 })),
 })).node;
@@ -41,8 +79,22 @@ describe('fuzzing the loader (fast-check)', () => {
   });
 
   it('random manifest-shaped documents never crash: a plan or located errors', async () => {
-    const step = fc.record({ model: fc.constantFrom('character-sheet', 'marketing-image', 'dop', 'soul', 'nope'), input: fc.dictionary(key, tree, { maxKeys: 4 }), matrix: fc.dictionary(key, tree, { maxKeys: 2 }) }, { requiredKeys: ['model'] });
-    const doc = fc.record({ version: fc.constantFrom(1, 2), name: fc.constantFrom('demo', 'Bad Name'), steps: fc.dictionary(fc.constantFrom('a', 'b', 'c'), step, { minKeys: 1, maxKeys: 3 }) }, { requiredKeys: [] });
+    const step = fc.record(
+      {
+        model: fc.constantFrom('character-sheet', 'marketing-image', 'dop', 'soul', 'nope'),
+        input: fc.dictionary(key, tree, { maxKeys: 4 }),
+        matrix: fc.dictionary(key, tree, { maxKeys: 2 }),
+      },
+      { requiredKeys: ['model'] },
+    );
+    const doc = fc.record(
+      {
+        version: fc.constantFrom(1, 2),
+        name: fc.constantFrom('demo', 'Bad Name'),
+        steps: fc.dictionary(fc.constantFrom('a', 'b', 'c'), step, { minKeys: 1, maxKeys: 3 }),
+      },
+      { requiredKeys: [] },
+    );
     const outcomes = new Set<string>();
     await fc.assert(
       fc.asyncProperty(doc, async (value) => {

@@ -14,19 +14,43 @@ describe('schemas/manifest.schema.json', () => {
   });
 
   it("describes each model's input, so editors complete its fields and flag a typo", () => {
-    const schema = JSON.parse(manifestJsonSchema()) as { properties: { steps: { additionalProperties: { allOf: { if: { properties: { model: { const: string } } }; then: { properties: { input: { properties: Record<string, unknown>; additionalProperties: unknown } } } }[] } } } };
+    const schema = JSON.parse(manifestJsonSchema()) as {
+      properties: {
+        steps: {
+          additionalProperties: {
+            allOf: {
+              if: { properties: { model: { const: string } } };
+              then: { properties: { input: { properties: Record<string, unknown>; additionalProperties: unknown } } };
+            }[];
+          };
+        };
+      };
+    };
     const rules = schema.properties.steps.additionalProperties.allOf;
     const sheet = rules.find((r) => r.if.properties.model.const === 'character-sheet')?.then.properties.input;
     expect(Object.keys(sheet?.properties ?? {})).toEqual(expect.arrayContaining(['tier', 'seed', 'variation_index', 'selection']));
     expect(sheet?.additionalProperties).toBe(false);
     // A template is accepted where the request takes an integer.
-    expect((sheet?.properties.variation_index as { anyOf: { type: string; pattern?: string }[] }).anyOf).toEqual([expect.objectContaining({ type: 'integer' }), expect.objectContaining({ type: 'string', pattern: '\\{\\{.*\\}\\}' })]);
-    expect(rules.map((r) => r.if.properties.model.const)).toEqual(['character-sheet', 'marketing-image', 'agent', 'dop', 'soul', 'speak', 'soul-standard']);
+    expect((sheet?.properties.variation_index as { anyOf: { type: string; pattern?: string }[] }).anyOf).toEqual([
+      expect.objectContaining({ type: 'integer' }),
+      expect.objectContaining({ type: 'string', pattern: '\\{\\{.*\\}\\}' }),
+    ]);
+    expect(rules.map((r) => r.if.properties.model.const)).toEqual([
+      'character-sheet',
+      'marketing-image',
+      'agent',
+      'dop',
+      'soul',
+      'speak',
+      'soul-standard',
+    ]);
   });
 
   it('describes the manifest keys editors should complete', () => {
     const schema = JSON.parse(manifestJsonSchema()) as { properties: Record<string, unknown>; required: string[] };
-    expect(Object.keys(schema.properties)).toEqual(expect.arrayContaining(['version', 'name', 'defaults', 'vars', 'env', 'prices', 'steps']));
+    expect(Object.keys(schema.properties)).toEqual(
+      expect.arrayContaining(['version', 'name', 'defaults', 'vars', 'env', 'prices', 'steps']),
+    );
     expect(schema.required).toEqual(expect.arrayContaining(['version', 'name', 'steps']));
   });
 });

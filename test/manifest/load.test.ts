@@ -46,13 +46,18 @@ describe('loading a manifest', () => {
 
   it('names file:line:col and proposes the nearest valid key for an unknown key', () => {
     const found = problems(valid.replace('    model: character-sheet\n', '    model: character-sheet\n    concurrancy: 3\n'));
-    expect(found).toEqual([{ line: 8, col: 5, path: 'steps.sheets.concurrancy', message: 'unknown key "concurrancy"; did you mean "concurrency"?' }]);
+    expect(found).toEqual([
+      { line: 8, col: 5, path: 'steps.sheets.concurrancy', message: 'unknown key "concurrancy"; did you mean "concurrency"?' },
+    ]);
   });
 
   it('reports every problem, not only the first, in document order', () => {
     const text = valid.replace('brief: "{{ vars.brief }}"', 'brief: "{{ vars.breif }}"').replace('for_each: sheets', 'for_each: sheet');
     const found = problems(text);
-    expect(found.map((p) => p.message)).toEqual(['{{ vars.breif }}: no var "breif"; did you mean "brief"?', 'no step "sheet"; did you mean "sheets"?']);
+    expect(found.map((p) => p.message)).toEqual([
+      '{{ vars.breif }}: no var "breif"; did you mean "brief"?',
+      'no step "sheet"; did you mean "sheets"?',
+    ]);
     expect(found[0]?.line).toBeLessThan(found[1]?.line ?? 0);
   });
 
@@ -68,11 +73,15 @@ describe('loading a manifest', () => {
 
   it('refuses an unknown model name and accepts a raw endpoint path', () => {
     expect(problems(valid.replace('model: dop', 'model: dopp'))[0]).toMatchObject({ path: 'steps.clips.model' });
-    expect(loadManifestText(valid.replace('model: dop', 'model: /vendor/new-model'), 'm.yaml').manifest.steps.clips?.model).toBe('/vendor/new-model');
+    expect(loadManifestText(valid.replace('model: dop', 'model: /vendor/new-model'), 'm.yaml').manifest.steps.clips?.model).toBe(
+      '/vendor/new-model',
+    );
   });
 
   it('refuses a template that reads an unknown axis, proposing the nearest', () => {
-    expect(problems(valid.replace('"{{ tier }}"', '"{{ tiers }}"'))[0]?.message).toBe('{{ tiers }}: "tiers" is not an axis of this step, vars, env, run or upstream; did you mean "tier"?');
+    expect(problems(valid.replace('"{{ tier }}"', '"{{ tiers }}"'))[0]?.message).toBe(
+      '{{ tiers }}: "tiers" is not an axis of this step, vars, env, run or upstream; did you mean "tier"?',
+    );
   });
 
   it('refuses code in a template', () => {
@@ -87,7 +96,9 @@ describe('loading a manifest', () => {
   });
 
   it('refuses upstream outside a for_each step', () => {
-    expect(problems(valid.replace('"{{ vars.brief }}"', '"{{ upstream.outputs }}"'))[0]?.message).toMatch(/upstream is only available in a for_each step/);
+    expect(problems(valid.replace('"{{ vars.brief }}"', '"{{ upstream.outputs }}"'))[0]?.message).toMatch(
+      /upstream is only available in a for_each step/,
+    );
   });
 
   it('refuses a dependency cycle', () => {
@@ -99,7 +110,12 @@ describe('loading a manifest', () => {
     expect(problems(valid.replace('name: demo', 'name: demo\nname: again'))[0]).toMatchObject({ line: 3 });
     expect(problems(valid.replace('name: demo', 'name: !!js/function demo'))).not.toHaveLength(0);
     const bomb = ['version: 1', 'name: bomb', 'a: &a [x, x, x, x, x, x, x, x, x, x]'];
-    for (let i = 0; i < 8; i++) bomb.push(`${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10).fill(`*${String.fromCharCode(97 + i)}`).join(', ')}]`);
+    for (let i = 0; i < 8; i++)
+      bomb.push(
+        `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10)
+          .fill(`*${String.fromCharCode(97 + i)}`)
+          .join(', ')}]`,
+      );
     bomb.push('steps: {}');
     const started = Date.now();
     expect(problems(bomb.join('\n'))[0]?.message).toMatch(/alias/i);
@@ -111,16 +127,30 @@ describe('loading a manifest', () => {
   });
 
   it('refuses replies on a step that is not an agent step', () => {
-    expect(problems(valid.replace('    model: dop\n', '    model: dop\n    replies: ["yes"]\n'))[0]?.message).toBe('replies apply to agent steps only');
+    expect(problems(valid.replace('    model: dop\n', '    model: dop\n    replies: ["yes"]\n'))[0]?.message).toBe(
+      'replies apply to agent steps only',
+    );
   });
 });
 
 describe('recursive YAML aliases', () => {
   // The three forms of issue 11 §5, each refused at the alias (not a crash, and not "valid").
   const forms: [string, string, string][] = [
-    ['vars that contain themselves', 'version: 1\nname: rec\nvars: &v {self: *v}\nsteps:\n  a:\n    model: character-sheet\n    input: {}\n', '3:17'],
-    ['a var list that contains itself', 'version: 1\nname: rec\nvars:\n  mood: &m [x, *m]\nsteps:\n  a:\n    model: character-sheet\n    input: {}\n', '4:16'],
-    ['an input whose selection is the input', 'version: 1\nname: rec\nsteps:\n  a:\n    model: character-sheet\n    input: &i {selection: *i}\n', '6:27'],
+    [
+      'vars that contain themselves',
+      'version: 1\nname: rec\nvars: &v {self: *v}\nsteps:\n  a:\n    model: character-sheet\n    input: {}\n',
+      '3:17',
+    ],
+    [
+      'a var list that contains itself',
+      'version: 1\nname: rec\nvars:\n  mood: &m [x, *m]\nsteps:\n  a:\n    model: character-sheet\n    input: {}\n',
+      '4:16',
+    ],
+    [
+      'an input whose selection is the input',
+      'version: 1\nname: rec\nsteps:\n  a:\n    model: character-sheet\n    input: &i {selection: *i}\n',
+      '6:27',
+    ],
   ];
   for (const [name, text, where] of forms) {
     it(`refuses ${name} at m.yaml:${where}`, () => {
@@ -147,7 +177,8 @@ describe('bounded error reporting', () => {
     }
     throw new Error('expected the manifest to be refused');
   };
-  const withStepKeys = (lines: readonly string[]): string => `version: 1\nname: p\nsteps:\n  a:\n    model: character-sheet\n    input: {}\n${lines.map((l) => `    ${l}\n`).join('')}`;
+  const withStepKeys = (lines: readonly string[]): string =>
+    `version: 1\nname: p\nsteps:\n  a:\n    model: character-sheet\n    input: {}\n${lines.map((l) => `    ${l}\n`).join('')}`;
 
   it('lists the first 50 of 10,000 unknown keys, the valid keys once, then how many more', () => {
     const error = refusal(withStepKeys(Array.from({ length: 10_000 }, (_, i) => `k${i}: 1`)));
@@ -155,7 +186,11 @@ describe('bounded error reporting', () => {
     expect(error.problems).toHaveLength(51);
     expect(error.problems[0]?.message).toMatch(/^unknown key "k0"; valid keys are model, input, /);
     expect(error.problems[1]?.message).toBe('unknown key "k1"');
-    expect(error.problems[50]).toEqual({ location: { file: 'm.yaml', line: 57, col: 5 }, path: '', message: 'and 9950 more problems from here on, not listed' });
+    expect(error.problems[50]).toEqual({
+      location: { file: 'm.yaml', line: 57, col: 5 },
+      path: '',
+      message: 'and 9950 more problems from here on, not listed',
+    });
     expect(error.message).toMatch(/\(10000 problems; the first 50 listed below\)$/);
   });
 
@@ -186,6 +221,8 @@ describe('bounded error reporting', () => {
   it('names a long dependency cycle by its first steps and how many more', () => {
     const lines = ['version: 1', 'name: ring', 'steps:'];
     for (let i = 0; i < 100; i++) lines.push(`  s${i}: {model: dop, input: {prompt: x}, needs: [s${(i + 1) % 100}]}`);
-    expect(problems(lines.join('\n')).map((p) => p.message)).toEqual(['dependency cycle: s0 -> s1 -> s2 -> s3 -> s4 -> s5 -> ... 94 more -> s0']);
+    expect(problems(lines.join('\n')).map((p) => p.message)).toEqual([
+      'dependency cycle: s0 -> s1 -> s2 -> s3 -> s4 -> s5 -> ... 94 more -> s0',
+    ]);
   });
 });

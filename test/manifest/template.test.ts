@@ -4,7 +4,12 @@ import { compileTemplate, parsePath, TemplateError } from '../../src/manifest/te
 describe('templates', () => {
   it('a template that is a single expression keeps its type', () => {
     const t = compileTemplate({ seed: '{{ seed }}', flag: '{{flag}}', list: '{{ vars.list }}', none: '{{ vars.none }}' });
-    expect(t.render({ seed: 3, flag: true, vars: { list: [1, 2], none: null } })).toEqual({ seed: 3, flag: true, list: [1, 2], none: null });
+    expect(t.render({ seed: 3, flag: true, vars: { list: [1, 2], none: null } })).toEqual({
+      seed: 3,
+      flag: true,
+      list: [1, 2],
+      none: null,
+    });
   });
 
   it('an expression inside text is interpolated as text', () => {

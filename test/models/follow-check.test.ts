@@ -32,7 +32,11 @@ afterAll(async () => {
 });
 
 /** Tracks until the submission is final (the emulator runs at time scale 0; bounded by the test timeout). */
-async function trackToEnd(adapter: ModelAdapter, submission: Submission, context: AdapterContext = ctx): Promise<Extract<TrackResult, { done: true }>> {
+async function trackToEnd(
+  adapter: ModelAdapter,
+  submission: Submission,
+  context: AdapterContext = ctx,
+): Promise<Extract<TrackResult, { done: true }>> {
   for (;;) {
     const result = await adapter.track(submission, {}, context);
     if (result.done) return result;
@@ -40,7 +44,11 @@ async function trackToEnd(adapter: ModelAdapter, submission: Submission, context
 }
 
 const sheetBody = (seed: number): unknown => characterSheet.build({ tier: 'cats', seed, brief: 'A mascot' }, {});
-const soulBody = (seed: number): { prompt: string; seed: number; width_and_height: string } => ({ prompt: `A lighthouse ${seed}`, seed, width_and_height: '1024x1024' });
+const soulBody = (seed: number): { prompt: string; seed: number; width_and_height: string } => ({
+  prompt: `A lighthouse ${seed}`,
+  seed,
+  width_and_height: '1024x1024',
+});
 const requestIdOf = (s: Submission): string => (s.kind === 'request' ? s.requestId : '');
 const jobSetIdOf = (s: Submission): string => (s.kind === 'job_set' ? s.jobSetId : '');
 
@@ -76,7 +84,9 @@ describe('request status: the answer must be about the request followed', () => 
     expect(error.code).toBe('mismatch');
     expect(error.field).toBe('request_id');
     // The emulator answered with the account's latest other character sheet: the second one.
-    expect(error.message).toBe(`The service answered about request ${requestIdOf(second)} when asked about request ${requestIdOf(first)}; the answer was not used.`);
+    expect(error.message).toBe(
+      `The service answered about request ${requestIdOf(second)} when asked about request ${requestIdOf(first)}; the answer was not used.`,
+    );
     expect(emu.faults.injected['status.foreign_status']).toBe(applied + 1);
     expect((await trackToEnd(adapter, first)).outputs.request_id).toBe(requestIdOf(first));
   });
@@ -91,11 +101,19 @@ describe('request status: the answer must be about the request followed', () => 
   it('genpipe status of a request answered about another one exits 1 with that sentence, printing no status', async () => {
     const stdout: string[] = [];
     const stderr: string[] = [];
-    const io: CliIO = { out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env: { GENPIPE_BASE_URL: emu.url, HF_KEY: KEY }, signal: new AbortController().signal };
+    const io: CliIO = {
+      out: (t) => stdout.push(t),
+      write: async (t) => void stdout.push(t),
+      err: (t) => stderr.push(t),
+      env: { GENPIPE_BASE_URL: emu.url, HF_KEY: KEY },
+      signal: new AbortController().signal,
+    };
     emu.forceFaults('status', 'foreign_status');
     expect(await main(['status', requestIdOf(first)], io)).toBe(1);
     expect(stdout).toEqual([]);
-    expect(stderr).toEqual([`genpipe: The service answered about request ${requestIdOf(second)} when asked about request ${requestIdOf(first)}; the answer was not used.`]);
+    expect(stderr).toEqual([
+      `genpipe: The service answered about request ${requestIdOf(second)} when asked about request ${requestIdOf(first)}; the answer was not used.`,
+    ]);
     expect(await main(['status', requestIdOf(first)], io)).toBe(0);
     expect(stdout[0]).toBe(`${requestIdOf(first)}: completed`);
   });
@@ -104,12 +122,19 @@ describe('request status: the answer must be about the request followed', () => 
     const id = '11111111-1111-4111-8111-111111111111';
     const other = '22222222-2222-4222-8222-222222222222';
     const status = (extra: Partial<RequestStatus>): RequestStatus => ({ status: 'completed', request_id: id, ...extra });
-    expect(() => checkRequestFollow(id, status({ status_url: `https://api.test/requests/${id}/status`, cancel_url: `https://platform.test/requests/${id}/cancel` }))).not.toThrow();
+    expect(() =>
+      checkRequestFollow(
+        id,
+        status({ status_url: `https://api.test/requests/${id}/status`, cancel_url: `https://platform.test/requests/${id}/cancel` }),
+      ),
+    ).not.toThrow();
     expect(() => checkRequestFollow(id.toUpperCase(), status({}))).not.toThrow();
     expect(() => checkRequestFollow(id, status({ status_url: `https://api.test/requests/${other}/status` }))).toThrow(
       `The service's answer about request ${id} has a status_url for another request (https://api.test/requests/${other}/status); the answer was not used.`,
     );
-    expect(() => checkRequestFollow(id, status({ cancel_url: `https://platform.test/requests/${other}/cancel` }))).toThrow(FollowMismatchError);
+    expect(() => checkRequestFollow(id, status({ cancel_url: `https://platform.test/requests/${other}/cancel` }))).toThrow(
+      FollowMismatchError,
+    );
     // A URL of another shape says nothing about the id: not a mismatch.
     expect(() => checkRequestFollow(id, status({ status_url: 'https://api.test/poll?token=abc' }))).not.toThrow();
   });
@@ -137,20 +162,40 @@ describe('job sets: the answer must echo the id, the type and the input_params s
     emu.forceFaults('status', 'foreign_status');
     const refused = await soul.adapter.track(setA, {}, withBody(soulBody(7))).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(FollowMismatchError);
-    expect((refused as FollowMismatchError).message).toBe(`The service answered about job set ${jobSetIdOf(setB)} when asked about job set ${jobSetIdOf(setA)}; the answer was not used.`);
+    expect((refused as FollowMismatchError).message).toBe(
+      `The service answered about job set ${jobSetIdOf(setB)} when asked about job set ${jobSetIdOf(setA)}; the answer was not used.`,
+    );
   });
 
   it('the same id with input_params that differ from the body sent is refused (a reused id, another job)', async () => {
     const refused = await soul.adapter.track(setA, {}, withBody(soulBody(9))).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(FollowMismatchError);
-    expect((refused as FollowMismatchError).message).toBe(`The service's answer about job set ${jobSetIdOf(setA)} has input_params.prompt "A lighthouse 7" where "A lighthouse 9" was sent; the answer was not used.`);
+    expect((refused as FollowMismatchError).message).toBe(
+      `The service's answer about job set ${jobSetIdOf(setA)} has input_params.prompt "A lighthouse 7" where "A lighthouse 9" was sent; the answer was not used.`,
+    );
   });
 
   it('only plain members both hold are compared: defaults added, members left out and re-hosted images are not a mismatch', () => {
     const id = '33333333-3333-4333-8333-333333333333';
-    const set = (input_params: Record<string, unknown>): JobSet => ({ id, type: 'image2video', created_at: '2026-01-01T00:00:00Z', jobs: [], input_params });
-    const sent = { prompt: 'A boat', seed: 4, enhance_prompt: false, input_images: [{ type: 'image_url', image_url: 'https://mine.test/a.png' }] };
-    const echoed = { prompt: 'A boat', seed: 4, quality: 'high', input_images: [{ type: 'image_url', image_url: 'https://service.test/copy/a.png' }] };
+    const set = (input_params: Record<string, unknown>): JobSet => ({
+      id,
+      type: 'image2video',
+      created_at: '2026-01-01T00:00:00Z',
+      jobs: [],
+      input_params,
+    });
+    const sent = {
+      prompt: 'A boat',
+      seed: 4,
+      enhance_prompt: false,
+      input_images: [{ type: 'image_url', image_url: 'https://mine.test/a.png' }],
+    };
+    const echoed = {
+      prompt: 'A boat',
+      seed: 4,
+      quality: 'high',
+      input_images: [{ type: 'image_url', image_url: 'https://service.test/copy/a.png' }],
+    };
     expect(() => checkJobSetFollow(id, set(echoed), { type: 'image2video', sentParams: sent })).not.toThrow();
     expect(() => checkJobSetFollow(id, set({ ...echoed, seed: 5 }), { sentParams: sent })).toThrow(
       `The service's answer about job set ${id} has input_params.seed 5 where 4 was sent; the answer was not used.`,
@@ -162,6 +207,8 @@ describe('job sets: the answer must echo the id, the type and the input_params s
   it('a set of another model family is refused by its type (a DoP followed, a Soul set answered)', async () => {
     const refused = await dop.adapter.track(setA, {}, ctx).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(FollowMismatchError);
-    expect((refused as FollowMismatchError).message).toBe(`The service's answer about job set ${jobSetIdOf(setA)} has type text2image_soul where image2video was expected; the answer was not used.`);
+    expect((refused as FollowMismatchError).message).toBe(
+      `The service's answer about job set ${jobSetIdOf(setA)} has type text2image_soul where image2video was expected; the answer was not used.`,
+    );
   });
 });

@@ -28,7 +28,11 @@ describe('the model registry', () => {
   });
 
   it('says which models take a seed, so only those are re-rolled', () => {
-    expect(MODEL_DEFINITIONS.filter((d) => d.seeded).map((d) => d.name).sort()).toEqual(['character-sheet', 'dop', 'soul', 'speak']);
+    expect(
+      MODEL_DEFINITIONS.filter((d) => d.seeded)
+        .map((d) => d.name)
+        .sort(),
+    ).toEqual(['character-sheet', 'dop', 'soul', 'speak']);
     expect(definitionOf('marketing-image')?.seeded).toBe(false);
   });
 });

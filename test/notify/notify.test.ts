@@ -23,7 +23,9 @@ interface Received {
 }
 
 /** A webhook receiver on 127.0.0.1 that answers with `answer(n)` (n: the request's 1-based number). */
-async function receiver(answer: (n: number) => number | 'hang' = () => 200): Promise<{ url: string; received: Received[]; close: () => Promise<void> }> {
+async function receiver(
+  answer: (n: number) => number | 'hang' = () => 200,
+): Promise<{ url: string; received: Received[]; close: () => Promise<void> }> {
   const received: Received[] = [];
   const hanging: ServerResponse[] = [];
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -94,45 +96,85 @@ interface CliRun {
   err: string;
 }
 
-async function run(args: string[], env: Record<string, string> = {}, signal = new AbortController().signal, base = emu.url): Promise<CliRun> {
+async function run(
+  args: string[],
+  env: Record<string, string> = {},
+  signal = new AbortController().signal,
+  base = emu.url,
+): Promise<CliRun> {
   let out = '';
   let err = '';
-  const io: CliIO = { out: (t) => (out += `${t}\n`), write: async (t) => void (out += t), err: (t) => (err += `${t}\n`), env: { GENPIPE_BASE_URL: base, HF_KEY, ...env }, signal };
+  const io: CliIO = {
+    out: (t) => (out += `${t}\n`),
+    write: async (t) => void (out += t),
+    err: (t) => (err += `${t}\n`),
+    env: { GENPIPE_BASE_URL: base, HF_KEY, ...env },
+    signal,
+  };
   const code = await main(args, io);
   return { code, out, err };
 }
 
 const target = (url: string): ResolvedTarget => ({ url, label: `${new URL(url).origin}/…`, events: new Set(['finish']), format: 'json' });
-const end: RunEnd = { pipeline: 'p', runId: 'r', runDir: '/runs/p/r', outcome: 'completed', exitCode: 0, counts: { completed: 1, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0, inFlight: 0 }, durationMs: 1000 };
+const end: RunEnd = {
+  pipeline: 'p',
+  runId: 'r',
+  runDir: '/runs/p/r',
+  outcome: 'completed',
+  exitCode: 0,
+  counts: { completed: 1, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 0, rerolled: 0, reused: 0, inFlight: 0 },
+  durationMs: 1000,
+};
 
 const notifyRecords = (runDir: string) => journalOf(runDir).records.filter((r) => r.type === 'notify');
 
 describe('notify: a run that ends posts its summary', () => {
-  it('finish: one JSON POST with pipeline, run id, outcome, counts, spend and the gallery path; the delivery is journaled after run_finished', { timeout: 30_000 }, async () => {
-    const hook = await receiver();
-    closers.push(hook.close);
-    const dir = tempDir();
-    const out = tempDir();
-    const path = manifest(dir, `notify:\n  - url: ${hook.url}${HOOK_PATH}`);
-    const result = await run(['run', path, '--out', out, '--quiet']);
-    expect(result.code).toBe(0);
-    expect(hook.received).toHaveLength(1);
-    const [got] = hook.received;
-    expect(got!.path).toBe(HOOK_PATH);
-    expect(got!.contentType).toBe('application/json');
-    const runDir = findRunDir(out, 'team');
-    const body = got!.body as Record<string, unknown>;
-    expect(body).toMatchObject({ event: 'finish', pipeline: 'team', outcome: 'completed', exit_code: 0, message: 'All 3 instances completed.', counts: { completed: 3, failed: 0 } });
-    // The gallery is a file on the runner's disk: a file:// URL, with the host it is on.
-    expect(body.gallery).toBe(pathToFileURL(join(resolve(runDir), 'gallery.html')).href);
-    expect(body.report).toBe(pathToFileURL(join(resolve(runDir), 'report.md')).href);
-    expect(body.host).toBe(hostname());
-    expect(body.run_id).toBe(runDir.split('/').pop());
-    expect((body.spend_usd as { net: number }).net).toBeCloseTo(0.15, 6);
-    const records = journalOf(runDir).records;
-    const finished = records.findIndex((r) => r.type === 'run_finished');
-    expect(records.slice(finished + 1)).toEqual([expect.objectContaining({ type: 'notify', event: 'finish', delivered: true, attempts: 1, status: 200, format: 'json', target: `${hook.url}/…` })]);
-  });
+  it(
+    'finish: one JSON POST with pipeline, run id, outcome, counts, spend and the gallery path; the delivery is journaled after run_finished',
+    { timeout: 30_000 },
+    async () => {
+      const hook = await receiver();
+      closers.push(hook.close);
+      const dir = tempDir();
+      const out = tempDir();
+      const path = manifest(dir, `notify:\n  - url: ${hook.url}${HOOK_PATH}`);
+      const result = await run(['run', path, '--out', out, '--quiet']);
+      expect(result.code).toBe(0);
+      expect(hook.received).toHaveLength(1);
+      const [got] = hook.received;
+      expect(got!.path).toBe(HOOK_PATH);
+      expect(got!.contentType).toBe('application/json');
+      const runDir = findRunDir(out, 'team');
+      const body = got!.body as Record<string, unknown>;
+      expect(body).toMatchObject({
+        event: 'finish',
+        pipeline: 'team',
+        outcome: 'completed',
+        exit_code: 0,
+        message: 'All 3 instances completed.',
+        counts: { completed: 3, failed: 0 },
+      });
+      // The gallery is a file on the runner's disk: a file:// URL, with the host it is on.
+      expect(body.gallery).toBe(pathToFileURL(join(resolve(runDir), 'gallery.html')).href);
+      expect(body.report).toBe(pathToFileURL(join(resolve(runDir), 'report.md')).href);
+      expect(body.host).toBe(hostname());
+      expect(body.run_id).toBe(runDir.split('/').pop());
+      expect((body.spend_usd as { net: number }).net).toBeCloseTo(0.15, 6);
+      const records = journalOf(runDir).records;
+      const finished = records.findIndex((r) => r.type === 'run_finished');
+      expect(records.slice(finished + 1)).toEqual([
+        expect.objectContaining({
+          type: 'notify',
+          event: 'finish',
+          delivered: true,
+          attempts: 1,
+          status: 200,
+          format: 'json',
+          target: `${hook.url}/…`,
+        }),
+      ]);
+    },
+  );
 
   it('never writes the webhook URL: not its path in the journal, reports, outputs, stdout or stderr', { timeout: 30_000 }, async () => {
     const hook = await receiver((n) => (n === 1 ? 503 : 200));
@@ -149,26 +191,33 @@ describe('notify: a run that ends posts its summary', () => {
     expect(result.err).toContain(`notified ${hook.url}/… (finish, slack)`);
   });
 
-  it('slack and discord presets: {text} and {content} with the pipeline, outcome, counts and spend in words', { timeout: 30_000 }, async () => {
-    const slack = await receiver();
-    const discord = await receiver();
-    closers.push(slack.close, discord.close);
-    const out = tempDir();
-    const path = manifest(tempDir(), `notify:\n  - url: ${slack.url}/s\n    format: slack\n  - url: ${discord.url}/d\n    format: discord`);
-    expect((await run(['run', path, '--out', out, '--quiet'])).code).toBe(0);
-    const text = (slack.received[0]!.body as { text: string }).text;
-    expect(Object.keys(slack.received[0]!.body as object)).toEqual(['text']);
-    expect(text).toMatch(/^genpipe: team run \S+ finished \(exit 0\)/);
-    expect(text).toContain('Instances: 3 completed.');
-    expect(text).toContain('Spend: US$0.15 net');
-    expect(text).toContain('\nAll 3 instances completed.\n');
-    // No path posing as a link: the run directory, its host and how to serve the gallery.
-    expect(text).not.toContain('gallery.html');
-    expect(text).toMatch(/\nRun directory: \/\S+ on \S+ \(genpipe review \/\S+ serves its gallery\)\.$/);
-    const content = discord.received[0]!.body as { content: string; allowed_mentions: unknown };
-    expect(content.content).toBe(text);
-    expect(content.allowed_mentions).toEqual({ parse: [] });
-  });
+  it(
+    'slack and discord presets: {text} and {content} with the pipeline, outcome, counts and spend in words',
+    { timeout: 30_000 },
+    async () => {
+      const slack = await receiver();
+      const discord = await receiver();
+      closers.push(slack.close, discord.close);
+      const out = tempDir();
+      const path = manifest(
+        tempDir(),
+        `notify:\n  - url: ${slack.url}/s\n    format: slack\n  - url: ${discord.url}/d\n    format: discord`,
+      );
+      expect((await run(['run', path, '--out', out, '--quiet'])).code).toBe(0);
+      const text = (slack.received[0]!.body as { text: string }).text;
+      expect(Object.keys(slack.received[0]!.body as object)).toEqual(['text']);
+      expect(text).toMatch(/^genpipe: team run \S+ finished \(exit 0\)/);
+      expect(text).toContain('Instances: 3 completed.');
+      expect(text).toContain('Spend: US$0.15 net');
+      expect(text).toContain('\nAll 3 instances completed.\n');
+      // No path posing as a link: the run directory, its host and how to serve the gallery.
+      expect(text).not.toContain('gallery.html');
+      expect(text).toMatch(/\nRun directory: \/\S+ on \S+ \(genpipe review \/\S+ serves its gallery\)\.$/);
+      const content = discord.received[0]!.body as { content: string; allowed_mentions: unknown };
+      expect(content.content).toBe(text);
+      expect(content.allowed_mentions).toEqual({ parse: [] });
+    },
+  );
 
   it('on: [failure] is not told of a clean finish, and is told of a failed run (exit 1 kept)', { timeout: 30_000 }, async () => {
     const hook = await receiver();
@@ -211,26 +260,30 @@ describe('notify: a run that ends posts its summary', () => {
     expect(hook.received.map((r) => (r.body as { event: string }).event)).toEqual(['interrupted']);
   });
 
-  it('a finished run resumed sends nothing and tells no one again; a resume that finishes the rest tells once (issue 26, item 10)', { timeout: 30_000 }, async () => {
-    const hook = await receiver();
-    closers.push(hook.close);
-    const out = tempDir();
-    const path = manifest(tempDir(), `notify:\n  - url: ${hook.url}/r`, { count: 3 });
-    const budgeted = await run(['run', path, '--out', out, '--quiet', '--budget', '0.1', '--concurrency', '1']);
-    expect(budgeted.code).toBe(3);
-    const runDir = findRunDir(out, 'team');
-    const finished = await run(['resume', runDir, '--quiet', '--budget', '1']);
-    expect(finished.code).toBe(0);
-    expect(hook.received.map((r) => (r.body as { event: string }).event)).toEqual(['budget', 'finish']);
-    const sent = emuRequests(emu).length;
-    const again = await run(['resume', runDir, '--quiet']);
-    expect(again.code).toBe(0);
-    expect(emuRequests(emu).length).toBe(sent);
-    expect(hook.received).toHaveLength(2);
-    expect(again.err).toContain('had ended completed already and nothing changed: no one is notified again.');
-  });
+  it(
+    'a finished run resumed sends nothing and tells no one again; a resume that finishes the rest tells once (issue 26, item 10)',
+    { timeout: 30_000 },
+    async () => {
+      const hook = await receiver();
+      closers.push(hook.close);
+      const out = tempDir();
+      const path = manifest(tempDir(), `notify:\n  - url: ${hook.url}/r`, { count: 3 });
+      const budgeted = await run(['run', path, '--out', out, '--quiet', '--budget', '0.1', '--concurrency', '1']);
+      expect(budgeted.code).toBe(3);
+      const runDir = findRunDir(out, 'team');
+      const finished = await run(['resume', runDir, '--quiet', '--budget', '1']);
+      expect(finished.code).toBe(0);
+      expect(hook.received.map((r) => (r.body as { event: string }).event)).toEqual(['budget', 'finish']);
+      const sent = emuRequests(emu).length;
+      const again = await run(['resume', runDir, '--quiet']);
+      expect(again.code).toBe(0);
+      expect(emuRequests(emu).length).toBe(sent);
+      expect(hook.received).toHaveLength(2);
+      expect(again.err).toContain('had ended completed already and nothing changed: no one is notified again.');
+    },
+  );
 
-  it('--notify URL adds a JSON target to the manifest\'s, for every event', { timeout: 30_000 }, async () => {
+  it("--notify URL adds a JSON target to the manifest's, for every event", { timeout: 30_000 }, async () => {
     const a = await receiver();
     const b = await receiver();
     closers.push(a.close, b.close);
@@ -243,17 +296,23 @@ describe('notify: a run that ends posts its summary', () => {
 });
 
 describe('notify: delivery never fails or holds the run', () => {
-  it('a receiver that refuses (HTTP 400) is a warning line; the run still exits 0 and the journal records the failed delivery', { timeout: 30_000 }, async () => {
-    const hook = await receiver(() => 400);
-    closers.push(hook.close);
-    const out = tempDir();
-    const path = manifest(tempDir(), `notify:\n  - url: ${hook.url}/x`);
-    const result = await run(['run', path, '--out', out, '--quiet']);
-    expect(result.code).toBe(0);
-    expect(hook.received).toHaveLength(1);
-    expect(result.err).toContain(`warning: the finish notification to ${hook.url}/… was not delivered (1 attempt): it answered HTTP 400.`);
-    expect(notifyRecords(findRunDir(out, 'team'))).toEqual([expect.objectContaining({ delivered: false, attempts: 1, status: 400 })]);
-  });
+  it(
+    'a receiver that refuses (HTTP 400) is a warning line; the run still exits 0 and the journal records the failed delivery',
+    { timeout: 30_000 },
+    async () => {
+      const hook = await receiver(() => 400);
+      closers.push(hook.close);
+      const out = tempDir();
+      const path = manifest(tempDir(), `notify:\n  - url: ${hook.url}/x`);
+      const result = await run(['run', path, '--out', out, '--quiet']);
+      expect(result.code).toBe(0);
+      expect(hook.received).toHaveLength(1);
+      expect(result.err).toContain(
+        `warning: the finish notification to ${hook.url}/… was not delivered (1 attempt): it answered HTTP 400.`,
+      );
+      expect(notifyRecords(findRunDir(out, 'team'))).toEqual([expect.objectContaining({ delivered: false, attempts: 1, status: 400 })]);
+    },
+  );
 
   it('a receiver that is down: the run exits 0 after the retries, with a warning', { timeout: 40_000 }, async () => {
     // Port 9 (discard) on loopback: nothing listens there, and no test's server (port 0 picks from the
@@ -272,7 +331,9 @@ describe('notify: delivery never fails or holds the run', () => {
     const statuses = [503, 429, 502, 200];
     const hook = await receiver((n) => statuses[n - 1] ?? 200);
     closers.push(hook.close);
-    const [result] = await deliverNotifications([target(`${hook.url}/r`)], notifySummary(end, undefined), { retryDelaysMs: [10, 20, 40, 80, 160] });
+    const [result] = await deliverNotifications([target(`${hook.url}/r`)], notifySummary(end, undefined), {
+      retryDelaysMs: [10, 20, 40, 80, 160],
+    });
     expect(result).toMatchObject({ delivered: true, attempts: 4, status: 200 });
     const refusing = await receiver(() => 404);
     closers.push(refusing.close);
@@ -283,7 +344,9 @@ describe('notify: delivery never fails or holds the run', () => {
   it('gives up after the last backoff: one attempt and one per delay (6 with the default 0.5, 1, 2, 4, 8 s)', async () => {
     const hook = await receiver(() => 500);
     closers.push(hook.close);
-    const [result] = await deliverNotifications([target(`${hook.url}/r`)], notifySummary(end, undefined), { retryDelaysMs: [5, 5, 5, 5, 5] });
+    const [result] = await deliverNotifications([target(`${hook.url}/r`)], notifySummary(end, undefined), {
+      retryDelaysMs: [5, 5, 5, 5, 5],
+    });
     expect(result).toMatchObject({ delivered: false, attempts: 6, status: 500, error: 'it answered HTTP 500' });
     expect(hook.received).toHaveLength(6);
   });
@@ -302,7 +365,10 @@ describe('notify: delivery never fails or holds the run', () => {
   it('only the targets that asked for the event are posted to', async () => {
     const hook = await receiver();
     closers.push(hook.close);
-    const results = await deliverNotifications([{ ...target(`${hook.url}/r`), events: new Set(['failure']) }], notifySummary(end, undefined));
+    const results = await deliverNotifications(
+      [{ ...target(`${hook.url}/r`), events: new Set(['failure']) }],
+      notifySummary(end, undefined),
+    );
     expect(results).toEqual([]);
     expect(hook.received).toHaveLength(0);
   });
@@ -314,7 +380,9 @@ describe('notify: bad targets are refused before anything is sent (exit 2)', () 
     const path = manifest(tempDir(), `notify:\n  - url: http://hooks.example.com/services/secret-path`);
     const result = await run(['run', path, '--out', tempDir()]);
     expect(result.code).toBe(2);
-    expect(result.err).toMatch(/team\.yaml:4:\d+: notify\[0\]\.url: the URL http:\/\/hooks\.example\.com\/… is refused: plain http is allowed only to 127\.0\.0\.1, ::1 or localhost; use https/);
+    expect(result.err).toMatch(
+      /team\.yaml:4:\d+: notify\[0\]\.url: the URL http:\/\/hooks\.example\.com\/… is refused: plain http is allowed only to 127\.0\.0\.1, ::1 or localhost; use https/,
+    );
     expect(result.err).not.toContain('secret-path');
     expect(emuRequests(emu).length).toBe(before);
   });

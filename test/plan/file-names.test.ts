@@ -65,7 +65,12 @@ describe('file names from a template', () => {
 
   it('refuses two instances that would share a name, at the template, naming both', async () => {
     expect(await refused(manifest('clash', 'cat-{{ seed }}', '      seed: [1]\n      variation_index: [0, 1]\n'))).toEqual([
-      { line: 10, col: 17, message: 'sheets[seed=1,variation_index=0] and sheets[seed=1,variation_index=1] would both be written as "cat-1": add an axis that tells them apart to the file name' },
+      {
+        line: 10,
+        col: 17,
+        message:
+          'sheets[seed=1,variation_index=0] and sheets[seed=1,variation_index=1] would both be written as "cat-1": add an axis that tells them apart to the file name',
+      },
     ]);
   });
 
@@ -76,8 +81,12 @@ describe('file names from a template', () => {
   });
 
   it('refuses a name with nothing a file name can keep, and one over 100 characters', async () => {
-    expect((await refused(manifest('empty', '///', '      seed: [1]\n      variation_index: [0]\n')))[0]?.message).toBe('sheets[seed=1,variation_index=0]: the file name "///" has no character a file name can keep');
-    expect((await refused(manifest('long', `${'x'.repeat(101)}{{ seed }}`, '      seed: [1]\n      variation_index: [0]\n')))[0]?.message).toMatch(/is longer than 100 characters$/);
+    expect((await refused(manifest('empty', '///', '      seed: [1]\n      variation_index: [0]\n')))[0]?.message).toBe(
+      'sheets[seed=1,variation_index=0]: the file name "///" has no character a file name can keep',
+    );
+    expect(
+      (await refused(manifest('long', `${'x'.repeat(101)}{{ seed }}`, '      seed: [1]\n      variation_index: [0]\n')))[0]?.message,
+    ).toMatch(/is longer than 100 characters$/);
   });
 
   it('refuses a name read from upstream outputs, and a path that is nothing', () => {
@@ -103,8 +112,15 @@ describe('file names from a template', () => {
     const env = { GENPIPE_BASE_URL: emu.url, HF_KEY };
     const io = (): CliIO => ({ out: () => {}, write: async () => {}, err: () => {}, env, signal: new AbortController().signal });
     const out = tempDir();
-    expect(await main(['run', manifest('named', 'cat_{{ seed }}_{{ variation_index }}'), '--out', out, '--rate', '1000', '--quiet'], io())).toBe(0);
-    expect(readdirSync(join(findRunDir(out, 'named'), 'outputs', 'sheets')).sort()).toEqual(['cat_1_0.png', 'cat_1_1.png', 'cat_2_0.png', 'cat_2_1.png']);
+    expect(
+      await main(['run', manifest('named', 'cat_{{ seed }}_{{ variation_index }}'), '--out', out, '--rate', '1000', '--quiet'], io()),
+    ).toBe(0);
+    expect(readdirSync(join(findRunDir(out, 'named'), 'outputs', 'sheets')).sort()).toEqual([
+      'cat_1_0.png',
+      'cat_1_1.png',
+      'cat_2_0.png',
+      'cat_2_1.png',
+    ]);
     const before = emuRequests(emu).length;
     expect(await main(['run', manifest('clashing', '{{ seed }}'), '--out', out, '--rate', '1000', '--quiet'], io())).toBe(2);
     expect(emuRequests(emu)).toHaveLength(before);

@@ -2,7 +2,14 @@
 import { describe, expect, it } from 'vitest';
 import { ManifestError } from '../../src/manifest/errors.js';
 import { loadManifestText } from '../../src/manifest/load.js';
-import { assertPricedUnderBudget, budgetOf, describeSpend, overBudgetWarning, spendToConfirm, unpricedUnderBudget } from '../../src/plan/guards.js';
+import {
+  assertPricedUnderBudget,
+  budgetOf,
+  describeSpend,
+  overBudgetWarning,
+  spendToConfirm,
+  unpricedUnderBudget,
+} from '../../src/plan/guards.js';
 import { buildPlan, type Plan } from '../../src/plan/plan.js';
 
 const FILE = '/pipelines/m.yaml';
@@ -52,11 +59,15 @@ describe('with a budget, every step needs a price', () => {
     expect(budgetOf(p)).toBeUndefined();
     expect(unpricedUnderBudget(p, undefined)).toBeUndefined();
     expect(budgetOf(p, 2)).toEqual({ usd: 2, from: '--budget' });
-    expect(unpricedUnderBudget(p, budgetOf(p, 2))?.message).toContain('a budget is set (--budget 2) but steps ads (marketing-image) and clips (dop) have no price');
+    expect(unpricedUnderBudget(p, budgetOf(p, 2))?.message).toContain(
+      'a budget is set (--budget 2) but steps ads (marketing-image) and clips (dop) have no price',
+    );
   });
 
   it('accepts a plan whose every step is priced, by the table or by price_usd', async () => {
-    const p = await plan(mixed('5', 'prices: { dop: 0.5 }\n').replace('    input: { prompt: shoes }', '    price_usd: 0.04\n    input: { prompt: shoes }'));
+    const p = await plan(
+      mixed('5', 'prices: { dop: 0.5 }\n').replace('    input: { prompt: shoes }', '    price_usd: 0.04\n    input: { prompt: shoes }'),
+    );
     expect(p.steps.map((s) => s.priceUsd)).toEqual([0.05, 0.04, 0.5]);
     expect(unpricedUnderBudget(p, budgetOf(p))).toBeUndefined();
     expect(() => assertPricedUnderBudget(p, budgetOf(p))).not.toThrow();
@@ -69,7 +80,9 @@ const sheets = (count: number, extra = ''): string =>
 describe('an estimate over the budget', () => {
   it('is a warning with both figures and where the budget was set', async () => {
     const p = await plan(sheets(30, 'defaults: { budget_usd: 1 }\n'));
-    expect(overBudgetWarning(p, budgetOf(p))).toBe(`warning: the estimate of US$1.50 is over the budget of US$1.00 (budget_usd 1 at ${FILE}:3:25); a run stops submitting before going over it`);
+    expect(overBudgetWarning(p, budgetOf(p))).toBe(
+      `warning: the estimate of US$1.50 is over the budget of US$1.00 (budget_usd 1 at ${FILE}:3:25); a run stops submitting before going over it`,
+    );
     expect(overBudgetWarning(p, budgetOf(p, 2000))).toBeUndefined();
     expect(overBudgetWarning(p, budgetOf(p, 1.5))).toBeUndefined();
     expect(overBudgetWarning(p, undefined)).toBeUndefined();
@@ -82,12 +95,19 @@ describe('big spends to confirm', () => {
     expect(p.estimate().knownUsd).toBe(100);
     // At the limit: nothing to confirm; a cent over it: confirm.
     expect(spendToConfirm(p, { budget: undefined, confirmOverUsd: 100 })).toBeUndefined();
-    expect(spendToConfirm(p, { budget: undefined, confirmOverUsd: 99.99 })).toEqual({ estimateUsd: 100, instances: 2000, unknownInstances: 0, confirmOverUsd: 99.99 });
+    expect(spendToConfirm(p, { budget: undefined, confirmOverUsd: 99.99 })).toEqual({
+      estimateUsd: 100,
+      instances: 2000,
+      unknownInstances: 0,
+      confirmOverUsd: 99.99,
+    });
     expect(spendToConfirm(p, { budget: { usd: 1, from: '--budget' }, confirmOverUsd: 0 })).toBeUndefined();
   });
 
   it('describes the spend with thousands separators, and counts instances of unknown price', async () => {
-    expect(describeSpend({ estimateUsd: 250_000, instances: 5_000_000, unknownInstances: 0, confirmOverUsd: 100 })).toBe('This run is estimated at US$250,000.00 (5,000,000 instances)');
+    expect(describeSpend({ estimateUsd: 250_000, instances: 5_000_000, unknownInstances: 0, confirmOverUsd: 100 })).toBe(
+      'This run is estimated at US$250,000.00 (5,000,000 instances)',
+    );
     const p = await plan(sheets(2001).replace('steps:\n', 'steps:\n  ads:\n    model: marketing-image\n    input: { prompt: shoes }\n'));
     const spend = spendToConfirm(p, { budget: undefined, confirmOverUsd: 100 });
     expect(spend).toBeDefined();

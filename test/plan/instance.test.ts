@@ -15,7 +15,7 @@ const sha256 = (...parts: string[]): string => {
 
 describe('canonicalJson', () => {
   it('sorts keys at every level, drops undefined fields and writes undefined array items as null', () => {
-    const value = { b: 1, a: { d: [3, undefined, { z: 'é', y: null }], c: undefined }, 'é': true, '': 'empty' };
+    const value = { b: 1, a: { d: [3, undefined, { z: 'é', y: null }], c: undefined }, é: true, '': 'empty' };
     expect(canonicalJson(value)).toBe('{"":"empty","a":{"d":[3,null,{"y":null,"z":"é"}]},"b":1,"é":true}');
   });
 
@@ -41,7 +41,9 @@ describe('canonicalJson', () => {
 describe('keys', () => {
   it('idempotencyKey is gp1- and the first 40 hex digits of sha256(pipeline NUL id NUL canonical input)', () => {
     const canonical = canonicalJson({ tier: 'cats', seed: 1, brief: 'Ünïcode' });
-    expect(idempotencyKey('million', 'sheets[seed=1]', canonical)).toBe(`gp1-${sha256('million', 'sheets[seed=1]', canonical).slice(0, 40)}`);
+    expect(idempotencyKey('million', 'sheets[seed=1]', canonical)).toBe(
+      `gp1-${sha256('million', 'sheets[seed=1]', canonical).slice(0, 40)}`,
+    );
     expect(idempotencyKey('million', 'sheets[seed=2]', canonical)).not.toBe(idempotencyKey('million', 'sheets[seed=1]', canonical));
   });
 
@@ -56,8 +58,28 @@ describe('keys', () => {
       for (const [id, input] of pairs) f.add(id, input);
       return f.digest();
     };
-    expect(fp([['a', '{}'], ['b', '{}']])).toBe(fp([['a', '{}'], ['b', '{}']]));
-    expect(fp([['a', '{}'], ['b', '{}']])).not.toBe(fp([['b', '{}'], ['a', '{}']]));
+    expect(
+      fp([
+        ['a', '{}'],
+        ['b', '{}'],
+      ]),
+    ).toBe(
+      fp([
+        ['a', '{}'],
+        ['b', '{}'],
+      ]),
+    );
+    expect(
+      fp([
+        ['a', '{}'],
+        ['b', '{}'],
+      ]),
+    ).not.toBe(
+      fp([
+        ['b', '{}'],
+        ['a', '{}'],
+      ]),
+    );
     expect(fp([['a', '{}']])).not.toBe(fp([['a', '{"x":1}']]));
   });
 });

@@ -23,7 +23,10 @@ describe('matrix expansion', () => {
   });
 
   it('zip pairs axes instead of crossing them', async () => {
-    const spec = { axes: [await list('prompt', ['a', 'b']), await list('seed', [1, 2]), await list('tier', ['cats'])], zip: [['prompt', 'seed']] };
+    const spec = {
+      axes: [await list('prompt', ['a', 'b']), await list('seed', [1, 2]), await list('tier', ['cats'])],
+      zip: [['prompt', 'seed']],
+    };
     expect(labels(spec)).toEqual(['prompt=a,seed=1,tier=cats', 'prompt=b,seed=2,tier=cats']);
   });
 
@@ -35,9 +38,16 @@ describe('matrix expansion', () => {
   });
 
   it('exclude drops every combination matching all of an entry, objects partially', async () => {
-    const rows = await list('row', [{ region: 'EU', id: '1' }, { region: 'US', id: '2' }]);
+    const rows = await list('row', [
+      { region: 'EU', id: '1' },
+      { region: 'US', id: '2' },
+    ]);
     const tier = await list('tier', ['cats', 'dogs']);
-    expect(labels({ axes: [tier, rows], exclude: [{ tier: 'dogs', row: { region: 'EU' } }] })).toEqual(['tier=cats,row=#0', 'tier=cats,row=#1', 'tier=dogs,row=#1']);
+    expect(labels({ axes: [tier, rows], exclude: [{ tier: 'dogs', row: { region: 'EU' } }] })).toEqual([
+      'tier=cats,row=#0',
+      'tier=cats,row=#1',
+      'tier=dogs,row=#1',
+    ]);
   });
 
   it('exclude refuses a key that is not an axis', async () => {
@@ -49,7 +59,13 @@ describe('matrix expansion', () => {
     // The GitHub docs example: fruit x animal, include color/shape/etc.
     const spec = {
       axes: [await list('fruit', ['apple', 'pear']), await list('animal', ['cat', 'dog'])],
-      include: [{ color: 'green' }, { color: 'pink', animal: 'cat' }, { fruit: 'apple', shape: 'circle' }, { fruit: 'banana' }, { fruit: 'banana', animal: 'cat' }],
+      include: [
+        { color: 'green' },
+        { color: 'pink', animal: 'cat' },
+        { fruit: 'apple', shape: 'circle' },
+        { fruit: 'banana' },
+        { fruit: 'banana', animal: 'cat' },
+      ],
     };
     const combos = [...expandMatrix(spec)].map((c) => c.values);
     expect(combos).toEqual([

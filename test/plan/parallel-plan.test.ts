@@ -47,7 +47,13 @@ ${input}`;
 
 describe('a plan checked by two threads', () => {
   it('prints, byte for byte, the plan one thread prints: every instance once, in plan order, with its key', () => {
-    const path = manifest('same', sheets('      seed: { range: { from: 1, to: 20 } }\n      variation_index: [0, 1, 2]\n', '      brief: "{{ vars.theme }} mascot for {{ env.BRAND }}"\n'));
+    const path = manifest(
+      'same',
+      sheets(
+        '      seed: { range: { from: 1, to: 20 } }\n      variation_index: [0, 1, 2]\n',
+        '      brief: "{{ vars.theme }} mascot for {{ env.BRAND }}"\n',
+      ),
+    );
     const one = planJson(path, false);
     const two = planJson(path, true);
     expect(one.code).toBe(0);
@@ -65,14 +71,21 @@ describe('a plan checked by two threads', () => {
     const path = manifest('eval', sheets('      seed: { range: { from: 1, to: 10 } }\n      variation_index: [0, 1]\n'));
     const one = planJson(path, false);
     const script = `import { main } from ${JSON.stringify(join(root, 'dist/cli/main.js'))}; process.exitCode = await main(${JSON.stringify(['plan', path, '--json'])});`;
-    const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], { env: { PATH: process.env.PATH, BRAND: 'Acme', GENPIPE_PLAN_PARALLEL_MIN: '1' }, encoding: 'utf8', timeout: 60_000 });
+    const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      env: { PATH: process.env.PATH, BRAND: 'Acme', GENPIPE_PLAN_PARALLEL_MIN: '1' },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     expect(result.stdout).toBe(one.stdout);
   });
 
   it("renders {{ run.started_at }} with the first thread's time in both", () => {
-    const path = manifest('started', sheets('      seed: { range: { from: 1, to: 10 } }\n      variation_index: [0, 1]\n', '      brief: "run {{ run.started_at }}"\n'));
+    const path = manifest(
+      'started',
+      sheets('      seed: { range: { from: 1, to: 10 } }\n      variation_index: [0, 1]\n', '      brief: "run {{ run.started_at }}"\n'),
+    );
     const two = planJson(path, true);
     expect(two.code).toBe(0);
     const briefs = new Set((JSON.parse(two.stdout) as { instances: { body: { brief: string } }[] }).instances.map((i) => i.body.brief));
@@ -100,7 +113,10 @@ describe('a plan checked by two threads', () => {
   });
 
   it("checks the local image files the second thread's instances name", () => {
-    writeFileSync(join(dir, 'face.png'), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0, 0, 0, 0]));
+    writeFileSync(
+      join(dir, 'face.png'),
+      Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0, 0, 0, 0]),
+    );
     const text = `version: 1
 name: faces
 steps:
@@ -118,7 +134,12 @@ steps:
   });
 
   it('leaves to one thread a plan with output file names: two names that collide across the parts are refused', () => {
-    const path = manifest('names', sheets('      half: [1, 2]\n      who: [a, b]\n', '', '    output:\n      filename: "{{ who }}"\n').replace('seed: "{{ seed }}"', 'seed: "{{ half }}"').replace('variation_index: "{{ variation_index }}"', 'variation_index: 0'));
+    const path = manifest(
+      'names',
+      sheets('      half: [1, 2]\n      who: [a, b]\n', '', '    output:\n      filename: "{{ who }}"\n')
+        .replace('seed: "{{ seed }}"', 'seed: "{{ half }}"')
+        .replace('variation_index: "{{ variation_index }}"', 'variation_index: 0'),
+    );
     const two = planJson(path, true);
     expect(two.code).toBe(2);
     expect(two.stderr).toContain('would both be written as "a"');
@@ -148,26 +169,61 @@ steps:
   });
 
   it('hands the second half to the worker: this thread spools the first half, the worker the rest', async () => {
-    const path = manifest('halves', sheets('      seed: { range: { from: 1, to: 5 } }\n      variation_index: [0, 1]\n', '      brief: "{{ env.BRAND }}"\n'));
+    const path = manifest(
+      'halves',
+      sheets('      seed: { range: { from: 1, to: 5 } }\n      variation_index: [0, 1]\n', '      brief: "{{ env.BRAND }}"\n'),
+    );
     const mine = new InstanceSpool(join(dir, 'mine.jsonl'));
     const theirs = join(dir, 'theirs.jsonl');
     const run = { id: 'preview', startedAt: new Date() };
-    const helper = parallelPlanHelper({ manifest: path, spool: theirs, env: { BRAND: 'Acme' }, run, presets: () => undefined, signal: new AbortController().signal, minInstances: 1, worker: new URL('dist/plan/plan-worker.js', `file://${root}`) });
+    const helper = parallelPlanHelper({
+      manifest: path,
+      spool: theirs,
+      env: { BRAND: 'Acme' },
+      run,
+      presets: () => undefined,
+      signal: new AbortController().signal,
+      minInstances: 1,
+      worker: new URL('dist/plan/plan-worker.js', `file://${root}`),
+    });
     const plan = await buildPlan(loadManifestFile(path), { env: { BRAND: 'Acme' }, run, helper, onInstance: (i) => mine.add(i) });
     mine.close();
     expect(plan.totalInstances).toBe(10);
     const ids = (file: string): string[] => [...readFileSync(file, 'utf8').matchAll(/"id":"([^"]+)"/g)].map((m) => m[1] as string);
-    expect(ids(mine.path)).toEqual(['sheets[seed=1,variation_index=0]', 'sheets[seed=1,variation_index=1]', 'sheets[seed=2,variation_index=0]', 'sheets[seed=2,variation_index=1]', 'sheets[seed=3,variation_index=0]']);
-    expect(ids(theirs)).toEqual(['sheets[seed=3,variation_index=1]', 'sheets[seed=4,variation_index=0]', 'sheets[seed=4,variation_index=1]', 'sheets[seed=5,variation_index=0]', 'sheets[seed=5,variation_index=1]']);
+    expect(ids(mine.path)).toEqual([
+      'sheets[seed=1,variation_index=0]',
+      'sheets[seed=1,variation_index=1]',
+      'sheets[seed=2,variation_index=0]',
+      'sheets[seed=2,variation_index=1]',
+      'sheets[seed=3,variation_index=0]',
+    ]);
+    expect(ids(theirs)).toEqual([
+      'sheets[seed=3,variation_index=1]',
+      'sheets[seed=4,variation_index=0]',
+      'sheets[seed=4,variation_index=1]',
+      'sheets[seed=5,variation_index=0]',
+      'sheets[seed=5,variation_index=1]',
+    ]);
     // The worker's lines continue this thread's: each starts with its separating comma.
     expect(readFileSync(theirs, 'utf8').startsWith(',\n{"id":"sheets[seed=3,variation_index=1]"')).toBe(true);
   });
 
   it('rejects the plan when the worker finds a problem, with the problem located in the manifest', async () => {
     const path = manifest('halves-bad', sheets('      seed: [1, 2, 3, 0]\n      variation_index: [0]\n'));
-    const helper = parallelPlanHelper({ manifest: path, spool: join(dir, 'bad.jsonl'), env: { BRAND: 'x' }, run: { id: 'preview', startedAt: new Date() }, presets: () => undefined, signal: new AbortController().signal, minInstances: 1, worker: new URL('dist/plan/plan-worker.js', `file://${root}`) });
+    const helper = parallelPlanHelper({
+      manifest: path,
+      spool: join(dir, 'bad.jsonl'),
+      env: { BRAND: 'x' },
+      run: { id: 'preview', startedAt: new Date() },
+      presets: () => undefined,
+      signal: new AbortController().signal,
+      minInstances: 1,
+      worker: new URL('dist/plan/plan-worker.js', `file://${root}`),
+    });
     const seen: string[] = [];
-    const error = await buildPlan(loadManifestFile(path), { env: { BRAND: 'x' }, helper, onInstance: (i) => seen.push(i.id) }).catch((e: unknown) => e);
+    const error = await buildPlan(loadManifestFile(path), { env: { BRAND: 'x' }, helper, onInstance: (i) => seen.push(i.id) }).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(ManifestError);
     expect((error as ManifestError).problems[0]?.message).toMatch(/^sheets\[seed=0,variation_index=0\]: /);
     expect((error as ManifestError).problems[0]?.location.line).toBe(13);
@@ -179,7 +235,9 @@ steps:
       { id: '11111111-1111-4111-8111-111111111111', type: 'ads' as const, name: 'Summer Beach' },
       { id: '22222222-2222-4222-8222-222222222222', type: 'ads' as const, name: 'Winter Cabin' },
     ];
-    const path = manifest('presets', `version: 1
+    const path = manifest(
+      'presets',
+      `version: 1
 name: presets
 steps:
   ads:
@@ -192,23 +250,56 @@ steps:
       enhance_prompt: true
       preset_id: "{{ preset.id }}"
       image_urls: ["https://cdn.example.com/product.png"]
-`);
+`,
+    );
     const built = new URL('dist/plan/plan-worker.js', `file://${root}`);
     let read: typeof presets | undefined;
     const theirs = join(dir, 'presets-theirs.jsonl');
-    const helper = parallelPlanHelper({ manifest: path, spool: theirs, env: {}, run: { id: 'preview', startedAt: new Date() }, presets: () => read, signal: new AbortController().signal, minInstances: 1, worker: built });
+    const helper = parallelPlanHelper({
+      manifest: path,
+      spool: theirs,
+      env: {},
+      run: { id: 'preview', startedAt: new Date() },
+      presets: () => read,
+      signal: new AbortController().signal,
+      minInstances: 1,
+      worker: built,
+    });
     await buildPlan(loadManifestFile(path), { presets: async () => (read = presets), helper });
     const ids = [...readFileSync(theirs, 'utf8').matchAll(/"preset_id":"([^"]+)"/g)].map((m) => m[1]);
     expect(ids).toEqual([presets[1]?.id, presets[0]?.id, presets[1]?.id]);
-    const blind = parallelPlanHelper({ manifest: path, spool: join(dir, 'presets-blind.jsonl'), env: {}, run: { id: 'preview', startedAt: new Date() }, presets: () => undefined, signal: new AbortController().signal, minInstances: 1, worker: built });
-    await expect(buildPlan(loadManifestFile(path), { presets: async () => presets, helper: blind })).rejects.toThrow(/second thread failed: the plan reads presets the first thread did not/);
+    const blind = parallelPlanHelper({
+      manifest: path,
+      spool: join(dir, 'presets-blind.jsonl'),
+      env: {},
+      run: { id: 'preview', startedAt: new Date() },
+      presets: () => undefined,
+      signal: new AbortController().signal,
+      minInstances: 1,
+      worker: built,
+    });
+    await expect(buildPlan(loadManifestFile(path), { presets: async () => presets, helper: blind })).rejects.toThrow(
+      /second thread failed: the plan reads presets the first thread did not/,
+    );
   });
 
   it('fingerprints a plan in one thread even when offered a helper: the fingerprint covers every instance', async () => {
-    const path = manifest('fingerprint', sheets('      seed: { range: { from: 1, to: 8 } }\n      variation_index: [0, 1]\n', '      brief: "{{ env.BRAND }}"\n'));
+    const path = manifest(
+      'fingerprint',
+      sheets('      seed: { range: { from: 1, to: 8 } }\n      variation_index: [0, 1]\n', '      brief: "{{ env.BRAND }}"\n'),
+    );
     const run = { id: 'preview', startedAt: new Date('2026-11-25T00:00:00Z') };
     const alone = await buildPlan(loadManifestFile(path), { env: { BRAND: 'Acme' }, run, fingerprint: true });
-    const helper = parallelPlanHelper({ manifest: path, spool: join(dir, 'fingerprint.jsonl'), env: { BRAND: 'Acme' }, run, presets: () => undefined, signal: new AbortController().signal, minInstances: 1, worker: new URL('dist/plan/plan-worker.js', `file://${root}`) });
+    const helper = parallelPlanHelper({
+      manifest: path,
+      spool: join(dir, 'fingerprint.jsonl'),
+      env: { BRAND: 'Acme' },
+      run,
+      presets: () => undefined,
+      signal: new AbortController().signal,
+      minInstances: 1,
+      worker: new URL('dist/plan/plan-worker.js', `file://${root}`),
+    });
     const offered = await buildPlan(loadManifestFile(path), { env: { BRAND: 'Acme' }, run, fingerprint: true, helper });
     expect(offered.fingerprint).toMatch(/^[0-9a-f]{64}$/);
     expect(offered.fingerprint).toBe(alone.fingerprint);

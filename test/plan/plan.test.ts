@@ -73,7 +73,9 @@ describe('plans', () => {
     expect(error.problems).toHaveLength(1);
     const problem = error.problems[0];
     expect(problem?.path).toBe('steps.sheets.input.variation_index');
-    expect(problem?.message).toBe('sheets[tier=normal,seed=1,variation_index=2]: human tier normal requires variation_index 0 (and 3 more instances)');
+    expect(problem?.message).toBe(
+      'sheets[tier=normal,seed=1,variation_index=2]: human tier normal requires variation_index 0 (and 3 more instances)',
+    );
     expect(problem?.location.line).toBe(13); // the `variation_index:` line of the input
   });
 
@@ -151,25 +153,42 @@ steps:
   const catalog: OptionsCatalog = {
     config_revision: 'r1',
     categories: [
-      { key: 'fur', label: 'Fur', tiers: ['cats', 'dogs'], max: 1, options: [{ key: 'tabby', label: 'Tabby', img: null, color: null, tiers: ['cats'], slot: null, exclusive: false }] },
+      {
+        key: 'fur',
+        label: 'Fur',
+        tiers: ['cats', 'dogs'],
+        max: 1,
+        options: [{ key: 'tabby', label: 'Tabby', img: null, color: null, tiers: ['cats'], slot: null, exclusive: false }],
+      },
     ],
   };
 
   it('checks selections against the live options catalog', async () => {
-    const text = sheets.replace('      variation_index: "{{ variation_index }}"\n', '      variation_index: "{{ variation_index }}"\n      selection: { fur: [tabby] }\n');
+    const text = sheets.replace(
+      '      variation_index: "{{ variation_index }}"\n',
+      '      variation_index: "{{ variation_index }}"\n      selection: { fur: [tabby] }\n',
+    );
     const error = await refused(text, { catalog: async () => catalog });
-    expect(error.problems[0]?.message).toMatch(/^sheets\[tier=dogs,seed=1,variation_index=0\]: option "tabby" in category "fur" is only for cats, not dogs \(and 5 more instances\)$/);
+    expect(error.problems[0]?.message).toMatch(
+      /^sheets\[tier=dogs,seed=1,variation_index=0\]: option "tabby" in category "fur" is only for cats, not dogs \(and 5 more instances\)$/,
+    );
     const cats = text.replace('tier: [cats, dogs]', 'tier: [cats]');
     expect((await buildPlan(load(cats), { catalog: async () => catalog })).step('sheets').count).toBe(6);
   });
 
   it('refuses a selection when no catalog can be read, saying how to give one', async () => {
-    const text = sheets.replace('      variation_index: "{{ variation_index }}"\n', '      variation_index: "{{ variation_index }}"\n      selection: { fur: [tabby] }\n');
+    const text = sheets.replace(
+      '      variation_index: "{{ variation_index }}"\n',
+      '      variation_index: "{{ variation_index }}"\n      selection: { fur: [tabby] }\n',
+    );
     expect((await refused(text)).problems[0]?.message).toMatch(/needs the live options catalog: set --base-url/);
   });
 
   it('checks local image paths at plan time, relative to the manifest', async () => {
-    writeFileSync(join(dir, 'face.png'), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0, 0, 0, 0]));
+    writeFileSync(
+      join(dir, 'face.png'),
+      Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0, 0, 0, 0]),
+    );
     writeFileSync(join(dir, 'notes.txt'), 'not an image');
     const text = (path: string) => `version: 1
 name: faces
@@ -186,10 +205,14 @@ steps:
 
   it('refuses a plan over the instance limit before validating anything', async () => {
     const error = await refused(sheets, { maxInstances: 11 });
-    expect(error.problems[0]?.message).toBe('step sheets expands to 12 instances, over the limit of 11; split the sweep into several manifests');
+    expect(error.problems[0]?.message).toBe(
+      'step sheets expands to 12 instances, over the limit of 11; split the sweep into several manifests',
+    );
     expect((await buildPlan(load(sheets), { maxInstances: 12 })).totalInstances).toBe(12);
     // With exclude, the count needs a walk of the product: a billion-wide product is refused without one.
-    const huge = sheets.replace('seed: { range: { from: 1, to: 2 } }', 'seed: { range: { from: 1, to: 1000000000 } }').replace('    input:\n', '    exclude: [{ tier: dogs }]\n    input:\n');
+    const huge = sheets
+      .replace('seed: { range: { from: 1, to: 2 } }', 'seed: { range: { from: 1, to: 1000000000 } }')
+      .replace('    input:\n', '    exclude: [{ tier: dogs }]\n    input:\n');
     expect((await refused(huge)).problems[0]?.message).toMatch(/^step sheets expands to 6000000000 instances, over the limit of 10000000/);
   });
 

@@ -21,7 +21,9 @@ const dir = mkdtempSync(join(tmpdir(), 'genpipe-report-'));
 
 beforeAll(async () => {
   emulator = await startEmulator({ port: 0, timeScale: 0.001, log: () => {} });
-  client = new GenerationClient(resolveConfig({ flags: { baseUrl: emulator.url }, env: { HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` } }));
+  client = new GenerationClient(
+    resolveConfig({ flags: { baseUrl: emulator.url }, env: { HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` } }),
+  );
 });
 afterAll(async () => {
   await client.close();
@@ -34,7 +36,16 @@ async function run(manifestText: string, agentPoll?: { initialMs: number; maxMs:
   const plan = await buildPlan(loadManifestFile(manifest));
   const hash = planHash(plan);
   const { runId, dir: runDir } = await createRunDir(join(dir, 'runs'), plan, manifest, hash);
-  await runPlan({ plan, client, runDir, runId, planHash: hash, signal: new AbortController().signal, poll: { floorMs: 10, baseMs: 10, capMs: 50 }, agentPoll });
+  await runPlan({
+    plan,
+    client,
+    runDir,
+    runId,
+    planHash: hash,
+    signal: new AbortController().signal,
+    poll: { floorMs: 10, baseMs: 10, capMs: 50 },
+    agentPoll,
+  });
   return runDir;
 }
 
@@ -64,7 +75,11 @@ steps:
     // Three marketing prompts of one length: one estimate each (§8 rule 2: prompt length, images,
     // resolution and quality set it). The step's price is that estimate, as a user's price table
     // would state what the service charges at submit.
-    const prompts = ['a red running shoe on a wet rock, take 1', 'a red running shoe on a wet rock, take 2', '[emulator:fail] a shoe on a rock, take 3'];
+    const prompts = [
+      'a red running shoe on a wet rock, take 1',
+      'a red running shoe on a wet rock, take 2',
+      '[emulator:fail] a shoe on a rock, take 3',
+    ];
     const estimates = new Set(prompts.map((prompt) => marketingUsage({ prompt }, '2k', 'high', 1).estimate.micros));
     expect(estimates.size).toBe(1);
     const marketingPriceUsd = [...estimates][0]! / 1e6;
@@ -98,7 +113,9 @@ steps:
     const micros = (usd: number): number => Math.round(usd * 1e6);
     const ledgerNet = entries.reduce((sum, e) => sum + (e.kind === 'refund' ? -micros(e.usd) : micros(e.usd)), 0);
     // What no endpoint reports: the service reconciling marketing estimates to actual token usage.
-    const reconciled = entries.filter((e) => e.reason.includes('reconciled to actual usage')).reduce((sum, e) => sum + (e.kind === 'refund' ? micros(e.usd) : -micros(e.usd)), 0);
+    const reconciled = entries
+      .filter((e) => e.reason.includes('reconciled to actual usage'))
+      .reduce((sum, e) => sum + (e.kind === 'refund' ? micros(e.usd) : -micros(e.usd)), 0);
 
     const byName = (lines: GroupLine[], name: string): GroupLine => lines.find((l) => l.name === name)!;
     expect(byName(report.steps, 'sheets').counts).toMatchObject({ completed: 2, failed: 1, nsfw: 1 });
@@ -108,7 +125,9 @@ steps:
     expect(byName(report.steps, 'sheets')).toMatchObject({ estimatedUsd: 0.2, refundedUsd: 0.1, netUsd: 0.1 });
     // Agent turns: the completed one at its llm_cost_usd, the failed one refunded in full.
     const chat = byName(report.steps, 'chat');
-    const turnLedger = entries.filter((e) => e.message_id !== undefined).reduce((sum, e) => sum + (e.kind === 'refund' ? -micros(e.usd) : micros(e.usd)), 0);
+    const turnLedger = entries
+      .filter((e) => e.message_id !== undefined)
+      .reduce((sum, e) => sum + (e.kind === 'refund' ? -micros(e.usd) : micros(e.usd)), 0);
     expect(micros(chat.netUsd)).toBe(turnLedger);
     expect(chat.actualUsd).toBeGreaterThan(0);
     // The whole run: the report's net, less the reconciliation it cannot see, is the ledger's, to the cent.
@@ -130,7 +149,9 @@ steps:
     const json = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { netUsd: number; netCredits: number } };
     expect(json.total).toMatchObject({ netUsd: 0.1, netCredits: 20 });
     const csv = readFileSync(join(runDir, 'report.csv'), 'utf8').split('\r\n');
-    expect(csv[0]).toBe('level,name,step,model,status,request_id,estimated_usd,actual_usd,refunded_usd,net_usd,net_credits,unknown_usd,unpriced_instances');
+    expect(csv[0]).toBe(
+      'level,name,step,model,status,request_id,estimated_usd,actual_usd,refunded_usd,net_usd,net_credits,unknown_usd,unpriced_instances',
+    );
     expect(csv.filter((l) => l.startsWith('instance,'))).toHaveLength(2);
     expect(csv.find((l) => l.startsWith('total,'))).toMatch(/,0\.1,20,0,0$/);
     expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Net **$0.10** (20 credits at 200 credits per US$)');
@@ -189,23 +210,75 @@ describe('genpipe runs', () => {
 });
 
 describe('the report files, written in pieces', () => {
-  const group = (name: string, net: number): GroupLine => ({ name, counts: { completed: 1, reused: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, in_flight: 0, not_started: 0 }, estimatedUsd: net, actualUsd: null, refundedUsd: 0, netUsd: net, unknownUsd: 0, unpricedInstances: 0, rerolls: 0, rerolledNetUsd: 0 });
-  const line = (i: number): InstanceLine => ({ instance: `a[seed=${i}]`, step: 'a', model: 'character-sheet', status: 'completed', requestId: `r${i}`, rerolls: 0, estimatedUsd: 0.05, actualUsd: null, refundedUsd: 0, netUsd: 0.05, unknownUsd: 0, unpricedInstances: 0 });
-  const report = (count: number): CostReport => ({ pipeline: 'p "quoted"', runId: 'r1', creditsPerUsd: 100, instances: Array.from({ length: count }, (_, i) => line(i)), steps: [group('a', 0.05 * count)], models: [group('character-sheet', 0.05 * count)], total: group('total', 0.05 * count) });
+  const group = (name: string, net: number): GroupLine => ({
+    name,
+    counts: { completed: 1, reused: 0, failed: 0, nsfw: 0, canceled: 0, unknown: 0, in_flight: 0, not_started: 0 },
+    estimatedUsd: net,
+    actualUsd: null,
+    refundedUsd: 0,
+    netUsd: net,
+    unknownUsd: 0,
+    unpricedInstances: 0,
+    rerolls: 0,
+    rerolledNetUsd: 0,
+  });
+  const line = (i: number): InstanceLine => ({
+    instance: `a[seed=${i}]`,
+    step: 'a',
+    model: 'character-sheet',
+    status: 'completed',
+    requestId: `r${i}`,
+    rerolls: 0,
+    estimatedUsd: 0.05,
+    actualUsd: null,
+    refundedUsd: 0,
+    netUsd: 0.05,
+    unknownUsd: 0,
+    unpricedInstances: 0,
+  });
+  const report = (count: number): CostReport => ({
+    pipeline: 'p "quoted"',
+    runId: 'r1',
+    creditsPerUsd: 100,
+    instances: Array.from({ length: count }, (_, i) => line(i)),
+    steps: [group('a', 0.05 * count)],
+    models: [group('character-sheet', 0.05 * count)],
+    total: group('total', 0.05 * count),
+  });
 
   it('report.json is the whole report with credits, for no, one and many instances', () => {
     for (const count of [0, 1, 3]) {
       const r = report(count);
       const parsed = JSON.parse(reportJson(r)) as Record<string, unknown>;
-      const credited = <T extends { netUsd: number; refundedUsd: number }>(m: T) => ({ ...m, netCredits: Math.round(m.netUsd * 100 * 100) / 100, refundedCredits: 0 });
-      expect(parsed).toEqual({ pipeline: r.pipeline, runId: 'r1', creditsPerUsd: 100, instances: r.instances.map(credited), steps: r.steps.map(credited), models: r.models.map(credited), total: credited(r.total) });
+      const credited = <T extends { netUsd: number; refundedUsd: number }>(m: T) => ({
+        ...m,
+        netCredits: Math.round(m.netUsd * 100 * 100) / 100,
+        refundedCredits: 0,
+      });
+      expect(parsed).toEqual({
+        pipeline: r.pipeline,
+        runId: 'r1',
+        creditsPerUsd: 100,
+        instances: r.instances.map(credited),
+        steps: r.steps.map(credited),
+        models: r.models.map(credited),
+        total: credited(r.total),
+      });
     }
   });
 
   it('report.csv and report.md have a row per instance', () => {
     const r = report(3);
-    expect(reportCsv(r).split('\r\n').filter((l) => l.startsWith('instance,'))).toHaveLength(3);
-    expect(reportMarkdownOf(r).split('\n').filter((l) => l.startsWith('| a[seed='))).toHaveLength(3);
+    expect(
+      reportCsv(r)
+        .split('\r\n')
+        .filter((l) => l.startsWith('instance,')),
+    ).toHaveLength(3);
+    expect(
+      reportMarkdownOf(r)
+        .split('\n')
+        .filter((l) => l.startsWith('| a[seed=')),
+    ).toHaveLength(3);
     expect(reportMarkdownOf(report(0))).toContain('| instance | status | request | net |');
   });
 });

@@ -26,49 +26,86 @@ async function writeJournal(records: JournalRecord[]): Promise<string> {
 async function collect(path: string, chunk: number): Promise<[string, unknown][]> {
   const out: [string, unknown][] = [];
   for await (const [id, state] of instanceStates(path, { chunk })) {
-    out.push([id, { status: instanceStatus(state), model: state.intent?.model, rerolls: state.rerolls, retries: state.retries, request: state.submission?.kind === 'request' ? state.submission.requestId : undefined, cost: state.final?.actualCostUsd }]);
+    out.push([
+      id,
+      {
+        status: instanceStatus(state),
+        model: state.intent?.model,
+        rerolls: state.rerolls,
+        retries: state.retries,
+        request: state.submission?.kind === 'request' ? state.submission.requestId : undefined,
+        cost: state.final?.actualCostUsd,
+      },
+    ]);
   }
   return out;
 }
 
 /** The records one instance may have, in an order a run (and its resumes) could write them. */
 const lifecycle = (id: string, n: number): fc.Arbitrary<JournalRecord[]> =>
-  fc.record({ ending: fc.constantFrom('completed', 'failed', 'nsfw', 'unknown', 'refused', 'failed-download', 'retried'), cost: fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined }) }).map(({ ending, cost }) => {
-    const intent: JournalRecord = { type: 'intent', instance: id, model: n % 2 ? 'soul' : 'character-sheet', idempotencyKey: `k${n}`, bodyHash: HASH };
-    const submitted: JournalRecord = { type: 'submitted', instance: id, handle: { kind: 'request', requestId: `r${n}` } };
-    const status = (s: 'completed' | 'failed' | 'nsfw'): JournalRecord => ({ type: 'status', instance: id, status: s, outputs: [{ url: `https://cdn.example/${n}.png` }], ...(cost === undefined ? {} : { actualCostUsd: cost }) });
-    switch (ending) {
-      case 'unknown':
-        return [intent];
-      case 'refused':
-        return [intent, { type: 'refused', instance: id, code: 'insufficient_credits' }];
-      case 'failed-download':
-        return [intent, submitted, status('completed'), { type: 'failed', instance: id, code: 'download', message: 'gone' }];
-      case 'retried':
-        return [intent, submitted, status('failed'), { type: 'retry', instance: id, attempt: 1, previous: 'failed' }, intent, { ...submitted, handle: { kind: 'request', requestId: `r${n}b` } }, status('completed')];
-      default:
-        return [intent, submitted, status(ending as 'completed' | 'failed' | 'nsfw')];
-    }
-  });
+  fc
+    .record({
+      ending: fc.constantFrom('completed', 'failed', 'nsfw', 'unknown', 'refused', 'failed-download', 'retried'),
+      cost: fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined }),
+    })
+    .map(({ ending, cost }) => {
+      const intent: JournalRecord = {
+        type: 'intent',
+        instance: id,
+        model: n % 2 ? 'soul' : 'character-sheet',
+        idempotencyKey: `k${n}`,
+        bodyHash: HASH,
+      };
+      const submitted: JournalRecord = { type: 'submitted', instance: id, handle: { kind: 'request', requestId: `r${n}` } };
+      const status = (s: 'completed' | 'failed' | 'nsfw'): JournalRecord => ({
+        type: 'status',
+        instance: id,
+        status: s,
+        outputs: [{ url: `https://cdn.example/${n}.png` }],
+        ...(cost === undefined ? {} : { actualCostUsd: cost }),
+      });
+      switch (ending) {
+        case 'unknown':
+          return [intent];
+        case 'refused':
+          return [intent, { type: 'refused', instance: id, code: 'insufficient_credits' }];
+        case 'failed-download':
+          return [intent, submitted, status('completed'), { type: 'failed', instance: id, code: 'download', message: 'gone' }];
+        case 'retried':
+          return [
+            intent,
+            submitted,
+            status('failed'),
+            { type: 'retry', instance: id, attempt: 1, previous: 'failed' },
+            intent,
+            { ...submitted, handle: { kind: 'request', requestId: `r${n}b` } },
+            status('completed'),
+          ];
+        default:
+          return [intent, submitted, status(ending as 'completed' | 'failed' | 'nsfw')];
+      }
+    });
 
 /** Many instances' lifecycles, interleaved as concurrent work (and resumes) interleave them. */
 const journalRecords = fc.integer({ min: 1, max: 40 }).chain((count) =>
-  fc.tuple(
-    fc.tuple(...Array.from({ length: count }, (_, n) => lifecycle(`step[seed=${(n * 7919) % 1000}]`, n))),
-    fc.array(fc.nat(), { minLength: 200, maxLength: 200 }),
-  ).map(([lives, picks]) => {
-    // Interleave: repeatedly take the next record of a picked instance, keeping each one's order.
-    const queues = lives.map((l) => [...l]);
-    const out: JournalRecord[] = [];
-    let p = 0;
-    // Bounded: every turn takes one record.
-    while (queues.some((q) => q.length > 0)) {
-      const open = queues.filter((q) => q.length > 0);
-      const q = open[(picks[p++ % picks.length] ?? 0) % open.length] as JournalRecord[];
-      out.push(q.shift() as JournalRecord);
-    }
-    return out;
-  }),
+  fc
+    .tuple(
+      fc.tuple(...Array.from({ length: count }, (_, n) => lifecycle(`step[seed=${(n * 7919) % 1000}]`, n))),
+      fc.array(fc.nat(), { minLength: 200, maxLength: 200 }),
+    )
+    .map(([lives, picks]) => {
+      // Interleave: repeatedly take the next record of a picked instance, keeping each one's order.
+      const queues = lives.map((l) => [...l]);
+      const out: JournalRecord[] = [];
+      let p = 0;
+      // Bounded: every turn takes one record.
+      while (queues.some((q) => q.length > 0)) {
+        const open = queues.filter((q) => q.length > 0);
+        const q = open[(picks[p++ % picks.length] ?? 0) % open.length] as JournalRecord[];
+        out.push(q.shift() as JournalRecord);
+      }
+      return out;
+    }),
 );
 
 describe('instanceStates', () => {
@@ -89,7 +126,13 @@ describe('instanceStates', () => {
     const records: JournalRecord[] = [
       { type: 'intent', instance: 'a[x=1]', model: 'soul', idempotencyKey: 'k1', bodyHash: HASH },
       { type: 'submitted', instance: 'a[x=1]', handle: { kind: 'request', requestId: 'r1' } },
-      ...Array.from({ length: 10 }, (_, i): JournalRecord => ({ type: 'intent', instance: `b[x=${i}]`, model: 'soul', idempotencyKey: `kb${i}`, bodyHash: HASH })),
+      ...Array.from({ length: 10 }, (_, i): JournalRecord => ({
+        type: 'intent',
+        instance: `b[x=${i}]`,
+        model: 'soul',
+        idempotencyKey: `kb${i}`,
+        bodyHash: HASH,
+      })),
       { type: 'status', instance: 'a[x=1]', status: 'completed', outputs: [] },
     ];
     const path = await writeJournal(records);
@@ -98,34 +141,43 @@ describe('instanceStates', () => {
     expect(states).toHaveLength(11);
   });
 
-  it('reading facts from the lines\' text (projectFact) gives exactly the states a full parse gives (property)', async () => {
+  it("reading facts from the lines' text (projectFact) gives exactly the states a full parse gives (property)", async () => {
     // Ids with a quote, a backslash or a non-ASCII letter, agent handles and reported costs take
     // the full parse; plain intents, request submissions and statuses are read from the text.
     const id = fc.constantFrom('step[seed=1]', 'step[name="q"]', 'step[path=a\\b]', 'step[chat=é]', 'step[x=1,y=2]');
-    const record = fc.tuple(id, fc.nat({ max: 9 }), fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined })).map(([instance, kind, cost]): JournalRecord => {
-      switch (kind) {
-        case 0:
-          return { type: 'intent', instance, model: 'soul', idempotencyKey: null, bodyHash: HASH };
-        case 1:
-          return { type: 'intent', instance, model: 'character-sheet', idempotencyKey: 'k"1', bodyHash: HASH };
-        case 2:
-          return { type: 'submitted', instance, handle: { kind: 'request', requestId: 'r1' } };
-        case 3:
-          return { type: 'submitted', instance, handle: { kind: 'agent_message', sessionId: 's1', messageId: 'm1' } };
-        case 4:
-          return { type: 'status', instance, status: 'completed', durationMs: 5, outputs: [{ url: 'https://cdn.example/1.png' }], result: { actualCostUsd: 2, status: 'failed' } };
-        case 5:
-          return { type: 'status', instance, status: 'nsfw', outputs: [], ...(cost === undefined ? {} : { actualCostUsd: cost }) };
-        case 6:
-          return { type: 'status', instance, status: 'failed', outputs: [], error: '"status":"completed"' };
-        case 7:
-          return { type: 'failed', instance, code: 'download', message: 'gone' };
-        case 8:
-          return { type: 'reroll', instance, attempt: 1, seed: 7 } as JournalRecord;
-        default:
-          return { type: 'retry', instance, attempt: 1, previous: 'failed' };
-      }
-    });
+    const record = fc
+      .tuple(id, fc.nat({ max: 9 }), fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined }))
+      .map(([instance, kind, cost]): JournalRecord => {
+        switch (kind) {
+          case 0:
+            return { type: 'intent', instance, model: 'soul', idempotencyKey: null, bodyHash: HASH };
+          case 1:
+            return { type: 'intent', instance, model: 'character-sheet', idempotencyKey: 'k"1', bodyHash: HASH };
+          case 2:
+            return { type: 'submitted', instance, handle: { kind: 'request', requestId: 'r1' } };
+          case 3:
+            return { type: 'submitted', instance, handle: { kind: 'agent_message', sessionId: 's1', messageId: 'm1' } };
+          case 4:
+            return {
+              type: 'status',
+              instance,
+              status: 'completed',
+              durationMs: 5,
+              outputs: [{ url: 'https://cdn.example/1.png' }],
+              result: { actualCostUsd: 2, status: 'failed' },
+            };
+          case 5:
+            return { type: 'status', instance, status: 'nsfw', outputs: [], ...(cost === undefined ? {} : { actualCostUsd: cost }) };
+          case 6:
+            return { type: 'status', instance, status: 'failed', outputs: [], error: '"status":"completed"' };
+          case 7:
+            return { type: 'failed', instance, code: 'download', message: 'gone' };
+          case 8:
+            return { type: 'reroll', instance, attempt: 1, seed: 7 } as JournalRecord;
+          default:
+            return { type: 'retry', instance, attempt: 1, previous: 'failed' };
+        }
+      });
     await fc.assert(
       fc.asyncProperty(fc.array(record, { minLength: 1, maxLength: 60 }), async (records) => {
         const path = await writeJournal(records);
@@ -158,7 +210,13 @@ describe('instanceStates', () => {
       const states: [string, string][] = [];
       for await (const [id, state] of instanceStates(path, { fullParse })) states.push([id, instanceStatus(state)]);
       // Submitted, never seen completed: the damaged status counts for nothing.
-      expect({ fullParse, states }).toEqual({ fullParse, states: [['a[x=1]', 'in_flight'], ['b[x=2]', 'unknown']] });
+      expect({ fullParse, states }).toEqual({
+        fullParse,
+        states: [
+          ['a[x=1]', 'in_flight'],
+          ['b[x=2]', 'unknown'],
+        ],
+      });
     }
   });
 
@@ -208,13 +266,20 @@ describe('instanceStates', () => {
   });
 
   it('a second thread that fails or stops fails the read with a sentence: never a report missing half the journal', async () => {
-    const path = await writeJournal([{ type: 'intent', instance: 'a[x=1]', model: 'soul', idempotencyKey: 'k1', bodyHash: HASH }, { type: 'intent', instance: 'b[x=2]', model: 'soul', idempotencyKey: 'k2', bodyHash: HASH }]);
+    const path = await writeJournal([
+      { type: 'intent', instance: 'a[x=1]', model: 'soul', idempotencyKey: 'k1', bodyHash: HASH },
+      { type: 'intent', instance: 'b[x=2]', model: 'soul', idempotencyKey: 'k2', bodyHash: HASH },
+    ]);
     const dir = tempDir('genpipe-bad-worker-');
     const throwing = join(dir, 'throws.mjs');
     writeFileSync(throwing, "throw new Error('disk on fire');\n");
     const exiting = join(dir, 'exits.mjs');
     writeFileSync(exiting, 'process.exit(3);\n');
-    await expect(readAll(path, { worker: new URL(`file://${throwing}`), parallelMinBytes: 0 })).rejects.toThrow(/^Reading the second half of .*journal\.jsonl in another thread failed: disk on fire$/);
-    await expect(readAll(path, { worker: new URL(`file://${exiting}`), parallelMinBytes: 0 })).rejects.toThrow(/in another thread failed: the thread stopped \(exit code 3\) before answering$/);
+    await expect(readAll(path, { worker: new URL(`file://${throwing}`), parallelMinBytes: 0 })).rejects.toThrow(
+      /^Reading the second half of .*journal\.jsonl in another thread failed: disk on fire$/,
+    );
+    await expect(readAll(path, { worker: new URL(`file://${exiting}`), parallelMinBytes: 0 })).rejects.toThrow(
+      /in another thread failed: the thread stopped \(exit code 3\) before answering$/,
+    );
   });
 });

@@ -28,7 +28,10 @@ const life = fc.record({
   step: fc.nat(3),
   seed: fc.nat(5000),
   ending: fc.constantFrom('completed', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'rerolled', 'retried'),
-  cost: fc.option(fc.integer({ min: 0, max: 999_999 }).map((n) => n / 1e6), { nil: undefined }),
+  cost: fc.option(
+    fc.integer({ min: 0, max: 999_999 }).map((n) => n / 1e6),
+    { nil: undefined },
+  ),
 });
 
 type Life = typeof life extends fc.Arbitrary<infer T> ? T : never;
@@ -45,7 +48,13 @@ function recordsOf(lives: readonly Life[]): JournalRecord[] {
     const model = STEPS[l.step]?.model ?? 'soul';
     const intent: JournalRecord = { type: 'intent', instance: id, model, idempotencyKey: `k${n}`, bodyHash: HASH };
     const submitted: JournalRecord = { type: 'submitted', instance: id, handle: { kind: 'request', requestId: `r-${n}` } };
-    const status = (s: 'completed' | 'failed' | 'nsfw' | 'canceled'): JournalRecord => ({ type: 'status', instance: id, status: s, outputs: [], ...(l.cost === undefined ? {} : { actualCostUsd: l.cost }) });
+    const status = (s: 'completed' | 'failed' | 'nsfw' | 'canceled'): JournalRecord => ({
+      type: 'status',
+      instance: id,
+      status: s,
+      outputs: [],
+      ...(l.cost === undefined ? {} : { actualCostUsd: l.cost }),
+    });
     switch (l.ending) {
       case 'unknown':
         out.push(intent);
@@ -54,10 +63,26 @@ function recordsOf(lives: readonly Life[]): JournalRecord[] {
         out.push(intent, submitted);
         break;
       case 'rerolled':
-        out.push(intent, submitted, status('nsfw'), { type: 'reroll', instance: id, attempt: 1, seed: 7 }, intent, submitted, status('completed'));
+        out.push(
+          intent,
+          submitted,
+          status('nsfw'),
+          { type: 'reroll', instance: id, attempt: 1, seed: 7 },
+          intent,
+          submitted,
+          status('completed'),
+        );
         break;
       case 'retried':
-        out.push(intent, submitted, status('failed'), { type: 'retry', instance: id, attempt: 1, previous: 'failed' }, intent, submitted, status('completed'));
+        out.push(
+          intent,
+          submitted,
+          status('failed'),
+          { type: 'retry', instance: id, attempt: 1, previous: 'failed' },
+          intent,
+          submitted,
+          status('completed'),
+        );
         break;
       default:
         out.push(intent, submitted, status(l.ending as 'completed' | 'failed' | 'nsfw' | 'canceled'));
@@ -71,7 +96,15 @@ async function runDirs(records: JournalRecord[]): Promise<[string, string]> {
   const base = tempDir('genpipe-parallel-report-');
   const one = join(base, 'one');
   mkdirSync(one);
-  const plan = { pipeline: 'p', runId: '20261101T000000Z-0000', manifest: join(base, 'p.yaml'), planHash: 'x', createdAt: '2026-11-01T00:00:00.000Z', steps: STEPS.map((s) => ({ ...s, count: 6000, needs: [], for_each: null })), estimate: { known_usd: 0, unknown_instances: 0 } };
+  const plan = {
+    pipeline: 'p',
+    runId: '20261101T000000Z-0000',
+    manifest: join(base, 'p.yaml'),
+    planHash: 'x',
+    createdAt: '2026-11-01T00:00:00.000Z',
+    steps: STEPS.map((s) => ({ ...s, count: 6000, needs: [], for_each: null })),
+    estimate: { known_usd: 0, unknown_instances: 0 },
+  };
   writeFileSync(join(one, 'plan.json'), JSON.stringify(plan));
   const journal = await Journal.open(join(one, 'journal.jsonl'));
   // Interleaved as concurrent work writes them: every record of a step's instances, then the next step's.
@@ -107,8 +140,13 @@ describe('a report written by two threads', () => {
     // The real worker for the journal's second half, a failing one for the report's last lines.
     const dir = tempDir('genpipe-tail-worker-');
     const failing = join(dir, 'tail-fails.mjs');
-    writeFileSync(failing, `import { workerData } from 'node:worker_threads';\nif (workerData.kind === 'tail') throw new Error('disk full');\nawait import(${JSON.stringify(worker.href)});\n`);
-    await expect(writeCostReport(two, { threads: { worker: new URL(`file://${failing}`), parallelMinBytes: 0 } })).rejects.toThrow("Writing the report's last instances in another thread failed: disk full");
+    writeFileSync(
+      failing,
+      `import { workerData } from 'node:worker_threads';\nif (workerData.kind === 'tail') throw new Error('disk full');\nawait import(${JSON.stringify(worker.href)});\n`,
+    );
+    await expect(writeCostReport(two, { threads: { worker: new URL(`file://${failing}`), parallelMinBytes: 0 } })).rejects.toThrow(
+      "Writing the report's last instances in another thread failed: disk full",
+    );
     expect(readdirSync(two).sort()).toEqual(['journal.jsonl', 'plan.json']);
     expect(existsSync(join(two, 'report.json'))).toBe(false);
   });

@@ -30,7 +30,15 @@ describe('progress outside a TTY', () => {
     const s = sink();
     let clock = 0;
     const progress = new LineProgress(s.output, { quiet: false, intervalMs: 60_000, now: () => clock });
-    progress.listener({ type: 'run_started', runId: 'r', runDir: 'd', pipeline: 'p', instances: 300, resumed: true, already: { steps: { a: { done: 240, failed: 3, inFlight: 2 } }, spentUsd: 12.25 } });
+    progress.listener({
+      type: 'run_started',
+      runId: 'r',
+      runDir: 'd',
+      pipeline: 'p',
+      instances: 300,
+      resumed: true,
+      already: { steps: { a: { done: 240, failed: 3, inFlight: 2 } }, spentUsd: 12.25 },
+    });
     expect(progress.line()).toBe('progress: 243/300 done (3 failed), 2 in flight, spent US$12.25, ETA --');
     clock = 1_000;
     progress.listener({ type: 'instance_submitted', step: 'a', instance: 'a[s=1]', model: 'character-sheet', estimatedUsd: 0.05 });
@@ -62,7 +70,9 @@ describe('progress outside a TTY', () => {
     expect(progress.line()).toBe('progress: 2/3 done (1 failed), 0 in flight, spent US$0.05, ETA 15s');
     progress.listener({ type: 'run_finished', summary });
     expect(s.out).toEqual([summaryLine(summary)]);
-    expect(s.out[0]).toBe('p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; estimated US$0.15; 1.2 s; runs/p/20261122T000000Z-abcd');
+    expect(s.out[0]).toBe(
+      'p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; estimated US$0.15; 1.2 s; runs/p/20261122T000000Z-abcd',
+    );
   });
 
   it('prints a progress line every intervalMs (--progress-interval), and none after the run ends', () => {
@@ -122,7 +132,14 @@ describe('--json-logs', () => {
     const logs = new JsonLogs(s.output, { quiet: false });
     for (const e of [...events, { type: 'run_finished', summary } as const]) logs.listener(e);
     const parsed = s.out.map((line) => JSON.parse(line) as { type: string; time: string });
-    expect(parsed.map((p) => p.type)).toEqual(['run_started', 'instance_submitted', 'instance_submitted', 'instance_finished', 'instance_finished', 'run_finished']);
+    expect(parsed.map((p) => p.type)).toEqual([
+      'run_started',
+      'instance_submitted',
+      'instance_submitted',
+      'instance_finished',
+      'instance_finished',
+      'run_finished',
+    ]);
     expect(parsed.every((p) => !Number.isNaN(Date.parse(p.time)))).toBe(true);
   });
 

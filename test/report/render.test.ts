@@ -8,13 +8,46 @@ import { csvRow } from '../../src/util/csv.js';
 import { formatUsd } from '../../src/util/format-usd.js';
 
 const STATUSES: ReportStatus[] = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
-const text = fc.oneof(fc.string(), fc.string({ unit: 'grapheme' }), fc.constantFrom('=1+2', '-5', 'a|b', 'x\r\ny', 'q"uote', 'comma,here', '@x', '\tt'));
-const money = fc.oneof(fc.double({ min: -1e6, max: 1e6 }), fc.constantFrom(0, -0, 0.05, 0.1 + 0.2, 1e21, Number.NaN, Number.POSITIVE_INFINITY));
+const text = fc.oneof(
+  fc.string(),
+  fc.string({ unit: 'grapheme' }),
+  fc.constantFrom('=1+2', '-5', 'a|b', 'x\r\ny', 'q"uote', 'comma,here', '@x', '\tt'),
+);
+const money = fc.oneof(
+  fc.double({ min: -1e6, max: 1e6 }),
+  fc.constantFrom(0, -0, 0.05, 0.1 + 0.2, 1e21, Number.NaN, Number.POSITIVE_INFINITY),
+);
 
 /** A line with its fields in lineOf's order (cost-report.ts), which report.json keeps. */
 const line: fc.Arbitrary<InstanceLine> = fc
-  .record({ instance: text, step: text, model: text, status: fc.constantFrom(...STATUSES), requestId: text, rerolls: fc.nat(), estimatedUsd: money, actualUsd: fc.option(money, { nil: null }), refundedUsd: money, netUsd: money, unknownUsd: money, unpricedInstances: fc.nat(1) })
-  .map((l) => ({ instance: l.instance, step: l.step, model: l.model, status: l.status, requestId: l.requestId, rerolls: l.rerolls, estimatedUsd: l.estimatedUsd, actualUsd: l.actualUsd, refundedUsd: l.refundedUsd, netUsd: l.netUsd, unknownUsd: l.unknownUsd, unpricedInstances: l.unpricedInstances }));
+  .record({
+    instance: text,
+    step: text,
+    model: text,
+    status: fc.constantFrom(...STATUSES),
+    requestId: text,
+    rerolls: fc.nat(),
+    estimatedUsd: money,
+    actualUsd: fc.option(money, { nil: null }),
+    refundedUsd: money,
+    netUsd: money,
+    unknownUsd: money,
+    unpricedInstances: fc.nat(1),
+  })
+  .map((l) => ({
+    instance: l.instance,
+    step: l.step,
+    model: l.model,
+    status: l.status,
+    requestId: l.requestId,
+    rerolls: l.rerolls,
+    estimatedUsd: l.estimatedUsd,
+    actualUsd: l.actualUsd,
+    refundedUsd: l.refundedUsd,
+    netUsd: l.netUsd,
+    unknownUsd: l.unknownUsd,
+    unpricedInstances: l.unpricedInstances,
+  }));
 
 const credits = (usd: number, rate: number): number => Math.round(usd * rate * 100) / 100;
 
@@ -32,7 +65,21 @@ describe('report formats, one instance line', () => {
   it('report.csv: what csvRow writes of its cells, formula-safe and quoted (property)', () => {
     fc.assert(
       fc.property(line, fc.constantFrom(100, 7), (l, rate) => {
-        const generic = csvRow(['instance', l.instance, l.step, l.model, l.status, l.requestId, l.estimatedUsd, l.actualUsd ?? '', l.refundedUsd, l.netUsd, credits(l.netUsd, rate), l.unknownUsd, l.unpricedInstances]);
+        const generic = csvRow([
+          'instance',
+          l.instance,
+          l.step,
+          l.model,
+          l.status,
+          l.requestId,
+          l.estimatedUsd,
+          l.actualUsd ?? '',
+          l.refundedUsd,
+          l.netUsd,
+          credits(l.netUsd, rate),
+          l.unknownUsd,
+          l.unpricedInstances,
+        ]);
         expect(CSV_FORMAT.instance(l, 0, rate)).toBe(generic);
       }),
       { numRuns: 500 },

@@ -18,7 +18,13 @@ let runDir: string;
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const io: CliIO = { out: (t) => (out += `${t}\n`), write: async (t) => void (out += t), err: (t) => (err += `${t}\n`), env: { GENPIPE_BASE_URL: emu.url, HF_KEY }, signal: new AbortController().signal };
+  const io: CliIO = {
+    out: (t) => (out += `${t}\n`),
+    write: async (t) => void (out += t),
+    err: (t) => (err += `${t}\n`),
+    env: { GENPIPE_BASE_URL: emu.url, HF_KEY },
+    signal: new AbortController().signal,
+  };
   return { code: await main(args, io), out, err };
 }
 
@@ -67,14 +73,25 @@ describe('a run waiting on review', () => {
   });
 
   it('counts only what is still undecided: a rejection is a decision too; none left, no sentence', async () => {
-    writeFileSync(join(runDir, 'review.json'), JSON.stringify({ 'sheets[seed=1]': decision('approved'), 'sheets[seed=2]': decision('rejected') }));
+    writeFileSync(
+      join(runDir, 'review.json'),
+      JSON.stringify({ 'sheets[seed=1]': decision('approved'), 'sheets[seed=2]': decision('rejected') }),
+    );
     expect(await reviewWaitSentence(runDir)).toMatch(/^6 clips instance\(s\) wait on review: 2 of 4 sheets instance\(s\) are neither/);
-    writeFileSync(join(runDir, 'review.json'), JSON.stringify({ 'sheets[seed=1]': decision('approved'), 'sheets[seed=2]': decision('rejected'), 'sheets[seed=3]': decision('rejected'), 'sheets[seed=4]': decision('approved') }));
+    writeFileSync(
+      join(runDir, 'review.json'),
+      JSON.stringify({
+        'sheets[seed=1]': decision('approved'),
+        'sheets[seed=2]': decision('rejected'),
+        'sheets[seed=3]': decision('rejected'),
+        'sheets[seed=4]': decision('approved'),
+      }),
+    );
     expect(await reviewWaitSentence(runDir)).toBeUndefined();
     writeFileSync(join(runDir, 'review.json'), '{}');
   });
 
-  it('a damaged review.json is no decision here: the sentence, never an error at a run\'s end', async () => {
+  it("a damaged review.json is no decision here: the sentence, never an error at a run's end", async () => {
     writeFileSync(join(runDir, 'review.json'), '{not json');
     expect(await reviewWaitSentence(runDir)).toMatch(/^12 clips instance\(s\) wait on review: 4 of 4 sheets/);
     writeFileSync(join(runDir, 'review.json'), '{}');
@@ -83,12 +100,17 @@ describe('a run waiting on review', () => {
   it('genpipe report prints it on stderr', async () => {
     const result = await cli(['report', runDir]);
     expect(result.code, result.err).toBe(0);
-    expect(result.err).toContain(`12 clips instance(s) wait on review: 4 of 4 sheets instance(s) are neither approved nor rejected (clips follows only approved sheets). Review them with \`genpipe review ${runDir}\`, then \`genpipe resume ${runDir}\`.`);
+    expect(result.err).toContain(
+      `12 clips instance(s) wait on review: 4 of 4 sheets instance(s) are neither approved nor rejected (clips follows only approved sheets). Review them with \`genpipe review ${runDir}\`, then \`genpipe resume ${runDir}\`.`,
+    );
   });
 
   it('a run with no such step has no sentence', async () => {
     const plain = join(tempDir(), 'plain.yaml');
-    writeFileSync(plain, 'version: 1\nname: plain\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: [1]\n    input: { tier: cats, seed: "{{ seed }}" }\n');
+    writeFileSync(
+      plain,
+      'version: 1\nname: plain\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: [1]\n    input: { tier: cats, seed: "{{ seed }}" }\n',
+    );
     const out = tempDir();
     expect((await cli(['run', plain, '--out', out, '--rate', '1000', '--quiet'])).code).toBe(0);
     expect(await reviewWaitSentence(findRunDir(out, 'plain'))).toBeUndefined();
@@ -99,7 +121,9 @@ describe('genpipe plan', () => {
   it('shows `only: approved` on a step that follows approved instances (text and --json)', async () => {
     const text = await cli(['plan', manifest]);
     expect(text.code, text.err).toBe(0);
-    expect(text.out).toContain('clips (dop): 12 instance(s), price unknown, unknown; for each sheets, only: approved (after `genpipe review`)');
+    expect(text.out).toContain(
+      'clips (dop): 12 instance(s), price unknown, unknown; for each sheets, only: approved (after `genpipe review`)',
+    );
     const json = await cli(['plan', manifest, '--json']);
     const steps = (JSON.parse(json.out) as { steps: { id: string; for_each_only?: string }[] }).steps;
     expect(steps.find((s) => s.id === 'clips')?.for_each_only).toBe('approved');

@@ -9,7 +9,13 @@ import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { cleanTemps, emuRequests, filesUnder, findRunDir, HF_KEY, journalOf, sha256File, tempDir } from './runner-helpers.js';
 
-const io = (env: NodeJS.ProcessEnv, stderr: string[] = []): CliIO => ({ out: () => {}, write: async () => {}, err: (t) => stderr.push(t), env, signal: new AbortController().signal });
+const io = (env: NodeJS.ProcessEnv, stderr: string[] = []): CliIO => ({
+  out: () => {},
+  write: async () => {},
+  err: (t) => stderr.push(t),
+  env,
+  signal: new AbortController().signal,
+});
 
 let emu: Emulator;
 beforeAll(async () => {
@@ -22,29 +28,43 @@ afterAll(async () => {
 
 function agentManifest(content: string): string {
   const path = join(tempDir(), 'notes.yaml');
-  writeFileSync(path, `version: 1\nname: notes\nsteps:\n  chat:\n    model: agent\n    matrix:\n      topic: [frogs]\n    input:\n      content: ${JSON.stringify(content)}\n`);
+  writeFileSync(
+    path,
+    `version: 1\nname: notes\nsteps:\n  chat:\n    model: agent\n    matrix:\n      topic: [frogs]\n    input:\n      content: ${JSON.stringify(content)}\n`,
+  );
   return path;
 }
 
 describe('agent outputs', () => {
-  it('a turn that generates a sheet leaves the answer as .md and the image beside it, both in outputs.csv', { timeout: 30_000 }, async () => {
-    const out = tempDir();
-    const stderr: string[] = [];
-    expect(await main(['run', agentManifest('Generate a character sheet of a frog'), '--out', out, '--quiet'], io({ GENPIPE_BASE_URL: emu.url, HF_KEY }, stderr)), stderr.join('\n')).toBe(0);
-    const runDir = findRunDir(out, 'notes');
-    const files = filesUnder(join(runDir, 'outputs')).sort();
-    expect(files).toHaveLength(2);
-    expect(files[0]).toMatch(/^chat\/chat_topic=frogs-[0-9a-f]{12}\.md$/);
-    expect(files[1]).toBe(files[0]?.replace(/\.md$/, '.png'));
-    const md = filesUnder(join(runDir, 'outputs')).find((f) => f.endsWith('.md')) as string;
-    const answer = readFileSync(join(runDir, 'outputs', md), 'utf8');
-    expect(answer).toMatch(/^Here is your character sheet: http:\/\/127\.0\.0\.1:\d+\/.+\n$/);
-    const final = journalOf(runDir).records.find((r) => r.type === 'status' && 'result' in r) as { result?: { answer?: string } } | undefined;
-    expect(`${final?.result?.answer}\n`).toBe(answer);
-    const csv = readFileSync(join(runDir, 'outputs.csv'), 'utf8');
-    expect(csv).toContain(`outputs/${md},${sha256File(join(runDir, 'outputs', md))}`);
-    expect(csv).toMatch(/outputs\/chat\/[^,]+\.png,[0-9a-f]{64}/);
-  });
+  it(
+    'a turn that generates a sheet leaves the answer as .md and the image beside it, both in outputs.csv',
+    { timeout: 30_000 },
+    async () => {
+      const out = tempDir();
+      const stderr: string[] = [];
+      expect(
+        await main(
+          ['run', agentManifest('Generate a character sheet of a frog'), '--out', out, '--quiet'],
+          io({ GENPIPE_BASE_URL: emu.url, HF_KEY }, stderr),
+        ),
+        stderr.join('\n'),
+      ).toBe(0);
+      const runDir = findRunDir(out, 'notes');
+      const files = filesUnder(join(runDir, 'outputs')).sort();
+      expect(files).toHaveLength(2);
+      expect(files[0]).toMatch(/^chat\/chat_topic=frogs-[0-9a-f]{12}\.md$/);
+      expect(files[1]).toBe(files[0]?.replace(/\.md$/, '.png'));
+      const md = filesUnder(join(runDir, 'outputs')).find((f) => f.endsWith('.md')) as string;
+      const answer = readFileSync(join(runDir, 'outputs', md), 'utf8');
+      expect(answer).toMatch(/^Here is your character sheet: http:\/\/127\.0\.0\.1:\d+\/.+\n$/);
+      const final = journalOf(runDir).records.find((r) => r.type === 'status' && 'result' in r) as
+        { result?: { answer?: string } } | undefined;
+      expect(`${final?.result?.answer}\n`).toBe(answer);
+      const csv = readFileSync(join(runDir, 'outputs.csv'), 'utf8');
+      expect(csv).toContain(`outputs/${md},${sha256File(join(runDir, 'outputs', md))}`);
+      expect(csv).toMatch(/outputs\/chat\/[^,]+\.png,[0-9a-f]{64}/);
+    },
+  );
 
   it('a text answer is saved alone; a resume after a crash before its record takes the file as written', { timeout: 30_000 }, async () => {
     const out = tempDir();

@@ -17,7 +17,15 @@ import { startRewritingProxy, type RewritingProxy } from './rewriting-proxy.js';
 function capture(env: NodeJS.ProcessEnv): CliIO & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];
   const stderr: string[] = [];
-  return { stdout, stderr, out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal: new AbortController().signal };
+  return {
+    stdout,
+    stderr,
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env,
+    signal: new AbortController().signal,
+  };
 }
 
 let emu: Emulator;
@@ -46,9 +54,13 @@ afterAll(async () => {
 
 /** A service whose completed statuses point their images somewhere else: `url` for each image. */
 async function pointingAt(url: string): Promise<RewritingProxy> {
-  const proxy = await startRewritingProxy(emu.url, (e) => e, (json) => {
-    if (json.status === 'completed' && Array.isArray(json.images)) json.images = json.images.map(() => ({ url }));
-  });
+  const proxy = await startRewritingProxy(
+    emu.url,
+    (e) => e,
+    (json) => {
+      if (json.status === 'completed' && Array.isArray(json.images)) json.images = json.images.map(() => ({ url }));
+    },
+  );
   proxies.push(proxy);
   return proxy;
 }
@@ -57,7 +69,10 @@ describe('output URLs on local addresses', () => {
   it('the emulator serves its outputs from its own origin, and they download', { timeout: 30_000 }, async () => {
     const out = tempDir();
     const io = capture({ GENPIPE_BASE_URL: emu.url, HF_KEY });
-    expect(await main(['run', sheetsManifest(tempDir(), 2, { name: 'own' }), '--out', out, '--rate', '1000', '--quiet'], io), io.stderr.join('\n')).toBe(0);
+    expect(
+      await main(['run', sheetsManifest(tempDir(), 2, { name: 'own' }), '--out', out, '--rate', '1000', '--quiet'], io),
+      io.stderr.join('\n'),
+    ).toBe(0);
     const runDir = findRunDir(out, 'own');
     const urls = journalOf(runDir).records.flatMap((r) => (r.type === 'status' ? r.outputs.map((o) => o.url) : []));
     expect(urls.length).toBe(2);
@@ -65,39 +80,51 @@ describe('output URLs on local addresses', () => {
     expect(readdirSync(join(runDir, 'outputs'), { recursive: true }).filter((f) => String(f).endsWith('.png'))).toHaveLength(2);
   });
 
-  it('an output URL at another loopback port is refused: zero requests reach it, the instance fails saying why', { timeout: 30_000 }, async () => {
-    internalHits = [];
-    const proxy = await pointingAt(`${internalUrl}/internal/admin`);
-    const out = tempDir();
-    const io = capture({ GENPIPE_BASE_URL: proxy.url, HF_KEY });
-    const code = await main(['run', sheetsManifest(tempDir(), 2, { name: 'pointed' }), '--out', out, '--rate', '1000', '--quiet'], io);
-    expect(code).toBe(1);
-    expect(internalHits).toEqual([]);
-    expect(io.stderr.join('\n')).toContain(`Refusing to download ${internalUrl}/internal/admin: it is on a local or private address that is not the service's`);
-  });
-
-  it('the same through a redirect: the service redirects its output to another local port, which sees nothing', { timeout: 30_000 }, async () => {
-    internalHits = [];
-    // The emulator's own origin answers, but the output path is one the proxy turns into a redirect.
-    const redirecting = createServer((req, res) => {
-      if (req.url === '/out.png') res.writeHead(302, { location: `${internalUrl}/internal/admin` }).end();
-      else res.writeHead(404).end();
-    });
-    await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
-    const redirector = `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}`;
-    try {
-      // The redirector is configured as the CDN: its origin is the service's, the next hop's is not.
-      const proxy = await pointingAt(`${redirector}/out.png`);
+  it(
+    'an output URL at another loopback port is refused: zero requests reach it, the instance fails saying why',
+    { timeout: 30_000 },
+    async () => {
+      internalHits = [];
+      const proxy = await pointingAt(`${internalUrl}/internal/admin`);
       const out = tempDir();
-      const io = capture({ GENPIPE_BASE_URL: proxy.url, GENPIPE_CDN_URL: redirector, HF_KEY });
-      expect(await main(['run', sheetsManifest(tempDir(), 1, { name: 'redirected' }), '--out', out, '--rate', '1000', '--quiet'], io)).toBe(1);
+      const io = capture({ GENPIPE_BASE_URL: proxy.url, HF_KEY });
+      const code = await main(['run', sheetsManifest(tempDir(), 2, { name: 'pointed' }), '--out', out, '--rate', '1000', '--quiet'], io);
+      expect(code).toBe(1);
       expect(internalHits).toEqual([]);
-      expect(io.stderr.join('\n')).toMatch(/Refusing the redirect|Refusing to download/);
-    } finally {
-      redirecting.closeAllConnections();
-      await new Promise<void>((resolve) => redirecting.close(() => resolve()));
-    }
-  });
+      expect(io.stderr.join('\n')).toContain(
+        `Refusing to download ${internalUrl}/internal/admin: it is on a local or private address that is not the service's`,
+      );
+    },
+  );
+
+  it(
+    'the same through a redirect: the service redirects its output to another local port, which sees nothing',
+    { timeout: 30_000 },
+    async () => {
+      internalHits = [];
+      // The emulator's own origin answers, but the output path is one the proxy turns into a redirect.
+      const redirecting = createServer((req, res) => {
+        if (req.url === '/out.png') res.writeHead(302, { location: `${internalUrl}/internal/admin` }).end();
+        else res.writeHead(404).end();
+      });
+      await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
+      const redirector = `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}`;
+      try {
+        // The redirector is configured as the CDN: its origin is the service's, the next hop's is not.
+        const proxy = await pointingAt(`${redirector}/out.png`);
+        const out = tempDir();
+        const io = capture({ GENPIPE_BASE_URL: proxy.url, GENPIPE_CDN_URL: redirector, HF_KEY });
+        expect(
+          await main(['run', sheetsManifest(tempDir(), 1, { name: 'redirected' }), '--out', out, '--rate', '1000', '--quiet'], io),
+        ).toBe(1);
+        expect(internalHits).toEqual([]);
+        expect(io.stderr.join('\n')).toMatch(/Refusing the redirect|Refusing to download/);
+      } finally {
+        redirecting.closeAllConnections();
+        await new Promise<void>((resolve) => redirecting.close(() => resolve()));
+      }
+    },
+  );
 
   it('a URL at the service origin with another path still downloads (what the emulator does)', { timeout: 30_000 }, async () => {
     const before = emuRequests(emu).length;
@@ -113,7 +140,26 @@ describe('output URLs on local addresses', () => {
 
 describe('which addresses are internal', () => {
   it('loopback, link-local, private, CGNAT and unspecified, as IPv4, IPv6 and mapped; public ones are not', () => {
-    for (const host of ['127.0.0.1', '127.8.9.10', 'localhost', 'app.localhost', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '[::1]', '[::]', '[fe80::1]', '[fc00::1]', '[fd12:3456::1]', '[::ffff:7f00:1]', '[::ffff:a9fe:a9fe]']) {
+    for (const host of [
+      '127.0.0.1',
+      '127.8.9.10',
+      'localhost',
+      'app.localhost',
+      '10.1.2.3',
+      '172.16.0.1',
+      '172.31.255.255',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '0.0.0.0',
+      '[::1]',
+      '[::]',
+      '[fe80::1]',
+      '[fc00::1]',
+      '[fd12:3456::1]',
+      '[::ffff:7f00:1]',
+      '[::ffff:a9fe:a9fe]',
+    ]) {
       expect(isInternalHost(host), host).toBe(true);
     }
     for (const host of ['8.8.8.8', '172.32.0.1', '192.169.0.1', '100.128.0.1', 'example.com', '[2001:4860::8888]', '[::ffff:808:808]']) {
@@ -121,7 +167,7 @@ describe('which addresses are internal', () => {
     }
   });
 
-  it('the URL parser\'s spellings of loopback (0x7f.1, 2130706433) are caught; the service origin passes, another port does not', () => {
+  it("the URL parser's spellings of loopback (0x7f.1, 2130706433) are caught; the service origin passes, another port does not", () => {
     for (const url of ['http://0x7f.1:4000/x', 'http://2130706433:4000/x', 'http://[0:0::1]:4000/x']) {
       expect(() => checkDownloadAddress(new URL(url), new Set(['http://127.0.0.1:4010']))).toThrow(DownloadError);
     }

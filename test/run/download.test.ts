@@ -89,7 +89,10 @@ function options(overrides: Partial<DownloadOptions> = {}): DownloadOptions {
 /** Every file under the run directory, relative, so a test sees temp files left behind too. */
 async function filesUnder(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { recursive: true, withFileTypes: true });
-  return entries.filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name).slice(dir.length + 1)).sort();
+  return entries
+    .filter((e) => e.isFile())
+    .map((e) => join(e.parentPath, e.name).slice(dir.length + 1))
+    .sort();
 }
 
 async function refusal(promise: Promise<unknown>): Promise<DownloadError> {
@@ -105,7 +108,14 @@ describe('downloadToFile: success', () => {
   it('writes the body, returns its sha256, size and content type, and leaves no temp file', async () => {
     serve('/a.png', PNG, { 'content-type': 'Image/PNG; charset=binary' });
     const result = await downloadToFile(options());
-    expect(result).toEqual({ path: join(runDir, 'outputs/a.png'), relativePath: 'outputs/a.png', sha256: sha(PNG), size: PNG.length, contentType: 'image/png', alreadyPresent: false });
+    expect(result).toEqual({
+      path: join(runDir, 'outputs/a.png'),
+      relativePath: 'outputs/a.png',
+      sha256: sha(PNG),
+      size: PNG.length,
+      contentType: 'image/png',
+      alreadyPresent: false,
+    });
     expect((await readFile(result.path)).equals(PNG)).toBe(true);
     expect(await filesUnder(runDir)).toEqual(['outputs/a.png']);
   });
@@ -195,7 +205,9 @@ describe('downloadToFile: content type wildcards', () => {
     serve('/a.png', PNG, { 'content-type': 'image/png' });
     serve('/page', Buffer.from('<html>'), { 'content-type': 'text/html; charset=utf-8' });
     expect((await downloadToFile(options({ allowedContentTypes: ['image/*'] }))).contentType).toBe('image/png');
-    const error = await refusal(downloadToFile(options({ url: `${base}/page`, relativePath: 'outputs/page.png', allowedContentTypes: ['image/*'] })));
+    const error = await refusal(
+      downloadToFile(options({ url: `${base}/page`, relativePath: 'outputs/page.png', allowedContentTypes: ['image/*'] })),
+    );
     expect(error.reason).toBe('content_type');
     expect(await filesUnder(runDir)).toEqual(['outputs/a.png']);
   });
@@ -399,7 +411,18 @@ describe('downloadToFile: paths', () => {
 
   it('stores outputs of hostile instance ids inside the run directory, each under its own name', async () => {
     serve('/a.png', PNG);
-    const ids = ['../../etc/passwd', '/abs/path', 'nul\0byte', 'x'.repeat(10_000), 'sheets[tier=猫,seed=3]', 'sheets[tier=犬,seed=3]', '..', '.', 'CON', '\u202egnp.exe'];
+    const ids = [
+      '../../etc/passwd',
+      '/abs/path',
+      'nul\0byte',
+      'x'.repeat(10_000),
+      'sheets[tier=猫,seed=3]',
+      'sheets[tier=犬,seed=3]',
+      '..',
+      '.',
+      'CON',
+      '\u202egnp.exe',
+    ];
     const names = new Set<string>();
     for (const id of ids) {
       const relativePath = `outputs/${safeFileName(id, 'png')}`;
@@ -416,7 +439,8 @@ describe('downloadToFile: paths', () => {
 describe('URL rules', () => {
   it('knows loopback hosts', () => {
     for (const host of ['127.0.0.1', '127.255.0.9', 'localhost', 'LOCALHOST', '[::1]', '::1']) expect(isLoopbackHost(host)).toBe(true);
-    for (const host of ['128.0.0.1', '10.0.0.1', 'example.test', 'localhost.example.test', '127.0.0.1.example.test', '[::2]', '0.0.0.0']) expect(isLoopbackHost(host)).toBe(false);
+    for (const host of ['128.0.0.1', '10.0.0.1', 'example.test', 'localhost.example.test', '127.0.0.1.example.test', '[::2]', '0.0.0.0'])
+      expect(isLoopbackHost(host)).toBe(false);
   });
 
   it('allows https anywhere and http only to loopback', () => {

@@ -11,7 +11,15 @@ import { crc32 } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GenpipeError } from '../../src/api/errors.js';
 import { EXIT, exitCodeFor } from '../../src/cli/exit-codes.js';
-import { CorruptJournalError, damagedLineInstance, encodeLine, Journal, readJournal, singleByteRepairs, type CorruptLine } from '../../src/run/journal.js';
+import {
+  CorruptJournalError,
+  damagedLineInstance,
+  encodeLine,
+  Journal,
+  readJournal,
+  singleByteRepairs,
+  type CorruptLine,
+} from '../../src/run/journal.js';
 import type { JournalRecord } from '../../src/run/journal-records.js';
 
 const HASH = 'b'.repeat(64);
@@ -28,8 +36,20 @@ afterEach(async () => {
 
 const started: JournalRecord = { type: 'run_started', runId: 'run-1', pipeline: 'demo', planHash: 'p1', at: 1 };
 /** An intent of a model without an Idempotency-Key: losing it is what pays twice. */
-const keyless = (instance: string, at = 2): JournalRecord => ({ type: 'intent', instance, model: 'speak', idempotencyKey: null, bodyHash: HASH, at });
-const submitted = (instance: string, at = 3): JournalRecord => ({ type: 'submitted', instance, handle: { kind: 'request', requestId: `r-${at}` }, at });
+const keyless = (instance: string, at = 2): JournalRecord => ({
+  type: 'intent',
+  instance,
+  model: 'speak',
+  idempotencyKey: null,
+  bodyHash: HASH,
+  at,
+});
+const submitted = (instance: string, at = 3): JournalRecord => ({
+  type: 'submitted',
+  instance,
+  handle: { kind: 'request', requestId: `r-${at}` },
+  at,
+});
 
 function lines(records: readonly JournalRecord[]): Buffer[] {
   return records.map((record) => encodeLine(JSON.stringify(record)));
@@ -139,7 +159,10 @@ describe('--accept-corrupt: each corrupt line is handed over with the instance i
       onCorrupt: (corrupt) => events.push(`corrupt ${corrupt.line} ${corrupt.instance ?? '(any)'}`),
     });
     expect(events).toEqual(['run_started', 'corrupt 2 speak[line=2]', 'submitted']);
-    expect(journal.recovered).toMatchObject({ tornTail: true, corrupt: [{ line: 2, reason: 'checksum mismatch', instance: 'speak[line=2]' }] });
+    expect(journal.recovered).toMatchObject({
+      tornTail: true,
+      corrupt: [{ line: 2, reason: 'checksum mismatch', instance: 'speak[line=2]' }],
+    });
     await journal.append(keyless('speak[line=4]', 5), { durable: true });
     await journal.close();
     const after = await readFile(path);
@@ -179,7 +202,9 @@ describe('--accept-corrupt: each corrupt line is handed over with the instance i
     const notJson = encodeLine('{"type":"intent","instance":"sheets[seed=\\"x\\"]",');
     expect(damagedLineInstance(notJson.subarray(0, -1))).toBe('sheets[seed="x"]');
     // Not an id a plan makes (a step id is lowercase): no instance.
-    expect(damagedLineInstance(encodeLine(JSON.stringify({ type: 'from_the_future', instance: 'Not An Id' })).subarray(0, -1))).toBeUndefined();
+    expect(
+      damagedLineInstance(encodeLine(JSON.stringify({ type: 'from_the_future', instance: 'Not An Id' })).subarray(0, -1)),
+    ).toBeUndefined();
   });
 
   it('when the damage cannot be pinned to one byte, the line could be any instance: instance is absent', async () => {

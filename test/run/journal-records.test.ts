@@ -25,7 +25,38 @@ const valid: Record<string, Record<string, unknown>> = {
 };
 
 /** Values of every kind a field could be given by mistake. */
-const KINDS: unknown[] = [undefined, null, '', 'x', 'completed', 'request', HASH, HASH.toUpperCase(), '/abs', 'a/../b', 'a\\b', 'a\0b', 0, -1, 1.5, 2 ** 53, Number.NaN, Number.POSITIVE_INFINITY, true, [], [1], ['x'], [undefined], {}, { url: '' }, { url: 'u' }, { kind: 'request', requestId: '' }, { kind: 'job_set', jobSetId: 'j' }, Object.create(null), new Date(0)];
+const KINDS: unknown[] = [
+  undefined,
+  null,
+  '',
+  'x',
+  'completed',
+  'request',
+  HASH,
+  HASH.toUpperCase(),
+  '/abs',
+  'a/../b',
+  'a\\b',
+  'a\0b',
+  0,
+  -1,
+  1.5,
+  2 ** 53,
+  Number.NaN,
+  Number.POSITIVE_INFINITY,
+  true,
+  [],
+  [1],
+  ['x'],
+  [undefined],
+  {},
+  { url: '' },
+  { url: 'u' },
+  { kind: 'request', requestId: '' },
+  { kind: 'job_set', jobSetId: 'j' },
+  Object.create(null),
+  new Date(0),
+];
 
 const show = (value: unknown): string => (typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value));
 
@@ -37,11 +68,13 @@ function* mutations(record: Record<string, unknown>, path: string[] = []): Gener
     yield [`${[...path, key].join('.')} removed`, rest];
     const inner = record[key];
     if (Array.isArray(inner) && typeof inner[0] === 'object') {
-      for (const [label, mutated] of mutations(inner[0] as Record<string, unknown>, [...path, key, '0'])) yield [label, { ...record, [key]: [mutated] }];
+      for (const [label, mutated] of mutations(inner[0] as Record<string, unknown>, [...path, key, '0']))
+        yield [label, { ...record, [key]: [mutated] }];
       // eslint-disable-next-line no-sparse-arrays -- the hole is the mutation under test
       yield [`${[...path, key].join('.')} with a hole`, { ...record, [key]: [inner[0], , inner[0]] }];
     } else if (inner !== null && typeof inner === 'object' && !Array.isArray(inner)) {
-      for (const [label, mutated] of mutations(inner as Record<string, unknown>, [...path, key])) yield [label, { ...record, [key]: mutated }];
+      for (const [label, mutated] of mutations(inner as Record<string, unknown>, [...path, key]))
+        yield [label, { ...record, [key]: mutated }];
     }
   }
 }

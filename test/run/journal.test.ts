@@ -18,7 +18,14 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const intent = (i: number): JournalRecord => ({ type: 'intent', instance: `sheets[seed=${i}]`, model: 'character-sheet', idempotencyKey: `key-${i}`, bodyHash: HASH, at: 1_000 + i });
+const intent = (i: number): JournalRecord => ({
+  type: 'intent',
+  instance: `sheets[seed=${i}]`,
+  model: 'character-sheet',
+  idempotencyKey: `key-${i}`,
+  bodyHash: HASH,
+  at: 1_000 + i,
+});
 
 /** A sample of every record type, so the round trip covers the whole union. */
 const SAMPLE: JournalRecord[] = [
@@ -28,7 +35,13 @@ const SAMPLE: JournalRecord[] = [
   { type: 'submitted', instance: 'sheets[seed=0]', handle: { kind: 'request', requestId: 'r-1' }, at: 3 },
   { type: 'submitted', instance: 'batch', handle: { kind: 'job_set', jobSetId: 'js-1' }, at: 4 },
   { type: 'submitted', instance: 'chat[turn=1]', handle: { kind: 'agent_message', sessionId: 's-1', messageId: 'm-1' }, at: 5 },
-  { type: 'status', instance: 'sheets[seed=0]', status: 'completed', outputs: [{ url: 'https://cdn.gen.test/a.png', contentType: 'image/png' }], at: 6 },
+  {
+    type: 'status',
+    instance: 'sheets[seed=0]',
+    status: 'completed',
+    outputs: [{ url: 'https://cdn.gen.test/a.png', contentType: 'image/png' }],
+    at: 6,
+  },
   { type: 'downloaded', instance: 'sheets[seed=0]', output: 0, path: 'outputs/sheets_seed=0.png', sha256: HASH, size: 12, at: 7 },
   { type: 'failed', instance: 'speak[line=2]', code: 'unprocessable', message: 'The service refused the request body.', at: 8 },
   { type: 'agent_session', conversation: 'chat', sessionId: 's-1', at: 9 },
@@ -43,7 +56,12 @@ async function writeAll(records: readonly JournalRecord[]): Promise<Buffer> {
 }
 
 /** Wraps the real file to count calls, and optionally hold `sync` until released. */
-function instrument(): { wrap: (file: JournalFile) => JournalFile; syncs: () => number; writes: () => number; gate: () => { entered: Promise<void>; release: () => void } } {
+function instrument(): {
+  wrap: (file: JournalFile) => JournalFile;
+  syncs: () => number;
+  writes: () => number;
+  gate: () => { entered: Promise<void>; release: () => void };
+} {
   let syncs = 0;
   let writes = 0;
   let held: { enteredResolve: () => void; released: Promise<void> } | undefined;
@@ -298,7 +316,11 @@ describe('streamJournal', () => {
 
   it('yields what readJournal reads, with lines that span several read chunks', async () => {
     // A 600 KB message spans three 256 KB chunks; small records around it cut chunks mid-line.
-    const records: JournalRecord[] = [...SAMPLE, { type: 'failed', instance: 'big', code: 'x', message: 'm'.repeat(600_000), at: 11 }, ...Array.from({ length: 3_000 }, (_, i) => intent(i))];
+    const records: JournalRecord[] = [
+      ...SAMPLE,
+      { type: 'failed', instance: 'big', code: 'x', message: 'm'.repeat(600_000), at: 11 },
+      ...Array.from({ length: 3_000 }, (_, i) => intent(i)),
+    ];
     await writeAll(records);
     expect(await streamed()).toEqual((await readJournal(path)).records);
     expect(await streamed()).toEqual(records);
@@ -315,7 +337,13 @@ describe('streamJournal', () => {
     await writeAll([intent(1), intent(2), intent(3)]);
     const lines = (await readFile(path, 'latin1')).split('\n');
     lines[1] = lines[1]!.replace('seed=2', 'seed=9');
-    await writeFile(path, `${lines.join('\n')}${encodeLine(JSON.stringify(intent(4))).toString('latin1').slice(0, 30)}`, 'latin1');
+    await writeFile(
+      path,
+      `${lines.join('\n')}${encodeLine(JSON.stringify(intent(4)))
+        .toString('latin1')
+        .slice(0, 30)}`,
+      'latin1',
+    );
     expect(await streamed()).toEqual([intent(1), intent(3)]);
     await rm(path);
     expect(await streamed()).toEqual([]);
@@ -388,7 +416,11 @@ describe('group commit', () => {
 
   it('after a failed sync every pending and later append is refused', async () => {
     const journal = await Journal.open(path, {
-      wrapFile: (file) => ({ write: (d) => file.write(d), sync: () => Promise.reject(Object.assign(new Error('EIO: i/o error'), { code: 'EIO' })), close: () => file.close() }),
+      wrapFile: (file) => ({
+        write: (d) => file.write(d),
+        sync: () => Promise.reject(Object.assign(new Error('EIO: i/o error'), { code: 'EIO' })),
+        close: () => file.close(),
+      }),
     });
     const a = journal.append(intent(1), { durable: true });
     const b = journal.append(intent(2), { durable: true });
@@ -440,7 +472,9 @@ describe('secrets never reach the journal (reliability.md #14)', () => {
     const journal = await Journal.open(path);
     const result: Record<string, unknown> = {};
     result.self = result;
-    await expect(journal.append({ type: 'status', instance: 'x', status: 'completed', outputs: [], result, at: 1 })).rejects.toThrow(JournalError);
+    await expect(journal.append({ type: 'status', instance: 'x', status: 'completed', outputs: [], result, at: 1 })).rejects.toThrow(
+      JournalError,
+    );
     await journal.close();
     expect(await readFile(path, 'utf8')).toBe('');
   });

@@ -207,9 +207,15 @@ describe('the pipeline lock', () => {
   it('breakLock takes a live lock, names whom it displaced; the displaced holder learns it lost, and its release leaves the new lock alone', async () => {
     const path = fresh();
     const lost: LockLostError[] = [];
-    const first = await acquirePipelineLock(path, 'run-1', 'skip', never, { refreshMs: 10, staleMs: 60_000, onCompromised: (e) => lost.push(e) });
+    const first = await acquirePipelineLock(path, 'run-1', 'skip', never, {
+      refreshMs: 10,
+      staleMs: 60_000,
+      onCompromised: (e) => lost.push(e),
+    });
     // The holder is alive on this host (this very process): breaking it takes force.
-    await expect(acquirePipelineLock(path, 'run-2', 'skip', never, { breakLock: true })).rejects.toThrow(/--break-lock refused: run run-1 holds the pipeline's lock and is alive on this host \(pid \d+/);
+    await expect(acquirePipelineLock(path, 'run-2', 'skip', never, { breakLock: true })).rejects.toThrow(
+      /--break-lock refused: run run-1 holds the pipeline's lock and is alive on this host \(pid \d+/,
+    );
     const second = await acquirePipelineLock(path, 'run-2', 'skip', never, { breakLock: true, force: true });
     expect(second.displaced).toMatchObject({ reason: 'broken', owner: { runId: 'run-1', pid: process.pid, host: hostname() } });
     // The first holder's heartbeat (every 10 ms) finds the newer generation.
@@ -272,7 +278,10 @@ describe('the pipeline lock', () => {
       const crashed = new Worker();
       await crashed.ready;
       await crashed.crash();
-      writeFileSync(path, JSON.stringify({ pid: crashed.child.pid, host: hostname(), runId: 'old-crashed', startedAt: '2026-01-01T00:00:00.000Z' }));
+      writeFileSync(
+        path,
+        JSON.stringify({ pid: crashed.child.pid, host: hostname(), runId: 'old-crashed', startedAt: '2026-01-01T00:00:00.000Z' }),
+      );
       const lock = await acquirePipelineLock(path, 'run-1', 'skip', never);
       expect(lock.displaced).toMatchObject({ reason: 'stale', owner: { runId: 'old-crashed' } });
       await lock.release();
@@ -280,7 +289,10 @@ describe('the pipeline lock', () => {
       const other = fresh();
       mkdirSync(join(other, '..'), { recursive: true });
       // An old genpipe never refreshes its file: on this host only its pid says whether it runs.
-      writeFileSync(other, JSON.stringify({ pid: process.pid, host: hostname(), runId: 'old-live', startedAt: '2026-01-01T00:00:00.000Z' }));
+      writeFileSync(
+        other,
+        JSON.stringify({ pid: process.pid, host: hostname(), runId: 'old-live', startedAt: '2026-01-01T00:00:00.000Z' }),
+      );
       age(other, 3_600_000);
       expect(await rejection(acquirePipelineLock(other, 'run-2', 'skip', never))).toMatchObject({ owner: { runId: 'old-live' } });
     });
@@ -301,7 +313,10 @@ describe('the pipeline lock', () => {
     it('an empty lock directory and an abandoned claim are nobody’s lock', async () => {
       const path = fresh();
       mkdirSync(join(path, 'tmp-abandoned'), { recursive: true });
-      writeFileSync(join(path, 'tmp-abandoned', 'owner.json'), JSON.stringify({ pid: 1, host: 'x', runId: 'never-claimed', startedAt: 'x' }));
+      writeFileSync(
+        join(path, 'tmp-abandoned', 'owner.json'),
+        JSON.stringify({ pid: 1, host: 'x', runId: 'never-claimed', startedAt: 'x' }),
+      );
       age(join(path, 'tmp-abandoned'), 61_000);
       const lock = await acquirePipelineLock(path, 'run-1', 'skip', never);
       expect(lock.displaced).toBeUndefined();
@@ -320,7 +335,11 @@ describe('the pipeline lock', () => {
     // Half the locks are left by a process of this host that then dies (stale by pid), half by
     // another host whose last refresh was long ago (stale by mtime).
     const setUp = await Promise.all(
-      paths.map((path, i) => crasher.acquire(i % 2 === 0 ? { path, runId: `crashed-${i}` } : { path, runId: `crashed-${i}`, host: 'gone-host', clockMs: Date.UTC(2020, 0, 1) })),
+      paths.map((path, i) =>
+        crasher.acquire(
+          i % 2 === 0 ? { path, runId: `crashed-${i}` } : { path, runId: `crashed-${i}`, host: 'gone-host', clockMs: Date.UTC(2020, 0, 1) },
+        ),
+      ),
     );
     expect(setUp.filter((r) => !r.won)).toEqual([]);
     await crasher.crash();
@@ -333,7 +352,8 @@ describe('the pipeline lock', () => {
       const holder = await readPipelineLock(path);
       if (winners.length > 1) doubles.push(`trial ${i}: ${winners.join(', ')} all won; the lock says ${JSON.stringify(holder)}`);
       else if (winners.length === 0) otherwise.push(`trial ${i}: nobody won: ${JSON.stringify(replies)}`);
-      else if (holder.state !== 'held' || holder.owner?.runId !== winners[0]) otherwise.push(`trial ${i}: ${winners[0]} won but the lock says ${JSON.stringify(holder)}`);
+      else if (holder.state !== 'held' || holder.owner?.runId !== winners[0])
+        otherwise.push(`trial ${i}: ${winners[0]} won but the lock says ${JSON.stringify(holder)}`);
       // Losers lost to the winner, not to an error; the winner displaced the crashed owner.
       for (const r of replies) {
         if (!r.won && r.code !== 'locked') otherwise.push(`trial ${i}: a racer failed: ${r.message}`);

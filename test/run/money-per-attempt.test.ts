@@ -31,7 +31,13 @@ afterEach(async () => {
 async function genpipe(...argv: string[]): Promise<Run> {
   const stdout: string[] = [];
   const stderr: string[] = [];
-  const io: CliIO = { out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env: { GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` }, signal: new AbortController().signal };
+  const io: CliIO = {
+    out: (t) => stdout.push(t),
+    write: async (t) => void stdout.push(t),
+    err: (t) => stderr.push(t),
+    env: { GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` },
+    signal: new AbortController().signal,
+  };
   const code = await main(argv, io);
   return { code, stdout: stdout.join('\n'), stderr: stderr.join('\n') };
 }
@@ -47,7 +53,10 @@ function manifest(name: string, body: string): string {
 }
 
 const sheets = (name: string, count: number, extra = ''): string =>
-  manifest(name, `${extra}steps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+  manifest(
+    name,
+    `${extra}steps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+  );
 
 function runDirOf(out: string, pipeline: string): string {
   const runs = readdirSync(join(out, pipeline)).filter((n) => !n.startsWith('.'));
@@ -84,7 +93,7 @@ describe('money per attempt: the report is the ledger on every path (issue 26)',
     expect(totalOf(runDir).netUsd).toBe(ledgerUsd());
   });
 
-  it('defect 1: a budget given to --retry rejected covers the run\'s whole life', async () => {
+  it("defect 1: a budget given to --retry rejected covers the run's whole life", async () => {
     const out = join(dir, 'runs');
     expect((await genpipe('run', sheets('rejects-budget', 3), '--out', out, '--quiet')).code).toBe(0);
     const runDir = runDirOf(out, 'rejects-budget');
@@ -100,7 +109,10 @@ describe('money per attempt: the report is the ledger on every path (issue 26)',
 
   it('defect 2: --retry unknown keeps the unknown attempt apart, and the ledger lies within [net, net + unknown]', async () => {
     const out = join(dir, 'runs');
-    const path = manifest('posters', 'prices: { soul-standard: 0.03 }\nsteps:\n  p:\n    model: soul-standard\n    matrix: { n: [1, 2, 3] }\n    input: { prompt: "Poster {{ n }}", aspect_ratio: "1:1", resolution: 1080p }\n');
+    const path = manifest(
+      'posters',
+      'prices: { soul-standard: 0.03 }\nsteps:\n  p:\n    model: soul-standard\n    matrix: { n: [1, 2, 3] }\n    input: { prompt: "Poster {{ n }}", aspect_ratio: "1:1", resolution: 1080p }\n',
+    );
     // Processed and charged, then the connection drops: a keyless submit whose fate genpipe cannot know.
     emu.forceFaults('submit', 'reset_after', 'reset_after', 'reset_after');
     const first = await genpipe('run', path, '--out', out, '--quiet');
@@ -168,7 +180,10 @@ describe('money per attempt: the report is the ledger on every path (issue 26)',
 
   it('defect 9: an unpriced step reads "unpriced", never US$0.00, in the report and `genpipe runs`', async () => {
     const out = join(dir, 'runs');
-    const path = manifest('unpriced', 'steps:\n  p:\n    model: soul-standard\n    input: { prompt: "A poster", aspect_ratio: "1:1", resolution: 1080p }\n');
+    const path = manifest(
+      'unpriced',
+      'steps:\n  p:\n    model: soul-standard\n    input: { prompt: "A poster", aspect_ratio: "1:1", resolution: 1080p }\n',
+    );
     expect((await genpipe('run', path, '--out', out, '--quiet')).code).toBe(0);
     expect(ledgerUsd()).toBe(0.03);
     const runDir = runDirOf(out, 'unpriced');

@@ -12,7 +12,24 @@ const WINDOWS_DEVICE = /^(con|prn|aux|nul|com[0-9]|lpt[0-9])$/i;
 const hostileId = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 300 }),
   fc.string({ unit: 'grapheme', maxLength: 50 }),
-  fc.constantFrom('../../etc/passwd', '/abs', '/', '..', '.', '', 'a/../../b', 'C:\\Windows\\x', '\\\\server\\share', 'nul\0byte', 'CON', 'con.txt', 'LPT1', '-rf', '.bashrc', 'x-0123456789ab'),
+  fc.constantFrom(
+    '../../etc/passwd',
+    '/abs',
+    '/',
+    '..',
+    '.',
+    '',
+    'a/../../b',
+    'C:\\Windows\\x',
+    '\\\\server\\share',
+    'nul\0byte',
+    'CON',
+    'con.txt',
+    'LPT1',
+    '-rf',
+    '.bashrc',
+    'x-0123456789ab',
+  ),
   fc.integer({ min: 200, max: 12_000 }).map((n) => 'x'.repeat(n)),
   fc.array(fc.constantFrom('..', '/', '\0', '\\', '.', 'a', '猫', '\u202e', ' '), { maxLength: 40 }).map((parts) => parts.join('')),
 );
@@ -90,7 +107,8 @@ describe('safeFileName', () => {
   });
 
   it('refuses extensions it would not write', () => {
-    for (const ext of ['', 'PNG', '../png', 'p/ng', 'png\0', 'averyveryverylongext']) expect(() => safeFileName('a', ext)).toThrow(/file extension/);
+    for (const ext of ['', 'PNG', '../png', 'p/ng', 'png\0', 'averyveryverylongext'])
+      expect(() => safeFileName('a', ext)).toThrow(/file extension/);
     expect(() => safeFileName('a', 'png', { index: -1 })).toThrow(/index/);
   });
 });

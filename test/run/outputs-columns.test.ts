@@ -23,7 +23,10 @@ async function run(manifest: string, pipeline: string): Promise<{ runDir: string
   const header = (parseCsv(text, { to: 1 }) as string[][])[0] as string[];
   const rows = parseCsv(text, { columns: true }) as Record<string, string>[];
   // outputs.jsonl: the same records, in the same order.
-  const jsonl = readFileSync(join(runDir, 'outputs.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { instance: string; file?: string; axes: Record<string, string> });
+  const jsonl = readFileSync(join(runDir, 'outputs.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { instance: string; file?: string; axes: Record<string, string> });
   expect(jsonl.map((r) => [r.instance, r.file ?? ''])).toEqual(rows.map((r) => [r.instance, r.file]));
   for (const row of rows) if (row.file) expect(sha256File(join(runDir, row.file as string))).toBe(row.sha256);
   return { runDir, header, rows };
@@ -35,13 +38,31 @@ describe('outputs.csv columns', () => {
   it('character-sheet (the quickstart): seed and variation_index columns, natural order', { timeout: 30_000 }, async () => {
     const { header, rows } = await run(join(pipelines, 'quickstart.yaml'), 'quickstart');
     expect(header).toEqual(['instance', 'step', 'seed', 'variation_index', ...TRAILING]);
-    expect(rows.map((r) => [r.seed, r.variation_index])).toEqual([['1', '0'], ['1', '1'], ['2', '0'], ['2', '1'], ['3', '0'], ['3', '1']]);
+    expect(rows.map((r) => [r.seed, r.variation_index])).toEqual([
+      ['1', '0'],
+      ['1', '1'],
+      ['2', '0'],
+      ['2', '1'],
+      ['3', '0'],
+      ['3', '1'],
+    ]);
     for (const row of rows) expect(row).toMatchObject({ status: 'completed', role: 'image-0', cost_usd: '0.05', job_set_id: '' });
   });
 
   it('marketing-image from a CSV and presets: a column per CSV column, the preset by name', { timeout: 30_000 }, async () => {
     const { header, rows } = await run(join(pipelines, 'campaign.yaml'), 'campaign');
-    expect(header).toEqual(['instance', 'step', 'row.sku', 'row.region', 'row.product_image', 'row.headline', 'row.mode', 'preset', 'resolution', ...TRAILING]);
+    expect(header).toEqual([
+      'instance',
+      'step',
+      'row.sku',
+      'row.region',
+      'row.product_image',
+      'row.headline',
+      'row.mode',
+      'preset',
+      'resolution',
+      ...TRAILING,
+    ]);
     const enhanced = rows.filter((r) => r.step === 'enhanced');
     expect(enhanced.length).toBeGreaterThan(0);
     for (const row of enhanced) {

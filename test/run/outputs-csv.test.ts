@@ -16,7 +16,14 @@ afterEach(async () => {
   await rm(runDir, { recursive: true, force: true });
 });
 
-const row = (id: string, seed: string, file?: string): OutputRow => ({ instance: id, step: 'a', axes: { seed }, status: 'completed', request_id: 'req', ...(file ? { role: 'image-0', file, sha256: 'ff', cost_usd: 0.05 } : {}) });
+const row = (id: string, seed: string, file?: string): OutputRow => ({
+  instance: id,
+  step: 'a',
+  axes: { seed },
+  status: 'completed',
+  request_id: 'req',
+  ...(file ? { role: 'image-0', file, sha256: 'ff', cost_usd: 0.05 } : {}),
+});
 
 describe('outputs.csv', () => {
   it('sorts spilled and unfinished instances together in natural order (seed=2 before seed=10) and keeps multi-file rows together', async () => {
@@ -36,7 +43,10 @@ describe('outputs.csv', () => {
       ['a[seed=10]', '10', 'outputs/a/10.png'],
     ]);
     expect(rows[2]).toMatchObject({ status: 'completed', request_id: 'req', role: 'image-0', sha256: 'ff', cost_usd: '0.05' });
-    const jsonl = (await readFile(join(runDir, 'outputs.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as OutputRow);
+    const jsonl = (await readFile(join(runDir, 'outputs.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as OutputRow);
     expect(jsonl.map((r) => r.instance)).toEqual(rows.map((r) => r.instance));
     expect(jsonl[4]).toEqual(row('a[seed=10]', '10', 'outputs/a/10.png'));
     expect((await readdir(runDir)).sort()).toEqual(['outputs.csv', 'outputs.jsonl']);
@@ -56,10 +66,18 @@ describe('outputs.csv', () => {
     const csv = await OutputsCsv.open(runDir, ['seed'], { sortChunk: 700 });
     const ids = Array.from({ length: 5_000 }, (_, i) => `s[i=${i}]`);
     // Spilled out of order; one instance's two files stay together and in their order.
-    for (const id of [...ids].reverse()) csv.add(id, id === 's[i=42]' ? [row(id, '1', 'outputs/s/42+0.png'), row(id, '1', 'outputs/s/42+1.png')] : [row(id, '1', `outputs/s/${id}.png`)]);
+    for (const id of [...ids].reverse())
+      csv.add(
+        id,
+        id === 's[i=42]' ? [row(id, '1', 'outputs/s/42+0.png'), row(id, '1', 'outputs/s/42+1.png')] : [row(id, '1', `outputs/s/${id}.png`)],
+      );
     await csv.write([['s[i=5000]', [row('s[i=5000]', '1')]]]);
     const rows = parseCsv(await readFile(join(runDir, 'outputs.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
-    expect(rows.map((r) => r.instance)).toEqual([...ids.slice(0, 43), 's[i=42]', ...ids.slice(43), 's[i=5000]'].sort((a, b) => Number(/\d+/.exec(a)?.[0]) - Number(/\d+/.exec(b)?.[0])));
+    expect(rows.map((r) => r.instance)).toEqual(
+      [...ids.slice(0, 43), 's[i=42]', ...ids.slice(43), 's[i=5000]'].sort(
+        (a, b) => Number(/\d+/.exec(a)?.[0]) - Number(/\d+/.exec(b)?.[0]),
+      ),
+    );
     expect(rows.filter((r) => r.instance === 's[i=42]').map((r) => r.file)).toEqual(['outputs/s/42+0.png', 'outputs/s/42+1.png']);
     expect((await readdir(tmpdir())).filter((n) => n.startsWith('genpipe-sort-')).length).toBe(before);
   });

@@ -21,7 +21,14 @@ afterAll(cleanTemps);
 
 const ID = 'sheets[seed=1]';
 const HASH = 'a'.repeat(64);
-const intent: JournalRecordOf<'intent'> = { type: 'intent', instance: ID, model: 'character-sheet', idempotencyKey: 'key-1', bodyHash: HASH, at: 1 };
+const intent: JournalRecordOf<'intent'> = {
+  type: 'intent',
+  instance: ID,
+  model: 'character-sheet',
+  idempotencyKey: 'key-1',
+  bodyHash: HASH,
+  at: 1,
+};
 const submitted: JournalRecordOf<'submitted'> = { type: 'submitted', instance: ID, handle: { kind: 'request', requestId: 'req-1' }, at: 2 };
 const statusRecord = (status: TerminalStatus, at: number): JournalRecordOf<'status'> => ({
   type: 'status',
@@ -37,7 +44,10 @@ function laterRecords(final: TerminalStatus): { name: string; record: JournalRec
   return [
     ...TERMINAL_STATUSES.filter((s) => s !== final).map((s) => ({ name: `a ${s} status`, record: statusRecord(s, 10) as JournalRecord })),
     { name: `a second ${final} status`, record: statusRecord(final, 11) },
-    { name: 'an intent', record: { type: 'intent', instance: ID, model: 'character-sheet', idempotencyKey: 'key-2', bodyHash: 'b'.repeat(64), at: 12 } },
+    {
+      name: 'an intent',
+      record: { type: 'intent', instance: ID, model: 'character-sheet', idempotencyKey: 'key-2', bodyHash: 'b'.repeat(64), at: 12 },
+    },
     { name: 'a submitted', record: { type: 'submitted', instance: ID, handle: { kind: 'request', requestId: 'req-2' }, at: 13 } },
     { name: 'a failed', record: { type: 'failed', instance: ID, code: 'server_error', message: 'late failure', at: 14 } },
   ];
@@ -139,8 +149,22 @@ steps:
       const forged: JournalRecord[] = [];
       for (const [instance, status] of finals) {
         forged.push(
-          { type: 'status', instance, status: status === 'completed' ? 'failed' : 'completed', outputs: [], error: 'forged', at: Date.now() },
-          { type: 'intent', instance, model: 'character-sheet', idempotencyKey: `forged-${instance}`, bodyHash: 'c'.repeat(64), at: Date.now() },
+          {
+            type: 'status',
+            instance,
+            status: status === 'completed' ? 'failed' : 'completed',
+            outputs: [],
+            error: 'forged',
+            at: Date.now(),
+          },
+          {
+            type: 'intent',
+            instance,
+            model: 'character-sheet',
+            idempotencyKey: `forged-${instance}`,
+            bodyHash: 'c'.repeat(64),
+            at: Date.now(),
+          },
           { type: 'submitted', instance, handle: { kind: 'request', requestId: `forged-${instance}` }, at: Date.now() },
           { type: 'failed', instance, code: 'server_error', message: 'forged', at: Date.now() },
         );

@@ -38,7 +38,10 @@ function headersOf(raw: Dispatcher.DispatchOptions['headers']): Record<string, s
     for (let i = 0; i + 1 < raw.length; i += 2) out[String(raw[i]).toLowerCase()] = String(raw[i + 1]);
     return out;
   }
-  const entries = typeof (raw as Iterable<unknown>)[Symbol.iterator] === 'function' ? [...(raw as Iterable<[string, string]>)] : Object.entries(raw as Record<string, unknown>);
+  const entries =
+    typeof (raw as Iterable<unknown>)[Symbol.iterator] === 'function'
+      ? [...(raw as Iterable<[string, string]>)]
+      : Object.entries(raw as Record<string, unknown>);
   for (const [k, v] of entries) if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v);
   return out;
 }
@@ -126,7 +129,11 @@ export interface InProcessRun {
  * Plans `manifest` and opens a run directory and a client (with a LoggingAgent) for `emu`.
  * `config` adjusts the resolved client configuration (e.g. its retry policy).
  */
-export async function prepareRun(emu: Emulator, manifest: string, config: (c: ClientConfig) => ClientConfig = (c) => c): Promise<InProcessRun> {
+export async function prepareRun(
+  emu: Emulator,
+  manifest: string,
+  config: (c: ClientConfig) => ClientConfig = (c) => c,
+): Promise<InProcessRun> {
   const plan = await buildPlan(loadManifestFile(manifest));
   const hash = planHash(plan);
   const { runId, dir } = await createRunDir(tempDir('genpipe-pin-'), plan, manifest, hash);
@@ -136,7 +143,9 @@ export async function prepareRun(emu: Emulator, manifest: string, config: (c: Cl
 }
 
 /** The options of runPlan that name the prepared run (plan, client, directory, id, hash). */
-export const runOf = (run: InProcessRun): { plan: InProcessRun['plan']; client: InProcessRun['client']; runDir: string; runId: string; planHash: string } => ({
+export const runOf = (
+  run: InProcessRun,
+): { plan: InProcessRun['plan']; client: InProcessRun['client']; runDir: string; runId: string; planHash: string } => ({
   plan: run.plan,
   client: run.client,
   runDir: run.runDir,

@@ -93,7 +93,7 @@ interface JournalLine {
 function journalLines(path: string): JournalLine[] {
   const data = readFileSync(path);
   const lines: JournalLine[] = [];
-  for (let start = 0; start < data.length; ) {
+  for (let start = 0; start < data.length;) {
     const nl = data.indexOf(0x0a, start);
     expect(nl, 'the journal ends with a whole line').toBeGreaterThan(-1);
     const record = JSON.parse(data.subarray(start + 9, nl).toString('utf8')) as JournalRecord;
@@ -148,7 +148,8 @@ async function checkIntentSyncedBeforePost(emu: Emulator, sheets: number, ads: n
 
     const lines = journalLines(journalPath);
     const byKey = new Map<string, string>();
-    for (const { record } of lines) if (record.type === 'intent' && record.idempotencyKey !== null) byKey.set(record.idempotencyKey, record.instance);
+    for (const { record } of lines)
+      if (record.type === 'intent' && record.idempotencyKey !== null) byKey.set(record.idempotencyKey, record.instance);
     const posts = run.agent.exchanges.filter(isSubmit);
     expect(posts.filter((p) => p.path === SHEET_SUBMIT)).toHaveLength(sheets);
     expect(posts.filter((p) => p.path === MARKETING_SUBMIT)).toHaveLength(ads);
@@ -160,7 +161,8 @@ async function checkIntentSyncedBeforePost(emu: Emulator, sheets: number, ads: n
       sent.set(instance, nth);
       const synced = syncedAtDispatch.get(post.seq) ?? 0;
       const intentsSynced = lines.filter((l) => l.record.type === 'intent' && l.record.instance === instance && l.end <= synced).length;
-      if (intentsSynced < nth) problems.push(`${post.path} #${nth} of ${instance} left with ${intentsSynced} synced intent(s) (synced up to byte ${synced})`);
+      if (intentsSynced < nth)
+        problems.push(`${post.path} #${nth} of ${instance} left with ${intentsSynced} synced intent(s) (synced up to byte ${synced})`);
     }
     expect(problems, 'submit POSTs that left before their intent was synced').toEqual([]);
     // The watch saw the journal's syncs at all (a run without any would make the check vacuous).

@@ -77,7 +77,9 @@ async function throttledRun(model: 'marketing-image' | 'character-sheet', oneAtt
     const throttled = posts.filter((p) => p.status === 429);
     expect(throttled).toHaveLength(THROTTLED_AT.size);
     expect(posts).toHaveLength(INSTANCES + THROTTLED_AT.size);
-    const intents = (await readJournal(join(run.runDir, 'journal.jsonl'))).records.filter((r): r is JournalRecordOf<'intent'> => r.type === 'intent');
+    const intents = (await readJournal(join(run.runDir, 'journal.jsonl'))).records.filter(
+      (r): r is JournalRecordOf<'intent'> => r.type === 'intent',
+    );
     // A retry inside the transport sends the same intent's request again; the runner's retry journals a new intent.
     const transportRetries = model === 'character-sheet' && !oneAttemptPerCall;
     expect(intents).toHaveLength(INSTANCES + (transportRetries ? 0 : THROTTLED_AT.size));
@@ -94,7 +96,8 @@ async function throttledRun(model: 'marketing-image' | 'character-sheet', oneAtt
       // No instance took a token during the pause (past the grace for those already past the bucket).
       for (const i of intents) {
         const offset = (i.at as number) - t;
-        if (offset > GRACE_MS && offset < WINDOW_END_MS) problems.push(`${i.instance} took a submit token ${offset} ms after the 429 that ${instance} got`);
+        if (offset > GRACE_MS && offset < WINDOW_END_MS)
+          problems.push(`${i.instance} took a submit token ${offset} ms after the 429 that ${instance} got`);
       }
     }
     expect(problems, 'submits during the 1 s pause after a 429').toEqual([]);
@@ -118,7 +121,11 @@ describe('a 429 slows the whole run', () => {
     await throttledRun('character-sheet', true);
   });
 
-  it('keyed character sheets with the default attempts: a 429 the transport retries by itself pauses every instance too', { timeout: 60_000 }, async () => {
-    await throttledRun('character-sheet');
-  });
+  it(
+    'keyed character sheets with the default attempts: a 429 the transport retries by itself pauses every instance too',
+    { timeout: 60_000 },
+    async () => {
+      await throttledRun('character-sheet');
+    },
+  );
 });

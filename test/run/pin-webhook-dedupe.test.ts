@@ -33,7 +33,10 @@ describe('webhook dedupe, by effect', () => {
     const faults = join(dir, 'webhooks.yaml');
     // Time scale 0.002: a sheet takes 17-44 ms, a late delivery comes 1.2 s late, a duplicate 2 ms
     // after the first. Submit bodies come in 4 pieces 150 ms apart: the answer takes ~450 ms.
-    writeFileSync(faults, 'submit:\n  slow_body: 1\n  slow_body_chunk_ms: 150\nwebhooks:\n  duplicate_rate: 1\n  late_rate: 0.5\n  late_ms: 600000\n');
+    writeFileSync(
+      faults,
+      'submit:\n  slow_body: 1\n  slow_body_chunk_ms: 150\nwebhooks:\n  duplicate_rate: 1\n  late_rate: 0.5\n  late_ms: 600000\n',
+    );
     const emu = await startEmulator({ port: 0, timeScale: 0.002, seed: 3, faults, log: () => {} });
     const port = await freePort();
     const receiver = await WebhookReceiver.start({ host: '127.0.0.1', port, publicUrl: `http://127.0.0.1:${port}/hooks` });
@@ -67,7 +70,10 @@ describe('webhook dedupe, by effect', () => {
       const deliveries = emu.webhooks.deliveries;
       for (const id of answered.keys()) {
         const mine = deliveries.filter((d) => d.request_id === id);
-        expect(mine.map((d) => [d.duplicate, d.state]), id).toEqual([
+        expect(
+          mine.map((d) => [d.duplicate, d.state]),
+          id,
+        ).toEqual([
           [false, 'delivered'],
           [true, 'delivered'],
         ]);
@@ -85,7 +91,8 @@ describe('webhook dedupe, by effect', () => {
 
       // Both paths were taken: deliveries (both of them) that came before the runner knew the
       // request id, and first deliveries that came while it waited.
-      const sentAt = (id: string, duplicate: boolean): number => Date.parse(deliveries.find((d) => d.request_id === id && d.duplicate === duplicate)?.attempts.at(-1)?.at ?? '');
+      const sentAt = (id: string, duplicate: boolean): number =>
+        Date.parse(deliveries.find((d) => d.request_id === id && d.duplicate === duplicate)?.attempts.at(-1)?.at ?? '');
       const early = [...answered].filter(([id, at]) => sentAt(id, true) < at);
       const late = [...answered].filter(([id, at]) => sentAt(id, false) > at);
       expect(early.length, 'requests whose deliveries all came before the submit answer').toBeGreaterThan(0);

@@ -23,11 +23,24 @@ async function journal(dir: string, records: JournalRecord[]): Promise<void> {
 }
 
 /** One request of `model`: submitted at `at`, ended at `at + took` (status `status`), with or without durationMs. */
-function request(id: string, model: string, at: number, took: number, options: { status?: 'completed' | 'failed'; recorded?: number } = {}): JournalRecord[] {
+function request(
+  id: string,
+  model: string,
+  at: number,
+  took: number,
+  options: { status?: 'completed' | 'failed'; recorded?: number } = {},
+): JournalRecord[] {
   return [
     { type: 'intent', instance: id, model, idempotencyKey: `k-${id}`, bodyHash: BODY, at },
     { type: 'submitted', instance: id, handle: { kind: 'request', requestId: `r-${id}` }, at },
-    { type: 'status', instance: id, status: options.status ?? 'completed', outputs: [], at: at + took, ...(options.recorded === undefined ? {} : { durationMs: options.recorded }) },
+    {
+      type: 'status',
+      instance: id,
+      status: options.status ?? 'completed',
+      outputs: [],
+      at: at + took,
+      ...(options.recorded === undefined ? {} : { durationMs: options.recorded }),
+    },
   ];
 }
 
@@ -47,7 +60,11 @@ describe('readPollPrior', () => {
     await journal(current, [...request('now', 'character-sheet', 0, 1, { recorded: 1 })]);
     const prior = await readPollPrior(current, { maxRuns: 1 });
     expect(Object.fromEntries(prior)).toEqual({ 'character-sheet': [4_000, 5_000], 'marketing-image': [15_000] });
-    expect(Object.fromEntries(await readPollPrior(current))).toEqual({ 'character-sheet': [4_000, 5_000], 'marketing-image': [15_000], dop: [99_000] });
+    expect(Object.fromEntries(await readPollPrior(current))).toEqual({
+      'character-sheet': [4_000, 5_000],
+      'marketing-image': [15_000],
+      dop: [99_000],
+    });
   });
 
   it('keeps at most perModel durations per model, and passes over a journal it cannot read', async () => {
@@ -65,10 +82,15 @@ describe('readPollPrior', () => {
   });
 });
 
-describe('a run starts polling from its pipeline\'s earlier runs', () => {
-  it('the second run sees its requests end without waiting for the cold backoff\'s first poll', { timeout: 60_000 }, async () => {
+describe("a run starts polling from its pipeline's earlier runs", () => {
+  it("the second run sees its requests end without waiting for the cold backoff's first poll", { timeout: 60_000 }, async () => {
     // Requests take 0.6-0.7 s; the cold backoff's first poll is at 3.4-4 s (initial_ms 4000, 15% jitter).
-    const emu = await startEmulator({ port: 0, timeScale: 1, log: () => {}, durations: { 'character-sheet': { queuedMs: [0, 0], runMs: [600, 700] } } });
+    const emu = await startEmulator({
+      port: 0,
+      timeScale: 1,
+      log: () => {},
+      durations: { 'character-sheet': { queuedMs: [0, 0], runMs: [600, 700] } },
+    });
     try {
       const dir = tempDir();
       const out = tempDir();
@@ -87,7 +109,13 @@ steps:
     input: { tier: cats, seed: "{{ seed }}" }
 `,
       );
-      const io: CliIO = { out: () => {}, write: async () => {}, err: () => {}, env: { GENPIPE_BASE_URL: emu.url, HF_KEY }, signal: new AbortController().signal };
+      const io: CliIO = {
+        out: () => {},
+        write: async () => {},
+        err: () => {},
+        env: { GENPIPE_BASE_URL: emu.url, HF_KEY },
+        signal: new AbortController().signal,
+      };
       const seenAfter = (runDir: string): number[] => {
         const records = journalOf(runDir).records;
         const submitted = new Map(records.flatMap((r) => (r.type === 'submitted' ? [[r.instance, r.at!] as const] : [])));
@@ -95,7 +123,9 @@ steps:
       };
       const runs = async (): Promise<string[]> => {
         const { readdirSync } = await import('node:fs');
-        return readdirSync(join(out, 'prior')).filter((n) => !n.startsWith('.')).sort();
+        return readdirSync(join(out, 'prior'))
+          .filter((n) => !n.startsWith('.'))
+          .sort();
       };
       expect(await main(['run', manifest, '--out', out, '--quiet'], io)).toBe(0);
       const [first] = await runs();

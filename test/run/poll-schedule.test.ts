@@ -1,6 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_POLL_SCHEDULE, DurationSummary, INITIAL_POLL_STATE, nextPollDelay, PollScheduler, resolvePollSchedule, type PollScheduleOptions } from '../../src/run/poll-schedule.js';
+import {
+  DEFAULT_POLL_SCHEDULE,
+  DurationSummary,
+  INITIAL_POLL_STATE,
+  nextPollDelay,
+  PollScheduler,
+  resolvePollSchedule,
+  type PollScheduleOptions,
+} from '../../src/run/poll-schedule.js';
 
 /** A seeded generator in [0, 1), so simulations are reproducible. */
 function seeded(seed: number): () => number {
@@ -231,4 +239,3 @@ describe('learning from what polls can see', () => {
     expect(Math.min(...firstPolls.slice(-5))).toBeLessThan(100);
   });
 });
-

@@ -21,8 +21,18 @@ const KEY_ID = '11111111-1111-4111-8111-111111111111';
 /** A secret with the characters JSON and HTML escape: `&`, `<`, `>`, `"`, `'` and `\`. */
 const SECRET = `s3&cr<e>t"q'z\\w-9f`;
 const HF_KEY = `${KEY_ID}:${SECRET}`;
-const htmlEscape = (t: string): string => t.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
-const FORMS = [...new Set([SECRET, JSON.stringify(SECRET).slice(1, -1), htmlEscape(SECRET), htmlEscape(JSON.stringify(SECRET).slice(1, -1)), 's3&amp;cr', 's3&cr<e>t'])];
+const htmlEscape = (t: string): string =>
+  t.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+const FORMS = [
+  ...new Set([
+    SECRET,
+    JSON.stringify(SECRET).slice(1, -1),
+    htmlEscape(SECRET),
+    htmlEscape(JSON.stringify(SECRET).slice(1, -1)),
+    's3&amp;cr',
+    's3&cr<e>t',
+  ]),
+];
 
 function expectClean(text: string, where: string): void {
   for (const form of FORMS) expect(text.includes(form), `${where} holds the secret (as ${form})`).toBe(false);
@@ -40,9 +50,17 @@ let hookUrl: string;
 const payloads: string[] = [];
 
 beforeAll(async () => {
-  emu = await startEmulator({ port: 0, timeScale: 0, log: () => {}, accounts: [{ keyId: KEY_ID, secret: SECRET, credits: 1_000_000, agentEnabled: true }] });
+  emu = await startEmulator({
+    port: 0,
+    timeScale: 0,
+    log: () => {},
+    accounts: [{ keyId: KEY_ID, secret: SECRET, credits: 1_000_000, agentEnabled: true }],
+  });
   // A careless service: its failure text quotes the request's headers.
-  proxy = await startRewritingProxy(emu.url, (error, headers) => `${error}; request headers: authorization: ${String(headers.authorization)}; all: ${JSON.stringify(headers)}`);
+  proxy = await startRewritingProxy(
+    emu.url,
+    (error, headers) => `${error}; request headers: authorization: ${String(headers.authorization)}; all: ${JSON.stringify(headers)}`,
+  );
   hook = createServer((req, res) => {
     let body = '';
     req.setEncoding('utf8');
@@ -83,7 +101,8 @@ describe('a service that echoes the request headers in its failures', () => {
     expect(first.code, first.stderr).toBe(1);
     const runA = findRunDir(out, 'echoed');
     // The failure text did reach these files: redacted, not dropped.
-    for (const file of ["outputs.csv", "outputs.jsonl", "gallery.html", "journal.jsonl"]) expect(readFileSync(join(runA, file), 'utf8'), file).toContain('[REDACTED]');
+    for (const file of ['outputs.csv', 'outputs.jsonl', 'gallery.html', 'journal.jsonl'])
+      expect(readFileSync(join(runA, file), 'utf8'), file).toContain('[REDACTED]');
     expectClean(first.stdout + first.stderr, 'the output of run');
     expectCleanDir(runA);
     expect(payloads.length).toBeGreaterThan(0);
@@ -96,7 +115,14 @@ describe('a service that echoes the request headers in its failures', () => {
     expectClean(logged.stdout + logged.stderr, 'the JSON logs');
     const runB = findRunDir(jsonLogsOut, 'echoed');
 
-    for (const argv of [['report', runA], ['report', runA, '--json'], ['report', runA, '--csv'], ['report', runA, '--md'], ['diff', runA, runB], ['runs', '--out', out]]) {
+    for (const argv of [
+      ['report', runA],
+      ['report', runA, '--json'],
+      ['report', runA, '--csv'],
+      ['report', runA, '--md'],
+      ['diff', runA, runB],
+      ['runs', '--out', out],
+    ]) {
       const result = await runCli(argv, { env });
       expect(result.code, `${argv.join(' ')}: ${result.stderr}`).toBe(0);
       expectClean(result.stdout + result.stderr, argv.join(' '));
@@ -116,26 +142,42 @@ describe('a service that echoes the request headers in its failures', () => {
 });
 
 describe('a manifest input that reads the credentials file', () => {
-  it('a CSV axis pointed at the credentials file is refused at plan time: exit 2 at the cell, nothing sent, no run directory', { timeout: 60_000 }, async () => {
-    const dir = tempDir();
-    const credentials = join(dir, 'credentials.yaml');
-    writeFileSync(credentials, `key_id: ${KEY_ID}\nkey_secret: ${JSON.stringify(SECRET)}\n`);
-    chmodSync(credentials, 0o600);
-    const path = join(dir, 'leak.yaml');
-    writeFileSync(path, `version: 1\nname: leak\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      row: { csv: credentials.yaml }\n    input: { tier: cats, brief: "{{ row }}" }\n`);
-    const sent = emuRequests(emu).length;
-    for (const env of [{ GENPIPE_BASE_URL: emu.url, GENPIPE_CREDENTIALS_FILE: credentials, HF_KEY: '' }, { GENPIPE_BASE_URL: emu.url, HF_KEY: `${KEY_ID}:another-secret-1` }]) {
-      const out = tempDir();
-      for (const argv of [['run', path, '--out', out], ['plan', path], ['validate', path]]) {
-        const result = await runCli(argv, { env });
-        expect(result.code, `${argv[0]}: ${result.stderr}`).toBe(2);
-        expect(result.stderr).toMatch(new RegExp(`^genpipe: ${credentials}:\\d+:\\d+: (steps\\.sheets\\.matrix\\.row: )?this file holds credentials`, 'm'));
-        expectClean(result.stdout + result.stderr, argv[0] as string);
+  it(
+    'a CSV axis pointed at the credentials file is refused at plan time: exit 2 at the cell, nothing sent, no run directory',
+    { timeout: 60_000 },
+    async () => {
+      const dir = tempDir();
+      const credentials = join(dir, 'credentials.yaml');
+      writeFileSync(credentials, `key_id: ${KEY_ID}\nkey_secret: ${JSON.stringify(SECRET)}\n`);
+      chmodSync(credentials, 0o600);
+      const path = join(dir, 'leak.yaml');
+      writeFileSync(
+        path,
+        `version: 1\nname: leak\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      row: { csv: credentials.yaml }\n    input: { tier: cats, brief: "{{ row }}" }\n`,
+      );
+      const sent = emuRequests(emu).length;
+      for (const env of [
+        { GENPIPE_BASE_URL: emu.url, GENPIPE_CREDENTIALS_FILE: credentials, HF_KEY: '' },
+        { GENPIPE_BASE_URL: emu.url, HF_KEY: `${KEY_ID}:another-secret-1` },
+      ]) {
+        const out = tempDir();
+        for (const argv of [
+          ['run', path, '--out', out],
+          ['plan', path],
+          ['validate', path],
+        ]) {
+          const result = await runCli(argv, { env });
+          expect(result.code, `${argv[0]}: ${result.stderr}`).toBe(2);
+          expect(result.stderr).toMatch(
+            new RegExp(`^genpipe: ${credentials}:\\d+:\\d+: (steps\\.sheets\\.matrix\\.row: )?this file holds credentials`, 'm'),
+          );
+          expectClean(result.stdout + result.stderr, argv[0] as string);
+        }
+        expect(existsSync(join(out, 'leak'))).toBe(false);
       }
-      expect(existsSync(join(out, 'leak'))).toBe(false);
-    }
-    expect(emuRequests(emu).length).toBe(sent);
-  });
+      expect(emuRequests(emu).length).toBe(sent);
+    },
+  );
 });
 
 describe('redactEveryForm and RedactingText', () => {
@@ -144,7 +186,8 @@ describe('redactEveryForm and RedactingText', () => {
     registerSecret(secret);
     const json = JSON.stringify(secret).slice(1, -1);
     const inScript = json.replace(/</g, '\\u003c');
-    for (const form of [secret, json, htmlEscape(secret), htmlEscape(json), inScript]) expect(redactEveryForm(`a ${form} b`)).toBe('a [REDACTED] b');
+    for (const form of [secret, json, htmlEscape(secret), htmlEscape(json), inScript])
+      expect(redactEveryForm(`a ${form} b`)).toBe('a [REDACTED] b');
     const text = `head ${htmlEscape(json)} middle ${secret} tail 😀`;
     for (let cut = 0; cut <= text.length; cut++) {
       const r = new RedactingText();

@@ -23,16 +23,29 @@ afterEach(async () => {
 });
 
 describe('one retry budget for the whole run', () => {
-  it('defect 7: a service that answers 429 to every submit ends the run with exit 5, each retry drawn from the budget', { timeout: 60_000 }, async () => {
-    const manifest = join(dir, 'm.yaml');
-    writeFileSync(manifest, 'version: 1\nname: throttled\nsteps:\n  s:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { tier: cats, seed: "{{ seed }}" }\n');
-    const stderr: string[] = [];
-    const io: CliIO = { out: () => {}, write: async () => {}, err: (t) => stderr.push(t), env: { GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` }, signal: new AbortController().signal };
-    const code = await main(['run', manifest, '--out', join(dir, 'runs'), '--retry-budget', '6', '--rate', '50'], io);
-    expect(code).toBe(5);
-    // Three first submits, then at most the six retries of the budget, the transport's own included.
-    expect(emu.stats.total).toBeLessThanOrEqual(3 + 6 + 3);
-    expect(emu.requests.inspect({})).toHaveLength(0);
-    expect(stderr.join('\n')).toMatch(/throttled by the service: waiting 1 s; retry budget \d+ left/);
-  });
+  it(
+    'defect 7: a service that answers 429 to every submit ends the run with exit 5, each retry drawn from the budget',
+    { timeout: 60_000 },
+    async () => {
+      const manifest = join(dir, 'm.yaml');
+      writeFileSync(
+        manifest,
+        'version: 1\nname: throttled\nsteps:\n  s:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { tier: cats, seed: "{{ seed }}" }\n',
+      );
+      const stderr: string[] = [];
+      const io: CliIO = {
+        out: () => {},
+        write: async () => {},
+        err: (t) => stderr.push(t),
+        env: { GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` },
+        signal: new AbortController().signal,
+      };
+      const code = await main(['run', manifest, '--out', join(dir, 'runs'), '--retry-budget', '6', '--rate', '50'], io);
+      expect(code).toBe(5);
+      // Three first submits, then at most the six retries of the budget, the transport's own included.
+      expect(emu.stats.total).toBeLessThanOrEqual(3 + 6 + 3);
+      expect(emu.requests.inspect({})).toHaveLength(0);
+      expect(stderr.join('\n')).toMatch(/throttled by the service: waiting 1 s; retry budget \d+ left/);
+    },
+  );
 });

@@ -12,7 +12,14 @@ function stateOf(records: JournalRecord[]): ReturnType<typeof emptyRunState> {
   return state;
 }
 
-const keylessIntent: JournalRecord = { type: 'intent', instance: ID, model: 'marketing-image', idempotencyKey: null, bodyHash: HASH, at: 1 };
+const keylessIntent: JournalRecord = {
+  type: 'intent',
+  instance: ID,
+  model: 'marketing-image',
+  idempotencyKey: null,
+  bodyHash: HASH,
+  at: 1,
+};
 const keyedIntent: JournalRecord = { type: 'intent', instance: ID, model: 'character-sheet', idempotencyKey: 'k-1', bodyHash: HASH, at: 1 };
 
 describe('resume decisions', () => {
@@ -29,8 +36,14 @@ describe('resume decisions', () => {
   it('a refused record never undoes an answer: a submitted or final instance stays as it was', () => {
     const submitted: JournalRecord = { type: 'submitted', instance: ID, handle: { kind: 'request', requestId: 'r-1' }, at: 2 };
     const refused: JournalRecord = { type: 'refused', instance: ID, code: 'unauthorized', at: 3 };
-    expect(resumeAction(stateOf([keylessIntent, submitted, refused]).instances.get(ID), false)).toEqual({ kind: 'reattach', submission: { kind: 'request', requestId: 'r-1' } });
+    expect(resumeAction(stateOf([keylessIntent, submitted, refused]).instances.get(ID), false)).toEqual({
+      kind: 'reattach',
+      submission: { kind: 'request', requestId: 'r-1' },
+    });
     const final: JournalRecord = { type: 'status', instance: ID, status: 'completed', outputs: [], at: 4 };
-    expect(resumeAction(stateOf([keylessIntent, submitted, final, refused]).instances.get(ID), false)).toEqual({ kind: 'done', status: 'completed' });
+    expect(resumeAction(stateOf([keylessIntent, submitted, final, refused]).instances.get(ID), false)).toEqual({
+      kind: 'done',
+      status: 'completed',
+    });
   });
 });

@@ -92,7 +92,9 @@ steps:
       const out = tempDir();
       const fast = await runCli(['run', path, '--out', out, ...common, '--fail-fast']);
       expect(fast.code).toBe(1);
-      expect(fast.stderr).toContain('Stopped at the first failure (sheets[brief="[emulator:fail] a broken brief",seed=1]); resume after fixing it.');
+      expect(fast.stderr).toContain(
+        'Stopped at the first failure (sheets[brief="[emulator:fail] a broken brief",seed=1]); resume after fixing it.',
+      );
       expect(fast.stdout).toContain('stopped; 0 completed, 1 failed');
       expect(emuRequests(emu)).toHaveLength(1);
       expectNoSecret(findRunDir(out, 'failing'), fast.stdout + fast.stderr);
@@ -115,7 +117,10 @@ steps:
       const dir = tempDir();
       const out = tempDir();
       const path = join(dir, 'broken.yaml');
-      writeFileSync(path, 'version: 1\nname: broken\nsteps:\n  sheets:\n    model: character-sheet\n    input:\n      tier: no-such-tier\n      seed: 1\n');
+      writeFileSync(
+        path,
+        'version: 1\nname: broken\nsteps:\n  sheets:\n    model: character-sheet\n    input:\n      tier: no-such-tier\n      seed: 1\n',
+      );
       const result = await runCli(['run', path, '--out', out, '--base-url', emu.url]);
       expect(result.code).toBe(2);
       expect(result.stderr).toContain('broken.yaml:');
@@ -155,103 +160,129 @@ steps:
     });
   });
 
-  it('refused credentials end with exit 5 and one sentence, leak no secret, and a resume with the right key completes', { timeout: 120_000 }, async () => {
-    await withEmulator({ timeScale: 0.01, seed: 6 }, async (emu) => {
-      const dir = tempDir();
-      const out = tempDir();
-      const manifest = sheetsManifest(dir, 5, { name: 'creds' });
-      const wrong = 'wrong-secret-5f1d2c';
-      const common = ['--base-url', emu.url, '--concurrency', '2', '--rate', '1000'];
-      const first = await runCli(['run', manifest, '--out', out, ...common], { env: { HF_KEY: `${KEY_ID}:${wrong}` } });
-      expect(first.code).toBe(5);
-      const errors = first.stderr.split('\n').filter((l) => l.startsWith('genpipe:'));
-      expect(errors).toEqual([expect.stringMatching(/^genpipe: The service refused the credentials[^\n]*; the run stopped, and `genpipe resume` continues it once the credentials are fixed\.$/)]);
-      expect(first.stderr).not.toMatch(/\n\s+at /);
-      expect(emuRequests(emu)).toHaveLength(0);
-      const runDir = findRunDir(out, 'creds');
-      expectNoSecret(runDir, first.stdout + first.stderr, wrong);
-      expectNoSecret(runDir, first.stdout + first.stderr, SECRET);
-      // Nothing was marked failed: a resume with the right key does every instance.
-      expect(journalOf(runDir).records.filter((r) => r.type === 'failed')).toEqual([]);
-      const resumed = await runCli(['resume', runDir, ...common]);
-      expect(resumed.code, resumed.stderr).toBe(0);
-      expectCompletedRun(runDir, emu, 5);
-      expectNoSecret(runDir, resumed.stdout + resumed.stderr, wrong);
-      expectNoSecret(runDir, resumed.stdout + resumed.stderr, SECRET);
-    });
-  });
-  it('a keyless submit refused for its credentials (401) is journaled as refused: the resume sends it as new, not as unknown', { timeout: 120_000 }, async () => {
-    await withEmulator({ timeScale: 0.01, seed: 7 }, async (emu) => {
-      const dir = tempDir();
-      const out = tempDir();
-      const manifest = marketingManifest(dir, 4, 'ads-creds');
-      const common = ['--base-url', emu.url, '--concurrency', '2', '--rate', '1000'];
-      const first = await runCli(['run', manifest, '--out', out, ...common], { env: { HF_KEY: `${KEY_ID}:wrong-secret-9a7b` } });
-      expect(first.code).toBe(5);
-      expect(emuRequests(emu)).toHaveLength(0);
-      const runDir = findRunDir(out, 'ads-creds');
-      const records = journalOf(runDir).records;
-      const intents = records.filter((r) => r.type === 'intent').map((r) => (r as { instance: string }).instance);
-      expect(intents.length).toBeGreaterThan(0);
-      expect(records.filter((r) => r.type === 'refused').map((r) => (r as { instance: string }).instance).sort()).toEqual([...intents].sort());
-      // Without --resubmit-unknown: a refused submit created nothing, so nothing is unknown.
-      const resumed = await runCli(['resume', runDir, ...common]);
-      expect(resumed.code, resumed.stderr).toBe(0);
-      expect(resumed.stderr).not.toMatch(/unknown/);
-      const requests = emuRequests(emu);
-      expect(requests).toHaveLength(4);
-      // One request per instance: four different bodies.
-      expect(new Set(requests.map((r) => r.body_hash)).size).toBe(4);
-      expect(filesUnder(join(runDir, 'outputs')).filter((f) => f.endsWith('.png'))).toHaveLength(4);
-    });
-  });
+  it(
+    'refused credentials end with exit 5 and one sentence, leak no secret, and a resume with the right key completes',
+    { timeout: 120_000 },
+    async () => {
+      await withEmulator({ timeScale: 0.01, seed: 6 }, async (emu) => {
+        const dir = tempDir();
+        const out = tempDir();
+        const manifest = sheetsManifest(dir, 5, { name: 'creds' });
+        const wrong = 'wrong-secret-5f1d2c';
+        const common = ['--base-url', emu.url, '--concurrency', '2', '--rate', '1000'];
+        const first = await runCli(['run', manifest, '--out', out, ...common], { env: { HF_KEY: `${KEY_ID}:${wrong}` } });
+        expect(first.code).toBe(5);
+        const errors = first.stderr.split('\n').filter((l) => l.startsWith('genpipe:'));
+        expect(errors).toEqual([
+          expect.stringMatching(
+            /^genpipe: The service refused the credentials[^\n]*; the run stopped, and `genpipe resume` continues it once the credentials are fixed\.$/,
+          ),
+        ]);
+        expect(first.stderr).not.toMatch(/\n\s+at /);
+        expect(emuRequests(emu)).toHaveLength(0);
+        const runDir = findRunDir(out, 'creds');
+        expectNoSecret(runDir, first.stdout + first.stderr, wrong);
+        expectNoSecret(runDir, first.stdout + first.stderr, SECRET);
+        // Nothing was marked failed: a resume with the right key does every instance.
+        expect(journalOf(runDir).records.filter((r) => r.type === 'failed')).toEqual([]);
+        const resumed = await runCli(['resume', runDir, ...common]);
+        expect(resumed.code, resumed.stderr).toBe(0);
+        expectCompletedRun(runDir, emu, 5);
+        expectNoSecret(runDir, resumed.stdout + resumed.stderr, wrong);
+        expectNoSecret(runDir, resumed.stdout + resumed.stderr, SECRET);
+      });
+    },
+  );
+  it(
+    'a keyless submit refused for its credentials (401) is journaled as refused: the resume sends it as new, not as unknown',
+    { timeout: 120_000 },
+    async () => {
+      await withEmulator({ timeScale: 0.01, seed: 7 }, async (emu) => {
+        const dir = tempDir();
+        const out = tempDir();
+        const manifest = marketingManifest(dir, 4, 'ads-creds');
+        const common = ['--base-url', emu.url, '--concurrency', '2', '--rate', '1000'];
+        const first = await runCli(['run', manifest, '--out', out, ...common], { env: { HF_KEY: `${KEY_ID}:wrong-secret-9a7b` } });
+        expect(first.code).toBe(5);
+        expect(emuRequests(emu)).toHaveLength(0);
+        const runDir = findRunDir(out, 'ads-creds');
+        const records = journalOf(runDir).records;
+        const intents = records.filter((r) => r.type === 'intent').map((r) => (r as { instance: string }).instance);
+        expect(intents.length).toBeGreaterThan(0);
+        expect(
+          records
+            .filter((r) => r.type === 'refused')
+            .map((r) => (r as { instance: string }).instance)
+            .sort(),
+        ).toEqual([...intents].sort());
+        // Without --resubmit-unknown: a refused submit created nothing, so nothing is unknown.
+        const resumed = await runCli(['resume', runDir, ...common]);
+        expect(resumed.code, resumed.stderr).toBe(0);
+        expect(resumed.stderr).not.toMatch(/unknown/);
+        const requests = emuRequests(emu);
+        expect(requests).toHaveLength(4);
+        // One request per instance: four different bodies.
+        expect(new Set(requests.map((r) => r.body_hash)).size).toBe(4);
+        expect(filesUnder(join(runDir, 'outputs')).filter((f) => f.endsWith('.png'))).toHaveLength(4);
+      });
+    },
+  );
 });
 
 describe('agent steps', () => {
-  it('pipelines/nightly.yaml completes with its scripted reply; a resume after a crash reuses the journaled session', { timeout: 120_000 }, async () => {
-    await withEmulator({ timeScale: 0.005, seed: 8, agent: { stepMs: 200 } }, async (emu) => {
-      const out = tempDir();
-      const common = ['--base-url', emu.url, '--rate', '1000'];
-      const manifest = join(PIPELINES, 'nightly.yaml');
-      // Kill the run once the agent's session is journaled, while its turn is still going.
-      let runDir = '';
-      const first = await runCli(['run', manifest, '--out', out, ...common], {
-        onSpawn: (send) => {
-          const started = Date.now();
-          const timer = setInterval(() => {
-            const root = join(out, 'nightly');
-            // Run directories only: the lock (.lock/) lives beside them.
-            const runs = existsSync(root) ? readdirSync(root).filter((n) => !n.startsWith('.')) : [];
-            if (runs.length === 1) {
-              runDir = join(root, runs[0] as string);
-              const text = existsSync(join(runDir, 'journal.jsonl')) ? readFileSync(join(runDir, 'journal.jsonl'), 'utf8') : '';
-              if (text.includes('"agent_session"')) send('SIGKILL');
-              if (text.includes('"agent_session"') || Date.now() - started > 60_000) clearInterval(timer);
-            }
-          }, 10);
-        },
-      });
-      expect(first.signal, first.stderr).toBe('SIGKILL');
-      expect(emu.agent.sessions.size).toBe(1);
-      const session = journalOf(runDir).records.find((r) => r.type === 'agent_session');
-      expect(session).toBeDefined();
+  it(
+    'pipelines/nightly.yaml completes with its scripted reply; a resume after a crash reuses the journaled session',
+    { timeout: 120_000 },
+    async () => {
+      await withEmulator({ timeScale: 0.005, seed: 8, agent: { stepMs: 200 } }, async (emu) => {
+        const out = tempDir();
+        const common = ['--base-url', emu.url, '--rate', '1000'];
+        const manifest = join(PIPELINES, 'nightly.yaml');
+        // Kill the run once the agent's session is journaled, while its turn is still going.
+        let runDir = '';
+        const first = await runCli(['run', manifest, '--out', out, ...common], {
+          onSpawn: (send) => {
+            const started = Date.now();
+            const timer = setInterval(() => {
+              const root = join(out, 'nightly');
+              // Run directories only: the lock (.lock/) lives beside them.
+              const runs = existsSync(root) ? readdirSync(root).filter((n) => !n.startsWith('.')) : [];
+              if (runs.length === 1) {
+                runDir = join(root, runs[0] as string);
+                const text = existsSync(join(runDir, 'journal.jsonl')) ? readFileSync(join(runDir, 'journal.jsonl'), 'utf8') : '';
+                if (text.includes('"agent_session"')) send('SIGKILL');
+                if (text.includes('"agent_session"') || Date.now() - started > 60_000) clearInterval(timer);
+              }
+            }, 10);
+          },
+        });
+        expect(first.signal, first.stderr).toBe('SIGKILL');
+        expect(emu.agent.sessions.size).toBe(1);
+        const session = journalOf(runDir).records.find((r) => r.type === 'agent_session');
+        expect(session).toBeDefined();
 
-      const resumed = await runCli(['resume', runDir, ...common]);
-      expect(resumed.code, resumed.stderr).toBe(0);
-      // 6 sheets, 6 clips, the agent turn and the banner.
-      expect(resumed.stdout).toContain('completed; 14 completed, 0 failed');
-      // The same session, one turn: no second session, no second message of the instance.
-      expect(emu.agent.sessions.size).toBe(1);
-      const records = journalOf(runDir).records;
-      const status = records.find((r) => r.type === 'status' && r.instance.startsWith('release-note'));
-      expect(status).toMatchObject({ status: 'completed', result: { session_id: session?.type === 'agent_session' ? session.sessionId : '' } });
-      const answer = String((status as { result?: { answer?: unknown } }).result?.answer ?? '');
-      expect(answer.length).toBeGreaterThan(0);
-      const handles = records.filter((r) => r.type === 'submitted' && r.instance.startsWith('release-note'));
-      // The first message, then the scripted reply to the agent's question.
-      expect(new Set(handles.map((r) => (r.type === 'submitted' && r.handle.kind === 'agent_turn' ? r.handle.firstMessageId : '')))).toHaveProperty('size', 1);
-      expectNoSecret(runDir, first.stdout + first.stderr + resumed.stdout + resumed.stderr);
-      expect(BIN).toContain('genpipe.js');
-    });
-  });
+        const resumed = await runCli(['resume', runDir, ...common]);
+        expect(resumed.code, resumed.stderr).toBe(0);
+        // 6 sheets, 6 clips, the agent turn and the banner.
+        expect(resumed.stdout).toContain('completed; 14 completed, 0 failed');
+        // The same session, one turn: no second session, no second message of the instance.
+        expect(emu.agent.sessions.size).toBe(1);
+        const records = journalOf(runDir).records;
+        const status = records.find((r) => r.type === 'status' && r.instance.startsWith('release-note'));
+        expect(status).toMatchObject({
+          status: 'completed',
+          result: { session_id: session?.type === 'agent_session' ? session.sessionId : '' },
+        });
+        const answer = String((status as { result?: { answer?: unknown } }).result?.answer ?? '');
+        expect(answer.length).toBeGreaterThan(0);
+        const handles = records.filter((r) => r.type === 'submitted' && r.instance.startsWith('release-note'));
+        // The first message, then the scripted reply to the agent's question.
+        expect(
+          new Set(handles.map((r) => (r.type === 'submitted' && r.handle.kind === 'agent_turn' ? r.handle.firstMessageId : ''))),
+        ).toHaveProperty('size', 1);
+        expectNoSecret(runDir, first.stdout + first.stderr + resumed.stdout + resumed.stderr);
+        expect(BIN).toContain('genpipe.js');
+      });
+    },
+  );
 });

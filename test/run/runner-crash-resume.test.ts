@@ -59,7 +59,12 @@ const random: Scenario[] = Array.from({ length: 10 }, (_, i) => {
   const r = prng(seed);
   const delay = Math.floor(r() * 1_200);
   const second = i % 2 === 1 ? 200 + Math.floor(r() * 1_500) : undefined;
-  return { name: `random ${delay} ms${second === undefined ? '' : `, resume killed at ${second} ms`} (seed ${seed})`, seed, killAfterFirstSubmitMs: delay, killResumeAfterMs: second };
+  return {
+    name: `random ${delay} ms${second === undefined ? '' : `, resume killed at ${second} ms`} (seed ${seed})`,
+    seed,
+    killAfterFirstSubmitMs: delay,
+    killResumeAfterMs: second,
+  };
 });
 
 describe.concurrent.each(BACKENDS)('crash and resume (character sheets, keyed), %s backend', (backend) => {
@@ -113,66 +118,70 @@ describe.concurrent.each(BACKENDS)('crash and resume (character sheets, keyed), 
 });
 
 describe.concurrent.each(BACKENDS)('crash and resume (marketing images, keyless), %s backend', (backend) => {
-  it.each(['after_intent_sync', 'after_post'])('%s: the instance is unknown and resent only with --resubmit-unknown', { timeout: 120_000 }, async (point) => {
-    const emu = await startEmulator({ port: 0, timeScale: 0.01, seed: 7, log: () => {} });
-    const fleet = await backendFor(backend, emu.url, redis.url);
-    try {
-      const dir = tempDir();
-      const out = tempDir();
-      const count = 6;
-      const manifest = marketingManifest(dir, count);
-      const common = ['--base-url', emu.url, '--concurrency', '2', '--rate', '1000', ...fleet.flags];
-      const first = await runCli(['run', manifest, '--out', out, ...common], { env: { GENPIPE_CRASH_AT: `${point}:3` } });
-      expect(first.signal).toBe('SIGKILL');
-      const runDir = findRunDir(out, 'ads');
+  it.each(['after_intent_sync', 'after_post'])(
+    '%s: the instance is unknown and resent only with --resubmit-unknown',
+    { timeout: 120_000 },
+    async (point) => {
+      const emu = await startEmulator({ port: 0, timeScale: 0.01, seed: 7, log: () => {} });
+      const fleet = await backendFor(backend, emu.url, redis.url);
+      try {
+        const dir = tempDir();
+        const out = tempDir();
+        const count = 6;
+        const manifest = marketingManifest(dir, count);
+        const common = ['--base-url', emu.url, '--concurrency', '2', '--rate', '1000', ...fleet.flags];
+        const first = await runCli(['run', manifest, '--out', out, ...common], { env: { GENPIPE_CRASH_AT: `${point}:3` } });
+        expect(first.signal).toBe('SIGKILL');
+        const runDir = findRunDir(out, 'ads');
 
-      // Instances with an intent but no answer: their fate is unknown.
-      const intents = new Map<string, string>();
-      const answered = new Set<string>();
-      for (const r of journalOf(runDir).records) {
-        if (r.type === 'intent') {
-          expect(r.idempotencyKey).toBeNull();
-          intents.set(r.instance, r.bodyHash);
+        // Instances with an intent but no answer: their fate is unknown.
+        const intents = new Map<string, string>();
+        const answered = new Set<string>();
+        for (const r of journalOf(runDir).records) {
+          if (r.type === 'intent') {
+            expect(r.idempotencyKey).toBeNull();
+            intents.set(r.instance, r.bodyHash);
+          }
+          if (r.type === 'submitted') answered.add(r.instance);
         }
-        if (r.type === 'submitted') answered.add(r.instance);
-      }
-      const unknown = [...intents.keys()].filter((id) => !answered.has(id));
-      expect(unknown.length).toBeGreaterThanOrEqual(1);
-      const sentFor = (id: string): number => emuRequests(emu).filter((r) => r.body_hash === intents.get(id)).length;
-      // The journal's body hash is the hash of the bytes sent: answered instances are found by it.
-      for (const id of answered) expect(sentFor(id)).toBe(1);
-      const sentBefore = new Map(unknown.map((id) => [id, sentFor(id)]));
-      if (point === 'after_post') expect([...sentBefore.values()].some((n) => n === 1)).toBe(true);
+        const unknown = [...intents.keys()].filter((id) => !answered.has(id));
+        expect(unknown.length).toBeGreaterThanOrEqual(1);
+        const sentFor = (id: string): number => emuRequests(emu).filter((r) => r.body_hash === intents.get(id)).length;
+        // The journal's body hash is the hash of the bytes sent: answered instances are found by it.
+        for (const id of answered) expect(sentFor(id)).toBe(1);
+        const sentBefore = new Map(unknown.map((id) => [id, sentFor(id)]));
+        if (point === 'after_post') expect([...sentBefore.values()].some((n) => n === 1)).toBe(true);
 
-      const resumed = await runCli(['resume', runDir, ...common]);
-      expect(resumed.code).toBe(1);
-      expect(resumed.stdout).toContain(`${unknown.length} unknown`);
-      for (const id of unknown) {
-        expect(resumed.stderr).toContain(`${id}: unknown:`);
-        expect(sentFor(id), `${id} was resent without --resubmit-unknown`).toBe(sentBefore.get(id));
-      }
-      for (const id of answered) expect(sentFor(id)).toBe(1);
+        const resumed = await runCli(['resume', runDir, ...common]);
+        expect(resumed.code).toBe(1);
+        expect(resumed.stdout).toContain(`${unknown.length} unknown`);
+        for (const id of unknown) {
+          expect(resumed.stderr).toContain(`${id}: unknown:`);
+          expect(sentFor(id), `${id} was resent without --resubmit-unknown`).toBe(sentBefore.get(id));
+        }
+        for (const id of answered) expect(sentFor(id)).toBe(1);
 
-      const forced = await runCli(['resume', runDir, ...common, '--resubmit-unknown']);
-      expect(forced.code, forced.stderr).toBe(0);
-      expect(forced.stdout).toContain(`completed; ${count} completed, 0 failed`);
-      // Locally an unknown instance is sent once more. On the fleet the job in Redis still knows a
-      // submission its worker made, so that one is followed, not resent: every instance is sent once.
-      for (const id of unknown) expect(sentFor(id)).toBe(backend === 'local' ? (sentBefore.get(id) ?? 0) + 1 : 1);
-      for (const id of answered) expect(sentFor(id)).toBe(1);
-      const rows = emuRequests(emu);
-      expect(rows).toHaveLength(backend === 'local' ? count + [...sentBefore.values()].reduce((a, b) => a + b, 0) : count);
-      // Every instance's output is on disk with its journaled hash.
-      const journal = journalOf(runDir);
-      const downloaded = journal.records.filter((r) => r.type === 'downloaded');
-      expect(new Set(downloaded.map((r) => r.type === 'downloaded' && r.instance)).size).toBe(count);
-      expect(expectCompletedRows(join(runDir, 'outputs.csv'))).toBe(count);
-      expectNoSecret(runDir, first.stdout + first.stderr + resumed.stdout + resumed.stderr + forced.stdout + forced.stderr);
-    } finally {
-      await fleet.stop();
-      await emu.close();
-    }
-  });
+        const forced = await runCli(['resume', runDir, ...common, '--resubmit-unknown']);
+        expect(forced.code, forced.stderr).toBe(0);
+        expect(forced.stdout).toContain(`completed; ${count} completed, 0 failed`);
+        // Locally an unknown instance is sent once more. On the fleet the job in Redis still knows a
+        // submission its worker made, so that one is followed, not resent: every instance is sent once.
+        for (const id of unknown) expect(sentFor(id)).toBe(backend === 'local' ? (sentBefore.get(id) ?? 0) + 1 : 1);
+        for (const id of answered) expect(sentFor(id)).toBe(1);
+        const rows = emuRequests(emu);
+        expect(rows).toHaveLength(backend === 'local' ? count + [...sentBefore.values()].reduce((a, b) => a + b, 0) : count);
+        // Every instance's output is on disk with its journaled hash.
+        const journal = journalOf(runDir);
+        const downloaded = journal.records.filter((r) => r.type === 'downloaded');
+        expect(new Set(downloaded.map((r) => r.type === 'downloaded' && r.instance)).size).toBe(count);
+        expect(expectCompletedRows(join(runDir, 'outputs.csv'))).toBe(count);
+        expectNoSecret(runDir, first.stdout + first.stderr + resumed.stdout + resumed.stderr + forced.stdout + forced.stderr);
+      } finally {
+        await fleet.stop();
+        await emu.close();
+      }
+    },
+  );
 });
 
 /** outputs.csv: every row completed, its file's sha256 as recorded; returns the row count. */

@@ -241,7 +241,10 @@ export function expectCompletedRun(runDir: string, emu: Emulator, expected: numb
     }
   }
   expect(finals.size).toBe(expected);
-  expect([...finals.values()].every((s) => s === 'completed'), JSON.stringify([...finals])).toBe(true);
+  expect(
+    [...finals.values()].every((s) => s === 'completed'),
+    JSON.stringify([...finals]),
+  ).toBe(true);
   expect(downloads.size).toBe(expected);
 
   const rows = emuRequests(emu);

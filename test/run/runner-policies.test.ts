@@ -45,7 +45,10 @@ steps:
       const dir = tempDir();
       const manifest = (name: string, policy: string): string => {
         const path = join(dir, `${name}.yaml`);
-        writeFileSync(path, `version: 1\nname: ${name}\ndefaults: { on_nsfw: ${policy} }\nsteps:\n  a:\n    model: character-sheet\n    input: { tier: cats, seed: 5, variation_index: 10, brief: "[emulator:nsfw] always flagged" }\n`);
+        writeFileSync(
+          path,
+          `version: 1\nname: ${name}\ndefaults: { on_nsfw: ${policy} }\nsteps:\n  a:\n    model: character-sheet\n    input: { tier: cats, seed: 5, variation_index: 10, brief: "[emulator:nsfw] always flagged" }\n`,
+        );
         return path;
       };
       const rerolled = await runCli(['run', manifest('rerolled', 'reroll'), '--base-url', emu.url, '--out', join(dir, 'out')]);
@@ -78,7 +81,10 @@ steps:
       const dir = tempDir();
       const path = join(dir, 'grow.yaml');
       const write = (seeds: number): void =>
-        writeFileSync(path, `version: 1\nname: grow\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${seeds} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+        writeFileSync(
+          path,
+          `version: 1\nname: grow\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${seeds} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+        );
       write(3);
       expect((await runCli(['run', path, '--base-url', emu.url, '--out', join(dir, 'out')])).code).toBe(0);
       const runDir = findRunDir(join(dir, 'out'), 'grow');
@@ -97,7 +103,10 @@ steps:
     await withEmulator({ timeScale: 0.1 }, async (emu) => {
       const dir = tempDir();
       const path = join(dir, 'locked.yaml');
-      writeFileSync(path, 'version: 1\nname: locked\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { tier: cats, seed: "{{ seed }}" }\n');
+      writeFileSync(
+        path,
+        'version: 1\nname: locked\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { tier: cats, seed: "{{ seed }}" }\n',
+      );
       const out = join(dir, 'out');
       const first = runCli(['run', path, '--base-url', emu.url, '--out', out]);
       // Once the first run has submitted, it holds the lock (sheets take about a second here).
@@ -114,4 +123,3 @@ steps:
     });
   }, 60_000);
 });
-

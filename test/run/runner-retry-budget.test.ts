@@ -29,11 +29,24 @@ describe('the retry budget', () => {
       const plan = await buildPlan(loadManifestFile(manifest));
       const hash = planHash(plan);
       const { runId, dir: runDir } = await createRunDir(tempDir(), plan, manifest, hash);
-      const options = { plan, client, runDir, runId, planHash: hash, concurrency: 2, ratePerSecond: 10_000, retryBudget: 5, random: () => 0, poll: { floorMs: 1, baseMs: 2, capMs: 20 } };
+      const options = {
+        plan,
+        client,
+        runDir,
+        runId,
+        planHash: hash,
+        concurrency: 2,
+        ratePerSecond: 10_000,
+        retryBudget: 5,
+        random: () => 0,
+        poll: { floorMs: 1, baseMs: 2, capMs: 20 },
+      };
       const events: RunEvent[] = [];
       const stopped = await runPlan({ ...options, signal: new AbortController().signal, onEvent: (e) => events.push(e) });
       expect(stopped.outcome).toBe('stopped');
-      expect(stopped.message).toBe('The service kept failing, so the run stopped instead of retrying without end; resume it once the service is back.');
+      expect(stopped.message).toBe(
+        'The service kept failing, so the run stopped instead of retrying without end; resume it once the service is back.',
+      );
       expect(stopped.counts.completed).toBe(0);
       expect(stopped.counts.failed).toBe(0);
       expect(stopped.counts.pending).toBe(6);

@@ -14,7 +14,16 @@ import { buildPlan, type Plan } from '../../src/plan/plan.js';
 import { parseJournal } from '../../src/run/journal.js';
 import { createRunDir, planHash } from '../../src/run/run-dir.js';
 import { runPlan } from '../../src/run/runner.js';
-import { cleanTemps, emuRequests, expectOneRequestPerKey, HF_KEY, inBatches, sha256File, sheetsManifest, tempDir } from './runner-helpers.js';
+import {
+  cleanTemps,
+  emuRequests,
+  expectOneRequestPerKey,
+  HF_KEY,
+  inBatches,
+  sha256File,
+  sheetsManifest,
+  tempDir,
+} from './runner-helpers.js';
 
 const INSTANCES = 4;
 let emu: Emulator;
@@ -66,7 +75,7 @@ beforeAll(async () => {
   await resume(dir, runId);
   const data = readFileSync(join(dir, 'journal.jsonl'));
   const lines: Buffer[] = [];
-  for (let start = 0; start < data.length; ) {
+  for (let start = 0; start < data.length;) {
     const end = data.indexOf(0x0a, start);
     lines.push(data.subarray(start, end + 1));
     start = end + 1;
@@ -89,24 +98,28 @@ function lastOfType(type: string): number {
 describe('a torn last journal record', () => {
   // The last record of a journal cut right after a submit's answer, after a download, and of a
   // finished run. Every byte offset of each (0 = the record is gone; its full length = intact).
-  it.each(['intent', 'submitted', 'status', 'downloaded', 'run_finished'])('cut after a %s record, at every byte offset, resumes to the same final state', { timeout: 120_000 }, async (type) => {
-    const target = lastOfType(type);
-    const prefix = Buffer.concat(reference.lines.slice(0, target));
-    const line = reference.lines[target] as Buffer;
-    const offsets = Array.from({ length: line.length + 1 }, (_, k) => k);
-    const before = emuRequests(emu).length;
-    await inBatches(offsets, 4, async (k) => {
-      const dir = join(tempDir('genpipe-torn-'), 'run');
-      cpSync(reference.runDir, dir, { recursive: true });
-      writeFileSync(join(dir, 'journal.jsonl'), Buffer.concat([prefix, line.subarray(0, k)]));
-      await resume(dir, reference.runId);
-      expect(finalState(dir), `cut at byte ${k} of ${line.length}`).toBe(reference.state);
-      const journal = parseJournal(readFileSync(join(dir, 'journal.jsonl')));
-      expect(journal.tornTail).toBe(false);
-    });
-    // No resume created a request: resubmits carried the same Idempotency-Key.
-    expect(emuRequests(emu)).toHaveLength(before);
-    expect(expectOneRequestPerKey(emu).size).toBe(INSTANCES);
-    expect(offsets.length).toBeGreaterThan(50);
-  });
+  it.each(['intent', 'submitted', 'status', 'downloaded', 'run_finished'])(
+    'cut after a %s record, at every byte offset, resumes to the same final state',
+    { timeout: 120_000 },
+    async (type) => {
+      const target = lastOfType(type);
+      const prefix = Buffer.concat(reference.lines.slice(0, target));
+      const line = reference.lines[target] as Buffer;
+      const offsets = Array.from({ length: line.length + 1 }, (_, k) => k);
+      const before = emuRequests(emu).length;
+      await inBatches(offsets, 4, async (k) => {
+        const dir = join(tempDir('genpipe-torn-'), 'run');
+        cpSync(reference.runDir, dir, { recursive: true });
+        writeFileSync(join(dir, 'journal.jsonl'), Buffer.concat([prefix, line.subarray(0, k)]));
+        await resume(dir, reference.runId);
+        expect(finalState(dir), `cut at byte ${k} of ${line.length}`).toBe(reference.state);
+        const journal = parseJournal(readFileSync(join(dir, 'journal.jsonl')));
+        expect(journal.tornTail).toBe(false);
+      });
+      // No resume created a request: resubmits carried the same Idempotency-Key.
+      expect(emuRequests(emu)).toHaveLength(before);
+      expect(expectOneRequestPerKey(emu).size).toBe(INSTANCES);
+      expect(offsets.length).toBeGreaterThan(50);
+    },
+  );
 });

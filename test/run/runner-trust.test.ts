@@ -11,7 +11,24 @@ import type { RunEvent } from '../../src/run/events.js';
 import { buildCostReport } from '../../src/report/cost-report.js';
 import { runPlan, type RateLimiter } from '../../src/run/runner.js';
 import { closeRun, prepareRun } from './pin-helpers.js';
-import { BIN, cleanTemps, emuRequests, expectNoSecret, freePort, marketingManifest, waitForRequests, findRunDir, HF_KEY, journalOf, runCli, sha256File, sheetsManifest, spentUsd, tempDir, withEmulator } from './runner-helpers.js';
+import {
+  BIN,
+  cleanTemps,
+  emuRequests,
+  expectNoSecret,
+  freePort,
+  marketingManifest,
+  waitForRequests,
+  findRunDir,
+  HF_KEY,
+  journalOf,
+  runCli,
+  sha256File,
+  sheetsManifest,
+  spentUsd,
+  tempDir,
+  withEmulator,
+} from './runner-helpers.js';
 
 afterAll(cleanTemps);
 
@@ -19,49 +36,71 @@ const reportOf = (runDir: string): { total: { netUsd: number; estimatedUsd: numb
   JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8'));
 
 describe('a run always ends', () => {
-  it('a service answering 429 to every submit ends the run by itself: exit 5, nothing charged, resumable', { timeout: 90_000 }, async () => {
-    const dir = tempDir();
-    const faults = join(dir, 'throttled.yaml');
-    writeFileSync(faults, 'submit:\n  rate_429: 1\n');
-    await withEmulator({ timeScale: 0, faults }, async (emu) => {
-      const out = tempDir();
-      const manifest = sheetsManifest(dir, 4, { name: 'throttled' });
-      const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--retry-budget', '3', '--rate', '1000'], { timeoutMs: 60_000 });
-      expect(result.code, result.stderr).toBe(5);
-      expect(result.stderr).toContain('The service kept failing, so the run stopped instead of retrying without end');
-      expect(emuRequests(emu)).toHaveLength(0);
-      expect(spentUsd(emu)).toBe(0);
-      const runDir = findRunDir(out, 'throttled');
-      // Every refused submit is settled in the journal: a resume sends it as new, never as unknown.
-      const records = journalOf(runDir).records;
-      const refused = records.filter((r) => r.type === 'refused');
-      expect(refused.length).toBeGreaterThan(0);
-      expect(new Set(refused.map((r) => (r as { code: string }).code))).toEqual(new Set(['rate_limited']));
-      expect(reportOf(runDir).total.netUsd).toBe(0);
-      expect(records.at(-1)).toMatchObject({ type: 'run_finished', outcome: 'stopped' });
-    });
-  });
-
-  it('the watchdog ends a run whose limiter never serves its waiters: an internal error naming the state, journal flushed', { timeout: 30_000 }, async () => {
-    await withEmulator({ timeScale: 0 }, async (emu) => {
+  it(
+    'a service answering 429 to every submit ends the run by itself: exit 5, nothing charged, resumable',
+    { timeout: 90_000 },
+    async () => {
       const dir = tempDir();
-      const manifest = sheetsManifest(dir, 5, { name: 'stuck' });
-      const run = await prepareRun(emu, manifest);
-      const { plan, hash, runId, runDir, client } = run;
-      // The shape of the TokenBucket hang: waiters queued, no timer pending, nobody ever served.
-      const broken: RateLimiter = { take: () => new Promise<void>(() => {}), slowDown: () => {}, sleeping: false, waiting: 0 };
-      try {
-        const error = await runPlan({ plan, client, runDir, runId, planHash: hash, signal: new AbortController().signal, concurrency: 2, limiter: broken, watchdogMs: 50 }).catch((e: unknown) => e);
-        expect(error).toBeInstanceOf(GenpipeError);
-        expect((error as GenpipeError).code).toBe('internal');
-        expect((error as GenpipeError).message).toMatch(/^The run is stuck: nothing is in flight and no timer is pending, with 2 waiting for the rate limiter, 1 waiting for a concurrency slot\. .*genpipe resume/);
+      const faults = join(dir, 'throttled.yaml');
+      writeFileSync(faults, 'submit:\n  rate_429: 1\n');
+      await withEmulator({ timeScale: 0, faults }, async (emu) => {
+        const out = tempDir();
+        const manifest = sheetsManifest(dir, 4, { name: 'throttled' });
+        const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--retry-budget', '3', '--rate', '1000'], {
+          timeoutMs: 60_000,
+        });
+        expect(result.code, result.stderr).toBe(5);
+        expect(result.stderr).toContain('The service kept failing, so the run stopped instead of retrying without end');
         expect(emuRequests(emu)).toHaveLength(0);
-        expect(journalOf(runDir).records.at(-1)).toMatchObject({ type: 'run_finished', outcome: 'stopped' });
-      } finally {
-        await closeRun(run);
-      }
-    });
-  });
+        expect(spentUsd(emu)).toBe(0);
+        const runDir = findRunDir(out, 'throttled');
+        // Every refused submit is settled in the journal: a resume sends it as new, never as unknown.
+        const records = journalOf(runDir).records;
+        const refused = records.filter((r) => r.type === 'refused');
+        expect(refused.length).toBeGreaterThan(0);
+        expect(new Set(refused.map((r) => (r as { code: string }).code))).toEqual(new Set(['rate_limited']));
+        expect(reportOf(runDir).total.netUsd).toBe(0);
+        expect(records.at(-1)).toMatchObject({ type: 'run_finished', outcome: 'stopped' });
+      });
+    },
+  );
+
+  it(
+    'the watchdog ends a run whose limiter never serves its waiters: an internal error naming the state, journal flushed',
+    { timeout: 30_000 },
+    async () => {
+      await withEmulator({ timeScale: 0 }, async (emu) => {
+        const dir = tempDir();
+        const manifest = sheetsManifest(dir, 5, { name: 'stuck' });
+        const run = await prepareRun(emu, manifest);
+        const { plan, hash, runId, runDir, client } = run;
+        // The shape of the TokenBucket hang: waiters queued, no timer pending, nobody ever served.
+        const broken: RateLimiter = { take: () => new Promise<void>(() => {}), slowDown: () => {}, sleeping: false, waiting: 0 };
+        try {
+          const error = await runPlan({
+            plan,
+            client,
+            runDir,
+            runId,
+            planHash: hash,
+            signal: new AbortController().signal,
+            concurrency: 2,
+            limiter: broken,
+            watchdogMs: 50,
+          }).catch((e: unknown) => e);
+          expect(error).toBeInstanceOf(GenpipeError);
+          expect((error as GenpipeError).code).toBe('internal');
+          expect((error as GenpipeError).message).toMatch(
+            /^The run is stuck: nothing is in flight and no timer is pending, with 2 waiting for the rate limiter, 1 waiting for a concurrency slot\. .*genpipe resume/,
+          );
+          expect(emuRequests(emu)).toHaveLength(0);
+          expect(journalOf(runDir).records.at(-1)).toMatchObject({ type: 'run_finished', outcome: 'stopped' });
+        } finally {
+          await closeRun(run);
+        }
+      });
+    },
+  );
 
   it('the watchdog leaves alone a run whose limiter is sleeping towards its next token', { timeout: 30_000 }, async () => {
     await withEmulator({ timeScale: 0 }, async (emu) => {
@@ -84,7 +123,18 @@ describe('a run always ends', () => {
         waiting: 0,
       };
       try {
-        const summary = await runPlan({ plan, client, runDir, runId, planHash: hash, signal: new AbortController().signal, concurrency: 1, limiter: slow, watchdogMs: 50, poll: { floorMs: 1, baseMs: 2, capMs: 20 } });
+        const summary = await runPlan({
+          plan,
+          client,
+          runDir,
+          runId,
+          planHash: hash,
+          signal: new AbortController().signal,
+          concurrency: 1,
+          limiter: slow,
+          watchdogMs: 50,
+          poll: { floorMs: 1, baseMs: 2, capMs: 20 },
+        });
         expect(summary.outcome).toBe('completed');
         expect(summary.counts.completed).toBe(3);
       } finally {
@@ -93,37 +143,45 @@ describe('a run always ends', () => {
     });
   });
 
-  it('Ctrl-C while a plan of millions is being checked ends at once: exit 130, nothing sent, no run directory', { timeout: 90_000 }, async () => {
-    await withEmulator({ timeScale: 0 }, async (emu) => {
-      const dir = tempDir();
-      const out = tempDir();
-      const manifest = join(dir, 'huge.yaml');
-      writeFileSync(
-        manifest,
-        `version: 1\nname: huge\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: 1000000 } }\n      variation_index: { range: { from: 0, to: 4 } }\n    input: { tier: cats, seed: "{{ seed }}", variation_index: "{{ variation_index }}" }\n`,
-      );
-      // Without the pass yielding to the event loop, the signal would wait for the whole check,
-      // and the run would then start (a run directory, requests) before stopping.
-      const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--budget', '1000000'], {
-        killWhen: { signal: 'SIGINT', pattern: /checking every instance before anything is spent: [0-9,]+ of 5,000,000/ },
-        timeoutMs: 80_000,
+  it(
+    'Ctrl-C while a plan of millions is being checked ends at once: exit 130, nothing sent, no run directory',
+    { timeout: 90_000 },
+    async () => {
+      await withEmulator({ timeScale: 0 }, async (emu) => {
+        const dir = tempDir();
+        const out = tempDir();
+        const manifest = join(dir, 'huge.yaml');
+        writeFileSync(
+          manifest,
+          `version: 1\nname: huge\nsteps:\n  sheets:\n    model: character-sheet\n    matrix:\n      seed: { range: { from: 1, to: 1000000 } }\n      variation_index: { range: { from: 0, to: 4 } }\n    input: { tier: cats, seed: "{{ seed }}", variation_index: "{{ variation_index }}" }\n`,
+        );
+        // Without the pass yielding to the event loop, the signal would wait for the whole check,
+        // and the run would then start (a run directory, requests) before stopping.
+        const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--budget', '1000000'], {
+          killWhen: { signal: 'SIGINT', pattern: /checking every instance before anything is spent: [0-9,]+ of 5,000,000/ },
+          timeoutMs: 80_000,
+        });
+        expect(result.code, result.stderr).toBe(130);
+        expect(result.stderr).toContain('Interrupted while checking the plan; nothing was sent.');
+        expect(emuRequests(emu)).toHaveLength(0);
+        expect(readdirSync(out)).toEqual([]);
       });
-      expect(result.code, result.stderr).toBe(130);
-      expect(result.stderr).toContain('Interrupted while checking the plan; nothing was sent.');
-      expect(emuRequests(emu)).toHaveLength(0);
-      expect(readdirSync(out)).toEqual([]);
-    });
-  });
+    },
+  );
 
   it('a reader of stdout that leaves (| head -1) does not interrupt the run: it finishes quietly', { timeout: 60_000 }, async () => {
     await withEmulator({ timeScale: 0.002 }, async (emu) => {
       const dir = tempDir();
       const out = tempDir();
       const manifest = sheetsManifest(dir, 12, { name: 'piped' });
-      const child = spawn(process.execPath, [BIN, 'run', manifest, '--base-url', emu.url, '--out', out, '--json-logs', '--concurrency', '2'], {
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HF_KEY },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        process.execPath,
+        [BIN, 'run', manifest, '--base-url', emu.url, '--out', out, '--json-logs', '--concurrency', '2'],
+        {
+          env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HF_KEY },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       let stderr = '';
       child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
       // Like `head -1`: read the first line, then close the pipe while the run goes on.
@@ -142,36 +200,45 @@ describe('a run always ends', () => {
 });
 
 describe('one run per pipeline', () => {
-  it('--break-lock takes the lock from a live run, naming it; the displaced run notices and stops with exit 4, resumable', { timeout: 90_000 }, async () => {
-    // Requests stay queued for a minute: the first run is live, with work in flight, when it loses the lock.
-    await withEmulator({ timeScale: 1, durations: { 'character-sheet': { queuedMs: [60_000, 60_000], runMs: [1_000, 1_000] } } }, async (emu) => {
-      const dir = tempDir();
-      const out = tempDir();
-      const manifest = sheetsManifest(dir, 2, { name: 'locked' });
-      const first = runCli(['run', manifest, '--base-url', emu.url, '--out', out], { timeoutMs: 80_000 });
-      expect(await waitForRequests(emu, 2)).toBe(true);
-      const runDir = findRunDir(out, 'locked');
-      const firstId = runDir.split('/').pop() as string;
+  it(
+    '--break-lock takes the lock from a live run, naming it; the displaced run notices and stops with exit 4, resumable',
+    { timeout: 90_000 },
+    async () => {
+      // Requests stay queued for a minute: the first run is live, with work in flight, when it loses the lock.
+      await withEmulator(
+        { timeScale: 1, durations: { 'character-sheet': { queuedMs: [60_000, 60_000], runMs: [1_000, 1_000] } } },
+        async (emu) => {
+          const dir = tempDir();
+          const out = tempDir();
+          const manifest = sheetsManifest(dir, 2, { name: 'locked' });
+          const first = runCli(['run', manifest, '--base-url', emu.url, '--out', out], { timeoutMs: 80_000 });
+          expect(await waitForRequests(emu, 2)).toBe(true);
+          const runDir = findRunDir(out, 'locked');
+          const firstId = runDir.split('/').pop() as string;
 
-      const skipped = await runCli(['run', manifest, '--base-url', emu.url, '--out', out]);
-      expect(skipped.code).toBe(4);
-      // Taken deliberately; the second run stops at once (a budget of 0) and lets the lock go.
-      // A live run on this host is broken only with --force.
-      const refused = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--break-lock', '--budget', '0']);
-      expect(refused.code).toBe(4);
-      expect(refused.stderr).toContain('--break-lock refused: run ');
-      const breaker = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--break-lock', '--force', '--budget', '0'], { env: { GENPIPE_LOCK_STALE_MS: '6000' } });
-      expect(breaker.code, breaker.stderr).toBe(3);
-      expect(breaker.stderr).toContain(`--break-lock took the pipeline's lock from run ${firstId} (pid `);
+          const skipped = await runCli(['run', manifest, '--base-url', emu.url, '--out', out]);
+          expect(skipped.code).toBe(4);
+          // Taken deliberately; the second run stops at once (a budget of 0) and lets the lock go.
+          // A live run on this host is broken only with --force.
+          const refused = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--break-lock', '--budget', '0']);
+          expect(refused.code).toBe(4);
+          expect(refused.stderr).toContain('--break-lock refused: run ');
+          const breaker = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--break-lock', '--force', '--budget', '0'], {
+            env: { GENPIPE_LOCK_STALE_MS: '6000' },
+          });
+          expect(breaker.code, breaker.stderr).toBe(3);
+          expect(breaker.stderr).toContain(`--break-lock took the pipeline's lock from run ${firstId} (pid `);
 
-      const displaced = await first;
-      expect(displaced.code, displaced.stderr).toBe(4);
-      expect(displaced.stderr).toMatch(/lock/i);
-      expect(journalOf(runDir).records.at(-1)).toMatchObject({ type: 'run_finished' });
-      // Nothing was sent twice: two requests, one per key.
-      expect(emuRequests(emu)).toHaveLength(2);
-    });
-  });
+          const displaced = await first;
+          expect(displaced.code, displaced.stderr).toBe(4);
+          expect(displaced.stderr).toMatch(/lock/i);
+          expect(journalOf(runDir).records.at(-1)).toMatchObject({ type: 'run_finished' });
+          // Nothing was sent twice: two requests, one per key.
+          expect(emuRequests(emu)).toHaveLength(2);
+        },
+      );
+    },
+  );
 });
 
 describe('nothing is paid twice or for nothing', () => {
@@ -201,143 +268,170 @@ describe('nothing is paid twice or for nothing', () => {
 
   it('--cancel-on-abort journals each accepted cancel as canceled, and the summary counts them', { timeout: 60_000 }, async () => {
     // Requests stay queued for 20 s, so every cancel comes while they can still be canceled.
-    await withEmulator({ timeScale: 1, durations: { 'character-sheet': { queuedMs: [20_000, 20_000], runMs: [1_000, 1_000] } } }, async (emu) => {
-      const dir = tempDir();
-      const manifest = sheetsManifest(dir, 4, { name: 'canceled' });
-      const run = await prepareRun(emu, manifest);
-      const { plan, hash, runId, runDir, client } = run;
-      const controller = new AbortController();
-      try {
-        // Ctrl-C once all four are submitted and journaled (a cancel needs the request id).
-        let submitted = 0;
-        const running = runPlan({
-          plan,
-          client,
-          runDir,
-          runId,
-          planHash: hash,
-          signal: controller.signal,
-          concurrency: 4,
-          cancelOnAbort: true,
-          onEvent: (event) => {
-            if (event.type === 'instance_submitted' && ++submitted === 4) controller.abort(new Error('interrupted'));
-          },
+    await withEmulator(
+      { timeScale: 1, durations: { 'character-sheet': { queuedMs: [20_000, 20_000], runMs: [1_000, 1_000] } } },
+      async (emu) => {
+        const dir = tempDir();
+        const manifest = sheetsManifest(dir, 4, { name: 'canceled' });
+        const run = await prepareRun(emu, manifest);
+        const { plan, hash, runId, runDir, client } = run;
+        const controller = new AbortController();
+        try {
+          // Ctrl-C once all four are submitted and journaled (a cancel needs the request id).
+          let submitted = 0;
+          const running = runPlan({
+            plan,
+            client,
+            runDir,
+            runId,
+            planHash: hash,
+            signal: controller.signal,
+            concurrency: 4,
+            cancelOnAbort: true,
+            onEvent: (event) => {
+              if (event.type === 'instance_submitted' && ++submitted === 4) controller.abort(new Error('interrupted'));
+            },
+          });
+          const summary = await running;
+          expect(summary.outcome).toBe('aborted');
+          expect(summary.counts.canceled).toBe(4);
+          expect(emuRequests(emu).map((r) => r.status)).toEqual(['canceled', 'canceled', 'canceled', 'canceled']);
+          const finals = journalOf(runDir).records.filter((r) => r.type === 'status');
+          expect(finals.map((r) => (r as { status: string }).status)).toEqual(['canceled', 'canceled', 'canceled', 'canceled']);
+          // Canceled requests are refunded, and the report agrees with the ledger.
+          expect(spentUsd(emu)).toBe(0);
+          const report = await buildCostReport(runDir);
+          expect(report.total.counts.canceled).toBe(4);
+          expect(report.total.netUsd).toBe(spentUsd(emu));
+        } finally {
+          await closeRun(run);
+        }
+      },
+    );
+  });
+
+  it(
+    'a flipped byte in an unanswered keyless intent: resume refuses (exit 2, file and line); --accept-corrupt makes it unknown, never paid again',
+    { timeout: 90_000 },
+    async () => {
+      await withEmulator({ timeScale: 0 }, async (emu) => {
+        const dir = tempDir();
+        const out = tempDir();
+        const manifest = marketingManifest(dir, 3, 'damaged');
+        // Killed right after the second POST left: its intent is synced, its answer never journaled.
+        const crashed = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--concurrency', '1'], {
+          env: { GENPIPE_CRASH_AT: 'after_post:2' },
         });
-        const summary = await running;
-        expect(summary.outcome).toBe('aborted');
-        expect(summary.counts.canceled).toBe(4);
-        expect(emuRequests(emu).map((r) => r.status)).toEqual(['canceled', 'canceled', 'canceled', 'canceled']);
-        const finals = journalOf(runDir).records.filter((r) => r.type === 'status');
-        expect(finals.map((r) => (r as { status: string }).status)).toEqual(['canceled', 'canceled', 'canceled', 'canceled']);
-        // Canceled requests are refunded, and the report agrees with the ledger.
-        expect(spentUsd(emu)).toBe(0);
-        const report = await buildCostReport(runDir);
-        expect(report.total.counts.canceled).toBe(4);
-        expect(report.total.netUsd).toBe(spentUsd(emu));
-      } finally {
-        await closeRun(run);
-      }
-    });
-  });
+        expect(crashed.signal).toBe('SIGKILL');
+        expect(emuRequests(emu)).toHaveLength(2);
+        const runDir = findRunDir(out, 'damaged');
+        const path = join(runDir, 'journal.jsonl');
+        const lines = readFileSync(path, 'utf8').split('\n');
+        const at = lines.findIndex((l) => l.includes('"type":"intent"') && l.includes('ads[n=2]'));
+        expect(at).toBeGreaterThan(0);
+        // One bit of the body hash flips on disk.
+        const line = lines[at]!;
+        const hashAt = line.indexOf('"bodyHash":"') + 20;
+        lines[at] = line.slice(0, hashAt) + (line[hashAt] === 'a' ? 'b' : 'a') + line.slice(hashAt + 1);
+        writeFileSync(path, lines.join('\n'));
+        const before = readFileSync(path);
 
-  it('a flipped byte in an unanswered keyless intent: resume refuses (exit 2, file and line); --accept-corrupt makes it unknown, never paid again', { timeout: 90_000 }, async () => {
-    await withEmulator({ timeScale: 0 }, async (emu) => {
+        const refused = await runCli(['resume', runDir, '--base-url', emu.url]);
+        expect(refused.code).toBe(2);
+        expect(refused.stderr).toContain(`${path} may be damaged: line ${at + 1}`);
+        expect(refused.stderr).toContain('--accept-corrupt');
+        expect(readFileSync(path)).toEqual(before);
+        expect(emuRequests(emu)).toHaveLength(2);
+
+        const accepted = await runCli(['resume', runDir, '--base-url', emu.url, '--accept-corrupt']);
+        expect(accepted.code).toBe(1);
+        expect(accepted.stderr).toContain(`journal line ${at + 1} is damaged: ads[n=2] is treated as unknown`);
+        // ads[n=3] is sent; ads[n=2], whose intent was damaged, is not sent again.
+        const rows = emuRequests(emu);
+        expect(rows).toHaveLength(3);
+        expect(new Set(rows.map((r) => r.body_hash)).size).toBe(3);
+        expect(accepted.stdout).toContain('1 unknown');
+      });
+    },
+  );
+
+  it(
+    'a run made on the embedded emulator, resumed with --emulator: its in-flight requests are unknown, not failed; --retry unknown sends them',
+    { timeout: 90_000 },
+    async () => {
       const dir = tempDir();
       const out = tempDir();
-      const manifest = marketingManifest(dir, 3, 'damaged');
-      // Killed right after the second POST left: its intent is synced, its answer never journaled.
-      const crashed = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--concurrency', '1'], { env: { GENPIPE_CRASH_AT: 'after_post:2' } });
+      const manifest = sheetsManifest(dir, 6, { name: 'offline' });
+      // Killed right after the third POST: requests in flight at an emulator that dies with the process.
+      const crashed = await runCli(['run', manifest, '--emulator', '--out', out], {
+        env: { GENPIPE_CRASH_AT: 'after_post:3', HF_KEY: '' },
+      });
       expect(crashed.signal).toBe('SIGKILL');
-      expect(emuRequests(emu)).toHaveLength(2);
-      const runDir = findRunDir(out, 'damaged');
-      const path = join(runDir, 'journal.jsonl');
-      const lines = readFileSync(path, 'utf8').split('\n');
-      const at = lines.findIndex((l) => l.includes('"type":"intent"') && l.includes('ads[n=2]'));
-      expect(at).toBeGreaterThan(0);
-      // One bit of the body hash flips on disk.
-      const line = lines[at]!;
-      const hashAt = line.indexOf('"bodyHash":"') + 20;
-      lines[at] = line.slice(0, hashAt) + (line[hashAt] === 'a' ? 'b' : 'a') + line.slice(hashAt + 1);
-      writeFileSync(path, lines.join('\n'));
-      const before = readFileSync(path);
+      const runDir = findRunDir(out, 'offline');
+      const inFlight = new Set(
+        journalOf(runDir)
+          .records.filter((r) => r.type === 'intent')
+          .map((r) => (r as { instance: string }).instance),
+      );
+      const finished = new Set(
+        journalOf(runDir)
+          .records.filter((r) => r.type === 'status')
+          .map((r) => (r as { instance: string }).instance),
+      );
+      const lost = [...inFlight].filter((id) => !finished.has(id));
+      expect(lost.length).toBeGreaterThan(0);
 
-      const refused = await runCli(['resume', runDir, '--base-url', emu.url]);
-      expect(refused.code).toBe(2);
-      expect(refused.stderr).toContain(`${path} may be damaged: line ${at + 1}`);
-      expect(refused.stderr).toContain('--accept-corrupt');
-      expect(readFileSync(path)).toEqual(before);
-      expect(emuRequests(emu)).toHaveLength(2);
+      const resumed = await runCli(['resume', runDir, '--emulator'], { env: { HF_KEY: '' } });
+      expect(resumed.code, resumed.stderr).toBe(1);
+      expect(resumed.stdout).toContain(`${lost.length} unknown`);
+      expect(resumed.stdout).toMatch(/ 0 failed/);
 
-      const accepted = await runCli(['resume', runDir, '--base-url', emu.url, '--accept-corrupt']);
-      expect(accepted.code).toBe(1);
-      expect(accepted.stderr).toContain(`journal line ${at + 1} is damaged: ads[n=2] is treated as unknown`);
-      // ads[n=3] is sent; ads[n=2], whose intent was damaged, is not sent again.
-      const rows = emuRequests(emu);
-      expect(rows).toHaveLength(3);
-      expect(new Set(rows.map((r) => r.body_hash)).size).toBe(3);
-      expect(accepted.stdout).toContain('1 unknown');
-    });
-  });
+      const retried = await runCli(['resume', runDir, '--emulator', '--retry', 'unknown'], { env: { HF_KEY: '' } });
+      expect(retried.code, retried.stderr).toBe(0);
+      expect(retried.stdout).toContain('6 completed, 0 failed');
+    },
+  );
 
-  it('a run made on the embedded emulator, resumed with --emulator: its in-flight requests are unknown, not failed; --retry unknown sends them', { timeout: 90_000 }, async () => {
-    const dir = tempDir();
-    const out = tempDir();
-    const manifest = sheetsManifest(dir, 6, { name: 'offline' });
-    // Killed right after the third POST: requests in flight at an emulator that dies with the process.
-    const crashed = await runCli(['run', manifest, '--emulator', '--out', out], { env: { GENPIPE_CRASH_AT: 'after_post:3', HF_KEY: '' } });
-    expect(crashed.signal).toBe('SIGKILL');
-    const runDir = findRunDir(out, 'offline');
-    const inFlight = new Set(journalOf(runDir).records.filter((r) => r.type === 'intent').map((r) => (r as { instance: string }).instance));
-    const finished = new Set(journalOf(runDir).records.filter((r) => r.type === 'status').map((r) => (r as { instance: string }).instance));
-    const lost = [...inFlight].filter((id) => !finished.has(id));
-    expect(lost.length).toBeGreaterThan(0);
+  it(
+    'keys belong to a run: two runs of one manifest make their own requests; --reuse makes none and reports reused at US$0',
+    { timeout: 90_000 },
+    async () => {
+      await withEmulator({ timeScale: 0 }, async (emu) => {
+        const dir = tempDir();
+        const out = tempDir();
+        const manifest = sheetsManifest(dir, 6, { name: 'again' });
+        const common = ['--base-url', emu.url, '--out', out];
+        expect((await runCli(['run', manifest, ...common])).code).toBe(0);
+        expect((await runCli(['run', manifest, ...common])).code).toBe(0);
+        expect(emuRequests(emu)).toHaveLength(12);
+        expect(new Set(emuRequests(emu).map((r) => r.idempotency_key)).size).toBe(12);
+        const spentBefore = spentUsd(emu);
+        const earlier = new Set(readRunDirs(out, 'again'));
 
-    const resumed = await runCli(['resume', runDir, '--emulator'], { env: { HF_KEY: '' } });
-    expect(resumed.code, resumed.stderr).toBe(1);
-    expect(resumed.stdout).toContain(`${lost.length} unknown`);
-    expect(resumed.stdout).toMatch(/ 0 failed/);
-
-    const retried = await runCli(['resume', runDir, '--emulator', '--retry', 'unknown'], { env: { HF_KEY: '' } });
-    expect(retried.code, retried.stderr).toBe(0);
-    expect(retried.stdout).toContain('6 completed, 0 failed');
-  });
-
-  it('keys belong to a run: two runs of one manifest make their own requests; --reuse makes none and reports reused at US$0', { timeout: 90_000 }, async () => {
-    await withEmulator({ timeScale: 0 }, async (emu) => {
-      const dir = tempDir();
-      const out = tempDir();
-      const manifest = sheetsManifest(dir, 6, { name: 'again' });
-      const common = ['--base-url', emu.url, '--out', out];
-      expect((await runCli(['run', manifest, ...common])).code).toBe(0);
-      expect((await runCli(['run', manifest, ...common])).code).toBe(0);
-      expect(emuRequests(emu)).toHaveLength(12);
-      expect(new Set(emuRequests(emu).map((r) => r.idempotency_key)).size).toBe(12);
-      const spentBefore = spentUsd(emu);
-      const earlier = new Set(readRunDirs(out, 'again'));
-
-      const reused = await runCli(['run', manifest, ...common, '--reuse']);
-      expect(reused.code, reused.stderr).toBe(0);
-      expect(reused.stdout).toContain('6 reused');
-      expect(emuRequests(emu)).toHaveLength(12);
-      expect(spentUsd(emu)).toBe(spentBefore);
-      // The new run's directory (not the last by name: two runs started in the same second sort by their random suffix).
-      const added = readRunDirs(out, 'again').filter((d) => !earlier.has(d));
-      expect(added).toHaveLength(1);
-      const third = added[0] as string;
-      const report = reportOf(third);
-      expect(report.total.counts.reused).toBe(6);
-      expect(report.total.netUsd).toBe(0);
-      // The files are there, byte for byte those of an earlier run, and outputs.csv says reused.
-      const csv = readFileSync(join(third, 'outputs.csv'), 'utf8').trim().split(/\r?\n/).slice(1);
-      expect(csv).toHaveLength(6);
-      for (const row of csv) {
-        expect(row).toContain(',reused,');
-        const file = /,(outputs\/[^,]+),([0-9a-f]{64}),/.exec(row);
-        expect(file).not.toBeNull();
-        expect(sha256File(join(third, file![1]!))).toBe(file![2]);
-      }
-    });
-  });
+        const reused = await runCli(['run', manifest, ...common, '--reuse']);
+        expect(reused.code, reused.stderr).toBe(0);
+        expect(reused.stdout).toContain('6 reused');
+        expect(emuRequests(emu)).toHaveLength(12);
+        expect(spentUsd(emu)).toBe(spentBefore);
+        // The new run's directory (not the last by name: two runs started in the same second sort by their random suffix).
+        const added = readRunDirs(out, 'again').filter((d) => !earlier.has(d));
+        expect(added).toHaveLength(1);
+        const third = added[0] as string;
+        const report = reportOf(third);
+        expect(report.total.counts.reused).toBe(6);
+        expect(report.total.netUsd).toBe(0);
+        // The files are there, byte for byte those of an earlier run, and outputs.csv says reused.
+        const csv = readFileSync(join(third, 'outputs.csv'), 'utf8').trim().split(/\r?\n/).slice(1);
+        expect(csv).toHaveLength(6);
+        for (const row of csv) {
+          expect(row).toContain(',reused,');
+          const file = /,(outputs\/[^,]+),([0-9a-f]{64}),/.exec(row);
+          expect(file).not.toBeNull();
+          expect(sha256File(join(third, file![1]!))).toBe(file![2]);
+        }
+      });
+    },
+  );
 
   it('resume --retry failed sends new requests, with new keys, only for the failed instances', { timeout: 90_000 }, async () => {
     await withEmulator({ timeScale: 0, failureRate: 0.3, seed: 11 }, async (emu) => {
@@ -367,55 +461,68 @@ describe('nothing is paid twice or for nothing', () => {
     });
   });
 
-  it('--retry takes only failed, canceled, nsfw and unknown, and only on a resume (exit 2, nothing sent)', { timeout: 30_000 }, async () => {
-    await withEmulator({ timeScale: 0 }, async (emu) => {
-      const dir = tempDir();
-      const manifest = sheetsManifest(dir, 2, { name: 'refused' });
-      const bad = await runCli(['run', manifest, '--base-url', emu.url, '--out', join(dir, 'out'), '--retry', 'failed']);
-      expect(bad.code).toBe(2);
-      expect(bad.stderr).toContain('--retry starts new attempts of instances of an earlier run');
-      const typo = await runCli(['resume', join(dir, 'nowhere'), '--base-url', emu.url, '--retry', 'failed,complete']);
-      expect(typo.code).toBe(2);
-      expect(typo.stderr).toContain('"complete" is none of them');
-      expect(emuRequests(emu)).toHaveLength(0);
-    });
-  });
+  it(
+    '--retry takes only failed, canceled, nsfw and unknown, and only on a resume (exit 2, nothing sent)',
+    { timeout: 30_000 },
+    async () => {
+      await withEmulator({ timeScale: 0 }, async (emu) => {
+        const dir = tempDir();
+        const manifest = sheetsManifest(dir, 2, { name: 'refused' });
+        const bad = await runCli(['run', manifest, '--base-url', emu.url, '--out', join(dir, 'out'), '--retry', 'failed']);
+        expect(bad.code).toBe(2);
+        expect(bad.stderr).toContain('--retry starts new attempts of instances of an earlier run');
+        const typo = await runCli(['resume', join(dir, 'nowhere'), '--base-url', emu.url, '--retry', 'failed,complete']);
+        expect(typo.code).toBe(2);
+        expect(typo.stderr).toContain('"complete" is none of them');
+        expect(emuRequests(emu)).toHaveLength(0);
+      });
+    },
+  );
 
-  it('a re-roll sends a seed outside the sweep, journals it, and counts it apart from finished instances', { timeout: 90_000 }, async () => {
-    await withEmulator({ timeScale: 0, nsfwRate: 0.25, seed: 5 }, async (emu) => {
-      const dir = tempDir();
-      const out = tempDir();
-      const manifest = sheetsManifest(dir, 20, { name: 'reroll', extra: 'defaults: { on_nsfw: reroll }' });
-      const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--json-logs']);
-      const rows = emuRequests(emu) as unknown as { details: { seed_given: number }; status: string }[];
-      const seeds = rows.map((r) => r.details.seed_given);
-      const rerolledSeeds = seeds.filter((s) => s > 20);
-      expect(rows.filter((r) => r.status === 'nsfw').length).toBeGreaterThan(0);
-      // Every request beyond the 20 planned ones is a re-roll, with a seed no instance has and no other re-roll took.
-      expect(rerolledSeeds).toHaveLength(rows.length - 20);
-      expect(new Set(seeds).size).toBe(seeds.length);
-      const runDir = findRunDir(out, 'reroll');
-      const journaled = journalOf(runDir).records.filter((r) => r.type === 'reroll').map((r) => (r as { seed: number }).seed);
-      expect(journaled.sort()).toEqual([...rerolledSeeds].sort());
-      // Each re-rolled instance's outputs.csv row has the last seed it was re-rolled to.
-      const lastSeed = new Map<string, number>();
-      for (const r of journalOf(runDir).records) if (r.type === 'reroll') lastSeed.set(r.instance, (r as { seed: number }).seed);
-      expect(lastSeed.size).toBeGreaterThan(0);
-      const csvRows = parseCsv(readFileSync(join(runDir, 'outputs.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
-      for (const [instance, seed] of lastSeed) {
-        expect(csvRows.find((row) => row.instance === instance)?.reroll_seed, instance).toBe(String(seed));
-      }
-      const report = reportOf(runDir);
-      expect(report.total.rerolls).toBe(journaled.length);
-      // The refunded nsfw attempts and the re-rolls that replaced them: the report is the ledger.
-      expect(report.total.netUsd).toBe(spentUsd(emu));
-      // Progress: an instance finishes once, whatever its re-rolls: never more finished than planned.
-      const events = result.stdout.trim().split('\n').map((l) => JSON.parse(l) as RunEvent);
-      const finished = events.filter((e) => e.type === 'instance_finished');
-      expect(finished).toHaveLength(20);
-      expect(events.filter((e) => e.type === 'instance_rerolled')).toHaveLength(journaled.length);
-    });
-  });
+  it(
+    'a re-roll sends a seed outside the sweep, journals it, and counts it apart from finished instances',
+    { timeout: 90_000 },
+    async () => {
+      await withEmulator({ timeScale: 0, nsfwRate: 0.25, seed: 5 }, async (emu) => {
+        const dir = tempDir();
+        const out = tempDir();
+        const manifest = sheetsManifest(dir, 20, { name: 'reroll', extra: 'defaults: { on_nsfw: reroll }' });
+        const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--json-logs']);
+        const rows = emuRequests(emu) as unknown as { details: { seed_given: number }; status: string }[];
+        const seeds = rows.map((r) => r.details.seed_given);
+        const rerolledSeeds = seeds.filter((s) => s > 20);
+        expect(rows.filter((r) => r.status === 'nsfw').length).toBeGreaterThan(0);
+        // Every request beyond the 20 planned ones is a re-roll, with a seed no instance has and no other re-roll took.
+        expect(rerolledSeeds).toHaveLength(rows.length - 20);
+        expect(new Set(seeds).size).toBe(seeds.length);
+        const runDir = findRunDir(out, 'reroll');
+        const journaled = journalOf(runDir)
+          .records.filter((r) => r.type === 'reroll')
+          .map((r) => (r as { seed: number }).seed);
+        expect(journaled.sort()).toEqual([...rerolledSeeds].sort());
+        // Each re-rolled instance's outputs.csv row has the last seed it was re-rolled to.
+        const lastSeed = new Map<string, number>();
+        for (const r of journalOf(runDir).records) if (r.type === 'reroll') lastSeed.set(r.instance, (r as { seed: number }).seed);
+        expect(lastSeed.size).toBeGreaterThan(0);
+        const csvRows = parseCsv(readFileSync(join(runDir, 'outputs.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
+        for (const [instance, seed] of lastSeed) {
+          expect(csvRows.find((row) => row.instance === instance)?.reroll_seed, instance).toBe(String(seed));
+        }
+        const report = reportOf(runDir);
+        expect(report.total.rerolls).toBe(journaled.length);
+        // The refunded nsfw attempts and the re-rolls that replaced them: the report is the ledger.
+        expect(report.total.netUsd).toBe(spentUsd(emu));
+        // Progress: an instance finishes once, whatever its re-rolls: never more finished than planned.
+        const events = result.stdout
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as RunEvent);
+        const finished = events.filter((e) => e.type === 'instance_finished');
+        expect(finished).toHaveLength(20);
+        expect(events.filter((e) => e.type === 'instance_rerolled')).toHaveLength(journaled.length);
+      });
+    },
+  );
 });
 
 function readRunDirs(out: string, pipeline: string): string[] {

@@ -5,13 +5,29 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Emulator } from '../../src/emulator/index.js';
-import { cleanTemps, expectCompletedRun, expectNoSecret, findRunDir, journalOf, runCli, sheetsManifest, tempDir, withEmulator, freePort } from './runner-helpers.js';
+import {
+  cleanTemps,
+  expectCompletedRun,
+  expectNoSecret,
+  findRunDir,
+  journalOf,
+  runCli,
+  sheetsManifest,
+  tempDir,
+  withEmulator,
+  freePort,
+} from './runner-helpers.js';
 
 const STATUS_ROUTE = 'GET /requests/:id/status';
 
 afterAll(() => cleanTemps());
 
-async function run(emu: Emulator, name: string, count: number, webhook: boolean): Promise<{ runDir: string; statusGets: number; output: string; code: number | null }> {
+async function run(
+  emu: Emulator,
+  name: string,
+  count: number,
+  webhook: boolean,
+): Promise<{ runDir: string; statusGets: number; output: string; code: number | null }> {
   const dir = tempDir();
   const manifest = sheetsManifest(dir, count, { name });
   const port = await freePort();
@@ -19,7 +35,12 @@ async function run(emu: Emulator, name: string, count: number, webhook: boolean)
   const args = ['run', manifest, '--base-url', emu.url, '--out', `${dir}/out`, '--concurrency', String(count)];
   if (webhook) args.push('--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`);
   const result = await runCli(args, { timeoutMs: 90_000 });
-  return { runDir: findRunDir(`${dir}/out`, name), statusGets: emu.stats.byRoute.get(STATUS_ROUTE) ?? 0, output: result.stdout + result.stderr, code: result.code };
+  return {
+    runDir: findRunDir(`${dir}/out`, name),
+    statusGets: emu.stats.byRoute.get(STATUS_ROUTE) ?? 0,
+    output: result.stdout + result.stderr,
+    code: result.code,
+  };
 }
 
 describe('webhook mode', () => {
@@ -72,9 +93,27 @@ describe('webhook mode', () => {
         const request = [...emu.requests.byId.values()][0];
         if (forged || !request?.webhook?.url) return;
         forged = true;
-        void fetch(request.webhook.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ status: 'completed', request_id: request.id, images: [] }) }).catch(() => {});
+        void fetch(request.webhook.url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ status: 'completed', request_id: request.id, images: [] }),
+        }).catch(() => {});
       }, 20);
-      const result = await runCli(['run', manifest, '--base-url', emu.url, '--out', `${dir}/out`, '--webhook-url', `http://127.0.0.1:${port}/hooks`, '--listen', `127.0.0.1:${port}`], { timeoutMs: 90_000 });
+      const result = await runCli(
+        [
+          'run',
+          manifest,
+          '--base-url',
+          emu.url,
+          '--out',
+          `${dir}/out`,
+          '--webhook-url',
+          `http://127.0.0.1:${port}/hooks`,
+          '--listen',
+          `127.0.0.1:${port}`,
+        ],
+        { timeoutMs: 90_000 },
+      );
       clearInterval(forge);
       expect(forged).toBe(true);
       expect(result.code, result.stderr).toBe(0);
@@ -89,10 +128,30 @@ describe('webhook mode', () => {
       const dir = tempDir();
       const manifest = sheetsManifest(dir, 2);
       emu.stats.reset();
-      const alone = await runCli(['run', manifest, '--base-url', emu.url, '--out', `${dir}/out`, '--webhook-url', 'http://127.0.0.1:9/hooks']);
+      const alone = await runCli([
+        'run',
+        manifest,
+        '--base-url',
+        emu.url,
+        '--out',
+        `${dir}/out`,
+        '--webhook-url',
+        'http://127.0.0.1:9/hooks',
+      ]);
       expect(alone.code).toBe(2);
       expect(alone.stderr).toMatch(/--webhook-url and --listen go together/);
-      const bad = await runCli(['run', manifest, '--base-url', emu.url, '--out', `${dir}/out`, '--webhook-url', 'http://127.0.0.1:9/hooks', '--listen', 'nowhere']);
+      const bad = await runCli([
+        'run',
+        manifest,
+        '--base-url',
+        emu.url,
+        '--out',
+        `${dir}/out`,
+        '--webhook-url',
+        'http://127.0.0.1:9/hooks',
+        '--listen',
+        'nowhere',
+      ]);
       expect(bad.code).toBe(2);
       expect(bad.stderr).toMatch(/--listen takes HOST:PORT/);
       expect(emu.stats.total).toBe(0);

@@ -18,7 +18,8 @@ function summaryCounts(output: string, pipeline: string): Record<string, number>
   const line = output.split('\n').find((l) => l.startsWith(`${pipeline} `) && /; \d+ completed/.test(l));
   expect(line, output).toBeDefined();
   const counts: Record<string, number> = {};
-  for (const m of (line ?? '').matchAll(/(\d+) (completed|failed|nsfw|canceled|unknown|reused|in flight|not started)\b/g)) counts[m[2] as string] = Number(m[1]);
+  for (const m of (line ?? '').matchAll(/(\d+) (completed|failed|nsfw|canceled|unknown|reused|in flight|not started)\b/g))
+    counts[m[2] as string] = Number(m[1]);
   return counts;
 }
 
@@ -26,19 +27,28 @@ const sum = (counts: Record<string, number>): number => COUNTED.reduce((n, k) =>
 
 function sheets(dir: string, name: string, count: number): string {
   const path = join(dir, `${name}.yaml`);
-  writeFileSync(path, `version: 1\nname: ${name}\ndefaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }\nsteps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+  writeFileSync(
+    path,
+    `version: 1\nname: ${name}\ndefaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }\nsteps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+  );
   return path;
 }
 
-describe('a run\'s figures agree', () => {
-  it('an interrupted run\'s summary adds up to its instances, the ones in flight included', { timeout: 60_000 }, async () => {
+describe("a run's figures agree", () => {
+  it("an interrupted run's summary adds up to its instances, the ones in flight included", { timeout: 60_000 }, async () => {
     // Slow enough that sheets are in flight when Ctrl-C comes.
     const emu = await startEmulator({ port: 0, timeScale: 0.3, log: () => {} });
     try {
       const dir = tempDir();
       const stop = new AbortController();
       const output: string[] = [];
-      const io: CliIO = { out: (t) => output.push(t), write: async (t) => void output.push(t), err: (t) => output.push(t), env: { GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` }, signal: stop.signal };
+      const io: CliIO = {
+        out: (t) => output.push(t),
+        write: async (t) => void output.push(t),
+        err: (t) => output.push(t),
+        env: { GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` },
+        signal: stop.signal,
+      };
       const running = main(['run', sheets(dir, 'adds-up', 30), '--out', join(dir, 'runs'), '--concurrency', '6', '--quiet'], io);
       const end = Date.now() + 20_000;
       // Bounded by the deadline.
@@ -53,25 +63,46 @@ describe('a run\'s figures agree', () => {
     }
   });
 
-  it('an --emulator run killed mid-way and resumed on a fresh emulator: summary, report.json and `genpipe runs` tell the same counts and money', { timeout: 90_000 }, async () => {
-    const dir = tempDir();
-    const out = join(dir, 'runs');
-    const path = sheets(dir, 'forgotten', 40);
-    // A power cut right after the 10th submit: sheets in flight at the embedded emulator die with it.
-    const killed = await runCli(['run', path, '--emulator', '--out', out, '--yes', '--concurrency', '8'], { env: { GENPIPE_CRASH_AT: 'after_post:10' }, timeoutMs: 60_000 });
-    expect(killed.signal).toBe('SIGKILL');
-    const runDir = findRunDir(out, 'forgotten');
-    const resumed = await runCli(['resume', runDir, '--emulator', '--yes'], { timeoutMs: 60_000 });
-    expect(resumed.code, resumed.stderr).toBe(1);
-    const counts = summaryCounts(resumed.stdout + resumed.stderr, 'forgotten');
-    expect(sum(counts)).toBe(40);
-    expect(counts.unknown).toBeGreaterThan(0);
-    const total = (JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { counts: Record<string, number>; netUsd: number; unknownUsd: number } }).total;
-    expect(total.counts).toMatchObject({ completed: counts.completed, failed: counts.failed ?? 0, unknown: counts.unknown, in_flight: 0, not_started: 0 });
-    expect(total.unknownUsd).toBeCloseTo((counts.unknown ?? 0) * 0.05, 6);
-    expect(total.netUsd + total.unknownUsd).toBeCloseTo(2, 6);
-    const listed = await runCli(['runs', '--out', out]);
-    expect(listed.stdout).toContain(`${counts.completed}/40 completed`);
-    expect(listed.stdout).toMatch(new RegExp(`US\\$${total.netUsd.toFixed(2).replace('.', '\\.')} \\+ up to US\\$${total.unknownUsd.toFixed(2).replace('.', '\\.')} unknown`));
-  });
+  it(
+    'an --emulator run killed mid-way and resumed on a fresh emulator: summary, report.json and `genpipe runs` tell the same counts and money',
+    { timeout: 90_000 },
+    async () => {
+      const dir = tempDir();
+      const out = join(dir, 'runs');
+      const path = sheets(dir, 'forgotten', 40);
+      // A power cut right after the 10th submit: sheets in flight at the embedded emulator die with it.
+      const killed = await runCli(['run', path, '--emulator', '--out', out, '--yes', '--concurrency', '8'], {
+        env: { GENPIPE_CRASH_AT: 'after_post:10' },
+        timeoutMs: 60_000,
+      });
+      expect(killed.signal).toBe('SIGKILL');
+      const runDir = findRunDir(out, 'forgotten');
+      const resumed = await runCli(['resume', runDir, '--emulator', '--yes'], { timeoutMs: 60_000 });
+      expect(resumed.code, resumed.stderr).toBe(1);
+      const counts = summaryCounts(resumed.stdout + resumed.stderr, 'forgotten');
+      expect(sum(counts)).toBe(40);
+      expect(counts.unknown).toBeGreaterThan(0);
+      const total = (
+        JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as {
+          total: { counts: Record<string, number>; netUsd: number; unknownUsd: number };
+        }
+      ).total;
+      expect(total.counts).toMatchObject({
+        completed: counts.completed,
+        failed: counts.failed ?? 0,
+        unknown: counts.unknown,
+        in_flight: 0,
+        not_started: 0,
+      });
+      expect(total.unknownUsd).toBeCloseTo((counts.unknown ?? 0) * 0.05, 6);
+      expect(total.netUsd + total.unknownUsd).toBeCloseTo(2, 6);
+      const listed = await runCli(['runs', '--out', out]);
+      expect(listed.stdout).toContain(`${counts.completed}/40 completed`);
+      expect(listed.stdout).toMatch(
+        new RegExp(
+          `US\\$${total.netUsd.toFixed(2).replace('.', '\\.')} \\+ up to US\\$${total.unknownUsd.toFixed(2).replace('.', '\\.')} unknown`,
+        ),
+      );
+    },
+  );
 });

@@ -54,7 +54,8 @@ describe('TokenBucket: steady rate', () => {
   });
 
   it('refuses a rate that is not a positive number', () => {
-    for (const ratePerSecond of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) expect(() => new TokenBucket({ ratePerSecond })).toThrow(GenpipeError);
+    for (const ratePerSecond of [0, -1, Number.NaN, Number.POSITIVE_INFINITY])
+      expect(() => new TokenBucket({ ratePerSecond })).toThrow(GenpipeError);
   });
 });
 
@@ -185,7 +186,17 @@ describe('TokenBucket: the rate is never exceeded (property)', () => {
       fc.asyncProperty(
         fc.integer({ min: 1, max: 50 }),
         fc.integer({ min: 1, max: 10 }),
-        fc.array(fc.oneof(fc.record({ kind: fc.constant('take' as const), n: fc.integer({ min: 1, max: 20 }) }), fc.record({ kind: fc.constant('wait' as const), ms: fc.integer({ min: 0, max: 3_000 }) }), fc.record({ kind: fc.constant('slow' as const), retryAfter: fc.option(fc.integer({ min: 0, max: 5_000 }), { nil: undefined }) })), { maxLength: 25 }),
+        fc.array(
+          fc.oneof(
+            fc.record({ kind: fc.constant('take' as const), n: fc.integer({ min: 1, max: 20 }) }),
+            fc.record({ kind: fc.constant('wait' as const), ms: fc.integer({ min: 0, max: 3_000 }) }),
+            fc.record({
+              kind: fc.constant('slow' as const),
+              retryAfter: fc.option(fc.integer({ min: 0, max: 5_000 }), { nil: undefined }),
+            }),
+          ),
+          { maxLength: 25 },
+        ),
         async (rate, burst, steps) => {
           const clock = new FakeClock(0);
           const bucket = new TokenBucket({ ratePerSecond: rate, burst, now: clock.now, sleep: clock.sleep, recoveryStepMs: 500 });
@@ -248,9 +259,22 @@ type Op =
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('take' as const), n: fc.integer({ min: 1, max: 6 }), abortable: fc.boolean() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('abort' as const), which: fc.nat() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('throttle' as const), factor: fc.double({ min: 0.01, max: 1, noNaN: true }), forMs: fc.integer({ min: -1_000, max: 5_000 }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('throttle' as const),
+      factor: fc.double({ min: 0.01, max: 1, noNaN: true }),
+      forMs: fc.integer({ min: -1_000, max: 5_000 }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('pause' as const), forMs: fc.integer({ min: -1_000, max: 5_000 }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('slowDown' as const), retryAfter: fc.option(fc.integer({ min: 0, max: 5_000 }), { nil: undefined }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('slowDown' as const),
+      retryAfter: fc.option(fc.integer({ min: 0, max: 5_000 }), { nil: undefined }),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('wait' as const), ms: fc.integer({ min: 0, max: 500 }) }) },
 );
 

@@ -304,7 +304,9 @@ describe('the webhook receiver: bounded connections and time', () => {
 
   it('refuses option values that are not positive whole numbers', async () => {
     for (const bad of [0, -1, 1.5, Number.NaN]) {
-      await expect(WebhookReceiver.start({ host: '127.0.0.1', port: 0, publicUrl: 'http://127.0.0.1/', maxConnections: bad })).rejects.toMatchObject({ code: 'config' });
+      await expect(
+        WebhookReceiver.start({ host: '127.0.0.1', port: 0, publicUrl: 'http://127.0.0.1/', maxConnections: bad }),
+      ).rejects.toMatchObject({ code: 'config' });
     }
   });
 });

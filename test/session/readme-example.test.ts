@@ -20,7 +20,12 @@ describe('the README example of the run session library', () => {
     symlinkSync(ROOT, join(dir, 'node_modules', 'genpipe'), 'dir');
     cpSync(join(ROOT, 'pipelines'), join(dir, 'pipelines'), { recursive: true });
     writeFileSync(join(dir, 'quickstart.mjs'), example!);
-    const ran = spawnSync(process.execPath, ['quickstart.mjs'], { cwd: dir, encoding: 'utf8', env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' }, timeout: 50_000 });
+    const ran = spawnSync(process.execPath, ['quickstart.mjs'], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
+      timeout: 50_000,
+    });
     expect(ran.status, ran.stderr).toBe(0);
     expect(ran.stdout).toMatch(/^6 completed in \S+runs\/quickstart\/\S+\nnet US\$0\.3, exit code 0\n$/);
   });

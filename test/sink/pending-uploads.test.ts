@@ -6,13 +6,30 @@ import { JournalRecord, type JournalRecordOf } from '../../src/run/journal-recor
 import { applyRecord, emptyRunState, pendingSinkUploads, type InstanceState } from '../../src/run/run-state.js';
 
 const hash = (c: string): string => c.repeat(64);
-const downloaded = (output: number, sha: string): JournalRecordOf<'downloaded'> => ({ type: 'downloaded', instance: 'a', output, path: `outputs/s/a+${output}.png`, sha256: sha, size: 10 });
-const uploaded = (output: number, sha: string): JournalRecordOf<'sink_uploaded'> => ({ type: 'sink_uploaded', instance: 'a', output, bucket: 'b', key: `p/s/a+${output}.png`, size: 10, sha256: sha, etag: 'e' });
+const downloaded = (output: number, sha: string): JournalRecordOf<'downloaded'> => ({
+  type: 'downloaded',
+  instance: 'a',
+  output,
+  path: `outputs/s/a+${output}.png`,
+  sha256: sha,
+  size: 10,
+});
+const uploaded = (output: number, sha: string): JournalRecordOf<'sink_uploaded'> => ({
+  type: 'sink_uploaded',
+  instance: 'a',
+  output,
+  bucket: 'b',
+  key: `p/s/a+${output}.png`,
+  size: 10,
+  sha256: sha,
+  etag: 'e',
+});
 
 describe('pending sink uploads', () => {
   it('are the downloads without a sink_uploaded record of the same bytes, in output order', () => {
     const state = emptyRunState();
-    for (const record of [downloaded(1, hash('b')), downloaded(0, hash('a')), uploaded(1, hash('b'))]) applyRecord(state, JournalRecord.parse(record));
+    for (const record of [downloaded(1, hash('b')), downloaded(0, hash('a')), uploaded(1, hash('b'))])
+      applyRecord(state, JournalRecord.parse(record));
     const entry = state.instances.get('a') as InstanceState;
     expect(pendingSinkUploads(entry).map((d) => d.output)).toEqual([0]);
     applyRecord(state, uploaded(0, hash('a')));
@@ -21,7 +38,13 @@ describe('pending sink uploads', () => {
 
   it('a re-roll starts over: its new file is pending even under the same name', () => {
     const state = emptyRunState();
-    for (const record of [downloaded(0, hash('a')), uploaded(0, hash('a')), { type: 'reroll', instance: 'a', attempt: 1 } as const, downloaded(0, hash('c'))]) applyRecord(state, record);
+    for (const record of [
+      downloaded(0, hash('a')),
+      uploaded(0, hash('a')),
+      { type: 'reroll', instance: 'a', attempt: 1 } as const,
+      downloaded(0, hash('c')),
+    ])
+      applyRecord(state, record);
     expect(pendingSinkUploads(state.instances.get('a') as InstanceState).map((d) => d.sha256)).toEqual([hash('c')]);
     // An upload of other bytes than the download does not settle it.
     applyRecord(state, uploaded(0, hash('a')));

@@ -42,7 +42,8 @@ export async function startLoopbackS3(options: { buckets: readonly string[] }): 
   const first = await launch(args(0));
   let child: ChildProcess = first.child;
   const port = first.port;
-  const exited = (proc: ChildProcess): Promise<void> => (proc.exitCode !== null || proc.signalCode !== null ? Promise.resolve() : new Promise((resolve) => proc.once('exit', () => resolve())));
+  const exited = (proc: ChildProcess): Promise<void> =>
+    proc.exitCode !== null || proc.signalCode !== null ? Promise.resolve() : new Promise((resolve) => proc.once('exit', () => resolve()));
   return {
     endpoint: `http://127.0.0.1:${port}`,
     port,
@@ -97,8 +98,23 @@ function launch(args: string[]): Promise<{ child: ChildProcess; port: number }> 
  * Points the AWS SDK's default credential chain at the store's key, and at nothing else: no shared
  * files, no profile, no instance metadata (which would reach beyond 127.0.0.1). Returns the undo.
  */
-export function useStoreCredentials(store: Pick<LoopbackS3, 'accessKeyId' | 'secretAccessKey'>, override: { accessKeyId?: string; secretAccessKey?: string } = {}): () => void {
-  const names = ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_REGION', 'AWS_DEFAULT_REGION', 'AWS_PROFILE', 'AWS_SHARED_CREDENTIALS_FILE', 'AWS_CONFIG_FILE', 'AWS_EC2_METADATA_DISABLED', 'AWS_ENDPOINT_URL', 'AWS_ENDPOINT_URL_S3'];
+export function useStoreCredentials(
+  store: Pick<LoopbackS3, 'accessKeyId' | 'secretAccessKey'>,
+  override: { accessKeyId?: string; secretAccessKey?: string } = {},
+): () => void {
+  const names = [
+    'AWS_ACCESS_KEY_ID',
+    'AWS_SECRET_ACCESS_KEY',
+    'AWS_SESSION_TOKEN',
+    'AWS_REGION',
+    'AWS_DEFAULT_REGION',
+    'AWS_PROFILE',
+    'AWS_SHARED_CREDENTIALS_FILE',
+    'AWS_CONFIG_FILE',
+    'AWS_EC2_METADATA_DISABLED',
+    'AWS_ENDPOINT_URL',
+    'AWS_ENDPOINT_URL_S3',
+  ];
   const saved = new Map(names.map((name) => [name, process.env[name]]));
   for (const name of names) delete process.env[name];
   process.env.AWS_ACCESS_KEY_ID = override.accessKeyId ?? store.accessKeyId;

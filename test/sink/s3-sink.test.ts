@@ -43,7 +43,9 @@ function manifest(sink: string): string {
   return `version: 1\nname: t\nvars:\n  campaign: spring\ndefaults:\n  output:\n    sink: ${sink}\nsteps:\n  sheets:\n    model: character-sheet\n    input:\n      tier: cats\n      brief: a cat\n`;
 }
 
-async function openSinks(sink = `{url: "s3://${BUCKET}/{{ vars.campaign }}/{{ run.date }}", endpoint: "${store.endpoint}", concurrency: 4}`): Promise<RunSinks> {
+async function openSinks(
+  sink = `{url: "s3://${BUCKET}/{{ vars.campaign }}/{{ run.date }}", endpoint: "${store.endpoint}", concurrency: 4}`,
+): Promise<RunSinks> {
   const sinks = await RunSinks.open(loadManifestText(manifest(sink), 'm.yaml'), RUN);
   if (!sinks) throw new Error('expected sinks');
   opened.push(sinks);
@@ -55,7 +57,14 @@ function output(name: string, bytes: Buffer, index = 0): JournalRecordOf<'downlo
   const path = `outputs/sheets/${name}`;
   mkdirSync(join(runDir, 'outputs/sheets'), { recursive: true });
   writeFileSync(join(runDir, path), bytes);
-  return { type: 'downloaded', instance: name.replace(/\..*$/, ''), output: index, path, sha256: createHash('sha256').update(bytes).digest('hex'), size: bytes.length };
+  return {
+    type: 'downloaded',
+    instance: name.replace(/\..*$/, ''),
+    output: index,
+    path,
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    size: bytes.length,
+  };
 }
 
 /** Every request the SDK client sends, with its operation and headers, as it leaves (after signing). */
@@ -63,7 +72,10 @@ function watch(sink: StepSink): { sent: { operation: string; headers: Record<str
   const sent: { operation: string; headers: Record<string, string> }[] = [];
   const name = `watch-${sent.length}-${Math.random()}`;
   const middleware: FinalizeRequestMiddleware<ServiceInputTypes, ServiceOutputTypes> = (next, context) => async (args) => {
-    sent.push({ operation: String((context as { commandName?: string }).commandName), headers: { ...(args.request as { headers: Record<string, string> }).headers } });
+    sent.push({
+      operation: String((context as { commandName?: string }).commandName),
+      headers: { ...(args.request as { headers: Record<string, string> }).headers },
+    });
     return next(args);
   };
   sink.store.client.middlewareStack.add(middleware, { step: 'finalizeRequest', name, priority: 'low' });
@@ -90,7 +102,15 @@ describe('a storage sink on a real S3-compatible store', () => {
     const record = await sink.uploadOutput(runDir, 'cat', download, noRetries);
     seen.stop();
 
-    expect(record).toMatchObject({ type: 'sink_uploaded', instance: 'cat', output: 0, bucket: BUCKET, key: 'spring/2026-11-27/sheets/cat.png', size: bytes.length, sha256: download.sha256 });
+    expect(record).toMatchObject({
+      type: 'sink_uploaded',
+      instance: 'cat',
+      output: 0,
+      bucket: BUCKET,
+      key: 'spring/2026-11-27/sheets/cat.png',
+      size: bytes.length,
+      sha256: download.sha256,
+    });
     expect(record.etag).toMatch(/^[0-9a-f]{32}$/);
     expect(JournalRecord.safeParse(record).success).toBe(true);
     expect(sink.uri(download.path)).toBe(`s3://${BUCKET}/spring/2026-11-27/sheets/cat.png`);
@@ -145,7 +165,11 @@ describe('a storage sink on a real S3-compatible store', () => {
     seen.stop();
     expect(third.skipped).toBeUndefined();
     expect(seen.sent.map((r) => r.operation)).toEqual(['HeadObjectCommand', 'HeadObjectCommand', 'PutObjectCommand']);
-    expect(createHash('sha256').update(await objectBytes(sink, third.key)).digest('hex')).toBe(remade.sha256);
+    expect(
+      createHash('sha256')
+        .update(await objectBytes(sink, third.key))
+        .digest('hex'),
+    ).toBe(remade.sha256);
   });
 
   it('refuses, in one sentence, a file that changed after it was downloaded', async () => {
@@ -155,14 +179,18 @@ describe('a storage sink on a real S3-compatible store', () => {
     const error = await sink.uploadOutput(runDir, 'edited', download, noRetries).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SinkUploadError);
     expect((error as SinkUploadError).transient).toBe(false);
-    expect((error as Error).message).toMatch(/changed after it was downloaded .*was not uploaded to s3:\/\/genpipe-sink\/spring\/2026-11-27\.$/);
+    expect((error as Error).message).toMatch(
+      /changed after it was downloaded .*was not uploaded to s3:\/\/genpipe-sink\/spring\/2026-11-27\.$/,
+    );
   });
 
   it('the preflight refuses a missing bucket, a key the store does not know and a store that does not answer, each in one sentence without a secret', async () => {
     const missing = await (await openSinks(`{url: "s3://no-such-bucket/x", endpoint: "${store.endpoint}"}`)).preflight();
     expect(missing).toBeInstanceOf(GenpipeError);
     expect(missing?.code).toBe('config');
-    expect(missing?.message).toBe(`The bucket no-such-bucket of the sink s3://no-such-bucket/x does not exist at ${store.endpoint}; create it, or fix the sink's URL or endpoint.`);
+    expect(missing?.message).toBe(
+      `The bucket no-such-bucket of the sink s3://no-such-bucket/x does not exist at ${store.endpoint}; create it, or fix the sink's URL or endpoint.`,
+    );
 
     const wrongSecret = `wrong-secret-${randomBytes(8).toString('hex')}`;
     const undo = useStoreCredentials(store, { accessKeyId: 'NOSUCHKEY', secretAccessKey: wrongSecret });
@@ -173,7 +201,9 @@ describe('a storage sink on a real S3-compatible store', () => {
       undo();
     }
     expect(refused?.code).toBe('credentials');
-    expect(refused?.message).toMatch(/^The store refused to let these credentials write to s3:\/\/genpipe-sink\/spring\/2026-11-27 \(InvalidAccessKeyId, HTTP 403\): check AWS_ACCESS_KEY_ID/);
+    expect(refused?.message).toMatch(
+      /^The store refused to let these credentials write to s3:\/\/genpipe-sink\/spring\/2026-11-27 \(InvalidAccessKeyId, HTTP 403\): check AWS_ACCESS_KEY_ID/,
+    );
     for (const text of [refused?.message, inspect(refused), missing?.message]) {
       expect(text).not.toContain(wrongSecret);
       expect(text).not.toContain(store.secretAccessKey);
@@ -182,7 +212,9 @@ describe('a storage sink on a real S3-compatible store', () => {
     const closed = await freePort();
     const unreachable = await (await openSinks(`{url: "s3://${BUCKET}/x", endpoint: "http://127.0.0.1:${closed}"}`)).preflight();
     expect(unreachable?.code).toBe('config');
-    expect(unreachable?.message).toBe(`The sink s3://${BUCKET}/x could not be checked at http://127.0.0.1:${closed} (ECONNREFUSED); nothing was sent to the generation service.`);
+    expect(unreachable?.message).toBe(
+      `The sink s3://${BUCKET}/x could not be checked at http://127.0.0.1:${closed} (ECONNREFUSED); nothing was sent to the generation service.`,
+    );
     // The probe object was removed: the bucket holds only what the other tests uploaded.
     expect(await probesLeft()).toEqual([]);
   });
@@ -215,14 +247,22 @@ describe('a storage sink on a real S3-compatible store', () => {
     sink.store.client.middlewareStack.add(middleware, { step: 'finalizeRequest', name, priority: 'low' });
     let retries = 0;
     let credits = 0;
-    const record = await sink.uploadOutput(runDir, 'crash', download, { consumeRetry: () => (retries++, true), creditRetry: () => void credits++, random: () => 0 });
+    const record = await sink.uploadOutput(runDir, 'crash', download, {
+      consumeRetry: () => (retries++, true),
+      creditRetry: () => void credits++,
+      random: () => 0,
+    });
     sink.store.client.middlewareStack.remove(name);
 
     expect(killed).toBe(true);
     expect(retries).toBeGreaterThanOrEqual(1);
     expect(credits).toBe(1);
     expect(record).toMatchObject({ size: bytes.length, sha256: download.sha256 });
-    expect(createHash('sha256').update(await objectBytes(sink, record.key)).digest('hex')).toBe(download.sha256);
+    expect(
+      createHash('sha256')
+        .update(await objectBytes(sink, record.key))
+        .digest('hex'),
+    ).toBe(download.sha256);
   });
 
   it('a store that stays down leaves the upload pending once the budget says no, and a later upload (a resume) completes it', async () => {
@@ -244,7 +284,9 @@ describe('a storage sink on a real S3-compatible store', () => {
     expect(error).toBeInstanceOf(SinkUploadError);
     expect((error as SinkUploadError).transient).toBe(true);
     expect((error as SinkUploadError).code).toBe('network');
-    expect((error as Error).message).toBe(`The upload of spring/2026-11-27/sheets/pending.png to s3://${BUCKET}/spring/2026-11-27 kept failing (ECONNREFUSED); the file is kept and a resume uploads it.`);
+    expect((error as Error).message).toBe(
+      `The upload of spring/2026-11-27/sheets/pending.png to s3://${BUCKET}/spring/2026-11-27 kept failing (ECONNREFUSED); the file is kept and a resume uploads it.`,
+    );
     expect(inspect(error)).not.toContain(store.secretAccessKey);
     expect(pendingSinkUploads(state.instances.get('pending') as never)).toEqual([download]);
 
@@ -258,12 +300,22 @@ describe('a storage sink on a real S3-compatible store', () => {
   it("uploadPending sends an instance's pending outputs and journals each; a second resume sends nothing", async () => {
     const sink = (await openSinks()).forStep('sheets') as StepSink;
     const state = emptyRunState();
-    const downloads = [output('multi+0.png', randomBytes(20_000), 0), output('multi+1.png', randomBytes(20_000), 1), output('multi+2.png', randomBytes(20_000), 2)].map((d) => ({ ...d, instance: 'multi' }));
+    const downloads = [
+      output('multi+0.png', randomBytes(20_000), 0),
+      output('multi+1.png', randomBytes(20_000), 1),
+      output('multi+2.png', randomBytes(20_000), 2),
+    ].map((d) => ({ ...d, instance: 'multi' }));
     for (const d of downloads) applyRecord(state, d);
     // The first was uploaded before a crash: its record is in the journal.
     applyRecord(state, await sink.uploadOutput(runDir, 'multi', downloads[0] as JournalRecordOf<'downloaded'>, noRetries));
     const entry = state.instances.get('multi') as InstanceState;
-    expect(sinkTotals([entry])).toEqual({ uploadedFiles: 1, uploadedBytes: 20_000, pendingFiles: 2, pendingBytes: 40_000, pendingInstances: 1 });
+    expect(sinkTotals([entry])).toEqual({
+      uploadedFiles: 1,
+      uploadedBytes: 20_000,
+      pendingFiles: 2,
+      pendingBytes: 40_000,
+      pendingInstances: 1,
+    });
 
     const journal: JournalRecordOf<'sink_uploaded'>[] = [];
     const seen = watch(sink);

@@ -13,7 +13,13 @@ const [port, directory, accessKeyId, secretAccessKey, ...buckets] = process.argv
 // it does not compute SigV4 signatures, so the secret is only registered, never checked.
 DUMMY_ACCOUNT.revokeAccessKey('S3RVER');
 DUMMY_ACCOUNT.createKeyPair(accessKeyId, secretAccessKey);
-const server = new S3rver({ address: '127.0.0.1', port: Number(port), directory, silent: true, configureBuckets: buckets.map((name) => ({ name })) });
+const server = new S3rver({
+  address: '127.0.0.1',
+  port: Number(port),
+  directory,
+  silent: true,
+  configureBuckets: buckets.map((name) => ({ name })),
+});
 const address = await server.run();
 process.stdout.write(`${JSON.stringify({ port: address.port })}\n`);
 process.on('SIGTERM', () => void server.close().finally(() => process.exit(0)));

@@ -15,7 +15,10 @@ const dir = mkdtempSync(join(tmpdir(), 'genpipe-sdk-load-'));
 
 function manifestFile(name: string, sink: string): string {
   const path = join(dir, name);
-  writeFileSync(path, `version: 1\nname: t\n${sink}steps:\n  sheets:\n    model: character-sheet\n    input:\n      tier: cats\n      brief: a cat\n`);
+  writeFileSync(
+    path,
+    `version: 1\nname: t\n${sink}steps:\n  sheets:\n    model: character-sheet\n    input:\n      tier: cats\n      brief: a cat\n`,
+  );
   return path;
 }
 
@@ -31,7 +34,10 @@ function runTrapped(manifest: string, validate: boolean): { status: number | nul
     console.log(sinks === undefined ? 'no sinks' : 'sinks');
     sinks?.close();
   `;
-  const result = spawnSync(process.execPath, ['--import', register, '--input-type=module', '-e', script], { encoding: 'utf8', env: { ...process.env, AWS_EC2_METADATA_DISABLED: 'true' } });
+  const result = spawnSync(process.execPath, ['--import', register, '--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    env: { ...process.env, AWS_EC2_METADATA_DISABLED: 'true' },
+  });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 

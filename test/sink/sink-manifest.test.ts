@@ -28,11 +28,22 @@ function problems(text: string): { line: number; col: number; path: string; mess
 
 describe('a sink in the manifest', () => {
   it('short form in defaults: every step uses it, the prefix renders run variables and vars, keys are PREFIX/<path under outputs>', () => {
-    const loaded = loadManifestText(manifest('defaults:\n  output:\n    sink: "s3://assets/{{ vars.campaign }}/{{ run.date }}/{{ run.id }}/"\n'), 'm.yaml');
+    const loaded = loadManifestText(
+      manifest('defaults:\n  output:\n    sink: "s3://assets/{{ vars.campaign }}/{{ run.date }}/{{ run.id }}/"\n'),
+      'm.yaml',
+    );
     const sinks = resolveStepSinks(loaded, RUN, {});
     expect([...sinks.keys()]).toEqual(['sheets', 'other']);
     const config = sinks.get('sheets');
-    expect(config).toEqual({ bucket: 'assets', prefix: 'spring/2026-11-27/20261127T030000Z-ab12', endpoint: undefined, region: undefined, pathStyle: false, concurrency: 8, publicBaseUrl: undefined });
+    expect(config).toEqual({
+      bucket: 'assets',
+      prefix: 'spring/2026-11-27/20261127T030000Z-ab12',
+      endpoint: undefined,
+      region: undefined,
+      pathStyle: false,
+      concurrency: 8,
+      publicBaseUrl: undefined,
+    });
     expect(sinks.get('other')).toBe(config);
     const key = objectKey(config as never, 'outputs/sheets/cat_seed=3.png');
     expect(key).toBe('spring/2026-11-27/20261127T030000Z-ab12/sheets/cat_seed=3.png');
@@ -48,12 +59,24 @@ describe('a sink in the manifest', () => {
       'm.yaml',
     );
     const sinks = resolveStepSinks(loaded, RUN, { TEAM: 'brand' });
-    expect(sinks.get('sheets')).toEqual({ bucket: 'cdn-bucket', prefix: 'brand', endpoint: 'http://127.0.0.1:9000', region: 'auto', pathStyle: true, concurrency: 3, publicBaseUrl: 'https://cdn.example.com/brand' });
+    expect(sinks.get('sheets')).toEqual({
+      bucket: 'cdn-bucket',
+      prefix: 'brand',
+      endpoint: 'http://127.0.0.1:9000',
+      region: 'auto',
+      pathStyle: true,
+      concurrency: 3,
+      publicBaseUrl: 'https://cdn.example.com/brand',
+    });
     expect(sinks.get('other')).toMatchObject({ bucket: 'assets', prefix: '', pathStyle: false });
     expect(objectKey(sinks.get('other') as never, 'outputs/other/dog.png')).toBe('other/dog.png');
-    expect(publicUrl(sinks.get('sheets') as never, 'outputs/sheets/a cat#1.png')).toBe('https://cdn.example.com/brand/sheets/a%20cat%231.png');
+    expect(publicUrl(sinks.get('sheets') as never, 'outputs/sheets/a cat#1.png')).toBe(
+      'https://cdn.example.com/brand/sheets/a%20cat%231.png',
+    );
     // A loopback endpoint from the SDK's environment variables counts too.
-    const fromEnv = resolveStepSinks(loadManifestText(manifest('defaults:\n  output:\n    sink: s3://assets/x\n'), 'm.yaml'), RUN, { AWS_ENDPOINT_URL_S3: 'http://localhost:9000' });
+    const fromEnv = resolveStepSinks(loadManifestText(manifest('defaults:\n  output:\n    sink: s3://assets/x\n'), 'm.yaml'), RUN, {
+      AWS_ENDPOINT_URL_S3: 'http://localhost:9000',
+    });
     expect(fromEnv.get('sheets')?.pathStyle).toBe(true);
   });
 
@@ -63,15 +86,32 @@ describe('a sink in the manifest', () => {
 
   it('refuses a bad URL, an unknown field, a bad endpoint and a prefix that reads an axis, each at file:line:col', () => {
     expect(problems(manifest('defaults:\n  output:\n    sink: "s3:/assets/x"\n'))).toEqual([
-      { line: 8, col: 11, path: 'defaults.output.sink', message: 'a sink URL is s3://BUCKET/PREFIX, the bucket 3 to 63 characters of a-z, 0-9, dots and hyphens' },
+      {
+        line: 8,
+        col: 11,
+        path: 'defaults.output.sink',
+        message: 'a sink URL is s3://BUCKET/PREFIX, the bucket 3 to 63 characters of a-z, 0-9, dots and hyphens',
+      },
     ]);
     expect(problems(manifest('defaults:\n  output:\n    sink: "s3://Assets_Bucket/x"\n'))[0]).toMatchObject({ line: 8, col: 11 });
     expect(problems(manifest('defaults:\n  output:\n    sink: {url: "s3://assets", bukket: x, endpoint: "ftp://h"}\n'))).toEqual([
-      { line: 8, col: 32, path: 'defaults.output.sink.bukket', message: 'unknown key "bukket"; valid keys are url, endpoint, region, path_style, concurrency, public_base_url' },
+      {
+        line: 8,
+        col: 32,
+        path: 'defaults.output.sink.bukket',
+        message: 'unknown key "bukket"; valid keys are url, endpoint, region, path_style, concurrency, public_base_url',
+      },
       { line: 8, col: 53, path: 'defaults.output.sink.endpoint', message: 'endpoint is an http:// or https:// URL' },
     ]);
-    expect(problems(manifest('', '    matrix: { seed: [1, 2] }\n    output:\n      sink: "s3://assets/{{ seed }}/{{ vars.campain }}"\n'))).toEqual([
-      { line: 11, col: 13, path: 'steps.sheets.output.sink', message: '{{ seed }}: a sink may read only run, vars and env, which are the same for every instance of a run' },
+    expect(
+      problems(manifest('', '    matrix: { seed: [1, 2] }\n    output:\n      sink: "s3://assets/{{ seed }}/{{ vars.campain }}"\n')),
+    ).toEqual([
+      {
+        line: 11,
+        col: 13,
+        path: 'steps.sheets.output.sink',
+        message: '{{ seed }}: a sink may read only run, vars and env, which are the same for every instance of a run',
+      },
       { line: 11, col: 13, path: 'steps.sheets.output.sink', message: '{{ vars.campain }}: no var "campain"; did you mean "campaign"?' },
     ]);
   });
@@ -79,11 +119,25 @@ describe('a sink in the manifest', () => {
   it("the README's R2 and MinIO examples are valid sinks", () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const section = readme.slice(readme.indexOf('## Storage sinks'), readme.indexOf('## Fleet'));
-    const examples = [...section.matchAll(/```yaml\n(defaults:[\s\S]*?)```/g)].map((m) => m[1] as string).filter((text) => !text.includes('steps:'));
+    const examples = [...section.matchAll(/```yaml\n(defaults:[\s\S]*?)```/g)]
+      .map((m) => m[1] as string)
+      .filter((text) => !text.includes('steps:'));
     expect(examples).toHaveLength(2);
-    const configs = examples.map((defaults) => resolveStepSinks(loadManifestText(manifest(defaults.replace('vars.team', 'vars.campaign')), 'README.md'), RUN, {}).get('sheets'));
-    expect(configs[0]).toMatchObject({ bucket: 'campaign-assets', prefix: '2026-11-27', region: 'auto', publicBaseUrl: 'https://assets.example.com/2026-11-27' });
-    expect(configs[1]).toMatchObject({ bucket: 'genpipe', prefix: 'spring/20261127T030000Z-ab12', endpoint: 'http://127.0.0.1:9000', pathStyle: true });
+    const configs = examples.map((defaults) =>
+      resolveStepSinks(loadManifestText(manifest(defaults.replace('vars.team', 'vars.campaign')), 'README.md'), RUN, {}).get('sheets'),
+    );
+    expect(configs[0]).toMatchObject({
+      bucket: 'campaign-assets',
+      prefix: '2026-11-27',
+      region: 'auto',
+      publicBaseUrl: 'https://assets.example.com/2026-11-27',
+    });
+    expect(configs[1]).toMatchObject({
+      bucket: 'genpipe',
+      prefix: 'spring/20261127T030000Z-ab12',
+      endpoint: 'http://127.0.0.1:9000',
+      pathStyle: true,
+    });
   });
 
   it('genpipe validate exits 2 naming the file, line and column of a bad sink', async () => {

@@ -30,14 +30,23 @@ afterAll(async () => {
 
 async function genpipe(...argv: string[]): Promise<{ code: number; output: string }> {
   const lines: string[] = [];
-  const io: CliIO = { out: (t) => lines.push(t), write: async (t) => void lines.push(t), err: (t) => lines.push(t), env: { ...process.env, GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` }, signal: new AbortController().signal };
+  const io: CliIO = {
+    out: (t) => lines.push(t),
+    write: async (t) => void lines.push(t),
+    err: (t) => lines.push(t),
+    env: { ...process.env, GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` },
+    signal: new AbortController().signal,
+  };
   const code = await main([...argv, '--quiet'], io);
   return { code, output: lines.join('\n') };
 }
 
 function sheets(dir: string, name: string, count: number, sink: string): string {
   const path = join(dir, `${name}.yaml`);
-  writeFileSync(path, `version: 1\nname: ${name}\ndefaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }\n  output:\n    sink: ${sink}\nsteps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`);
+  writeFileSync(
+    path,
+    `version: 1\nname: ${name}\ndefaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }\n  output:\n    sink: ${sink}\nsteps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+  );
   return path;
 }
 
@@ -52,7 +61,10 @@ async function objects(prefix: string): Promise<Map<string, Buffer>> {
     const found = new Map<string, Buffer>();
     for (const item of listed.Contents ?? []) {
       const got = await client.send(new GetObjectCommand({ Bucket: 'media', Key: item.Key }));
-      found.set(item.Key as string, Buffer.from(await (got.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray()));
+      found.set(
+        item.Key as string,
+        Buffer.from(await (got.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray()),
+      );
     }
     return found;
   } finally {
@@ -62,83 +74,105 @@ async function objects(prefix: string): Promise<Map<string, Buffer>> {
 
 /** Every file under the run directory, for the outputs' bytes and the secret check. */
 function filesOf(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).map((f) => join(dir, f)).filter((f) => statSync(f).isFile());
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .map((f) => join(dir, f))
+    .filter((f) => statSync(f).isFile());
 }
 
 const sha = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
 
 describe('a run with a storage sink', () => {
-  it('uploads every output with the bytes on disk, names it in outputs.csv, and writes the secret nowhere', { timeout: 60_000 }, async () => {
-    const dir = tempDir();
-    const out = join(dir, 'runs');
-    const run = await genpipe('run', sheets(dir, 'drop', 4, sinkOf('drop')), '--out', out);
-    expect(run.code, run.output).toBe(0);
-    const runDir = findRunDir(out, 'drop');
-    const stored = await objects('drop');
-    expect(stored.size).toBe(4);
-    for (const file of filesOf(join(runDir, 'outputs'))) {
-      const key = `drop/${file.slice(join(runDir, 'outputs').length + 1)}`;
-      expect(sha(stored.get(key) as Buffer), key).toBe(sha(readFileSync(file)));
-    }
-    const csv = readFileSync(join(runDir, 'outputs.csv'), 'utf8');
-    expect(csv.split(/\r?\n/)[0]).toMatch(/,sink_uri,sink_url$/);
-    expect(csv).toContain('s3://media/drop/s/');
-    for (const file of filesOf(runDir)) expect(readFileSync(file).includes(store.secretAccessKey), file).toBe(false);
-    expect(run.output).not.toContain(store.secretAccessKey);
-  });
-
-  it('a missing bucket or refused credentials refuse the run before anything is spent: exit 2, zero requests', { timeout: 60_000 }, async () => {
-    const dir = tempDir();
-    const before = emu.requests.inspect({}).length;
-    const missing = await genpipe('run', sheets(dir, 'nobucket', 2, `{ url: "s3://absent/x", endpoint: "${store.endpoint}", path_style: true }`), '--out', join(dir, 'runs'));
-    expect(missing.code).toBe(2);
-    expect(missing.output).toMatch(/absent/);
-    expect(missing.output).toContain('nothing was sent to the service');
-    const restore = useStoreCredentials(store, { accessKeyId: 'NOSUCHKEY' });
-    try {
-      const refused = await genpipe('run', sheets(dir, 'badkey', 2, sinkOf('badkey')), '--out', join(dir, 'runs'));
-      expect(refused.code).toBe(2);
-      expect(refused.output).not.toContain(store.secretAccessKey);
-    } finally {
-      restore();
-      undo = useStoreCredentials(store);
-    }
-    expect(emu.requests.inspect({}).length).toBe(before);
-  });
-
-  it('a store killed mid-run leaves the rest completed with uploads pending (exit 1); a resume uploads them with zero generation requests, and a second sends nothing', { timeout: 90_000 }, async () => {
-    const dir = tempDir();
-    const out = join(dir, 'runs');
-    const path = sheets(dir, 'killed', 10, sinkOf('killed'));
-    const running = genpipe('run', path, '--out', out, '--concurrency', '1');
-    const end = Date.now() + 30_000;
-    const uploaded = (): number => {
-      try {
-        return journalOf(findRunDir(out, 'killed')).records.filter((r) => r.type === 'sink_uploaded').length;
-      } catch {
-        return 0;
+  it(
+    'uploads every output with the bytes on disk, names it in outputs.csv, and writes the secret nowhere',
+    { timeout: 60_000 },
+    async () => {
+      const dir = tempDir();
+      const out = join(dir, 'runs');
+      const run = await genpipe('run', sheets(dir, 'drop', 4, sinkOf('drop')), '--out', out);
+      expect(run.code, run.output).toBe(0);
+      const runDir = findRunDir(out, 'drop');
+      const stored = await objects('drop');
+      expect(stored.size).toBe(4);
+      for (const file of filesOf(join(runDir, 'outputs'))) {
+        const key = `drop/${file.slice(join(runDir, 'outputs').length + 1)}`;
+        expect(sha(stored.get(key) as Buffer), key).toBe(sha(readFileSync(file)));
       }
-    };
-    // Bounded by the deadline.
-    while (uploaded() < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
-    await store.kill();
-    const run = await running;
-    expect(run.code, run.output).toBe(1);
-    expect(run.output).toMatch(/completed instances? (is|are) not in the storage sink yet .*`genpipe resume` uploads them without generating anything/);
-    const runDir = findRunDir(out, 'killed');
-    // Every instance was generated once, and its files are on disk.
-    expect(filesOf(join(runDir, 'outputs'))).toHaveLength(10);
-    await store.restart();
-    const sent = emu.requests.inspect({}).length;
-    const resumed = await genpipe('resume', runDir);
-    expect(resumed.code, resumed.output).toBe(0);
-    expect(emu.requests.inspect({}).length).toBe(sent);
-    const stored = await objects('killed');
-    expect(stored.size).toBe(10);
-    for (const file of filesOf(join(runDir, 'outputs'))) expect(sha(stored.get(`killed/${file.slice(join(runDir, 'outputs').length + 1)}`) as Buffer)).toBe(sha(readFileSync(file)));
-    const records = journalOf(runDir).records.filter((r) => r.type === 'sink_uploaded').length;
-    const again = await genpipe('resume', runDir);
-    expect(again.code).toBe(0);
-    expect(journalOf(runDir).records.filter((r) => r.type === 'sink_uploaded').length).toBe(records);
-  });
+      const csv = readFileSync(join(runDir, 'outputs.csv'), 'utf8');
+      expect(csv.split(/\r?\n/)[0]).toMatch(/,sink_uri,sink_url$/);
+      expect(csv).toContain('s3://media/drop/s/');
+      for (const file of filesOf(runDir)) expect(readFileSync(file).includes(store.secretAccessKey), file).toBe(false);
+      expect(run.output).not.toContain(store.secretAccessKey);
+    },
+  );
+
+  it(
+    'a missing bucket or refused credentials refuse the run before anything is spent: exit 2, zero requests',
+    { timeout: 60_000 },
+    async () => {
+      const dir = tempDir();
+      const before = emu.requests.inspect({}).length;
+      const missing = await genpipe(
+        'run',
+        sheets(dir, 'nobucket', 2, `{ url: "s3://absent/x", endpoint: "${store.endpoint}", path_style: true }`),
+        '--out',
+        join(dir, 'runs'),
+      );
+      expect(missing.code).toBe(2);
+      expect(missing.output).toMatch(/absent/);
+      expect(missing.output).toContain('nothing was sent to the service');
+      const restore = useStoreCredentials(store, { accessKeyId: 'NOSUCHKEY' });
+      try {
+        const refused = await genpipe('run', sheets(dir, 'badkey', 2, sinkOf('badkey')), '--out', join(dir, 'runs'));
+        expect(refused.code).toBe(2);
+        expect(refused.output).not.toContain(store.secretAccessKey);
+      } finally {
+        restore();
+        undo = useStoreCredentials(store);
+      }
+      expect(emu.requests.inspect({}).length).toBe(before);
+    },
+  );
+
+  it(
+    'a store killed mid-run leaves the rest completed with uploads pending (exit 1); a resume uploads them with zero generation requests, and a second sends nothing',
+    { timeout: 90_000 },
+    async () => {
+      const dir = tempDir();
+      const out = join(dir, 'runs');
+      const path = sheets(dir, 'killed', 10, sinkOf('killed'));
+      const running = genpipe('run', path, '--out', out, '--concurrency', '1');
+      const end = Date.now() + 30_000;
+      const uploaded = (): number => {
+        try {
+          return journalOf(findRunDir(out, 'killed')).records.filter((r) => r.type === 'sink_uploaded').length;
+        } catch {
+          return 0;
+        }
+      };
+      // Bounded by the deadline.
+      while (uploaded() < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      await store.kill();
+      const run = await running;
+      expect(run.code, run.output).toBe(1);
+      expect(run.output).toMatch(
+        /completed instances? (is|are) not in the storage sink yet .*`genpipe resume` uploads them without generating anything/,
+      );
+      const runDir = findRunDir(out, 'killed');
+      // Every instance was generated once, and its files are on disk.
+      expect(filesOf(join(runDir, 'outputs'))).toHaveLength(10);
+      await store.restart();
+      const sent = emu.requests.inspect({}).length;
+      const resumed = await genpipe('resume', runDir);
+      expect(resumed.code, resumed.output).toBe(0);
+      expect(emu.requests.inspect({}).length).toBe(sent);
+      const stored = await objects('killed');
+      expect(stored.size).toBe(10);
+      for (const file of filesOf(join(runDir, 'outputs')))
+        expect(sha(stored.get(`killed/${file.slice(join(runDir, 'outputs').length + 1)}`) as Buffer)).toBe(sha(readFileSync(file)));
+      const records = journalOf(runDir).records.filter((r) => r.type === 'sink_uploaded').length;
+      const again = await genpipe('resume', runDir);
+      expect(again.code).toBe(0);
+      expect(journalOf(runDir).records.filter((r) => r.type === 'sink_uploaded').length).toBe(records);
+    },
+  );
 });

@@ -8,7 +8,11 @@ describe('ByteSink', () => {
   it('writes every piece in order: small ones through the buffer, one larger than the buffer at once, multi-byte text whole', () => {
     const path = join(mkdtempSync(join(tmpdir(), 'genpipe-sink-')), 'out.txt');
     const sink = new ByteSink(path);
-    const pieces = [...Array.from({ length: 5000 }, (_, i) => `line ${i} 猫é\n`), '🐈'.repeat(600_000), ...Array.from({ length: 3000 }, (_, i) => `${'x'.repeat(i % 700)}\n`)];
+    const pieces = [
+      ...Array.from({ length: 5000 }, (_, i) => `line ${i} 猫é\n`),
+      '🐈'.repeat(600_000),
+      ...Array.from({ length: 3000 }, (_, i) => `${'x'.repeat(i % 700)}\n`),
+    ];
     for (const piece of pieces) sink.add(piece);
     sink.close();
     sink.close(); // a second close does nothing

@@ -46,15 +46,33 @@ describe('sortLines', () => {
       // Seven runs, each sorted; key k appears in every run, tagged with its run.
       const runs = Array.from({ length: 7 }, (_, r) => {
         const path = join(dir, `run-${r}.txt`);
-        writeFileSync(path, [`a${r}\tonly ${r}`, `k\trun ${r}`, `z\trun ${r}`].sort().map((l) => `${l}\n`).join(''));
+        writeFileSync(
+          path,
+          [`a${r}\tonly ${r}`, `k\trun ${r}`, `z\trun ${r}`]
+            .sort()
+            .map((l) => `${l}\n`)
+            .join(''),
+        );
         return path;
       });
-      const merged = (fanIn: number): string[] => [...mergeRuns(runs, (a, b) => (a < b ? -1 : a > b ? 1 : 0), (raw) => raw, { fanIn })].map((l) => l.line);
+      const merged = (fanIn: number): string[] =>
+        [
+          ...mergeRuns(
+            runs,
+            (a, b) => (a < b ? -1 : a > b ? 1 : 0),
+            (raw) => raw,
+            { fanIn },
+          ),
+        ].map((l) => l.line);
       const once = merged(100);
       expect(once.filter((l) => l.startsWith('k\t'))).toEqual(Array.from({ length: 7 }, (_, r) => `k\trun ${r}`));
       expect(merged(2)).toEqual(once);
       // Fan-in 2 over seven runs: four runs after a first pass, two after a second, then the merge.
-      expect(readdirSync(dir).filter((n) => n.includes('.pass-')).sort()).toEqual(['run-0.txt.pass-0', 'run-0.txt.pass-0.pass-1', 'run-2.txt.pass-0', 'run-4.txt.pass-0', 'run-4.txt.pass-0.pass-1']);
+      expect(
+        readdirSync(dir)
+          .filter((n) => n.includes('.pass-'))
+          .sort(),
+      ).toEqual(['run-0.txt.pass-0', 'run-0.txt.pass-0.pass-1', 'run-2.txt.pass-0', 'run-4.txt.pass-0', 'run-4.txt.pass-0.pass-1']);
       expect(merged(3)).toEqual(once);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -67,20 +85,29 @@ describe('sortLines', () => {
     try {
       let n = 0;
       fc.assert(
-        fc.property(fc.array(fc.tuple(fc.string({ minLength: 1, maxLength: 6, unit: fc.constantFrom('a', 'b', 'c', 'é', '\u{1F600}') }), fc.nat(9000)), { maxLength: 400 }), fc.string({ maxLength: 6, unit: fc.constantFrom('a', 'b', 'c', 'é') }), (entries, target) => {
-          // Payloads up to 9,000 bytes: lines longer than the 4 KB the search reads at a time.
-          const lines = entries.map(([key, pad]) => `${JSON.stringify(key)}\t${'x'.repeat(pad)}`).sort((a, b) => byUnits(JSON.parse(a.split('\t')[0] as string) as string, JSON.parse(b.split('\t')[0] as string) as string));
-          const path = join(dir, `run-${n++}.txt`);
-          writeFileSync(path, lines.map((l) => `${l}\n`).join(''));
-          let expected = 0;
-          for (const line of lines) {
-            if ((JSON.parse(line.split('\t')[0] as string) as string) >= target) break;
-            expected += Buffer.byteLength(line) + 1;
-          }
-          expect(seekRun(path, target, byUnits, (raw) => JSON.parse(raw) as string)).toBe(expected);
-          const all = [...mergeRuns([path], byUnits, (raw) => JSON.parse(raw) as string)].filter((l) => l.key >= target);
-          expect([...mergeRuns([path], byUnits, (raw) => JSON.parse(raw) as string, { from: target })]).toEqual(all);
-        }),
+        fc.property(
+          fc.array(
+            fc.tuple(fc.string({ minLength: 1, maxLength: 6, unit: fc.constantFrom('a', 'b', 'c', 'é', '\u{1F600}') }), fc.nat(9000)),
+            { maxLength: 400 },
+          ),
+          fc.string({ maxLength: 6, unit: fc.constantFrom('a', 'b', 'c', 'é') }),
+          (entries, target) => {
+            // Payloads up to 9,000 bytes: lines longer than the 4 KB the search reads at a time.
+            const lines = entries
+              .map(([key, pad]) => `${JSON.stringify(key)}\t${'x'.repeat(pad)}`)
+              .sort((a, b) => byUnits(JSON.parse(a.split('\t')[0] as string) as string, JSON.parse(b.split('\t')[0] as string) as string));
+            const path = join(dir, `run-${n++}.txt`);
+            writeFileSync(path, lines.map((l) => `${l}\n`).join(''));
+            let expected = 0;
+            for (const line of lines) {
+              if ((JSON.parse(line.split('\t')[0] as string) as string) >= target) break;
+              expected += Buffer.byteLength(line) + 1;
+            }
+            expect(seekRun(path, target, byUnits, (raw) => JSON.parse(raw) as string)).toBe(expected);
+            const all = [...mergeRuns([path], byUnits, (raw) => JSON.parse(raw) as string)].filter((l) => l.key >= target);
+            expect([...mergeRuns([path], byUnits, (raw) => JSON.parse(raw) as string, { from: target })]).toEqual(all);
+          },
+        ),
         { numRuns: 150 },
       );
     } finally {

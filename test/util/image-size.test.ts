@@ -10,7 +10,8 @@ import { cleanTemps, tempDir } from '../run/runner-helpers.js';
 
 afterAll(cleanTemps);
 
-const picture = (width: number, height: number): Sharp => sharp({ create: { width, height, channels: 4, background: { r: 10, g: 200, b: 90, alpha: 0.5 } } });
+const picture = (width: number, height: number): Sharp =>
+  sharp({ create: { width, height, channels: 4, background: { r: 10, g: 200, b: 90, alpha: 0.5 } } });
 
 describe('imageSizeOf', () => {
   it('reads width and height of PNG, GIF and WebP (lossy, lossless, extended) from the header', async () => {
@@ -43,6 +44,7 @@ describe('imageSizeOf', () => {
     const png = await picture(800, 600).png().toBuffer();
     writeFileSync(join(dir, 'short.png'), png.subarray(0, 20));
     writeFileSync(join(dir, 'text.png'), 'not a png at all, not at all');
-    for (const name of ['a.jpg', 'short.png', 'text.png']) expect({ name, size: imageSizeOf(join(dir, name)) }).toEqual({ name, size: undefined });
+    for (const name of ['a.jpg', 'short.png', 'text.png'])
+      expect({ name, size: imageSizeOf(join(dir, name)) }).toEqual({ name, size: undefined });
   });
 });

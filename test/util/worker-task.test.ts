@@ -33,7 +33,9 @@ describe('startTask and answerTask', () => {
 
   it('rejects when the thread ends without answering', async () => {
     const module = workerModule('exits', 'process.exit(4);');
-    await expect(startTask(module, {}, failed).answer).rejects.toThrow(/^the task failed: the thread stopped \(exit code 4\) before answering$/);
+    await expect(startTask(module, {}, failed).answer).rejects.toThrow(
+      /^the task failed: the thread stopped \(exit code 4\) before answering$/,
+    );
   });
 
   it('stop ends a thread that would never answer', async () => {
@@ -46,7 +48,10 @@ describe('startTask and answerTask', () => {
 
 describe('workerExecArgv', () => {
   it('drops the options about the main script’s source, with their values, and keeps the rest', () => {
-    expect(workerExecArgv(['--max-old-space-size=512', '--input-type=module', '-e', 'code', '--enable-source-maps'])).toEqual(['--max-old-space-size=512', '--enable-source-maps']);
+    expect(workerExecArgv(['--max-old-space-size=512', '--input-type=module', '-e', 'code', '--enable-source-maps'])).toEqual([
+      '--max-old-space-size=512',
+      '--enable-source-maps',
+    ]);
     expect(workerExecArgv(['--input-type', 'module', '--eval', 'code', '--require', 'x.cjs'])).toEqual(['--require', 'x.cjs']);
     expect(workerExecArgv(['-p', 'code', '--print=code', '--eval=code', '--no-warnings'])).toEqual(['--no-warnings']);
   });

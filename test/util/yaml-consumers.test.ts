@@ -30,7 +30,9 @@ describe('recursive aliases outside manifests', () => {
     const path = file('config.yaml', 'base_url: https://x.test\ntimeouts: &t\n  connect_ms: 5\n  again: *t\n');
     const error = refusal(() => readConfigFile(path));
     expect(error.code).toBe('config');
-    expect(error.message).toBe(`Invalid config file: ${path}:4:10: the alias *t is recursive: it sits inside the node anchored &t, which would contain itself.`);
+    expect(error.message).toBe(
+      `Invalid config file: ${path}:4:10: the alias *t is recursive: it sits inside the node anchored &t, which would contain itself.`,
+    );
     expect(refusal(() => resolveConfig({ flags: { config: path }, env: { HF_KEY: 'id:secret-value' } })).code).toBe('config');
   });
 

@@ -50,7 +50,12 @@ describe('recursive aliases', () => {
 
   it('still refuses an alias bomb, quickly', () => {
     const lines = ['a: &a [x, x, x, x, x, x, x, x, x, x]'];
-    for (let i = 0; i < 8; i++) lines.push(`${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10).fill(`*${String.fromCharCode(97 + i)}`).join(', ')}]`);
+    for (let i = 0; i < 8; i++)
+      lines.push(
+        `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10)
+          .fill(`*${String.fromCharCode(97 + i)}`)
+          .join(', ')}]`,
+      );
     expect(refused(lines.join('\n'))[0]?.message).toMatch(/alias/i);
   });
 });
@@ -65,13 +70,19 @@ describe('keys', () => {
   it('refuses a nested list used as a key at the key, without flattening it into a string', () => {
     const key = (depth: number): string => `${'['.repeat(depth)}${']'.repeat(depth)}`;
     const found = refused(`steps: {a: {model: character-sheet, input: {}}, ${key(60)}: 1}\n`);
-    expect(found).toEqual([{ location: { file: 'f.yaml', line: 1, col: 49 }, message: 'a mapping key must be a plain value, not a mapping or a list' }]);
+    expect(found).toEqual([
+      { location: { file: 'f.yaml', line: 1, col: 49 }, message: 'a mapping key must be a plain value, not a mapping or a list' },
+    ]);
     // 700 levels stop at the nesting cap, while parsing.
-    expect(refused(`steps: {a: {model: character-sheet, input: {}}, ${key(700)}: 1}\n`)).toEqual([{ location: { file: 'f.yaml', line: 1, col: 119 }, message: 'nested more than 64 levels deep' }]);
+    expect(refused(`steps: {a: {model: character-sheet, input: {}}, ${key(700)}: 1}\n`)).toEqual([
+      { location: { file: 'f.yaml', line: 1, col: 119 }, message: 'nested more than 64 levels deep' },
+    ]);
   });
 
   it('refuses a duplicate key at its second occurrence, also when YAML would call them different', () => {
-    expect(refused('a: 1\nb: 2\na: 3\n')).toEqual([{ location: { file: 'f.yaml', line: 3, col: 1 }, message: 'the key "a" appears twice in this mapping' }]);
+    expect(refused('a: 1\nb: 2\na: 3\n')).toEqual([
+      { location: { file: 'f.yaml', line: 3, col: 1 }, message: 'the key "a" appears twice in this mapping' },
+    ]);
     // 1 and "1" are different YAML keys but the same JavaScript property.
     expect(refused('{1: a, "1": b}').map(at)).toEqual(['1:8']);
   });

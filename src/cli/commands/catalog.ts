@@ -17,7 +17,11 @@ Tiers: ${TIERS.join(', ')}
 ${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, tier: { type: 'string' }, json: { type: 'boolean' } }, 'catalog');
+    const { values, positionals } = parse(
+      argv,
+      { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, tier: { type: 'string' }, json: { type: 'boolean' } },
+      'catalog',
+    );
     const what = positional(positionals, 0, 'what to show: options or presets', 'catalog');
     noExtraPositionals(positionals, 1, 'catalog');
     if (what === 'options') {
@@ -25,7 +29,10 @@ ${CONNECTION_HELP}`,
       if (tier !== undefined && !(TIERS as readonly string[]).includes(tier)) {
         throw new GenpipeError('invalid_input', `Unknown tier "${tier}"; tiers are ${TIERS.join(', ')}.`);
       }
-      const { client, close } = await openCommandClient(connectionFlags(values), io, { emulator: values.emulator === true, requireCredentials: false });
+      const { client, close } = await openCommandClient(connectionFlags(values), io, {
+        emulator: values.emulator === true,
+        requireCredentials: false,
+      });
       try {
         const catalog = await client.options.fetch({ signal: io.signal });
         const categories = tier ? catalog.categories.filter((c) => c.tiers.includes(tier as Tier)) : catalog.categories;
@@ -39,7 +46,12 @@ ${CONNECTION_HELP}`,
           io.out(`${oneLine(category.key)} (${oneLine(category.label)}): up to ${category.max}; tiers ${category.tiers.join(', ')}`);
           for (const option of category.options) {
             if (tier && option.tiers !== null && !option.tiers.includes(tier)) continue;
-            const notes = [option.slot ? `slot ${option.slot}` : '', option.exclusive ? 'exclusive' : '', option.tiers ? `only ${option.tiers.join(', ')}` : '', option.color ?? '']
+            const notes = [
+              option.slot ? `slot ${option.slot}` : '',
+              option.exclusive ? 'exclusive' : '',
+              option.tiers ? `only ${option.tiers.join(', ')}` : '',
+              option.color ?? '',
+            ]
               .filter(Boolean)
               .join('; ');
             io.out(`  ${oneLine(option.key)}  ${oneLine(option.label)}${notes ? `  [${oneLine(notes)}]` : ''}`);
@@ -66,6 +78,9 @@ ${CONNECTION_HELP}`,
         await close();
       }
     }
-    throw new GenpipeError('invalid_input', `Unknown catalog "${what}"${didYouMean(what, ['options', 'presets']) || '; use options or presets.'}`);
+    throw new GenpipeError(
+      'invalid_input',
+      `Unknown catalog "${what}"${didYouMean(what, ['options', 'presets']) || '; use options or presets.'}`,
+    );
   },
 };

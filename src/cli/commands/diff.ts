@@ -38,15 +38,27 @@ ${CONNECTION_HELP}`,
     const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
     const sources = planSources(connectionFlags(values), io, embedded);
     try {
-      const a: DiffRun = { plan: planA, runDir: dirA, state: await replayFile(join(dirA, 'journal.jsonl')), inputs: await runInputs(dirA, planA, inputOptions(sources, io)) };
-      const b: DiffRun = { plan: planB, runDir: dirB, state: await replayFile(join(dirB, 'journal.jsonl')), inputs: await runInputs(dirB, planB, inputOptions(sources, io)) };
+      const a: DiffRun = {
+        plan: planA,
+        runDir: dirA,
+        state: await replayFile(join(dirA, 'journal.jsonl')),
+        inputs: await runInputs(dirA, planA, inputOptions(sources, io)),
+      };
+      const b: DiffRun = {
+        plan: planB,
+        runDir: dirB,
+        state: await replayFile(join(dirB, 'journal.jsonl')),
+        inputs: await runInputs(dirB, planB, inputOptions(sources, io)),
+      };
       const data = diffData(a, b);
       const page = resolve(values.out ?? join(dirB, `diff-${basename(planA.runId)}.html`));
       const temp = `${page}.${process.pid}.tmp`;
       await writeFile(temp, redactEveryForm(diffHtml(data, page)));
       await rename(temp, page);
       io.out(`wrote ${page}`);
-      io.out(`${formatCount(data.shared)} shared instances (${formatCount(data.onlyA)} only in A, ${formatCount(data.onlyB)} only in B); inputs differ in ${formatCount(data.inputsDiffer)}, status in ${formatCount(data.statusDiffers)}; cost of the shared instances: A ${formatUsd(data.a.costUsd)}, B ${formatUsd(data.b.costUsd)}.`);
+      io.out(
+        `${formatCount(data.shared)} shared instances (${formatCount(data.onlyA)} only in A, ${formatCount(data.onlyB)} only in B); inputs differ in ${formatCount(data.inputsDiffer)}, status in ${formatCount(data.statusDiffers)}; cost of the shared instances: A ${formatUsd(data.a.costUsd)}, B ${formatUsd(data.b.costUsd)}.`,
+      );
       for (const note of data.notes) io.err(`note: ${note}.`);
       return EXIT.ok;
     } finally {
@@ -56,4 +68,8 @@ ${CONNECTION_HELP}`,
   },
 };
 
-const inputOptions = (sources: PlanSources, io: CliIO) => ({ catalog: sources.options.catalog, presets: sources.options.presets, env: io.env });
+const inputOptions = (sources: PlanSources, io: CliIO) => ({
+  catalog: sources.options.catalog,
+  presets: sources.options.presets,
+  env: io.env,
+});

@@ -1,5 +1,13 @@
 import { GenpipeError } from '../../api/errors.js';
-import { accountFromPair, accountsFromFile, DEFAULT_ACCOUNT, loadFaultProfile, startEmulator, type AccountSpec, type Emulator } from '../../emulator/index.js';
+import {
+  accountFromPair,
+  accountsFromFile,
+  DEFAULT_ACCOUNT,
+  loadFaultProfile,
+  startEmulator,
+  type AccountSpec,
+  type Emulator,
+} from '../../emulator/index.js';
 import { noExtraPositionals, parse } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../exit-codes.js';
@@ -23,7 +31,8 @@ const OPTIONS = {
 function number(value: string | undefined, flag: string, check: (n: number) => boolean, what: string): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || !check(n)) throw new GenpipeError('invalid_input', `--${flag} must be ${what}, got ${JSON.stringify(value)}.`);
+  if (value.trim() === '' || !Number.isFinite(n) || !check(n))
+    throw new GenpipeError('invalid_input', `--${flag} must be ${what}, got ${JSON.stringify(value)}.`);
   return n;
 }
 
@@ -66,7 +75,8 @@ Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/s
     const creditsPerUsd = number(values['credits-per-usd'], 'credits-per-usd', (n) => n > 0, 'a positive number');
     const failureRate = number(values['failure-rate'], 'failure-rate', (n) => n >= 0 && n <= 1, 'a number from 0 to 1');
     const nsfwRate = number(values['nsfw-rate'], 'nsfw-rate', (n) => n >= 0 && n <= 1, 'a number from 0 to 1');
-    if (values.vendor !== undefined && !/^[A-Za-z0-9_-]+$/.test(values.vendor)) throw new GenpipeError('invalid_input', '--vendor must be one path segment of letters, digits, - or _.');
+    if (values.vendor !== undefined && !/^[A-Za-z0-9_-]+$/.test(values.vendor))
+      throw new GenpipeError('invalid_input', '--vendor must be one path segment of letters, digits, - or _.');
     if (values['webhook-secret'] === '') throw new GenpipeError('invalid_input', '--webhook-secret must not be empty.');
     if (values.state === '') throw new GenpipeError('invalid_input', '--state must name a directory.');
     const faults = loadFaultProfile(values.faults ?? 'none');
@@ -106,10 +116,15 @@ Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/s
     io.out(
       first === undefined
         ? 'no accounts'
-        : `credentials: HF_KEY=${first.keyId}:${first.secret}` + (accounts.length > 1 ? ` (and ${accounts.length - 1} more account(s))` : ''),
+        : `credentials: HF_KEY=${first.keyId}:${first.secret}` +
+            (accounts.length > 1 ? ` (and ${accounts.length - 1} more account(s))` : ''),
     );
-    const state = emu.state ? `; state in ${emu.state.dir} (${emu.state.requests} request(s), ${emu.state.ledgerEntries} ledger entries restored)` : '';
-    io.out(`seed ${emu.seed}, time scale ${emu.timeScale}, faults ${faults.name}${state}; inspection at ${emu.url}/_emulator/ledger; Ctrl-C stops`);
+    const state = emu.state
+      ? `; state in ${emu.state.dir} (${emu.state.requests} request(s), ${emu.state.ledgerEntries} ledger entries restored)`
+      : '';
+    io.out(
+      `seed ${emu.seed}, time scale ${emu.timeScale}, faults ${faults.name}${state}; inspection at ${emu.url}/_emulator/ledger; Ctrl-C stops`,
+    );
     await new Promise<void>((resolve) => {
       if (io.signal.aborted) resolve();
       else io.signal.addEventListener('abort', () => resolve(), { once: true });

@@ -33,7 +33,11 @@ the plan refuses what genpipe run refuses: with budget_usd, every step needs a p
 ${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' }, limit: { type: 'string' } }, 'plan');
+    const { values, positionals } = parse(
+      argv,
+      { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' }, limit: { type: 'string' } },
+      'plan',
+    );
     const file = positional(positionals, 0, 'a manifest file', 'plan');
     noExtraPositionals(positionals, 1, 'plan');
     let limit: number | undefined;
@@ -56,7 +60,15 @@ ${CONNECTION_HELP}`,
           let presets: readonly Preset[] | undefined;
           const readPresets = sources.options.presets;
           const run = { id: 'preview', startedAt: new Date() };
-          const helper = parallelPlanHelper({ manifest: file, spool: join(dir, 'instances-2.jsonl'), env: io.env, run, presets: () => presets, signal: io.signal, minInstances: parallelMin(io.env) });
+          const helper = parallelPlanHelper({
+            manifest: file,
+            spool: join(dir, 'instances-2.jsonl'),
+            env: io.env,
+            run,
+            presets: () => presets,
+            signal: io.signal,
+            minInstances: parallelMin(io.env),
+          });
           const plan = await buildPlan(loaded, {
             ...sources.options,
             run,
@@ -98,10 +110,17 @@ const stepCost = (step: StepPlan): string => (step.priceUsd === undefined ? 'unk
 function printSummary(plan: Plan, io: CliIO, samples: number): void {
   io.out(`pipeline ${plan.name}: ${plan.steps.length} step(s), ${plan.totalInstances} instance(s)`);
   for (const step of plan.steps) {
-    const deps = [...step.needs.map((n) => `needs ${n}`), ...(step.forEach ? [`for each ${step.forEach}${step.forEachOnly ? `, only: ${step.forEachOnly} (after \`genpipe review\`)` : ''}`] : [])];
+    const deps = [
+      ...step.needs.map((n) => `needs ${n}`),
+      ...(step.forEach
+        ? [`for each ${step.forEach}${step.forEachOnly ? `, only: ${step.forEachOnly} (after \`genpipe review\`)` : ''}`]
+        : []),
+    ];
     const price = step.priceUsd === undefined ? 'price unknown' : `${formatUsd(step.priceUsd)} each`;
     io.out('');
-    io.out(`${step.id} (${step.model}): ${step.count} instance(s), ${price}, ${stepCost(step)}${deps.length ? `; ${deps.join(', ')}` : ''}`);
+    io.out(
+      `${step.id} (${step.model}): ${step.count} instance(s), ${price}, ${stepCost(step)}${deps.length ? `; ${deps.join(', ')}` : ''}`,
+    );
     let shown = 0;
     for (const instance of plan.instances(step.id)) {
       if (shown++ >= samples) break;
@@ -130,7 +149,9 @@ async function streamJson(plan: Plan, io: CliIO, parts: readonly string[]): Prom
     cost_usd: s.priceUsd === undefined ? null : Math.round(s.priceUsd * s.count * 1e6) / 1e6,
   }));
   const estimate = plan.estimate();
-  await io.write(`{"name":${JSON.stringify(plan.name)},"steps":${JSON.stringify(steps)},"estimate":{"known_usd":${estimate.knownUsd},"unknown_instances":${estimate.unknownInstances}},"instances":[`);
+  await io.write(
+    `{"name":${JSON.stringify(plan.name)},"steps":${JSON.stringify(steps)},"estimate":{"known_usd":${estimate.knownUsd},"unknown_instances":${estimate.unknownInstances}},"instances":[`,
+  );
   for (const part of parts) await copyText(part, (chunk) => writeBytes(io, chunk));
   await io.write('\n]}\n');
 }

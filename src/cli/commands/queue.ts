@@ -19,13 +19,28 @@ and last heartbeat; the limits in force.
   --queue NAME       the queue (default genpipe)
 Exit codes: 0 done, 2 invalid input, 5 Redis unreachable.`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, rate: { type: 'string' }, json: { type: 'boolean' } }, 'queue');
+    const { values, positionals } = parse(
+      argv,
+      {
+        redis: { type: 'string' },
+        queue: { type: 'string' },
+        concurrency: { type: 'string' },
+        rate: { type: 'string' },
+        json: { type: 'boolean' },
+      },
+      'queue',
+    );
     const action = positional(positionals, 0, 'limits or status', 'queue');
     noExtraPositionals(positionals, 1, 'queue');
-    if (action !== 'limits' && action !== 'status') throw new GenpipeError('invalid_input', `genpipe queue takes limits or status, not "${action}"${didYouMean(action, ['limits', 'status']) || '.'}`);
+    if (action !== 'limits' && action !== 'status')
+      throw new GenpipeError(
+        'invalid_input',
+        `genpipe queue takes limits or status, not "${action}"${didYouMean(action, ['limits', 'status']) || '.'}`,
+      );
     const concurrency = wholeNumber(values.concurrency, '--concurrency', 1);
     const rate = numberFlag(values.rate?.replace(/\/s$/, ''), '--rate', { min: 0.01 });
-    if (action === 'status' && (concurrency !== undefined || rate !== undefined)) throw new GenpipeError('invalid_input', '--concurrency and --rate set limits: use them with genpipe queue limits.');
+    if (action === 'status' && (concurrency !== undefined || rate !== undefined))
+      throw new GenpipeError('invalid_input', '--concurrency and --rate set limits: use them with genpipe queue limits.');
     const { parseRedisUrl, redisUrlOf, checkRedis, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
     const url = redisUrlOf(values.redis, io.env);
     if (url === undefined) throw new GenpipeError('invalid_input', `genpipe queue ${action} needs --redis URL (or GENPIPE_REDIS_URL).`);
@@ -35,7 +50,9 @@ Exit codes: 0 done, 2 invalid input, 5 Redis unreachable.`,
     const admin = await import('../../fleet/queue-admin.js');
     if (action === 'limits') {
       const limits = await admin.setQueueLimits(target, queue, { concurrency, ratePerSecond: rate });
-      io.out(`queue ${queue}: concurrency ${limits.concurrency ?? 'unlimited'}, rate ${limits.ratePerSecond === null ? 'unlimited' : `${limits.ratePerSecond}/s`}`);
+      io.out(
+        `queue ${queue}: concurrency ${limits.concurrency ?? 'unlimited'}, rate ${limits.ratePerSecond === null ? 'unlimited' : `${limits.ratePerSecond}/s`}`,
+      );
       return EXIT.ok;
     }
     const status = await admin.queueStatus(target, queue);
@@ -44,15 +61,20 @@ Exit codes: 0 done, 2 invalid input, 5 Redis unreachable.`,
       return EXIT.ok;
     }
     const t = status.totals;
-    io.out(`queue ${queue} at ${target.shown}: concurrency ${status.limits.concurrency ?? 'unlimited'}, rate ${status.limits.ratePerSecond === null ? 'unlimited' : `${status.limits.ratePerSecond}/s`}`);
+    io.out(
+      `queue ${queue} at ${target.shown}: concurrency ${status.limits.concurrency ?? 'unlimited'}, rate ${status.limits.ratePerSecond === null ? 'unlimited' : `${status.limits.ratePerSecond}/s`}`,
+    );
     io.out(`jobs: ${t.waiting} waiting, ${t.active} active, ${t.delayed} delayed, ${t.completed} completed, ${t.failed} failed`);
     for (const run of status.runs) {
       const c = run.counts;
-      io.out(`  run ${run.runId}: ${c.waiting} waiting, ${c.active} active, ${c.delayed} delayed, ${c.completed} completed, ${c.failed} failed`);
+      io.out(
+        `  run ${run.runId}: ${c.waiting} waiting, ${c.active} active, ${c.delayed} delayed, ${c.completed} completed, ${c.failed} failed`,
+      );
     }
     if (status.runsTruncated) io.out('  (runs counted from the first 10,000 jobs of each state)');
     io.out(status.workers.length === 0 ? 'workers: none' : `workers: ${status.workers.length}`);
-    for (const w of status.workers) io.out(`  ${w.name}: host ${w.host}, pid ${w.pid}, ${w.active} active of ${w.concurrency}, ${w.done} done, last heartbeat ${w.at}`);
+    for (const w of status.workers)
+      io.out(`  ${w.name}: host ${w.host}, pid ${w.pid}, ${w.active} active of ${w.concurrency}, ${w.done} done, last heartbeat ${w.at}`);
     return EXIT.ok;
   },
 };

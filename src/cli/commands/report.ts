@@ -21,14 +21,20 @@ report.csv and report.md into the run directory and prints one of them (Markdown
 Also rewrites gallery.html, the run's contact sheet, from the journal, and says when a
 \`for_each: {step, only: approved}\` step waits on review (then: genpipe review, genpipe resume).`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { json: { type: 'boolean' }, csv: { type: 'boolean' }, md: { type: 'boolean' }, config: { type: 'string' } }, 'report');
+    const { values, positionals } = parse(
+      argv,
+      { json: { type: 'boolean' }, csv: { type: 'boolean' }, md: { type: 'boolean' }, config: { type: 'string' } },
+      'report',
+    );
     const runDir = positional(positionals, 0, 'a run directory', 'report');
     noExtraPositionals(positionals, 1, 'report');
-    if ([values.json, values.csv, values.md].filter(Boolean).length > 1) throw new GenpipeError('invalid_input', 'Choose one of --json, --csv and --md.');
+    if ([values.json, values.csv, values.md].filter(Boolean).length > 1)
+      throw new GenpipeError('invalid_input', 'Choose one of --json, --csv and --md.');
     const configPath = values.config ?? io.env.GENPIPE_CONFIG;
     const creditsPerUsd = configPath ? readConfigFile(configPath).credits_per_usd : undefined;
     await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
-    if ((await rewriteGallery(runDir)) === undefined) io.err('genpipe: gallery.html was left as the run wrote it: a plan this large is not replayed for a contact sheet.');
+    if ((await rewriteGallery(runDir)) === undefined)
+      io.err('genpipe: gallery.html was left as the run wrote it: a plan this large is not replayed for a contact sheet.');
     // A step that follows only approved instances and waits on review: said, with what to run next.
     const waiting = await reviewWaitSentence(runDir);
     if (waiting) io.err(waiting);

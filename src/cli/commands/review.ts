@@ -26,9 +26,14 @@ and \`genpipe resume RUN_DIR --retry rejected\` makes the rejected ones again wi
     const runDir = positional(positionals, 0, 'a run directory', 'review');
     noExtraPositionals(positionals, 1, 'review');
     const host = values.host ?? '127.0.0.1';
-    if (!isLoopbackHost(host)) throw new GenpipeError('invalid_input', `--host takes a loopback address (127.0.0.1, ::1, localhost), not "${host}": the review page writes to the run directory and has no login.`);
+    if (!isLoopbackHost(host))
+      throw new GenpipeError(
+        'invalid_input',
+        `--host takes a loopback address (127.0.0.1, ::1, localhost), not "${host}": the review page writes to the run directory and has no login.`,
+      );
     const port = values.port === undefined ? 0 : Number(values.port);
-    if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new GenpipeError('invalid_input', `--port takes a whole number from 0 to 65535, not "${values.port}".`);
+    if (!Number.isInteger(port) || port < 0 || port > 65_535)
+      throw new GenpipeError('invalid_input', `--port takes a whole number from 0 to 65535, not "${values.port}".`);
     await readPlanFile(runDir);
     const { startReviewServer } = await import('../../review/review-server.js');
     const server = await startReviewServer(runDir, { host, port });

@@ -130,7 +130,10 @@ function retryStatuses(value: string | undefined): ReadonlySet<RetryStatus> | un
   const wanted = value.split(',').map((s) => s.trim());
   const unknown = wanted.filter((s) => !(RETRY_STATUSES as readonly string[]).includes(s));
   if (unknown.length > 0 || wanted.length === 0) {
-    throw new GenpipeError('invalid_input', `--retry takes a comma-separated list of ${RETRY_STATUSES.join(', ')}; "${unknown[0] ?? value}" is none of them.`);
+    throw new GenpipeError(
+      'invalid_input',
+      `--retry takes a comma-separated list of ${RETRY_STATUSES.join(', ')}; "${unknown[0] ?? value}" is none of them.`,
+    );
   }
   return new Set(wanted as RetryStatus[]);
 }
@@ -139,12 +142,21 @@ function retryStatuses(value: string | undefined): ReadonlySet<RetryStatus> | un
 async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 'resume'): Promise<number> {
   const { values, positionals } = parse(argv, RUN_OPTIONS, command);
   const overlap = values.overlap ?? 'skip';
-  if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow') throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);
+  if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow')
+    throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);
   const listen = webhookFlags(values['webhook-url'], values.listen);
   const redisUrl = redisUrlOf(values.redis, io.env, values.config);
   const redis = redisUrl === undefined ? undefined : parseRedisUrl(redisUrl);
-  if (!redis && (values.queue !== undefined || values['no-local-worker'])) throw new GenpipeError('invalid_input', '--queue and --no-local-worker are fleet options: use them with --redis URL (or GENPIPE_REDIS_URL).');
-  if (redis && listen && values['no-local-worker']) throw new GenpipeError('invalid_input', 'With --redis, --webhook-url and --listen serve the coordinator\'s own worker, and --no-local-worker has none: give them to each genpipe worker instead.');
+  if (!redis && (values.queue !== undefined || values['no-local-worker']))
+    throw new GenpipeError(
+      'invalid_input',
+      '--queue and --no-local-worker are fleet options: use them with --redis URL (or GENPIPE_REDIS_URL).',
+    );
+  if (redis && listen && values['no-local-worker'])
+    throw new GenpipeError(
+      'invalid_input',
+      "With --redis, --webhook-url and --listen serve the coordinator's own worker, and --no-local-worker has none: give them to each genpipe worker instead.",
+    );
   let resumeDir = values.resume;
   if (command === 'resume') {
     resumeDir = positional(positionals, 0, 'a run directory', 'resume');
@@ -191,7 +203,12 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   };
   if (resumeDir === undefined) return (await startRun(positional(positionals, 0, 'a manifest file', 'run'), options)).exitCode;
   // `genpipe run M --resume DIR` runs M; `genpipe resume DIR` the manifest the run was started with.
-  return (await resumeRun(resumeDir, { ...options, manifest: command === 'run' ? positional(positionals, 0, 'a manifest file', 'run') : undefined })).exitCode;
+  return (
+    await resumeRun(resumeDir, {
+      ...options,
+      manifest: command === 'run' ? positional(positionals, 0, 'a manifest file', 'run') : undefined,
+    })
+  ).exitCode;
 }
 
 function progressIntervalMs(value: string | undefined): number | undefined {

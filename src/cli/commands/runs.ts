@@ -11,7 +11,11 @@ export const runsCommand: Command = {
 Lists DIR/<pipeline>/<run-id>/ (DIR is runs/ by default). Status is the run's outcome
 (completed, failed, budget, aborted, stopped), or interrupted when it never finished: resume it.`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { pipeline: { type: 'string' }, out: { type: 'string' }, json: { type: 'boolean' } }, 'runs');
+    const { values, positionals } = parse(
+      argv,
+      { pipeline: { type: 'string' }, out: { type: 'string' }, json: { type: 'boolean' } },
+      'runs',
+    );
     noExtraPositionals(positionals, 0, 'runs');
     const runs = await listRuns(values.out ?? 'runs', values.pipeline);
     if (values.json) {
@@ -22,7 +26,8 @@ Lists DIR/<pipeline>/<run-id>/ (DIR is runs/ by default). Status is the run's ou
       io.out(`no runs under ${values.out ?? 'runs'}${values.pipeline ? ` for ${values.pipeline}` : ''}`);
       return EXIT.ok;
     }
-    for (const r of runs) io.out(`${r.runId}  ${r.pipeline}  ${r.status}  ${r.completed}/${r.instances} completed  ${formatSpend(r)}  ${r.dir}`);
+    for (const r of runs)
+      io.out(`${r.runId}  ${r.pipeline}  ${r.status}  ${r.completed}/${r.instances} completed  ${formatSpend(r)}  ${r.dir}`);
     return EXIT.ok;
   },
 };

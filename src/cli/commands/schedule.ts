@@ -38,11 +38,26 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
   async run(argv, io) {
     const { values, positionals } = parse(
       argv,
-      { redis: { type: 'string' }, queue: { type: 'string' }, cron: { type: 'string' }, tz: { type: 'string' }, out: { type: 'string' }, name: { type: 'string' }, json: { type: 'boolean' }, budget: { type: 'string' }, 'confirm-over': { type: 'string' }, yes: { type: 'boolean' } },
+      {
+        redis: { type: 'string' },
+        queue: { type: 'string' },
+        cron: { type: 'string' },
+        tz: { type: 'string' },
+        out: { type: 'string' },
+        name: { type: 'string' },
+        json: { type: 'boolean' },
+        budget: { type: 'string' },
+        'confirm-over': { type: 'string' },
+        yes: { type: 'boolean' },
+      },
       'schedule',
     );
     const action = positional(positionals, 0, 'add, list or remove', 'schedule');
-    if (action !== 'add' && action !== 'list' && action !== 'remove') throw new GenpipeError('invalid_input', `genpipe schedule takes add, list or remove, not "${action}"${didYouMean(action, ['add', 'list', 'remove']) || '.'}`);
+    if (action !== 'add' && action !== 'list' && action !== 'remove')
+      throw new GenpipeError(
+        'invalid_input',
+        `genpipe schedule takes add, list or remove, not "${action}"${didYouMean(action, ['add', 'list', 'remove']) || '.'}`,
+      );
     const { parseRedisUrl, redisUrlOf, checkRedis, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
     const url = redisUrlOf(values.redis, io.env);
     if (url === undefined) throw new GenpipeError('invalid_input', `genpipe schedule ${action} needs --redis URL (or GENPIPE_REDIS_URL).`);
@@ -52,8 +67,13 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
     if (action === 'add') {
       const manifestPath = positional(positionals, 1, 'a manifest file', 'schedule add');
       noExtraPositionals(positionals, 2, 'schedule add');
-      if (values.cron === undefined) throw new GenpipeError('invalid_input', 'genpipe schedule add needs --cron "EXPR" (five fields, or six with seconds first).');
-      if (values.out === undefined) throw new GenpipeError('invalid_input', 'genpipe schedule add needs --out DIR: where the runs go, on storage every worker with --runs shares.');
+      if (values.cron === undefined)
+        throw new GenpipeError('invalid_input', 'genpipe schedule add needs --cron "EXPR" (five fields, or six with seconds first).');
+      if (values.out === undefined)
+        throw new GenpipeError(
+          'invalid_input',
+          'genpipe schedule add needs --out DIR: where the runs go, on storage every worker with --runs shares.',
+        );
       // Checked now, not at 02:30: a manifest that does not load is refused here (exit 2).
       const loaded = loadManifestFile(manifestPath);
       const budgetUsd = numberFlag(values.budget, '--budget', { min: 0 });
@@ -61,9 +81,14 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
       // The spend guard of `genpipe run`, decided now and stored with the schedule (each tick checks again).
       const { estimateRun } = await import('../../session/spend-guard.js');
       const estimate = await estimateRun(manifestPath, { env: io.env, signal: io.signal, budgetUsd, confirmOverUsd });
-      io.out(`each run is estimated at ${formatUsd(estimate.estimateUsd)} (${formatCount(estimate.instances)} instance${estimate.instances === 1 ? '' : 's'})${estimate.budgetUsd === undefined ? ', with no budget' : `, with a budget of ${formatUsd(estimate.budgetUsd)}`}`);
+      io.out(
+        `each run is estimated at ${formatUsd(estimate.estimateUsd)} (${formatCount(estimate.instances)} instance${estimate.instances === 1 ? '' : 's'})${estimate.budgetUsd === undefined ? ', with no budget' : `, with a budget of ${formatUsd(estimate.budgetUsd)}`}`,
+      );
       if (estimate.big && !values.yes) {
-        throw new GenpipeError('invalid_input', `${describeSpend(estimate.big)} each time it runs, over the --confirm-over limit of ${formatUsd(estimate.big.confirmOverUsd)}, with no budget: add --budget USD to cap each run, or --yes to approve this estimate (a tick whose estimate grows past it spends nothing).`);
+        throw new GenpipeError(
+          'invalid_input',
+          `${describeSpend(estimate.big)} each time it runs, over the --confirm-over limit of ${formatUsd(estimate.big.confirmOverUsd)}, with no budget: add --budget USD to cap each run, or --yes to approve this estimate (a tick whose estimate grows past it spends nothing).`,
+        );
       }
       await checkRedis(target, undefined, io.signal);
       const listed = await schedules.addSchedule(target, queue, {
@@ -76,7 +101,9 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
         confirmOverUsd,
         approvedUsd: estimate.big ? estimate.estimateUsd : undefined,
       });
-      io.out(`schedule ${listed.name}: ${listed.cron}${listed.tz ? ` (${listed.tz})` : ''}, runs ${listed.manifest} into ${listed.out}; next ${listed.next ?? 'unknown'}`);
+      io.out(
+        `schedule ${listed.name}: ${listed.cron}${listed.tz ? ` (${listed.tz})` : ''}, runs ${listed.manifest} into ${listed.out}; next ${listed.next ?? 'unknown'}`,
+      );
       return EXIT.ok;
     }
     if (action === 'list') {
@@ -85,7 +112,9 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
       const all = await schedules.listSchedules(target, queue);
       if (values.json) io.out(JSON.stringify(all, null, 2));
       else if (all.length === 0) io.out('no schedules');
-      else for (const s of all) io.out(`${s.name}: ${s.cron}${s.tz ? ` (${s.tz})` : ''}, ${s.manifest} into ${s.out}; next ${s.next ?? 'unknown'}`);
+      else
+        for (const s of all)
+          io.out(`${s.name}: ${s.cron}${s.tz ? ` (${s.tz})` : ''}, ${s.manifest} into ${s.out}; next ${s.next ?? 'unknown'}`);
       return EXIT.ok;
     }
     const name = positional(positionals, 1, 'a schedule name', 'schedule remove');

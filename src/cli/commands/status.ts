@@ -12,7 +12,11 @@ export const statusCommand: Command = {
 ${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' } }, 'status');
+    const { values, positionals } = parse(
+      argv,
+      { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' } },
+      'status',
+    );
     const requestId = positional(positionals, 0, 'a request id', 'status');
     noExtraPositionals(positionals, 1, 'status');
     const { client, close } = await openCommandClient(connectionFlags(values), io, { emulator: values.emulator === true });

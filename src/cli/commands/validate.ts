@@ -32,7 +32,11 @@ budget_usd is a warning (the run stops submitting there), not a refusal.
 ${EMULATOR_FLAG_HELP}
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' } }, 'validate');
+    const { values, positionals } = parse(
+      argv,
+      { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' } },
+      'validate',
+    );
     const file = positional(positionals, 0, 'a manifest file', 'validate');
     noExtraPositionals(positionals, 1, 'validate');
     const check = checkManifestFile(file);
@@ -92,7 +96,11 @@ function collect(problems: ManifestProblem[], code: ManifestProblem['code'], che
   }
 }
 
-async function collectAsync<T>(problems: ManifestProblem[], code: ManifestProblem['code'], check: () => Promise<T>): Promise<T | undefined> {
+async function collectAsync<T>(
+  problems: ManifestProblem[],
+  code: ManifestProblem['code'],
+  check: () => Promise<T>,
+): Promise<T | undefined> {
   try {
     return await check();
   } catch (error) {

@@ -45,11 +45,26 @@ answering for 10 s once started.
 
 ${CONNECTION_HELP}`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, redis: { type: 'string' }, queue: { type: 'string' }, concurrency: { type: 'string' }, name: { type: 'string' }, grace: { type: 'string' }, runs: { type: 'boolean' }, 'webhook-url': { type: 'string' }, listen: { type: 'string' } }, 'worker');
+    const { values, positionals } = parse(
+      argv,
+      {
+        ...CONNECTION_OPTIONS,
+        redis: { type: 'string' },
+        queue: { type: 'string' },
+        concurrency: { type: 'string' },
+        name: { type: 'string' },
+        grace: { type: 'string' },
+        runs: { type: 'boolean' },
+        'webhook-url': { type: 'string' },
+        listen: { type: 'string' },
+      },
+      'worker',
+    );
     noExtraPositionals(positionals, 0, 'worker');
     const { parseRedisUrl, redisUrlOf, checkRedis, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
     const url = redisUrlOf(values.redis, io.env, values.config);
-    if (url === undefined) throw new GenpipeError('invalid_input', 'genpipe worker needs --redis URL (or GENPIPE_REDIS_URL): the queue it takes jobs from.');
+    if (url === undefined)
+      throw new GenpipeError('invalid_input', 'genpipe worker needs --redis URL (or GENPIPE_REDIS_URL): the queue it takes jobs from.');
     const target = parseRedisUrl(url);
     const concurrency = wholeNumber(values.concurrency, '--concurrency', 1) ?? 8;
     const graceS = wholeNumber(values.grace, '--grace', 0) ?? DEFAULT_GRACE_S;
@@ -64,7 +79,9 @@ ${CONNECTION_HELP}`,
       const queue = values.queue ?? DEFAULT_QUEUE;
       const worker = await startFleetWorker({ redis: target, queue, client, concurrency, name, say: (line) => io.err(line), webhook });
       const runs = values.runs ? await startRuns(connectionFlags(values), target, queue, name, io) : undefined;
-      io.out(`ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once${webhook ? `, webhooks on ${listen?.host}:${webhook.port}` : ''}${runs ? ', taking scheduled runs' : ''}`);
+      io.out(
+        `ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once${webhook ? `, webhooks on ${listen?.host}:${webhook.port}` : ''}${runs ? ', taking scheduled runs' : ''}`,
+      );
       // A Redis that stops answering mid-way ends the worker (exit 5) instead of a silent hang.
       const { watchRedis, redisStallMs } = await import('../../fleet/redis-watch.js');
       const watch = watchRedis(target, `worker ${name}`, redisStallMs(io.env));
@@ -94,7 +111,12 @@ ${CONNECTION_HELP}`,
 };
 
 /** A tick refused before anything was sent (its spend guard, a manifest now invalid): the team hears of it. */
-async function notifyRefusedTick(data: ScheduledRunData, error: unknown, env: NodeJS.ProcessEnv, say: (line: string) => void): Promise<void> {
+async function notifyRefusedTick(
+  data: ScheduledRunData,
+  error: unknown,
+  env: NodeJS.ProcessEnv,
+  say: (line: string) => void,
+): Promise<void> {
   const { loadManifestFile } = await import('../../manifest/load.js');
   const { resolveNotifyTargets } = await import('../../notify/notify-targets.js');
   const { notifyRunEnd } = await import('../../notify/notify-run.js');
@@ -103,7 +125,21 @@ async function notifyRefusedTick(data: ScheduledRunData, error: unknown, env: No
     const loaded = loadManifestFile(data.manifest);
     const targets = resolveNotifyTargets(loaded, [], env);
     const message = redact(error instanceof Error ? error.message : String(error));
-    await notifyRunEnd(targets, { pipeline: loaded.manifest.name, runId: '', runDir: data.out, outcome: 'failed', exitCode: EXIT.invalidInput, message, counts: emptyCounts(), durationMs: 0 }, undefined, { err: say, quiet: true });
+    await notifyRunEnd(
+      targets,
+      {
+        pipeline: loaded.manifest.name,
+        runId: '',
+        runDir: data.out,
+        outcome: 'failed',
+        exitCode: EXIT.invalidInput,
+        message,
+        counts: emptyCounts(),
+        durationMs: 0,
+      },
+      undefined,
+      { err: say, quiet: true },
+    );
   } catch {
     // The manifest itself no longer loads: the sentence logged already says why.
   }
@@ -124,7 +160,11 @@ async function startRuns(connection: ConfigFlags, target: RedisTarget, queue: st
       const { resumeRun, startRun } = await import('../../session/run-session.js');
       const { tickSpendCheck } = await import('../../session/spend-guard.js');
       const { reportError } = await import('../report-error.js');
-      const tag = (text: string): string => text.split('\n').map((line) => `[${data.schedule}] ${line}`).join('\n');
+      const tag = (text: string): string =>
+        text
+          .split('\n')
+          .map((line) => `[${data.schedule}] ${line}`)
+          .join('\n');
       const say = (t: string): void => io.err(tag(t));
       // The run's life as `genpipe run --redis` has it, through the same session (src/session/).
       const options: SessionOptions = {
@@ -143,7 +183,16 @@ async function startRuns(connection: ConfigFlags, target: RedisTarget, queue: st
         // A run its dead coordinator had started: resumed, after whatever run holds the lock now.
         if (takeover?.runDir) return (await resumeRun(takeover.runDir, { ...options, overlap: 'wait' })).exitCode;
         // Each tick checks the spend guard again (a CSV may have grown), as the schedule stored it.
-        return (await startRun(data.manifest, { ...options, outDir: data.out, overlap: 'skip', budgetUsd: data.budgetUsd, confirmOverUsd: data.confirmOverUsd, confirmSpend: tickSpendCheck(data.schedule, data.approvedUsd) })).exitCode;
+        return (
+          await startRun(data.manifest, {
+            ...options,
+            outDir: data.out,
+            overlap: 'skip',
+            budgetUsd: data.budgetUsd,
+            confirmOverUsd: data.confirmOverUsd,
+            confirmSpend: tickSpendCheck(data.schedule, data.approvedUsd),
+          })
+        ).exitCode;
       } catch (error) {
         const code = await reportError(error, tagged);
         if (code === EXIT.invalidInput) await notifyRefusedTick(data, error, io.env, say);
