@@ -68,8 +68,7 @@ const round = (usd: number): number => Math.round(usd * 1e6) / 1e6;
 
 function statusOf(entry: InstanceState): ReportStatus {
   if (entry.reusedFrom !== undefined) return 'reused';
-  // Completed at the service but a file could not be fetched: the run failed it (as instanceStatus says).
-  if (entry.final && !(entry.final.status === 'completed' && entry.failed)) return entry.final.status;
+  if (entry.final) return entry.final.status;
   if (entry.failed) return 'failed';
   if (entry.submission) return 'in_flight';
   if (entry.intent) return 'unknown';

@@ -145,10 +145,12 @@ export class InstanceDriver {
       if (final) this.#compact(planned.id);
     } catch (error) {
       if (!(error instanceof GenpipeError) || error.code !== 'aborted') throw error;
-      // Stopped on its way: sent and not final, or final with files still to fetch, is in flight (a
-      // resume finishes it); nothing sent is not started. So the summary's counts add up.
+      // Stopped on its way: final counts as its status (its files, if any are missing, a resume
+      // fetches), sent and not final is in flight, nothing sent is not started. So the summary's
+      // counts add up, and agree with the report's.
       const left = this.#fx.state.instances.get(planned.id);
-      this.#fx.tally(left?.final || left?.submission || left?.intent ? 'inFlight' : 'pending');
+      if (left?.final) this.#fx.tally(left.reusedFrom !== undefined ? 'reused' : left.final.status);
+      else this.#fx.tally(left?.submission || left?.intent ? 'inFlight' : 'pending');
     }
   }
 
@@ -219,10 +221,11 @@ export class InstanceDriver {
       if (
         final.status === 'completed' &&
         !(await this.#downloadAll(step, instance, final.outputs as OutputRef[], entry, answerOf(step, final.result)))
-      )
+      ) {
+        // Counted as its status, as the report counts it; the files it lacks are said apart (filesMissing).
+        this.#fx.tally(entry.reusedFrom !== undefined ? 'reused' : final.status);
         return undefined;
-      // A start before failed it for a file it could not fetch; it has them all now.
-      if (entry.failed) await this.#fx.log({ type: 'recovered', instance: instance.id }, true);
+      }
       // Files an earlier start could not upload go now: nothing is asked of the service for them.
       if (final.status === 'completed') await this.#deliver(step, instance.id, true);
       // Its money is in what the journal committed (spend.ts): nothing to add.
@@ -331,8 +334,11 @@ export class InstanceDriver {
       if (
         result.status === 'completed' &&
         !(await this.#downloadAll(step, instance, result.files, this.#fx.state.instances.get(instance.id), answerOf(step, result.outputs)))
-      )
+      ) {
+        // Completed at the service, as the report counts it; the files it lacks are said apart (filesMissing).
+        this.#fx.tally(result.status);
         return undefined;
+      }
       // Downloaded by this process just now: new to the sink unless a run before put them there.
       if (result.status === 'completed')
         await this.#deliver(step, instance.id, this.#fx.state.instances.get(instance.id)?.retries !== 0 || this.#fx.resumed);
@@ -821,18 +827,13 @@ export class InstanceDriver {
             await this.#fx.op(() => sleep(wait, this.#fx.signal));
             continue;
           }
-          if (transient) {
-            this.#fx.tally('pending');
-            this.#fx.emit({
-              type: 'instance_failed',
-              step: step.id,
-              instance: id,
-              code: error.code,
-              message: `${error.message} (the download is left for a resume)`,
-            });
-            return false;
-          }
-          this.#fx.fail(step, id, error.code, error.message);
+          this.#fx.filesMissing(
+            step,
+            id,
+            error.code,
+            transient ? `${error.message} (the download is left for a resume)` : error.message,
+            !transient,
+          );
           return false;
         }
       }
@@ -863,7 +864,7 @@ export class InstanceDriver {
         });
       } catch (error) {
         if (!(error instanceof DownloadError)) throw error;
-        this.#fx.fail(step, id, error.code, error.message);
+        this.#fx.filesMissing(step, id, error.code, error.message, true);
         return false;
       }
     }

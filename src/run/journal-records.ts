@@ -256,16 +256,6 @@ export const ForgottenRecord = z.looseObject({
   why: z.string().optional(),
 });
 
-/**
- * A completed instance that a run failed because its files could not be fetched (a `failed` record
- * after its status) has all its files now (a later start fetched them): it is completed again.
- */
-export const RecoveredRecord = z.looseObject({
-  type: z.literal('recovered'),
-  at,
-  instance,
-});
-
 /** An agent conversation's session, so that a resumed run continues it instead of opening another. */
 export const AgentSessionRecord = z.looseObject({
   type: z.literal('agent_session'),
@@ -309,7 +299,6 @@ export const JournalRecord = z.discriminatedUnion('type', [
   RerollRecord,
   RefusedRecord,
   ForgottenRecord,
-  RecoveredRecord,
   RetryRecord,
   ReusedRecord,
   NotifyRecord,
@@ -332,7 +321,6 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'reroll',
   'refused',
   'forgotten',
-  'recovered',
   'retry',
   'reused',
   'notify',

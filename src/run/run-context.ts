@@ -67,6 +67,12 @@ export interface RunEffects {
   noteFailure(step: StepPlan, id: string): void;
   /** An instance failed here (not at the service): counted, journaled, told. */
   fail(step: StepPlan, id: string, code: string, message: string): void;
+  /**
+   * A completed instance's files could not all be fetched (`permanent`: refused, journaled as a
+   * failure, counted for the failure policies; else left for a resume): told, and counted apart
+   * from the status counts, which say what the service did, as the report does.
+   */
+  filesMissing(step: StepPlan, id: string, code: string, message: string, permanent: boolean): void;
   /** A completed instance's files could not all be uploaded to its sink: they stay on disk, pending (told, counted). */
   uploadPending(step: StepPlan, id: string, message: string): void;
   /** Why an upload failed for good in this run, once one did. */
@@ -87,6 +93,9 @@ export class RunContext implements RunEffects {
   failures = 0;
   /** Records about an instance this start wrote: none means it changed nothing. */
   instanceRecords = 0;
+  /** Completed instances whose files could not all be fetched, and the first reason. */
+  missingFiles = 0;
+  missingReason: string | undefined;
   /** Completed instances whose files are not all in their sink, and the first reason. */
   uploadsPending = 0;
   uploadProblem: string | undefined;
@@ -243,6 +252,15 @@ export class RunContext implements RunEffects {
 
   get resumed(): boolean {
     return !this.store.created;
+  }
+
+  filesMissing(step: StepPlan, id: string, code: string, message: string, permanent: boolean): void {
+    this.missingFiles++;
+    this.missingReason ??= message;
+    this.emit({ type: 'instance_failed', step: step.id, instance: id, code, message });
+    if (!permanent) return;
+    void this.log({ type: 'failed', instance: id, code, message }).catch(() => {});
+    this.noteFailure(step, id);
   }
 
   uploadPending(step: StepPlan, id: string, message: string): void {

@@ -134,14 +134,8 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       return;
     }
     case 'failed': {
-      // After a completed status too: its files could not be fetched (instanceStatus says failed,
-      // the money stays charged), until a `recovered` record says a later start fetched them.
-      instanceOf(state, record.instance).failed = record;
-      return;
-    }
-    case 'recovered': {
       const entry = instanceOf(state, record.instance);
-      if (entry.final) entry.failed = undefined;
+      if (!entry.final) entry.failed = record;
       return;
     }
     case 'refused': {

@@ -138,7 +138,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     runDir: options.runDir,
     pipeline: options.plan.name,
     outcome: outcomeOf(fx),
-    message: fx.stopMessage ?? uploadsPendingSentence(fx),
+    message: fx.stopMessage ?? missingFilesSentence(fx) ?? uploadsPendingSentence(fx),
     stopReason: fx.stopReason,
     counts: { ...fx.counts },
     estimatedUsd: fx.spend.committedUsd,
@@ -207,6 +207,13 @@ function journaledProgress(state: RunState, spentUsd: number): JournaledProgress
   return { steps, spentUsd };
 }
 
+/** What a run whose completed instances lack files says at its end: how many, why, and what to do. */
+function missingFilesSentence(fx: RunContext): string | undefined {
+  if (fx.missingFiles === 0) return undefined;
+  const n = fx.missingFiles;
+  return `${n} completed instance${n === 1 ? ' is' : 's are'} missing files that could not be fetched (${(fx.missingReason ?? 'the download failed').replace(/[.]$/, '')}); \`genpipe resume\` fetches them again, and nothing is generated again for them.`;
+}
+
 /** What a run that left uploads pending says at its end (issue 29): how many, why, and what to do. */
 function uploadsPendingSentence(fx: RunContext): string | undefined {
   if (fx.uploadsPending === 0) return undefined;
@@ -219,7 +226,9 @@ function outcomeOf(fx: RunContext): RunOutcome {
   if (fx.stopReason === 'budget') return 'budget';
   if (fx.stopReason !== undefined || fx.refused !== undefined) return 'stopped';
   const c = fx.counts;
-  return c.failed + c.nsfw + c.canceled + c.unknown + c.pending === 0 && fx.uploadsPending === 0 ? 'completed' : 'failed';
+  return c.failed + c.nsfw + c.canceled + c.unknown + c.pending === 0 && fx.missingFiles === 0 && fx.uploadsPending === 0
+    ? 'completed'
+    : 'failed';
 }
 
 /**
