@@ -119,8 +119,9 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
     const fleetFlags = (): string[] => (redis ? ['--redis', redis.url, '--queue', queue] : []);
 
     /** Something done to the fleet while a command runs; resolves once it is done. */
-    const fleetEvent = async (event: FleetEvent): Promise<void> => {
+    const fleetEvent = async (label: string, event: FleetEvent): Promise<void> => {
       await sleep(event.afterMs);
+      notes.push(`${label}: ${event.type} at ${event.afterMs} ms`);
       if (event.type === 'kill-worker') {
         await stopWorker(worker);
         await ensureWorker();
@@ -141,7 +142,7 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
         env: op.crashAt ? { ...env, GENPIPE_CRASH_AT: op.crashAt } : env,
         boundMs,
         onSpawn: (kill) => {
-          if (op.during) during = fleetEvent(op.during);
+          if (op.during) during = fleetEvent(label, op.during);
           // A kill -9 at a random moment of the spending: counted from the command's first new request.
           if (op.killAfterMs !== undefined) {
             const afterMs = op.killAfterMs;
