@@ -37,7 +37,7 @@ describe('the random-history checker', () => {
     const rows = emu.requests.inspect({}) as { body_hash: string }[];
     expect(rows).toHaveLength(2);
     const hash = rows[0]?.body_hash as string;
-    const run: RunTotals = { runDir: '/tmp/r', total: total(0.03), settleCode: 0, budgets: [0.01], records: [intentFor(hash)] };
+    const run: RunTotals = { runDir: '/tmp/r', total: total(0.03), settleCode: 0, budgets: [{ usd: 0.01, spentBefore: 0 }], records: [intentFor(hash)] };
     const { violations, ledgerUsd } = checkInvariants({ emu, keyId: KEY_ID, runs: [run], commands: [ok], concurrency: 0 });
     expect(ledgerUsd).toBe(0.06);
     expect(violations).toEqual([

@@ -25,6 +25,8 @@ export interface CommandLog {
   timedOut: boolean;
   /** The history chose to kill it (a crash point or a kill -9 after a delay). */
   chosenKill: boolean;
+  /** The history sent it Ctrl-C (SIGINT): it must still end by itself, with a documented code. */
+  interrupted?: boolean;
   stderr: string;
 }
 
@@ -32,8 +34,11 @@ export interface RunTotals {
   runDir: string;
   total: { netUsd: number; unknownUsd: number; counts: Record<string, number> } | undefined;
   settleCode: number | null;
-  /** Every budget in force over the run's life (the manifest's, each --budget given). */
-  budgets: number[];
+  /**
+   * Every budget in force over the run's life (the manifest's, each --budget given), with what
+   * the history had spent when it was given: a budget under that stops the spending, no more.
+   */
+  budgets: { usd: number; spentBefore: number }[];
   records: JournalRecord[];
 }
 
@@ -57,7 +62,8 @@ export function checkInvariants(input: { emu: Emulator; keyId: string; runs: Run
     if (c.timedOut) violations.push(`${what} did not end within its bound (${c.ms} ms)`);
     else if (c.code === 70) violations.push(`${what} exited 70 (a bug): ${lastLine(c.stderr)}`);
     else if (c.code !== null && !DOCUMENTED_EXIT_CODES.has(c.code)) violations.push(`${what} exited ${c.code}, not a documented exit code`);
-    else if (c.code === null && !c.chosenKill) violations.push(`${what} ended by ${c.signal ?? 'nothing'} that the history did not send`);
+    // Ctrl-C: a process that dies of the signal itself is what a shell shows as 130 too.
+    else if (c.code === null && !c.chosenKill && !(c.interrupted && c.signal === 'SIGINT')) violations.push(`${what} ended by ${c.signal ?? 'nothing'} that the history did not send`);
     if (/\n\s+at .+:\d+:\d+\)?/.test(c.stderr)) violations.push(`${what} printed a stack trace: ${lastLine(c.stderr)}`);
   }
 
@@ -137,9 +143,10 @@ export function checkInvariants(input: { emu: Emulator; keyId: string; runs: Run
   }
 
   // The budget: over a history with one run, the ledger is that run's spend. It stays within the
-  // largest budget the run was given, plus what the attempts in flight when it stopped may cost.
+  // largest budget the run was given (or what was spent already when a smaller one was given),
+  // plus what the attempts in flight when it stopped may cost.
   if (runs.length === 1 && (runs[0]?.budgets.length ?? 0) > 0) {
-    const budget = Math.max(...(runs[0]?.budgets ?? []));
+    const budget = Math.max(...(runs[0]?.budgets ?? []).map((b) => Math.max(b.usd, b.spentBefore)));
     const allowance = input.concurrency * SHEET_PRICE;
     if (cents(ledgerUsd) > cents(budget + allowance)) violations.push(`spend US$${ledgerUsd.toFixed(2)} is over the budget US$${budget.toFixed(2)} plus ${input.concurrency} attempts in flight (US$${allowance.toFixed(2)})`);
   }

@@ -22,7 +22,11 @@ export function prng(seed: number): () => number {
   };
 }
 
-export type Kill = { type: 'none' } | { type: 'crash'; point: string; n: number } | { type: 'sigkill'; afterMs: number };
+/**
+ * How a command ends early: a crash point, a kill -9, or Ctrl-C (SIGINT; `twice`: a second one
+ * 150 ms later, during the cleanup), each counted from the command's first new request.
+ */
+export type Kill = { type: 'none' } | { type: 'crash'; point: string; n: number } | { type: 'sigkill'; afterMs: number } | { type: 'sigint'; afterMs: number; twice: boolean };
 
 /** Something done to the fleet while a command runs. */
 export type FleetEvent = { type: 'kill-worker'; afterMs: number } | { type: 'restart-redis'; afterMs: number; downMs: number };
@@ -68,8 +72,8 @@ const cents = (usd: number): number => Math.round(usd * 100) / 100;
 /** The history a seed draws. `breakLock`: allow the slow break-lock race (it waits out a heartbeat). */
 export function generateHistory(seed: number, executor: Executor, options: { breakLock?: boolean } = {}): History {
   const r = prng(seed * 7919 + (executor === 'fleet' ? 1 : 0));
-  const sheets = int(r, 3, 8);
-  const posters = r() < 0.5 ? int(r, 2, 4) : 0;
+  const sheets = int(r, 4, 16);
+  const posters = r() < 0.5 ? int(r, 2, 6) : 0;
   const estimate = sheets * SHEET_PRICE + posters * POSTER_PRICE;
   const faults =
     r() < 0.5
@@ -92,8 +96,9 @@ export function generateHistory(seed: number, executor: Executor, options: { bre
   const killOf = (): Kill => {
     const x = r();
     if (x < 0.45) return { type: 'none' };
-    if (x < 0.75) return { type: 'crash', point: pick(r, CRASH_POINTS), n: int(r, 1, Math.max(1, sheets)) };
-    return { type: 'sigkill', afterMs: int(r, 0, 800) };
+    if (x < 0.7) return { type: 'crash', point: pick(r, CRASH_POINTS), n: int(r, 1, Math.max(1, sheets)) };
+    if (x < 0.88) return { type: 'sigkill', afterMs: int(r, 0, 800) };
+    return { type: 'sigint', afterMs: int(r, 0, 800), twice: r() < 0.4 };
   };
   const duringOf = (): FleetEvent | undefined => {
     if (executor !== 'fleet' || r() < 0.6) return undefined;
@@ -102,11 +107,15 @@ export function generateHistory(seed: number, executor: Executor, options: { bre
   const budgetFlag = (): string[] => (r() < 0.3 ? ['--budget', cents(estimate * (0.3 + 1.2 * r())).toFixed(2)] : []);
   const ops: Op[] = [{ kind: 'run', flags: [...budgetFlag(), ...(r() < 0.15 ? ['--reuse'] : [])], kill: killOf(), during: duringOf() }];
   const count = int(r, 2, 6);
+  let reviewed = false;
   for (let i = 0; i < count; i++) {
     const x = r();
     if (x < 0.55) {
       const flags: string[] = [];
-      if (r() < 0.5) flags.push('--retry', pick(r, ['rejected', 'failed', 'unknown', 'canceled', 'failed,nsfw', 'unknown,failed']));
+      // After review decisions, usually what a reviewer does next: remake the rejected ones.
+      if (reviewed && r() < 0.6) flags.push('--retry', 'rejected');
+      else if (r() < 0.5) flags.push('--retry', pick(r, ['rejected', 'failed', 'unknown', 'canceled', 'failed,nsfw', 'unknown,failed']));
+      reviewed = false;
       flags.push(...budgetFlag());
       if (r() < 0.1) flags.push('--reuse');
       if (r() < 0.1) flags.push('--resubmit-unknown');
@@ -114,6 +123,7 @@ export function generateHistory(seed: number, executor: Executor, options: { bre
       ops.push({ kind: 'resume', flags, kill: killOf(), during: duringOf() });
     } else if (x < 0.85) {
       const n = int(r, 1, 3);
+      reviewed = true;
       ops.push({ kind: 'review', decisions: Array.from({ length: n }, () => ({ pick: int(r, 0, 99), decision: r() < 0.7 ? ('rejected' as const) : ('approved' as const) })) });
     } else if (x < 0.93 || !options.breakLock) {
       // Another run of the same pipeline, maybe reusing the earlier one's results.
@@ -125,7 +135,12 @@ export function generateHistory(seed: number, executor: Executor, options: { bre
   return { seed, executor, world, ops };
 }
 
-const killText = (k: Kill): string => (k.type === 'none' ? '' : k.type === 'crash' ? ` [GENPIPE_CRASH_AT=${k.point}:${k.n}]` : ` [kill -9 ${k.afterMs} ms after its first request]`);
+const killText = (k: Kill): string => {
+  if (k.type === 'none') return '';
+  if (k.type === 'crash') return ` [GENPIPE_CRASH_AT=${k.point}:${k.n}]`;
+  if (k.type === 'sigkill') return ` [kill -9 ${k.afterMs} ms after its first request]`;
+  return ` [Ctrl-C${k.twice ? ' twice' : ''} ${k.afterMs} ms after its first request]`;
+};
 const duringText = (d: FleetEvent | undefined): string => (d === undefined ? '' : d.type === 'kill-worker' ? ` [kill worker after ${d.afterMs} ms]` : ` [restart Redis after ${d.afterMs} ms, down ${d.downMs} ms]`);
 
 /** The history as lines a person can read and replay. */

@@ -102,7 +102,7 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
   });
   const commands: CommandLog[] = [];
   const notes: string[] = [];
-  const budgets = new Map<string, number[]>();
+  const budgets = new Map<string, { usd: number; spentBefore: number }[]>();
   let redis: RedisHandle | undefined;
   let worker: WorkerHandle | undefined;
   let workers = 0;
@@ -132,7 +132,7 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
       }
     };
 
-    const command = async (label: string, args: string[], op: { crashAt?: string; killAfterMs?: number; during?: FleetEvent | undefined }): Promise<CliResult> => {
+    const command = async (label: string, args: string[], op: { crashAt?: string; killAfterMs?: number; interruptAfterMs?: number; twice?: boolean; during?: FleetEvent | undefined }): Promise<CliResult> => {
       await ensureWorker();
       let during: Promise<void> | undefined;
       let ended = false;
@@ -141,30 +141,43 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
         bin: options.bin,
         env: op.crashAt ? { ...env, GENPIPE_CRASH_AT: op.crashAt } : env,
         boundMs,
-        onSpawn: (kill) => {
+        onSpawn: (send) => {
           if (op.during) during = fleetEvent(label, op.during);
-          // A kill -9 at a random moment of the spending: counted from the command's first new request.
-          if (op.killAfterMs !== undefined) {
-            const afterMs = op.killAfterMs;
+          // A kill -9 or a Ctrl-C at a random moment of the spending: counted from the command's first new request.
+          const afterMs = op.killAfterMs ?? op.interruptAfterMs;
+          if (afterMs !== undefined) {
             void (async () => {
               // Bounded: ends with the command.
               while (!ended && emu.requests.byId.size === sentBefore) await sleep(5);
-              if (!ended) setTimeout(kill, afterMs);
+              if (ended) return;
+              await sleep(afterMs);
+              if (op.killAfterMs !== undefined) return send('SIGKILL');
+              send('SIGINT');
+              if (op.twice) {
+                await sleep(150);
+                if (!ended) send('SIGINT');
+              }
             })();
           }
         },
       });
       ended = true;
       if (during) await during;
-      commands.push({ label, args, code: result.code, signal: result.signal, ms: result.ms, timedOut: result.timedOut, chosenKill: op.crashAt !== undefined || op.killAfterMs !== undefined, stderr: result.stderr });
+      commands.push({ label, args, code: result.code, signal: result.signal, ms: result.ms, timedOut: result.timedOut, chosenKill: op.crashAt !== undefined || op.killAfterMs !== undefined,
+        interrupted: op.interruptAfterMs !== undefined, stderr: result.stderr });
       return result;
     };
 
-    const addBudget = (runDir: string, flags: readonly string[]): void => {
-      const list = budgets.get(runDir) ?? (w.manifestBudget === null ? [] : [w.manifestBudget]);
+    /** The budgets a run was given, each with what had been spent when it was given (before the command ran). */
+    const addBudget = (runDir: string, flags: readonly string[], spentBefore: number): void => {
+      const list = budgets.get(runDir) ?? (w.manifestBudget === null ? [] : [{ usd: w.manifestBudget, spentBefore: 0 }]);
       const i = flags.indexOf('--budget');
-      if (i >= 0) list.push(Number(flags[i + 1]));
+      if (i >= 0) list.push({ usd: Number(flags[i + 1]), spentBefore });
       budgets.set(runDir, list);
+    };
+    const spentNow = (): number => {
+      emu.requests.inspect({}); // settles the requests that ended (refunds are lazy)
+      return emu.ledger.netMicros() / 1e6;
     };
 
     const latest = (): string | undefined => runDirsOf(out).at(-1);
@@ -172,12 +185,13 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
     for (const [index, op] of h.ops.entries()) {
       const label = `${index + 1}. ${op.kind}`;
       if (op.kind === 'run' || op.kind === 'resume') {
-        const kill = op.kill.type === 'crash' ? { crashAt: `${op.kill.point}:${op.kill.n}` } : op.kill.type === 'sigkill' ? { killAfterMs: op.kill.afterMs } : {};
+        const kill = op.kill.type === 'crash' ? { crashAt: `${op.kill.point}:${op.kill.n}` } : op.kill.type === 'sigkill' ? { killAfterMs: op.kill.afterMs } : op.kill.type === 'sigint' ? { interruptAfterMs: op.kill.afterMs, twice: op.kill.twice } : {};
         if (op.kind === 'run') {
           const before = new Set(runDirsOf(out));
+          const spent = spentNow();
           await command(label, ['run', manifest, '--out', out, '--yes', '--quiet', '--rate', '1000', ...op.flags, ...fleetFlags()], { ...kill, during: op.during });
           const created = runDirsOf(out).filter((d) => !before.has(d));
-          for (const d of created) addBudget(d, op.flags);
+          for (const d of created) addBudget(d, op.flags, spent);
         } else {
           const runDir = latest();
           if (runDir === undefined) {
@@ -185,11 +199,12 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
             const budget = op.flags.indexOf('--budget');
             const flags = budget >= 0 ? op.flags.slice(budget, budget + 2) : [];
             notes.push(`${label}: no run directory yet, ran it afresh`);
+            const spent = spentNow();
             await command(`${label} (as a run)`, ['run', manifest, '--out', out, '--yes', '--quiet', '--rate', '1000', ...flags, ...fleetFlags()], { ...kill, during: op.during });
-            for (const d of runDirsOf(out)) addBudget(d, flags);
+            for (const d of runDirsOf(out)) addBudget(d, flags, spent);
             continue;
           }
-          addBudget(runDir, op.flags);
+          addBudget(runDir, op.flags, spentNow());
           await command(label, ['resume', runDir, '--quiet', '--rate', '1000', ...op.flags, ...fleetFlags()], { ...kill, during: op.during });
         }
       } else if (op.kind === 'review') {
@@ -232,7 +247,7 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
       } catch {
         total = undefined;
       }
-      totals.push({ runDir, total, settleCode: settled.code, budgets: budgets.get(runDir) ?? (w.manifestBudget === null ? [] : [w.manifestBudget]), records: journalRecords(runDir) });
+      totals.push({ runDir, total, settleCode: settled.code, budgets: budgets.get(runDir) ?? (w.manifestBudget === null ? [] : [{ usd: w.manifestBudget, spentBefore: 0 }]), records: journalRecords(runDir) });
     }
     const checked = checkInvariants({ emu, keyId: '00000000-0000-4000-8000-000000000000', runs: totals, commands, concurrency: w.concurrency });
     return { history: h, violations: checked.violations, notes, commands, ledgerUsd: checked.ledgerUsd, netUsd: checked.netUsd, unknownUsd: checked.unknownUsd, requests: emu.requests.byId.size, ms: Date.now() - started };

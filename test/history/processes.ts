@@ -39,8 +39,8 @@ export interface SpawnOptions {
   killAfterMs?: number | undefined;
   /** Hard bound on the command; past it the child is SIGKILLed and timedOut is set. */
   boundMs: number;
-  /** Called once the child runs, with a function that SIGKILLs it (a chosen kill). */
-  onSpawn?: (kill: () => void) => void;
+  /** Called once the child runs, with a function that signals it (a chosen kill -9 or Ctrl-C). */
+  onSpawn?: (send: (signal: NodeJS.Signals) => void) => void;
 }
 
 export function runCli(args: readonly string[], options: SpawnOptions): Promise<CliResult> {
@@ -53,9 +53,10 @@ export function runCli(args: readonly string[], options: SpawnOptions): Promise<
     let stdout = '';
     let stderr = '';
     let timedOut = false;
-    const kill = (): void => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    const send = (signal: NodeJS.Signals): void => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     };
+    const kill = (): void => send('SIGKILL');
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     const timers: NodeJS.Timeout[] = [];
@@ -66,7 +67,7 @@ export function runCli(args: readonly string[], options: SpawnOptions): Promise<
         kill();
       }, options.boundMs),
     );
-    options.onSpawn?.(kill);
+    options.onSpawn?.(send);
     child.on('error', reject);
     child.on('close', (code, signal) => {
       for (const t of timers) clearTimeout(t);
