@@ -254,8 +254,12 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
   } finally {
     await stopWorker(worker);
     await redis?.dispose();
+    // GENPIPE_HISTORY_KEEP=1: the run directories and the emulator's requests and ledger stay, to read a failure.
+    if (process.env.GENPIPE_HISTORY_KEEP === '1') {
+      writeFileSync(join(dir, 'emulator.json'), JSON.stringify({ requests: emu.requests.inspect({}), ledger: emu.ledger.entries }, null, 1));
+      process.stderr.write(`history ${h.seed} (${h.executor}) kept in ${dir}\n`);
+    } else rmSync(dir, { recursive: true, force: true });
     await emu.close();
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 
