@@ -58,6 +58,8 @@ export interface World {
 export interface History {
   seed: number;
   executor: Executor;
+  /** Drawn with the break-lock race allowed (the soak's --break-lock): part of what the seed draws. */
+  breakLock: boolean;
   world: World;
   ops: Op[];
 }
@@ -132,7 +134,7 @@ export function generateHistory(seed: number, executor: Executor, options: { bre
       ops.push({ kind: 'break-lock-race', afterMs: int(r, 200, 900), force: r() < 0.5 });
     }
   }
-  return { seed, executor, world, ops };
+  return { seed, executor, breakLock: options.breakLock === true, world, ops };
 }
 
 const killText = (k: Kill): string => {
@@ -147,7 +149,7 @@ const duringText = (d: FleetEvent | undefined): string => (d === undefined ? '' 
 export function describeHistory(h: History): string {
   const w = h.world;
   const lines = [
-    `seed ${h.seed} on the ${h.executor} executor (replay: GENPIPE_HISTORY_SEED=${h.seed})`,
+    `seed ${h.seed} on the ${h.executor} executor (replay: ${h.breakLock ? '' : `GENPIPE_HISTORY_SEED=${h.seed} in CI, or `}npm run soak -- --histories 1 --executor ${h.executor} --seed ${h.seed}${h.breakLock ? ' --break-lock' : ''})`,
     `world: ${w.sheets} sheets${w.posters ? ` + ${w.posters} keyless posters` : ''}, concurrency ${w.concurrency}, on_nsfw ${w.onNsfw}, manifest budget ${w.manifestBudget ?? 'none'}, failure ${w.failureRate}, nsfw ${w.nsfwRate}, time scale ${w.timeScale}, faults ${w.faults ? JSON.stringify(w.faults) : 'none'}`,
   ];
   h.ops.forEach((op, i) => {
