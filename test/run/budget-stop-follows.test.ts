@@ -33,7 +33,7 @@ const ledgerUsd = (): number => {
   return emu.ledger.netMicros((e) => e.key_id === DEFAULT_KEY_ID) / 1e6;
 };
 
-it('a resume stopped by the budget at once still follows the attempt in flight to its end, and the report is the ledger', async () => {
+it('a resume stopped by the budget at once still follows the attempt in flight to its end, and the report is the ledger', { timeout: 60_000 }, async () => {
   const manifest = join(dir, 'follow.yaml');
   // Three sheets the service fails (the marker), a budget for one at a time, one at a time.
   writeFileSync(manifest, 'version: 1\nname: follow\ndefaults: { concurrency: 1, budget_usd: 0.05, polling: { initial_ms: 100, min_ms: 20, max_ms: 200 } }\nsteps:\n  s:\n    model: character-sheet\n    matrix: { n: [1, 2, 3] }\n    input: { tier: cats, brief: "[emulator:fail] sheet {{ n }}" }\n');
