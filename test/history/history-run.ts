@@ -107,7 +107,8 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
   let worker: WorkerHandle | undefined;
   let workers = 0;
   const queue = `history-${h.seed}`;
-  const env = { GENPIPE_BASE_URL: emu.url };
+  // GENPIPE_DEBUG passes through: a failing history's internal errors then carry their stacks.
+  const env: Record<string, string> = { GENPIPE_BASE_URL: emu.url, ...(process.env.GENPIPE_DEBUG ? { GENPIPE_DEBUG: process.env.GENPIPE_DEBUG } : {}) };
   try {
     if (h.executor === 'fleet') redis = await startRedis();
     const ensureWorker = async (): Promise<void> => {

@@ -13,6 +13,9 @@
 // - 10001, fleet: the ledger US$0.05 over net + unknown after kill -9 of the coordinator, a
 //   --resubmit-unknown resume killed, a --retry rejected resume stopped by a double Ctrl-C and a
 //   budget-stopped --retry unknown,failed (invariant B). Not reproduced in replays: open.
+// - 20027, fleet (soak with --break-lock): Redis killed while a coordinator starts, after its run
+//   directory is made and before its journal: "internal error: Connection is closed." and the
+//   process never exits (the bound kills it); resumes of the journal-less directory exit 2. Open.
 import { describe, expect, it } from 'vitest';
 import { describeHistory, generateHistory, type Executor } from './history-model.js';
 import { runHistory } from './history-run.js';
