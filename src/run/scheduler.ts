@@ -3,7 +3,8 @@
  * `needs` is done, and a `for_each` step makes its instances as each upstream instance completes,
  * with no barrier between steps. Each instance holds its step's, its model's and the run's
  * concurrency slots while the instance driver runs it. Stop policies end the feeding: once the run
- * stops, the rest of a step is counted, not rendered.
+ * stops, the rest of a step is counted, not rendered, except the attempts an earlier process sent
+ * and never saw end, which are still followed (unless the run was interrupted).
  */
 import { GenpipeError } from '../api/errors.js';
 import { InstanceError, type PlannedInstance, type StepPlan } from '../plan/plan.js';
