@@ -3,7 +3,8 @@
  * `needs` is done, and a `for_each` step makes its instances as each upstream instance completes,
  * with no barrier between steps. Each instance holds its step's, its model's and the run's
  * concurrency slots while the instance driver runs it. Stop policies end the feeding: once the run
- * stops, the rest of a step is counted, not rendered.
+ * stops, the rest of a step is counted, not rendered, except the attempts an earlier process sent
+ * and never saw end, which are still followed (unless the run was interrupted).
  */
 import { GenpipeError } from '../api/errors.js';
 import { InstanceError, type PlannedInstance, type StepPlan } from '../plan/plan.js';
@@ -24,6 +25,21 @@ export class Scheduler {
     this.#global = new Slots(fx.options.concurrency ?? fx.plan.loaded.manifest.defaults?.concurrency ?? 8);
   }
 
+  /** The step's instances whose current attempt was sent by an earlier process and has not ended. */
+  #inFlight(stepId: string): Set<string> {
+    const ids = new Set<string>();
+    for (const [id, entry] of this.#fx.state.instances) {
+      if (
+        (id === stepId || id.startsWith(`${stepId}[`)) &&
+        entry.submission !== undefined &&
+        entry.final === undefined &&
+        entry.failed === undefined
+      )
+        ids.add(id);
+    }
+    return ids;
+  }
+
   async walk(): Promise<void> {
     const done = new Map<string, Promise<void>>();
     const completions = new Map<string, AsyncQueue<Upstream>>();
@@ -40,8 +56,13 @@ export class Scheduler {
           // is let go at once, so memory stays flat however many instances a step has.
           const running = new Set<Promise<void>>();
           let firstError: { error: unknown } | undefined;
+          // Attempts an earlier process sent and never saw end: a stop (the budget, a failure
+          // policy) ends the sending, never the following of these, which are paid for already and
+          // may yet be refunded. Only an interruption (Ctrl-C) leaves them to the next resume.
+          const inFlight = this.#inFlight(step.id);
+          const stillFollowed = (id: string): boolean => !this.#fx.signal.aborted && inFlight.has(id);
           const launch = async (instance: PlannedInstance): Promise<void> => {
-            if (this.#fx.stopping) {
+            if (this.#fx.stopping && !stillFollowed(instance.id)) {
               this.#fx.tally('pending');
               return;
             }
@@ -57,6 +78,7 @@ export class Scheduler {
               this.#fx.tally('pending');
               return;
             }
+            inFlight.delete(instance.id);
             const processed = this.#driver.process(step, instance, completions.get(step.id)).finally(() => {
               for (const slots of held) slots.release();
             });
@@ -75,8 +97,18 @@ export class Scheduler {
                 // Once the run stops, the rest of the step is not even rendered: Ctrl-C on a plan of
                 // millions ends in moments, and what never started is counted, not walked.
                 if (this.#fx.stopping) {
-                  this.#fx.tally('pending', Math.max(0, step.count - seen));
-                  break;
+                  // Walked on only as far as the last attempt in flight to follow.
+                  if (this.#fx.signal.aborted || inFlight.size === 0) {
+                    this.#fx.tally('pending', Math.max(0, step.count - seen));
+                    break;
+                  }
+                  seen++;
+                  if (entry instanceof InstanceError || !inFlight.has(entry.id)) {
+                    this.#fx.tally('pending');
+                    continue;
+                  }
+                  await launch(entry);
+                  continue;
                 }
                 seen++;
                 if (entry instanceof InstanceError)
