@@ -9,6 +9,7 @@
  * Expected failures are thrown as GenpipeError (the CLI maps their codes to exit codes); a run that
  * ends resolves with its exit code (cli/exit-codes.ts), its summary and its report.
  */
+import { rm, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { GenerationClient } from '../api/client.js';
 import { resolveConfig, type ClientConfig, type ConfigFlags } from '../api/config.js';
@@ -20,7 +21,7 @@ import { planSources } from '../cli/plan-sources.js';
 import { confirmSpend } from '../cli/confirm-spend.js';
 import type { QueueExecutor, QueueExecutorOptions } from '../fleet/queue-executor.js';
 import type { RunSinks } from '../sink/run-sinks.js';
-import { checkRedis, DEFAULT_QUEUE, type RedisTarget } from '../fleet/redis.js';
+import { checkRedis, DEFAULT_QUEUE, redisCommands, type RedisTarget } from '../fleet/redis.js';
 import type { FleetWorker } from '../fleet/worker.js';
 import { loadManifestFile } from '../manifest/load.js';
 import type { RunEnd } from '../notify/notify-message.js';
@@ -420,10 +421,14 @@ async function execute(x: Execution): Promise<RunResult> {
     if (o.fleet) {
       const polling = plan.loaded.manifest.defaults?.polling;
       const poll = polling ? { baseMs: polling.initial_ms, capMs: polling.max_ms, floorMs: polling.min_ms } : undefined;
-      fleet = await openFleet(
-        { redis: o.fleet.redis, queue: o.fleet.queue ?? DEFAULT_QUEUE, runId, say: err, poll },
-        o.fleet.localWorker === false ? undefined : { client, concurrency: concurrency ?? 8, webhook },
-        o.env ?? process.env,
+      const target = o.fleet.redis;
+      // Redis lost while the fleet's connections open (a restart, a kill) is exit 5 and one sentence, not an internal error.
+      fleet = await redisCommands(target, () =>
+        openFleet(
+          { redis: target, queue: o.fleet?.queue ?? DEFAULT_QUEUE, runId, say: err, poll },
+          o.fleet?.localWorker === false ? undefined : { client, concurrency: concurrency ?? 8, webhook },
+          o.env ?? process.env,
+        ),
       );
       // A Redis that stops answering mid-run stops the run (exit 5, resumable) instead of a silent hang.
       void fleet.stalled.then((error) => stall.abort(error));
@@ -473,6 +478,9 @@ async function execute(x: Execution): Promise<RunResult> {
     await fleet?.close(stall.signal.aborted);
     await webhook?.close();
     sinks?.close();
+    // A new run stopped before its journal existed (its sinks or its fleet could not start) sent
+    // nothing: its directory goes, so no run is left that cannot be resumed.
+    if (x.previous === undefined && !(await exists(join(runDir, 'journal.jsonl')))) await rm(runDir, { recursive: true, force: true });
     await lock.release();
     // The run stopped on an error after its directory existed: the team hears of it too.
     const code = error instanceof GenpipeError ? exitCodeFor(error.code) : EXIT.internal;
@@ -565,6 +573,12 @@ async function openSinks(plan: Plan, run: { id: string; startedAt: Date }, env: 
   }
   return sinks;
 }
+
+const exists = (path: string): Promise<boolean> =>
+  stat(path).then(
+    () => true,
+    () => false,
+  );
 
 interface Fleet {
   executor: QueueExecutor;
