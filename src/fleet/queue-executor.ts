@@ -25,7 +25,7 @@ import {
   type InstanceJobResult,
   type SubmittedProgress,
 } from './instance-job.js';
-import { commandOptions, reportConnection, type RedisTarget } from './redis.js';
+import { commandOptions, redisCommands, reportConnection, type RedisTarget } from './redis.js';
 
 /** How often jobs still awaited are looked at in Redis, besides the queue's events (a missed event, a Redis restart). */
 const SWEEP_MS = 2_000;
@@ -160,11 +160,15 @@ export class QueueExecutor implements Executor {
     // Bounded: each round is a job Redis lost, and a keyless one ends the loop at once.
     for (let round = 0; ; round++) {
       const waiter = this.#waiter(jobId, model);
-      if (round === 0) await this.#dropStaleUnknown(jobId);
+      // A Redis command that fails (its deadline, a lost connection) is a network error the run
+      // knows how to treat (retried with the key, or left for a resume), never an internal one.
+      if (round === 0) await redisCommands(this.#o.redis, () => this.#dropStaleUnknown(jobId));
       // An existing job of the same attempt (a resumed coordinator) is kept as it is: no second job.
-      await this.#queue.add(INSTANCE_JOB, data, { jobId, attempts: 1, removeOnComplete: false, removeOnFail: false });
+      await redisCommands(this.#o.redis, () =>
+        this.#queue.add(INSTANCE_JOB, data, { jobId, attempts: 1, removeOnComplete: false, removeOnFail: false }),
+      );
       waiter.enqueued = true;
-      await this.#look(jobId, waiter);
+      await redisCommands(this.#o.redis, () => this.#look(jobId, waiter));
       const first = await unlessAborted(
         Promise.race([
           waiter.submitted.promise.then((submission) => ({ submission })),
@@ -213,8 +217,9 @@ export class QueueExecutor implements Executor {
     let waiter = this.#waiters.get(jobId);
     if (!waiter) {
       // A resumed coordinator: the job may be in the queue, or already read and removed.
-      waiter = this.#waiter(jobId, attempt.model);
-      if (await this.#look(jobId, waiter)) waiter.enqueued = true;
+      const fresh = this.#waiter(jobId, attempt.model);
+      waiter = fresh;
+      if (await redisCommands(this.#o.redis, () => this.#look(jobId, fresh))) waiter.enqueued = true;
       else {
         // Gone: the submission is journaled, so it is followed here, as a worker would.
         this.#waiters.delete(jobId);

@@ -769,7 +769,7 @@ export class InstanceDriver {
     const message = 'canceled by genpipe on abort (--cancel-on-abort)';
     await this.#fx.log({ type: 'status', instance: instance.id, status: 'canceled', outputs: [], error: message }, true);
     reservation.release();
-    this.#fx.tally('canceled');
+    // Counted once, by process(): an instance interrupted after its final status counts as that status.
     this.#fx.emit({
       type: 'instance_finished',
       step: step.id,
