@@ -290,7 +290,9 @@ describe('a run whose service points one output at a CDN name that resolves to a
       // Both completed at the service (and are counted so, as the report counts them); one lacks its file, said apart.
       expect(summary.counts).toMatchObject({ completed: 2, failed: 0 });
       expect(summary.outcome).toBe('failed');
-      expect(summary.message).toMatch(/^1 completed instance is missing files that could not be fetched \(Refusing to download https:\/\/cdn\.example\.test/);
+      expect(summary.message).toMatch(
+        /^1 completed instance is missing files that could not be fetched \(Refusing to download https:\/\/cdn\.example\.test/,
+      );
       const failures = events.filter((e): e is Extract<RunEvent, { type: 'instance_failed' }> => e.type === 'instance_failed');
       expect(failures.map((f) => f.message)).toEqual([
         "Refusing to download https://cdn.example.test/render/out.png: cdn.example.test resolves to 10.0.0.7, a local or private address that is not the service's (base_url, platform_url or cdn_url); nothing was requested there.",
