@@ -15,7 +15,8 @@
 //   budget-stopped --retry unknown,failed (invariant B). Not reproduced in replays: open.
 // - 20027, fleet (soak with --break-lock): Redis killed while a coordinator starts, after its run
 //   directory is made and before its journal: "internal error: Connection is closed." and the
-//   process never exits (the bound kills it); resumes of the journal-less directory exit 2. Open.
+//   process never exits (the bound kills it); resumes of the journal-less directory exit 2. Fixed:
+//   exit 5 and one sentence (session/run-session.ts), no directory left without a journal.
 import { describe, expect, it } from 'vitest';
 import { describeHistory, generateHistory, type Executor } from './history-model.js';
 import { runHistory } from './history-run.js';
