@@ -680,21 +680,25 @@ export class InstanceDriver {
     let current = first;
     let followed: Followed;
     try {
-      followed = await this.#executor.follow(attempt, first, ctx, {
-        signal: this.#fx.signal,
-        timer: this.#polls.start(step.model, submittedAt),
-        webhook: this.#o.webhook,
-        turnPoll: this.#o.agentPoll,
-        random: this.#random,
-        // A look that may pass is retried while the run's retry budget lasts.
-        mayRetry: (failures) => failures < 20 && this.#fx.consumeRetry(),
-        answered: () => this.#fx.creditRetry(),
-        moved: async (next) => {
-          current = next;
-          await this.#fx.log({ type: 'submitted', instance: instance.id, handle: next }, true);
-        },
-        op: (work) => this.#fx.op(work),
-      });
+      // The whole follow is an operation that settles by itself for the watchdog: a fleet's executor
+      // waits on a worker's answer, with nothing of this process busy meanwhile.
+      followed = await this.#fx.op(() =>
+        this.#executor.follow(attempt, first, ctx, {
+          signal: this.#fx.signal,
+          timer: this.#polls.start(step.model, submittedAt),
+          webhook: this.#o.webhook,
+          turnPoll: this.#o.agentPoll,
+          random: this.#random,
+          // A look that may pass is retried while the run's retry budget lasts.
+          mayRetry: (failures) => failures < 20 && this.#fx.consumeRetry(),
+          answered: () => this.#fx.creditRetry(),
+          moved: async (next) => {
+            current = next;
+            await this.#fx.log({ type: 'submitted', instance: instance.id, handle: next }, true);
+          },
+          op: (work) => this.#fx.op(work),
+        }),
+      );
     } catch (error) {
       if (!(error instanceof GenpipeError)) throw error;
       if (error.code === 'aborted') {

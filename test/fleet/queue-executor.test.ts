@@ -11,6 +11,9 @@ import type { AdapterContext, ModelAdapter } from '../../src/models/adapter.js';
 import { adapterFor } from '../../src/models/registry.js';
 import type { Attempt } from '../../src/run/executor.js';
 import { PollScheduler } from '../../src/run/poll-schedule.js';
+import { runPlan } from '../../src/run/runner.js';
+import { closeRun, prepareRun, runOf } from '../run/pin-helpers.js';
+import { sheetsManifest, tempDir } from '../run/runner-helpers.js';
 import { useInProcessFleet } from './fleet-helpers.js';
 
 const fleet = useInProcessFleet();
@@ -106,4 +109,38 @@ describe("the fleet coordinator's executor", () => {
       { worker: false },
     );
   });
+
+  it(
+    'a run waiting on its workers is not taken for stuck: the watchdog sees the follow under way (soak seeds 30008, 30009)',
+    { timeout: 30_000 },
+    async () => {
+      const name = `dispatch-${++runs}`;
+      // Workers look only after a second, so the coordinator waits with nothing of its own busy; the
+      // watchdog looks every 100 ms (two looks without progress would end the run with exit 70).
+      const executor = await QueueExecutor.open({
+        redis: fleet.target,
+        queue: name,
+        runId: 'watched',
+        say: () => {},
+        poll: { baseMs: 1_000, floorMs: 1_000 },
+      });
+      const worker = await startFleetWorker({
+        redis: fleet.target,
+        queue: name,
+        client: fleet.client,
+        concurrency: 4,
+        name: `w-${name}`,
+        say: () => {},
+      });
+      const run = await prepareRun(fleet.emu, sheetsManifest(tempDir(), 3, { name: 'watched' }));
+      try {
+        const summary = await runPlan({ ...runOf(run), signal: new AbortController().signal, executor, watchdogMs: 100 });
+        expect(summary.counts.completed).toBe(3);
+      } finally {
+        await closeRun(run);
+        await worker.close(0);
+        await executor.close();
+      }
+    },
+  );
 });
