@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort } from '../run/runner-helpers.js';
+import { freePort } from '../free-port.js';
 
 export interface TestRedis {
   port: number;

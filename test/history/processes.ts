@@ -5,22 +5,10 @@
  * soak script (bench/soak.mjs) bundles this with esbuild and runs it outside vitest.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Redis } from 'ioredis';
+import { startTestRedis, type TestRedis } from '../fleet/redis-server.js';
 
 export const KEY_ID = '00000000-0000-4000-8000-000000000000';
 export const HF_KEY = `${KEY_ID}:emulator-secret`;
-
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 export interface CliResult {
   code: number | null;
@@ -114,73 +102,7 @@ export async function stopWorker(worker: WorkerHandle | undefined): Promise<void
   await worker.exited;
 }
 
-export interface RedisHandle {
-  url: string;
-  /** kill -9 */
-  stop(): Promise<void>;
-  start(): Promise<void>;
-  dispose(): Promise<void>;
-}
+export type RedisHandle = TestRedis;
 
-export async function startRedis(): Promise<RedisHandle> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'genpipe-history-redis-'));
-  let child: ChildProcess | undefined;
-  const start = async (): Promise<void> => {
-    const args = [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--dir',
-      dir,
-      '--save',
-      '',
-      '--appendonly',
-      'yes',
-      '--appendfsync',
-      'always',
-      '--protected-mode',
-      'yes',
-    ];
-    const proc = spawn('redis-server', args, { stdio: 'ignore' });
-    child = proc;
-    const failed = new Promise<never>((_, reject) =>
-      proc.once('error', (e) => reject(new Error(`redis-server could not be started (${e.message}); install Debian's redis-server.`))),
-    );
-    const deadline = Date.now() + 10_000;
-    // Bounded by the deadline.
-    for (;;) {
-      const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-      probe.on('error', () => {});
-      try {
-        await Promise.race([probe.connect().then(() => probe.ping()), failed]);
-        return;
-      } catch (error) {
-        if (Date.now() > deadline || proc.exitCode !== null)
-          throw new Error(`redis-server on port ${port} did not come up: ${(error as Error).message}`, { cause: error });
-        await new Promise((r) => setTimeout(r, 50));
-      } finally {
-        probe.disconnect();
-      }
-    }
-  };
-  const stop = async (): Promise<void> => {
-    const proc = child;
-    child = undefined;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-    proc.kill('SIGKILL');
-    await exited;
-  };
-  await start();
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    stop,
-    start,
-    dispose: async () => {
-      await stop();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
+/** A redis-server of the history's own, with its AOF synced on every write, so a restart keeps the queue (stop: kill -9). */
+export const startRedis = (): Promise<RedisHandle> => startTestRedis({ appendonly: true });

@@ -1,7 +1,6 @@
 // Helpers for the runner acceptance tests: a real emulator on 127.0.0.1, the built CLI as a child
 // process (bin/genpipe.js -> dist/, built by `npm test`), and checks of a run directory against the
 // journal, outputs.csv and the emulator's own records.
-import { createServer } from 'node:net';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -310,10 +309,4 @@ export async function withEmulator(options: Parameters<typeof startEmulator>[0],
 }
 
 /** A loopback port free a moment ago: for a server to listen on, or, with nothing listening, for a refused connection. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+export { freePort } from '../free-port.js';
