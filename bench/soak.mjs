@@ -5,8 +5,11 @@
 // (test/history/*.ts) is bundled with esbuild for this run; the CLI under test is the built one
 // (bin/genpipe.js -> dist/: run `npm run build` first).
 //
-//   npm run soak -- --histories 500 [--executor local|fleet|both] [--seed S] [--minutes M] [--break-lock]
+//   npm run soak -- --histories 500 [--executor local|fleet|both] [--seed S] [--minutes M] [--parallel P] [--break-lock]
 //
+// --parallel runs P histories of each executor at once (default 1): a history spends most of its time
+// waiting (crash points, lock deadlines, follow intervals), each has its own emulator, redis-server and
+// worker, and its seed alone decides its operations, so the seeds run are the same in any order.
 // --minutes stops each executor after M minutes even if fewer histories ran. Prints the figures and
 // writes them to bench/results/soak-<date>.json; every failing history is printed with its seed and
 // operations (replay one in CI with GENPIPE_HISTORY_SEED=n).
@@ -23,6 +26,7 @@ const { values } = parseArgs({
     executor: { type: 'string', default: 'both' },
     seed: { type: 'string', default: '1000' },
     minutes: { type: 'string' },
+    parallel: { type: 'string', default: '1' },
     'break-lock': { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
   },
@@ -30,8 +34,14 @@ const { values } = parseArgs({
 const histories = Number(values.histories);
 const firstSeed = Number(values.seed);
 const minutes = values.minutes === undefined ? Infinity : Number(values.minutes);
-if (!(histories > 0) || !Number.isInteger(firstSeed) || !(minutes > 0)) {
-  console.error('genpipe soak: --histories N (N > 0), --seed S (an integer) and --minutes M (M > 0) are numbers.');
+const parallel = Number(values.parallel);
+if (
+  !(histories > 0) ||
+  !Number.isInteger(firstSeed) ||
+  !(minutes > 0) ||
+  !(Number.isInteger(parallel) && parallel >= 1 && parallel <= 16)
+) {
+  console.error('genpipe soak: --histories N (N > 0), --seed S (an integer), --minutes M (M > 0) and --parallel P (1 to 16) are numbers.');
   process.exit(2);
 }
 const executors = values.executor === 'both' ? ['local', 'fleet'] : [values.executor];
@@ -78,8 +88,11 @@ async function soak(executor) {
   };
   const end = Date.now() + minutes * 60_000;
   const started = Date.now();
-  for (let i = 0; i < histories && Date.now() < end; i++) {
-    const seed = firstSeed + i;
+  let next = 0;
+  const lane = async () => {
+    for (let i = next++; i < histories && Date.now() < end; i = next++) await one(firstSeed + i);
+  };
+  const one = async (seed) => {
     const history = generateHistory(seed, executor, { breakLock: values['break-lock'] });
     let outcome;
     try {
@@ -118,14 +131,15 @@ async function soak(executor) {
         `\n[${executor}] seed ${seed}: ${outcome.violations.length} violation(s)\n  ${outcome.violations.join('\n  ')}\n${describeHistory(history)}\n`,
       );
     } else process.stdout.write(`[${executor}] seed ${seed} ok (${outcome.commands.length} commands, ${outcome.requests} requests)\n`);
-  }
+  };
+  await Promise.all(Array.from({ length: parallel }, () => lane()));
   figures.ms = Date.now() - started;
   return figures;
 }
 
 const results = await Promise.all(executors.map((e) => soak(e)));
 rmSync(scratch, { recursive: true, force: true });
-const summary = { date: new Date().toISOString(), firstSeed, perExecutor: results };
+const summary = { date: new Date().toISOString(), firstSeed, parallel, perExecutor: results };
 console.log('\nsoak figures:');
 for (const f of results) {
   console.log(
