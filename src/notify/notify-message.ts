@@ -12,7 +12,8 @@
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { CostReport } from '../report/cost-report.js';
+import type { CostSummary } from '../report/cost-report.js';
+import { formatBytes } from '../util/format-bytes.js';
 import type { RunCounts, RunOutcome } from '../run/events.js';
 import type { NotifyEvent, NotifyFormat } from './notify-targets.js';
 import { formatSpend } from '../util/format-usd.js';
@@ -63,11 +64,28 @@ export interface NotifySummary {
   gallery: string;
   /** file:// URL of the run's report.md, on `host`. */
   report: string;
+  /**
+   * The run's storage sinks (issue 29), when a step has one: the files uploaded and still pending,
+   * and where they are: `s3://` URIs, and the public URL of each prefix that has one (a link that
+   * opens on any machine, unlike `gallery`).
+   */
+  sink?: {
+    uploaded_files: number;
+    uploaded_bytes: number;
+    pending_files: number;
+    pending_bytes: number;
+    locations: { uri: string; public_url?: string }[];
+  };
 }
 
-export function notifySummary(end: RunEnd, report: Pick<CostReport, 'total'> | undefined, host: string = hostname()): NotifySummary {
+export function notifySummary(
+  end: RunEnd,
+  report: Pick<CostSummary, 'total' | 'sink'> | undefined,
+  host: string = hostname(),
+): NotifySummary {
   const total = report?.total;
   const runDir = resolve(end.runDir);
+  const sink = report?.sink;
   return {
     event: eventOf(end.outcome),
     pipeline: end.pipeline,
@@ -88,7 +106,29 @@ export function notifySummary(end: RunEnd, report: Pick<CostReport, 'total'> | u
     host,
     gallery: pathToFileURL(`${runDir}/gallery.html`).href,
     report: pathToFileURL(`${runDir}/report.md`).href,
+    ...(sink
+      ? {
+          sink: {
+            uploaded_files: sink.uploadedFiles,
+            uploaded_bytes: sink.uploadedBytes,
+            pending_files: sink.pendingFiles,
+            pending_bytes: sink.pendingBytes,
+            locations: sink.locations.map((l) => (l.public_url === undefined ? { uri: l.uri } : { uri: l.uri, public_url: l.public_url })),
+          },
+        }
+      : {}),
   };
+}
+
+/** "Outputs: 40 files (12.3 MB) in s3://b/p, public at https://cdn/p; 2 uploads pending." */
+function sinkLine(sink: NonNullable<NotifySummary['sink']>): string {
+  const where = sink.locations.map((l) => (l.public_url === undefined ? l.uri : `${l.uri}, public at ${l.public_url}`)).join('; ');
+  const n = (k: number): string => `${k.toLocaleString('en-US')} file${k === 1 ? '' : 's'}`;
+  const pending =
+    sink.pending_files === 0
+      ? ''
+      : `; ${n(sink.pending_files)} (${formatBytes(sink.pending_bytes)}) pending upload (genpipe resume uploads them)`;
+  return `Outputs: ${n(sink.uploaded_files)} (${formatBytes(sink.uploaded_bytes)}) in ${where}${pending}.`;
 }
 
 /** A run's end in one sentence when the runner gave none (a clean finish, mostly). */
@@ -126,6 +166,7 @@ export function summaryText(s: NotifySummary): string {
     `genpipe: ${s.pipeline} run ${s.run_id} ${HEADLINE[s.event]} (exit ${s.exit_code}) after ${s.duration_s} s.`,
     s.message,
     `Instances: ${counts || 'none'}.`,
+    ...(s.sink ? [sinkLine(s.sink)] : []),
     `Spend: ${formatSpend({ netUsd: s.spend_usd.net, unknownUsd: s.spend_usd.unknown, unpricedInstances: s.spend_usd.unpriced_instances })} net (${usd(s.spend_usd.estimated)} estimated, ${usd(s.spend_usd.refunded)} refunded).`,
     // A chat reader is on another machine, where a path or file:// link opens nothing.
     `Run directory: ${s.run_dir} on ${s.host} (genpipe review ${s.run_dir} serves its gallery).`,

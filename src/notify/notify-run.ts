@@ -4,7 +4,7 @@
  * run_finished) and one that failed is one warning line. Nothing here can change the run's exit code.
  */
 import { join } from 'node:path';
-import type { CostReport } from '../report/cost-report.js';
+import type { CostSummary } from '../report/cost-report.js';
 import { appendToClosedJournal } from '../run/journal.js';
 import type { JournalRecordOf } from '../run/journal-records.js';
 import { redact } from '../util/redact.js';
@@ -20,7 +20,7 @@ export interface NotifyIO {
 export async function notifyRunEnd(
   targets: readonly ResolvedTarget[],
   end: RunEnd,
-  report: Pick<CostReport, 'total'> | undefined,
+  report: Pick<CostSummary, 'total' | 'sink'> | undefined,
   io: NotifyIO,
   options: DeliverOptions = {},
 ): Promise<DeliveryResult[]> {

@@ -9,7 +9,8 @@
  * never in the net: the service's ledger lies within [net, net + unknown].
  */
 import { join } from 'node:path';
-import { readPlanFile, type PlanFile } from '../run/run-dir.js';
+import { readPlanFile, type PlanFile, type StepSinkRecord } from '../run/run-dir.js';
+import { absorbSinkTotals, addSinkEntry, emptySinkTotals, type SinkTotals } from '../sink/sink-totals.js';
 import type { InstanceState } from '../run/run-state.js';
 import { moneyOf } from '../run/attempt-money.js';
 import { stepOfInstanceId } from '../plan/instance.js';
@@ -51,6 +52,12 @@ export interface GroupLine extends Money {
   rerolledNetUsd: number;
 }
 
+/** The files of the steps with a storage sink (issue 29): uploaded, and still to upload, with where they go. */
+export interface ReportSinks extends SinkTotals {
+  /** Each distinct sink of the run's steps, as plan.json records it. */
+  locations: StepSinkRecord[];
+}
+
 export interface CostReport {
   pipeline: string;
   runId: string;
@@ -59,6 +66,8 @@ export interface CostReport {
   steps: GroupLine[];
   models: GroupLine[];
   total: GroupLine;
+  /** Present when a step of the run has a storage sink. */
+  sink?: ReportSinks;
 }
 
 const STATUSES: readonly ReportStatus[] = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
@@ -151,6 +160,14 @@ function absorb(group: GroupLine, other: GroupLine): void {
   group.rerolledNetUsd = round(group.rerolledNetUsd + other.rerolledNetUsd);
 }
 
+/** A tally's sums as plain data, for another thread to absorb. */
+export interface TallyGroups {
+  steps: GroupLine[];
+  models: GroupLine[];
+  total: GroupLine;
+  sink: SinkTotals | undefined;
+}
+
 /**
  * The sums of a report as its instance lines come, in id order: by step (the plan's first, in its
  * order), by model (as first met) and in total. Every sum is rounded to a millionth of a dollar
@@ -161,10 +178,13 @@ export class CostTally {
   readonly steps = new Map<string, GroupLine>();
   readonly models = new Map<string, GroupLine>();
   readonly total = emptyGroup('total');
+  /** Uploaded and pending files of the steps with a sink; undefined when none has one. */
+  readonly sink: SinkTotals | undefined;
 
   constructor(readonly plan: PlanFile) {
     this.stepInfo = new Map(plan.steps.map((s) => [s.id, s]));
     for (const s of plan.steps) this.steps.set(s.id, emptyGroup(s.id));
+    this.sink = plan.steps.some((s) => s.sink !== undefined) ? emptySinkTotals() : undefined;
   }
 
   /** The line of an instance, counted. */
@@ -173,19 +193,21 @@ export class CostTally {
     add(this.#group(this.steps, line.step), line);
     add(this.#group(this.models, line.model), line);
     add(this.total, line);
+    if (this.sink && this.stepInfo.get(line.step)?.sink) addSinkEntry(this.sink, entry);
     return line;
   }
 
   /** The groups so far, as plain data (a worker thread's answer). */
-  groups(): { steps: GroupLine[]; models: GroupLine[]; total: GroupLine } {
-    return { steps: [...this.steps.values()], models: [...this.models.values()], total: this.total };
+  groups(): TallyGroups {
+    return { steps: [...this.steps.values()], models: [...this.models.values()], total: this.total, sink: this.sink };
   }
 
   /** Adds the groups of the lines after this tally's (another thread's tally of them). */
-  absorb(later: { steps: readonly GroupLine[]; models: readonly GroupLine[]; total: GroupLine }): void {
+  absorb(later: TallyGroups): void {
     for (const g of later.steps) absorb(this.#group(this.steps, g.name), g);
     for (const g of later.models) absorb(this.#group(this.models, g.name), g);
     absorb(this.total, later.total);
+    if (this.sink && later.sink) absorbSinkTotals(this.sink, later.sink);
   }
 
   /** The summary, planned instances that never started counted too, so the report adds up to the plan. */
@@ -199,6 +221,8 @@ export class CostTally {
       total.counts.not_started += missing;
       this.#group(models, s.model).counts.not_started += missing;
     }
+    const locations = new Map<string, StepSinkRecord>();
+    for (const s of plan.steps) if (s.sink) locations.set(JSON.stringify([s.sink.uri, s.sink.public_url ?? null]), s.sink);
     return {
       pipeline: plan.pipeline,
       runId: plan.runId,
@@ -206,6 +230,7 @@ export class CostTally {
       steps: [...steps.values()],
       models: [...models.values()],
       total,
+      ...(this.sink ? { sink: { ...this.sink, locations: [...locations.values()] } } : {}),
     };
   }
 
@@ -225,8 +250,10 @@ export async function summarizeCostReport(
   options: { creditsPerUsd?: number } = {},
   onLine?: (line: InstanceLine) => void | Promise<void>,
 ): Promise<CostSummary> {
-  const tally = new CostTally(await readPlanFile(runDir));
-  for await (const [id, entry] of instanceStates(join(runDir, 'journal.jsonl'))) {
+  const plan = await readPlanFile(runDir);
+  const tally = new CostTally(plan);
+  const sinks = plan.steps.some((step) => step.sink !== undefined);
+  for await (const [id, entry] of instanceStates(join(runDir, 'journal.jsonl'), { sinks })) {
     const line = tally.line(id, entry);
     await onLine?.(line);
   }

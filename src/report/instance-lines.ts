@@ -52,6 +52,22 @@ function galleryFactOf(record: JournalRecord): Fact {
   }
 }
 
+/**
+ * What the report's storage-sink counts need besides (sink-totals.ts): each downloaded file's and
+ * each upload's output index, size and sha256. No path, key or URL.
+ */
+function sinkFactOf(record: JournalRecord, base: (record: JournalRecord) => Fact, withPath: boolean): Fact {
+  switch (record.type) {
+    case 'downloaded':
+      // A contact sheet read with it keeps the file's path (galleryFactOf).
+      return ['d', record.output ?? 0, withPath ? [record.size, record.sha256, record.path] : [record.size, record.sha256]];
+    case 'sink_uploaded':
+      return ['u', record.output, [record.size, record.sha256]];
+    default:
+      return base(record);
+  }
+}
+
 function factOf(record: JournalRecord): Fact {
   switch (record.type) {
     case 'intent':
@@ -139,6 +155,14 @@ function recordOf(id: string, fact: Fact): JournalRecord {
           };
     case 'f':
       return { type: 'failed', instance: id, code: fact[1] as string, message: '' };
+    case 'd': {
+      const [size, sha256, path] = fact[2] as [number, string, string?];
+      return { type: 'downloaded', instance: id, output: fact[1] as number, path: path ?? '', size, sha256 };
+    }
+    case 'u': {
+      const [size, sha256] = fact[2] as [number, string];
+      return { type: 'sink_uploaded', instance: id, output: fact[1] as number, bucket: '-', key: '-', size, sha256, etag: '' };
+    }
     default:
       return { ...(fact[1] as object), instance: id } as JournalRecord;
   }
@@ -162,6 +186,8 @@ export interface StatesOptions {
   chunk?: number | undefined;
   /** Keep what a contact sheet shows too (galleryFactOf). */
   gallery?: boolean | undefined;
+  /** Keep each download's and upload's size and sha256 too (sinkFactOf): the run has a storage sink. */
+  sinks?: boolean | undefined;
   /** Parse and check every line in full (tests compare with the projected reading). */
   fullParse?: boolean | undefined;
   /** Journals this big or bigger are read by two threads. Default PARALLEL_MIN_BYTES. */
@@ -230,6 +256,7 @@ export async function gatherInstanceRuns(journalPath: string, options: StatesOpt
         dir: await spillDir(),
         chunk,
         gallery: options.gallery,
+        sinks: options.sinks,
         fullParse: options.fullParse,
       };
       ({ spills: helper, stop } = startReader(split.worker, job));
@@ -328,6 +355,7 @@ export interface ReaderJob {
   dir: string;
   chunk: number | undefined;
   gallery: boolean | undefined;
+  sinks: boolean | undefined;
   fullParse: boolean | undefined;
 }
 
@@ -354,7 +382,7 @@ function startReader(module: URL, job: ReaderJob): { spills: Promise<string[]>; 
  */
 export async function gatherRuns(
   journalPath: string,
-  options: Pick<StatesOptions, 'chunk' | 'gallery' | 'fullParse'> & {
+  options: Pick<StatesOptions, 'chunk' | 'gallery' | 'sinks' | 'fullParse'> & {
     start?: number | undefined;
     end?: number | undefined;
     spillDir: () => Promise<string>;
@@ -364,8 +392,12 @@ export async function gatherRuns(
 ): Promise<{ chunk: Map<string, Fact[]>; spills: string[] }> {
   const limit = options.chunk ?? CHUNK_INSTANCES;
   // A gallery reads downloaded records too, and keeps what its cells show (galleryFactOf).
-  const skipTypes = options.gallery ? NOT_OUTCOME.filter((t) => t !== 'downloaded') : NOT_OUTCOME;
-  const fact = options.gallery ? galleryFactOf : factOf;
+  // With sinks, downloads and uploads too, as sizes and hashes (sinkFactOf).
+  const kept = new Set([...(options.gallery || options.sinks ? ['downloaded'] : []), ...(options.sinks ? ['sink_uploaded'] : [])]);
+  const skipTypes = NOT_OUTCOME.filter((t) => !kept.has(t));
+  const base = options.gallery ? galleryFactOf : factOf;
+  const withPath = options.gallery === true;
+  const fact = options.sinks ? (record: JournalRecord): Fact => sinkFactOf(record, base, withPath) : base;
   let chunk = new Map<string, Fact[]>();
   const spills: string[] = [];
   const range = { start: options.start, end: options.end };

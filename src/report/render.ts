@@ -1,7 +1,8 @@
 /** The cost report as JSON, CSV (RFC 4180, formula-safe) and Markdown. */
 import { csvCell, csvRow } from '../util/csv.js';
 import { formatUsd } from '../util/format-usd.js';
-import type { CostReport, CostSummary, GroupLine, InstanceLine, Money } from './cost-report.js';
+import type { CostReport, CostSummary, GroupLine, InstanceLine, Money, ReportSinks } from './cost-report.js';
+import { formatBytes } from '../util/format-bytes.js';
 
 const credits = (usd: number, rate: number): number => Math.round(usd * rate * 100) / 100;
 const round6 = (n: number): number => Math.round(n * 1e6) / 1e6;
@@ -50,7 +51,7 @@ export const JSON_FORMAT: ReportFormat = {
     )},\n${field(
       'models',
       r.models.map((g) => withCredits(g, r.creditsPerUsd)),
-    )},\n${field('total', withCredits(r.total, r.creditsPerUsd))}\n}\n`,
+    )},\n${field('total', withCredits(r.total, r.creditsPerUsd))}${r.sink ? `,\n${field('sink', r.sink)}` : ''}\n}\n`,
 };
 
 function* partsOf(format: ReportFormat, report: CostReport): Generator<string> {
@@ -115,6 +116,18 @@ function usdOf(n: number): string {
   return text;
 }
 
+/** "Storage sinks: 40 files (12.3 MB) uploaded to s3://…, public at https://…; 2 files (1.1 MB) of 1 instance pending." */
+function sinkSentence(sink: ReportSinks): string {
+  const where = sink.locations
+    .map((l) => `${cell(l.uri)}${l.public_url === undefined ? '' : ` (public at ${cell(l.public_url)})`}`)
+    .join(', ');
+  const uploaded = `${files(sink.uploadedFiles)} (${formatBytes(sink.uploadedBytes)}) uploaded to ${where}`;
+  if (sink.pendingFiles === 0) return `Storage sinks: ${uploaded}; none pending.`;
+  return `Storage sinks: ${uploaded}; **${files(sink.pendingFiles)} (${formatBytes(sink.pendingBytes)}) of ${sink.pendingInstances} instance(s) pending**: \`genpipe resume\` uploads them without sending anything to the service.`;
+}
+
+const files = (n: number): string => `${n.toLocaleString('en-US')} file${n === 1 ? '' : 's'}`;
+
 function markdownHead(report: CostSummary): string {
   const rate = report.creditsPerUsd;
   const table = (title: string, groups: readonly GroupLine[]): string[] => [
@@ -146,6 +159,7 @@ function markdownHead(report: CostSummary): string {
           `${t.unpricedInstances} submitted instance(s) are unpriced (no price in the manifest, none reported by the service): what they cost is not in these sums.`,
         ]
       : []),
+    ...(report.sink ? ['', sinkSentence(report.sink)] : []),
     ...(t.counts.reused > 0 ? ['', `${t.counts.reused} instance(s) reused an earlier run's result: nothing was sent for them, US$0.`] : []),
     ...(t.rerolls > 0
       ? [

@@ -16,6 +16,7 @@ async function work(): Promise<ReaderAnswer | TailAnswer> {
     start: job.start,
     chunk: job.chunk,
     gallery: job.gallery,
+    sinks: job.sinks,
     fullParse: job.fullParse,
     spillDir: async () => job.dir,
     spillAll: true,

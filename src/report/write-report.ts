@@ -4,7 +4,7 @@ import { readPlanFile } from '../run/run-dir.js';
 import type { InstanceState } from '../run/run-state.js';
 import { ByteSink } from '../util/byte-sink.js';
 import { canStartWorker, startTask } from '../util/worker-task.js';
-import { CostTally, type CostSummary, type GroupLine } from './cost-report.js';
+import { CostTally, type CostSummary, type TallyGroups } from './cost-report.js';
 import { gatherInstanceRuns, middleId, statesOf, type StatesOptions } from './instance-lines.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
 
@@ -59,7 +59,8 @@ export async function writeCostReport(
   };
   const headFirst = new Set<ReportFormat>([JSON_FORMAT, CSV_FORMAT]);
   const sinks: ByteSink[] = [];
-  const gathered = await gatherInstanceRuns(join(runDir, 'journal.jsonl'), options.threads ?? {});
+  const hasSink = plan.steps.some((step) => step.sink !== undefined);
+  const gathered = await gatherInstanceRuns(join(runDir, 'journal.jsonl'), { ...options.threads, sinks: hasSink });
   let tail: TailWriter | undefined;
   try {
     for (const [name, format] of FILES) {
@@ -171,7 +172,7 @@ export interface TailJob {
 /** The worker's answer: how many lines it wrote, and its sums. */
 export interface TailAnswer {
   count: number;
-  groups: { steps: GroupLine[]; models: GroupLine[]; total: GroupLine };
+  groups: TallyGroups;
 }
 
 /** Writes the lines of the instances from `job.from` on: in the worker (report-worker.ts). */

@@ -36,6 +36,8 @@ export interface PlanFile {
     price_usd: number | null;
     axes?: Record<string, string[]>;
     gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined };
+    /** Where the step's outputs are copied (issue 29): the report counts uploaded and pending files, notifications link to them. */
+    sink?: StepSinkRecord;
   }[];
   estimate: { known_usd: number; unknown_instances: number };
   /** A subset run (`--only`, `--limit`): the selectors as written; a resume runs the same subset. */
@@ -44,6 +46,17 @@ export interface PlanFile {
   service?: RunService;
   /** The CSV rows and presets the run read (run-inputs.ts), hashed; absent in runs made before genpipe kept them. */
   inputs?: RunInputsRecord;
+}
+
+/**
+ * A step's storage sink as plan.json records it: its bucket and rendered prefix, and where that
+ * prefix is public. No endpoint, region or credential: what the report and a notification show.
+ */
+export interface StepSinkRecord {
+  /** `s3://BUCKET/PREFIX` (no trailing `/`; `s3://BUCKET` for the bucket's root). */
+  uri: string;
+  /** The public URL of the prefix (the sink's `public_base_url`, rendered), when it has one. */
+  public_url?: string;
 }
 
 /**
@@ -73,12 +86,13 @@ export function planHash(plan: Plan): string {
 }
 
 /** The steps as plan.json records them, in the manifest's order (the order people wrote and read them in). */
-export function planFileSteps(plan: Plan): PlanFile['steps'] {
+export function planFileSteps(plan: Plan, sinks?: ReadonlyMap<string, StepSinkRecord>): PlanFile['steps'] {
   // By position, not indexOf: a manifest may have thousands of steps.
   const written = new Map(Object.keys(plan.loaded.manifest.steps).map((id, i) => [id, i]));
   const steps = [...plan.steps].sort((a, b) => (written.get(a.id) ?? 0) - (written.get(b.id) ?? 0));
   return steps.map((s) => {
     const axes = axisOrder(s);
+    const sink = sinks?.get(s.id);
     return {
       id: s.id,
       model: s.model,
@@ -89,6 +103,7 @@ export function planFileSteps(plan: Plan): PlanFile['steps'] {
       price_usd: s.priceUsd ?? null,
       ...(axes ? { axes } : {}),
       ...(s.step.gallery ? { gallery: s.step.gallery } : {}),
+      ...(sink ? { sink } : {}),
     };
   });
 }
@@ -121,6 +136,7 @@ export async function createRunDir(
   now: Date = new Date(),
   runId: string = newRunId(now),
   service?: RunService,
+  sinks?: ReadonlyMap<string, StepSinkRecord>,
 ): Promise<{ runId: string; dir: string }> {
   const dir = join(root, plan.name, runId);
   await mkdir(join(dir, 'outputs'), { recursive: true });
@@ -133,7 +149,7 @@ export async function createRunDir(
     manifest: manifestPath,
     planHash: hash,
     createdAt: now.toISOString(),
-    steps: planFileSteps(plan),
+    steps: planFileSteps(plan, sinks),
     estimate: { known_usd: estimate.knownUsd, unknown_instances: estimate.unknownInstances },
     ...(plan.selection ? { selection: { only: (plan.selection.only ?? []).map((s) => s.text), limit: plan.selection.limit ?? null } } : {}),
     ...(service
@@ -189,6 +205,7 @@ const PlanFileSchema = z.looseObject({
       gallery: z
         .looseObject({ rows: z.string().optional(), cols: z.string().optional(), pages: z.array(z.string()).optional() })
         .optional(),
+      sink: z.looseObject({ uri: z.string().startsWith('s3://'), public_url: z.string().optional() }).optional(),
     }),
   ),
   estimate: z.looseObject({ known_usd: usd, unknown_instances: z.int().min(0) }),

@@ -41,7 +41,7 @@ import { acquirePipelineLock, lostToThisRun, type LockOptions, type PipelineLock
 import { sleep } from '../api/sleep.js';
 import { onHardExit } from '../util/exit-hooks.js';
 import { readPollPrior } from '../run/poll-prior.js';
-import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile } from '../run/run-dir.js';
+import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile, type StepSinkRecord } from '../run/run-dir.js';
 import { readRunInputs } from '../run/run-inputs.js';
 import { runPlan, type RetryStatus } from '../run/runner.js';
 import { WebhookReceiver, type WebhookReceiverOptions } from '../run/webhook-receiver.js';
@@ -269,6 +269,7 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
           startedAt,
           runId,
           serviceRecord(config, embedded !== undefined),
+          await sinkRecords(plan, { id: runId, startedAt }, env),
         ));
       } catch (error) {
         await lock.release();
@@ -558,6 +559,16 @@ async function execute(x: Execution): Promise<RunResult> {
       { err, quiet: o.quiet },
     );
   return { exitCode, runDir, runId, summary, report };
+}
+
+/** What plan.json records of the steps' sinks (bucket, rendered prefix, public URL); undefined without one. */
+async function sinkRecords(
+  plan: Plan,
+  run: { id: string; startedAt: Date },
+  env: NodeJS.ProcessEnv,
+): Promise<Map<string, StepSinkRecord> | undefined> {
+  const { manifestHasSink, stepSinkRecords } = await import('../sink/sink-config.js');
+  return manifestHasSink(plan.loaded) ? stepSinkRecords(plan.loaded, run, env) : undefined;
 }
 
 /** The run's storage sinks, preflighted; undefined when the manifest has none (the SDK is not loaded). */

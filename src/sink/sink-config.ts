@@ -8,6 +8,7 @@ import type { LoadedManifest } from '../manifest/load.js';
 import type { Sink } from '../manifest/schema.js';
 import { compileTemplate, TemplateError, type Scope } from '../manifest/template.js';
 import { isLoopbackHost } from '../util/loopback-host.js';
+import type { StepSinkRecord } from '../run/run-dir.js';
 
 /** Uploads in flight at once per sink when the manifest does not say. */
 export const DEFAULT_SINK_CONCURRENCY = 8;
@@ -166,4 +167,21 @@ function isLoopbackUrl(text: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * What plan.json records of each step's sink (run-dir.ts StepSinkRecord): the bucket and rendered
+ * prefix as `s3://…`, and the public URL of the prefix when it has one. No endpoint or credential.
+ */
+export function stepSinkRecords(
+  loaded: Pick<LoadedManifest, 'manifest'>,
+  run: SinkRun,
+  processEnv: NodeJS.ProcessEnv = process.env,
+): Map<string, StepSinkRecord> {
+  const out = new Map<string, StepSinkRecord>();
+  for (const [step, config] of resolveStepSinks(loaded, run, processEnv)) {
+    const uri = config.prefix === '' ? `s3://${config.bucket}` : `s3://${config.bucket}/${config.prefix}`;
+    out.set(step, config.publicBaseUrl === undefined ? { uri } : { uri, public_url: config.publicBaseUrl });
+  }
+  return out;
 }

@@ -2,7 +2,6 @@
 // summary on finish, failure, budget and interrupted, as JSON or in Slack's or Discord's shape;
 // delivery is retried with backoff inside a bounded time, never blocks or fails the run, never
 // carries a secret, and each delivery is journaled. Every test posts to a receiver on 127.0.0.1.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,48 +11,10 @@ import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { deliverNotifications } from '../../src/notify/deliver.js';
-import { notifyBody, notifySummary, type RunEnd } from '../../src/notify/notify-message.js';
+import { notifyBody, notifySummary, summaryText, type RunEnd } from '../../src/notify/notify-message.js';
 import { checkNotifyUrl, type ResolvedTarget } from '../../src/notify/notify-targets.js';
+import { receiver } from './receiver.js';
 import { cleanTemps, emuRequests, filesUnder, findRunDir, HF_KEY, journalOf, tempDir } from '../run/runner-helpers.js';
-
-interface Received {
-  path: string;
-  body: unknown;
-  contentType: string | undefined;
-}
-
-/** A webhook receiver on 127.0.0.1 that answers with `answer(n)` (n: the request's 1-based number). */
-async function receiver(
-  answer: (n: number) => number | 'hang' = () => 200,
-): Promise<{ url: string; received: Received[]; close: () => Promise<void> }> {
-  const received: Received[] = [];
-  const hanging: ServerResponse[] = [];
-  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    let text = '';
-    req.on('data', (c: Buffer) => (text += c.toString()));
-    req.on('end', () => {
-      received.push({ path: req.url ?? '', body: JSON.parse(text), contentType: req.headers['content-type'] });
-      const status = answer(received.length);
-      if (status === 'hang') {
-        hanging.push(res);
-        return;
-      }
-      res.writeHead(status, { 'content-type': 'text/plain' });
-      res.end(status < 300 ? 'ok' : 'no');
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://127.0.0.1:${port}`,
-    received,
-    close: async () => {
-      for (const res of hanging) res.destroy();
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
-    },
-  };
-}
 
 let emu: Emulator;
 const closers: (() => Promise<void>)[] = [];
@@ -430,6 +391,44 @@ describe('notify: bad targets are refused before anything is sent (exit 2)', () 
     expect(checkNotifyUrl('http://10.0.0.1/x')).toContain('is refused');
     expect(checkNotifyUrl('https://user:pw@example.com/x')).toContain('carries a user name or password');
     expect(checkNotifyUrl('not a url')).toBe('is not a URL');
+  });
+
+  it('a run with a storage sink: the summary carries its counts and public prefix, and the chat text links it', () => {
+    const total = notifySummary(end, undefined);
+    expect(total.sink).toBeUndefined();
+    expect(summaryText(total)).not.toContain('Outputs:');
+    const summary = notifySummary(end, {
+      total: {
+        name: 'total',
+        counts: {} as never,
+        estimatedUsd: 0,
+        actualUsd: null,
+        refundedUsd: 0,
+        netUsd: 0,
+        unknownUsd: 0,
+        unpricedInstances: 0,
+        rerolls: 0,
+        rerolledNetUsd: 0,
+      },
+      sink: {
+        uploadedFiles: 3,
+        uploadedBytes: 1_500,
+        pendingFiles: 1,
+        pendingBytes: 2_000_000,
+        pendingInstances: 1,
+        locations: [{ uri: 's3://media/drop', public_url: 'https://cdn.example.com/drop' }, { uri: 's3://raw' }],
+      },
+    });
+    expect(summary.sink).toEqual({
+      uploaded_files: 3,
+      uploaded_bytes: 1_500,
+      pending_files: 1,
+      pending_bytes: 2_000_000,
+      locations: [{ uri: 's3://media/drop', public_url: 'https://cdn.example.com/drop' }, { uri: 's3://raw' }],
+    });
+    expect(summaryText(summary)).toContain(
+      'Outputs: 3 files (1.5 kB) in s3://media/drop, public at https://cdn.example.com/drop; s3://raw; 1 file (2 MB) pending upload (genpipe resume uploads them).',
+    );
   });
 
   it('Discord messages stay under its 2,000-character limit', () => {

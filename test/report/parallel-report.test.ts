@@ -18,7 +18,13 @@ const HASH = 'b'.repeat(64);
 const FILES = ['report.json', 'report.csv', 'report.md'];
 
 const STEPS = [
-  { id: 'sheets', model: 'character-sheet', price_usd: 0.05 },
+  // With a storage sink: the report counts its uploaded and pending files (issue 29).
+  {
+    id: 'sheets',
+    model: 'character-sheet',
+    price_usd: 0.05,
+    sink: { uri: 's3://media/drops', public_url: 'https://cdn.example.com/drops' },
+  },
   { id: 'ads', model: 'marketing-image', price_usd: null },
   { id: 'chat', model: 'agent', price_usd: 0.002 },
 ];
@@ -87,6 +93,22 @@ function recordsOf(lives: readonly Life[]): JournalRecord[] {
       default:
         out.push(intent, submitted, status(l.ending as 'completed' | 'failed' | 'nsfw' | 'canceled'));
     }
+    if (l.ending === 'completed') {
+      // Its file, then (by its seed) uploaded, uploaded with other bytes (the file was made again), or not yet.
+      const sha256 = (l.seed % 16).toString(16).repeat(64);
+      out.push({ type: 'downloaded', instance: id, output: 0, path: `outputs/${step}/${l.seed}.png`, sha256, size: 100 + l.seed });
+      if (l.seed % 3 !== 0)
+        out.push({
+          type: 'sink_uploaded',
+          instance: id,
+          output: 0,
+          bucket: 'media',
+          key: `drops/${step}/${l.seed}.png`,
+          size: 100 + l.seed,
+          sha256: l.seed % 3 === 1 ? sha256 : 'e'.repeat(64),
+          etag: 'x',
+        });
+    }
   }
   return out;
 }
@@ -126,6 +148,15 @@ describe('a report written by two threads', () => {
         const single = await writeCostReport(one, { threads: { parallelMinBytes: Number.MAX_SAFE_INTEGER } });
         const double = await writeCostReport(two, { threads: { worker, parallelMinBytes: 0 } });
         expect(double).toEqual(single);
+        // The sink's counts, as sink-totals.ts makes them from the same instances in memory.
+        const sheets = lives.filter((l, i) => l.step === 0 && lives.findIndex((o) => o.step === 0 && o.seed === l.seed) === i);
+        const done = sheets.filter((l) => l.ending === 'completed');
+        expect(single.sink).toMatchObject({
+          uploadedFiles: done.filter((l) => l.seed % 3 === 1).length,
+          pendingFiles: done.filter((l) => l.seed % 3 !== 1).length,
+          pendingBytes: done.filter((l) => l.seed % 3 !== 1).reduce((n, l) => n + 100 + l.seed, 0),
+          locations: [STEPS[0]?.sink],
+        });
         for (const f of FILES) expect(readFileSync(join(two, f), 'utf8')).toBe(readFileSync(join(one, f), 'utf8'));
         // Nothing left over: no part or temporary file.
         expect(readdirSync(two).sort()).toEqual(['journal.jsonl', 'plan.json', ...FILES].sort());

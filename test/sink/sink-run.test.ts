@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { receiver } from '../notify/receiver.js';
 import { findRunDir, journalOf, tempDir } from '../run/runner-helpers.js';
 import { startLoopbackS3, useStoreCredentials, type LoopbackS3 } from './s3-server.js';
 
@@ -41,16 +42,20 @@ async function genpipe(...argv: string[]): Promise<{ code: number; output: strin
   return { code, output: lines.join('\n') };
 }
 
-function sheets(dir: string, name: string, count: number, sink: string): string {
+function sheets(dir: string, name: string, count: number, sink: string, notify?: string): string {
   const path = join(dir, `${name}.yaml`);
   writeFileSync(
     path,
-    `version: 1\nname: ${name}\ndefaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }\n  output:\n    sink: ${sink}\nsteps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+    `version: 1\nname: ${name}\n${notify ? `notify:\n  - url: ${notify}\n` : ''}defaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }\n  output:\n    sink: ${sink}\nsteps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
   );
   return path;
 }
 
-const sinkOf = (prefix: string): string => `{ url: "s3://media/${prefix}", endpoint: "${store.endpoint}", path_style: true }`;
+const sinkOf = (prefix: string, publicBase?: string): string =>
+  `{ url: "s3://media/${prefix}", endpoint: "${store.endpoint}", path_style: true${publicBase ? `, public_base_url: "${publicBase}"` : ''} }`;
+
+/** What report.json says of the run's sinks. */
+const reportSink = (runDir: string): unknown => (JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { sink?: unknown }).sink;
 
 /** The bytes of every object under `prefix` in the store, by key (read through the SDK, as a user would). */
 async function objects(prefix: string): Promise<Map<string, Buffer>> {
@@ -83,12 +88,18 @@ const sha = (bytes: Buffer): string => createHash('sha256').update(bytes).digest
 
 describe('a run with a storage sink', () => {
   it(
-    'uploads every output with the bytes on disk, names it in outputs.csv, and writes the secret nowhere',
+    'uploads every output with the bytes on disk, names it in outputs.csv, counts it in the report, links it in the finish notification, and writes the secret nowhere',
     { timeout: 60_000 },
     async () => {
       const dir = tempDir();
       const out = join(dir, 'runs');
-      const run = await genpipe('run', sheets(dir, 'drop', 4, sinkOf('drop')), '--out', out);
+      const hook = await receiver();
+      const run = await genpipe(
+        'run',
+        sheets(dir, 'drop', 4, sinkOf('drop', 'https://cdn.example.com/drop'), `${hook.url}/hook`),
+        '--out',
+        out,
+      ).finally(() => hook.close());
       expect(run.code, run.output).toBe(0);
       const runDir = findRunDir(out, 'drop');
       const stored = await objects('drop');
@@ -100,6 +111,28 @@ describe('a run with a storage sink', () => {
       const csv = readFileSync(join(runDir, 'outputs.csv'), 'utf8');
       expect(csv.split(/\r?\n/)[0]).toMatch(/,sink_uri,sink_url$/);
       expect(csv).toContain('s3://media/drop/s/');
+      expect(csv).toContain('https://cdn.example.com/drop/s/');
+      // The report counts what is in the bucket and what is still owed (issue 29, item 6).
+      const bytes = filesOf(join(runDir, 'outputs')).reduce((n, f) => n + statSync(f).size, 0);
+      const locations = [{ uri: 's3://media/drop', public_url: 'https://cdn.example.com/drop' }];
+      expect(reportSink(runDir)).toEqual({
+        uploadedFiles: 4,
+        uploadedBytes: bytes,
+        pendingFiles: 0,
+        pendingBytes: 0,
+        pendingInstances: 0,
+        locations,
+      });
+      expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Storage sinks: 4 files (');
+      // The finish notification links the public prefix, which opens on any machine.
+      expect(hook.received).toHaveLength(1);
+      expect((hook.received[0]?.body as { sink?: unknown }).sink).toEqual({
+        uploaded_files: 4,
+        uploaded_bytes: bytes,
+        pending_files: 0,
+        pending_bytes: 0,
+        locations,
+      });
       for (const file of filesOf(runDir)) expect(readFileSync(file).includes(store.secretAccessKey), file).toBe(false);
       expect(run.output).not.toContain(store.secretAccessKey);
     },
@@ -160,6 +193,14 @@ describe('a run with a storage sink', () => {
       const runDir = findRunDir(out, 'killed');
       // Every instance was generated once, and its files are on disk.
       expect(filesOf(join(runDir, 'outputs'))).toHaveLength(10);
+      // The report tells uploaded from pending, and they add up to the files made.
+      const owed = reportSink(runDir) as { uploadedFiles: number; pendingFiles: number; pendingInstances: number; pendingBytes: number };
+      expect(owed.uploadedFiles).toBeGreaterThanOrEqual(2);
+      expect(owed.pendingFiles).toBeGreaterThan(0);
+      expect(owed.pendingBytes).toBeGreaterThan(0);
+      expect(owed.uploadedFiles + owed.pendingFiles).toBe(10);
+      expect(owed.pendingInstances).toBe(owed.pendingFiles);
+      expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toMatch(/pending\*\*: `genpipe resume` uploads them/);
       await store.restart();
       const sent = emu.requests.inspect({}).length;
       const resumed = await genpipe('resume', runDir);
@@ -169,6 +210,7 @@ describe('a run with a storage sink', () => {
       expect(stored.size).toBe(10);
       for (const file of filesOf(join(runDir, 'outputs')))
         expect(sha(stored.get(`killed/${file.slice(join(runDir, 'outputs').length + 1)}`) as Buffer)).toBe(sha(readFileSync(file)));
+      expect(reportSink(runDir)).toMatchObject({ uploadedFiles: 10, pendingFiles: 0, pendingInstances: 0 });
       const records = journalOf(runDir).records.filter((r) => r.type === 'sink_uploaded').length;
       const again = await genpipe('resume', runDir);
       expect(again.code).toBe(0);
