@@ -8,8 +8,10 @@
  */
 import { GenpipeError } from '../api/errors.js';
 import { InstanceError, type PlannedInstance, type StepPlan } from '../plan/plan.js';
+import type { RunCounts } from './events.js';
 import type { InstanceDriver, Upstream } from './instance-driver.js';
 import type { RunEffects } from './run-context.js';
+import { instanceStatus, type InstanceStatus } from './run-state.js';
 import { AsyncQueue, Slots } from './slots.js';
 
 export class Scheduler {
@@ -23,6 +25,28 @@ export class Scheduler {
     this.#fx = fx;
     this.#driver = driver;
     this.#global = new Slots(fx.options.concurrency ?? fx.plan.loaded.manifest.defaults?.concurrency ?? 8);
+  }
+
+  /** Counts an instance this run will not drive as the journal left it: done earlier, unknown, sent, or not started. */
+  #tallyAsJournaled(id: string): void {
+    const entry = this.#fx.state.instances.get(id);
+    this.#fx.tally(entry ? COUNT_OF[instanceStatus(entry)] : 'pending');
+  }
+
+  /**
+   * The instances of a step the journal holds that this walk did not reach (`counted` are those
+   * it did, still in the state), counted as the journal left them; returns how many. A resume
+   * stopped early (its budget, Ctrl-C) still says that what earlier starts finished is finished.
+   */
+  #tallyUnreached(stepId: string, counted: ReadonlySet<string>): number {
+    let n = 0;
+    for (const id of this.#fx.state.instances.keys()) {
+      if ((id === stepId || id.startsWith(`${stepId}[`)) && !counted.has(id)) {
+        this.#tallyAsJournaled(id);
+        n++;
+      }
+    }
+    return n;
   }
 
   /** The step's instances whose current attempt was sent by an earlier process and has not ended. */
@@ -61,9 +85,16 @@ export class Scheduler {
           // may yet be refunded. Only an interruption (Ctrl-C) leaves them to the next resume.
           const inFlight = this.#inFlight(step.id);
           const stillFollowed = (id: string): boolean => !this.#fx.signal.aborted && inFlight.has(id);
+          // The walked instances still in the run's state (a finished one leaves it): counted
+          // already, so a stop does not count them again among those the walk did not reach.
+          const counted = new Set<string>();
+          const notRun = (id: string): void => {
+            if (this.#fx.state.instances.has(id)) counted.add(id);
+            this.#tallyAsJournaled(id);
+          };
           const launch = async (instance: PlannedInstance): Promise<void> => {
             if (this.#fx.stopping && !stillFollowed(instance.id)) {
-              this.#fx.tally('pending');
+              notRun(instance.id);
               return;
             }
             const limits = this.#limitsFor(step);
@@ -75,12 +106,14 @@ export class Scheduler {
               }
             } catch {
               for (const slots of held) slots.release();
-              this.#fx.tally('pending');
+              notRun(instance.id);
               return;
             }
             inFlight.delete(instance.id);
+            counted.add(instance.id);
             const processed = this.#driver.process(step, instance, completions.get(step.id)).finally(() => {
               for (const slots of held) slots.release();
+              if (!this.#fx.state.instances.has(instance.id)) counted.delete(instance.id);
             });
             running.add(processed);
             // Settled here, rethrown after the step: an unhandled rejection would kill the process.
@@ -99,12 +132,17 @@ export class Scheduler {
                 if (this.#fx.stopping) {
                   // Walked on only as far as the last attempt in flight to follow.
                   if (this.#fx.signal.aborted || inFlight.size === 0) {
-                    this.#fx.tally('pending', Math.max(0, step.count - seen));
+                    const journaled = this.#tallyUnreached(step.id, counted);
+                    this.#fx.tally('pending', Math.max(0, step.count - seen - journaled));
                     break;
                   }
                   seen++;
-                  if (entry instanceof InstanceError || !inFlight.has(entry.id)) {
+                  if (entry instanceof InstanceError) {
                     this.#fx.tally('pending');
+                    continue;
+                  }
+                  if (!inFlight.has(entry.id)) {
+                    notRun(entry.id);
                     continue;
                   }
                   await launch(entry);
@@ -165,3 +203,15 @@ export class Scheduler {
     return limits;
   }
 }
+
+/** The summary's count an instance the run does not drive falls under, by its journaled status. */
+const COUNT_OF: Record<InstanceStatus, keyof RunCounts> = {
+  completed: 'completed',
+  failed: 'failed',
+  nsfw: 'nsfw',
+  canceled: 'canceled',
+  reused: 'reused',
+  unknown: 'unknown',
+  in_flight: 'inFlight',
+  pending: 'pending',
+};

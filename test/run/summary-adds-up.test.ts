@@ -64,6 +64,56 @@ describe("a run's figures agree", () => {
   });
 
   it(
+    'a resume stopped by its budget at once still counts what earlier starts finished beyond where its walk stopped',
+    { timeout: 60_000 },
+    async () => {
+      // Half the sheets fail, so a failed one comes before completed ones in the walk.
+      const emu = await startEmulator({ port: 0, timeScale: 0.02, seed: 7, failureRate: 0.5, log: () => {} });
+      try {
+        const dir = tempDir();
+        const out = join(dir, 'runs');
+        const output: string[] = [];
+        const io: CliIO = {
+          out: (t) => output.push(t),
+          write: async (t) => void output.push(t),
+          err: (t) => output.push(t),
+          env: { GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` },
+          signal: new AbortController().signal,
+        };
+        const path = sheets(dir, 'beyond', 12);
+        expect(await main(['run', path, '--out', out, '--concurrency', '1', '--quiet'], io)).toBe(1);
+        const runDir = findRunDir(out, 'beyond');
+        const report = (): { counts: Record<string, number>; netUsd: number } =>
+          (JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { counts: Record<string, number>; netUsd: number } })
+            .total;
+        const first = report();
+        const lines = (
+          JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { instances: { instance: string; status: string }[] }
+        ).instances;
+        const seedOf = (id: string): number => Number(/seed=(\d+)/.exec(id)?.[1]);
+        const firstFailed = Math.min(...lines.filter((l) => l.status === 'failed').map((l) => seedOf(l.instance)));
+        // The case under test: completed sheets lie after the first failed one.
+        expect(lines.some((l) => l.status === 'completed' && seedOf(l.instance) > firstFailed)).toBe(true);
+        // Retrying the failed ones with no money left: the budget stops the walk at the first of them.
+        output.length = 0;
+        const code = await main(
+          ['resume', runDir, '--retry', 'failed', '--budget', String(first.netUsd), '--concurrency', '1', '--quiet'],
+          io,
+        );
+        expect(code, output.join('\n')).toBe(3);
+        const counts = summaryCounts(output.join('\n'), 'beyond');
+        expect(sum(counts)).toBe(12);
+        expect(counts.completed).toBe(first.counts.completed);
+        const after = report().counts;
+        expect(counts.completed).toBe(after.completed);
+        expect((counts.failed ?? 0) + (counts['not started'] ?? 0)).toBe((after.failed ?? 0) + (after.not_started ?? 0));
+      } finally {
+        await emu.close();
+      }
+    },
+  );
+
+  it(
     'an --emulator run killed mid-way and resumed on a fresh emulator: summary, report.json and `genpipe runs` tell the same counts and money',
     { timeout: 90_000 },
     async () => {
