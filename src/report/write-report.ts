@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readPlanFile } from '../run/run-dir.js';
@@ -37,6 +38,9 @@ export async function writeCostReport(
 ): Promise<CostSummary> {
   const plan = await readPlanFile(runDir);
   const rate = options.creditsPerUsd ?? 100;
+  // This writer's own temporary names: two processes writing one run's report (a holder displaced
+  // as it finished, and the one that took over) never rename each other's files.
+  const tmp = `${process.pid}-${randomBytes(4).toString('hex')}.tmp`;
   // What a head may read before the totals exist: the run's names and the rate.
   const early: CostSummary = {
     pipeline: plan.pipeline,
@@ -64,14 +68,14 @@ export async function writeCostReport(
   let tail: TailWriter | undefined;
   try {
     for (const [name, format] of FILES) {
-      const sink = new ByteSink(join(runDir, headFirst.has(format) ? `${name}.tmp` : `${name}.lines.tmp`), { redact: true });
+      const sink = new ByteSink(join(runDir, headFirst.has(format) ? `${name}.${tmp}` : `${name}.lines.${tmp}`), { redact: true });
       sinks.push(sink);
       if (headFirst.has(format)) sink.add(format.head(early));
     }
     const worker = options.threads?.worker ?? WORKER;
     const middle = gathered.runs.length > 0 && canStartWorker(worker) ? middleId(gathered) : undefined;
     if (middle !== undefined) {
-      const parts = FILES.map(([name]) => join(runDir, `${name}.part.tmp`));
+      const parts = FILES.map(([name]) => join(runDir, `${name}.part.${tmp}`));
       tail = startTail(worker, { kind: 'tail', runs: gathered.runs, from: middle, runDir, creditsPerUsd: rate, parts });
     }
     const tally = new CostTally(plan);
@@ -98,7 +102,7 @@ export async function writeCostReport(
           return;
         }
         sink.close();
-        const whole = new ByteSink(join(runDir, `${name}.tmp`), { redact: true });
+        const whole = new ByteSink(join(runDir, `${name}.${tmp}`), { redact: true });
         try {
           whole.add(format.head(summary));
           await whole.appendFile(sink.path);
@@ -111,7 +115,7 @@ export async function writeCostReport(
       }),
     );
     for (const outcome of finished) if (outcome.status === 'rejected') throw outcome.reason;
-    for (const [name] of FILES) await rename(join(runDir, `${name}.tmp`), join(runDir, name));
+    for (const [name] of FILES) await rename(join(runDir, `${name}.${tmp}`), join(runDir, name));
     return summary;
   } catch (error) {
     for (const sink of sinks) {
@@ -122,8 +126,8 @@ export async function writeCostReport(
       }
     }
     for (const [name] of FILES) {
-      await rm(join(runDir, `${name}.tmp`), { force: true });
-      await rm(join(runDir, `${name}.lines.tmp`), { force: true });
+      await rm(join(runDir, `${name}.${tmp}`), { force: true });
+      await rm(join(runDir, `${name}.lines.${tmp}`), { force: true });
     }
     throw error;
   } finally {

@@ -165,9 +165,12 @@ async function* concat<T>(...sources: (AsyncIterable<T> | Iterable<T>)[]): Async
 async function writeBoth(runDir: string, head: string, lines: AsyncIterable<string>, csv: (row: OutputRow) => string): Promise<void> {
   const csvPath = join(runDir, 'outputs.csv');
   const jsonlPath = join(runDir, 'outputs.jsonl');
-  const csvFile = await open(`${csvPath}.tmp`, 'w');
+  // This writer's own temporary names: a holder displaced as it finished and the one that took over
+  // never rename each other's files (on a crash they are left; the next write replaces the outputs).
+  const tmp = `${process.pid}-${randomBytes(4).toString('hex')}.tmp`;
+  const csvFile = await open(`${csvPath}.${tmp}`, 'w');
   try {
-    const jsonlFile = await open(`${jsonlPath}.tmp`, 'w');
+    const jsonlFile = await open(`${jsonlPath}.${tmp}`, 'w');
     try {
       let csvChunk = head;
       let jsonlChunk = '';
@@ -190,8 +193,8 @@ async function writeBoth(runDir: string, head: string, lines: AsyncIterable<stri
   } finally {
     await csvFile.close();
   }
-  await rename(`${csvPath}.tmp`, csvPath);
-  await rename(`${jsonlPath}.tmp`, jsonlPath);
+  await rename(`${csvPath}.${tmp}`, csvPath);
+  await rename(`${jsonlPath}.${tmp}`, jsonlPath);
 }
 
 /** Spill files a crashed writer left (its process is gone), and the single one of older genpipe. */

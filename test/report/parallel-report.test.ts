@@ -165,6 +165,17 @@ describe('a report written by two threads', () => {
     );
   });
 
+  it("two processes writing one run's report at once (a displaced holder and the one that took over) both finish, each with its own temporary files", async () => {
+    const lives = Array.from({ length: 300 }, (_, n) => ({ step: n % 3, seed: n, ending: 'completed' as const, cost: undefined }));
+    const [one] = await runDirs(recordsOf(lives));
+    // Before, both wrote report.json.tmp: the second rename found it gone (ENOENT, exit 70).
+    const [a, b] = await Promise.all(
+      Array.from({ length: 2 }, () => writeCostReport(one, { threads: { parallelMinBytes: Number.MAX_SAFE_INTEGER } })),
+    );
+    expect(b).toEqual(a);
+    expect(readdirSync(one).sort()).toEqual(['journal.jsonl', 'plan.json', ...FILES].sort());
+  });
+
   it('hands the lines from the middle id on to the worker: a worker that fails them fails the report, and no report file is left', async () => {
     const lives = Array.from({ length: 40 }, (_, n) => ({ step: n % 3, seed: n, ending: 'completed' as const, cost: undefined }));
     const [, two] = await runDirs(recordsOf(lives));

@@ -52,6 +52,16 @@ describe('outputs.csv', () => {
     expect((await readdir(runDir)).sort()).toEqual(['outputs.csv', 'outputs.jsonl']);
   });
 
+  it("two writers of one run's outputs at once (a displaced holder and the one that took over) both finish, with their own temporary files", async () => {
+    const writers = await Promise.all([OutputsCsv.open(runDir, ['seed']), OutputsCsv.open(runDir, ['seed'])]);
+    const ids = Array.from({ length: 3_000 }, (_, i) => `s[i=${i}]`);
+    for (const csv of writers) for (const id of ids) csv.add(id, [row(id, '1', `outputs/s/${id}.png`)]);
+    await Promise.all(writers.map((csv) => csv.write([])));
+    const rows = parseCsv(await readFile(join(runDir, 'outputs.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
+    expect(rows).toHaveLength(ids.length);
+    expect((await readdir(runDir)).filter((n) => n.includes('.tmp'))).toEqual([]);
+  });
+
   it('spills in batches and reads every one back (more rows than one batch holds)', async () => {
     const csv = await OutputsCsv.open(runDir, ['seed']);
     const ids = Array.from({ length: 5_000 }, (_, i) => `s[i=${i}]`);
