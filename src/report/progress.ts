@@ -26,7 +26,12 @@ interface Output {
 
 const usd = formatUsd;
 
-export function summaryLine(s: RunSummary): string {
+/**
+ * The run's last line: its outcome, counts and money, then the sentence that explains a stop unless
+ * it was printed already as it happened (`told`), so a message is printed once. The money is
+ * "spent" once nothing is unknown or in flight, and "estimated" only while something is.
+ */
+export function summaryLine(s: RunSummary, told?: string): string {
   const c = s.counts;
   const parts = [`${c.completed} completed`, `${c.failed} failed`, `${c.nsfw} nsfw`, `${c.canceled} canceled`];
   if (c.unknown) parts.push(`${c.unknown} unknown`);
@@ -34,7 +39,9 @@ export function summaryLine(s: RunSummary): string {
   if (c.rerolled) parts.push(`${c.rerolled} re-rolled`);
   if (c.inFlight) parts.push(`${c.inFlight} in flight`);
   if (c.pending) parts.push(`${c.pending} not started`);
-  return `${s.pipeline} ${s.runId}: ${s.outcome}; ${parts.join(', ')}; estimated ${usd(s.estimatedUsd)}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}${s.message ? `\n${oneLine(s.message)}` : ''}`;
+  const money = c.unknown > 0 || c.inFlight > 0 ? 'estimated' : 'spent';
+  const message = s.message !== undefined && s.message !== told ? `\n${oneLine(s.message)}` : '';
+  return `${s.pipeline} ${s.runId}: ${s.outcome}; ${parts.join(', ')}; ${money} ${usd(s.estimatedUsd)}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}${message}`;
 }
 
 /** `42s`, `3m07s`, `2h05m`. */
@@ -73,6 +80,8 @@ class Tally {
   total = 0;
   /** When the first instance of the run was submitted. */
   startedAt: number | undefined;
+  /** The stop's sentence, once printed as it happened (run_stopping): the summary does not repeat it. */
+  told: string | undefined;
 
   constructor(readonly now: () => number) {}
 
@@ -87,6 +96,9 @@ class Tally {
 
   on(event: RunEvent): void {
     switch (event.type) {
+      case 'run_stopping':
+        this.told = event.message;
+        return;
       case 'run_started':
         this.total = event.instances;
         // A resume starts from where its journal stands, not from zero (issue 26, item 10).
@@ -185,7 +197,7 @@ export class LineProgress implements ProgressSink {
     }
     if (event.type === 'run_finished') {
       this.stop();
-      this.output.out(summaryLine(event.summary));
+      this.output.out(summaryLine(event.summary, this.#tally.told));
       return;
     }
     const line = errorLine(event);
@@ -272,7 +284,7 @@ export class TtyProgress implements ProgressSink {
     this.#tally.on(event);
     if (event.type === 'run_finished') {
       this.stop();
-      this.output.out(summaryLine(event.summary));
+      this.output.out(summaryLine(event.summary, this.#tally.told));
       return;
     }
     const line = errorLine(event);

@@ -38,7 +38,7 @@ describe('progress output', () => {
     for (const line of result.stderr.split('\n').filter((l) => l.startsWith('progress: ')))
       expect(line).toMatch(/^progress: \d+\/6 done \(\d+ failed\), \d+ in flight, spent US\$[\d.]+, ETA \S+$/);
     expect(result.stderr + result.stdout).not.toContain('\u001b[');
-    expect(result.stdout).toMatch(/^quickstart \S+: completed; 6 completed, 0 failed, 0 nsfw, 0 canceled; estimated US\$0\.30; [\d.]+ s; /);
+    expect(result.stdout).toMatch(/^quickstart \S+: completed; 6 completed, 0 failed, 0 nsfw, 0 canceled; spent US\$0\.30; [\d.]+ s; /);
   });
 
   it('--json-logs: one JSON run event per line on stdout', () => {

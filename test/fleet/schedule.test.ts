@@ -66,43 +66,48 @@ function lockOwner(lock: string): { pid: number; runId: string } | undefined {
 }
 
 describe('genpipe schedule', () => {
-  it('refuses a cron expression that is not one, and a manifest that does not load, before anything is stored', async () => {
-    const dir = tempDir();
-    const bad = await runCli([
-      'schedule',
-      'add',
-      manifest(dir),
-      '--cron',
-      'every night',
-      '--out',
-      join(dir, 'runs'),
-      '--redis',
-      redis.url,
-      '--queue',
-      'refused',
-    ]);
-    expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(
-      /^genpipe: --cron "every night" is not a schedule: .+\. Five fields \(minute hour day month weekday\), or six with seconds first\.\n$/,
-    );
-    const missing = await runCli([
-      'schedule',
-      'add',
-      join(dir, 'nope.yaml'),
-      '--cron',
-      '30 2 * * *',
-      '--out',
-      join(dir, 'runs'),
-      '--redis',
-      redis.url,
-      '--queue',
-      'refused',
-    ]);
-    expect(missing.code).toBe(2);
-    expect((await runCli(['schedule', 'list', '--redis', redis.url, '--queue', 'refused'])).stdout).toBe('no schedules\n');
-    const gone = await runCli(['schedule', 'remove', 'nightly', '--redis', redis.url, '--queue', 'refused']);
-    expect(gone.code).toBe(1);
-  });
+  // Four CLI processes, each starting up and reaching Redis: 20 s was too close on a busy machine.
+  it(
+    'refuses a cron expression that is not one, and a manifest that does not load, before anything is stored',
+    { timeout: 60_000 },
+    async () => {
+      const dir = tempDir();
+      const bad = await runCli([
+        'schedule',
+        'add',
+        manifest(dir),
+        '--cron',
+        'every night',
+        '--out',
+        join(dir, 'runs'),
+        '--redis',
+        redis.url,
+        '--queue',
+        'refused',
+      ]);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(
+        /^genpipe: --cron "every night" is not a schedule: .+\. Five fields \(minute hour day month weekday\), or six with seconds first\.\n$/,
+      );
+      const missing = await runCli([
+        'schedule',
+        'add',
+        join(dir, 'nope.yaml'),
+        '--cron',
+        '30 2 * * *',
+        '--out',
+        join(dir, 'runs'),
+        '--redis',
+        redis.url,
+        '--queue',
+        'refused',
+      ]);
+      expect(missing.code).toBe(2);
+      expect((await runCli(['schedule', 'list', '--redis', redis.url, '--queue', 'refused'])).stdout).toBe('no schedules\n');
+      const gone = await runCli(['schedule', 'remove', 'nightly', '--redis', redis.url, '--queue', 'refused']);
+      expect(gone.code).toBe(1);
+    },
+  );
 
   it('defect 5: the spend guard covers schedules: add refuses a big estimate with no budget, and a tick whose estimate grew spends nothing', async () => {
     const dir = tempDir();

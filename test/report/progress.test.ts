@@ -71,8 +71,32 @@ describe('progress outside a TTY', () => {
     progress.listener({ type: 'run_finished', summary });
     expect(s.out).toEqual([summaryLine(summary)]);
     expect(s.out[0]).toBe(
-      'p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; estimated US$0.15; 1.2 s; runs/p/20261122T000000Z-abcd',
+      'p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; spent US$0.15; 1.2 s; runs/p/20261122T000000Z-abcd',
     );
+  });
+
+  it('the last line says "spent" once nothing is unknown or in flight, "estimated" while something is, and a stop sentence printed as it happened is not printed again', () => {
+    const base = {
+      runId: 'r',
+      runDir: 'runs/p/r',
+      pipeline: 'p',
+      outcome: 'aborted' as const,
+      estimatedUsd: 0.4,
+      durationMs: 1000,
+      counts: { completed: 8, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 2, rerolled: 0, reused: 0, inFlight: 0 },
+      message: 'Interrupted: stopped submitting.',
+    };
+    expect(summaryLine(base)).toContain('; spent US$0.40;');
+    expect(summaryLine({ ...base, counts: { ...base.counts, unknown: 1 } })).toContain('; estimated US$0.40;');
+    expect(summaryLine({ ...base, counts: { ...base.counts, inFlight: 2 } })).toContain('; estimated US$0.40;');
+    expect(summaryLine(base).split('\n')).toEqual([expect.stringContaining('p r: aborted'), 'Interrupted: stopped submitting.']);
+    expect(summaryLine(base, 'Interrupted: stopped submitting.').split('\n')).toHaveLength(1);
+    // Through a progress sink: run_stopping prints it on stderr, the summary does not repeat it.
+    const s = sink();
+    const progress = new LineProgress(s.output, { quiet: true });
+    progress.listener({ type: 'run_stopping', reason: 'aborted', message: base.message });
+    progress.listener({ type: 'run_finished', summary: base });
+    expect([...s.err, ...s.out].join('\n').split('Interrupted:')).toHaveLength(2);
   });
 
   it('prints a progress line every intervalMs (--progress-interval), and none after the run ends', () => {

@@ -83,11 +83,12 @@ beforeAll(async () => {
   reference = { runDir: dir, runId, lines, state: finalState(dir) };
 }, 60_000);
 
+// Removing the thousand-odd copied run directories takes seconds on a busy machine: a minute's bound.
 afterAll(async () => {
   await client?.close();
   await emu?.close();
   cleanTemps();
-});
+}, 60_000);
 
 /** The index of the last line whose record has this type. */
 function lastOfType(type: string): number {
