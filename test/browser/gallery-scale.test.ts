@@ -120,7 +120,10 @@ describe('a gallery of 2,500 cells', () => {
       ['gallery-data/sheets.0002.js', 1_000],
       ['gallery-data/sheets.0003.js', 500],
     ]);
-    expect(gallery.steps[0]?.cells.filter((c) => c.status === 'failed').every((c) => c.error === HOSTILE)).toBe(true);
+    const failed = gallery.steps[0]?.cells.filter((c) => c.status === 'failed') ?? [];
+    // About one in twenty (a failure is final, not retried): some on every screen of 500.
+    expect(failed.length).toBeGreaterThan(50);
+    expect(failed.every((c) => c.error === HOSTILE)).toBe(true);
   });
 
   it('from file://: the first screen loads only the data files it shows; the pagers reach the last cell', { timeout: 60_000 }, async () => {
