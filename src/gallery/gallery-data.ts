@@ -91,6 +91,11 @@ export class GalleryCells {
   /** Instances left out once the cap was reached. */
   dropped = 0;
 
+  /** Instances seen: those kept and those dropped. */
+  get seen(): number {
+    return this.#count + this.dropped;
+  }
+
   constructor(
     private readonly prices: ReadonlyMap<string, number | null>,
     private readonly max = MAX_GALLERY_CELLS,
@@ -148,7 +153,11 @@ export class GalleryCells {
       }
       const axes = sortedAxes(labels);
       const cellOfId = (id: string): Cell => liveCells.get(id) ?? unpackCell(id, stored.get(id) as string);
-      out.set(step, { ids, axes, cell: cellOfId });
+      const packedOf = (id: string): string => {
+        const cell = liveCells.get(id);
+        return cell ? packCell(cell) : (stored.get(id) as string);
+      };
+      out.set(step, { ids, axes, cell: cellOfId, packed: packedOf });
     }
     return out;
   }
@@ -160,6 +169,8 @@ export interface StepCells {
   ids: string[];
   axes: AxisValues[];
   cell(id: string): Cell;
+  /** The cell of `id` as a short JSON text (status first, cost third: PackedCell), without making it. */
+  packed(id: string): string;
 }
 
 /** The cells of `steps` as lists (a page, a diff: cells of a bounded run, all at once). */
@@ -167,7 +178,8 @@ export const cellLists = (steps: ReadonlyMap<string, StepCells>): Map<string, Ce
   new Map([...steps].map(([step, s]) => [step, s.ids.map((id) => s.cell(id))]));
 
 type PackedFile = [path: string, kind: CellFile['kind']];
-type PackedCell = [
+/** A cell as GalleryCells keeps it (and StepCells.packed gives it). */
+export type PackedCell = [
   status: CellStatus,
   files: PackedFile[],
   costUsd: number | null,

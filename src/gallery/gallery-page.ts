@@ -1,8 +1,17 @@
 /**
- * gallery.html: one self-contained page (style, script and data inline) that opens from file://
- * with no network request. It refers to the run's files by relative path. `review: true` marks the
- * page for `genpipe review`, which adds the decision controls.
+ * gallery.html and the data files beside it. The page holds the run's header, each step's axes and
+ * an index of its cells (per cell, the position of its label on each axis and its status: about 9
+ * bytes a cell), and its style and script; the cells themselves (files, errors, costs, headlines)
+ * are in `gallery-data/<step>.<page>.js`, GALLERY_PAGE_CELLS a file, which the page loads as it
+ * needs them (the cells on screen, or all of a step's for a text filter).
+ *
+ * Those files are classic scripts that call `window.__genpipeCells(...)`: a page opened from
+ * file:// may not fetch() or XMLHttpRequest another file: (Chromium refuses, and ES modules are
+ * fetched under CORS, so are refused too), but it may run a `<script src>` beside it, as any
+ * browser does. `genpipe review` serves the same files from memory. Their JSON is escaped as an
+ * inline <script>'s is (no `<`, no U+2028/U+2029), so no cell text can end or change the script.
  */
+import { createHash } from 'node:crypto';
 import type { Cell, GalleryData, GalleryStep } from './gallery-data.js';
 import { PAGE_SCRIPT } from './page-script.js';
 
@@ -48,8 +57,8 @@ table.grid { border-collapse: separate; border-spacing: 0; }
 #notice { color: var(--bad); }
 `;
 
-/** JSON safe inside a <script> element: no `</script>`, no `<!--`, no line separators JS would choke on. */
-function scriptJson(value: unknown): string {
+/** JSON safe inside a <script> element or a script file: no `</script>`, no `<!--`, no line separators older JS engines choke on. */
+export function scriptJson(value: unknown): string {
   return JSON.stringify(value)
     .replace(/</g, '\\u003c')
     .replace(/\u2028/g, '\\u2028')
@@ -58,40 +67,64 @@ function scriptJson(value: unknown): string {
 
 export const escapeHtml = (text: string): string => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
-/** A step of the page: its own fields, and its cells in sorted chunks (made as they are written). */
+/** Cells a data file holds: the page loads these many at a time. */
+export const GALLERY_PAGE_CELLS = 1_000;
+
+/** The folder beside gallery.html that holds its data files. */
+export const GALLERY_DATA_DIR = 'gallery-data';
+
+/** The data file of a step's page `page` (0-based), relative to the run directory. */
+export const dataFileOf = (step: string, page: number): string => `${GALLERY_DATA_DIR}/${step}.${String(page + 1).padStart(4, '0')}.js`;
+
+/** A data file as the page's index names it: where, how many cells, and its signature (to tell a file of another write). */
+export interface PageRef {
+  file: string;
+  count: number;
+  sig: string;
+}
+
+/** A step as the page holds it: its own fields, its cells' index and its data files. */
 export interface PageStep {
   fields: Omit<GalleryStep, 'cells'>;
-  chunks: AsyncIterable<Cell[]> | Iterable<Cell[]>;
+  /** Cells in the step (also index.length / (axes + 1)). */
+  count: number;
+  /** What its cells cost in all, US$. */
+  spendUsd: number;
+  /** Per cell, in order: the index of its label in each of `fields.axes` (-1: none), then its status's index in the page's `statuses`. */
+  index: number[];
+  pages: PageRef[];
 }
 
-/** Cells serialised at a time: a page of 100,000 cells is written in pieces, never held whole. */
-export const CELLS_PER_CHUNK = 2_000;
-
-/** A list of cells in chunks of CELLS_PER_CHUNK. */
-export function* chunksOf<T>(list: readonly T[]): Generator<T[]> {
-  for (let at = 0; at < list.length; at += CELLS_PER_CHUNK) yield list.slice(at, at + CELLS_PER_CHUNK);
-}
-
-/** The page as a whole string (`genpipe review` serves it). */
-export async function galleryHtml(data: GalleryData, options: { review?: boolean } = {}): Promise<string> {
-  const steps: PageStep[] = data.steps.map(({ cells, ...fields }) => ({ fields, chunks: chunksOf(cells) }));
-  const parts: string[] = [];
-  for await (const part of galleryPageChunks(data, steps, options)) parts.push(part);
-  return parts.join('');
+/** The run's page: its header, statuses by code, and its steps. */
+export interface PageData {
+  pipeline: string;
+  runId: string;
+  writtenAt: string;
+  statuses: readonly string[];
+  steps: readonly PageStep[];
 }
 
 /**
- * The page in pieces, in order: a 100,000-cell page is about 30 MB of text, and building it whole
- * (its data, the JSON, its escaping, the page around it, the bytes to write) had cost a running
- * run some 150 MB at each rewrite.
+ * The text of a data file: the page's registration call with the step's position, the page's,
+ * its signature and its cells (without `values`, which the page has from its index).
  */
-export async function* galleryPageChunks(
-  run: Pick<GalleryData, 'pipeline' | 'runId' | 'writtenAt'>,
-  steps: readonly PageStep[],
-  options: { review?: boolean } = {},
-): AsyncGenerator<string> {
-  const title = `${run.pipeline} ${run.runId}`;
-  yield `<!doctype html>
+export function dataFileText(step: number, page: number, sig: string, cells: readonly Cell[]): string {
+  const bare = cells.map(({ values: _values, ...rest }) => rest);
+  return `window.__genpipeCells(${step},${page},${scriptJson(sig)},${scriptJson(bare)});\n`;
+}
+
+/** gallery.html: header, style, the index as JSON in a <script> element, and the script. */
+export function galleryPageHtml(data: PageData, options: { review?: boolean } = {}): string {
+  const title = `${data.pipeline} ${data.runId}`;
+  const json = scriptJson({
+    pipeline: data.pipeline,
+    runId: data.runId,
+    writtenAt: data.writtenAt,
+    pageCells: GALLERY_PAGE_CELLS,
+    statuses: data.statuses,
+    steps: data.steps.map((s) => ({ ...s.fields, count: s.count, spendUsd: s.spendUsd, pages: s.pages, index: s.index })),
+  });
+  return `<!doctype html>
 <html lang="en" data-review="${options.review ? 'on' : 'off'}">
 <head>
 <meta charset="utf-8">
@@ -101,25 +134,87 @@ export async function* galleryPageChunks(
 <style>${STYLE}</style>
 </head>
 <body>
-<header><h1>${escapeHtml(title)}</h1><p class="counts"><span id="spend"></span> · Written ${escapeHtml(run.writtenAt)} by genpipe${options.review ? '; decisions are saved to review.json as you make them' : ''}. <span id="notice"></span></p>${options.review ? '<p class="review-counts"><strong id="review-counts"></strong> <span id="saved" aria-live="polite"></span></p>' : ''}</header>
+<header><h1>${escapeHtml(title)}</h1><p class="counts"><span id="spend"></span> · Written ${escapeHtml(data.writtenAt)} by genpipe${options.review ? '; decisions are saved to review.json as you make them' : ''}. <span id="notice"></span></p>${options.review ? '<p class="review-counts"><strong id="review-counts"></strong> <span id="saved" aria-live="polite"></span></p>' : ''}</header>
 <main id="app"></main>
 <section id="compare" hidden></section>
-<script type="application/json" id="gallery-data">`;
-  // The data as scriptJson would write it whole: each object's own fields, then its list a chunk at a time.
-  yield `${scriptJson({ pipeline: run.pipeline, runId: run.runId, writtenAt: run.writtenAt }).slice(0, -1)},"steps":[`;
-  for (const [i, step] of steps.entries()) {
-    yield `${i > 0 ? ',' : ''}${scriptJson(step.fields).slice(0, -1)},"cells":[`;
-    let first = true;
-    for await (const cells of step.chunks) {
-      if (cells.length === 0) continue;
-      yield `${first ? '' : ','}${scriptJson(cells).slice(1, -1)}`;
-      first = false;
-    }
-    yield ']}';
-  }
-  yield `]}</script>
+<script type="application/json" id="gallery-data">${json}</script>
 <script>${PAGE_SCRIPT}</script>
 </body>
 </html>
 `;
+}
+
+/** Files of a gallery, by path relative to the run directory: gallery.html and its data files. */
+export type GalleryFiles = Map<string, string>;
+
+/**
+ * A gallery's files from whole cell lists (tests, and any bounded set of cells): the step's cells
+ * in the order given, their `values` as given. Signatures are the data files' content hashes.
+ */
+export function galleryFiles(data: GalleryData, options: { review?: boolean } = {}): GalleryFiles {
+  const files: GalleryFiles = new Map();
+  const statuses: string[] = [];
+  const steps = data.steps.map(({ cells, ...fields }, stepAt) => {
+    const builder = new IndexBuilder(fields.axes, statuses);
+    let spendUsd = 0;
+    for (const cell of cells) {
+      builder.add(Object.entries(cell.values), cell.status);
+      spendUsd += cell.costUsd ?? 0;
+    }
+    const pages: PageRef[] = [];
+    for (let at = 0, page = 0; at < cells.length; at += GALLERY_PAGE_CELLS, page++) {
+      const slice = cells.slice(at, at + GALLERY_PAGE_CELLS);
+      const sig = signatureOf(slice.map((c) => JSON.stringify(c)));
+      const file = dataFileOf(fields.id, page);
+      files.set(file, dataFileText(stepAt, page, sig, slice));
+      pages.push({ file, count: slice.length, sig });
+    }
+    return { fields, count: cells.length, spendUsd, index: builder.index, pages };
+  });
+  files.set('gallery.html', galleryPageHtml({ ...data, statuses, steps }, options));
+  return files;
+}
+
+/** Builds a step's index: label positions (by axis, in the axes' order) and status codes. */
+export class IndexBuilder {
+  readonly index: number[] = [];
+  readonly #positions: Map<string, number>[];
+  readonly #axes: Map<string, number>;
+
+  constructor(
+    readonly axes: readonly { name: string; values: readonly string[] }[],
+    private readonly statuses: string[],
+  ) {
+    this.#axes = new Map(axes.map((a, i) => [a.name, i]));
+    this.#positions = axes.map((a) => new Map(a.values.map((v, i) => [v, i])));
+  }
+
+  add(values: Iterable<readonly [string, string]>, status: string): void {
+    this.push(this.rowOf(values), status);
+  }
+
+  /** The positions of a cell's labels on the axes (-1 where it has none). */
+  rowOf(values: Iterable<readonly [string, string]>): number[] {
+    const row = new Array<number>(this.axes.length).fill(-1);
+    for (const [axis, label] of values) {
+      const at = this.#axes.get(axis);
+      if (at !== undefined) row[at] = this.#positions[at]?.get(label) ?? -1;
+    }
+    return row;
+  }
+
+  /** Adds a cell by its label positions (`axes.length` of them from `from` in `row`) and its status. */
+  push(row: ArrayLike<number>, status: string, from = 0): void {
+    for (let a = 0; a < this.axes.length; a++) this.index.push(row[from + a] as number);
+    let code = this.statuses.indexOf(status);
+    if (code < 0) code = this.statuses.push(status) - 1;
+    this.index.push(code);
+  }
+}
+
+/** A short signature of a page's content (its cells' texts in order). */
+export function signatureOf(parts: Iterable<string>): string {
+  const hash = createHash('sha1');
+  for (const part of parts) hash.update(part).update('\n');
+  return hash.digest('base64url').slice(0, 16);
 }

@@ -1,10 +1,14 @@
 /**
- * The contact sheet's script, inlined into gallery.html: it renders the embedded data as one grid
- * per step (rows × columns, a page per combination of the other axes, rows and columns paged), with status and
+ * The contact sheet's script, inlined into gallery.html: it renders each step as a grid (rows x
+ * columns, a page per combination of the other axes, rows and columns paged), with status and
  * text filters, a compare strip of 2 to 4 cells, and, when `genpipe review` serves the page,
- * approve / reject / star controls saved through the review server. Plain ES2020, no network
- * request of its own when opened from file://, and text from the run (errors, answers, labels)
- * only ever set as textContent.
+ * approve / reject / star controls saved through the review server. Plain ES2020.
+ *
+ * The page holds an index of every cell (its labels' positions on the axes and its status), from
+ * which it lays out the grids, counts and filters; the cells themselves come from the data files
+ * beside the page, loaded as classic scripts (the only way a page opened from file:// may read
+ * another file) when a screen shows them, or when a text filter needs their text. Text from the
+ * run (errors, answers, labels) is only ever set as textContent.
  */
 export const PAGE_SCRIPT = String.raw`
 (() => {
@@ -13,9 +17,24 @@ export const PAGE_SCRIPT = String.raw`
   const reviewing = document.documentElement.dataset.review === 'on';
   const ROWS_PER_PAGE = 25;
   const COLS_PER_PAGE = 20;
+  const PAGE_CELLS = data.pageCells;
+  /** Decisions by instance id, as review.json has them. */
   const decisions = {};
   const compare = [];
   const views = {};
+  /** Loaded cells by id: where they are and what they say. */
+  const loaded = new Map();
+  const stepsById = new Map();
+  for (const [at, step] of data.steps.entries()) {
+    step.at = at;
+    step.stride = step.axes.length + 1;
+    step.cells = new Array(step.count);
+    step.loading = [];
+    /** Decisions by cell position. */
+    step.decided = new Map();
+    step.positions = undefined;
+    stepsById.set(step.id, step);
+  }
   const el = (tag, props, children) => {
     const node = document.createElement(tag);
     for (const [k, v] of Object.entries(props || {})) {
@@ -35,8 +54,138 @@ export const PAGE_SCRIPT = String.raw`
     const cents = Math.round(n * 100) / 100;
     return Math.abs(cents - n) < 1e-9 ? 'US$' + group(cents.toFixed(2)) : 'US$' + group(n.toFixed(4).replace(/0+$/, ''));
   };
-  const spendOf = (cells) => Math.round(cells.reduce((sum, c) => sum + (c.costUsd || 0), 0) * 1e6) / 1e6;
-  const collator = new Intl.Collator('en', { numeric: true, sensitivity: 'base' });
+  const round6 = (n) => Math.round(n * 1e6) / 1e6;
+  const notice = (text) => { document.getElementById('notice').textContent = text; };
+
+  const labelIndexAt = (step, i, a) => step.index[i * step.stride + a];
+  const statusAt = (step, i) => data.statuses[step.index[i * step.stride + step.axes.length]];
+  const axisAt = (step, name) => (name === undefined ? -1 : step.axes.findIndex((a) => a.name === name));
+
+  // The data files call this as they load: the step's position, the page's, its signature and its cells.
+  const registered = new Map();
+  window.__genpipeCells = (stepAt, page, sig, cells) => { registered.set(stepAt + ':' + page, { sig: sig, cells: cells }); };
+
+  /** Loads a page of a step's cells once (a classic script: file:// allows no fetch); true when they are there. */
+  function loadPage(step, page) {
+    if (step.loading[page]) return step.loading[page];
+    const ref = step.pages[page];
+    step.loading[page] = new Promise((resolve) => {
+      const script = document.createElement('script');
+      script.src = ref.file;
+      script.onload = () => {
+        const got = registered.get(step.at + ':' + page);
+        registered.delete(step.at + ':' + page);
+        script.remove();
+        if (!got || got.sig !== ref.sig || !Array.isArray(got.cells) || got.cells.length !== ref.count) {
+          notice('The gallery was rewritten after this page was opened: reload it (' + ref.file + ' is of another write).');
+          return resolve(false);
+        }
+        for (const [j, cell] of got.cells.entries()) {
+          const i = page * PAGE_CELLS + j;
+          cell.values = {};
+          for (const [a, axis] of step.axes.entries()) {
+            const k = labelIndexAt(step, i, a);
+            if (k >= 0) cell.values[axis.name] = axis.values[k];
+          }
+          step.cells[i] = cell;
+          loaded.set(cell.id, { step: step, at: i, cell: cell });
+        }
+        resolve(true);
+      };
+      script.onerror = () => {
+        script.remove();
+        notice('Could not load ' + ref.file + ': keep the gallery-data folder beside gallery.html (or reload, if the gallery was rewritten).');
+        resolve(false);
+      };
+      document.head.appendChild(script);
+    });
+    return step.loading[page];
+  }
+
+  /** Loads the pages holding the cells at these positions. */
+  function loadCells(step, positions) {
+    const pages = new Set();
+    for (const i of positions) pages.add(Math.floor(i / PAGE_CELLS));
+    return Promise.all([...pages].map((p) => loadPage(step, p)));
+  }
+
+  // An instance id's step and axis values (gallery/instance-axes.ts), to place a decision of review.json on its cell.
+  function splitLabel(label) {
+    const parts = [];
+    let start = 0;
+    let quoted = false;
+    for (let i = 0; i < label.length; i++) {
+      const c = label[i];
+      if (quoted && c === '\\') i++;
+      else if (c === '"') quoted = !quoted;
+      else if (c === ',' && !quoted) { parts.push(label.slice(start, i)); start = i + 1; }
+    }
+    if (start < label.length) parts.push(label.slice(start));
+    return parts;
+  }
+  function unquote(label) {
+    if (!label.startsWith('"')) return label;
+    try { const value = JSON.parse(label); return typeof value === 'string' ? value : label; } catch (e) { return label; }
+  }
+  function upstreamIdEnd(inner) {
+    const match = /^[a-z][a-z0-9_-]{0,62}(\[|$|,)/.exec(inner);
+    if (!match) return -1;
+    if (match[1] !== '[') return match[0].length - (match[1] === ',' ? 1 : 0);
+    let depth = 0;
+    let quoted = false;
+    for (let i = match[0].length - 1; i < inner.length; i++) {
+      const c = inner[i];
+      if (quoted) { if (c === '\\') i++; else if (c === '"') quoted = false; }
+      else if (c === '"') quoted = true;
+      else if (c === '[') depth++;
+      else if (c === ']' && --depth === 0) return i + 1;
+    }
+    return -1;
+  }
+  function instanceAxes(id) {
+    const open = id.indexOf('[');
+    if (open < 0 || !id.endsWith(']')) return { step: id, values: [] };
+    const inner = id.slice(open + 1, -1);
+    const values = [];
+    let rest = inner;
+    const upstreamEnd = upstreamIdEnd(inner);
+    if (upstreamEnd > 0) {
+      const upstream = instanceAxes(inner.slice(0, upstreamEnd));
+      rest = inner.slice(upstreamEnd + 1);
+      const own = splitLabel(rest).map((part) => part.slice(0, part.indexOf('=')));
+      for (const [axis, label] of upstream.values) values.push([own.includes(axis) ? upstream.step + '.' + axis : axis, label]);
+    }
+    for (const part of rest === '' ? [] : splitLabel(rest)) {
+      const eq = part.indexOf('=');
+      if (eq > 0) values.push([part.slice(0, eq), unquote(part.slice(eq + 1))]);
+    }
+    return { step: id.slice(0, open), values: values };
+  }
+  /** The step and position of an instance's cell, or undefined when the gallery has none. */
+  function cellOf(id) {
+    const known = loaded.get(id);
+    if (known) return known;
+    const parsed = instanceAxes(id);
+    const step = stepsById.get(parsed.step);
+    if (!step) return undefined;
+    if (!step.positions) {
+      step.positions = new Map();
+      for (let i = 0; i < step.count; i++) step.positions.set(step.index.slice(i * step.stride, i * step.stride + step.axes.length).join(','), i);
+    }
+    const key = step.axes.map(() => -1);
+    for (const [axis, label] of parsed.values) {
+      const a = axisAt(step, axis);
+      if (a < 0) return undefined;
+      key[a] = step.axes[a].values.indexOf(label);
+    }
+    const at = step.positions.get(key.join(','));
+    return at === undefined ? undefined : { step: step, at: at };
+  }
+  function setDecision(id, decision) {
+    decisions[id] = decision;
+    const where = cellOf(id);
+    if (where) where.step.decided.set(where.at, decision);
+  }
 
   function viewOf(step) {
     if (!views[step.id]) views[step.id] = { rows: step.layout.rows, cols: step.layout.cols, page: {}, status: 'all', text: '', rowPage: 0, colPage: 0 };
@@ -53,9 +202,8 @@ export const PAGE_SCRIPT = String.raw`
     if (!line) return;
     let total = 0, approved = 0, rejected = 0, starred = 0;
     for (const step of data.steps) {
-      for (const c of step.cells) {
-        total++;
-        const d = decisions[c.id];
+      total += step.count;
+      for (const d of step.decided.values()) {
         if (d && d.decision === 'approved') approved++;
         else if (d && d.decision === 'rejected') rejected++;
         if (d && d.starred) starred++;
@@ -69,65 +217,124 @@ export const PAGE_SCRIPT = String.raw`
   /** The run's spend in the header: what its cells cost (refunds and reuse at US$0). */
   function renderSpend() {
     const line = document.getElementById('spend');
-    const cells = data.steps.flatMap((step) => step.cells);
-    const spent = spendOf(cells);
+    const spent = round6(data.steps.reduce((sum, step) => sum + step.spendUsd, 0));
+    const count = data.steps.reduce((sum, step) => sum + step.count, 0);
     line.dataset.usd = String(spent);
-    line.textContent = 'Spend ' + usd(spent) + ' on ' + cells.length + ' instance' + (cells.length === 1 ? '' : 's');
+    line.textContent = 'Spend ' + usd(spent) + ' on ' + count + ' instance' + (count === 1 ? '' : 's');
   }
 
-  function render() {
+  let renders = 0;
+  /** Lays out every step, loads the cells its screen shows, then draws; a later render supersedes one still loading. */
+  async function render() {
+    const mine = ++renders;
+    const plans = await Promise.all(data.steps.map(planStep));
+    if (mine !== renders) return;
     renderSpend();
     renderReviewCounts();
     const app = document.getElementById('app');
     app.textContent = '';
-    for (const step of data.steps) app.appendChild(renderStep(step));
+    for (const plan of plans) app.appendChild(drawStep(plan));
     renderCompare();
   }
 
-  function renderStep(step) {
+  /** What a step's screen shows, its cells loaded: the positions that pass its filters, its rows and columns, those in view. */
+  async function planStep(step) {
     const view = viewOf(step);
-    const counts = {};
-    for (const c of step.cells) counts[c.status] = (counts[c.status] || 0) + 1;
-    const summary = Object.entries(counts).map(([s, n]) => n + ' ' + s.replace('_', ' ')).join(', ');
-    const section = el('section', { className: 'step', 'data-step': step.id }, [
-      el('h2', { text: step.id + ' (' + step.model + (step.forEach ? ', for each ' + step.forEach : '') + ')' }),
-      el('p', { className: 'counts', text: step.cells.length + ' of ' + step.planned + ' instances' + (summary ? ': ' + summary : '') + '; ' + usd(spendOf(step.cells)) }),
-    ]);
-    section.appendChild(controls(step, view));
-    const cells = step.cells.filter((c) => matches(c, step, view));
-    const rowValues = view.rows ? valuesOf(step, view.rows).filter((v) => cells.some((c) => c.values[view.rows] === v)) : [''];
-    const colValues = view.cols ? valuesOf(step, view.cols).filter((v) => cells.some((c) => c.values[view.cols] === v)) : [''];
+    const rowAxis = axisAt(step, view.rows);
+    const colAxis = axisAt(step, view.cols);
+    const paged = pageAxes(step, view).map((name) => [axisAt(step, name), view.page[name]]);
+    let cells = [];
+    for (let i = 0; i < step.count; i++) if (passes(step, i, view, paged)) cells.push(i);
+    if (view.text) {
+      // Text lives in the cells: a text filter reads every cell that passes the others.
+      await loadCells(step, cells);
+      const text = view.text.toLowerCase();
+      cells = cells.filter((i) => step.cells[i] !== undefined && textOf(step.cells[i]).includes(text));
+    }
+    const present = (a) => {
+      if (a < 0) return [-1];
+      const seen = new Set();
+      for (const i of cells) seen.add(labelIndexAt(step, i, a));
+      return step.axes[a].values.map((v, k) => k).filter((k) => seen.has(k));
+    };
+    const rowValues = present(rowAxis);
+    const colValues = present(colAxis);
     const rowPages = Math.max(1, Math.ceil(rowValues.length / ROWS_PER_PAGE));
     view.rowPage = Math.min(view.rowPage, rowPages - 1);
     const shownRows = rowValues.slice(view.rowPage * ROWS_PER_PAGE, (view.rowPage + 1) * ROWS_PER_PAGE);
     const colPages = Math.max(1, Math.ceil(colValues.length / COLS_PER_PAGE));
     view.colPage = Math.min(view.colPage, colPages - 1);
     const shownCols = colValues.slice(view.colPage * COLS_PER_PAGE, (view.colPage + 1) * COLS_PER_PAGE);
+    const rowSet = new Set(shownRows);
+    const colSet = new Set(shownCols);
+    const placeOf = (i) => [rowAxis < 0 ? -1 : labelIndexAt(step, i, rowAxis), colAxis < 0 ? -1 : labelIndexAt(step, i, colAxis)];
+    const shown = cells.filter((i) => {
+      const [r, c] = placeOf(i);
+      return rowSet.has(r) && colSet.has(c);
+    });
+    await loadCells(step, shown);
+    return { step: step, view: view, matched: cells.length, rowValues: rowValues, colValues: colValues, shownRows: shownRows, shownCols: shownCols, shown: shown, placeOf: placeOf, rowPages: rowPages, colPages: colPages };
+  }
+
+  function passes(step, i, view, paged) {
+    if (view.status !== 'all') {
+      const d = step.decided.get(i);
+      if (view.status === 'approved' || view.status === 'rejected') { if (!d || d.decision !== view.status) return false; }
+      else if (view.status === 'starred') { if (!d || !d.starred) return false; }
+      else if (statusAt(step, i) !== view.status) return false;
+    }
+    for (const [a, wanted] of paged) {
+      if (wanted === undefined || wanted === '*') continue;
+      const k = a < 0 ? -1 : labelIndexAt(step, i, a);
+      if (k < 0 || step.axes[a].values[k] !== wanted) return false;
+    }
+    return true;
+  }
+
+  const textOf = (c) => (c.id + ' ' + (c.error || '') + ' ' + (c.headline || '') + ' ' + Object.entries(c.values).map(([k, v]) => k + '=' + v).join(' ')).toLowerCase();
+
+  function drawStep(plan) {
+    const step = plan.step;
+    const view = plan.view;
+    const counts = {};
+    for (let i = 0; i < step.count; i++) {
+      const status = statusAt(step, i);
+      counts[status] = (counts[status] || 0) + 1;
+    }
+    const summary = Object.entries(counts).map(([s, n]) => n + ' ' + s.replace('_', ' ')).join(', ');
+    const section = el('section', { className: 'step', 'data-step': step.id }, [
+      el('h2', { text: step.id + ' (' + step.model + (step.forEach ? ', for each ' + step.forEach : '') + ')' }),
+      el('p', { className: 'counts', text: step.count + ' of ' + step.planned + ' instances' + (summary ? ': ' + summary : '') + '; ' + usd(round6(step.spendUsd)) }),
+    ]);
+    section.appendChild(controls(step, view));
+    const rowName = (k) => (view.rows && k >= 0 ? view.rows + '=' + valuesOf(step, view.rows)[k] : '');
+    const colName = (k) => (view.cols && k >= 0 ? view.cols + '=' + valuesOf(step, view.cols)[k] : '');
     const byPlace = new Map();
-    for (const c of cells) {
-      const key = (view.rows ? c.values[view.rows] : '') + '\u0000' + (view.cols ? c.values[view.cols] : '');
+    for (const i of plan.shown) {
+      const [r, c] = plan.placeOf(i);
+      const key = r + ':' + c;
       if (!byPlace.has(key)) byPlace.set(key, []);
-      byPlace.get(key).push(c);
+      byPlace.get(key).push(i);
     }
     const table = el('table', { className: 'grid' });
     const head = el('tr', {}, [el('th', { className: 'corner', text: (view.rows || '') + (view.cols ? ' \u2193 / ' + view.cols + ' \u2192' : '') })]);
-    for (const col of shownCols) head.appendChild(el('th', { scope: 'col', text: view.cols ? view.cols + '=' + col : '' }));
+    for (const col of plan.shownCols) head.appendChild(el('th', { scope: 'col', text: colName(col) }));
     table.appendChild(el('thead', {}, [head]));
     const body = el('tbody');
-    for (const row of shownRows) {
-      const tr = el('tr', {}, [el('th', { scope: 'row', text: view.rows ? view.rows + '=' + row : '' })]);
-      for (const col of shownCols) {
+    for (const row of plan.shownRows) {
+      const tr = el('tr', {}, [el('th', { scope: 'row', text: rowName(row) })]);
+      for (const col of plan.shownCols) {
         const td = el('td');
-        for (const c of byPlace.get(row + '\u0000' + col) || []) td.appendChild(renderCell(c, step));
+        for (const i of byPlace.get(row + ':' + col) || []) if (step.cells[i]) td.appendChild(renderCell(step.cells[i], step));
         tr.appendChild(td);
       }
       body.appendChild(tr);
     }
     table.appendChild(body);
     section.appendChild(el('div', { className: 'scroll' }, [table]));
-    if (cells.length === 0) section.appendChild(el('p', { className: 'empty', text: 'No instance matches.' }));
-    if (rowPages > 1) section.appendChild(pager('rows', view, 'rowPage', rowPages, ROWS_PER_PAGE, shownRows.length, rowValues.length));
-    if (colPages > 1) section.appendChild(pager('columns', view, 'colPage', colPages, COLS_PER_PAGE, shownCols.length, colValues.length));
+    if (plan.matched === 0) section.appendChild(el('p', { className: 'empty', text: 'No instance matches.' }));
+    if (plan.rowPages > 1) section.appendChild(pager('rows', view, 'rowPage', plan.rowPages, ROWS_PER_PAGE, plan.shownRows.length, plan.rowValues.length));
+    if (plan.colPages > 1) section.appendChild(pager('columns', view, 'colPage', plan.colPages, COLS_PER_PAGE, plan.shownCols.length, plan.colValues.length));
     return section;
   }
 
@@ -144,24 +351,6 @@ export const PAGE_SCRIPT = String.raw`
   function valuesOf(step, axis) {
     const a = step.axes.find((x) => x.name === axis);
     return a ? a.values : [];
-  }
-
-  function matches(c, step, view) {
-    if (view.status !== 'all') {
-      const d = decisions[c.id];
-      if (view.status === 'approved' || view.status === 'rejected') { if (!d || d.decision !== view.status) return false; }
-      else if (view.status === 'starred') { if (!d || !d.starred) return false; }
-      else if (c.status !== view.status) return false;
-    }
-    for (const axis of pageAxes(step, view)) {
-      const wanted = view.page[axis];
-      if (wanted !== undefined && wanted !== '*' && c.values[axis] !== wanted) return false;
-    }
-    if (view.text) {
-      const hay = (c.id + ' ' + (c.error || '') + ' ' + (c.headline || '') + ' ' + Object.entries(c.values).map(([k, v]) => k + '=' + v).join(' ')).toLowerCase();
-      if (!hay.includes(view.text.toLowerCase())) return false;
-    }
-    return true;
   }
 
   function select(label, options, value, onchange, attrs) {
@@ -256,10 +445,8 @@ export const PAGE_SCRIPT = String.raw`
     strip.appendChild(el('h2', { text: 'Compare (' + compare.length + ')' }));
     const row = el('div', { className: 'compare-row' });
     for (const id of compare) {
-      for (const step of data.steps) {
-        const c = step.cells.find((x) => x.id === id);
-        if (c) row.appendChild(renderCell(c, step));
-      }
+      const where = loaded.get(id);
+      if (where) row.appendChild(renderCell(where.cell, where.step));
     }
     strip.appendChild(row);
   }
@@ -271,11 +458,11 @@ export const PAGE_SCRIPT = String.raw`
       return;
     }
     const saved = await response.json();
-    decisions[id] = saved;
+    setDecision(id, saved);
     // Said, not only shown: the decision as saved, in the header's live line.
     const what = change.decision !== undefined ? (change.decision === null ? 'decision cleared' : change.decision) : (change.starred ? 'starred' : 'unstarred');
     document.getElementById('saved').textContent = id + ': ' + what + ' (saved to review.json)';
-    render();
+    await render();
     const again = document.querySelector('[data-instance="' + CSS.escape(id) + '"]');
     if (again) again.focus();
   }
@@ -301,9 +488,9 @@ export const PAGE_SCRIPT = String.raw`
   async function start() {
     if (reviewing) {
       const response = await fetch('review.json', { cache: 'no-store' });
-      if (response.ok) Object.assign(decisions, await response.json());
+      if (response.ok) for (const [id, decision] of Object.entries(await response.json())) setDecision(id, decision);
     }
-    render();
+    await render();
     document.documentElement.dataset.ready = 'true';
   }
   start();

@@ -2,7 +2,9 @@
  * The review server of `genpipe review RUN_DIR`: the run's gallery with approve / reject / star
  * controls, on loopback only.
  *
- * - `GET /` the gallery page (rebuilt from the journal when the server starts, with the controls on).
+ * - `GET /` the gallery page (rebuilt from the journal when the server starts, with the controls on),
+ *   and `GET /gallery-data/<step>.<page>.js` its data files, built with it and held in memory: a
+ *   path is answered only when it is one of theirs, exactly (no file is read for it).
  * - `GET /review.json` the decisions so far; `POST /api/decisions` one change (review-store.ts).
  * - `GET /outputs/...` and `/thumbs/...` the run's files, read only below those two folders: a
  *   path that leaves them (`..`, an encoded slash, a symlink out) is 404, as is anything else.
@@ -19,6 +21,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { extname, join, resolve, sep } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
+import { GALLERY_DATA_DIR } from '../gallery/gallery-page.js';
 import { GALLERY_FILE, galleryPageOf } from '../gallery/write-gallery.js';
 import { DecisionChange, readReview, ReviewStore } from './review-store.js';
 import { redactEveryForm } from '../util/redact.js';
@@ -51,9 +54,12 @@ export async function startReviewServer(runDir: string, options: { host: string;
   const store = new ReviewStore(root);
   await readReview(root);
   const built = await galleryPageOf(root, { review: true });
-  if (built === undefined)
-    throw new GenpipeError('invalid_input', `${runDir} is a run planned for too many instances to review on one page.`);
-  const page: string = redactEveryForm(built);
+  if (built === undefined) throw new GenpipeError('invalid_input', `${runDir} is a run of too many instances to review on one page.`);
+  // Already redacted as built; again here, as the page always was (a secret registered since).
+  const page: string = redactEveryForm(built.get(GALLERY_FILE) ?? '');
+  const dataFiles = new Map(
+    [...built].filter(([path]) => path.startsWith(`${GALLERY_DATA_DIR}/`)).map(([path, text]) => [`/${path}`, text]),
+  );
   let origin = '';
   const server: Server = createServer((req, res) => {
     handle(req, res).catch(() => {
@@ -71,6 +77,8 @@ export async function startReviewServer(runDir: string, options: { host: string;
     const url = new URL(req.url ?? '/', origin);
     if (req.method === 'GET' && (url.pathname === '/' || url.pathname === `/${GALLERY_FILE}`))
       return send(res, 200, 'text/html; charset=utf-8', page);
+    const data = req.method === 'GET' ? dataFiles.get(url.pathname) : undefined;
+    if (data !== undefined) return send(res, 200, 'text/javascript; charset=utf-8', redactEveryForm(data));
     if (req.method === 'GET' && url.pathname === '/review.json')
       return send(res, 200, 'application/json', JSON.stringify(await readReview(root)));
     if (req.method === 'POST' && url.pathname === '/api/decisions') {

@@ -10,7 +10,8 @@ import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import type { GalleryData } from '../../src/gallery/gallery-data.js';
-import { galleryHtml } from '../../src/gallery/gallery-page.js';
+import { galleryFiles } from '../../src/gallery/gallery-page.js';
+import { readGalleryDir, writeGalleryFiles } from '../gallery/read-gallery.js';
 import { cleanTemps, findRunDir, HF_KEY, tempDir } from '../run/runner-helpers.js';
 import { launchChromium, watchPage } from './chromium.js';
 
@@ -123,8 +124,9 @@ describe('gallery.html', () => {
     const io: CliIO = { out: () => {}, write: async () => {}, err: () => {}, env: {}, signal: new AbortController().signal };
     expect(await main(['report', runDir], io)).toBe(0);
     expect(statSync(join(runDir, 'gallery.html')).mtimeMs).toBeGreaterThan(before);
-    const html = readFileSync(join(runDir, 'gallery.html'), 'utf8');
-    expect(html).toContain('"id":"sheets[seed=3,variation_index=1]"');
+    const ids = readGalleryDir(runDir).steps.flatMap((step) => step.cells.map((cell) => cell.id));
+    expect(ids).toContain('sheets[seed=3,variation_index=1]');
+    expect(ids).toHaveLength(8);
     expect(existsSync(join(runDir, 'thumbs'))).toBe(false);
   });
 });
@@ -163,7 +165,7 @@ describe('gallery.html paging', () => {
       ],
     };
     const dir = tempDir();
-    writeFileSync(join(dir, 'gallery.html'), await galleryHtml(data));
+    writeGalleryFiles(dir, galleryFiles(data));
     const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     const problems = watchPage(page);
     await page.goto(`file://${join(dir, 'gallery.html')}`);

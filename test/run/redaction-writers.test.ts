@@ -101,7 +101,7 @@ describe('a service that echoes the request headers in its failures', () => {
     expect(first.code, first.stderr).toBe(1);
     const runA = findRunDir(out, 'echoed');
     // The failure text did reach these files: redacted, not dropped.
-    for (const file of ['outputs.csv', 'outputs.jsonl', 'gallery.html', 'journal.jsonl'])
+    for (const file of ['outputs.csv', 'outputs.jsonl', 'gallery-data/sheets.0001.js', 'journal.jsonl'])
       expect(readFileSync(join(runA, file), 'utf8'), file).toContain('[REDACTED]');
     expectClean(first.stdout + first.stderr, 'the output of run');
     expectCleanDir(runA);
@@ -134,7 +134,10 @@ describe('a service that echoes the request headers in its failures', () => {
     registerSecret(SECRET);
     const server = await startReviewServer(runA, { host: '127.0.0.1', port: 0 });
     try {
-      for (const path of ['/', '/review.json']) expectClean(await (await fetch(`${server.url}${path}`)).text(), `review ${path}`);
+      for (const path of ['/', '/review.json', '/gallery-data/sheets.0001.js'])
+        expectClean(await (await fetch(`${server.url}${path}`)).text(), `review ${path}`);
+      // The failure text reached the served data file: redacted, not dropped.
+      expect(await (await fetch(`${server.url}/gallery-data/sheets.0001.js`)).text()).toContain('[REDACTED]');
     } finally {
       await server.close();
     }

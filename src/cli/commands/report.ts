@@ -3,7 +3,7 @@ import { GenpipeError } from '../../api/errors.js';
 import { join } from 'node:path';
 import { writeCostReport } from '../../report/write-report.js';
 import { copyText } from '../../util/copy-text.js';
-import { rewriteGallery } from '../../gallery/write-gallery.js';
+import { MAX_GALLERY_INSTANCES, rewriteGallery } from '../../gallery/write-gallery.js';
 import { reviewWaitSentence } from '../../review/review-wait.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
@@ -18,8 +18,9 @@ Counts by final status, estimated cost, actual cost where the service reports it
 refunds (failed and nsfw requests, failed agent turns) and totals, per instance, per step and per
 model, in US$ and credits (credits_per_usd from the config file, default 100). Writes report.json,
 report.csv and report.md into the run directory and prints one of them (Markdown by default).
-Also rewrites gallery.html, the run's contact sheet, from the journal, and says when a
-\`for_each: {step, only: approved}\` step waits on review (then: genpipe review, genpipe resume).`,
+Also rewrites gallery.html (and its data files under gallery-data/), the run's contact sheet, from
+the journal, and says when a \`for_each: {step, only: approved}\` step waits on review
+(then: genpipe review, genpipe resume).`,
   async run(argv, io) {
     const { values, positionals } = parse(
       argv,
@@ -34,7 +35,9 @@ Also rewrites gallery.html, the run's contact sheet, from the journal, and says 
     const creditsPerUsd = configPath ? readConfigFile(configPath).credits_per_usd : undefined;
     await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
     if ((await rewriteGallery(runDir)) === undefined)
-      io.err('genpipe: gallery.html was left as the run wrote it: a plan this large is not replayed for a contact sheet.');
+      io.err(
+        `genpipe: gallery.html was left as the run wrote it: its journal names more than ${MAX_GALLERY_INSTANCES.toLocaleString('en-US')} instances, too many for a contact sheet.`,
+      );
     // A step that follows only approved instances and waits on review: said, with what to run next.
     const waiting = await reviewWaitSentence(runDir);
     if (waiting) io.err(waiting);
