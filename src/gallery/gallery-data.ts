@@ -7,6 +7,7 @@ import { naturalCompare } from '../util/natural-compare.js';
 import { sortedAxes, type AxisValues, type GridLayout } from './grid-layout.js';
 import { instanceAxes } from './instance-axes.js';
 import { redactEveryForm } from '../util/redact.js';
+import { publicUrl } from '../sink/sink-config.js';
 
 /** `data-status` of a cell. */
 export type CellStatus = InstanceStatus;
@@ -17,6 +18,8 @@ export interface CellFile {
   kind: 'image' | 'video' | 'audio' | 'text' | 'other';
   /** Relative to the run directory, for images. */
   thumb?: string | undefined;
+  /** Its public URL in the step's storage sink (`public_base_url`), once uploaded with these bytes. */
+  url?: string | undefined;
 }
 
 export interface Cell {
@@ -99,6 +102,8 @@ export class GalleryCells {
   constructor(
     private readonly prices: ReadonlyMap<string, number | null>,
     private readonly max = MAX_GALLERY_CELLS,
+    /** Per step with a public storage sink, its prefix's public URL (write-gallery.ts publicBasesOf). */
+    private readonly publicBases: ReadonlyMap<string, string> = new Map(),
   ) {}
 
   /** Sets (or replaces) the cell of an instance from its state. */
@@ -113,7 +118,7 @@ export class GalleryCells {
       }
       this.#count++;
     }
-    cells.set(id, packCell(cellOf(id, entry, values, this.prices.get(step) ?? null)));
+    cells.set(id, packCell(cellOf(id, entry, values, this.prices.get(step) ?? null, this.publicBases.get(step))));
     let labels = this.#labels.get(step);
     if (!labels) this.#labels.set(step, (labels = new Map()));
     for (const [axis, label] of values) {
@@ -134,7 +139,7 @@ export class GalleryCells {
       const { step, values } = instanceAxes(id);
       let cells = liveByStep.get(step);
       if (!cells) liveByStep.set(step, (cells = new Map()));
-      cells.set(id, cellOf(id, entry, values, this.prices.get(step) ?? null));
+      cells.set(id, cellOf(id, entry, values, this.prices.get(step) ?? null, this.publicBases.get(step)));
     }
     const out = new Map<string, StepCells>();
     for (const step of new Set([...this.#byStep.keys(), ...liveByStep.keys()])) {
@@ -177,7 +182,7 @@ export interface StepCells {
 export const cellLists = (steps: ReadonlyMap<string, StepCells>): Map<string, Cell[]> =>
   new Map([...steps].map(([step, s]) => [step, s.ids.map((id) => s.cell(id))]));
 
-type PackedFile = [path: string, kind: CellFile['kind']];
+type PackedFile = [path: string, kind: CellFile['kind'], url?: string];
 /** A cell as GalleryCells keeps it (and StepCells.packed gives it). */
 export type PackedCell = [
   status: CellStatus,
@@ -192,7 +197,7 @@ export type PackedCell = [
 function packCell(cell: Cell): string {
   const packed: PackedCell = [
     cell.status,
-    cell.files.map((f) => [f.path, f.kind]),
+    cell.files.map((f): PackedFile => (f.url === undefined ? [f.path, f.kind] : [f.path, f.kind, f.url])),
     cell.costUsd ?? null,
     cell.requestId ?? null,
     cell.error ?? null,
@@ -208,7 +213,7 @@ function unpackCell(id: string, text: string): Cell {
     id,
     values: Object.fromEntries(instanceAxes(id).values),
     status,
-    files: files.map(([path, kind]) => fileOf(path, kind)),
+    files: files.map(([path, kind, url]) => fileOf(path, kind, url)),
   };
   if (error !== null) cell.error = error;
   if (costUsd !== null) cell.costUsd = costUsd;
@@ -218,14 +223,22 @@ function unpackCell(id: string, text: string): Cell {
   return cell;
 }
 
-const fileOf = (path: string, kind: CellFile['kind']): CellFile =>
-  kind === 'image' ? { path, kind, thumb: thumbPathOf(path) } : { path, kind };
+function fileOf(path: string, kind: CellFile['kind'], url?: string): CellFile {
+  const file: CellFile = kind === 'image' ? { path, kind, thumb: thumbPathOf(path) } : { path, kind };
+  if (url !== undefined) file.url = url;
+  return file;
+}
 
-function cellOf(id: string, entry: InstanceState, values: [string, string][], priceUsd: number | null): Cell {
+function cellOf(id: string, entry: InstanceState, values: [string, string][], priceUsd: number | null, publicBase?: string): Cell {
   const status = instanceStatus(entry);
   const files: CellFile[] = [...(entry.downloads?.entries() ?? [])]
     .sort(([a], [b]) => a - b)
-    .map(([, d]) => fileOf(d.path, fileKind(d.path)));
+    .map(([output, d]) => {
+      // Linked where the team reads it once it is in the bucket with these bytes (issue 29).
+      const uploaded =
+        publicBase !== undefined && d.path.startsWith('outputs/') && d.sha256 !== '' && entry.sinkUploads?.get(output)?.sha256 === d.sha256;
+      return fileOf(d.path, fileKind(d.path), uploaded ? publicUrl({ publicBaseUrl: publicBase }, d.path) : undefined);
+    });
   const answer = entry.final?.result?.answer;
   const cell: Cell = { id, values: Object.fromEntries(values), status, files };
   const error = entry.final?.error ?? entry.failed?.message;

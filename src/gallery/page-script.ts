@@ -385,6 +385,8 @@ export const PAGE_SCRIPT = String.raw`
   function media(c) {
     const out = [];
     for (const f of c.files) {
+      // Where the team reads it: its public URL in the storage sink (http or https only).
+      if (typeof f.url === 'string' && /^https?:\/\//.test(f.url)) out.push(el('a', { href: f.url, className: 'public', text: 'public link', target: '_blank', rel: 'noopener' }));
       if (f.kind === 'image') {
         out.push(el('a', { href: f.path, target: '_blank', rel: 'noopener' }, [el('img', { src: f.thumb || f.path, alt: c.id, loading: 'lazy', decoding: 'async' })]));
       } else if (f.kind === 'video') {

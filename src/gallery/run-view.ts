@@ -4,15 +4,20 @@
  * The run knows nothing of it (issue 26, item 9); the session subscribes it.
  */
 import type { Plan } from '../plan/plan.js';
-import { planFileSteps } from '../run/run-dir.js';
+import { planFileSteps, type StepSinkRecord } from '../run/run-dir.js';
 import type { RunView, ViewedRun } from '../run/run-options.js';
 import { GalleryCells } from './gallery-data.js';
-import { GalleryWriter, pricesOf } from './write-gallery.js';
+import { GalleryWriter, pricesOf, publicBasesOf } from './write-gallery.js';
 
-export function galleryView(runDir: string, plan: Plan, runId: string): (run: ViewedRun) => RunView {
+export function galleryView(
+  runDir: string,
+  plan: Plan,
+  runId: string,
+  sinks?: ReadonlyMap<string, StepSinkRecord>,
+): (run: ViewedRun) => RunView {
   return (run) => {
-    const steps = planFileSteps(plan);
-    const cells = new GalleryCells(pricesOf({ steps }));
+    const steps = planFileSteps(plan, sinks);
+    const cells = new GalleryCells(pricesOf({ steps }), undefined, publicBasesOf({ steps }));
     const gallery = new GalleryWriter(
       runDir,
       () => ({ plan: { pipeline: plan.name, runId, steps }, cells: cells.withLive(run.state.instances) }),

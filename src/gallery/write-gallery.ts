@@ -73,10 +73,14 @@ interface BuildOptions {
 
 /** The cells of a replayed run state (`genpipe report`, `genpipe review`, `genpipe diff`), sorted. */
 export function cellsOfState(plan: Pick<PlanFile, 'steps'>, state: RunState): Map<string, Cell[]> {
-  return cellLists(new GalleryCells(pricesOf(plan)).withLive(state.instances));
+  return cellLists(new GalleryCells(pricesOf(plan), undefined, publicBasesOf(plan)).withLive(state.instances));
 }
 
 export const pricesOf = (plan: Pick<PlanFile, 'steps'>): Map<string, number | null> => new Map(plan.steps.map((s) => [s.id, s.price_usd]));
+
+/** Per step with a public storage sink, the public URL of its prefix (a cell links its uploaded files there). */
+export const publicBasesOf = (plan: Pick<PlanFile, 'steps'>): Map<string, string> =>
+  new Map(plan.steps.flatMap((s) => (s.sink?.public_url === undefined ? [] : [[s.id, s.sink.public_url] as const])));
 
 /** The manifest's `gallery` choices, by step, as plan.json records them. */
 export function layoutsOf(plan: Pick<PlanFile, 'steps'>): Map<string, LayoutChoice> {
@@ -350,8 +354,10 @@ async function gallerySourceOf(runDir: string, max = MAX_GALLERY_INSTANCES): Pro
   const plan = await readPlanFile(runDir);
   const journal = join(runDir, 'journal.jsonl');
   if (plan.steps.reduce((n, s) => n + s.count, 0) > max && (await journalInstancesOver(journal, max))) return undefined;
-  const cells = new GalleryCells(pricesOf(plan), Math.min(MAX_GALLERY_CELLS, max));
-  for await (const [id, entry] of instanceStates(journal, { gallery: true })) cells.add(id, entry);
+  const publicBases = publicBasesOf(plan);
+  const cells = new GalleryCells(pricesOf(plan), Math.min(MAX_GALLERY_CELLS, max), publicBases);
+  // A public sink's uploads are read too: a cell links the files the bucket holds with its bytes.
+  for await (const [id, entry] of instanceStates(journal, { gallery: true, sinks: publicBases.size > 0 })) cells.add(id, entry);
   if (cells.seen > max) return undefined;
   return { plan, cells: cells.withLive([]) };
 }

@@ -468,7 +468,7 @@ async function execute(x: Execution): Promise<RunResult> {
       executor: fleet?.executor,
       // Review decisions come in as data, and the gallery is a view: run/ knows neither.
       review: { approved: () => decidedIds(runDir, 'approved'), rejected: () => decisions(runDir, 'rejected') },
-      view: galleryView(runDir, plan, runId),
+      view: galleryView(runDir, plan, runId, stepSinks(await readPlanFile(runDir))),
       onEvent: (event) => {
         progress.listener(event);
         o.onEvent?.(event);
@@ -563,6 +563,10 @@ async function execute(x: Execution): Promise<RunResult> {
     );
   return { exitCode, runDir, runId, summary, report };
 }
+
+/** The steps' sinks as the run's plan.json records them (the gallery links public outputs). */
+const stepSinks = (file: PlanFile): Map<string, StepSinkRecord> =>
+  new Map(file.steps.flatMap((s) => (s.sink ? [[s.id, s.sink] as const] : [])));
 
 /** What plan.json records of the steps' sinks (bucket, rendered prefix, public URL); undefined without one. */
 async function sinkRecords(

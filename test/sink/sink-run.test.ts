@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { readGallery } from '../gallery/read-gallery.js';
 import { receiver } from '../notify/receiver.js';
 import { findRunDir, journalOf, tempDir } from '../run/runner-helpers.js';
 import { startLoopbackS3, useStoreCredentials, type LoopbackS3 } from './s3-server.js';
@@ -38,7 +39,7 @@ async function genpipe(...argv: string[]): Promise<{ code: number; output: strin
     env: { ...process.env, GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` },
     signal: new AbortController().signal,
   };
-  const code = await main([...argv, '--quiet'], io);
+  const code = await main(argv[0] === 'run' || argv[0] === 'resume' ? [...argv, '--quiet'] : argv, io);
   return { code, output: lines.join('\n') };
 }
 
@@ -124,6 +125,23 @@ describe('a run with a storage sink', () => {
         locations,
       });
       expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Storage sinks: 4 files (');
+      // The gallery links each uploaded file's public URL (as the run wrote it, and as `genpipe report` rewrites it).
+      const links = (): string[] =>
+        readGallery((p) => readFileSync(join(runDir, p), 'utf8'))
+          .steps.flatMap((step) => step.cells.flatMap((c) => c.files.map((f) => f.url ?? '')))
+          .sort();
+      const expected = csv
+        .split(/\r?\n/)
+        .slice(1)
+        .filter((l) => l !== '')
+        .map((l) => l.split(',').at(-1) as string)
+        .sort();
+      expect(expected).toHaveLength(4);
+      expect(expected.every((u) => u.startsWith('https://cdn.example.com/drop/s/'))).toBe(true);
+      expect(links()).toEqual(expected);
+      const reported = await genpipe('report', runDir);
+      expect(reported.code, reported.output).toBe(0);
+      expect(links()).toEqual(expected);
       // The finish notification links the public prefix, which opens on any machine.
       expect(hook.received).toHaveLength(1);
       expect((hook.received[0]?.body as { sink?: unknown }).sink).toEqual({
