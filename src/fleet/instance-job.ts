@@ -48,7 +48,19 @@ export type InstanceJobResult =
       retryAfterMs?: number | undefined;
     }
   | { kind: 'unknown'; message: string }
-  | { kind: 'track_error'; submission: Submission; code: ErrorCode; message: string };
+  | { kind: 'track_error'; submission: Submission; code: ErrorCode; message: string }
+  /** Its coordinator withdrew it (withdrawnKey) before this worker sent it: nothing was sent. */
+  | { kind: 'withdrawn' };
+
+/**
+ * The Redis key that marks a job withdrawn by its coordinator (a run that stopped while the job
+ * waited). The coordinator sets it before it looks at the job; a worker looks for it after taking
+ * the job and before sending anything. So a job the coordinator saw still waiting is never sent,
+ * whatever the timing, and only such a job is journaled as not sent.
+ */
+export const withdrawnKey = (prefix: string, queue: string, jobId: string): string => `${prefix}:${queue}:withdrawn:${jobId}`;
+/** How long a withdrawal mark lasts: far longer than any job waits for a worker. */
+export const WITHDRAWN_TTL_S = 7 * 24 * 3600;
 
 /** What the worker reports once the submit is answered (job progress). */
 export interface SubmittedProgress {

@@ -24,6 +24,8 @@ import {
   type InstanceJobData,
   type InstanceJobResult,
   type SubmittedProgress,
+  withdrawnKey,
+  WITHDRAWN_TTL_S,
 } from './instance-job.js';
 import { commandOptions, redisCommands, reportConnection, type RedisTarget } from './redis.js';
 
@@ -164,9 +166,11 @@ export class QueueExecutor implements Executor {
       // knows how to treat (retried with the key, or left for a resume), never an internal one.
       if (round === 0) await redisCommands(this.#o.redis, () => this.#dropStaleUnknown(jobId));
       // An existing job of the same attempt (a resumed coordinator) is kept as it is: no second job.
-      await redisCommands(this.#o.redis, () =>
-        this.#queue.add(INSTANCE_JOB, data, { jobId, attempts: 1, removeOnComplete: false, removeOnFail: false }),
-      );
+      // This coordinator sends it now: an earlier one's withdrawal of it no longer stands.
+      await redisCommands(this.#o.redis, async () => {
+        await (await this.#queue.getBackend().client).del(this.#withdrawnKey(jobId));
+        await this.#queue.add(INSTANCE_JOB, data, { jobId, attempts: 1, removeOnComplete: false, removeOnFail: false });
+      });
       waiter.enqueued = true;
       await redisCommands(this.#o.redis, () => this.#look(jobId, waiter));
       const first = await unlessAborted(
@@ -195,6 +199,9 @@ export class QueueExecutor implements Executor {
       const result = first.result;
       if (result.kind === 'final' || result.kind === 'track_error') return result.submission;
       await this.#forget(jobId);
+      // An earlier coordinator withdrew it and a worker sent nothing: handed out again, as new.
+      if (result.kind === 'withdrawn' && round < 100) continue;
+      if (result.kind === 'withdrawn') throw new GenpipeError('internal', 'The fleet job was withdrawn again and again; nothing was sent.');
       if (result.kind === 'unknown') {
         throw new IndeterminateSubmissionError({
           method: 'POST',
@@ -258,8 +265,20 @@ export class QueueExecutor implements Executor {
    * already stays, and a resume follows it.
    */
   async #withdrawn(jobId: string, error: unknown): Promise<never> {
-    const removed = await this.#queue.remove(jobId).catch(() => 0);
-    if (removed === 1) {
+    let waiting = false;
+    try {
+      // The mark first: a worker that takes the job from now on sends nothing (worker.ts). Then a
+      // job still waiting was never sent, and never will be. One a worker took, or finished, may
+      // have been: a removal that succeeds says nothing (a finished job is removed as readily).
+      const client = await this.#queue.getBackend().client;
+      await client.set(this.#withdrawnKey(jobId), '1', { EX: WITHDRAWN_TTL_S });
+      const state = await this.#queue.getJobState(jobId);
+      waiting = state === 'waiting' || state === 'prioritized' || state === 'delayed';
+      if (waiting) await this.#queue.remove(jobId).catch(() => 0);
+    } catch {
+      // Redis did not answer: nothing can be said of the job, which a resume follows.
+    }
+    if (waiting) {
       this.#waiters.delete(jobId);
       throw new GenpipeError('aborted', 'Interrupted: withdrawn from the queue before any worker took it.', {
         neverSent: true,
@@ -267,6 +286,10 @@ export class QueueExecutor implements Executor {
       });
     }
     throw error;
+  }
+
+  #withdrawnKey(jobId: string): string {
+    return withdrawnKey(this.#queue.opts.prefix ?? 'bull', this.#queue.name, jobId);
   }
 
   /** Reads a job's state from Redis into its waiter; false when the job does not exist. */

@@ -22,7 +22,7 @@ import { adapterFor } from '../models/registry.js';
 import { localExecutor, type Attempt } from '../run/executor.js';
 import { PollScheduler } from '../run/poll-schedule.js';
 import type { WebhookReceiver } from '../run/webhook-receiver.js';
-import type { InstanceJobData, InstanceJobResult, JobPolling } from './instance-job.js';
+import { withdrawnKey, type InstanceJobData, type InstanceJobResult, type JobPolling } from './instance-job.js';
 import { commandOptions, reportConnection, type RedisTarget } from './redis.js';
 import { workerKey, type WorkerHeartbeat } from './queue-admin.js';
 
@@ -124,6 +124,12 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       const intentAt = Date.now();
       // The intent reaches Redis before the POST (see the file comment).
       await job.updateData({ ...data, intentAt });
+      // Withdrawn by its coordinator (its run stopped while the job waited): nothing is sent, and the
+      // coordinator, which saw it waiting, journals it as not sent (instance-job.ts withdrawnKey).
+      if ((await (await queue.getBackend().client).get(withdrawnKey(queue.opts.prefix ?? 'bull', queue.name, job.id ?? ''))) !== null) {
+        await job.updateData({ ...data, intentAt: undefined });
+        return { kind: 'withdrawn' };
+      }
       try {
         submission = await localExecutor.submit(attempt, data.body, data.idempotencyKey ?? undefined, {
           ...ctx,

@@ -90,6 +90,74 @@ describe("the fleet coordinator's executor", () => {
     });
   });
 
+  it('a stopped coordinator never calls a job a worker already finished "not sent" (soak seed 50366: a keyless poster paid twice)', async () => {
+    await withDispatch(async (executor, attempt, queue, runId) => {
+      const jobId = jobIdOf(runId, 'ads[n=1]', '0.0');
+      // A worker takes and finishes the job before its coordinator hears of it…
+      await queue.add(
+        'instance',
+        { v: 1, runId, instance: 'ads[n=1]', model: 'marketing-image', body: BANNER, idempotencyKey: null },
+        { jobId },
+      );
+      const end = Date.now() + 10_000;
+      // Bounded by the deadline.
+      while (Date.now() < end && (await queue.getJob(jobId))?.returnvalue?.kind !== 'final') await new Promise((r) => setTimeout(r, 20));
+      expect((await queue.getJob(jobId))?.returnvalue?.kind).toBe('final');
+      const sent = fleet.emu.requests.byId.size;
+      // …and the coordinator stops (Ctrl-C) as it looks: the request was sent, so it is never journaled as not sent.
+      const stopped = new AbortController();
+      stopped.abort(new GenpipeError('aborted', 'Interrupted.'));
+      const error = await executor
+        .submit(attempt, BANNER, undefined, { client: fleet.client, signal: stopped.signal })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(GenpipeError);
+      expect((error as GenpipeError).neverSent).not.toBe(true);
+      expect(fleet.emu.requests.byId.size).toBe(sent);
+    });
+  });
+
+  it('a worker that takes a job its coordinator withdrew sends nothing; a later coordinator hands it out again, sent once', async () => {
+    await withDispatch(
+      async (executor, attempt, queue, runId, ctx) => {
+        const jobId = jobIdOf(runId, 'ads[n=1]', '0.0');
+        // A coordinator that stopped with the job waiting: it withdrew it, and nothing was sent.
+        const stopped = new AbortController();
+        stopped.abort(new GenpipeError('aborted', 'Interrupted.'));
+        const error = await executor.submit(attempt, BANNER, undefined, { ...ctx, signal: stopped.signal }).catch((e: unknown) => e);
+        expect((error as GenpipeError).neverSent).toBe(true);
+        // Its mark stays: a worker that took the job between the mark and the removal would find it.
+        await queue.add(
+          'instance',
+          { v: 1, runId, instance: 'ads[n=1]', model: 'marketing-image', body: BANNER, idempotencyKey: null },
+          { jobId },
+        );
+        const before = fleet.emu.requests.byId.size;
+        const worker = await startFleetWorker({
+          redis: fleet.target,
+          queue: queue.name,
+          client: fleet.client,
+          concurrency: 1,
+          name: 'late',
+          say: () => {},
+        });
+        try {
+          const end = Date.now() + 10_000;
+          // Bounded by the deadline.
+          while (Date.now() < end && (await queue.getJob(jobId))?.finishedOn === undefined) await new Promise((r) => setTimeout(r, 20));
+          expect((await queue.getJob(jobId))?.returnvalue).toEqual({ kind: 'withdrawn' });
+          expect(fleet.emu.requests.byId.size).toBe(before);
+          // A resumed coordinator sends it: the withdrawal no longer stands, and one request goes.
+          const submission = await executor.submit(attempt, BANNER, undefined, ctx);
+          expect(submission.kind).toBe('request');
+          expect(fleet.emu.requests.byId.size).toBe(before + 1);
+        } finally {
+          await worker.close(0);
+        }
+      },
+      { worker: false },
+    );
+  });
+
   it('a keyless job Redis lost before any worker took it ends unknown, never sent', async () => {
     await withDispatch(
       async (executor, attempt, queue, runId, ctx) => {
