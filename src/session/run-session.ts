@@ -614,36 +614,70 @@ async function openFleet(
 ): Promise<Fleet> {
   const { QueueExecutor } = await import('../fleet/queue-executor.js');
   const { watchRedis, redisStallMs } = await import('../fleet/redis-watch.js');
-  const executor = await QueueExecutor.open(options);
+  const stallMs = redisStallMs(env);
+  let executor: QueueExecutor | undefined;
   let worker: FleetWorker | undefined;
-  if (local) {
-    const { startFleetWorker, defaultWorkerName } = await import('../fleet/worker.js');
-    worker = await startFleetWorker({
-      redis: options.redis,
-      queue: options.queue,
-      client: local.client,
-      concurrency: local.concurrency,
-      name: `${defaultWorkerName()}-coordinator`,
-      say: options.say,
-      webhook: local.webhook,
-    });
+  const dropAll = async (): Promise<void> => {
+    await worker?.disconnect();
+    await executor?.disconnect();
+  };
+  // Bounded: a Redis lost or restarted while the queue's connections open must not leave the run
+  // waiting with no output (soak seed 50484 waited 120 s here). Past the stall period: exit 5.
+  const opened = (async () => {
+    executor = await QueueExecutor.open(options);
+    if (local) {
+      const { startFleetWorker, defaultWorkerName } = await import('../fleet/worker.js');
+      worker = await startFleetWorker({
+        redis: options.redis,
+        queue: options.queue,
+        client: local.client,
+        concurrency: local.concurrency,
+        name: `${defaultWorkerName()}-coordinator`,
+        say: options.say,
+        webhook: local.webhook,
+      });
+    }
+  })();
+  if (!(await withinMs(opened, stallMs))) {
+    await dropAll();
+    opened.catch(() => {});
+    throw new GenpipeError(
+      'network',
+      `Redis at ${options.redis.shown} did not let the fleet's queue open within ${Math.round(stallMs / 1000)} s, so the run stopped before sending anything: start it again once Redis answers.`,
+    );
   }
-  const watch = watchRedis(options.redis, 'run', redisStallMs(env));
+  if (!executor) throw new GenpipeError('internal', "The fleet's queue opened without its executor.");
+  const ready = executor;
+  const watch = watchRedis(options.redis, 'run', stallMs);
   return {
-    executor,
+    executor: ready,
     stalled: watch.stalled,
     close: async (stalled = false) => {
       watch.close();
-      if (stalled) {
-        await worker?.disconnect();
-        await executor.disconnect();
-        return;
-      }
+      if (stalled) return dropAll();
       // The local worker hands back what it still holds at once: the run is over or interrupted.
-      await worker?.close(0);
-      await executor.close();
+      // Bounded too: a close that waits on a Redis gone quiet drops the connections instead.
+      const closed = (async () => {
+        await worker?.close(0);
+        await ready.close();
+      })();
+      if (!(await withinMs(closed, stallMs))) {
+        closed.catch(() => {});
+        await dropAll();
+      }
     },
   };
+}
+
+/** True when `work` settles within `ms` (its rejection is rethrown); false when the time ran out first. */
+async function withinMs(work: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([work.then(() => true as const), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** A run's exit code from its summary (cli/exit-codes.ts). */

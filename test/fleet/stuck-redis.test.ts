@@ -144,6 +144,40 @@ describe('a Redis that answers the start-up check, then stops answering', () => 
   );
 });
 
+describe("a Redis that answers the start-up check, then stops answering as the fleet's queue opens", () => {
+  it(
+    'run --redis and resume --redis end with exit 5 and one sentence within the bound, having sent nothing (soak seed 50484 waited 120 s)',
+    { timeout: 60_000 },
+    async () => {
+      const stalling = await stallingRedis();
+      try {
+        const dir = tempDir();
+        const env = { GENPIPE_BASE_URL: emu.url, GENPIPE_REDIS_STALL_MS: '3000' };
+        const out = tempDir();
+        const local = await runCli(['run', sheetsManifest(dir, 1, { name: 'stallresume' }), '--out', out, '--rate', '1000'], { env });
+        expect(local.code, local.stderr).toBe(0);
+        const before = emu.requests.inspect({}).length;
+        const commands = [
+          ['run', sheetsManifest(dir, 2, { name: 'stallrun' }), '--out', tempDir(), '--redis', stalling.url, '--yes'],
+          ['resume', findRunDir(out, 'stallresume'), '--redis', stalling.url],
+        ];
+        await Promise.all(
+          commands.map(async (argv) => {
+            const result = await runCli(argv, { env, timeoutMs: 15_000 });
+            expect(result.code, `${argv[0]}: ${result.stderr}`).toBe(5);
+            // One sentence naming Redis, never an internal error or a stack.
+            expect(result.stderr, argv[0]).toMatch(/^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ [^\n]+\.\n$/);
+          }),
+        );
+        expect(emu.requests.inspect({}).length).toBe(before);
+        expect(stalling.stalls()).toBeGreaterThan(0);
+      } finally {
+        await new Promise<void>((resolve) => stalling.server.close(() => resolve()));
+      }
+    },
+  );
+});
+
 describe('Ctrl-C and SIGTERM end any genpipe process, whatever Redis or the service does', () => {
   it('SIGINT during queue status against the stuck Redis: exit 130', { timeout: 30_000 }, async () => {
     const seen = stuck.connections();
