@@ -38,6 +38,7 @@ import { linkEarlierFile } from './reuse.js';
 import type { RunEffects } from './run-context.js';
 import { outputsDigest, resumeAction, type InstanceState } from './run-state.js';
 import type { RetryStatus, RunOptions } from './run-options.js';
+import { noteUnsent } from './unsent-notes.js';
 import type { AsyncQueue } from './slots.js';
 import type { Reservation } from './spend.js';
 
@@ -524,6 +525,15 @@ export class InstanceDriver {
       await this.#fx.log({ type: 'intent', instance: instance.id, model: step.model, idempotencyKey: key ?? null, bodyHash }, true);
       crashPoint('after_intent_sync');
       if (!(await this.#fx.fenced())) {
+        // Journaled, never sent: the note tells the new holder so (unsent-notes.ts), and it sends
+        // the instance as new instead of leaving it unknown.
+        const entry = this.#fx.state.instances.get(instance.id);
+        await noteUnsent(this.#o.runDir, {
+          instance: instance.id,
+          bodyHash,
+          retries: entry?.retries ?? 0,
+          rerolls: entry?.rerolls ?? 0,
+        }).catch(() => undefined);
         reservation.release();
         this.#fx.tally('pending');
         return undefined;

@@ -15,6 +15,7 @@ import { CANCEL_TIMEOUT_MS, InstanceDriver } from './instance-driver.js';
 import { OutputsCsv } from './outputs-csv.js';
 import { axisColumns } from './output-rows.js';
 import { RunContext } from './run-context.js';
+import { releaseUnsent } from './unsent-notes.js';
 import { resolveRecordedOptions, type RunOptions } from './run-options.js';
 import { ReuseIndex } from './reuse.js';
 import { committedByJournal } from './spend.js';
@@ -53,6 +54,9 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   let fx: RunContext;
   let changes: string[];
   try {
+    // Intents a displaced holder journaled and never sent are sent as new, not left unknown.
+    if (!store.created && store.state.started)
+      await releaseUnsent(options.runDir, store.state, (record, durable) => store.append(record, durable));
     ({ fx, changes } = await startContext(options, store));
   } catch (error) {
     await store.close();
