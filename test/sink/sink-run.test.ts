@@ -6,6 +6,8 @@
 // file genpipe writes holds the store's secret.
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { killAll, startWorkerProcess, type WorkerProcess } from '../fleet/fleet-helpers.js';
+import { startTestRedis } from '../fleet/redis-server.js';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
@@ -86,6 +88,23 @@ function filesOf(dir: string): string[] {
 }
 
 const sha = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
+
+/** Every run directory of `pipeline` under `out`, oldest first (run ids sort by start time). */
+const runDirsOf = (out: string, pipeline: string): string[] =>
+  readdirSync(join(out, pipeline))
+    .filter((n) => !n.startsWith('.'))
+    .sort()
+    .map((n) => join(out, pipeline, n));
+
+/** Each file under outputs/ against the object of the same path under `prefix`: same bytes. */
+async function expectStored(runDir: string, prefix: string, count: number): Promise<void> {
+  const stored = await objects(prefix);
+  expect(stored.size).toBe(count);
+  for (const file of filesOf(join(runDir, 'outputs'))) {
+    const key = `${prefix}/${file.slice(join(runDir, 'outputs').length + 1)}`;
+    expect(sha(stored.get(key) ?? Buffer.alloc(0)), key).toBe(sha(readFileSync(file)));
+  }
+}
 
 describe('a run with a storage sink', () => {
   it(
@@ -233,6 +252,59 @@ describe('a run with a storage sink', () => {
       const again = await genpipe('resume', runDir);
       expect(again.code).toBe(0);
       expect(journalOf(runDir).records.filter((r) => r.type === 'sink_uploaded').length).toBe(records);
+    },
+  );
+
+  it(
+    '--reuse across runs with sinks: a second run reuses every instance, sends nothing to the service, and puts the files under its own prefix',
+    { timeout: 60_000 },
+    async () => {
+      const dir = tempDir();
+      const out = join(dir, 'runs');
+      const path = sheets(dir, 'again', 3, sinkOf('again/{{ run.id }}'));
+      expect((await genpipe('run', path, '--out', out)).code).toBe(0);
+      const sent = emu.requests.inspect({}).length;
+      const second = await genpipe('run', path, '--out', out, '--reuse');
+      expect(second.code, second.output).toBe(0);
+      expect(emu.requests.inspect({}).length).toBe(sent);
+      const [firstDir, secondDir] = runDirsOf(out, 'again') as [string, string];
+      await expectStored(firstDir, `again/${firstDir.split('/').at(-1)}`, 3);
+      await expectStored(secondDir, `again/${secondDir.split('/').at(-1)}`, 3);
+      expect(reportSink(secondDir)).toMatchObject({ uploadedFiles: 3, pendingFiles: 0 });
+    },
+  );
+
+  it(
+    'a fleet: the coordinator uploads what its workers made, and a worker with no storage credentials is enough',
+    { timeout: 90_000 },
+    async () => {
+      const redis = await startTestRedis();
+      const workers: WorkerProcess[] = [];
+      try {
+        const dir = tempDir();
+        const out = join(dir, 'runs');
+        // The worker's environment has no AWS_* variable at all (startWorkerProcess passes only PATH, HOME and the service's).
+        workers.push(await startWorkerProcess(redis.url, emu.url, 'sinkless', ['--queue', 'sinkfleet']));
+        const run = await genpipe(
+          'run',
+          sheets(dir, 'fleetdrop', 4, sinkOf('fleetdrop')),
+          '--out',
+          out,
+          '--redis',
+          redis.url,
+          '--queue',
+          'sinkfleet',
+          '--no-local-worker',
+        );
+        expect(run.code, run.output).toBe(0);
+        const runDir = findRunDir(out, 'fleetdrop');
+        await expectStored(runDir, 'fleetdrop', 4);
+        expect(reportSink(runDir)).toMatchObject({ uploadedFiles: 4, pendingFiles: 0 });
+        expect(workers[0]?.output()).not.toMatch(/AWS|credential|s3:/i);
+      } finally {
+        await killAll(workers);
+        await redis.dispose();
+      }
     },
   );
 });
