@@ -35,12 +35,13 @@ function capture(
 let emu: Emulator;
 let other: Emulator;
 beforeAll(async () => {
-  // Sheets wait queued for 400 ms: a run interrupted early has requests in flight.
+  // Sheets wait queued for 8 s: a run interrupted once its first two are sent still has them in
+  // flight when it has stopped, however slow the machine (3 s was once too short under load).
   emu = await startEmulator({
     port: 0,
     timeScale: 1,
     log: () => {},
-    durations: { 'character-sheet': { queuedMs: [3_000, 3_000], runMs: [0, 0] } },
+    durations: { 'character-sheet': { queuedMs: [8_000, 8_000], runMs: [0, 0] } },
   });
   other = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
 });
