@@ -90,7 +90,8 @@ function requestIdOf(entry: InstanceState): string {
   return s.kind === 'request' ? s.requestId : s.kind === 'job_set' ? s.jobSetId : s.messageId;
 }
 
-function emptyGroup(name: string): GroupLine {
+/** A group with nothing counted yet. */
+export function emptyGroup(name: string): GroupLine {
   return {
     name,
     counts: Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<ReportStatus, number>,

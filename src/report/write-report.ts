@@ -5,7 +5,7 @@ import { readPlanFile } from '../run/run-dir.js';
 import type { InstanceState } from '../run/run-state.js';
 import { ByteSink } from '../util/byte-sink.js';
 import { canStartWorker, startTask } from '../util/worker-task.js';
-import { CostTally, type CostSummary, type TallyGroups } from './cost-report.js';
+import { CostTally, emptyGroup, type CostSummary, type TallyGroups } from './cost-report.js';
 import { gatherInstanceRuns, middleId, statesOf, type StatesOptions } from './instance-lines.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
 
@@ -48,18 +48,7 @@ export async function writeCostReport(
     creditsPerUsd: rate,
     steps: [],
     models: [],
-    total: {
-      name: 'total',
-      counts: {} as CostSummary['total']['counts'],
-      estimatedUsd: 0,
-      actualUsd: null,
-      refundedUsd: 0,
-      netUsd: 0,
-      unknownUsd: 0,
-      unpricedInstances: 0,
-      rerolls: 0,
-      rerolledNetUsd: 0,
-    },
+    total: emptyGroup('total'),
   };
   const headFirst = new Set<ReportFormat>([JSON_FORMAT, CSV_FORMAT]);
   const sinks: ByteSink[] = [];

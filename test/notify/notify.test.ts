@@ -12,6 +12,7 @@ import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { deliverNotifications } from '../../src/notify/deliver.js';
 import { notifyBody, notifySummary, summaryText, type RunEnd } from '../../src/notify/notify-message.js';
+import { emptyGroup } from '../../src/report/cost-report.js';
 import { checkNotifyUrl, type ResolvedTarget } from '../../src/notify/notify-targets.js';
 import { receiver } from './receiver.js';
 import { cleanTemps, emuRequests, filesUnder, findRunDir, HF_KEY, journalOf, tempDir } from '../run/runner-helpers.js';
@@ -398,18 +399,7 @@ describe('notify: bad targets are refused before anything is sent (exit 2)', () 
     expect(total.sink).toBeUndefined();
     expect(summaryText(total)).not.toContain('Outputs:');
     const summary = notifySummary(end, {
-      total: {
-        name: 'total',
-        counts: {} as never,
-        estimatedUsd: 0,
-        actualUsd: null,
-        refundedUsd: 0,
-        netUsd: 0,
-        unknownUsd: 0,
-        unpricedInstances: 0,
-        rerolls: 0,
-        rerolledNetUsd: 0,
-      },
+      total: emptyGroup('total'),
       sink: {
         uploadedFiles: 3,
         uploadedBytes: 1_500,
