@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MODEL_NAMES } from '../../src/models/registry.js';
 import {
+  BUDGET_USE,
   DEFAULT_POLL_SCHEDULE,
   documentedSamples,
   DurationSummary,
@@ -335,7 +336,8 @@ describe('the first polls: a documented duration range, else the backoff', () =>
     const documented = (model: string): readonly [number, number] | undefined => (model === 'sheet' ? [1_700, 4_400] : undefined);
     const scheduler = new PollScheduler({ documented, jitter: 0 }, seeded(1));
     const plan = scheduler.plan('sheet')!;
-    expect(plan).toEqual(planPolls(documentedSamples([1_700, 4_400]), scheduler.options));
+    const range = pointDistribution(documentedSamples([1_700, 4_400]))!;
+    expect(plan).toEqual(planPolls(range, scheduler.options, BUDGET_USE * pollBudget(range, scheduler.options)));
     // The first poll is the plan's, not the backoff's 1 s.
     expect([plan.timesMs[0], plan.denserMs[0]]).toContain(scheduler.start('sheet', 0).next(0));
     expect(scheduler.start('sheet', 0).next(0)).toBeGreaterThan(1_700);
