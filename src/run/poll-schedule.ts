@@ -207,6 +207,21 @@ export function documentedSamples(range: readonly [number, number]): number[] {
 }
 
 /**
+ * A documented range as a plan sees it: uniform, PRIOR_POINTS parts, each a point at its middle
+ * and a candidate poll time at its end (so the longest documented duration is one).
+ */
+export function documentedDistribution(range: readonly [number, number]): DurationDistribution {
+  const lo = Math.max(0, Math.min(range[0], range[1]));
+  const hi = Math.max(lo, range[0], range[1]);
+  const width = (hi - lo) / PRIOR_POINTS;
+  return {
+    points: documentedSamples([lo, hi]),
+    weights: Array.from({ length: PRIOR_POINTS }, () => 1 / PRIOR_POINTS),
+    candidates: [...new Set(Array.from({ length: PRIOR_POINTS }, (_, i) => Math.round(lo + width * (i + 1))))],
+  };
+}
+
+/**
  * The distribution of durations seen as intervals (lo, hi]: EM_STEPS steps of Turnbull's
  * self-consistency iteration for interval-censored data (towards the nonparametric
  * maximum-likelihood estimate) on the cells between the intervals' ends, from a uniform density,
@@ -612,7 +627,7 @@ export class PollScheduler {
       entry.dist = learned
         ? intervalDistribution(entry.summary.intervals())
         : range && range.every(Number.isFinite)
-          ? pointDistribution(documentedSamples(range))
+          ? documentedDistribution(range)
           : undefined;
       // The budget, less what requests seen done spent beyond it (the backoff's cold start, early
       // jitter, an estimate that was wrong), paid back over the next SPEND_HORIZON requests.
