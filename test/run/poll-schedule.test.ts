@@ -396,6 +396,23 @@ describe('learning from what polls can see', () => {
     expect(spent).toBeGreaterThanOrEqual(0.93 * budget);
   });
 
+  it('counts requests still running: a cold run does not plan for its first, shortest, durations alone', () => {
+    // 20 requests submitted at once, polled by the cold backoff at 1 s and 3 s; 3 end by 3 s.
+    const plannedUpTo = (withRunning: boolean): number => {
+      const scheduler = new PollScheduler({ jitter: 0 });
+      const timers = Array.from({ length: withRunning ? 20 : 3 }, () => scheduler.start('m', 0));
+      for (const t of timers) expect(t.next(0)).toBe(1_000);
+      for (const t of timers) expect(t.next(1_000)).toBe(2_000);
+      timers.slice(0, 3).forEach((t) => t.complete(3_000));
+      // The others are found running at 3 s.
+      for (const t of timers.slice(3)) t.next(3_000);
+      return scheduler.plan('m')!.timesMs.at(-1)!;
+    };
+    // Seen alone, the three say every request ends by 3 s; the 17 running say otherwise.
+    expect(plannedUpTo(false)).toBeLessThanOrEqual(3_000);
+    expect(plannedUpTo(true)).toBeGreaterThan(3_000);
+  });
+
   it('puts less mass before every request ends than midpoints would (interval estimate)', () => {
     // Requests of 2-3 s, polled at 2.5 s (a few at 2.2 s, jittered early) and at 3 s.
     const random = seeded(23);
