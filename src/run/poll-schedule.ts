@@ -577,6 +577,8 @@ export const REPLAN_EVERY = 4;
  * against a target of 0.8x; 2% kept back keeps a rough estimate from going over.
  */
 export const BUDGET_USE = 0.98;
+/** Caps without a delay asked for after which a running request counts as abandoned. */
+const STALE_CAPS = 4;
 /** Requests over which polls spent beyond the budget (or short of it) are paid back. */
 const SPEND_HORIZON = 64;
 /** The weight of a request's spending falls by this factor with each later request. */
@@ -720,7 +722,17 @@ export class PollScheduler {
     let top = 0;
     for (const e of intervals) top = Math.max(top, e.hi);
     const out = [...intervals];
-    for (const timer of this.#running.get(model) ?? []) {
+    const running = this.#running.get(model);
+    if (!running) return out;
+    // A request that asked for no delay in the STALE_CAPS caps before the latest one asked is taken
+    // for abandoned (its follow ended without a final status) and let go.
+    let newest = Number.NEGATIVE_INFINITY;
+    for (const timer of running) newest = Math.max(newest, timer.askedAtMs);
+    for (const timer of running) {
+      if (timer.askedAtMs < newest - STALE_CAPS * this.options.capMs) {
+        running.delete(timer);
+        continue;
+      }
       const lo = timer.missedMs;
       if (lo > 0) out.push({ lo, hi: 2 * Math.max(top, lo) });
     }
@@ -757,13 +769,20 @@ export class PollTimer {
   #polls = 0;
   /** When the last poll that found the request unfinished happened (the submit, before any). */
   #lastMissMs: number;
+  #askedAtMs: number;
 
   constructor(scheduler: PollScheduler, model: string, submittedAtMs: number) {
     this.#lastMissMs = submittedAtMs;
+    this.#askedAtMs = submittedAtMs;
     this.#scheduler = scheduler;
     this.#pick = scheduler.draw();
     this.model = model;
     this.submittedAtMs = submittedAtMs;
+  }
+
+  /** When a delay was last asked for (its submission, before any). */
+  get askedAtMs(): number {
+    return this.#askedAtMs;
   }
 
   /** How long after its submission the last poll that found the request unfinished came (0: none yet). */
@@ -780,6 +799,7 @@ export class PollTimer {
   next(nowMs: number): number {
     // Asked again: the previous poll found the request unfinished.
     if (this.#polls > 0) this.#lastMissMs = nowMs;
+    this.#askedAtMs = nowMs;
     const { delayMs, state } = this.#scheduler.delay(this.model, nowMs - this.submittedAtMs, this.#state, this.#pick);
     this.#state = state;
     this.#polls++;

@@ -413,6 +413,23 @@ describe('learning from what polls can see', () => {
     expect(plannedUpTo(true)).toBeGreaterThan(3_000);
   });
 
+  it('lets go of a request whose follow ended without a final status', () => {
+    const scheduler = new PollScheduler({ jitter: 0 });
+    for (let i = 0; i < 3; i++) scheduler.observe('m', 2_000);
+    // Abandoned after a poll found it unfinished at 30 s: it would say requests run past 30 s.
+    const abandoned = scheduler.start('m', 0);
+    abandoned.next(0);
+    abandoned.next(30_000);
+    const later = (): number => scheduler.plan('m')!.timesMs.at(-1)!;
+    for (let i = 0; i < REPLAN_EVERY; i++) scheduler.observe('m', 2_000);
+    expect(later()).toBeGreaterThan(30_000);
+    // Other requests go on polling for longer than four caps: it no longer counts.
+    const live = scheduler.start('m', 0);
+    live.next(100_000);
+    for (let i = 0; i < REPLAN_EVERY; i++) scheduler.observe('m', 2_000);
+    expect(later()).toBeLessThanOrEqual(2_000);
+  });
+
   it('puts less mass before every request ends than midpoints would (interval estimate)', () => {
     // Requests of 2-3 s, polled at 2.5 s (a few at 2.2 s, jittered early) and at 3 s.
     const random = seeded(23);
