@@ -36,6 +36,12 @@ export interface ModelDefinition<Name extends string = string> extends ModelSpec
   inputSchema: z.ZodType;
   /** How a run submits, tracks and stops it. */
   adapter: ModelAdapter;
+  /**
+   * How long a request of this model takes, [shortest, longest] in ms, when the spec documents it:
+   * a run's first polls are planned for it (poll-schedule.ts) instead of a cold backoff. Set only
+   * from the spec; the spec (2.0.0) documents none for any model, so none sets it yet.
+   */
+  documentedDurationMs?: readonly [number, number];
   /** True when its body takes a `seed` (1 to 1,000,000), so an nsfw result can be re-rolled. */
   seeded: boolean;
   /**
