@@ -13,8 +13,14 @@ import type { SessionOptions } from '../../session/run-session.js';
 import type { ConfigFlags } from '../../api/config.js';
 import { emptyCounts } from '../../run/events.js';
 
-/** After SIGTERM, how long jobs in flight may take before they are handed back to the queue. */
-const DEFAULT_GRACE_S = 20;
+/**
+ * After SIGTERM, how long jobs in flight may take before they are handed back to the queue. A
+ * genpipe process ends within 5 s of a signal whatever it is doing (issue 27; main.ts
+ * STOP_GRACE_MS ends it at 4 s), so a worker's grace is at most MAX_GRACE_S: a longer one would be
+ * cut short with its jobs still held, and they would wait for Redis' stalled-job check instead.
+ */
+const MAX_GRACE_S = 3;
+const DEFAULT_GRACE_S = MAX_GRACE_S;
 
 export const workerCommand: Command = {
   name: 'worker',
@@ -26,13 +32,14 @@ Idempotency-Key, follows it to its end and hands the final status and output URL
 run's coordinator. It needs the service's credentials (HF_KEY, or the config file), no shared
 disk. The first line printed starts with "ready". The queue's limits (genpipe queue limits)
 hold across every worker. SIGTERM or Ctrl-C: it stops taking jobs, lets those in flight finish
-for up to --grace seconds, hands back the rest (another worker follows them) and exits 0.
+for up to --grace seconds, hands back the rest (another worker follows them) and exits 0, all
+within 5 s of the signal (past 4 s it is ended with 143, or 130 for Ctrl-C).
 
   --redis URL        redis://[user:password@]host[:port][/db] (or GENPIPE_REDIS_URL)
   --queue NAME       the queue (default genpipe)
   --concurrency N    jobs this worker runs at once (default 8)
   --name ID          how queue status names it (default host-pid)
-  --grace S          seconds jobs in flight may take after SIGTERM (default ${DEFAULT_GRACE_S})
+  --grace S          seconds jobs in flight may take after SIGTERM, 0 to ${MAX_GRACE_S} (default ${DEFAULT_GRACE_S})
   --runs             also take scheduled runs (genpipe schedule), one at a time, and coordinate
                      each as genpipe run --redis would; a run whose worker died is resumed from
                      its directory by another worker with --runs
@@ -68,6 +75,11 @@ ${CONNECTION_HELP}`,
     const target = parseRedisUrl(url);
     const concurrency = wholeNumber(values.concurrency, '--concurrency', 1) ?? 8;
     const graceS = wholeNumber(values.grace, '--grace', 0) ?? DEFAULT_GRACE_S;
+    if (graceS > MAX_GRACE_S)
+      throw new GenpipeError(
+        'invalid_input',
+        `--grace ${graceS} is over ${MAX_GRACE_S} s: a genpipe process ends within 5 s of SIGTERM, so jobs still in flight after ${MAX_GRACE_S} s are handed back to the queue (another worker follows them from their submission).`,
+      );
     const listen = webhookFlags(values['webhook-url'], values.listen);
     const client = openClient(connectionFlags(values), io);
     let webhook: WebhookReceiver | undefined;
