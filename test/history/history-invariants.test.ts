@@ -67,6 +67,28 @@ describe('the random-history checker', () => {
     ]);
   });
 
+  it("a resume's budget binds once its start journaled it: a command interrupted before it started gave the run no budget (soak seed 60368)", async () => {
+    // The two posters the emulator holds (paid, US$0.06 in all), as two journaled attempts.
+    if ((emu.requests.inspect({}) as unknown[]).length === 0) for (const n of [1, 2]) await submitPoster(`Poster ${n}`);
+    const hash = (emu.requests.inspect({}) as { body_hash: string }[])[0]?.body_hash as string;
+    const started = (budgetUsd: number | null): JournalRecord =>
+      ({ type: 'run_started', runId: 'r', pipeline: 'p', planHash: 'h', options: { budgetUsd } }) as unknown as JournalRecord;
+    const paid = [intentFor(hash), intentFor(hash)];
+    const base: RunTotals = { runDir: 'r', total: total(0.06, 0), settleCode: 0, budgets: [], records: [] };
+    // Given to a resume that journaled nothing (Ctrl-C before it started): later plain resumes owe it nothing.
+    const notStarted: RunTotals = {
+      ...base,
+      budgets: [{ usd: 0.01, spentBefore: 0, startedBefore: 1 }],
+      records: [started(null), ...paid],
+    };
+    expect(checkInvariants({ emu, keyId: KEY_ID, runs: [notStarted], commands: [ok], concurrency: 0 }).violations).toEqual([]);
+    // Journaled by the start it was given to: it binds.
+    const bound: RunTotals = { ...notStarted, records: [started(null), started(0.01), ...paid] };
+    expect(checkInvariants({ emu, keyId: KEY_ID, runs: [bound], commands: [ok], concurrency: 0 }).violations).toEqual([
+      'spend US$0.06 is over the budget US$0.01 plus 0 attempts in flight (US$0.00)',
+    ]);
+  });
+
   it('names a command that exited 70, one that outlived its bound, and one that printed a stack trace', () => {
     const commands: CommandLog[] = [
       { ...ok, label: '2. resume', args: ['resume'], code: 70, stderr: 'genpipe: internal error: boom' },

@@ -38,7 +38,7 @@ export interface RunTotals {
    * Every budget in force over the run's life (the manifest's, each --budget given), with what
    * the history had spent when it was given: a budget under that stops the spending, no more.
    */
-  budgets: { usd: number; spentBefore: number }[];
+  budgets: { usd: number; spentBefore: number; startedBefore?: number | undefined }[];
   records: JournalRecord[];
 }
 
@@ -159,8 +159,9 @@ export function checkInvariants(input: { emu: Emulator; keyId: string; runs: Run
   // The budget: over a history with one run, the ledger is that run's spend. It stays within the
   // largest budget the run was given (or what was spent already when a smaller one was given),
   // plus what the attempts in flight when it stopped may cost.
-  if (runs.length === 1 && (runs[0]?.budgets.length ?? 0) > 0) {
-    const budget = Math.max(...(runs[0]?.budgets ?? []).map((b) => Math.max(b.usd, b.spentBefore)));
+  const given = runs.length === 1 ? (runs[0]?.budgets ?? []).filter((b) => tookEffect(b, runs[0]?.records ?? [])) : [];
+  if (given.length > 0) {
+    const budget = Math.max(...given.map((b) => Math.max(b.usd, b.spentBefore)));
     const allowance = input.concurrency * SHEET_PRICE;
     if (cents(ledgerUsd) > cents(budget + allowance))
       violations.push(
@@ -169,6 +170,15 @@ export function checkInvariants(input: { emu: Emulator; keyId: string; runs: Run
   }
 
   return { violations, ledgerUsd, netUsd, unknownUsd };
+}
+
+/** A resume's budget binds once its start journaled it (a run_started after the ones before the command, with that budget). */
+function tookEffect(b: { usd: number; startedBefore?: number | undefined }, records: readonly JournalRecord[]): boolean {
+  if (b.startedBefore === undefined) return true;
+  return records
+    .filter((r) => r.type === 'run_started')
+    .slice(b.startedBefore)
+    .some((r) => r.type === 'run_started' && r.options?.budgetUsd === b.usd);
 }
 
 const lastLine = (text: string): string => text.trim().split('\n').slice(-3).join(' | ');

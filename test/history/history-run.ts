@@ -66,6 +66,18 @@ function manifestText(h: History): string {
   return `${lines.join('\n')}\n`;
 }
 
+/**
+ * A budget a command was given, with what was spent when it was given. A resume's `--budget` binds
+ * the run only once that start journaled it (its run_started record): a command interrupted before
+ * it started gave the run nothing, and later resumes rightly run without it. `startedBefore`: how
+ * many run_started records the journal held before the command (the manifest's budget has none).
+ */
+export interface GivenBudget {
+  usd: number;
+  spentBefore: number;
+  startedBefore?: number;
+}
+
 export function journalRecords(runDir: string): JournalRecord[] {
   try {
     return parseJournal(readFileSync(join(runDir, 'journal.jsonl'))).records;
@@ -107,7 +119,7 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
   });
   const commands: CommandLog[] = [];
   const notes: string[] = [];
-  const budgets = new Map<string, { usd: number; spentBefore: number }[]>();
+  const budgets = new Map<string, GivenBudget[]>();
   let redis: RedisHandle | undefined;
   let worker: WorkerHandle | undefined;
   let workers = 0;
@@ -191,10 +203,10 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
     };
 
     /** The budgets a run was given, each with what had been spent when it was given (before the command ran). */
-    const addBudget = (runDir: string, flags: readonly string[], spentBefore: number): void => {
+    const addBudget = (runDir: string, flags: readonly string[], spentBefore: number, startedBefore = 0): void => {
       const list = budgets.get(runDir) ?? (w.manifestBudget === null ? [] : [{ usd: w.manifestBudget, spentBefore: 0 }]);
       const i = flags.indexOf('--budget');
-      if (i >= 0) list.push({ usd: Number(flags[i + 1]), spentBefore });
+      if (i >= 0) list.push({ usd: Number(flags[i + 1]), spentBefore, startedBefore });
       budgets.set(runDir, list);
     };
     const spentNow = (): number => {
@@ -240,7 +252,7 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
             for (const d of runDirsOf(out)) addBudget(d, flags, spent);
             continue;
           }
-          addBudget(runDir, op.flags, spentNow());
+          addBudget(runDir, op.flags, spentNow(), journalRecords(runDir).filter((r) => r.type === 'run_started').length);
           await command(label, ['resume', runDir, '--quiet', '--rate', '1000', ...op.flags, ...fleetFlags()], {
             ...kill,
             during: op.during,
