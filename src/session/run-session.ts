@@ -638,7 +638,12 @@ async function openFleet(
       });
     }
   })();
-  if (!(await withinMs(opened, stallMs))) {
+  const inTime = await withinMs(opened, stallMs).catch(async (error: unknown) => {
+    // Half open (the worker failed after the queue opened): nothing is left connected.
+    await dropAll();
+    throw error;
+  });
+  if (!inTime) {
     await dropAll();
     opened.catch(() => {});
     throw new GenpipeError(
