@@ -24,6 +24,12 @@ export const REDIS_CONNECT_TIMEOUT_MS = 5_000;
  * queue events' XREAD BLOCK) legitimately wait, so their connections use `options` alone.
  */
 export const REDIS_COMMAND_TIMEOUT_MS = 5_000;
+/**
+ * How long dropping a process's Redis connections may take: after a Redis restart, a connection
+ * still opening may never finish disconnecting (soak seeds 60402, 80000: a fleet command that
+ * never ended). Past it they are left to the process's end (main.ts ends it soon after).
+ */
+export const DISCONNECT_MS = 2_000;
 
 /** The options for a connection of plain commands (queues, admin, heartbeats): each has a deadline. */
 export function commandOptions(target: RedisTarget): RedisOptions {

@@ -23,7 +23,8 @@ import { localExecutor, type Attempt } from '../run/executor.js';
 import { PollScheduler } from '../run/poll-schedule.js';
 import type { WebhookReceiver } from '../run/webhook-receiver.js';
 import { withdrawnKey, type InstanceJobData, type InstanceJobResult, type JobPolling } from './instance-job.js';
-import { commandOptions, reportConnection, type RedisTarget } from './redis.js';
+import { commandOptions, DISCONNECT_MS, reportConnection, type RedisTarget } from './redis.js';
+import { within } from '../util/within.js';
 import { workerKey, type WorkerHeartbeat } from './queue-admin.js';
 
 /** How long a worker's lock on a job lasts unless renewed, and how often stalled jobs are looked for. */
@@ -245,7 +246,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       unsubscribe();
       handBack.abort(new GenpipeError('aborted', 'Redis stopped answering'));
       heartbeat.disconnect();
-      await Promise.all([worker.disconnect().catch(() => {}), queue.disconnect().catch(() => {})]);
+      // Bounded, as the coordinator's (redis.ts DISCONNECT_MS).
+      await within(Promise.all([worker.disconnect().catch(() => {}), queue.disconnect().catch(() => {})]), DISCONNECT_MS);
     },
   };
 }

@@ -13,6 +13,7 @@ import { rm, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { GenerationClient } from '../api/client.js';
 import { resolveConfig, type ClientConfig, type ConfigFlags } from '../api/config.js';
+import { within } from '../util/within.js';
 import { GenpipeError } from '../api/errors.js';
 import type { OptionsCatalog } from '../api/wire.js';
 import { EXIT, exitCodeFor } from '../cli/exit-codes.js';
@@ -638,7 +639,7 @@ async function openFleet(
       });
     }
   })();
-  const inTime = await withinMs(opened, stallMs).catch(async (error: unknown) => {
+  const inTime = await within(opened, stallMs).catch(async (error: unknown) => {
     // Half open (the worker failed after the queue opened): nothing is left connected.
     await dropAll();
     throw error;
@@ -666,23 +667,12 @@ async function openFleet(
         await worker?.close(0);
         await ready.close();
       })();
-      if (!(await withinMs(closed, stallMs))) {
+      if (!(await within(closed, stallMs))) {
         closed.catch(() => {});
         await dropAll();
       }
     },
   };
-}
-
-/** True when `work` settles within `ms` (its rejection is rethrown); false when the time ran out first. */
-async function withinMs(work: Promise<void>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  try {
-    return await Promise.race([work.then(() => true as const), late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** A run's exit code from its summary (cli/exit-codes.ts). */
