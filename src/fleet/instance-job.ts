@@ -58,7 +58,8 @@ export type InstanceJobResult =
  * the job and before sending anything. So a job the coordinator saw still waiting is never sent,
  * whatever the timing, and only such a job is journaled as not sent.
  */
-export const withdrawnKey = (prefix: string, queue: string, jobId: string): string => `${prefix}:${queue}:withdrawn:${jobId}`;
+export const withdrawnKey = (queue: { readonly name: string; readonly opts: { prefix?: string | undefined } }, jobId: string): string =>
+  `${queue.opts.prefix ?? 'bull'}:${queue.name}:withdrawn:${jobId}`;
 /** How long a withdrawal mark lasts: far longer than any job waits for a worker. */
 export const WITHDRAWN_TTL_S = 7 * 24 * 3600;
 

@@ -171,7 +171,7 @@ export class QueueExecutor implements Executor {
       // An existing job of the same attempt (a resumed coordinator) is kept as it is: no second job.
       // This coordinator sends it now: an earlier one's withdrawal of it no longer stands.
       await redisCommands(this.#o.redis, async () => {
-        await (await this.#queue.getBackend().client).del(this.#withdrawnKey(jobId));
+        await (await this.#queue.getBackend().client).del(withdrawnKey(this.#queue, jobId));
         await this.#queue.add(INSTANCE_JOB, data, { jobId, attempts: 1, removeOnComplete: false, removeOnFail: false });
       });
       waiter.enqueued = true;
@@ -274,7 +274,7 @@ export class QueueExecutor implements Executor {
       // job still waiting was never sent, and never will be. One a worker took, or finished, may
       // have been: a removal that succeeds says nothing (a finished job is removed as readily).
       const client = await this.#queue.getBackend().client;
-      await client.set(this.#withdrawnKey(jobId), '1', { EX: WITHDRAWN_TTL_S });
+      await client.set(withdrawnKey(this.#queue, jobId), '1', { EX: WITHDRAWN_TTL_S });
       const state = await this.#queue.getJobState(jobId);
       waiting = state === 'waiting' || state === 'prioritized' || state === 'delayed';
       if (waiting) await this.#queue.remove(jobId).catch(() => 0);
@@ -289,10 +289,6 @@ export class QueueExecutor implements Executor {
       });
     }
     throw error;
-  }
-
-  #withdrawnKey(jobId: string): string {
-    return withdrawnKey(this.#queue.opts.prefix ?? 'bull', this.#queue.name, jobId);
   }
 
   /** Reads a job's state from Redis into its waiter; false when the job does not exist. */

@@ -127,7 +127,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       await job.updateData({ ...data, intentAt });
       // Withdrawn by its coordinator (its run stopped while the job waited): nothing is sent, and the
       // coordinator, which saw it waiting, journals it as not sent (instance-job.ts withdrawnKey).
-      if ((await (await queue.getBackend().client).get(withdrawnKey(queue.opts.prefix ?? 'bull', queue.name, job.id ?? ''))) !== null) {
+      if ((await (await queue.getBackend().client).get(withdrawnKey(queue, job.id ?? ''))) !== null) {
         await job.updateData({ ...data, intentAt: undefined });
         return { kind: 'withdrawn' };
       }

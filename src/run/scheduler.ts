@@ -7,6 +7,7 @@
  * and never saw end, which are still followed (unless the run was interrupted).
  */
 import { GenpipeError } from '../api/errors.js';
+import { stepOfInstanceId } from '../plan/instance.js';
 import { InstanceError, type PlannedInstance, type StepPlan } from '../plan/plan.js';
 import type { RunCounts } from './events.js';
 import type { InstanceDriver, Upstream } from './instance-driver.js';
@@ -41,7 +42,7 @@ export class Scheduler {
   #tallyUnreached(stepId: string, counted: ReadonlySet<string>): number {
     let n = 0;
     for (const id of this.#fx.state.instances.keys()) {
-      if ((id === stepId || id.startsWith(`${stepId}[`)) && !counted.has(id)) {
+      if (stepOfInstanceId(id) === stepId && !counted.has(id)) {
         this.#tallyAsJournaled(id);
         n++;
       }
@@ -53,12 +54,7 @@ export class Scheduler {
   #inFlight(stepId: string): Set<string> {
     const ids = new Set<string>();
     for (const [id, entry] of this.#fx.state.instances) {
-      if (
-        (id === stepId || id.startsWith(`${stepId}[`)) &&
-        entry.submission !== undefined &&
-        entry.final === undefined &&
-        entry.failed === undefined
-      )
+      if (stepOfInstanceId(id) === stepId && entry.submission !== undefined && entry.final === undefined && entry.failed === undefined)
         ids.add(id);
     }
     return ids;

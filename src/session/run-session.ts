@@ -244,6 +244,8 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
     let runDir: string;
     let runId: string;
     let lock: PipelineLock;
+    /** Each step's sink as plan.json records it: the gallery links public outputs there. */
+    let stepSinkRecords: ReadonlyMap<string, StepSinkRecord> | undefined;
     if (previous && resumeDir) {
       if (previous.planHash !== hash && !o.allowChanged) {
         throw new GenpipeError(
@@ -254,6 +256,7 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
       runDir = resolve(resumeDir);
       runId = previous.runId;
       lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, o.overlap ?? 'skip', signal, lockOptions(o));
+      stepSinkRecords = stepSinks(previous);
     } else {
       const root = resolve(
         o.outDir ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'),
@@ -261,6 +264,7 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
       // The lock first: a run refused for overlapping leaves nothing behind.
       runId = newId;
       lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, o.overlap ?? 'skip', signal, lockOptions(o));
+      stepSinkRecords = await sinkRecords(plan, { id: runId, startedAt }, env);
       try {
         ({ dir: runDir } = await createRunDir(
           root,
@@ -270,7 +274,7 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
           startedAt,
           runId,
           serviceRecord(config, embedded !== undefined),
-          await sinkRecords(plan, { id: runId, startedAt }, env),
+          stepSinkRecords,
         ));
       } catch (error) {
         await lock.release();
@@ -322,6 +326,7 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
         hash,
         lock: held,
         previous,
+        stepSinkRecords,
         embedded,
         catalog,
         notifyTargets,
@@ -375,6 +380,8 @@ interface Execution {
   lock: PipelineLock;
   previous: PlanFile | undefined;
   embedded: EmbeddedEmulator | undefined;
+  /** Each step's sink as plan.json records it, when the run has one. */
+  stepSinkRecords: ReadonlyMap<string, StepSinkRecord> | undefined;
   /** When the run first started (its run variables, a sink's prefix). */
   startedAt: Date;
   catalog: OptionsCatalog | undefined;
@@ -469,7 +476,7 @@ async function execute(x: Execution): Promise<RunResult> {
       executor: fleet?.executor,
       // Review decisions come in as data, and the gallery is a view: run/ knows neither.
       review: { approved: () => decidedIds(runDir, 'approved'), rejected: () => decisions(runDir, 'rejected') },
-      view: galleryView(runDir, plan, runId, stepSinks(await readPlanFile(runDir))),
+      view: galleryView(runDir, plan, runId, x.stepSinkRecords),
       onEvent: (event) => {
         progress.listener(event);
         o.onEvent?.(event);

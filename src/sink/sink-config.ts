@@ -180,7 +180,7 @@ export function stepSinkRecords(
 ): Map<string, StepSinkRecord> {
   const out = new Map<string, StepSinkRecord>();
   for (const [step, config] of resolveStepSinks(loaded, run, processEnv)) {
-    const uri = config.prefix === '' ? `s3://${config.bucket}` : `s3://${config.bucket}/${config.prefix}`;
+    const uri = config.prefix === '' ? `s3://${config.bucket}` : sinkUri(config, config.prefix);
     out.set(step, config.publicBaseUrl === undefined ? { uri } : { uri, public_url: config.publicBaseUrl });
   }
   return out;
