@@ -233,6 +233,49 @@ describe('the pipeline lock', () => {
     expect(await readPipelineLock(path)).toEqual({ state: 'free' });
   });
 
+  it("the fence's check answers from its last sight of the lock for 1 s (the lease), then looks again; a clock that steps back or a refresh near its stale age looks at once", async () => {
+    const HOUR = 3_600_000;
+    const staleMs = HOUR;
+    // Heartbeat an hour away: only check() can find the broken lock.
+    const slow = { staleMs, refreshMs: HOUR / 2 };
+    let now = Date.now();
+    const clock = (): number => now;
+    const path = fresh();
+    const held = await acquirePipelineLock(path, 'run-1', 'skip', never, { ...slow, clock });
+    const other = await acquirePipelineLock(path, 'run-2', 'skip', never, { ...slow, breakLock: true, force: true });
+    // Within the lease: a breaking holder waits at least 2 s before it spends, so this sight still holds.
+    now += 999;
+    expect(await held.check()).toBe(true);
+    expect(held.signal.aborted).toBe(false);
+    // The lease is over: the check lists the lock and finds the newer generation.
+    now += 1;
+    expect(await held.check()).toBe(false);
+    expect((held.signal.reason as LockLostError).owner).toMatchObject({ runId: 'run-2' });
+    await held.release();
+
+    // A clock that stepped back proves nothing about how long ago the lock was seen.
+    now = Date.now();
+    const third = await acquirePipelineLock(path, 'run-3', 'skip', never, { ...slow, breakLock: true, force: true, clock });
+    await acquirePipelineLock(path, 'run-4', 'skip', never, { ...slow, breakLock: true, force: true }).then((l) => l.releaseSync());
+    now -= 10;
+    expect(await third.check()).toBe(false);
+    await third.release();
+
+    // A holder whose last refresh is nearly staleMs old (it was paused) looks at once: a stale
+    // takeover needs no wait, so no lease may run past the age at which others may take the lock.
+    now = Date.now();
+    const fourth = await acquirePipelineLock(path, 'run-5', 'skip', never, { staleMs: 10_000, refreshMs: 5_000, clock });
+    // 8.5 s on (its heartbeat runs on real time, 5 s away): the check looks, and sees the lock its own.
+    now += 8_500;
+    expect(await fourth.check()).toBe(true);
+    await acquirePipelineLock(path, 'run-6', 'skip', never, { ...slow, breakLock: true, force: true }).then((l) => l.releaseSync());
+    // 0.6 s after that sight, but 9.1 s after its last refresh: within 1 s of its stale age, so it looks.
+    now += 600;
+    expect(await fourth.check()).toBe(false);
+    await fourth.release();
+    await other.release();
+  });
+
   it('a lock removed from under its holder is reported lost', async () => {
     const path = fresh();
     const lost: LockLostError[] = [];

@@ -1,7 +1,9 @@
 // Pins the fence check before a spending request (issue 26, item 6) by itself: a run whose lock was
 // taken over (broken by another holder) must send nothing more, even before its heartbeat notices.
 // The lock's refresh period is an hour here, so the heartbeat never runs during the test: only
-// the check of the lock's generation right before the intent and the POST can stop the run.
+// the check of the lock's generation right before the intent and the POST can stop the run. The
+// holder's clock is moved past the fence's lease (1 s, during which a breaking holder sends
+// nothing: lock.test.ts pins the lease) once the lock is broken.
 // Mutation this catches: `if (!(await this.#fx.fenced()))` removed from instance-driver.ts #submit.
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -19,7 +21,12 @@ describe('the fence before a spending request', () => {
       const lockPath = join(run.runDir, '..', '.lock');
       const signal = new AbortController().signal;
       try {
-        const held = await acquirePipelineLock(lockPath, run.runId, 'skip', signal, { staleMs: HOUR, refreshMs: HOUR / 2 });
+        let now = Date.now();
+        const held = await acquirePipelineLock(lockPath, run.runId, 'skip', signal, {
+          staleMs: HOUR,
+          refreshMs: HOUR / 2,
+          clock: () => now,
+        });
         // Another process breaks it (--break-lock --force): the holder is not told; its heartbeat is an hour away.
         const other = await acquirePipelineLock(lockPath, 'another-run', 'skip', signal, {
           breakLock: true,
@@ -27,6 +34,7 @@ describe('the fence before a spending request', () => {
           staleMs: HOUR,
           refreshMs: HOUR / 2,
         });
+        now += 1_000;
         try {
           expect(held.signal.aborted).toBe(false);
           const summary = await runPlan({ ...runOf(run), signal: AbortSignal.any([signal, held.signal]), fence: held, concurrency: 2 });
