@@ -28,6 +28,9 @@ function shown(value: unknown): string {
   return line.length > 80 ? `${line.slice(0, 77)}...` : line;
 }
 
+/** A status or cancel URL's path: `.../requests/{id}/status` (or `/cancel`). Compiled once: this runs for every status answer. */
+const REQUEST_URL_PATH = { status: /\/requests\/([^/]+)\/status\/?$/, cancel: /\/requests\/([^/]+)\/cancel\/?$/ } as const;
+
 /** The id a status or cancel URL names (`.../requests/{id}/status`), or undefined when it has another shape. */
 function requestIdInUrl(url: string, action: 'status' | 'cancel'): string | undefined {
   let path: string;
@@ -36,7 +39,7 @@ function requestIdInUrl(url: string, action: 'status' | 'cancel'): string | unde
   } catch {
     return undefined;
   }
-  const match = new RegExp(`/requests/([^/]+)/${action}/?$`).exec(path);
+  const match = REQUEST_URL_PATH[action].exec(path);
   if (!match) return undefined;
   try {
     return decodeURIComponent(match[1] as string);
