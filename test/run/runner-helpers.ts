@@ -88,6 +88,8 @@ export interface CliResult {
   signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
+  /** Milliseconds from the signal the test sent (kill, killWhen, onSpawn) to the child's end; undefined when none was sent. */
+  msAfterSignal?: number;
 }
 
 export interface CliOptions {
@@ -114,9 +116,11 @@ export function runCli(args: readonly string[], options: CliOptions = {}): Promi
     let stdout = '';
     let stderr = '';
     let signalled = false;
+    let signalledAt: number | undefined;
     const send = (signal: NodeJS.Signals): void => {
       if (signalled || child.exitCode !== null || child.signalCode !== null) return;
       signalled = true;
+      signalledAt = performance.now();
       child.kill(signal);
     };
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -131,7 +135,7 @@ export function runCli(args: readonly string[], options: CliOptions = {}): Promi
     child.on('error', reject);
     child.on('close', (code, signal) => {
       for (const t of timers) clearTimeout(t);
-      resolve({ code, signal, stdout, stderr });
+      resolve({ code, signal, stdout, stderr, ...(signalledAt === undefined ? {} : { msAfterSignal: performance.now() - signalledAt }) });
     });
   });
 }
