@@ -110,6 +110,8 @@ export const PAGE_SCRIPT = String.raw`
   }
 
   // An instance id's step and axis values (gallery/instance-axes.ts), to place a decision of review.json on its cell.
+  // A copy for the page (which imports nothing); test/gallery/page-instance-axes.test.ts runs it against the server's.
+  // instance-axes: begin
   function splitLabel(label) {
     const parts = [];
     let start = 0;
@@ -161,6 +163,7 @@ export const PAGE_SCRIPT = String.raw`
     }
     return { step: id.slice(0, open), values: values };
   }
+  // instance-axes: end
   /** The step and position of an instance's cell, or undefined when the gallery has none. */
   function cellOf(id) {
     const known = loaded.get(id);
