@@ -130,9 +130,9 @@ export interface PipelineLock {
    * while it was paused (SIGSTOP, a long GC, a laptop lid) stops before it sends anything more,
    * whatever its heartbeat timer has not seen yet. A lost lock also aborts `signal`. Within a
    * lease (`leaseMs`) of the last time it saw its generation as the highest, it answers from
-   * that sight, since no new holder may spend that soon (LEASE_MS says why).
+   * that sight, since no new holder may spend that soon (LEASE_MS says why); `fresh` always looks.
    */
-  check(): Promise<boolean>;
+  check(options?: { fresh?: boolean }): Promise<boolean>;
   /** release(), synchronously, for a process that must end at once (no heartbeat is awaited). */
   releaseSync(): void;
 }
@@ -605,9 +605,9 @@ function hold(
   return {
     signal: controller.signal,
     displaced,
-    check: async () => {
+    check: async (options) => {
       if (stopped) return !controller.signal.aborted;
-      if (leased()) return true;
+      if (options?.fresh !== true && leased()) return true;
       try {
         const seenAt = o.clock();
         const highest = highestGeneration(await listing(path));

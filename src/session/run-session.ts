@@ -531,8 +531,8 @@ async function execute(x: Execution): Promise<RunResult> {
   // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence. It
   // leaves the run's files (report, gallery) to the process that holds the run now.
   // Checked once more: a holder displaced while it finished (it has not noticed yet) must not
-  // write the run's files over the new holder's.
-  if (!lock.signal.aborted) await lock.check();
+  // write the run's files over the new holder's. A fresh look, not the fence's lease: once a run.
+  if (!lock.signal.aborted) await lock.check({ fresh: true });
   const lockLost = lock.signal.aborted && !x.signal.aborted;
   // Taken over by a resume of this very run: its files are the new holder's to write.
   const report =

@@ -233,7 +233,7 @@ describe('the pipeline lock', () => {
     expect(await readPipelineLock(path)).toEqual({ state: 'free' });
   });
 
-  it("the fence's check answers from its last sight of the lock for 1 s (the lease), then looks again; a clock that steps back or a refresh near its stale age looks at once", async () => {
+  it("the fence's check answers from its last sight of the lock for 1 s (the lease), then looks again; a fresh check, a clock that steps back or a refresh near its stale age looks at once", async () => {
     const HOUR = 3_600_000;
     const staleMs = HOUR;
     // Heartbeat an hour away: only check() can find the broken lock.
@@ -252,6 +252,14 @@ describe('the pipeline lock', () => {
     expect(await held.check()).toBe(false);
     expect((held.signal.reason as LockLostError).owner).toMatchObject({ runId: 'run-2' });
     await held.release();
+
+    // A fresh check (the session's last, before it writes the run's files) looks within the lease too.
+    now = Date.now();
+    const second = await acquirePipelineLock(path, 'run-2b', 'skip', never, { ...slow, breakLock: true, force: true, clock });
+    await acquirePipelineLock(path, 'run-2c', 'skip', never, { ...slow, breakLock: true, force: true }).then((l) => l.releaseSync());
+    expect(await second.check()).toBe(true);
+    expect(await second.check({ fresh: true })).toBe(false);
+    await second.release();
 
     // A clock that stepped back proves nothing about how long ago the lock was seen.
     now = Date.now();
