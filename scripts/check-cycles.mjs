@@ -17,13 +17,15 @@ const files = [];
   }
 })(root);
 
-const importPattern = /(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s*['"](\.{1,2}\/[^'"]+)['"]|import\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)/g;
+// `import x from './a.js'`, `export … from`, a bare `import './a.js'` (run for its effects) and `import('./a.js')`.
+const importPattern =
+  /(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s*['"](\.{1,2}\/[^'"]+)['"]|import\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)|(?:^|\n)\s*import\s*['"](\.{1,2}\/[^'"]+)['"]/g;
 const graph = new Map();
 for (const file of files) {
   const text = readFileSync(file, 'utf8');
   const targets = [];
   for (const match of text.matchAll(importPattern)) {
-    const spec = match[1] ?? match[2];
+    const spec = match[1] ?? match[2] ?? match[3];
     targets.push(resolve(dirname(file), spec).replace(/\.js$/, '.ts'));
   }
   graph.set(

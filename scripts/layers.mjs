@@ -7,4 +7,6 @@ export const ABOVE = {
   emulator: ['run', 'plan', 'session', 'cli'],
   // sink/ is called by run/ (the driver uploads) and the session (the preflight): never the other way.
   sink: ['gallery', 'review', 'report', 'session', 'cli'],
+  // The session is the library under every entry point (issue 26): the CLI calls it, never the other way.
+  session: ['cli'],
 };

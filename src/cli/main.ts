@@ -6,7 +6,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { GenpipeError } from '../api/errors.js';
 import { COMMANDS } from './command-list.js';
-import { EXIT } from './exit-codes.js';
+import { EXIT } from '../session/exit-codes.js';
 import { processIO, type CliIO } from './io.js';
 import { reportError as report } from './report-error.js';
 import { nearest } from '../util/suggest.js';

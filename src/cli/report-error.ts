@@ -3,7 +3,7 @@ import { baseUrlOrigin } from '../api/config.js';
 import { GenpipeError, InvalidInputError, type ErrorCode } from '../api/errors.js';
 import { redact } from '../util/redact.js';
 import { oneLine } from '../util/terminal-text.js';
-import { EXIT, exitCodeFor } from './exit-codes.js';
+import { EXIT, exitCodeFor } from '../session/exit-codes.js';
 import type { CliIO } from './io.js';
 
 /**

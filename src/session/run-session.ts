@@ -16,10 +16,10 @@ import { resolveConfig, type ClientConfig, type ConfigFlags } from '../api/confi
 import { within } from '../util/within.js';
 import { GenpipeError } from '../api/errors.js';
 import type { OptionsCatalog } from '../api/wire.js';
-import { EXIT, exitCodeFor } from '../cli/exit-codes.js';
-import { embeddedConfig, startEmbeddedEmulator, type EmbeddedEmulator } from '../cli/embedded-emulator.js';
-import { planSources } from '../cli/plan-sources.js';
-import { confirmSpend } from '../cli/confirm-spend.js';
+import { EXIT, exitCodeFor } from './exit-codes.js';
+import { embeddedConfig, startEmbeddedEmulator, type EmbeddedEmulator } from './embedded-emulator.js';
+import { planSources } from './plan-sources.js';
+import { confirmSpend } from './confirm-spend.js';
 import type { QueueExecutor, QueueExecutorOptions } from '../fleet/queue-executor.js';
 import type { RunSinks } from '../sink/run-sinks.js';
 import { checkRedis, DEFAULT_QUEUE, redisCommands, type RedisTarget } from '../fleet/redis.js';
@@ -207,7 +207,7 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
     }
   }
   const client = new GenerationClient(config);
-  const sources = planSources(flags, { env, signal, err, out, write: async (t) => out(t) }, embedded, client);
+  const sources = planSources(flags, { env, signal }, embedded, client);
   let catalog: OptionsCatalog | undefined;
   const fetchCatalog = sources.options.catalog;
   // The run's id and start are known before the plan: templates may read them (`{{ run.date }}`),

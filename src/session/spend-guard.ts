@@ -6,7 +6,7 @@
  */
 import type { ConfigFlags } from '../api/config.js';
 import { GenpipeError } from '../api/errors.js';
-import { planSources } from '../cli/plan-sources.js';
+import { planSources } from './plan-sources.js';
 import { loadManifestFile } from '../manifest/load.js';
 import { budgetOf, DEFAULT_CONFIRM_OVER_USD, describeSpend, spendToConfirm, type BigSpend } from '../plan/guards.js';
 import { buildPlan } from '../plan/plan.js';
@@ -35,7 +35,7 @@ export async function estimateRun(
 ): Promise<RunEstimate> {
   const loaded = loadManifestFile(manifestPath);
   const signal = options.signal ?? new AbortController().signal;
-  const sources = planSources(options.connection ?? {}, { env: options.env, signal, out: () => {}, err: () => {}, write: async () => {} });
+  const sources = planSources(options.connection ?? {}, { env: options.env, signal });
   let estimate: RunEstimate | undefined;
   const counted = new Error('counted');
   try {

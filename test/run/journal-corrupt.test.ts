@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GenpipeError } from '../../src/api/errors.js';
-import { EXIT, exitCodeFor } from '../../src/cli/exit-codes.js';
+import { EXIT, exitCodeFor } from '../../src/session/exit-codes.js';
 import {
   CorruptJournalError,
   damagedLineInstance,

@@ -2,8 +2,8 @@ import { GenpipeError } from '../../api/errors.js';
 import { TIERS, type Tier } from '../../api/wire.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, didYouMean, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT } from '../exit-codes.js';
-import { EMULATOR_FLAG_HELP, openCommandClient } from '../embedded-emulator.js';
+import { EXIT } from '../../session/exit-codes.js';
+import { EMULATOR_FLAG_HELP, openCommandClient } from '../../session/embedded-emulator.js';
 import { oneLine } from '../../util/terminal-text.js';
 
 export const catalogCommand: Command = {

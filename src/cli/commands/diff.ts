@@ -8,10 +8,10 @@ import { formatCount, formatUsd } from '../../util/format-usd.js';
 import { replayFile } from '../../run/run-state.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
-import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
-import { EXIT } from '../exit-codes.js';
+import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../../session/embedded-emulator.js';
+import { EXIT } from '../../session/exit-codes.js';
 import type { CliIO } from '../io.js';
-import { planSources, type PlanSources } from '../plan-sources.js';
+import { planSources, type PlanSources } from '../../session/plan-sources.js';
 import { redactEveryForm } from '../../util/redact.js';
 
 export const diffCommand: Command = {

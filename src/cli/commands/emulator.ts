@@ -10,7 +10,7 @@ import {
 } from '../../emulator/index.js';
 import { noExtraPositionals, parse } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT } from '../exit-codes.js';
+import { EXIT } from '../../session/exit-codes.js';
 
 const OPTIONS = {
   port: { type: 'string' },

@@ -1,7 +1,7 @@
 import { GenpipeError } from '../../api/errors.js';
 import { didYouMean, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT } from '../exit-codes.js';
+import { EXIT } from '../../session/exit-codes.js';
 import { numberFlag, wholeNumber } from '../number-flag.js';
 
 export const queueCommand: Command = {

@@ -7,7 +7,7 @@ import { MAX_GALLERY_INSTANCES, rewriteGallery } from '../../gallery/write-galle
 import { reviewWaitSentence } from '../../review/review-wait.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT } from '../exit-codes.js';
+import { EXIT } from '../../session/exit-codes.js';
 import { writeBytes } from '../io.js';
 
 export const reportCommand: Command = {

@@ -3,7 +3,7 @@ import { readPlanFile } from '../../run/run-dir.js';
 import { isLoopbackHost } from '../../util/loopback-host.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT } from '../exit-codes.js';
+import { EXIT } from '../../session/exit-codes.js';
 
 export const reviewCommand: Command = {
   name: 'review',

@@ -5,8 +5,8 @@ import { parseRedisUrl, redisUrlOf } from '../../fleet/redis.js';
 import { resumeRun, startRun, type SessionOptions } from '../../session/run-session.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
-import { confirmSpend } from '../confirm-spend.js';
-import { EMULATOR_FLAG_HELP } from '../embedded-emulator.js';
+import { confirmSpend } from '../../session/confirm-spend.js';
+import { EMULATOR_FLAG_HELP } from '../../session/embedded-emulator.js';
 import { numberFlag } from '../number-flag.js';
 import type { CliIO } from '../io.js';
 

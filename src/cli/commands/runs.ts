@@ -1,7 +1,7 @@
 import { listRuns } from '../../report/run-list.js';
 import { noExtraPositionals, parse } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT } from '../exit-codes.js';
+import { EXIT } from '../../session/exit-codes.js';
 import { formatSpend } from '../../util/format-usd.js';
 
 export const runsCommand: Command = {

@@ -3,7 +3,7 @@ import { GenpipeError } from '../../api/errors.js';
 import { loadManifestFile } from '../../manifest/load.js';
 import { didYouMean, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT } from '../exit-codes.js';
+import { EXIT } from '../../session/exit-codes.js';
 import { numberFlag } from '../number-flag.js';
 import { describeSpend } from '../../plan/guards.js';
 import { formatCount, formatUsd } from '../../util/format-usd.js';

@@ -1,7 +1,7 @@
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT } from '../exit-codes.js';
-import { EMULATOR_FLAG_HELP, openCommandClient } from '../embedded-emulator.js';
+import { EXIT } from '../../session/exit-codes.js';
+import { EMULATOR_FLAG_HELP, openCommandClient } from '../../session/embedded-emulator.js';
 import { oneLine } from '../../util/terminal-text.js';
 import { checkRequestFollow } from '../../models/follow-check.js';
 

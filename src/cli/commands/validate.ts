@@ -6,9 +6,9 @@ import { resolveNotifyTargets } from '../../notify/notify-targets.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';
 import type { CliIO } from '../io.js';
-import { EXIT, exitCodeFor } from '../exit-codes.js';
-import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../embedded-emulator.js';
-import { planSources } from '../plan-sources.js';
+import { EXIT, exitCodeFor } from '../../session/exit-codes.js';
+import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../../session/embedded-emulator.js';
+import { planSources } from '../../session/plan-sources.js';
 import { formatCount, formatUsd } from '../../util/format-usd.js';
 import { budgetOf, overBudgetWarning, unpricedUnderBudget } from '../../plan/guards.js';
 

@@ -1,7 +1,7 @@
 import { GenpipeError } from '../../api/errors.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT } from '../exit-codes.js';
+import { EXIT } from '../../session/exit-codes.js';
 import { openClient } from '../open-client.js';
 import { wholeNumber } from '../number-flag.js';
 import { webhookFlags, WebhookReceiver } from '../../run/webhook-receiver.js';

@@ -7,7 +7,6 @@ import { DEFAULT_VENDOR, resolveConfig, type ClientConfig, type ConfigFlags } fr
 import { Credentials } from '../api/credentials.js';
 import { DEFAULT_KEY_ID, DEFAULT_SECRET } from '../emulator/default-credentials.js';
 import type { Emulator } from '../emulator/index.js';
-import type { CliIO } from './io.js';
 
 export interface EmbeddedEmulator {
   emulator: Emulator;
@@ -45,7 +44,7 @@ export function embeddedConfig(flags: ConfigFlags, embedded: EmbeddedEmulator): 
 /** A client for a one-shot command (catalog, status, cancel): the configured service, or with `emulator` an embedded one. */
 export async function openCommandClient(
   flags: ConfigFlags,
-  io: CliIO,
+  io: { env: NodeJS.ProcessEnv },
   options: { emulator: boolean; requireCredentials?: boolean },
 ): Promise<{ client: GenerationClient; close(): Promise<void> }> {
   const { GenerationClient } = await import('../api/client.js');

@@ -5,10 +5,9 @@
 import { GenpipeError } from '../api/errors.js';
 import { describeSpend, type BigSpend } from '../plan/guards.js';
 import { formatUsd } from '../util/format-usd.js';
-import type { CliIO } from './io.js';
 
 /** Resolves when the person at the terminal says yes; throws invalid input (exit 2) otherwise. */
-export async function confirmSpend(spend: BigSpend, io: Pick<CliIO, 'prompt'>): Promise<void> {
+export async function confirmSpend(spend: BigSpend, io: { prompt?: ((question: string) => Promise<string>) | undefined }): Promise<void> {
   const what = describeSpend(spend);
   if (io.prompt === undefined) {
     throw new GenpipeError(

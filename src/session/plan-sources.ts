@@ -9,7 +9,6 @@ import { GenpipeError } from '../api/errors.js';
 import type { Preset } from '../api/wire.js';
 import type { PlanOptions } from '../plan/plan.js';
 import { embeddedConfig, type EmbeddedEmulator } from './embedded-emulator.js';
-import type { CliIO } from './io.js';
 
 export interface PlanSources {
   options: PlanOptions;
@@ -17,7 +16,12 @@ export interface PlanSources {
 }
 
 /** With `shared`, catalogs are read through that client (the caller closes it); otherwise one is opened on demand. */
-export function planSources(flags: ConfigFlags, io: CliIO, embedded?: EmbeddedEmulator, shared?: GenerationClient): PlanSources {
+export function planSources(
+  flags: ConfigFlags,
+  io: { env: NodeJS.ProcessEnv; signal: AbortSignal },
+  embedded?: EmbeddedEmulator,
+  shared?: GenerationClient,
+): PlanSources {
   let client: GenerationClient | undefined = shared;
   // The client (and undici under it) is loaded only when a manifest needs a catalog.
   const open = async (requireCredentials: boolean): Promise<GenerationClient> => {
