@@ -5,7 +5,9 @@
  * call is one comparison.
  */
 export const CRASH_POINTS = ['before_intent_sync', 'after_intent_sync', 'after_post', 'mid_download', 'mid_rename'] as const;
-export type CrashPoint = (typeof CRASH_POINTS)[number];
+/** Points only an agent conversation reaches (after its session is journaled, while its turn runs). */
+export const AGENT_CRASH_POINTS = ['after_agent_session'] as const;
+export type CrashPoint = (typeof CRASH_POINTS)[number] | (typeof AGENT_CRASH_POINTS)[number];
 
 let armed: { point: string; hit: number } | null | undefined;
 let hits = 0;

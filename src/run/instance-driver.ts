@@ -296,6 +296,7 @@ export class InstanceDriver {
           this.#fx.state.sessions.get(conversation) !== submission.sessionId
         ) {
           await this.#fx.log({ type: 'agent_session', conversation, sessionId: submission.sessionId }, true);
+          crashPoint('after_agent_session');
         }
       }
       const result = await this.#track(

@@ -1,7 +1,7 @@
 // The runner through the built CLI: the README's main command, exit codes and stops (budget,
 // --fail-fast, invalid manifest, SIGINT, refused credentials), secrets, and an agent step whose
 // journaled session a resume reuses.
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -240,24 +240,10 @@ describe('agent steps', () => {
         const out = tempDir();
         const common = ['--base-url', emu.url, '--rate', '1000'];
         const manifest = join(PIPELINES, 'nightly.yaml');
-        // Kill the run once the agent's session is journaled, while its turn is still going.
-        let runDir = '';
-        const first = await runCli(['run', manifest, '--out', out, ...common], {
-          onSpawn: (send) => {
-            const started = Date.now();
-            const timer = setInterval(() => {
-              const root = join(out, 'nightly');
-              // Run directories only: the lock (.lock/) lives beside them.
-              const runs = existsSync(root) ? readdirSync(root).filter((n) => !n.startsWith('.')) : [];
-              if (runs.length === 1) {
-                runDir = join(root, runs[0] as string);
-                const text = existsSync(join(runDir, 'journal.jsonl')) ? readFileSync(join(runDir, 'journal.jsonl'), 'utf8') : '';
-                if (text.includes('"agent_session"')) send('SIGKILL');
-                if (text.includes('"agent_session"') || Date.now() - started > 60_000) clearInterval(timer);
-              }
-            }, 10);
-          },
-        });
+        // Killed (a power cut) once the agent's session is journaled, while its turn is still going:
+        // a crash point, not a watch of the journal, which a loaded machine could see too late.
+        const first = await runCli(['run', manifest, '--out', out, ...common], { env: { GENPIPE_CRASH_AT: 'after_agent_session' } });
+        const runDir = findRunDir(out, 'nightly');
         expect(first.signal, first.stderr).toBe('SIGKILL');
         expect(emu.agent.sessions.size).toBe(1);
         const session = journalOf(runDir).records.find((r) => r.type === 'agent_session');
