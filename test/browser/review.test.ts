@@ -69,11 +69,17 @@ describe('genpipe review', () => {
     const problems = watchPage(page, server.url);
     await page.goto(server.url);
     await page.waitForSelector('html[data-ready=true]');
-    expect(await page.locator('img').evaluateAll((images) => images.map((i) => (i as HTMLImageElement).naturalWidth > 0))).toEqual([
-      true,
-      true,
-      true,
-    ]);
+    // data-ready says the cells are drawn; their images (loading=lazy, decoding=async) arrive after
+    // it, so wait for them to load (bounded, 10 s) instead of expecting them loaded at that moment.
+    await expect
+      .poll(
+        () =>
+          page
+            .locator('img')
+            .evaluateAll((images) => images.map((i) => (i as HTMLImageElement).complete && (i as HTMLImageElement).naturalWidth > 0)),
+        { timeout: 10_000 },
+      )
+      .toEqual([true, true, true]);
     const first = page.locator('[data-instance="sheets[seed=1]"]');
     await first.locator('[data-action=approve]').click();
     await page.waitForSelector('[data-instance="sheets[seed=1]"][data-decision=approved]');

@@ -48,6 +48,19 @@ async function worker(emu: Emulator, name: string, queue: string, concurrency = 
 
 const env = (emu: Emulator): Record<string, string> => ({ GENPIPE_BASE_URL: emu.url });
 
+/**
+ * Waits until `condition` holds, checking every 20 ms for at most `timeoutMs` (generous: these
+ * tests assert what happens, not how fast), and fails the test with `what` when it never does.
+ */
+async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  // Bounded by the deadline.
+  while (!(await condition())) {
+    if (Date.now() > end) throw new Error(`gave up after ${timeoutMs / 1000} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 describe('genpipe on a fleet (BullMQ on Redis)', () => {
   it('Redis unreachable at start: run, worker and queue exit 5 with one sentence, and nothing is sent or created', async () => {
     const emu = await emulator(0.01);
@@ -257,6 +270,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const submits = (): number => emu.stats.byRoute.get('POST /vendor/ai-influencer') ?? 0;
     const rateOver = async (ms: number): Promise<number> => {
       const from = submits();
+      // A measuring window, not synchronisation: the rate is counted over this much time.
       await new Promise((r) => setTimeout(r, ms));
       return ((submits() - from) * 1000) / ms;
     };
@@ -280,13 +294,13 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     );
     await waitForRequests(emu, 30, 30_000);
     const before = await rateOver(2_000);
-    // A quarter of the submits answered 429 with Retry-After: 1 s, for 4 s.
+    // A quarter of the submits answered 429 with Retry-After: 1 s, for about 3 s from the first.
     emu.faults.set({
       ...FAULT_PROFILES.none,
       name: 'storm',
       routes: { ...FAULT_PROFILES.none.routes, submit: { ...NO_ROUTE_FAULTS, rate_429: 0.25, retry_after_s: 1 } },
     });
-    await new Promise((r) => setTimeout(r, 1_000));
+    await until(() => (emu.faults.injected['submit.rate_429'] ?? 0) > 0, 'the first 429 of the storm');
     const during = await rateOver(3_000);
     emu.faults.set(FAULT_PROFILES.none);
     const run = await running;
@@ -376,8 +390,16 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     kill?.('SIGKILL');
     expect((await first).signal).toBe('SIGKILL');
     const runDir = findRunDir(join(dir, 'runs'), 'dc');
-    // The workers go on while the coordinator is down: results wait in Redis.
-    await new Promise((r) => setTimeout(r, 1_500));
+    // The workers go on while the coordinator is down: results wait in Redis (a job's result is
+    // removed once journaled, so `completed` counts the ones no coordinator collected yet). Wait
+    // until one more finished after the kill, so that the resume has something to collect.
+    const completed = async (): Promise<number> => {
+      const status = await runCli(['queue', 'status', '--redis', redis.url, '--queue', queue, '--json']);
+      expect(status.code).toBe(0);
+      return (JSON.parse(status.stdout) as { totals: { completed: number } }).totals.completed;
+    };
+    const atKill = await completed();
+    await until(async () => (await completed()) > atKill, 'a job that finished while the coordinator was down');
     const resumed = await runCli(['resume', runDir, '--redis', redis.url, '--queue', queue, '--no-local-worker', '--quiet'], {
       env: env(emu),
       timeoutMs: 120_000,
@@ -404,6 +426,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
         const queue = 'restart';
         const w = await startWorkerProcess(aof.url, emu.url, 'r1', ['--queue', queue]);
         workers.push(w);
+        let coordinatorSaid = '';
         const running = runCli(
           [
             'run',
@@ -419,11 +442,12 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
             '--yes',
             '--quiet',
           ],
-          { env: env(emu), timeoutMs: 120_000 },
+          { env: env(emu), timeoutMs: 120_000, onStderr: (text) => (coordinatorSaid = text) },
         );
         expect(await waitForRequests(emu, 10)).toBe(true);
         await aof.stop('SIGKILL');
-        await new Promise((r) => setTimeout(r, 1_000));
+        // Down until both processes found it so (a reconnect refused), which they say on one line.
+        await until(() => /lost Redis/.test(w.output()) && /lost Redis/.test(coordinatorSaid), 'both processes to say they lost Redis');
         await aof.start();
         const run = await running;
         expect(run.code).toBe(0);

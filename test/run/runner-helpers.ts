@@ -101,6 +101,8 @@ export interface CliOptions {
   killWhen?: { signal: NodeJS.Signals; pattern: RegExp };
   /** Called once the child runs, with a function that signals it (at most once). */
   onSpawn?: (send: (signal: NodeJS.Signals) => void) => void;
+  /** Called with all of stderr so far, each time more arrives (to wait for a line while it runs). */
+  onStderr?: (stderr: string) => void;
   /** Hard limit; the child is SIGKILLed after it and the test fails on the result. */
   timeoutMs?: number;
 }
@@ -127,6 +129,7 @@ export function runCli(args: readonly string[], options: CliOptions = {}): Promi
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
       if (options.killWhen && options.killWhen.pattern.test(stderr)) send(options.killWhen.signal);
+      options.onStderr?.(stderr);
     });
     const timers: NodeJS.Timeout[] = [];
     if (options.kill) timers.push(setTimeout(() => send(options.kill?.signal ?? 'SIGKILL'), options.kill.afterMs));

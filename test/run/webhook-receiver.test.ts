@@ -128,7 +128,8 @@ describe('the webhook receiver', () => {
     const r = await start();
     const token = r.url.split('/').pop() ?? '';
     await post(local(r, `/x/${token}`), { status: 'nsfw', request_id: REQUEST_ID });
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The 204 comes before the body is processed: wait for the processing, not for a time.
+    await until(() => r.stats.received === 1, 'the delivery processed');
     await r.wait(REQUEST_ID, new AbortController().signal); // resolves at once
     expect(r.arrived(REQUEST_ID)).toBe(true);
   });
@@ -138,7 +139,7 @@ describe('the webhook receiver', () => {
     const token = r.url.split('/').pop() ?? '';
     expect(await post(local(r, `/${token}`), completed)).toBe(204);
     expect(await post(local(r, `/${token}`), { status: 'failed', request_id: REQUEST_ID, error: 'late and contradictory' })).toBe(204);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await until(() => r.stats.received === 2, 'both deliveries processed');
     expect(r.stats).toMatchObject({ received: 2, duplicates: 1 });
   });
 
@@ -159,7 +160,7 @@ describe('the webhook receiver', () => {
     const token = r.url.split('/').pop() ?? '';
     expect(await post(local(r, `/${token}`), { status: 'completed' })).toBe(204);
     expect(await post(local(r, `/${token}`), 'not json')).toBe(204);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await until(() => r.stats.received === 2, 'both deliveries processed');
     expect(r.stats.malformed).toBe(2);
   });
 
