@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `genpipe plan` on a manifest that expands to 1,000,000 instances (1,000 seeds x 1,000
 // variation indexes), each one rendered and validated. Targets: at most 5 s and 512 MB peak RSS.
-// Also measures --json, which streams every instance to stdout (here to /dev/null).
+// Also measures --json, which streams every instance to stdout (here to /dev/null), and `validate`
+// of the same manifest, its baseline in issue 30 (goal 4: plan --json <= 2x validate).
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -47,6 +48,7 @@ const summary = [];
 for (const [label, args] of [
   ['plan (summary)', ['plan', manifest]],
   ['plan --json (all instances)', ['plan', manifest, '--json']],
+  ['validate', ['validate', manifest]],
 ]) {
   const samples = Array.from({ length: runs }, () => measure(args));
   summary.push({
@@ -63,6 +65,10 @@ for (const row of summary) {
   row.wall_vs_target = row.median_wall_s / row.target_wall_s;
   row.rss_vs_target = row.median_peak_rss_mb / row.target_peak_rss_mb;
 }
+const validate = summary.find((r) => r.label === 'validate');
+const json = summary.find((r) => r.label.startsWith('plan --json'));
+json.ratio_to_validate = Number((json.median_wall_s / validate.median_wall_s).toFixed(3));
+json.target_ratio_to_validate = 2;
 console.table(
   summary.map((r) => ({
     command: r.label,
@@ -70,6 +76,7 @@ console.table(
     'x of 5 s target': r.wall_vs_target.toFixed(2),
     'peak RSS MB': r.median_peak_rss_mb.toFixed(0),
     'x of 512 MB': r.rss_vs_target.toFixed(2),
+    'x of validate': r.ratio_to_validate ?? '',
   })),
 );
 mkdirSync(join(here, 'results'), { recursive: true });

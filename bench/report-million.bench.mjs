@@ -3,13 +3,27 @@
 // whole process (the same function writes the end-of-run report), on a journal written here the
 // way a run writes it (intent, submitted, status with two output URLs, downloaded: about 0.9 KB
 // per instance), wall time and peak RSS, and the same for 100,000 instances: a report's memory
-// must not grow with the run. Targets: <= 10 s and <= 300 MB for 1,000,000 instances. The report
-// printed (--json) goes to /dev/null, as to a file a user redirects it to.
+// must not grow with the run. Targets: <= 10 s and <= 300 MB for 1,000,000 instances (issue 14), and
+// <= 1.2x a bare streaming reader of the same journal (issue 30; lib/bare-journal-reader.mjs, a
+// process of its own timed from spawn to exit, as genpipe is). The report printed (--json) goes to
+// /dev/null, as to a file a user redirects it to.
 import { createWriteStream, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
+import { spawn } from 'node:child_process';
 import { encodeJournalRecord } from '../dist/run/journal.js';
-import { median, runGenpipe, scratchDir, writeResults } from './lib/harness.mjs';
+import { here, measuredIn, median, runGenpipe, scratchDir, writeResults } from './lib/harness.mjs';
+
+/** The bare reader of a journal, timed from spawn to exit: wall ms and peak RSS. */
+async function bareRead(journal) {
+  const started = process.hrtime.bigint();
+  const child = spawn(process.execPath, [join(here, 'lib', 'bare-journal-reader.mjs'), journal], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c) => (stderr += c));
+  const [code] = await once(child, 'exit');
+  if (code !== 0) throw new Error(`the bare reader failed (exit ${code}): ${stderr.slice(-800)}`);
+  return { wallMs: Number(process.hrtime.bigint() - started) / 1e6, maxRssMb: measuredIn(stderr)?.maxRssMb };
+}
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const dir = scratchDir('report');
@@ -85,11 +99,14 @@ for (const instances of (process.env.BENCH_SIZES ?? '100000,1000000').split(',')
   const { run, journalMb } = await runDir(instances);
   const walls = [];
   const rss = [];
+  const bareWalls = [];
+  // Alternated, so that a drift of the machine's speed reaches both alike.
   for (let i = 0; i < runs; i++) {
     const result = await runGenpipe(['report', run, '--json'], {}, { discardStdout: true });
     if (result.code !== 0) throw new Error(`genpipe report failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
     walls.push(result.wallMs / 1000);
     rss.push(result.maxRssMb);
+    bareWalls.push((await bareRead(join(run, 'journal.jsonl'))).wallMs / 1000);
   }
   results.push({
     label: `report of ${instances.toLocaleString('en-US')} instances`,
@@ -98,6 +115,9 @@ for (const instances of (process.env.BENCH_SIZES ?? '100000,1000000').split(',')
     runs,
     median_wall_s: median(walls),
     median_peak_rss_mb: median(rss),
+    bare_reader_median_wall_s: median(bareWalls),
+    ratio_to_bare_reader: Number((median(walls) / median(bareWalls)).toFixed(3)),
+    target_ratio_to_bare_reader: instances === 1_000_000 ? 1.2 : null,
     target_wall_s: instances === 1_000_000 ? 10 : null,
     target_peak_rss_mb: instances === 1_000_000 ? 300 : null,
   });
@@ -109,7 +129,13 @@ console.table(
   Object.fromEntries(
     results.map((r) => [
       r.label,
-      { 'journal MB': r.journal_mb, 'median s': r.median_wall_s.toFixed(2), 'median peak RSS MB': r.median_peak_rss_mb.toFixed(0) },
+      {
+        'journal MB': r.journal_mb,
+        'median s': r.median_wall_s.toFixed(2),
+        'median peak RSS MB': r.median_peak_rss_mb.toFixed(0),
+        'bare reader s': r.bare_reader_median_wall_s.toFixed(2),
+        'x of the bare reader': r.ratio_to_bare_reader,
+      },
     ]),
   ),
 );
