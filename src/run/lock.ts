@@ -211,7 +211,8 @@ function resolveOptions(options: LockOptions): ResolvedOptions {
  *   - one that breaks a live lock claims after t and waits out our refresh period plus 2 s
  *     (session/run-session.ts) before its first spending request;
  *   - one that takes the lock as stale by its mtime needs our last refresh to be staleMs old, so
- *     the lease also ends a margin before that.
+ *     the lease also ends once our last refresh is half that old: a margin for clocks of hosts
+ *     that disagree, which a healthy holder (refreshing every staleMs / 6) never reaches.
  * So a check within the lease need not list the lock directory again: that listing, once per
  * submit, was 6% of a 10,000-instance run's main thread. Wall-clock time, which keeps running
  * while a process is paused (SIGSTOP, a suspended laptop), so a paused holder looks again.
@@ -558,7 +559,7 @@ function hold(
   const leased = (): boolean => {
     const now = o.clock();
     // A clock that stepped back proves nothing about how long ago we looked.
-    return now >= confirmedAt && now - confirmedAt < o.leaseMs && now < lastRefresh + o.staleMs - o.leaseMs;
+    return now >= confirmedAt && now - confirmedAt < o.leaseMs && now < lastRefresh + o.staleMs / 2;
   };
 
   const lose = (owner: LockOwner | undefined, cause?: unknown): void => {
