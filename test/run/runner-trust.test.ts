@@ -211,20 +211,27 @@ describe('one run per pipeline', () => {
           const dir = tempDir();
           const out = tempDir();
           const manifest = sheetsManifest(dir, 2, { name: 'locked' });
-          const first = runCli(['run', manifest, '--base-url', emu.url, '--out', out], { timeoutMs: 80_000 });
+          // Every process here shares one stale period, as on a host where it is set: the first run
+          // then refreshes its lock every 2 s, so it is live, not stale, however long the runs
+          // below take to start. (With the breaker alone at 6 s, the first run's lock, refreshed
+          // every 10 s by default, looked stale once they took over 6 s: on a loaded machine.)
+          const lockEnv = { GENPIPE_LOCK_STALE_MS: '12000' };
+          const first = runCli(['run', manifest, '--base-url', emu.url, '--out', out], { timeoutMs: 80_000, env: lockEnv });
           expect(await waitForRequests(emu, 2)).toBe(true);
           const runDir = findRunDir(out, 'locked');
           const firstId = runDir.split('/').pop() as string;
 
-          const skipped = await runCli(['run', manifest, '--base-url', emu.url, '--out', out]);
+          const skipped = await runCli(['run', manifest, '--base-url', emu.url, '--out', out], { env: lockEnv });
           expect(skipped.code).toBe(4);
           // Taken deliberately; the second run stops at once (a budget of 0) and lets the lock go.
           // A live run on this host is broken only with --force.
-          const refused = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--break-lock', '--budget', '0']);
+          const refused = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--break-lock', '--budget', '0'], {
+            env: lockEnv,
+          });
           expect(refused.code).toBe(4);
           expect(refused.stderr).toContain('--break-lock refused: run ');
           const breaker = await runCli(['run', manifest, '--base-url', emu.url, '--out', out, '--break-lock', '--force', '--budget', '0'], {
-            env: { GENPIPE_LOCK_STALE_MS: '6000' },
+            env: lockEnv,
           });
           expect(breaker.code, breaker.stderr).toBe(3);
           expect(breaker.stderr).toContain(`--break-lock took the pipeline's lock from run ${firstId} (pid `);
