@@ -65,6 +65,18 @@ export function pollingFloor(durationsMs, concurrency, pollBudget, [minMs, maxMs
 }
 
 /**
+ * The same jobs on the same slots, each seen done the instant it ends, in submission order (the
+ * greedy packing any client gets at best), over the ideal above: what is left once polling and
+ * every client's own costs are gone.
+ */
+export function seenAtOnceRatio(durationsMs, concurrency) {
+  const slots = new Array(concurrency).fill(0);
+  for (const d of durationsMs) slots[slots.indexOf(Math.min(...slots))] += d;
+  const sum = durationsMs.reduce((a, b) => a + b, 0);
+  return Number((Math.max(...slots) / Math.max(sum / concurrency, Math.max(...durationsMs))).toFixed(3));
+}
+
+/**
  * `genpipe run` of `instances` character sheets at `concurrency`; `webhook` tracks by webhook, else
  * by polling. `history`: an earlier run of the same pipeline (`history` sheets, against an emulator
  * of its own with another seed, same durations) goes first into the same output root, as
