@@ -5,7 +5,7 @@ import type { OptionsCatalog } from '../api/wire.js';
 import type { Plan } from '../plan/plan.js';
 import type { RunListener } from './events.js';
 import type { Executor } from './executor.js';
-import type { PollScheduleOptions } from './poll-schedule.js';
+import type { PollScheduleOptions, SeenDuration } from './poll-schedule.js';
 import type { ReuseIndex } from './reuse.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
 import type { JournalRecordOf, RecordedOptions } from './journal-records.js';
@@ -67,10 +67,11 @@ export interface RunOptions {
   maxDownloadBytes?: number | undefined;
   poll?: Partial<PollScheduleOptions> | undefined;
   /**
-   * Durations per model known before the run (poll-prior.ts reads them from this pipeline's
-   * earlier runs); the first polls aim at them instead of backing off from cold.
+   * Durations per model known before the run, each as the interval its polls saw it end in
+   * (poll-prior.ts reads them from this pipeline's earlier runs); the first polls aim at them
+   * instead of backing off from cold.
    */
-  pollPrior?: ReadonlyMap<string, readonly number[]> | undefined;
+  pollPrior?: ReadonlyMap<string, readonly SeenDuration[]> | undefined;
   agentPoll?: TurnPollOptions | undefined;
   onEvent?: RunListener | undefined;
   /**

@@ -8,7 +8,7 @@ import { main } from '../../src/cli/main.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import { Journal } from '../../src/run/journal.js';
 import type { JournalRecord } from '../../src/run/journal-records.js';
-import { readPollPrior } from '../../src/run/poll-prior.js';
+import { readPollPrior, seenDuration } from '../../src/run/poll-prior.js';
 import { cleanTemps, HF_KEY, journalOf, tempDir } from './runner-helpers.js';
 
 afterAll(() => cleanTemps());
@@ -45,7 +45,7 @@ function request(
 }
 
 describe('readPollPrior', () => {
-  it('reads per model the durations recorded by the newest earlier runs, not the run itself', async () => {
+  it('reads per model the intervals the newest earlier runs saw their requests end in, not the run itself', async () => {
     const pipeline = join(tempDir(), 'pipe');
     await journal(join(pipeline, '20260101T000000Z-aaaa'), [...request('old', 'dop', 0, 99_000, { recorded: 99_000 })]);
     await journal(join(pipeline, '20260102T000000Z-bbbb'), [
@@ -59,11 +59,16 @@ describe('readPollPrior', () => {
     const current = join(pipeline, '20260103T000000Z-cccc');
     await journal(current, [...request('now', 'character-sheet', 0, 1, { recorded: 1 })]);
     const prior = await readPollPrior(current, { maxRuns: 1 });
-    expect(Object.fromEntries(prior)).toEqual({ 'character-sheet': [4_000, 5_000], 'marketing-image': [15_000] });
+    // s1 was seen done 9 s after its submission, its estimate 4 s: it ended in (0, 9 s]; s2 exactly at 5 s.
+    const sheets = [
+      { lo: 0, hi: 9_000 },
+      { lo: 5_000, hi: 5_000 },
+    ];
+    expect(Object.fromEntries(prior)).toEqual({ 'character-sheet': sheets, 'marketing-image': [{ lo: 10_000, hi: 20_000 }] });
     expect(Object.fromEntries(await readPollPrior(current))).toEqual({
-      'character-sheet': [4_000, 5_000],
-      'marketing-image': [15_000],
-      dop: [99_000],
+      'character-sheet': sheets,
+      'marketing-image': [{ lo: 10_000, hi: 20_000 }],
+      dop: [{ lo: 99_000, hi: 99_000 }],
     });
   });
 
@@ -74,7 +79,20 @@ describe('readPollPrior', () => {
     mkdirSync(join(pipeline, '20260104T000000Z-dddd'));
     writeFileSync(join(pipeline, '20260104T000000Z-dddd', 'journal.jsonl'), '\u0000 not a journal\n');
     const prior = await readPollPrior(join(pipeline, '20260105T000000Z-eeee'), { perModel: 4 });
-    expect(prior.get('soul')).toEqual([1_000, 1_001, 1_002, 1_003]);
+    expect(prior.get('soul')).toEqual([1_000, 1_001, 1_002, 1_003].map((d) => ({ lo: d, hi: d })));
+  });
+
+  it('an estimate within the interval gives its lower end back: the estimate is its middle', () => {
+    // Seen at 3.6 s, estimated 3.2 s: the last poll that missed was at 2.8 s.
+    expect(seenDuration(3_600, 3_200)).toEqual({ lo: 2_800, hi: 3_600 });
+    // Told exactly (a webhook) and journaled 4 ms later: within 4 ms either side of it.
+    expect(seenDuration(3_004, 3_000)).toEqual({ lo: 2_996, hi: 3_004 });
+    // An estimate past the time seen (clocks a millisecond apart) is the end itself.
+    expect(seenDuration(2_999, 3_000)).toEqual({ lo: 3_000, hi: 3_000 });
+    // An estimate below the middle cannot put the end before the submission.
+    expect(seenDuration(9_000, 1_000)).toEqual({ lo: 0, hi: 9_000 });
+    // No estimate recorded (an older journal): the end counts as seen.
+    expect(seenDuration(5_000, undefined)).toEqual({ lo: 5_000, hi: 5_000 });
   });
 
   it('an output root with no earlier run gives no prior', async () => {

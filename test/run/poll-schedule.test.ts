@@ -159,6 +159,38 @@ describe('PollScheduler: learning from observed durations', () => {
     expect(scheduler.start('b', 0).next(0)).toBe(1_000);
   });
 
+  it('by default one seen end is enough: the requests after it poll by a plan, not by the cold backoff', () => {
+    const scheduler = new PollScheduler({ jitter: 0 });
+    expect(scheduler.options.minSamples).toBe(1);
+    // Nothing known: the backoff's first poll at 1 s.
+    expect(scheduler.start('sheet', 0).next(0)).toBe(1_000);
+    // One request seen ending in (3 s, 4 s]: the next request's first poll aims near it.
+    scheduler.observeInterval('sheet', 3_000, 4_000);
+    const first = scheduler.start('sheet', 0).next(0);
+    expect(first).toBeGreaterThan(3_000);
+    expect(first).toBeLessThanOrEqual(4_000);
+  });
+
+  it('a seeded duration is kept as the interval it was seen in, not as a point', () => {
+    const asPoints = new PollScheduler({ jitter: 0 });
+    asPoints.seed(
+      'sheet',
+      Array.from({ length: 16 }, () => ({ lo: 3_000, hi: 3_000 })),
+    );
+    // Every request ends at 3 s: one poll then sees each.
+    expect(asPoints.targets('sheet')).toEqual([3_000]);
+    const asIntervals = new PollScheduler({ jitter: 0 });
+    asIntervals.seed(
+      'sheet',
+      Array.from({ length: 16 }, () => ({ lo: 2_000, hi: 4_000 })),
+    );
+    // Ends anywhere in (2 s, 4 s]: the plan polls inside that span, more than once, and by 4 s.
+    const targets = asIntervals.targets('sheet');
+    expect(targets.length).toBeGreaterThan(1);
+    expect(targets[0]).toBeGreaterThan(2_000);
+    expect(targets.at(-1)).toBe(4_000);
+  });
+
   it('after warming up, a request of 30 s makes fewer requests than 0.8x the official client, seen soon after it ends', () => {
     const scheduler = new PollScheduler({}, seeded(42));
     const duration = 30_000;
