@@ -122,7 +122,7 @@ export interface SeenDuration {
  * the last poll that missed, hi the one that saw it; lo = hi when the end was told exactly).
  */
 export class DurationSummary {
-  readonly #ring: { lo: number; hi: number }[] = [];
+  readonly #ring: SeenDuration[] = [];
   readonly #window: number;
   #next = 0;
   #sorted: number[] | undefined;
@@ -151,7 +151,7 @@ export class DurationSummary {
   }
 
   /** The kept intervals (in no particular order). */
-  intervals(): readonly { lo: number; hi: number }[] {
+  intervals(): readonly SeenDuration[] {
     return this.#ring;
   }
 
@@ -243,7 +243,7 @@ export function documentedDistribution(range: readonly [number, number]): Durati
  * intervals put theirs. An exact duration d counts as (d − 1, d]. Bounded: at most 2 × window cell
  * ends, EM_STEPS steps of O(intervals + cells).
  */
-export function intervalDistribution(intervals: readonly { lo: number; hi: number }[]): DurationDistribution | undefined {
+export function intervalDistribution(intervals: readonly SeenDuration[]): DurationDistribution | undefined {
   const obs = intervals
     .filter((e) => Number.isFinite(e.lo) && Number.isFinite(e.hi) && e.hi >= 0)
     .map((e) => {
@@ -732,7 +732,7 @@ export class PollScheduler {
    * simulation of the polling benchmark, counting them took a cold run from 1.202x to 1.178x of
    * the jobs seen done at once, and left a run after an earlier one as it was).
    */
-  #withRunning(model: string, intervals: readonly { lo: number; hi: number }[]): { lo: number; hi: number }[] {
+  #withRunning(model: string, intervals: readonly SeenDuration[]): SeenDuration[] {
     let top = 0;
     for (const e of intervals) top = Math.max(top, e.hi);
     const out = [...intervals];
