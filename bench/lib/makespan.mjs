@@ -66,8 +66,10 @@ export function pollingFloor(durationsMs, concurrency, pollBudget, [minMs, maxMs
 
 /**
  * The same jobs on the same slots, each seen done the instant it ends, in submission order (the
- * greedy packing any client gets at best), over the ideal above: what is left once polling and
- * every client's own costs are gone.
+ * packing of a client that submits in this order and is told of each end at once, as no client
+ * knows the durations beforehand), over the ideal above: what is left once polling and every
+ * client's own costs are gone. (The polling benchmark's seen-at-once figure is pollingFloor with
+ * no poll budget: the same, on a grid of 200 poll times.)
  */
 export function seenAtOnceRatio(durationsMs, concurrency) {
   const slots = new Array(concurrency).fill(0);
