@@ -8,8 +8,9 @@
  * estimated distribution (the midpoint where that is flat), so lo = 2 × durationMs − hi, and a
  * webhook's exact duration gives lo = hi. Taking those estimates as exact durations, as genpipe did
  * until 2026-11-27, put the first plans' polls at the clusters the earlier run's polls had made:
- * in a simulation of the polling benchmark (40 seeded runs after an earlier run of 100 sheets),
- * the intervals took a run from 1.166x to 1.156x of the jobs seen done at once. A record without
+ * in bench/poll-sim.bench.mjs (40 seeded runs after an earlier run of 100 sheets, its first 64
+ * ends as the prior, as read here), the intervals took a run from 1.164x to 1.152x of the jobs
+ * seen done at once. A record without
  * `durationMs` (older journals) counts as ending exactly at `hi` (up to a poll late). The run's own
  * observations push these out as they come.
  *
