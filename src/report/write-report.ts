@@ -18,10 +18,16 @@ const FILES: readonly (readonly [string, ReportFormat])[] = [
 /** The second thread's module (report-worker.ts): beside this one in the build; absent when running from sources. */
 const WORKER = new URL('./report-worker.js', import.meta.url);
 
+/** What writeCostReport returns: the report without its instance lines, and how many lines it wrote. */
+export interface WrittenReport extends CostSummary {
+  /** The instances the journal names (one line each): a lower bound of its distinct instances, for the gallery's limit. */
+  instanceLines: number;
+}
+
 /**
  * Writes report.json, report.csv and report.md into the run directory as the journal streams (each
  * to a temp file renamed into place), in one pass over the instances and in memory bounded whatever
- * the run's size, and returns the report without its instance lines. A format whose head needs the
+ * the run's size, and returns the report without its instance lines (with their count). A format whose head needs the
  * totals (Markdown) gets its instance lines in a section file, copied in after its head.
  *
  * A big journal is read by two threads (instance-lines.ts), and its instances' lines are written by
@@ -35,7 +41,7 @@ const WORKER = new URL('./report-worker.js', import.meta.url);
 export async function writeCostReport(
   runDir: string,
   options: { creditsPerUsd?: number; threads?: Pick<StatesOptions, 'worker' | 'parallelMinBytes'> } = {},
-): Promise<CostSummary> {
+): Promise<WrittenReport> {
   const plan = await readPlanFile(runDir);
   const rate = options.creditsPerUsd ?? 100;
   // This writer's own temporary names: two processes writing one run's report (a holder displaced
@@ -105,7 +111,7 @@ export async function writeCostReport(
     );
     for (const outcome of finished) if (outcome.status === 'rejected') throw outcome.reason;
     for (const [name] of FILES) await rename(join(runDir, `${name}.${tmp}`), join(runDir, name));
-    return summary;
+    return { ...summary, instanceLines: index };
   } catch (error) {
     for (const sink of sinks) {
       try {

@@ -33,8 +33,9 @@ the journal, and says when a \`for_each: {step, only: approved}\` step waits on 
       throw new GenpipeError('invalid_input', 'Choose one of --json, --csv and --md.');
     const configPath = values.config ?? io.env.GENPIPE_CONFIG;
     const creditsPerUsd = configPath ? readConfigFile(configPath).credits_per_usd : undefined;
-    await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
-    if ((await rewriteGallery(runDir)) === undefined)
+    const report = await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
+    // The report has just counted the journal's instances: a journal over the gallery's limit is not read again.
+    if ((await rewriteGallery(runDir, { instancesAtLeast: report.instanceLines })) === undefined)
       io.err(
         `genpipe: gallery.html was left as the run wrote it: its journal names more than ${MAX_GALLERY_INSTANCES.toLocaleString('en-US')} instances, too many for a contact sheet.`,
       );
