@@ -19,6 +19,7 @@ import { streamJournalBatches } from '../run/journal.js';
 import { keyOfLine, mergeRuns, narrowRuns, sampleRun, writeLinesFile } from '../util/external-sort.js';
 import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
 import { canStartWorker, startTask } from '../util/worker-task.js';
+import { bytesAt } from '../util/bytes-at.js';
 
 /** Instances gathered in memory before a chunk is spilled to disk. */
 export const CHUNK_INSTANCES = 25_000;
@@ -31,6 +32,13 @@ const NOT_OUTCOME = ['run_started', 'run_finished', 'downloaded', 'uploaded', 'a
  * as JSON and to read back): no outputs, results, keys or hashes.
  */
 export type Fact = readonly [code: string, a?: unknown, b?: unknown];
+
+/**
+ * An instance's facts while gathered, as the JSON text of each, comma-separated, in journal
+ * order: what a spill writes as it stands (in brackets), and what the commonest records give
+ * straight from their bytes (projectFact), never built as tuples then serialised.
+ */
+type FactsText = string;
 
 /**
  * What a contact sheet needs besides: each downloaded file's path, a failure's message, a status's
@@ -90,50 +98,130 @@ function factOf(record: JournalRecord): Fact {
   }
 }
 
-/** A fact read straight from a line's text (projectFact), with the instance it belongs to. */
-class ProjectedFact {
+/** A fact read straight from a line's bytes (projectFact), as its JSON text, with the instance it belongs to. */
+export class ProjectedFact {
   constructor(
     readonly instance: string,
-    readonly fact: Fact,
+    readonly fact: string,
   ) {}
 }
 
-// The layouts genpipe writes its three commonest records in, read by pattern: no JSON parse, no
+// The layouts genpipe writes its three commonest records in, read byte by byte: no JSON parse, no
 // schema check for the fields the report never reads (the checksum has vouched for the bytes). An
-// id or model is taken only when its JSON text has no escape, so it is the string itself.
-const INTENT =
-  /^\{"type":"intent","instance":"([^"\\]+)","model":"([^"\\]+)","idempotencyKey":(?:null|"[^"\\]+"),"bodyHash":"[0-9a-f]{64}"(?:,"at":\d+)?\}$/;
-const SUBMITTED = /^\{"type":"submitted","instance":"([^"\\]+)","handle":\{"kind":"request","requestId":"([^"\\]+)"\}(?:,"at":\d+)?\}$/;
-const STATUS = /^\{"type":"status","instance":"([^"\\]+)","status":"(completed|failed|nsfw|canceled)",/;
+// id, model or request id is taken only when its JSON text has no escape, so it is the string
+// itself, and its quoted text is its fact's JSON as it stands. Each reader returns where the bytes
+// it expects end, or -1.
+
+/** `text` at `at`: where it ends, or -1. */
+function literal(json: Buffer, at: number, text: Buffer): number {
+  return bytesAt(json, at, text) ? at + text.length : -1;
+}
+
+/** A string's characters with no escape, from `at` (past its opening quote) on: where its closing quote is, or -1 (empty too). */
+function plain(json: Buffer, at: number): number {
+  if (at < 0) return -1;
+  // Bounded by the line's length.
+  for (let i = at; i < json.length; i++) {
+    const c = json[i];
+    if (c === 0x22) return i > at ? i : -1;
+    if (c === 0x5c) return -1;
+  }
+  return -1;
+}
+
+/** Just past the closing quote at `quote`, or -1. */
+const past = (quote: number): number => (quote < 0 ? -1 : quote + 1);
+
+/** `count` lowercase hex digits from `at`: where they end, or -1. */
+function hex(json: Buffer, at: number, count: number): number {
+  if (at < 0 || json.length < at + count) return -1;
+  for (let i = at; i < at + count; i++) {
+    const c = json[i] as number;
+    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return -1;
+  }
+  return at + count;
+}
+
+/** An optional `,"at":<digits>` from `at`, then the record's closing brace as the line's last byte: true when so. */
+function endsWithAt(json: Buffer, at: number): boolean {
+  let i = literal(json, at, AT);
+  if (i < 0) i = at;
+  else {
+    const first = i;
+    while (i < json.length && (json[i] as number) >= 0x30 && (json[i] as number) <= 0x39) i++;
+    if (i === first) return false;
+  }
+  return i === json.length - 1 && json[i] === 0x7d;
+}
+
+const INTENT = Buffer.from('{"type":"intent","instance":"');
+const MODEL = Buffer.from('","model":"');
+const KEY = Buffer.from('","idempotencyKey":');
+const NULL = Buffer.from('null');
+const BODY_HASH = Buffer.from(',"bodyHash":"');
+const SUBMITTED = Buffer.from('{"type":"submitted","instance":"');
+const REQUEST = Buffer.from('","handle":{"kind":"request","requestId":"');
+const REQUEST_END = Buffer.from('"}');
+const STATUS = Buffer.from('{"type":"status","instance":"');
+const STATUS_FIELD = Buffer.from('","status":"');
+const AT = Buffer.from(',"at":');
+const OUTPUTS = Buffer.from(',"outputs":[');
+const COST = Buffer.from('"actualCostUsd"');
+const FINAL_STATUSES = new Set(['completed', 'failed', 'nsfw', 'canceled']);
+
+/** `{"type":"intent","instance":…,"model":…,"idempotencyKey":null|"…","bodyHash":"<64 hex>"[,"at":n]}` */
+function projectIntent(json: Buffer): ProjectedFact | undefined {
+  const idEnd = plain(json, literal(json, 0, INTENT));
+  const modelStart = literal(json, idEnd, MODEL);
+  const modelEnd = plain(json, modelStart);
+  const keyStart = literal(json, modelEnd, KEY);
+  // The key is null or a string with no escape: past it.
+  const keyEnd = keyStart < 0 ? -1 : json[keyStart] === 0x22 ? past(plain(json, keyStart + 1)) : literal(json, keyStart, NULL);
+  const hashEnd = hex(json, literal(json, keyEnd, BODY_HASH), 64);
+  if (hashEnd < 0 || json[hashEnd] !== 0x22 || !endsWithAt(json, hashEnd + 1)) return undefined;
+  return new ProjectedFact(json.toString('utf8', INTENT.length, idEnd), `["i",${json.toString('utf8', modelStart - 1, modelEnd + 1)}]`);
+}
+
+/** `{"type":"submitted","instance":…,"handle":{"kind":"request","requestId":…}[,"at":n]}` */
+function projectSubmitted(json: Buffer): ProjectedFact | undefined {
+  const idEnd = plain(json, literal(json, 0, SUBMITTED));
+  const requestStart = literal(json, idEnd, REQUEST);
+  const requestEnd = plain(json, requestStart);
+  const at = literal(json, requestEnd, REQUEST_END);
+  if (at < 0 || !endsWithAt(json, at)) return undefined;
+  return new ProjectedFact(
+    json.toString('utf8', SUBMITTED.length, idEnd),
+    `["r",${json.toString('utf8', requestStart - 1, requestEnd + 1)}]`,
+  );
+}
+
+/** `{"type":"status","instance":…,"status":"<final>",…,"outputs":[…` with no `"actualCostUsd"` anywhere. */
+function projectStatus(json: Buffer): ProjectedFact | undefined {
+  const idEnd = plain(json, literal(json, 0, STATUS));
+  const statusStart = literal(json, idEnd, STATUS_FIELD);
+  const statusEnd = plain(json, statusStart);
+  if (statusEnd < 0 || json[statusEnd + 1] !== 0x2c || !json.includes(OUTPUTS) || json.includes(COST)) return undefined;
+  const status = json.toString('latin1', statusStart, statusEnd);
+  if (!FINAL_STATUSES.has(status)) return undefined;
+  return new ProjectedFact(json.toString('utf8', STATUS.length, idEnd), `["S","${status}"]`);
+}
 
 /**
  * The report's fact of an intent, a request's submission or a status without a reported cost, read
- * from the line's JSON text; undefined for anything else, which is then parsed and checked in full
- * (ProjectLine in journal.ts). A status line is most of a journal (its outputs and result), and the
- * report reads only its status: a status that names a cost anywhere goes the full way.
+ * from the line's JSON bytes; undefined for anything else, which is then parsed and checked in
+ * full (ProjectLine in journal.ts). A status line is most of a journal (its outputs and result), and
+ * the report reads only its status: a status that names a cost anywhere goes the full way.
  */
-function projectFact(json: Buffer): ProjectedFact | undefined {
-  let m: RegExpExecArray | null;
+export function projectFact(json: Buffer): ProjectedFact | undefined {
   switch (json[9]) {
     case 0x69: // {"type":"i…
-      if ((m = INTENT.exec(json.toString('utf8')))) return new ProjectedFact(m[1] as string, ['i', m[2]]);
-      return undefined;
+      return projectIntent(json);
     case 0x73: // {"type":"s…
-      if (json[10] === 0x75) {
-        if ((m = SUBMITTED.exec(json.toString('utf8')))) return new ProjectedFact(m[1] as string, ['r', m[2]]);
-        return undefined;
-      }
-      // Only the start of a status is decoded: a character cut at its end fails the pattern.
-      if (json.includes(OUTPUTS) && !json.includes(COST) && (m = STATUS.exec(json.toString('utf8', 0, 400))))
-        return new ProjectedFact(m[1] as string, ['S', m[2]]);
-      return undefined;
+      return json[10] === 0x75 ? projectSubmitted(json) : projectStatus(json);
     default:
       return undefined;
   }
 }
-
-const OUTPUTS = Buffer.from(',"outputs":[');
-const COST = Buffer.from('"actualCostUsd"');
 
 function recordOf(id: string, fact: Fact): JournalRecord {
   switch (fact[0]) {
@@ -229,7 +317,7 @@ export async function* instanceStates(journalPath: string, options: StatesOption
  * (spill files, at most MAX_FAN_IN of them), which `dispose` removes.
  */
 export interface InstanceRuns {
-  inMemory: Map<string, Fact[]>;
+  inMemory: Map<string, FactsText>;
   runs: readonly string[];
   dispose(): Promise<void>;
 }
@@ -294,10 +382,10 @@ export async function* statesOf(
   if (gathered.runs.length === 0) {
     const ids = [...inMemory.keys()].sort(byCodeUnits);
     for (const id of ids) {
-      const records = inMemory.get(id) as Fact[];
+      const facts = inMemory.get(id) as FactsText;
       // Each instance's records give way to its state as it is yielded.
       inMemory.delete(id);
-      if (inRange(id)) yield [id, stateOf(id, records)];
+      if (inRange(id)) yield [id, stateOf(id, JSON.parse(`[${facts}]`) as Fact[])];
     }
     return;
   }
@@ -389,7 +477,7 @@ export async function gatherRuns(
     spillAll: boolean;
     prefix: string;
   },
-): Promise<{ chunk: Map<string, Fact[]>; spills: string[] }> {
+): Promise<{ chunk: Map<string, FactsText>; spills: string[] }> {
   const limit = options.chunk ?? CHUNK_INSTANCES;
   // A gallery reads downloaded records too, and keeps what its cells show (galleryFactOf).
   // With sinks, downloads and uploads too, as sizes and hashes (sinkFactOf).
@@ -398,7 +486,7 @@ export async function gatherRuns(
   const base = options.gallery ? galleryFactOf : factOf;
   const withPath = options.gallery === true;
   const fact = options.sinks ? (record: JournalRecord): Fact => sinkFactOf(record, base, withPath) : base;
-  let chunk = new Map<string, Fact[]>();
+  let chunk = new Map<string, FactsText>();
   const spills: string[] = [];
   const range = { start: options.start, end: options.end };
   // A gallery reads more of each status than projectFact gives: its lines are read in full.
@@ -411,15 +499,16 @@ export async function gatherRuns(
       const projected = item instanceof ProjectedFact ? item : undefined;
       const id = projected ? projected.instance : (item as { instance?: unknown }).instance;
       if (typeof id !== 'string') continue;
-      let list = chunk.get(id);
-      if (!list) {
+      const text = projected ? projected.fact : JSON.stringify(fact(item as JournalRecord));
+      const before = chunk.get(id);
+      if (before !== undefined) chunk.set(id, `${before},${text}`);
+      else {
         if (chunk.size >= limit) {
           spills.push(spill(chunk, join(await options.spillDir(), `${options.prefix}-${spills.length}.jsonl`)));
           chunk = new Map();
         }
-        chunk.set(id, (list = []));
+        chunk.set(id, text);
       }
-      list.push(projected ? projected.fact : fact(item as JournalRecord));
     }
   }
   if (chunk.size > 0 && (options.spillAll || spills.length > 0)) {
@@ -429,12 +518,12 @@ export async function gatherRuns(
   return { chunk, spills };
 }
 
-/** Writes a chunk sorted by id, a line per instance: its id (JSON), a tab, its records (JSON); returns its path. */
-function spill(chunk: ReadonlyMap<string, Fact[]>, path: string): string {
+/** Writes a chunk sorted by id, a line per instance: its id (JSON), a tab, its facts (a JSON array); returns its path. */
+function spill(chunk: ReadonlyMap<string, FactsText>, path: string): string {
   const ids = [...chunk.keys()].sort(byCodeUnits);
   return writeLinesFile(
     path,
-    ids.map((id) => `${JSON.stringify(id)}\t${JSON.stringify(chunk.get(id))}`),
+    ids.map((id) => `${JSON.stringify(id)}\t[${chunk.get(id)}]`),
   );
 }
 

@@ -5,9 +5,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Journal } from '../../src/run/journal.js';
-import type { JournalRecord } from '../../src/run/journal-records.js';
-import { instanceStates } from '../../src/report/instance-lines.js';
+import { encodeJournalRecord, Journal } from '../../src/run/journal.js';
+import type { JournalRecord, JournalRecordOf } from '../../src/run/journal-records.js';
+import { instanceStates, projectFact, ProjectedFact } from '../../src/report/instance-lines.js';
 import { instanceStatus } from '../../src/run/run-state.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
 
@@ -146,7 +146,7 @@ describe('instanceStates', () => {
     // the full parse; plain intents, request submissions and statuses are read from the text.
     const id = fc.constantFrom('step[seed=1]', 'step[name="q"]', 'step[path=a\\b]', 'step[chat=é]', 'step[x=1,y=2]');
     const record = fc
-      .tuple(id, fc.nat({ max: 9 }), fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined }))
+      .tuple(id, fc.nat({ max: 10 }), fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined }))
       .map(([instance, kind, cost]): JournalRecord => {
         switch (kind) {
           case 0:
@@ -174,6 +174,8 @@ describe('instanceStates', () => {
             return { type: 'failed', instance, code: 'download', message: 'gone' };
           case 8:
             return { type: 'reroll', instance, attempt: 1, seed: 7 } as JournalRecord;
+          case 9:
+            return { type: 'intent', instance, model: 'soul', idempotencyKey: 'k1', bodyHash: HASH };
           default:
             return { type: 'retry', instance, attempt: 1, previous: 'failed' };
         }
@@ -190,6 +192,81 @@ describe('instanceStates', () => {
       }),
       { numRuns: 60 },
     );
+  });
+
+  it('the layouts genpipe writes its intents, request submissions and statuses in are read from their bytes; any other goes the full way', () => {
+    // The JSON bytes a journal line holds after its checksum, as the writer encodes the record.
+    const bytes = (record: JournalRecord | string): Buffer =>
+      Buffer.from(typeof record === 'string' ? record : encodeJournalRecord(record, () => 7).slice(9, -1), 'utf8');
+    const read = (record: JournalRecord | string): [string, string] | undefined => {
+      const fact = projectFact(bytes(record));
+      return fact instanceof ProjectedFact ? [fact.instance, fact.fact] : undefined;
+    };
+    const intent: JournalRecordOf<'intent'> = {
+      type: 'intent',
+      instance: 'sheets[seed=1]',
+      model: 'character-sheet',
+      idempotencyKey: 'k1',
+      bodyHash: HASH,
+    };
+    expect(read(intent)).toEqual(['sheets[seed=1]', '["i","character-sheet"]']);
+    expect(read({ ...intent, idempotencyKey: null })).toEqual(['sheets[seed=1]', '["i","character-sheet"]']);
+    // Its text is the fact's JSON as it stands: a non-ASCII id or model is decoded as UTF-8.
+    expect(read({ ...intent, instance: 'chat[name=é]', model: 'sóul' })).toEqual(['chat[name=é]', '["i","sóul"]']);
+    const submitted: JournalRecordOf<'submitted'> = {
+      type: 'submitted',
+      instance: 'sheets[seed=1]',
+      handle: { kind: 'request', requestId: 'r-1' },
+    };
+    expect(read(submitted)).toEqual(['sheets[seed=1]', '["r","r-1"]']);
+    const status: JournalRecordOf<'status'> = {
+      type: 'status',
+      instance: 'sheets[seed=1]',
+      status: 'nsfw',
+      outputs: [{ url: 'https://cdn.example/1.png' }],
+    };
+    expect(read(status)).toEqual(['sheets[seed=1]', '["S","nsfw"]']);
+    for (const s of ['completed', 'failed', 'canceled'] as const) expect(read({ ...status, status: s })?.[1]).toBe(`["S","${s}"]`);
+    // Refused, so parsed and checked in full: an escape in an id, a model, a key or a request id;
+    for (const instance of ['a[q="x"]', 'a[p=a\\b]']) {
+      expect(read({ ...intent, instance })).toBeUndefined();
+      expect(read({ ...submitted, instance })).toBeUndefined();
+      expect(read({ ...status, instance })).toBeUndefined();
+    }
+    expect(read({ ...intent, model: 'a"b' })).toBeUndefined();
+    expect(read(`{"type":"intent","instance":"","model":"m","idempotencyKey":null,"bodyHash":"${HASH}","at":7}`)).toBeUndefined();
+    expect(read({ ...intent, idempotencyKey: 'k\\1' })).toBeUndefined();
+    expect(read({ ...submitted, handle: { kind: 'request', requestId: 'r"1' } })).toBeUndefined();
+    // another handle, or a request handle with more in it;
+    expect(read({ ...submitted, handle: { kind: 'job_set', jobSetId: 'j1' } } as JournalRecord)).toBeUndefined();
+    expect(read('{"type":"submitted","instance":"a","handle":{"kind":"request","requestId":"r","x":1},"at":7}')).toBeUndefined();
+    // a status that names a cost anywhere, or has no outputs;
+    expect(read({ ...status, actualCostUsd: 0.01 })).toBeUndefined();
+    expect(read({ ...status, result: { actualCostUsd: 2 } })).toBeUndefined();
+    // (a string that only mentions it is no cost: its quotes are escaped)
+    expect(read({ ...status, result: { note: '"actualCostUsd"' } })?.[1]).toBe('["S","nsfw"]');
+    expect(read('{"type":"status","instance":"a","status":"completed","at":7}')).toBeUndefined();
+    expect(read('{"type":"status","instance":"a","status":"running","outputs":[],"at":7}')).toBeUndefined();
+    // a field the layout does not have, a hash that is not 64 lowercase hex digits, no "at" digits, trailing bytes.
+    expect(
+      read('{"type":"intent","instance":"a","model":"m","idempotencyKey":null,"bodyHash":"' + HASH + '","attempt":2,"at":7}'),
+    ).toBeUndefined();
+    expect(
+      read('{"type":"intent","instance":"a","model":"m","idempotencyKey":null,"bodyHash":"' + HASH.toUpperCase() + '","at":7}'),
+    ).toBeUndefined();
+    expect(
+      read('{"type":"intent","instance":"a","model":"m","idempotencyKey":null,"bodyHash":"' + HASH.slice(1) + '","at":7}'),
+    ).toBeUndefined();
+    expect(read('{"type":"intent","instance":"a","model":"m","idempotencyKey":null,"bodyHash":"' + HASH + '","at":}')).toBeUndefined();
+    expect(read('{"type":"intent","instance":"a","model":"m","idempotencyKey":null,"bodyHash":"' + HASH + '"} ')).toBeUndefined();
+    expect(read('{"type":"intent","instance":"a","model":"m","idempotencyKey":null,"bodyHash":"' + HASH + '"}')).toEqual([
+      'a',
+      '["i","m"]',
+    ]);
+    expect(read('{"type":"submitted","instance":"a","handle":{"kind":"request","requestId":"r"}}')).toEqual(['a', '["r","r"]']);
+    // And the other records' types are never read this way.
+    expect(read({ type: 'failed', instance: 'a', code: 'download', message: 'gone' })).toBeUndefined();
+    expect(read({ type: 'retry', instance: 'a', attempt: 1, previous: 'failed' })).toBeUndefined();
   });
 
   it('a line whose checksum fails is not read, even when its text has the layout the report reads by pattern', async () => {
