@@ -14,7 +14,7 @@ import { absorbSinkTotals, addSinkEntry, emptySinkTotals, type SinkTotals } from
 import type { InstanceState } from '../run/run-state.js';
 import { moneyOf } from '../run/attempt-money.js';
 import { stepOfInstanceId } from '../plan/instance.js';
-import { instanceStates } from './instance-lines.js';
+import { instanceStates, plainState, type PlainOutcome } from './instance-lines.js';
 
 export type ReportStatus = 'completed' | 'reused' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
 
@@ -190,11 +190,48 @@ export class CostTally {
 
   /** The line of an instance, counted. */
   line(id: string, entry: InstanceState): InstanceLine {
-    const line = lineOf(id, entry, this.stepInfo);
+    return this.#count(lineOf(id, entry, this.stepInfo), entry);
+  }
+
+  /** Lines of plain outcomes by step, model and status, with another instance's id and request id. */
+  readonly #plain = new Map<string, InstanceLine>();
+
+  /**
+   * The line of an instance whose outcome is plain (instance-lines.ts), counted: the first of each
+   * step, model and status is replayed, the others copy its line with their own id and request id
+   * (lineOf reads the id only for its step, and the request id only to show it). It adds nothing to
+   * a storage sink's counts: those read downloads and uploads, and a plain outcome has neither.
+   */
+  plainLine(id: string, plain: PlainOutcome): InstanceLine {
+    const step = stepOfInstanceId(id);
+    const key = `${step}\n${plain.model}\n${plain.status}`;
+    let like = this.#plain.get(key);
+    if (!like) this.#plain.set(key, (like = lineOf(id, plainState(id, plain), this.stepInfo)));
+    return this.#count(
+      {
+        instance: id,
+        step: like.step,
+        model: like.model,
+        status: like.status,
+        requestId: plain.requestId,
+        rerolls: like.rerolls,
+        estimatedUsd: like.estimatedUsd,
+        actualUsd: like.actualUsd,
+        refundedUsd: like.refundedUsd,
+        netUsd: like.netUsd,
+        unknownUsd: like.unknownUsd,
+        unpricedInstances: like.unpricedInstances,
+      },
+      undefined,
+    );
+  }
+
+  /** Adds a line to its step's, its model's and the total's sums; with a sink, its state's files too. */
+  #count(line: InstanceLine, entry: InstanceState | undefined): InstanceLine {
     add(this.#group(this.steps, line.step), line);
     add(this.#group(this.models, line.model), line);
     add(this.total, line);
-    if (this.sink && this.stepInfo.get(line.step)?.sink) addSinkEntry(this.sink, entry);
+    if (entry && this.sink && this.stepInfo.get(line.step)?.sink) addSinkEntry(this.sink, entry);
     return line;
   }
 

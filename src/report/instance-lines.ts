@@ -377,15 +377,68 @@ export async function* statesOf(
   gathered: Pick<InstanceRuns, 'inMemory' | 'runs'>,
   range: { from?: string | undefined; to?: string | undefined } = {},
 ): AsyncGenerator<[string, InstanceState]> {
+  for await (const [id, texts] of factsOf(gathered, range)) yield [id, stateOfTexts(id, texts)];
+}
+
+/**
+ * An instance whose facts are exactly an intent, a request's submission and a final status
+ * without a reported cost, in that order: every instance of a run that went as planned. Its line
+ * differs from another's of the same step, model and status only by its id and request id
+ * (CostTally.plainLine replays one of them and copies the line).
+ */
+export class PlainOutcome {
+  constructor(
+    readonly model: string,
+    readonly requestId: string,
+    readonly status: JournalRecordOf<'status'>['status'],
+  ) {}
+}
+
+/** A plain outcome's facts as their JSON text: neither string has an escape, so each is itself. */
+const PLAIN = /^\[\["i","([^"\\]+)"\],\["r","([^"\\]+)"\],\["S","(completed|failed|nsfw|canceled)"\]\]$/;
+
+/** As statesOf, but an instance whose facts are plain comes as a PlainOutcome, not replayed (the report's lines). */
+export async function* outcomesOf(
+  gathered: Pick<InstanceRuns, 'inMemory' | 'runs'>,
+  range: { from?: string | undefined; to?: string | undefined } = {},
+): AsyncGenerator<[string, InstanceState | PlainOutcome]> {
+  for await (const [id, texts] of factsOf(gathered, range)) {
+    const m = texts.length === 1 ? PLAIN.exec(texts[0] as string) : null;
+    yield [id, m ? new PlainOutcome(m[1] as string, m[2] as string, m[3] as PlainOutcome['status']) : stateOfTexts(id, texts)];
+  }
+}
+
+/** A plain outcome's state, replayed from its facts as any other's. */
+export function plainState(id: string, plain: PlainOutcome): InstanceState {
+  return stateOf(id, [
+    ['i', plain.model],
+    ['r', plain.requestId],
+    ['S', plain.status],
+  ]);
+}
+
+/** The state of an instance from its facts' JSON arrays, in journal order. */
+function stateOfTexts(id: string, texts: readonly string[]): InstanceState {
+  return stateOf(id, texts.length === 1 ? (JSON.parse(texts[0] as string) as Fact[]) : texts.flatMap((text) => JSON.parse(text) as Fact[]));
+}
+
+/**
+ * The gathered instances' ids, sorted, each with its facts as JSON arrays (one per spilled run
+ * that held some, in journal order); `range` as statesOf's.
+ */
+async function* factsOf(
+  gathered: Pick<InstanceRuns, 'inMemory' | 'runs'>,
+  range: { from?: string | undefined; to?: string | undefined },
+): AsyncGenerator<[string, string[]]> {
   const { inMemory } = gathered;
   const inRange = (id: string): boolean => (range.from === undefined || id >= range.from) && (range.to === undefined || id < range.to);
   if (gathered.runs.length === 0) {
     const ids = [...inMemory.keys()].sort(byCodeUnits);
     for (const id of ids) {
       const facts = inMemory.get(id) as FactsText;
-      // Each instance's records give way to its state as it is yielded.
+      // Each instance's facts give way to its state as it is yielded.
       inMemory.delete(id);
-      if (inRange(id)) yield [id, stateOf(id, JSON.parse(`[${facts}]`) as Fact[])];
+      if (inRange(id)) yield [id, [`[${facts}]`]];
     }
     return;
   }
@@ -527,24 +580,24 @@ function spill(chunk: ReadonlyMap<string, FactsText>, path: string): string {
   );
 }
 
-/** A merge of sorted spill files (external-sort.ts), combining an id's records in file order, so in journal order. */
+/** A merge of sorted spill files (external-sort.ts), combining an id's facts in file order, so in journal order. */
 async function* merge(
   paths: readonly string[],
   range: { from?: string | undefined; to?: string | undefined },
-): AsyncGenerator<[string, InstanceState]> {
+): AsyncGenerator<[string, string[]]> {
   let id: string | undefined;
-  let records: Fact[] = [];
+  let texts: string[] = [];
   let count = 0;
   for (const { key: next, line } of mergeRuns(paths, byCodeUnits, decodeId, { from: range.from })) {
     // The merge reads synchronously: let signals and timers in now and then.
     if (++count % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
     if (range.to !== undefined && next >= range.to) break;
-    if (id !== undefined && next !== id) yield [id, stateOf(id, records)];
-    if (next !== id) records = [];
+    if (id !== undefined && next !== id) yield [id, texts];
+    if (next !== id) texts = [];
     id = next;
-    records.push(...(JSON.parse(line.slice(keyOfLine(line).length + 1)) as Fact[]));
+    texts.push(line.slice(keyOfLine(line).length + 1));
   }
-  if (id !== undefined) yield [id, stateOf(id, records)];
+  if (id !== undefined) yield [id, texts];
 }
 
 const decodeId = (raw: string): string => JSON.parse(raw) as string;

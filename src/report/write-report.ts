@@ -6,7 +6,7 @@ import type { InstanceState } from '../run/run-state.js';
 import { ByteSink } from '../util/byte-sink.js';
 import { canStartWorker, startTask } from '../util/worker-task.js';
 import { CostTally, emptyGroup, type CostSummary, type TallyGroups } from './cost-report.js';
-import { gatherInstanceRuns, middleId, statesOf, type StatesOptions } from './instance-lines.js';
+import { gatherInstanceRuns, middleId, outcomesOf, PlainOutcome, type StatesOptions } from './instance-lines.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
 
 const FILES: readonly (readonly [string, ReportFormat])[] = [
@@ -74,7 +74,7 @@ export async function writeCostReport(
       tail = startTail(worker, { kind: 'tail', runs: gathered.runs, from: middle, runDir, creditsPerUsd: rate, parts });
     }
     const tally = new CostTally(plan);
-    let index = await writeInstanceLines(statesOf(gathered, { to: middle }), tally, sinks, rate, 0);
+    let index = await writeInstanceLines(outcomesOf(gathered, { to: middle }), tally, sinks, rate, 0);
     if (tail) {
       const answer = await tail.done;
       tally.absorb(answer.groups);
@@ -140,15 +140,15 @@ export async function writeCostReport(
  * from `first` (a JSON line after the first starts with its comma); returns how many there were.
  */
 export async function writeInstanceLines(
-  states: AsyncIterable<[string, InstanceState]>,
+  outcomes: AsyncIterable<[string, InstanceState | PlainOutcome]>,
   tally: CostTally,
   sinks: readonly ByteSink[],
   rate: number,
   first: number,
 ): Promise<number> {
   let index = first;
-  for await (const [id, entry] of states) {
-    const line = tally.line(id, entry);
+  for await (const [id, outcome] of outcomes) {
+    const line = outcome instanceof PlainOutcome ? tally.plainLine(id, outcome) : tally.line(id, outcome);
     for (const [i, [, format]] of FILES.entries()) (sinks[i] as ByteSink).add(format.instance(line, index, rate));
     index++;
   }
@@ -181,7 +181,7 @@ export async function writeTail(job: TailJob): Promise<TailAnswer> {
   const sinks = job.parts.map((part) => new ByteSink(part, { redact: true }));
   try {
     const count = await writeInstanceLines(
-      statesOf({ inMemory: new Map(), runs: job.runs }, { from: job.from }),
+      outcomesOf({ inMemory: new Map(), runs: job.runs }, { from: job.from }),
       tally,
       sinks,
       job.creditsPerUsd,

@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeCostReport } from '../../src/report/write-report.js';
+import { buildCostReport, type CostReport } from '../../src/report/cost-report.js';
+import { reportCsv, reportJson, reportMarkdown } from '../../src/report/render.js';
 import { Journal } from '../../src/run/journal.js';
 import type { JournalRecord } from '../../src/run/journal-records.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
@@ -42,16 +44,16 @@ const life = fc.record({
 
 type Life = typeof life extends fc.Arbitrary<infer T> ? T : never;
 
-function recordsOf(lives: readonly Life[]): JournalRecord[] {
+function recordsOf(lives: readonly Life[], steps: readonly { id: string; model: string }[] = STEPS): JournalRecord[] {
   const out: JournalRecord[] = [];
   const seen = new Set<string>();
   for (const [n, l] of lives.entries()) {
     // A fourth step the plan does not name: counted under its own name.
-    const step = STEPS[l.step]?.id ?? 'extra';
+    const step = steps[l.step]?.id ?? 'extra';
     const id = `${step}[seed=${l.seed}]`;
     if (seen.has(id)) continue;
     seen.add(id);
-    const model = STEPS[l.step]?.model ?? 'soul';
+    const model = steps[l.step]?.model ?? 'soul';
     const intent: JournalRecord = { type: 'intent', instance: id, model, idempotencyKey: `k${n}`, bodyHash: HASH };
     const submitted: JournalRecord = { type: 'submitted', instance: id, handle: { kind: 'request', requestId: `r-${n}` } };
     const status = (s: 'completed' | 'failed' | 'nsfw' | 'canceled'): JournalRecord => ({
@@ -114,7 +116,7 @@ function recordsOf(lives: readonly Life[]): JournalRecord[] {
 }
 
 /** A run directory holding `records`, and a copy of it: one for each way of writing the report. */
-async function runDirs(records: JournalRecord[]): Promise<[string, string]> {
+async function runDirs(records: JournalRecord[], steps: readonly object[] = STEPS): Promise<[string, string]> {
   const base = tempDir('genpipe-parallel-report-');
   const one = join(base, 'one');
   mkdirSync(one);
@@ -124,7 +126,7 @@ async function runDirs(records: JournalRecord[]): Promise<[string, string]> {
     manifest: join(base, 'p.yaml'),
     planHash: 'x',
     createdAt: '2026-11-01T00:00:00.000Z',
-    steps: STEPS.map((s) => ({ ...s, count: 6000, needs: [], for_each: null })),
+    steps: steps.map((s) => ({ ...s, count: 6000, needs: [], for_each: null })),
     estimate: { known_usd: 0, unknown_instances: 0 },
   };
   writeFileSync(join(one, 'plan.json'), JSON.stringify(plan));
@@ -136,6 +138,17 @@ async function runDirs(records: JournalRecord[]): Promise<[string, string]> {
   mkdirSync(two);
   for (const f of ['plan.json', 'journal.jsonl']) copyFileSync(join(one, f), join(two, f));
   return [one, two];
+}
+
+/**
+ * The report's files are those of the report held in memory (buildCostReport), whose every line
+ * comes from its instance's replayed state: a plain outcome's line copied from the first like it
+ * (CostTally.plainLine) is the same.
+ */
+function expectReplayed(runDir: string, replayed: CostReport): void {
+  expect(readFileSync(join(runDir, 'report.json'), 'utf8')).toBe(reportJson(replayed));
+  expect(readFileSync(join(runDir, 'report.csv'), 'utf8')).toBe(reportCsv(replayed));
+  expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toBe(reportMarkdown(replayed));
 }
 
 describe('a report written by two threads', () => {
@@ -159,10 +172,36 @@ describe('a report written by two threads', () => {
           locations: [STEPS[0]?.sink],
         });
         for (const f of FILES) expect(readFileSync(join(two, f), 'utf8')).toBe(readFileSync(join(one, f), 'utf8'));
+        expectReplayed(one, await buildCostReport(one));
         // Nothing left over: no part or temporary file.
         expect(readdirSync(two).sort()).toEqual(['journal.jsonl', 'plan.json', ...FILES].sort());
       }),
       { numRuns: 25 },
+    );
+  });
+
+  it('an instance whose outcome is plain has the line its replayed state gives: copied from the first like it, with its own id and request id (property)', async () => {
+    // No storage sink: a completed instance's download is no fact of its outcome, so every
+    // instance that ends without a reported cost is plain (instance-lines.ts PlainOutcome). Two
+    // steps of one model at two prices: a line is copied only from one of its own step.
+    const steps = [
+      { id: 'sheets', model: 'character-sheet', price_usd: 0.05 },
+      { id: 'portraits', model: 'character-sheet', price_usd: 0.08 },
+      { id: 'chat', model: 'agent', price_usd: 0.002 },
+    ];
+    const plainLife = fc.record({
+      step: fc.nat(3),
+      seed: fc.nat(5000),
+      ending: fc.constantFrom('completed', 'failed', 'nsfw', 'canceled'),
+      cost: fc.constant(undefined),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(plainLife, { minLength: 2, maxLength: 200, size: 'medium' }), async (lives) => {
+        const [one] = await runDirs(recordsOf(lives, steps), steps);
+        await writeCostReport(one, { threads: { parallelMinBytes: Number.MAX_SAFE_INTEGER } });
+        expectReplayed(one, await buildCostReport(one));
+      }),
+      { numRuns: 15 },
     );
   });
 
