@@ -11,14 +11,14 @@
  * a worker (report-worker.ts) the second, each spilling its own chunks; the merge takes the first
  * half's files before the second's, so records keep their journal order across the halves.
  */
-import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
+import { mkdtemp, open, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JournalRecord, JournalRecordOf } from '../run/journal-records.js';
-import { streamJournalBatches } from '../run/journal.js';
+import { streamJournalBatches, type ReadBound } from '../run/journal.js';
 import { keyOfLine, mergeRuns, narrowRuns, sampleRun, writeLinesFile } from '../util/external-sort.js';
 import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
-import { canStartWorker, startTask } from '../util/worker-task.js';
+import { canStartWorker, startTaskWorker, type TaskWorker } from '../util/worker-task.js';
 import { bytesAt } from '../util/bytes-at.js';
 
 /** Instances gathered in memory before a chunk is spilled to disk. */
@@ -282,6 +282,11 @@ export interface StatesOptions {
   parallelMinBytes?: number | undefined;
   /** The second thread's module; default report-worker.js beside this one (tests of the sources name the built one). */
   worker?: URL | undefined;
+  /**
+   * The second thread reads from the middle byte on, not from half of what is left when it is
+   * ready (tests: this thread reads a small journal whole before a second one has started).
+   */
+  evenSplit?: boolean | undefined;
 }
 
 /**
@@ -314,11 +319,14 @@ export async function* instanceStates(journalPath: string, options: StatesOption
 
 /**
  * A journal's facts, gathered by instance: in memory when they fit one chunk, else in sorted runs
- * (spill files, at most MAX_FAN_IN of them), which `dispose` removes.
+ * (spill files, at most MAX_FAN_IN of them). `helper`: the thread that read the journal's second
+ * part, still serving (the report gives it its last lines to write next). `dispose` stops it and
+ * removes the files.
  */
 export interface InstanceRuns {
   inMemory: Map<string, FactsText>;
   runs: readonly string[];
+  helper: TaskWorker | undefined;
   dispose(): Promise<void>;
 }
 
@@ -326,44 +334,59 @@ export interface InstanceRuns {
 export async function gatherInstanceRuns(journalPath: string, options: StatesOptions = {}): Promise<InstanceRuns> {
   let dir: string | undefined;
   const spillDir = async (): Promise<string> => (dir ??= await mkdtemp(join(tmpdir(), 'genpipe-report-')));
+  let helper: TaskWorker | undefined;
   const dispose = async (): Promise<void> => {
+    helper?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
   };
-  let helper: Promise<string[]> | undefined;
-  let stop: (() => void) | undefined;
+  let helped: Promise<string[]> | undefined;
   try {
-    const split = await splitPoint(journalPath, options);
+    const size = await twoThreadSize(journalPath, options);
     // Two threads gather a quarter chunk each: each thread has its own heap, and on a million
     // instances half chunks peaked at 290-300 MB, quarter chunks at 220-240 MB, in the same time.
-    const chunk = split === undefined ? options.chunk : Math.max(1, Math.floor((options.chunk ?? CHUNK_INSTANCES) / 4));
-    if (split !== undefined) {
-      const job: ReaderJob = {
-        kind: 'read',
-        journal: journalPath,
-        start: split.at,
-        dir: await spillDir(),
-        chunk,
-        gallery: options.gallery,
-        sinks: options.sinks,
-        fullParse: options.fullParse,
+    const chunk = size === undefined ? options.chunk : Math.max(1, Math.floor((options.chunk ?? CHUNK_INSTANCES) / 4));
+    // This thread reads from the start until the line the second thread starts at. The second
+    // takes half of what is left once it is ready (a thread takes a tenth of a second or more to
+    // start), or, with evenSplit, half the journal.
+    const bound: ReadBound = { end: size === undefined || !options.evenSplit ? Infinity : Math.floor(size / 2), read: 0 };
+    if (size !== undefined) {
+      const started = startTaskWorker(options.worker ?? WORKER);
+      helper = started;
+      const job = async (): Promise<ReaderJob> => {
+        if (bound.end === Infinity) bound.end = Math.floor((bound.read + size) / 2);
+        return {
+          kind: 'read',
+          journal: journalPath,
+          from: bound.end,
+          dir: await spillDir(),
+          chunk,
+          gallery: options.gallery,
+          sinks: options.sinks,
+          fullParse: options.fullParse,
+        };
       };
-      ({ spills: helper, stop } = startReader(split.worker, job));
+      const failed = (why: string): Error => new Error(`Reading the second half of ${journalPath} in another thread failed: ${why}`);
+      // The bound is set the moment the thread is ready, before this thread reads on.
+      helped = started.ready.then(
+        async () => (await started.run<ReaderAnswer>(await job(), failed)).spills,
+        (error: Error) => Promise.reject(failed(error.message)),
+      );
+      helped.catch(() => {});
     }
     const gathered = await gatherRuns(journalPath, {
       ...options,
       chunk,
-      end: split?.at,
+      bound,
       spillDir,
-      spillAll: split !== undefined,
+      spillAll: size !== undefined,
       prefix: 'a',
     });
     const { spills } = gathered;
-    if (helper) spills.push(...(await helper));
-    return { inMemory: gathered.chunk, runs: narrowRuns(spills, byCodeUnits, decodeId), dispose };
+    if (helped) spills.push(...(await helped));
+    return { inMemory: gathered.chunk, runs: narrowRuns(spills, byCodeUnits, decodeId), helper, dispose };
   } catch (error) {
-    stop?.();
     // A failed or stopped second thread: its answer no longer matters.
-    await helper?.catch(() => {});
+    await helped?.catch(() => {});
     await dispose();
     throw error;
   }
@@ -463,36 +486,51 @@ export function middleId(gathered: Pick<InstanceRuns, 'runs'>): string | undefin
   return middle !== undefined && first !== undefined && middle > first ? middle : undefined;
 }
 
-/** Where the second thread starts reading (the first line past the middle), or undefined when one thread reads it all. */
-async function splitPoint(journalPath: string, options: StatesOptions): Promise<{ at: number; worker: URL } | undefined> {
-  const worker = options.worker ?? WORKER;
-  let handle: FileHandle;
+/** The journal's size when two threads read it (it is big enough, and a second thread can start); else undefined. */
+async function twoThreadSize(journalPath: string, options: StatesOptions): Promise<number | undefined> {
+  if (!canStartWorker(options.worker ?? WORKER)) return undefined;
+  let size: number;
   try {
-    handle = await open(journalPath, 'r');
+    ({ size } = await stat(journalPath));
   } catch {
     return undefined;
   }
+  return size > 0 && size >= (options.parallelMinBytes ?? PARALLEL_MIN_BYTES) ? size : undefined;
+}
+
+/**
+ * Where the first line that starts at `at` or after starts (the file's size when none does): past
+ * the first newline from the byte before `at` on. The first thread reads the lines that start
+ * before `at` (ReadBound), the second from here on: each line is read once.
+ */
+export async function lineStartFrom(journalPath: string, at: number): Promise<number> {
+  if (at <= 0) return 0;
+  const handle = await open(journalPath, 'r');
   try {
     const { size } = await handle.stat();
-    if (size < (options.parallelMinBytes ?? PARALLEL_MIN_BYTES) || !canStartWorker(worker)) return undefined;
-    // The first line starting at the middle or after: past the first newline from the byte
-    // before the middle on, within a megabyte (a line is far shorter).
-    const from = Math.max(0, Math.floor(size / 2) - 1);
-    const probe = Buffer.alloc(Math.min(2 ** 20, size - from));
-    const { bytesRead } = await handle.read(probe, 0, probe.length, from);
-    const newline = probe.subarray(0, bytesRead).indexOf(0x0a);
-    const at = from + newline + 1;
-    return newline === -1 || at >= size ? undefined : { at, worker };
+    const probe = Buffer.alloc(Math.min(2 ** 20, Math.max(1, size)));
+    // Bounded: each turn reads on by at least a byte, up to the file's end.
+    for (let from = at - 1; from < size;) {
+      const { bytesRead } = await handle.read(probe, 0, probe.length, from);
+      if (bytesRead === 0) break;
+      const newline = probe.subarray(0, bytesRead).indexOf(0x0a);
+      if (newline !== -1) return from + newline + 1;
+      from += bytesRead;
+    }
+    return size;
   } finally {
     await handle.close();
   }
 }
 
-/** What the second thread reads (its workerData): the journal from `start` on, its chunks spilled into `dir`. */
+/**
+ * What the second thread reads (a task sent to report-worker.ts): the journal's lines from the
+ * first that starts at `from` or after (lineStartFrom), its chunks spilled into `dir`.
+ */
 export interface ReaderJob {
   kind: 'read';
   journal: string;
-  start: number;
+  from: number;
   dir: string;
   chunk: number | undefined;
   gallery: boolean | undefined;
@@ -505,19 +543,9 @@ export interface ReaderAnswer {
   spills: string[];
 }
 
-function startReader(module: URL, job: ReaderJob): { spills: Promise<string[]>; stop: () => void } {
-  const task = startTask<ReaderAnswer>(
-    module,
-    job,
-    (why) => new Error(`Reading the second half of ${job.journal} in another thread failed: ${why}`),
-  );
-  const spills = task.answer.then((answer) => answer.spills);
-  spills.catch(() => {});
-  return { spills, stop: task.stop };
-}
-
 /**
- * Gathers the facts of each instance of the journal's bytes `start` to `end`, spilling each full
+ * Gathers the facts of each instance of the journal's lines from `start` (a line's first byte) to
+ * the `bound` (ReadBound) or the end, spilling each full
  * chunk (and with `spillAll` the last one too) into `spillDir()`, its files named after `prefix`.
  * Returns the chunk left in memory and the spilled files, in journal order.
  */
@@ -525,7 +553,7 @@ export async function gatherRuns(
   journalPath: string,
   options: Pick<StatesOptions, 'chunk' | 'gallery' | 'sinks' | 'fullParse'> & {
     start?: number | undefined;
-    end?: number | undefined;
+    bound?: ReadBound | undefined;
     spillDir: () => Promise<string>;
     spillAll: boolean;
     prefix: string;
@@ -541,7 +569,7 @@ export async function gatherRuns(
   const fact = options.sinks ? (record: JournalRecord): Fact => sinkFactOf(record, base, withPath) : base;
   let chunk = new Map<string, FactsText>();
   const spills: string[] = [];
-  const range = { start: options.start, end: options.end };
+  const range = { start: options.start, bound: options.bound };
   // A gallery reads more of each status than projectFact gives: its lines are read in full.
   const batches =
     options.gallery || options.fullParse

@@ -1,19 +1,18 @@
 /**
- * The second thread of a big report: reads the journal's second half (instance-lines.ts: its
- * chunks spilled into the directory it is given, their paths the answer), or writes the report's
- * lines from an id on (write-report.ts: into part files, its sums the answer).
+ * The second thread of a big report, serving in turn (worker-task.ts serveTasks): it reads the
+ * journal's second part (instance-lines.ts: its chunks spilled into the directory it is given,
+ * their paths the answer), then writes the report's lines from an id on (write-report.ts: into
+ * part files, its sums the answer).
  */
-import { workerData } from 'node:worker_threads';
-import { answerTask } from '../util/worker-task.js';
-import { gatherRuns, type ReaderAnswer, type ReaderJob } from './instance-lines.js';
+import { serveTasks } from '../util/worker-task.js';
+import { gatherRuns, lineStartFrom, type ReaderAnswer, type ReaderJob } from './instance-lines.js';
 import { writeTail, type TailAnswer, type TailJob } from './write-report.js';
 
-const job = workerData as ReaderJob | TailJob;
-
-async function work(): Promise<ReaderAnswer | TailAnswer> {
+async function work(task: unknown): Promise<ReaderAnswer | TailAnswer> {
+  const job = task as ReaderJob | TailJob;
   if (job.kind === 'tail') return await writeTail(job);
   const { spills } = await gatherRuns(job.journal, {
-    start: job.start,
+    start: await lineStartFrom(job.journal, job.from),
     chunk: job.chunk,
     gallery: job.gallery,
     sinks: job.sinks,
@@ -25,4 +24,4 @@ async function work(): Promise<ReaderAnswer | TailAnswer> {
   return { spills };
 }
 
-await answerTask(work);
+serveTasks(work);

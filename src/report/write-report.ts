@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { readPlanFile } from '../run/run-dir.js';
 import type { InstanceState } from '../run/run-state.js';
 import { ByteSink } from '../util/byte-sink.js';
-import { canStartWorker, startTask } from '../util/worker-task.js';
+import { canStartWorker, startTaskWorker, type TaskWorker } from '../util/worker-task.js';
 import { CostTally, emptyGroup, type CostSummary, type TallyGroups } from './cost-report.js';
 import { gatherInstanceRuns, middleId, outcomesOf, PlainOutcome, type StatesOptions } from './instance-lines.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
@@ -40,7 +40,7 @@ export interface WrittenReport extends CostSummary {
  */
 export async function writeCostReport(
   runDir: string,
-  options: { creditsPerUsd?: number; threads?: Pick<StatesOptions, 'worker' | 'parallelMinBytes'> } = {},
+  options: { creditsPerUsd?: number; threads?: Pick<StatesOptions, 'worker' | 'parallelMinBytes' | 'evenSplit'> } = {},
 ): Promise<WrittenReport> {
   const plan = await readPlanFile(runDir);
   const rate = options.creditsPerUsd ?? 100;
@@ -71,7 +71,9 @@ export async function writeCostReport(
     const middle = gathered.runs.length > 0 && canStartWorker(worker) ? middleId(gathered) : undefined;
     if (middle !== undefined) {
       const parts = FILES.map(([name]) => join(runDir, `${name}.part.${tmp}`));
-      tail = startTail(worker, { kind: 'tail', runs: gathered.runs, from: middle, runDir, creditsPerUsd: rate, parts });
+      // The thread that read the journal's second part writes the last lines too; a journal one
+      // thread read (smaller, yet spilled) gets a thread of its own.
+      tail = startTail(gathered.helper, worker, { kind: 'tail', runs: gathered.runs, from: middle, runDir, creditsPerUsd: rate, parts });
     }
     const tally = new CostTally(plan);
     let index = await writeInstanceLines(outcomesOf(gathered, { to: middle }), tally, sinks, rate, 0);
@@ -199,11 +201,12 @@ interface TailWriter {
   stop(): void;
 }
 
-function startTail(module: URL, job: TailJob): TailWriter {
-  const task = startTask<TailAnswer>(
-    module,
-    job,
-    (why) => new Error(`Writing the report's last instances in another thread failed: ${why}`),
-  );
-  return { parts: job.parts, done: task.answer, stop: task.stop };
+/**
+ * Has `helper` (or, without one, a thread of its own from `module`) write the lines from `job.from`
+ * on. Its last task: `stop` ends the thread.
+ */
+function startTail(helper: TaskWorker | undefined, module: URL, job: TailJob): TailWriter {
+  const worker = helper ?? startTaskWorker(module);
+  const done = worker.run<TailAnswer>(job, (why) => new Error(`Writing the report's last instances in another thread failed: ${why}`));
+  return { parts: job.parts, done, stop: () => worker.stop() };
 }

@@ -288,6 +288,11 @@ class JournalScanner {
   /** A reader's own parse of the lines whose checksum matched (see ProjectLine). */
   readonly #project: ProjectLine<unknown> | undefined;
 
+  /** Where this reader stops, which may move while it reads (see ReadBound). */
+  readonly #bound: ReadBound | undefined;
+  /** True once a line starting at or past the bound was met: nothing more is read. */
+  stopped = false;
+
   /** `offset`: where in the file the first chunk starts (a part of it: streamJournalBatches). */
   constructor(
     size: number,
@@ -297,6 +302,7 @@ class JournalScanner {
       onCorrupt?: ((corrupt: CorruptLine) => void) | undefined;
       project?: ProjectLine<unknown> | undefined;
       offset?: number;
+      bound?: ReadBound | undefined;
     } = {},
   ) {
     this.#size = size;
@@ -305,24 +311,36 @@ class JournalScanner {
     this.#skip = options.skip;
     this.#onCorrupt = options.onCorrupt;
     this.#project = options.project;
+    this.#bound = options.bound;
   }
 
   push(chunk: Buffer): void {
+    if (this.stopped) return;
     let start = 0;
+    const bound = this.#bound?.end ?? Infinity;
     // Bounded: each turn consumes at least one byte of `chunk`.
     for (let end = chunk.indexOf(NEWLINE, start); end !== -1; end = chunk.indexOf(NEWLINE, start)) {
       const lineStart = this.#rest === undefined ? this.#offset + start : this.#restStart;
+      if (lineStart >= bound) {
+        this.stopped = true;
+        return;
+      }
       const bytes = this.#rest === undefined ? chunk.subarray(start, end) : Buffer.concat([this.#rest, chunk.subarray(start, end)]);
       this.#rest = undefined;
       this.#check(bytes, lineStart, this.#offset + end === this.#size - 1);
       start = end + 1;
     }
     if (start < chunk.length) {
+      if (this.#rest === undefined && this.#offset + start >= bound) {
+        this.stopped = true;
+        return;
+      }
       const tail = chunk.subarray(start);
       if (this.#rest === undefined) this.#restStart = this.#offset + start;
       this.#rest = this.#rest === undefined ? Buffer.from(tail) : Buffer.concat([this.#rest, tail]);
     }
     this.#offset += chunk.length;
+    if (this.#bound) this.#bound.read = this.#offset;
   }
 
   #check(bytes: Buffer, lineStart: number, isLast: boolean): void {
@@ -449,6 +467,17 @@ export async function* streamJournal(path: string, options: { skipTypes?: Iterab
   for await (const batch of streamJournalBatches(path, options)) yield* batch;
 }
 
+/**
+ * Where a reader of a journal stops, set while it reads (the cost report's first thread, whose
+ * second takes the rest from where it is told once it has started): lines that start at `end` or
+ * after are not read. `read` is how far the reader has got: every line it has read, or begun,
+ * starts before it, so an `end` at or past `read` splits the journal between two readers exactly.
+ */
+export interface ReadBound {
+  end: number;
+  read: number;
+}
+
 export interface StreamOptions {
   skipTypes?: Iterable<string> | undefined;
   /**
@@ -457,6 +486,8 @@ export interface StreamOptions {
    */
   start?: number | undefined;
   end?: number | undefined;
+  /** A bound that may move while reading (ReadBound). */
+  bound?: ReadBound | undefined;
 }
 
 /**
@@ -482,13 +513,20 @@ export async function* streamJournalBatches<T>(
     const start = options.start ?? 0;
     const end = Math.min(options.end ?? size, size);
     if (start >= end) return;
-    const scanner = new JournalScanner(size, (record) => batch.push(record), { skip, project: options.project, offset: start });
+    const scanner = new JournalScanner(size, (record) => batch.push(record), {
+      skip,
+      project: options.project,
+      offset: start,
+      bound: options.bound,
+    });
     for await (const chunk of handle.createReadStream({ start, end: end - 1, highWaterMark: READ_CHUNK, autoClose: false })) {
       scanner.push(chunk as Buffer);
-      if (batch.length === 0) continue;
-      const full = batch;
-      batch = [];
-      yield full;
+      if (batch.length > 0) {
+        const full = batch;
+        batch = [];
+        yield full;
+      }
+      if (scanner.stopped) break;
     }
   } finally {
     await handle.close();

@@ -1,13 +1,13 @@
 // Issue 14, goal 4: the report reads a journal of any size in bounded memory. instanceStates gathers
 // each instance's records a chunk of instances at a time, spills sorted chunks and merges them; a
 // run split across many chunks must give exactly what one chunk in memory gives.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { encodeJournalRecord, Journal } from '../../src/run/journal.js';
+import { encodeJournalRecord, Journal, streamJournalBatches, type ReadBound } from '../../src/run/journal.js';
 import type { JournalRecord, JournalRecordOf } from '../../src/run/journal-records.js';
-import { instanceStates, projectFact, ProjectedFact } from '../../src/report/instance-lines.js';
+import { instanceStates, lineStartFrom, projectFact, ProjectedFact } from '../../src/report/instance-lines.js';
 import { instanceStatus } from '../../src/run/run-state.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
 
@@ -313,11 +313,18 @@ describe('instanceStates', () => {
     { timeout: 180_000 },
     async () => {
       await fc.assert(
-        fc.asyncProperty(journalRecords, fc.integer({ min: 1, max: 6 }), fc.boolean(), async (records, chunk, fullParse) => {
-          const path = await writeJournal(records);
-          const one = await readAll(path, { chunk: 1_000_000, fullParse });
-          expect(await readAll(path, { chunk, fullParse, worker, parallelMinBytes: 0 })).toEqual(one);
-        }),
+        fc.asyncProperty(
+          journalRecords,
+          fc.integer({ min: 1, max: 6 }),
+          fc.boolean(),
+          fc.boolean(),
+          async (records, chunk, fullParse, evenSplit) => {
+            const path = await writeJournal(records);
+            const one = await readAll(path, { chunk: 1_000_000, fullParse });
+            // Split at the middle byte, or where this thread has got to once the second is ready.
+            expect(await readAll(path, { chunk, fullParse, worker, parallelMinBytes: 0, evenSplit })).toEqual(one);
+          },
+        ),
         { numRuns: 25 },
       );
     },
@@ -340,12 +347,58 @@ describe('instanceStates', () => {
     lines[at] = lines[at]!.replace('"completed"', '"complexed"');
     writeFileSync(path, `${lines.join('\n')}{"type":"status","inst`);
     const one = await readAll(path, { chunk: 1_000_000 });
-    const two = await readAll(path, { chunk: 4, worker, parallelMinBytes: 0 });
+    const two = await readAll(path, { chunk: 4, worker, parallelMinBytes: 0, evenSplit: true });
     expect(two).toEqual(one);
     const statuses = new Map((two as [string, Parameters<typeof instanceStatus>[0]][]).map(([id, state]) => [id, instanceStatus(state)]));
     expect(statuses.get('s[seed=1]')).toBe('completed');
     expect(statuses.get('s[seed=20]')).toBe('in_flight');
     expect(statuses.size).toBe(30);
+  });
+
+  it('a bound set while the journal is read splits it exactly: this reader stops at the first line starting at it, the other starts there (property)', async () => {
+    // Several read chunks (a megabyte each) of lines, so that the bound moves between two of them.
+    const records: JournalRecord[] = Array.from({ length: 25_000 }, (_, n) => ({
+      type: 'intent',
+      instance: `s[seed=${n}]`,
+      model: n % 7 === 0 ? 'sóul' : 'soul',
+      idempotencyKey: `k${n}`,
+      bodyHash: HASH,
+    }));
+    const path = join(tempDir('genpipe-bound-'), 'journal.jsonl');
+    writeFileSync(path, records.map((r) => encodeJournalRecord(r, () => 7)).join(''));
+    const { size } = statSync(path);
+    expect(size).toBeGreaterThan(3 * 2 ** 20);
+    const text = readFileSync(path);
+    const starts = [0];
+    for (let i = text.indexOf(0x0a); i !== -1 && i + 1 < size; i = text.indexOf(0x0a, i + 1)) starts.push(i + 1);
+    const ids = async (options: { start?: number; bound?: ReadBound }, onBatch?: () => void): Promise<string[]> => {
+      const out: string[] = [];
+      for await (const batch of streamJournalBatches(path, options)) {
+        for (const r of batch) out.push((r as { instance: string }).instance);
+        onBatch?.();
+      }
+      return out;
+    };
+    // Where the second reader is told to start: a fixed byte, or half of what is left after some batches.
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: size + 10 }),
+        fc.boolean(),
+        fc.option(fc.nat(3), { nil: undefined }),
+        async (byte, snap, afterBatches) => {
+          // A byte, or the start of the line it falls in (a bound right at a line's start).
+          const at = snap ? (starts.findLast((start) => start <= byte) ?? 0) : byte;
+          const bound: ReadBound = { end: afterBatches === undefined ? at : Infinity, read: 0 };
+          let batches = 0;
+          const first = await ids({ bound }, () => {
+            if (afterBatches !== undefined && ++batches === afterBatches + 1) bound.end = Math.floor((bound.read + size) / 2);
+          });
+          const second = bound.end === Infinity ? [] : await ids({ start: await lineStartFrom(path, bound.end) });
+          expect([...first, ...second]).toEqual(records.map((r) => (r as { instance: string }).instance));
+        },
+      ),
+      { numRuns: 30 },
+    );
   });
 
   it('a second thread that fails or stops fails the read with a sentence: never a report missing half the journal', async () => {
