@@ -10,7 +10,7 @@
 import { createWriteStream, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { encodeJournalRecord } from '../dist/run/journal.js';
 import { here, measuredIn, median, runGenpipe, scratchDir, writeResults } from './lib/harness.mjs';
 
@@ -26,6 +26,14 @@ async function bareRead(journal) {
 }
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
+
+/**
+ * Writes what the page cache holds to disk before a timed run: the journal just written here (1.3 GB
+ * for a million) and the reports of the runs before would otherwise be written back while the
+ * next run reads, and a run would pay for its predecessors' writes (genpipe's report writes 560 MB
+ * of files; the bare reader writes none).
+ */
+const settle = () => spawnSync('sync');
 const dir = scratchDir('report');
 
 /** A run directory whose journal holds `instances` completed character sheets. */
@@ -102,10 +110,12 @@ for (const instances of (process.env.BENCH_SIZES ?? '100000,1000000').split(',')
   const bareWalls = [];
   // Alternated, so that a drift of the machine's speed reaches both alike.
   for (let i = 0; i < runs; i++) {
+    settle();
     const result = await runGenpipe(['report', run, '--json'], {}, { discardStdout: true });
     if (result.code !== 0) throw new Error(`genpipe report failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
     walls.push(result.wallMs / 1000);
     rss.push(result.maxRssMb);
+    settle();
     bareWalls.push((await bareRead(join(run, 'journal.jsonl'))).wallMs / 1000);
   }
   results.push({
