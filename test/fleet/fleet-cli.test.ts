@@ -403,14 +403,20 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     const runDir = findRunDir(join(dir, 'runs'), 'dc');
     // The workers go on while the coordinator is down: results wait in Redis (a job's result is
     // removed once journaled, so `completed` counts the ones no coordinator collected yet). Wait
-    // until one more finished after the kill, so that the resume has something to collect.
-    const completed = async (): Promise<number> => {
+    // until one more finished after the kill, so that the resume has something to collect, or,
+    // when the workers finished every job before the first count (a loaded machine, whose CLI
+    // starts slowly: every remaining job then finished with the coordinator down), until none is
+    // left to run and results wait.
+    const totals = async (): Promise<{ completed: number; waiting: number; active: number; delayed: number }> => {
       const status = await runCli(['queue', 'status', '--redis', redis.url, '--queue', queue, '--json']);
       expect(status.code).toBe(0);
-      return (JSON.parse(status.stdout) as { totals: { completed: number } }).totals.completed;
+      return (JSON.parse(status.stdout) as { totals: { completed: number; waiting: number; active: number; delayed: number } }).totals;
     };
-    const atKill = await completed();
-    await until(async () => (await completed()) > atKill, 'a job that finished while the coordinator was down');
+    const atKill = (await totals()).completed;
+    await until(async () => {
+      const t = await totals();
+      return t.completed > atKill || (t.completed > 0 && t.waiting + t.active + t.delayed === 0);
+    }, 'a job that finished while the coordinator was down');
     const resumed = await runCli(['resume', runDir, '--redis', redis.url, '--queue', queue, '--no-local-worker', '--quiet'], {
       env: env(emu),
       timeoutMs: 120_000,
