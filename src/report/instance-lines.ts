@@ -14,7 +14,7 @@
 import { mkdtemp, open, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { JournalRecord, JournalRecordOf } from '../run/journal-records.js';
+import { TERMINAL_STATUSES, type JournalRecord, type JournalRecordOf } from '../run/journal-records.js';
 import { streamJournalBatches, type ReadBound } from '../run/journal.js';
 import { keyOfLine, mergeRuns, narrowRuns, sampleRun, writeLinesFile } from '../util/external-sort.js';
 import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
@@ -167,7 +167,7 @@ const STATUS_FIELD = Buffer.from('","status":"');
 const AT = Buffer.from(',"at":');
 const OUTPUTS = Buffer.from(',"outputs":[');
 const COST = Buffer.from('"actualCostUsd"');
-const FINAL_STATUSES = new Set(['completed', 'failed', 'nsfw', 'canceled']);
+const FINAL_STATUSES = new Set<string>(TERMINAL_STATUSES);
 
 /** `{"type":"intent","instance":…,"model":…,"idempotencyKey":null|"…","bodyHash":"<64 hex>"[,"at":n]}` */
 function projectIntent(json: Buffer): ProjectedFact | undefined {
@@ -418,7 +418,7 @@ export class PlainOutcome {
 }
 
 /** A plain outcome's facts as their JSON text: neither string has an escape, so each is itself. */
-const PLAIN = /^\[\["i","([^"\\]+)"\],\["r","([^"\\]+)"\],\["S","(completed|failed|nsfw|canceled)"\]\]$/;
+const PLAIN = new RegExp(`^\\[\\["i","([^"\\\\]+)"\\],\\["r","([^"\\\\]+)"\\],\\["S","(${TERMINAL_STATUSES.join('|')})"\\]\\]$`);
 
 /** As statesOf, but an instance whose facts are plain comes as a PlainOutcome, not replayed (the report's lines). */
 export async function* outcomesOf(
