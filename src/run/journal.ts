@@ -481,12 +481,11 @@ export interface ReadBound {
 export interface StreamOptions {
   skipTypes?: Iterable<string> | undefined;
   /**
-   * Only the bytes from `start` (a line's first byte) to `end` (just past a newline, or the file's
-   * end): a part of a big journal, for one of several threads to read (the cost report's).
+   * Only the bytes from `start` (a line's first byte) on: a part of a big journal, for one of
+   * several threads to read (the cost report's), up to `bound` when one is given.
    */
   start?: number | undefined;
-  end?: number | undefined;
-  /** A bound that may move while reading (ReadBound). */
+  /** Where reading stops, which may move while reading (ReadBound). */
   bound?: ReadBound | undefined;
 }
 
@@ -511,15 +510,14 @@ export async function* streamJournalBatches<T>(
     const skip = options.skipTypes === undefined ? undefined : lineOfTypes(options.skipTypes);
     const size = (await handle.stat()).size;
     const start = options.start ?? 0;
-    const end = Math.min(options.end ?? size, size);
-    if (start >= end) return;
+    if (start >= size) return;
     const scanner = new JournalScanner(size, (record) => batch.push(record), {
       skip,
       project: options.project,
       offset: start,
       bound: options.bound,
     });
-    for await (const chunk of handle.createReadStream({ start, end: end - 1, highWaterMark: READ_CHUNK, autoClose: false })) {
+    for await (const chunk of handle.createReadStream({ start, end: size - 1, highWaterMark: READ_CHUNK, autoClose: false })) {
       scanner.push(chunk as Buffer);
       if (batch.length > 0) {
         const full = batch;

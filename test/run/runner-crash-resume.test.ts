@@ -132,6 +132,9 @@ describe.concurrent.each(BACKENDS)('crash and resume (marketing images, keyless)
         const common = ['--base-url', emu.url, '--concurrency', '2', '--rate', '1000', ...fleet.flags];
         const first = await runCli(['run', manifest, '--out', out, ...common], { env: { GENPIPE_CRASH_AT: `${point}:3` } });
         expect(first.signal).toBe('SIGKILL');
+        // On the fleet the worker goes on: a job the coordinator enqueued before its kill is sent
+        // after it. What was sent before the resume is counted once the worker has settled.
+        await fleet.settle();
         const runDir = findRunDir(out, 'ads');
 
         // Instances with an intent but no answer: their fate is unknown.
