@@ -26,7 +26,11 @@ export interface InstanceJobData {
    * keyless one is *unknown* and never resent (see worker.ts).
    */
   intentAt?: number | undefined;
-  /** Written by the worker once the service answered the submit: a later holder follows it. */
+  /**
+   * The submission as workers before 2026-11-27 wrote it, beside the job's progress. Workers now
+   * write it only as progress (SubmittedProgress), one command instead of two: read it with
+   * `submissionOf`, which knows both.
+   */
   submission?: Submission | undefined;
 }
 
@@ -63,9 +67,19 @@ export const withdrawnKey = (queue: { readonly name: string; readonly opts: { pr
 /** How long a withdrawal mark lasts: far longer than any job waits for a worker. */
 export const WITHDRAWN_TTL_S = 7 * 24 * 3600;
 
-/** What the worker reports once the submit is answered (job progress). */
+/**
+ * What the worker reports once the submit is answered: the job's progress, kept in the job (a later
+ * holder follows it, a resumed coordinator reads it) and sent as an event (the coordinator waiting).
+ */
 export interface SubmittedProgress {
   submission: Submission;
+}
+
+/** The submission a job knows: its progress, or its data as older workers wrote it; undefined before the service answered. */
+export function submissionOf(job: { readonly data: InstanceJobData; readonly progress: unknown }): Submission | undefined {
+  const progress = job.progress as Partial<SubmittedProgress> | number | undefined;
+  if (typeof progress === 'object' && progress !== null && progress.submission) return progress.submission;
+  return job.data.submission;
 }
 
 /**

@@ -20,6 +20,7 @@ import { follow, TRANSIENT, type FollowEffects, type Followed } from '../run/fol
 import {
   INSTANCE_JOB,
   jobIdOf,
+  submissionOf,
   type JobPolling,
   type InstanceJobData,
   type InstanceJobResult,
@@ -69,6 +70,13 @@ export interface QueueExecutorOptions {
   say: (line: string) => void;
   /** The manifest's polling settings, passed to the workers with each job. */
   poll?: JobPolling | undefined;
+  /**
+   * An earlier coordinator ran this run (a resume, a takeover): jobs of its attempts, and its
+   * withdrawal marks, may be in Redis. False for a new run: job ids hash the run's id, so no job
+   * or mark of it can exist yet, and a first submit neither reads the job before adding it nor
+   * after (three round trips per instance fewer; events and the sweep still bring its news).
+   */
+  resumed: boolean;
 }
 
 export class QueueExecutor implements Executor {
@@ -167,15 +175,17 @@ export class QueueExecutor implements Executor {
       const waiter = this.#waiter(jobId, model);
       // A Redis command that fails (its deadline, a lost connection) is a network error the run
       // knows how to treat (retried with the key, or left for a resume), never an internal one.
-      if (round === 0) await redisCommands(this.#o.redis, () => this.#dropStaleUnknown(jobId));
+      // A new run's first submit of an attempt: nothing of it can be in Redis yet (`resumed`).
+      const known = this.#o.resumed || round > 0;
+      if (known && round === 0) await redisCommands(this.#o.redis, () => this.#dropStaleUnknown(jobId));
       // An existing job of the same attempt (a resumed coordinator) is kept as it is: no second job.
       // This coordinator sends it now: an earlier one's withdrawal of it no longer stands.
       await redisCommands(this.#o.redis, async () => {
-        await (await this.#queue.getBackend().client).del(withdrawnKey(this.#queue, jobId));
+        if (known) await (await this.#queue.getBackend().client).del(withdrawnKey(this.#queue, jobId));
         await this.#queue.add(INSTANCE_JOB, data, { jobId, attempts: 1, removeOnComplete: false, removeOnFail: false });
       });
       waiter.enqueued = true;
-      await redisCommands(this.#o.redis, () => this.#look(jobId, waiter));
+      if (known) await redisCommands(this.#o.redis, () => this.#look(jobId, waiter));
       const first = await unlessAborted(
         Promise.race([
           waiter.submitted.promise.then((submission) => ({ submission })),
@@ -295,7 +305,8 @@ export class QueueExecutor implements Executor {
   async #look(jobId: string, waiter: Waiter): Promise<boolean> {
     const job = (await this.#queue.getJob(jobId)) as Job<InstanceJobData, InstanceJobResult> | undefined;
     if (!job) return false;
-    if (job.data.submission) waiter.submitted.resolve(job.data.submission);
+    const submission = submissionOf(job);
+    if (submission) waiter.submitted.resolve(submission);
     if (job.finishedOn !== undefined) {
       if (job.returnvalue !== null && job.returnvalue !== undefined) waiter.finished.resolve(job.returnvalue);
       else if (job.failedReason) waiter.finished.resolve(workerFailure(waiter, job.failedReason));

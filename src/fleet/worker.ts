@@ -22,7 +22,14 @@ import { adapterFor } from '../models/registry.js';
 import { localExecutor, type Attempt } from '../run/executor.js';
 import { PollScheduler } from '../run/poll-schedule.js';
 import type { WebhookReceiver } from '../run/webhook-receiver.js';
-import { withdrawnKey, type InstanceJobData, type InstanceJobResult, type JobPolling } from './instance-job.js';
+import {
+  submissionOf,
+  withdrawnKey,
+  type InstanceJobData,
+  type InstanceJobResult,
+  type JobPolling,
+  type SubmittedProgress,
+} from './instance-job.js';
 import { commandOptions, DISCONNECT_MS, reportConnection, type RedisTarget } from './redis.js';
 import { within } from '../util/within.js';
 import { workerKey, type WorkerHeartbeat } from './queue-admin.js';
@@ -111,7 +118,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     const ctx: AdapterContext = { client: o.client, signal: handBack.signal };
     // The local executor, run here: the same submit and follow loop as a run without a fleet.
     const attempt: Attempt = { runId: data.runId, instance: data.instance, tag: job.id ?? '', model: data.model, adapter, script: {} };
-    let submission = data.submission;
+    let submission = submissionOf(job);
     // Whether this worker sent the request, so its deliveries come to this worker's receiver.
     let submittedHere = false;
     if (!submission) {
@@ -157,8 +164,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
           retryAfterMs: error.retryAfterMs,
         };
       }
-      await job.updateData({ ...data, intentAt, submission });
-      await job.updateProgress({ submission });
+      // One command keeps the submission in the job (for a later holder) and tells the coordinator.
+      await job.updateProgress({ submission } satisfies SubmittedProgress);
     }
     const followed = submission;
     try {

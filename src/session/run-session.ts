@@ -434,7 +434,7 @@ async function execute(x: Execution): Promise<RunResult> {
       // Redis lost while the fleet's connections open (a restart, a kill) is exit 5 and one sentence, not an internal error.
       fleet = await redisCommands(target, () =>
         openFleet(
-          { redis: target, queue: o.fleet?.queue ?? DEFAULT_QUEUE, runId, say: err, poll },
+          { redis: target, queue: o.fleet?.queue ?? DEFAULT_QUEUE, runId, say: err, poll, resumed: x.previous !== undefined },
           o.fleet?.localWorker === false ? undefined : { client, concurrency: concurrency ?? 8, webhook },
           o.env ?? process.env,
         ),

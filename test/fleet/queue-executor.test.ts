@@ -2,6 +2,7 @@
 // a real emulator and a real worker: what a submit does with a job an earlier coordinator left in
 // Redis, and with a job Redis lost.
 import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { GenpipeError, IndeterminateSubmissionError } from '../../src/api/errors.js';
 import { QueueExecutor } from '../../src/fleet/queue-executor.js';
@@ -29,12 +30,20 @@ async function withDispatch(
     runId: string,
     ctx: AdapterContext,
   ) => Promise<void>,
-  options: { worker?: boolean } = {},
+  // `resumed`: the executor of a coordinator that meets what an earlier one left (the default here).
+  options: { worker?: boolean; resumed?: boolean } = {},
 ): Promise<void> {
   const name = `dispatch-${++runs}`;
   const runId = `run-${runs}`;
   const queue = new Queue<InstanceJobData, InstanceJobResult>(name, { connection: fleet.target.options });
-  const dispatch = await QueueExecutor.open({ redis: fleet.target, queue: name, runId, say: () => {}, poll: { baseMs: 20, floorMs: 20 } });
+  const dispatch = await QueueExecutor.open({
+    redis: fleet.target,
+    queue: name,
+    runId,
+    say: () => {},
+    poll: { baseMs: 20, floorMs: 20 },
+    resumed: options.resumed ?? true,
+  });
   const worker =
     options.worker === false
       ? undefined
@@ -88,6 +97,34 @@ describe("the fleet coordinator's executor", () => {
       // Read and journaled: the job is gone from Redis.
       expect(await queue.getJob(jobId)).toBeUndefined();
     });
+  });
+
+  it("a new run's submit reads no job before or after adding it (no job of a new run can be in Redis); a resumed run's reads both", async () => {
+    const redis = new Redis(fleet.target.options);
+    // HGETALL is how a job is read (Job.fromId): counted on the server, around one submit and its follow.
+    const hgetalls = async (): Promise<number> => Number(/cmdstat_hgetall:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+    const reads: Record<string, number> = {};
+    try {
+      for (const resumed of [false, true]) {
+        await withDispatch(
+          async (executor, attempt, _queue, _runId, ctx) => {
+            const before = fleet.emu.requests.byId.size;
+            const start = await hgetalls();
+            const submission = await executor.submit(attempt, BANNER, undefined, ctx);
+            reads[String(resumed)] = (await hgetalls()) - start;
+            const timer = new PollScheduler({ baseMs: 20, floorMs: 20 }, Math.random).start('marketing-image', Date.now());
+            const followed = await executor.follow(attempt, submission, ctx, { signal: ctx.signal, timer, mayRetry: () => false });
+            expect(followed.result).toMatchObject({ done: true, status: 'completed' });
+            expect(fleet.emu.requests.byId.size).toBe(before + 1);
+          },
+          { resumed },
+        );
+      }
+    } finally {
+      redis.disconnect();
+    }
+    // The worker reads the job as it takes it either way; the resumed coordinator twice more.
+    expect(reads.true).toBeGreaterThanOrEqual((reads.false ?? 0) + 2);
   });
 
   it('a stopped coordinator never calls a job a worker already finished "not sent" (soak seed 50366: a keyless poster paid twice)', async () => {
@@ -191,6 +228,7 @@ describe("the fleet coordinator's executor", () => {
         runId: 'watched',
         say: () => {},
         poll: { baseMs: 1_000, floorMs: 1_000 },
+        resumed: false,
       });
       const worker = await startFleetWorker({
         redis: fleet.target,

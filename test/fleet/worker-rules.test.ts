@@ -6,7 +6,7 @@ import { Queue, type Job } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { GenerationClient } from '../../src/api/client.js';
 import { resolveConfig } from '../../src/api/config.js';
-import type { InstanceJobData, InstanceJobResult } from '../../src/fleet/instance-job.js';
+import { submissionOf, type InstanceJobData, type InstanceJobResult } from '../../src/fleet/instance-job.js';
 import { startFleetWorker, type FleetWorker } from '../../src/fleet/worker.js';
 import { HF_KEY } from '../run/runner-helpers.js';
 import { useInProcessFleet } from './fleet-helpers.js';
@@ -71,12 +71,58 @@ describe('a fleet worker', () => {
       expect(result.result.status).toBe('completed');
       expect(result.result.files[0]?.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
       expect(job.data.intentAt).toBeTypeOf('number');
-      expect(job.data.submission).toEqual(result.submission);
+      // The submission is kept as the job's progress, where a later holder and a resumed coordinator read it.
+      expect(job.progress).toEqual({ submission: result.submission });
+      expect(submissionOf(job)).toEqual(result.submission);
       expect(requestsWithKey(key)).toBe(1);
     });
   });
 
-  it('follows the submission a dead worker left in the job, without a second POST', async () => {
+  it("follows the submission a dead worker left as the job's progress, without a second POST, keyless too", async () => {
+    // Keyless: a resend would be a second request, and an intent without a submission would end unknown.
+    const submission = await fleet.client.characterSheet.submit(SHEET, {});
+    const sent = fleet.emu.requests.byId.size;
+    const queue = new Queue<InstanceJobData, InstanceJobResult>(`rules-progress-${Date.now()}`, { connection: fleet.target.options });
+    try {
+      const handle = { kind: 'request' as const, requestId: submission.request_id };
+      const job = await queue.add(
+        'instance',
+        {
+          v: 1,
+          runId: 'r1',
+          instance: 'sheets[seed=6]',
+          model: 'character-sheet',
+          body: SHEET,
+          idempotencyKey: null,
+          intentAt: Date.now(),
+          poll: POLL,
+        },
+        { jobId: 'gprogress' },
+      );
+      // What the dead holder wrote once the service answered: the progress, not the data.
+      await job.updateProgress({ submission: handle });
+      const worker = await startFleetWorker({
+        redis: fleet.target,
+        queue: queue.name,
+        client: fleet.client,
+        concurrency: 1,
+        name: 'later',
+        say: () => {},
+      });
+      try {
+        const { result } = await resultOf(queue, 'gprogress');
+        expect(result).toMatchObject({ kind: 'final', submission: handle, result: { status: 'completed' } });
+        expect(fleet.emu.requests.byId.size).toBe(sent);
+      } finally {
+        await worker.close(0);
+      }
+    } finally {
+      await queue.obliterate({ force: true }).catch(() => {});
+      await queue.close();
+    }
+  });
+
+  it("follows the submission a dead worker left in the job's data (as workers before 2026-11-27 wrote it), without a second POST", async () => {
     const key = 'rules-followed-key';
     const submission = await fleet.client.characterSheet.submit(SHEET, { idempotencyKey: key });
     await withWorker(async (queue) => {
