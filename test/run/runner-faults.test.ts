@@ -25,7 +25,9 @@ const redis = useTestRedis();
 afterAll(cleanTemps);
 
 describe('faults', () => {
-  it.each(BACKENDS)(
+  // The two backends at once: each has its own emulator and queue, and the local run mostly waits
+  // out Retry-After pauses (about 10 s of CPU in 60 s), so the suite's slot is not held idle twice.
+  it.concurrent.each(BACKENDS)(
     'a 1,000-instance run under the hostile profile completes every instance without a duplicate submit (%s backend)',
     { timeout: 180_000 },
     async (backend) => {
