@@ -31,8 +31,8 @@ import {
 import { commandOptions, DISCONNECT_MS, redisCommands, reportConnection, type RedisTarget } from './redis.js';
 import { within } from '../util/within.js';
 
-/** How often jobs still awaited are looked at in Redis, besides the queue's events (a missed event, a Redis restart). */
-const SWEEP_MS = 2_000;
+/** How often jobs still awaited are looked at in Redis, besides the queue's events (a missed event, a Redis restart); GENPIPE_FLEET_SWEEP_MS: tests. */
+const sweepMs = (): number => Number(process.env.GENPIPE_FLEET_SWEEP_MS) || 2_000;
 /** How long jobs may wait with no worker on the queue before the run says so (GENPIPE_NO_WORKER_NOTICE_MS: tests). */
 const noWorkerNoticeMs = (): number => Number(process.env.GENPIPE_NO_WORKER_NOTICE_MS) || 30_000;
 
@@ -107,7 +107,7 @@ export class QueueExecutor implements Executor {
       const waiter = this.#waiters.get(jobId);
       if (waiter) waiter.finished.resolve(workerFailure(waiter, failedReason));
     });
-    this.#sweep = setInterval(() => void this.#lookAll(), SWEEP_MS);
+    this.#sweep = setInterval(() => void this.#lookAll(), sweepMs());
   }
 
   static async open(o: QueueExecutorOptions): Promise<QueueExecutor> {
