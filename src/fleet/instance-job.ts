@@ -75,11 +75,14 @@ export interface SubmittedProgress {
   submission: Submission;
 }
 
+/** The submission a job's progress (kept in the job, or sent as an event) carries; undefined for any other progress. */
+export function submittedIn(progress: unknown): Submission | undefined {
+  return typeof progress === 'object' && progress !== null ? (progress as Partial<SubmittedProgress>).submission || undefined : undefined;
+}
+
 /** The submission a job knows: its progress, or its data as older workers wrote it; undefined before the service answered. */
 export function submissionOf(job: { readonly data: InstanceJobData; readonly progress: unknown }): Submission | undefined {
-  const progress = job.progress as Partial<SubmittedProgress> | number | undefined;
-  if (typeof progress === 'object' && progress !== null && progress.submission) return progress.submission;
-  return job.data.submission;
+  return submittedIn(job.progress) ?? job.data.submission;
 }
 
 /**

@@ -21,10 +21,10 @@ import {
   INSTANCE_JOB,
   jobIdOf,
   submissionOf,
+  submittedIn,
   type JobPolling,
   type InstanceJobData,
   type InstanceJobResult,
-  type SubmittedProgress,
   withdrawnKey,
   WITHDRAWN_TTL_S,
 } from './instance-job.js';
@@ -96,8 +96,8 @@ export class QueueExecutor implements Executor {
     this.#queue = queue;
     this.#events = events;
     events.on('progress', ({ jobId, data }) => {
-      const progress = data as Partial<SubmittedProgress> | number;
-      if (typeof progress === 'object' && progress.submission) this.#waiters.get(jobId)?.submitted.resolve(progress.submission);
+      const submission = submittedIn(data);
+      if (submission) this.#waiters.get(jobId)?.submitted.resolve(submission);
     });
     events.on('completed', ({ jobId, returnvalue }) => {
       const result = (typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue) as InstanceJobResult;
