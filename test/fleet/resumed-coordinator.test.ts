@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { jobIdOf, type InstanceJobData, type InstanceJobResult } from '../../src/fleet/instance-job.js';
 import { parseRedisUrl } from '../../src/fleet/redis.js';
-import { cleanTemps, emuRequests, findRunDir, journalOf, marketingManifest, runCli, tempDir } from '../run/runner-helpers.js';
+import { cleanTemps, emuRequests, findRunDir, journalOf, marketingManifest, runCli, spentUsd, tempDir } from '../run/runner-helpers.js';
 import { killAll, startWorkerProcess, useTestRedis, type WorkerProcess } from './fleet-helpers.js';
 
 const redis = useTestRedis();
@@ -78,6 +78,13 @@ describe('a resumed fleet coordinator', () => {
         const rows = emuRequests(emu);
         expect(rows).toHaveLength(1);
         expect(rows[0]?.body_hash).toBe(intent.bodyHash);
+        // Paid once, and the report says what it knows of it: the service charged the one request, and
+        // marketing images have no published price, so the report counts the instance as unpriced, not as US$0.
+        expect(spentUsd(emu)).toBeGreaterThan(0);
+        const { total } = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as {
+          total: { unpricedInstances: number; counts: { completed: number; unknown: number } };
+        };
+        expect(total).toMatchObject({ unpricedInstances: 1, counts: { completed: 1, unknown: 0 } });
         // Read and journaled: the job is gone from Redis.
         expect(await jobs.getJob(jobId)).toBeUndefined();
       } finally {
