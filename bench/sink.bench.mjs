@@ -4,17 +4,35 @@
 // without one, in the same benchmark, as a ratio of their throughputs (instances per second, wall
 // time of `genpipe run` from spawn to exit, medians of BENCH_RUNS). Target: >= 0.8x. s3rver writes
 // each object and its metadata as files and is far slower than a real store; the figure is a floor.
+// Beside them, the store alone (lib/s3-put-cli.mjs): the plain run's files uploaded by the AWS SDK
+// at the sink's default concurrency with nothing else running, timed the same way, and the CPU time
+// of every process of each side (genpipe, its emulator, the uploader, s3rver), medians. On a
+// machine whose cores the plain run already fills, a run with a sink cannot beat the CPU both
+// kinds of work need: the plain run's CPU plus the store alone's, over the cores (`cpu_ceiling`).
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { availableParallelism } from 'node:os';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { here, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import { cpuOfProcess, here, measuredIn, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const instances = Number(process.env.BENCH_SINK_INSTANCES ?? 2_000);
 const dir = scratchDir('sink');
 const KEY = 'GENPIPEBENCHKEY';
 const SECRET = 'bench-sink-secret';
+// The sink's default concurrency (src/sink/sink-config.ts, DEFAULT_SINK_CONCURRENCY), which the runs use.
+const SINK_CONCURRENCY = 8;
+const AWS_ENV = {
+  AWS_ACCESS_KEY_ID: KEY,
+  AWS_SECRET_ACCESS_KEY: SECRET,
+  AWS_REGION: 'us-east-1',
+  AWS_EC2_METADATA_DISABLED: 'true',
+  AWS_SHARED_CREDENTIALS_FILE: join(dir, 'none'),
+  AWS_CONFIG_FILE: join(dir, 'none'),
+};
+/** User + system seconds. */
+const seconds = (cpu) => (cpu ? cpu.userS + cpu.systemS : NaN);
 
 function manifest(name, sink) {
   const path = join(dir, `${name}.yaml`);
@@ -43,6 +61,7 @@ async function startStore() {
   const { port } = JSON.parse(line);
   return {
     endpoint: `http://127.0.0.1:${port}`,
+    cpu: () => cpuOfProcess(child.pid),
     stop: async () => {
       child.kill('SIGKILL');
       if (child.exitCode === null) await once(child, 'exit');
@@ -50,48 +69,99 @@ async function startStore() {
   };
 }
 
+/** One `genpipe run`: its rate, its run directory, and the CPU seconds of genpipe, its emulator and the store. */
 async function timedRun(path) {
   const emulator = await startEmulatorProcess(['--time-scale', '0']);
   try {
     const out = mkdtempSync(join(dir, 'runs-'));
+    const storeBefore = seconds(store.cpu());
     const result = await runGenpipe(
       ['run', path, '--base-url', emulator.url, '--concurrency', '32', '--rate', '100000', '--quiet', '--yes', '--out', out],
-      {
-        AWS_ACCESS_KEY_ID: KEY,
-        AWS_SECRET_ACCESS_KEY: SECRET,
-        AWS_REGION: 'us-east-1',
-        AWS_EC2_METADATA_DISABLED: 'true',
-        AWS_SHARED_CREDENTIALS_FILE: join(dir, 'none'),
-        AWS_CONFIG_FILE: join(dir, 'none'),
-      },
+      AWS_ENV,
     );
     if (result.code !== 0) throw new Error(`genpipe run failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
-    return instances / (result.wallMs / 1000);
+    return {
+      perSecond: instances / (result.wallMs / 1000),
+      out,
+      cpu: { genpipe: seconds(result.cpu), emulator: seconds(emulator.cpu()), store: seconds(store.cpu()) - storeBefore },
+    };
   } finally {
     await emulator.stop();
   }
 }
 
+/** The store alone: the files under `out` uploaded by lib/s3-put-cli.mjs, timed from spawn to exit. */
+async function storeAlone(out, prefix) {
+  const storeBefore = seconds(store.cpu());
+  const started = process.hrtime.bigint();
+  const child = spawn(
+    process.execPath,
+    [join(here, 'lib', 's3-put-cli.mjs'), store.endpoint, 'bench', prefix, String(SINK_CONCURRENCY), out],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...AWS_ENV } },
+  );
+  let stderr = '';
+  child.stderr.on('data', (c) => (stderr += c));
+  const [code] = await once(child, 'exit');
+  const wallS = Number(process.hrtime.bigint() - started) / 1e9;
+  const measured = measuredIn(stderr);
+  if (code !== 0 || measured === undefined) throw new Error(`the uploader failed (exit ${code}): ${stderr.slice(-800)}`);
+  if (measured.files !== instances) throw new Error(`the uploader found ${measured.files} files, not ${instances}`);
+  return { perSecond: instances / wallS, cpu: { uploader: seconds(measured), store: seconds(store.cpu()) - storeBefore } };
+}
+
 const store = await startStore();
+const medianOf = (rounds, pick) => Number(median(rounds.map(pick)).toFixed(2));
 try {
   const plain = [];
   const sunk = [];
+  const alone = [];
   for (let i = 0; i < runs; i++) {
-    plain.push(await timedRun(manifest(`plain${i}`)));
+    const p = await timedRun(manifest(`plain${i}`));
+    plain.push(p);
+    alone.push(await storeAlone(p.out, `alone${i}`));
     sunk.push(await timedRun(manifest(`sunk${i}`, store.endpoint)));
   }
+  const withoutSinkPerS = median(plain.map((r) => r.perSecond));
+  const withSinkPerS = median(sunk.map((r) => r.perSecond));
+  const storeAlonePerS = median(alone.map((r) => r.perSecond));
+  const cpu = {
+    without_sink: { genpipe: medianOf(plain, (r) => r.cpu.genpipe), emulator: medianOf(plain, (r) => r.cpu.emulator) },
+    store_alone: { uploader: medianOf(alone, (r) => r.cpu.uploader), store: medianOf(alone, (r) => r.cpu.store) },
+    with_sink: {
+      genpipe: medianOf(sunk, (r) => r.cpu.genpipe),
+      emulator: medianOf(sunk, (r) => r.cpu.emulator),
+      store: medianOf(sunk, (r) => r.cpu.store),
+    },
+  };
+  const cores = availableParallelism();
+  // The least wall time the CPU allows a run with a sink: both kinds of work, on every core.
+  const plainCpu = cpu.without_sink.genpipe + cpu.without_sink.emulator;
+  const aloneCpu = cpu.store_alone.uploader + cpu.store_alone.store;
+  const ceilingPerS = instances / ((plainCpu + aloneCpu) / cores);
   const results = {
     instances,
     runs,
-    withoutSinkPerS: median(plain),
-    withSinkPerS: median(sunk),
-    ratio: median(sunk) / median(plain),
+    sink_concurrency: SINK_CONCURRENCY,
+    withoutSinkPerS,
+    withSinkPerS,
+    ratio: withSinkPerS / withoutSinkPerS,
     target: 0.8,
     store: 's3rver on 127.0.0.1 (a floor: it writes each object as files)',
+    store_alone_per_s: storeAlonePerS,
+    store_alone_ratio_to_without_sink: storeAlonePerS / withoutSinkPerS,
+    cores,
+    cpu_s: cpu,
+    cpu_ceiling_per_s: ceilingPerS,
+    cpu_ceiling_ratio_to_without_sink: ceilingPerS / withoutSinkPerS,
+    with_sink_ratio_to_cpu_ceiling: withSinkPerS / ceilingPerS,
   };
   console.log(
-    `sink: ${instances} sheets at zero latency: without a sink ${results.withoutSinkPerS.toFixed(0)}/s, with an S3 sink ${results.withSinkPerS.toFixed(0)}/s: ${results.ratio.toFixed(2)}x (target >= 0.8x)`,
+    `sink: ${instances} sheets at zero latency: without a sink ${withoutSinkPerS.toFixed(0)}/s, with an S3 sink ${withSinkPerS.toFixed(0)}/s: ${results.ratio.toFixed(2)}x (target >= 0.8x)`,
   );
+  console.log(
+    `the store alone (the AWS SDK uploading the same files at concurrency ${SINK_CONCURRENCY}): ${storeAlonePerS.toFixed(0)}/s (${results.store_alone_ratio_to_without_sink.toFixed(2)}x the run without a sink); CPU ceiling of a run with the sink on ${cores} cores: ${ceilingPerS.toFixed(0)}/s (${results.cpu_ceiling_ratio_to_without_sink.toFixed(2)}x), reached ${results.with_sink_ratio_to_cpu_ceiling.toFixed(2)}x`,
+  );
+  console.log(`CPU seconds (user + system): ${JSON.stringify(cpu)}`);
   writeResults('sink', results);
 } finally {
   await store.stop();
