@@ -3,7 +3,11 @@
 //   1. Zero-latency throughput (character sheets at time scale 0): the local backend, then the
 //      fleet with 1 and with 2 `genpipe worker` processes (coordinator with --no-local-worker).
 //      Goal: >= 0.5x the local backend. Also Redis commands per instance (INFO's
-//      total_commands_processed over the fleet run).
+//      total_commands_processed over the fleet run), and the CPU seconds (user + system) of every
+//      process over each run: genpipe (the coordinator), each worker (read before and after the run:
+//      its start-up is not counted), the emulator and Redis. At zero latency the cores are nearly
+//      full, so a side's CPU sets its pace: the local side's CPU over the fleet's (`cpu_ratio_*`) is
+//      the throughput ratio both would have if each filled the cores alike.
 //   2. Makespan: 500 sheets of 1-10 s, an account cap of 20 (genpipe queue limits), 4 workers,
 //      against the ideal (sum of durations / 20, or the longest job), with workers that poll and
 //      with workers that follow by webhook (--webhook-url, --listen). Goal: <= 1.05x.
@@ -16,7 +20,8 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { startEmulator } from '../dist/emulator/index.js';
-import { bin, freePort, HF_KEY, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import { availableParallelism } from 'node:os';
+import { bin, cpuOfProcess, freePort, HF_KEY, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const throughputInstances = Number(process.env.BENCH_FLEET_INSTANCES ?? 2_000);
@@ -128,6 +133,10 @@ const onlyRunDir = (out, pipeline) =>
   );
 
 // 1. Throughput.
+/** User + system seconds. */
+const seconds = (c) => (c ? c.userS + c.systemS : NaN);
+/** The sum of a round's CPU seconds, every process of the side. */
+const cpuSum = (c) => Object.values(c).reduce((a, b) => a + b, 0);
 let queueCount = 0;
 async function throughputRound(redis, workers) {
   const emulator = await startEmulatorProcess(['--time-scale', '0']);
@@ -139,18 +148,21 @@ async function throughputRound(redis, workers) {
     if (workers === 0) {
       const r = await runGenpipe(common);
       if (r.code !== 0) throw new Error(`local run failed: ${r.stderr.slice(-500)}`);
-      return { perS: throughputInstances / (r.wallMs / 1000) };
+      return { perS: throughputInstances / (r.wallMs / 1000), cpu: { genpipe: seconds(r.cpu), emulator: seconds(emulator.cpu()) } };
     }
     const queue = `bench-${++queueCount}`;
     for (let i = 0; i < workers; i++) started.push(await startWorker(redis.url, emulator.url, `b${i}`, queue));
     const before = await redisCounters(redis.port);
+    const workersBefore = started.map((w) => seconds(cpuOfProcess(w.child.pid)));
     const r = await runGenpipe([...common, '--redis', redis.url, '--queue', queue, '--no-local-worker']);
     if (r.code !== 0) throw new Error(`fleet run failed: ${r.stderr.slice(-500)}`);
+    const workersCpu = started.reduce((sum, w, i) => sum + seconds(cpuOfProcess(w.child.pid)) - workersBefore[i], 0);
     const after = await redisCounters(redis.port);
     return {
       perS: throughputInstances / (r.wallMs / 1000),
       commandsPerInstance: (after.commands - before.commands) / throughputInstances,
       redisCpuMsPerInstance: ((after.cpuS - before.cpuS) * 1000) / throughputInstances,
+      cpu: { coordinator: seconds(r.cpu), workers: workersCpu, emulator: seconds(emulator.cpu()), redis: after.cpuS - before.cpuS },
     };
   } finally {
     for (const w of started) await w.kill();
@@ -165,17 +177,35 @@ const one = [];
 const two = [];
 const ops = [];
 const cpu = [];
+// Per round, each side's CPU seconds by process.
+const sideCpu = { local: [], fleet_1_worker: [], fleet_2_workers: [] };
 for (let i = 0; i < (only && only !== 'throughput' ? 0 : runs); i++) {
-  local.push((await throughputRound(redis, 0)).perS);
+  const l = await throughputRound(redis, 0);
+  local.push(l.perS);
+  sideCpu.local.push(l.cpu);
   const a = await throughputRound(redis, 1);
   one.push(a.perS);
   ops.push(a.commandsPerInstance);
   cpu.push(a.redisCpuMsPerInstance);
-  two.push((await throughputRound(redis, 2)).perS);
+  sideCpu.fleet_1_worker.push(a.cpu);
+  const b = await throughputRound(redis, 2);
+  two.push(b.perS);
+  sideCpu.fleet_2_workers.push(b.cpu);
   console.log(
-    `round ${i + 1}: local ${local.at(-1).toFixed(0)}/s, fleet 1 worker ${one.at(-1).toFixed(0)}/s (${a.commandsPerInstance.toFixed(1)} Redis commands/instance), 2 workers ${two.at(-1).toFixed(0)}/s`,
+    `round ${i + 1}: local ${local.at(-1).toFixed(0)}/s (CPU ${cpuSum(l.cpu).toFixed(1)} s), fleet 1 worker ${one.at(-1).toFixed(0)}/s (${a.commandsPerInstance.toFixed(1)} Redis commands/instance, CPU ${cpuSum(a.cpu).toFixed(1)} s), 2 workers ${two.at(-1).toFixed(0)}/s (CPU ${cpuSum(b.cpu).toFixed(1)} s)`,
   );
 }
+/** Medians over the rounds, by process, and of their sums. */
+const cpuMedians = (rounds) =>
+  rounds.length === 0
+    ? null
+    : {
+        ...Object.fromEntries(Object.keys(rounds[0]).map((k) => [k, Number(median(rounds.map((c) => c[k])).toFixed(2))])),
+        total: Number(median(rounds.map(cpuSum)).toFixed(2)),
+      };
+const cpuOfSides = Object.fromEntries(Object.entries(sideCpu).map(([side, rounds]) => [side, cpuMedians(rounds)]));
+const cpuRatio = (side) =>
+  cpuOfSides.local && cpuOfSides[side] ? Number((cpuOfSides.local.total / cpuOfSides[side].total).toFixed(3)) : null;
 await redis.stop();
 
 // 2. Makespan with an account cap of 20 and 4 workers, polling and then by webhook (each worker
@@ -357,6 +387,10 @@ const results = {
     // the most instances per second one Redis serves before it is the bottleneck.
     redis_cpu_ms_per_instance: cpu.length ? Number(median(cpu).toFixed(3)) : null,
     redis_ceiling_instances_per_s: cpu.length ? Math.round(1000 / median(cpu)) : null,
+    cores: availableParallelism(),
+    cpu_s: cpuOfSides,
+    cpu_ratio_1_worker: cpuRatio('fleet_1_worker'),
+    cpu_ratio_2_workers: cpuRatio('fleet_2_workers'),
     target_ratio: 0.5,
   },
   makespan: {
@@ -373,6 +407,8 @@ const results = {
 console.table({
   'fleet 1 worker / local': results.throughput.ratio_1_worker_to_local,
   'fleet 2 workers / local': results.throughput.ratio_2_workers_to_local,
+  'local CPU / fleet CPU, 1 worker': results.throughput.cpu_ratio_1_worker,
+  'local CPU / fleet CPU, 2 workers': results.throughput.cpu_ratio_2_workers,
   'Redis commands / instance': results.throughput.redis_commands_per_instance,
   'makespan / ideal, polling': span.ratio_to_ideal,
   'makespan / ideal, webhooks': hooked.ratio_to_ideal,
