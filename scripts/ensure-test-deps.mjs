@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Finds, or installs, the two system programs the test suite drives for real:
+// Finds, or installs, the two system programs the test suite (and `npm run bench`) drives for real:
 //   - Chromium (/usr/bin/chromium), for the gallery and review pages in a real browser;
 //   - redis-server, which the fleet tests start on free loopback ports.
 // On Debian, a missing one is installed with apt-get (as root, or through passwordless sudo).
