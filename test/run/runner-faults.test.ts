@@ -73,8 +73,11 @@ describe('faults', () => {
     '--concurrency %i bounds the active generations and the HTTP requests in flight',
     { timeout: 120_000 },
     async (limit) => {
-      // Slow enough generations that every slot fills up.
-      const emu = await startEmulator({ port: 0, timeScale: 0.01, seed: limit, log: () => {} });
+      // Slow enough generations that every slot fills up: the emulator counts a generation active
+      // until its end, so the shortest one (8.5 s of the model's, here 255 ms) must outlast the
+      // spread of the first `limit` submits, each after its intent's fsync, on a loaded machine.
+      // At 0.01 (85 ms) a fresh-clone CI on 2026-11-27 saw a peak of 6 for 7.
+      const emu = await startEmulator({ port: 0, timeScale: 0.03, seed: limit, log: () => {} });
       try {
         const count = 3 * limit + 2;
         const dir = tempDir();
