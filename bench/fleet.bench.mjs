@@ -21,7 +21,18 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { startEmulator } from '../dist/emulator/index.js';
 import { availableParallelism } from 'node:os';
-import { bin, cpuOfProcess, freePort, HF_KEY, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import {
+  bin,
+  cpuOfProcess,
+  cpuSeconds,
+  freePort,
+  HF_KEY,
+  median,
+  runGenpipe,
+  scratchDir,
+  startEmulatorProcess,
+  writeResults,
+} from './lib/harness.mjs';
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const throughputInstances = Number(process.env.BENCH_FLEET_INSTANCES ?? 2_000);
@@ -133,8 +144,6 @@ const onlyRunDir = (out, pipeline) =>
   );
 
 // 1. Throughput.
-/** User + system seconds. */
-const seconds = (c) => (c ? c.userS + c.systemS : NaN);
 /** The sum of a round's CPU seconds, every process of the side. */
 const cpuSum = (c) => Object.values(c).reduce((a, b) => a + b, 0);
 let queueCount = 0;
@@ -148,21 +157,21 @@ async function throughputRound(redis, workers) {
     if (workers === 0) {
       const r = await runGenpipe(common);
       if (r.code !== 0) throw new Error(`local run failed: ${r.stderr.slice(-500)}`);
-      return { perS: throughputInstances / (r.wallMs / 1000), cpu: { genpipe: seconds(r.cpu), emulator: seconds(emulator.cpu()) } };
+      return { perS: throughputInstances / (r.wallMs / 1000), cpu: { genpipe: cpuSeconds(r.cpu), emulator: cpuSeconds(emulator.cpu()) } };
     }
     const queue = `bench-${++queueCount}`;
     for (let i = 0; i < workers; i++) started.push(await startWorker(redis.url, emulator.url, `b${i}`, queue));
     const before = await redisCounters(redis.port);
-    const workersBefore = started.map((w) => seconds(cpuOfProcess(w.child.pid)));
+    const workersBefore = started.map((w) => cpuSeconds(cpuOfProcess(w.child.pid)));
     const r = await runGenpipe([...common, '--redis', redis.url, '--queue', queue, '--no-local-worker']);
     if (r.code !== 0) throw new Error(`fleet run failed: ${r.stderr.slice(-500)}`);
-    const workersCpu = started.reduce((sum, w, i) => sum + seconds(cpuOfProcess(w.child.pid)) - workersBefore[i], 0);
+    const workersCpu = started.reduce((sum, w, i) => sum + cpuSeconds(cpuOfProcess(w.child.pid)) - workersBefore[i], 0);
     const after = await redisCounters(redis.port);
     return {
       perS: throughputInstances / (r.wallMs / 1000),
       commandsPerInstance: (after.commands - before.commands) / throughputInstances,
       redisCpuMsPerInstance: ((after.cpuS - before.cpuS) * 1000) / throughputInstances,
-      cpu: { coordinator: seconds(r.cpu), workers: workersCpu, emulator: seconds(emulator.cpu()), redis: after.cpuS - before.cpuS },
+      cpu: { coordinator: cpuSeconds(r.cpu), workers: workersCpu, emulator: cpuSeconds(emulator.cpu()), redis: after.cpuS - before.cpuS },
     };
   } finally {
     for (const w of started) await w.kill();

@@ -17,7 +17,17 @@ import { availableParallelism } from 'node:os';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_SINK_CONCURRENCY } from '../dist/sink/sink-config.js';
-import { cpuOfProcess, here, measuredIn, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
+import {
+  cpuOfProcess,
+  cpuSeconds,
+  here,
+  measuredIn,
+  median,
+  runGenpipe,
+  scratchDir,
+  startEmulatorProcess,
+  writeResults,
+} from './lib/harness.mjs';
 
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const instances = Number(process.env.BENCH_SINK_INSTANCES ?? 2_000);
@@ -34,8 +44,6 @@ const AWS_ENV = {
   AWS_SHARED_CREDENTIALS_FILE: join(dir, 'none'),
   AWS_CONFIG_FILE: join(dir, 'none'),
 };
-/** User + system seconds. */
-const seconds = (cpu) => (cpu ? cpu.userS + cpu.systemS : NaN);
 
 function manifest(name, sink) {
   const path = join(dir, `${name}.yaml`);
@@ -77,7 +85,7 @@ async function timedRun(path) {
   const emulator = await startEmulatorProcess(['--time-scale', '0']);
   try {
     const out = mkdtempSync(join(dir, 'runs-'));
-    const storeBefore = seconds(store.cpu());
+    const storeBefore = cpuSeconds(store.cpu());
     const result = await runGenpipe(
       ['run', path, '--base-url', emulator.url, '--concurrency', '32', '--rate', '100000', '--quiet', '--yes', '--out', out],
       AWS_ENV,
@@ -86,7 +94,7 @@ async function timedRun(path) {
     return {
       perSecond: instances / (result.wallMs / 1000),
       out,
-      cpu: { genpipe: seconds(result.cpu), emulator: seconds(emulator.cpu()), store: seconds(store.cpu()) - storeBefore },
+      cpu: { genpipe: cpuSeconds(result.cpu), emulator: cpuSeconds(emulator.cpu()), store: cpuSeconds(store.cpu()) - storeBefore },
     };
   } finally {
     await emulator.stop();
@@ -95,7 +103,7 @@ async function timedRun(path) {
 
 /** The store alone: the files under `out` uploaded by lib/s3-put-cli.mjs, timed from spawn to exit. */
 async function storeAlone(out, prefix) {
-  const storeBefore = seconds(store.cpu());
+  const storeBefore = cpuSeconds(store.cpu());
   const started = process.hrtime.bigint();
   const child = spawn(
     process.execPath,
@@ -109,7 +117,7 @@ async function storeAlone(out, prefix) {
   const measured = measuredIn(stderr);
   if (code !== 0 || measured === undefined) throw new Error(`the uploader failed (exit ${code}): ${stderr.slice(-800)}`);
   if (measured.files !== instances) throw new Error(`the uploader found ${measured.files} files, not ${instances}`);
-  return { perSecond: instances / wallS, cpu: { uploader: seconds(measured), store: seconds(store.cpu()) - storeBefore } };
+  return { perSecond: instances / wallS, cpu: { uploader: cpuSeconds(measured), store: cpuSeconds(store.cpu()) - storeBefore } };
 }
 
 const store = await startStore();

@@ -5,6 +5,7 @@
 // type. No checks, no states, no report. Prints the counts; reports its peak RSS on stderr as
 // measure-cli.mjs does for genpipe. Argument: the journal's path.
 import { createReadStream } from 'node:fs';
+import { writeMeasure } from './measure-line.mjs';
 
 const counts = {};
 let rest = '';
@@ -20,7 +21,4 @@ for await (const chunk of createReadStream(process.argv[2], { encoding: 'utf8', 
 }
 take(rest);
 process.stdout.write(`${JSON.stringify(counts)}\n`);
-const usage = process.resourceUsage();
-process.stderr.write(
-  `\n__measure__${JSON.stringify({ maxRssMb: usage.maxRSS / 1024, userS: usage.userCPUTime / 1e6, systemS: usage.systemCPUTime / 1e6 })}\n`,
-);
+writeMeasure();

@@ -101,11 +101,14 @@ export async function bareHttpRate({ concurrency = 32, seconds = 3 } = {}) {
   return count / seconds;
 }
 
-/** What a `__measure__` line on `stderr` reported (lib/measure-cli.mjs, lib/minimal-client-cli.mjs), or undefined. */
+/** What a `__measure__` line on `stderr` reported (lib/measure-line.mjs), or undefined. */
 export function measuredIn(stderr) {
   const line = stderr.split('\n').find((l) => l.startsWith('__measure__'));
   return line === undefined ? undefined : JSON.parse(line.slice('__measure__'.length));
 }
+
+/** User + system seconds of a CPU reading (cpuOfProcess, cpuOfMeasure); NaN without one. */
+export const cpuSeconds = (cpu) => (cpu ? cpu.userS + cpu.systemS : NaN);
 
 /** CPU seconds (user, system) a `__measure__` line reported, or undefined. */
 export const cpuOfMeasure = (measured) => (measured.userS === undefined ? undefined : { userS: measured.userS, systemS: measured.systemS });

@@ -5,6 +5,7 @@
 // time (user and system, every thread) goes to stderr as JSON, as lib/measure-cli.mjs reports genpipe's.
 const [baseUrl, dir, instances, concurrency, journal] = process.argv.slice(2);
 const { minimalClientRun } = await import('./minimal-client.mjs');
+const { writeMeasure } = await import('./measure-line.mjs');
 await minimalClientRun({
   baseUrl,
   authorization: `Key ${process.env.HF_KEY}`,
@@ -13,5 +14,4 @@ await minimalClientRun({
   concurrency: Number(concurrency),
   journal: journal === 'journal',
 });
-const usage = process.resourceUsage();
-process.stderr.write(`\n__measure__${JSON.stringify({ userS: usage.userCPUTime / 1e6, systemS: usage.systemCPUTime / 1e6 })}\n`);
+writeMeasure();

@@ -12,6 +12,7 @@ import { readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { writeMeasure } from './measure-line.mjs';
 
 const [endpoint, bucket, prefix, concurrency, dir] = process.argv.slice(2);
 const files = readdirSync(dir, { recursive: true })
@@ -42,7 +43,4 @@ await Promise.all(
   }),
 );
 client.destroy();
-const usage = process.resourceUsage();
-process.stderr.write(
-  `\n__measure__${JSON.stringify({ files: files.length, userS: usage.userCPUTime / 1e6, systemS: usage.systemCPUTime / 1e6 })}\n`,
-);
+writeMeasure({ files: files.length });
