@@ -35,6 +35,17 @@ export const MAX_UPLOAD_FAILURES = 20;
 const UPLOAD_BACKOFF = { baseMs: 200, capMs: 10_000 };
 /** Attempts of each preflight request: a blip at the start should not stop a run, a dead store should. */
 const PREFLIGHT_ATTEMPTS = 3;
+/**
+ * How long a store may send nothing at all on a request's connection before the request fails (a
+ * transient failure, retried as any other): the AWS CLI's read timeout. An idle limit, not a total
+ * one, so a large upload on a slow link is never cut while its bytes move. GENPIPE_SINK_IDLE_MS: tests.
+ */
+const idleTimeoutMs = (): number => Number(process.env.GENPIPE_SINK_IDLE_MS) || 60_000;
+/**
+ * The whole of each preflight request (a HEAD, an empty PUT): a store that cannot answer those in
+ * 20 s is not one to start a run on. Half the idle limit, so a test's short limit times these out first.
+ */
+const preflightTimeoutMs = (): number => Math.min(20_000, idleTimeoutMs() / 2);
 
 type S3Module = typeof import('@aws-sdk/client-s3');
 type StorageModule = typeof import('@aws-sdk/lib-storage');
@@ -118,7 +129,9 @@ export class S3Store {
       responseChecksumValidation: 'WHEN_REQUIRED',
       // A bucket in another region than the client's answers with a redirect the SDK can follow.
       followRegionRedirects: true,
-      requestHandler: { connectionTimeout: 10_000, requestTimeout: 120_000 },
+      // A store that accepts the connection and then says nothing must not hang the run (issue 1's
+      // promise: a run always ends). The SDK's requestTimeout only warns unless told to throw.
+      requestHandler: { connectionTimeout: 10_000, socketTimeout: idleTimeoutMs(), throwOnRequestTimeout: true },
     });
     return new S3Store(config, client, modules);
   }
@@ -143,7 +156,9 @@ export class S3Store {
     if (problem) return problem;
     const bucket = this.config.bucket;
     try {
-      await preflightAttempts(() => this.client.send(new s3.HeadBucketCommand({ Bucket: bucket })));
+      await preflightAttempts(() =>
+        this.client.send(new s3.HeadBucketCommand({ Bucket: bucket }), { requestTimeout: preflightTimeoutMs() }),
+      );
     } catch (error) {
       if (isNotFound(error)) return this.#missingBucket();
       // 403: these credentials may not read the bucket's listing; write-only keys are common, so the probe decides.
@@ -155,6 +170,7 @@ export class S3Store {
       await preflightAttempts(() =>
         this.client.send(
           new s3.PutObjectCommand({ Bucket: bucket, Key: probe, Body: empty, ContentLength: 0, ChecksumSHA256: sha256Base64(empty) }),
+          { requestTimeout: preflightTimeoutMs() },
         ),
       );
     } catch (error) {
@@ -168,7 +184,7 @@ export class S3Store {
       return this.#unreachable(error);
     }
     try {
-      await this.client.send(new s3.DeleteObjectCommand({ Bucket: bucket, Key: probe }));
+      await this.client.send(new s3.DeleteObjectCommand({ Bucket: bucket, Key: probe }), { requestTimeout: preflightTimeoutMs() });
     } catch {
       // A key that may write but not delete leaves an empty probe object behind: harmless, and no
       // reason to stop a run that can upload.

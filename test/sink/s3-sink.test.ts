@@ -219,6 +219,47 @@ describe('a storage sink on a real S3-compatible store', () => {
     expect(await probesLeft()).toEqual([]);
   });
 
+  it('a store that accepts connections and never answers: the preflight gives up in one sentence, and an upload fails as transient once the store has said nothing for the idle limit', async () => {
+    const { createServer } = await import('node:net');
+    const held: import('node:net').Socket[] = [];
+    const silent = createServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const endpoint = `http://127.0.0.1:${(silent.address() as import('node:net').AddressInfo).port}`;
+    const before = process.env.GENPIPE_SINK_IDLE_MS;
+    process.env.GENPIPE_SINK_IDLE_MS = '300';
+    try {
+      const sinks = await openSinks(`{url: "s3://${BUCKET}/x", endpoint: "${endpoint}"}`);
+      const started = Date.now();
+      const problem = await sinks.preflight();
+      // 3 attempts of at most 150 ms each (half the idle limit), and the backoff between them: bounded, not forever.
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(problem?.code).toBe('config');
+      expect(problem?.message).toBe(
+        `The sink s3://${BUCKET}/x could not be checked at ${endpoint} (ETIMEDOUT); nothing was sent to the generation service.`,
+      );
+      expect(held.length).toBe(3);
+
+      const sink = sinks.forStep('sheets') as StepSink;
+      const download = output('silent.png', randomBytes(1_000));
+      let asked = 0;
+      const error = await sink.uploadOutput(runDir, 'silent', download, { consumeRetry: () => ++asked <= 1, random: () => 0 }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(asked).toBe(2);
+      expect(error).toBeInstanceOf(SinkUploadError);
+      expect((error as SinkUploadError).transient).toBe(true);
+      expect((error as Error).message).toBe(
+        `The upload of x/sheets/silent.png to s3://${BUCKET}/x kept failing (TimeoutError); the file is kept and a resume uploads it.`,
+      );
+    } finally {
+      if (before === undefined) delete process.env.GENPIPE_SINK_IDLE_MS;
+      else process.env.GENPIPE_SINK_IDLE_MS = before;
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
   it('a store killed mid-upload and started again: the upload is retried under the budget and completes, verified', async () => {
     const sink = (await openSinks()).forStep('sheets') as StepSink;
     const bytes = randomBytes(MULTIPART_THRESHOLD + 2 * 1024 * 1024);
