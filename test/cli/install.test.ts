@@ -29,13 +29,44 @@ describe('the package', () => {
     expect(pkg.scripts['test:node']).toBe('node scripts/test-node.mjs');
   });
 
-  it('npm test lints and checks the format after the typecheck, before vitest; test:unit runs the quick half', () => {
+  it('npm test runs the typecheck, the lint, the format check and the cycle check before vitest; test:unit runs the quick half', () => {
     const steps = pkg.scripts.test?.split(' && ') ?? [];
-    const at = (step: string): number => steps.indexOf(step);
-    expect(at('npm run lint')).toBeGreaterThan(at('npm run typecheck'));
-    expect(at('npm run format:check')).toBeGreaterThan(at('npm run typecheck'));
-    expect(steps.at(-1)).toBe('vitest run'); // .ci/run passes its reporters to vitest, the last step
+    expect(steps.slice(-2)).toEqual(['node scripts/checks.mjs typecheck lint format:check cycles', 'vitest run']); // .ci/run passes its reporters to vitest, the last step
+    for (const check of ['typecheck', 'lint', 'format:check', 'cycles']) expect(pkg.scripts[check]).toBeTruthy();
     expect(pkg.scripts['test:unit']).toBe('vitest run --config vitest.unit.config.ts');
+  });
+});
+
+describe('scripts/checks.mjs', () => {
+  const script = join(root, 'scripts', 'checks.mjs');
+  // A package of its own whose scripts pass, fail, or write output; run with npm from the PATH.
+  const packageWith = (scripts: Record<string, string>): string => {
+    const dir = mkdtempSync(join(tmpdir(), 'genpipe-checks-'));
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'checks-fixture', version: '1.0.0', private: true, scripts }));
+    return dir;
+  };
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('npm_')));
+  const checks = (dir: string, names: string[]) => spawnSync(process.execPath, [script, ...names], { cwd: dir, encoding: 'utf8', env });
+
+  it('runs every named script and exits 0 when all pass, printing each one whole after its name', () => {
+    const dir = packageWith({ one: 'node -e "console.log(1)"', two: 'node -e "console.log(2)"' });
+    const r = checks(dir, ['one', 'two']);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^> one: ok, [\d.]+ s\n1$/m);
+    expect(r.stdout).toMatch(/^> two: ok, [\d.]+ s\n2$/m);
+  });
+
+  it('exits 1 when any fails, after letting the others finish, and names the failed ones last', () => {
+    const dir = packageWith({ good: 'node -e "console.log(7)"', bad: 'node -e "console.error(42); process.exit(3)"' });
+    const r = checks(dir, ['bad', 'good']);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toMatch(/^> bad: FAILED \(exit 3\), [\d.]+ s\n42$/m);
+    expect(r.stdout).toMatch(/^> good: ok/m);
+    expect(r.stderr.trim().split('\n').at(-1)).toBe('Checks failed: bad.');
+  });
+
+  it('refuses to run nothing', () => {
+    expect(checks(packageWith({}), []).status).toBe(2);
   });
 });
 
