@@ -286,7 +286,15 @@ export class QueueExecutor implements Executor {
       const client = await this.#queue.getBackend().client;
       await client.set(withdrawnKey(this.#queue, jobId), '1', { EX: WITHDRAWN_TTL_S });
       const state = await this.#queue.getJobState(jobId);
-      waiting = state === 'waiting' || state === 'prioritized' || state === 'delayed';
+      // Waiting is not enough: a job is waiting again after its holder died (its lock expired) or
+      // handed it back, and that holder may have sent it. Only a job no worker ever began to send
+      // (no intent, no submission) was never sent; any other is left for a resume to follow.
+      const job = (await this.#queue.getJob(jobId)) as Job<InstanceJobData, InstanceJobResult> | undefined;
+      waiting =
+        (state === 'waiting' || state === 'prioritized' || state === 'delayed') &&
+        job !== undefined &&
+        job.data.intentAt === undefined &&
+        submissionOf(job) === undefined;
       if (waiting) await this.#queue.remove(jobId).catch(() => 0);
     } catch {
       // Redis did not answer: nothing can be said of the job, which a resume follows.

@@ -156,6 +156,44 @@ describe("the fleet coordinator's executor", () => {
     });
   });
 
+  it('a stopped coordinator never calls "not sent" a waiting job an earlier holder may have sent: back in the queue with its intent (its holder died), or with its submission (handed back)', async () => {
+    const leftBy = {
+      'a holder that died after its intent': { intentAt: 1 },
+      'a holder that handed it back': { intentAt: 1, submission: { kind: 'request', requestId: '00000000-0000-4000-8000-0000000000aa' } },
+    } as const;
+    for (const [what, extra] of Object.entries(leftBy)) {
+      await withDispatch(
+        async (executor, attempt, queue, runId) => {
+          const jobId = jobIdOf(runId, 'ads[n=1]', '0.0');
+          await queue.add(
+            'instance',
+            {
+              v: 1,
+              runId,
+              instance: 'ads[n=1]',
+              model: 'marketing-image',
+              body: BANNER,
+              idempotencyKey: null,
+              ...extra,
+            } as InstanceJobData,
+            { jobId },
+          );
+          expect(await queue.getJobState(jobId)).toBe('waiting');
+          const stopped = new AbortController();
+          stopped.abort(new GenpipeError('aborted', 'Interrupted.'));
+          const error = await executor
+            .submit(attempt, BANNER, undefined, { client: fleet.client, signal: stopped.signal })
+            .catch((e: unknown) => e);
+          expect(error, what).toBeInstanceOf(GenpipeError);
+          expect((error as GenpipeError).neverSent, what).not.toBe(true);
+          // Kept, for a resume to follow.
+          expect(await queue.getJob(jobId), what).toBeDefined();
+        },
+        { worker: false },
+      );
+    }
+  });
+
   it('a worker that takes a job its coordinator withdrew sends nothing; a later coordinator hands it out again, sent once', async () => {
     await withDispatch(
       async (executor, attempt, queue, runId, ctx) => {
