@@ -15,7 +15,7 @@
 import { Queue, QueueEvents, type Job } from 'bullmq';
 import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
 import type { AdapterContext, Submission } from '../models/adapter.js';
-import { localExecutor, type Attempt, type Executor } from '../run/executor.js';
+import { localExecutor, unreclaimable, type Attempt, type Executor } from '../run/executor.js';
 import { follow, TRANSIENT, type FollowEffects, type Followed } from '../run/follow.js';
 import {
   INSTANCE_JOB,
@@ -129,6 +129,59 @@ export class QueueExecutor implements Executor {
   follow(attempt: Attempt, submission: Submission, ctx: AdapterContext, fx: FollowEffects): Promise<Followed> {
     if (attempt.adapter.conversational) return localExecutor.follow(attempt, submission, ctx, fx);
     return this.#follow(attempt, submission, ctx, fx);
+  }
+
+  async holds(attempt: Attempt): Promise<boolean> {
+    if (attempt.adapter.conversational) return false;
+    const job = await redisCommands(this.#o.redis, () => this.#queue.getJob(this.#jobId(attempt)));
+    const ended = (job as Job<InstanceJobData, InstanceJobResult> | undefined)?.returnvalue?.kind;
+    // A job that ended unknown (its worker died mid-submit) or withdrawn teaches nothing more.
+    return job !== undefined && ended !== 'unknown' && ended !== 'withdrawn';
+  }
+
+  /**
+   * The job an earlier coordinator queued for this attempt, followed to its submission: the one a
+   * worker sent, or will send (a job never taken; one whose holder died mid-submit ends unknown,
+   * worker.ts). Nothing new is queued, so nothing is paid twice.
+   */
+  async reclaim(attempt: Attempt, ctx: AdapterContext): Promise<Submission> {
+    const jobId = this.#jobId(attempt);
+    const waiter = this.#waiter(jobId, attempt.model);
+    const held = await redisCommands(this.#o.redis, async () => {
+      // This coordinator follows it now: an earlier one's withdrawal no longer stands, so a worker
+      // that takes a job nobody began to send sends it.
+      await (await this.#queue.getBackend().client).del(withdrawnKey(this.#queue, jobId));
+      return this.#look(jobId, waiter);
+    });
+    if (!held) {
+      this.#waiters.delete(jobId);
+      throw unreclaimable(attempt, 'the job is gone from Redis');
+    }
+    waiter.enqueued = true;
+    const first = await unlessAborted(
+      Promise.race([
+        waiter.submitted.promise.then((submission) => ({ submission })),
+        waiter.finished.promise.then((result) => ({ result })),
+        waiter.lost.promise.then(() => ({ lost: true as const })),
+      ]),
+      ctx.signal,
+    ).catch((error: unknown) => this.#withdrawn(jobId, error));
+    if ('submission' in first) return first.submission;
+    if ('lost' in first) {
+      this.#waiters.delete(jobId);
+      throw unreclaimable(attempt, 'the job is gone from Redis');
+    }
+    const result = first.result;
+    if (result.kind === 'final' || result.kind === 'track_error') return result.submission;
+    await this.#forget(jobId);
+    if (result.kind === 'submit_error') {
+      throw new GenpipeError(result.code, result.message, {
+        neverSent: result.neverSent,
+        status: result.status,
+        retryAfterMs: result.retryAfterMs,
+      });
+    }
+    throw unreclaimable(attempt, result.kind === 'unknown' ? result.message : 'another coordinator withdrew the job');
   }
 
   async close(): Promise<void> {

@@ -10,6 +10,7 @@
  * Both implement `Executor`, so the driver has no fleet branch, and the conformance suite runs
  * every scenario on both.
  */
+import { IndeterminateSubmissionError } from '../api/errors.js';
 import type { AdapterContext, InstanceScript, ModelAdapter, Submission } from '../models/adapter.js';
 import { follow, type FollowEffects, type Followed } from './follow.js';
 
@@ -30,6 +31,19 @@ export interface Executor {
   submit(attempt: Attempt, body: unknown, idempotencyKey: string | undefined, ctx: AdapterContext): Promise<Submission>;
   /** Follows a submission of the attempt (sent now or by an earlier process) to its final status. */
   follow(attempt: Attempt, submission: Submission, ctx: AdapterContext, fx: FollowEffects): Promise<Followed>;
+  /**
+   * Whether this executor still holds an attempt an earlier process journaled the intent of but
+   * never saw answered, so that `reclaim` can learn its submit instead of the run calling it
+   * unknown: a fleet job still in Redis, which a worker sent or will send, once. The local
+   * executor holds nothing: a process that died mid-POST leaves an unknown.
+   */
+  holds(attempt: Attempt): Promise<boolean>;
+  /**
+   * The submission of a held attempt, sending nothing new: once its job has one. Throws an
+   * IndeterminateSubmissionError when nothing can be learnt (the job is gone, or ended unknown),
+   * and a GenpipeError when its submit was refused.
+   */
+  reclaim(attempt: Attempt, ctx: AdapterContext): Promise<Submission>;
 }
 
 /** This process submits and follows. */
@@ -37,4 +51,17 @@ export const localExecutor: Executor = {
   name: 'local',
   submit: (attempt, body, idempotencyKey, ctx) => attempt.adapter.submit(body, { idempotencyKey, script: attempt.script }, ctx),
   follow: (attempt, submission, ctx, fx) => follow(attempt.adapter, submission, attempt.script, ctx, fx),
+  holds: () => Promise.resolve(false),
+  reclaim: (attempt) => Promise.reject(unreclaimable(attempt, 'this process holds no earlier attempt')),
 };
+
+/** The error of an attempt whose submit cannot be learnt: it may or may not have reached the service. */
+export function unreclaimable(attempt: Attempt, why: string): IndeterminateSubmissionError {
+  return new IndeterminateSubmissionError({
+    method: 'POST',
+    path: `(${attempt.model}, an earlier submit)`,
+    idempotencyKey: undefined,
+    bodyHash: '',
+    cause: new Error(why),
+  });
+}

@@ -122,7 +122,13 @@ export class InstanceDriver {
       const retrying = this.#retryStatusOf(entry, adapter);
       // At most once per `--retry` round, however often the run is resumed (the round is recorded).
       const round = this.#fx.recorded.retryRound;
-      if (retrying !== undefined && this.#fx.retry.has(retrying) && entry?.retryRound !== round) {
+      if (
+        retrying !== undefined &&
+        this.#fx.retry.has(retrying) &&
+        entry?.retryRound !== round &&
+        // An unknown whose job an earlier coordinator left in Redis is not unknown: #drive learns it.
+        !(retrying === 'unknown' && (await this.#holdsIntent(step, adapter, planned.id, entry)))
+      ) {
         // `--retry`: a new attempt of the same instance, with a new key; the attempt left behind keeps its money.
         await this.#fx.log({ type: 'retry', instance: planned.id, attempt: (entry?.retries ?? 0) + 1, previous: retrying, round }, true);
         entry = this.#fx.state.instances.get(planned.id);
@@ -203,6 +209,50 @@ export class InstanceDriver {
     return undefined;
   }
 
+  /**
+   * Whether the run's executor still holds the attempt behind an intent no submission answered (a
+   * fleet job an earlier coordinator queued): then its submit is learnt from there (`#reclaim`),
+   * never called unknown nor sent again.
+   */
+  async #holdsIntent(step: StepPlan, adapter: ModelAdapter, id: string, entry: InstanceState | undefined): Promise<boolean> {
+    if (entry?.intent === undefined || entry.submission !== undefined || entry.final !== undefined) return false;
+    return this.#fx.op(() => this.#executor.holds(this.#attempt(step, adapter, id, this.#script(step))));
+  }
+
+  /**
+   * The submission of a held attempt (`#holdsIntent`), journaled as a submit's is; undefined when the
+   * instance ends otherwise: unknown (nothing could be learnt), failed (its submit was refused), or
+   * left for a resume (the run is stopping, or another holder took the run over).
+   */
+  async #reclaim(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance): Promise<Submission | undefined> {
+    if (!(await this.#fx.fenced())) {
+      this.#fx.tally('inFlight');
+      return undefined;
+    }
+    try {
+      const submission = await this.#fx.op(() =>
+        this.#executor.reclaim(this.#attempt(step, adapter, instance.id, this.#script(step)), this.#ctx()),
+      );
+      await this.#fx.log({ type: 'submitted', instance: instance.id, handle: submission }, true);
+      this.#fx.emit({ type: 'instance_submitted', step: step.id, instance: instance.id, model: step.model, estimatedUsd: step.priceUsd });
+      return submission;
+    } catch (error) {
+      if (!(error instanceof GenpipeError)) throw error;
+      if (error.code === 'aborted') {
+        // Withdrawn from the queue before any worker began to send it: never sent, and journaled so.
+        if (error.neverSent) await this.#fx.log({ type: 'refused', instance: instance.id, code: 'not_sent' }, true).catch(() => {});
+        throw error;
+      }
+      if (error instanceof IndeterminateSubmissionError) {
+        this.#fx.tally('unknown');
+        this.#fx.emit({ type: 'instance_unknown', step: step.id, instance: instance.id, message: error.message });
+        return undefined;
+      }
+      this.#fx.fail(step, instance.id, error.code, error.message);
+      return undefined;
+    }
+  }
+
   /** The key this run sends for an instance: the plan's key bound to the run and the attempt (undefined for keyless models). */
   #keyOf(adapter: ModelAdapter, instance: PlannedInstance, entry: InstanceState | undefined): string | undefined {
     const planKey = adapter.idempotentSubmit ? instance.key : undefined;
@@ -238,6 +288,12 @@ export class InstanceDriver {
       this.#fx.tally('failed');
       this.#fx.failures++;
       return undefined;
+    }
+    if (action.kind === 'unknown' && (await this.#holdsIntent(step, adapter, instance.id, entry))) {
+      // An earlier coordinator's job is still in Redis: its submit is learnt from it, never sent again.
+      const submission = await this.#reclaim(step, adapter, instance);
+      if (!submission) return undefined;
+      action = { kind: 'reattach', submission };
     }
     if (action.kind === 'unknown') {
       if (!this.#o.resubmitUnknown) {

@@ -1,14 +1,16 @@
 // The fleet as users run it: `genpipe worker` processes, `genpipe queue`, and `genpipe run --redis`
 // as the coordinator, against a redis-server of the test's own and a real emulator. These run the
 // built binary (`npm test` builds first).
-import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Queue } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Emulator } from '../../src/emulator/index.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import { FAULT_PROFILES, NO_ROUTE_FAULTS } from '../../src/emulator/faults.js';
 import {
   cleanTemps,
+  emuRequests,
   expectCompletedRun,
   expectNoSecret,
   expectOneRequestPerKey,
@@ -22,6 +24,7 @@ import {
   waitForRequests,
 } from '../run/runner-helpers.js';
 import { fastSheets, killAll, startWorkerProcess, useTestRedis, type WorkerProcess } from './fleet-helpers.js';
+import { parseRedisUrl } from '../../src/fleet/redis.js';
 import { startTestRedis } from './redis-server.js';
 
 const redis = useTestRedis();
@@ -429,6 +432,77 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(spentUsd(emu)).toBeCloseTo(30 * 0.05, 6);
     expect(readdirSync(join(runDir, 'outputs', 'sheets'))).toHaveLength(30);
   }, 180_000);
+
+  it.each([
+    ['a plain resume', []],
+    ['a resume with --retry unknown', ['--retry', 'unknown']],
+  ])(
+    'kill -9 of the coordinator with keyless jobs still queued: %s collects every result the worker finished meanwhile, sends none again, and its report equals the ledger',
+    async (_, flags) => {
+      // Soul Standard at 0.1: 0.5-1.3 s a job, so the kill comes before the first result is read.
+      const emu = await emulator(0.1);
+      const dir = tempDir();
+      const queue = `deadkeyless${flags.length}`;
+      // One worker taking 2 at a time: most of the 20 jobs are still waiting, never sent, when the coordinator dies.
+      await worker(emu, 'k1', queue, 2);
+      const manifest = join(dir, 'keyless.yaml');
+      writeFileSync(
+        manifest,
+        `version: 1\nname: keyless\ndefaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }\nsteps:\n  pics:\n    model: soul-standard\n    price_usd: 0.03\n    matrix:\n      n: { range: { from: 1, to: 20 } }\n    input:\n      prompt: "Picture {{ n }} of a cat"\n      aspect_ratio: "1:1"\n      resolution: "720p"\n`,
+      );
+      const args = ['--out', join(dir, 'runs'), '--redis', redis.url, '--queue', queue, '--no-local-worker', '--yes', '--quiet'];
+      let kill: ((signal: NodeJS.Signals) => void) | undefined;
+      const first = runCli(['run', manifest, ...args, '--concurrency', '20'], {
+        env: env(emu),
+        onSpawn: (send) => (kill = send),
+        timeoutMs: 120_000,
+      });
+      // Read in this process: a `genpipe queue status` per look would be slower than the window.
+      const counts = new Queue(queue, { connection: parseRedisUrl(redis.url).options });
+      const jobs = async (): Promise<number> => Object.values(await counts.getJobCounts()).reduce((a, b) => a + b, 0);
+      try {
+        // Killed once every instance is queued (none journaled without its job) and the worker began.
+        await until(async () => emu.requests.byId.size >= 2 && (await jobs()) === 20, 'the 20 jobs queued and 2 sent');
+      } finally {
+        await counts.close();
+      }
+      kill?.('SIGKILL');
+      expect((await first).signal).toBe('SIGKILL');
+      const runDir = findRunDir(join(dir, 'runs'), 'keyless');
+      const journaled = journalOf(runDir).records;
+      const intents = journaled.filter((r) => r.type === 'intent').length;
+      const submitted = journaled.filter((r) => r.type === 'submitted').length;
+      // The history this test is about: keyless intents the dead coordinator never saw answered.
+      expect(intents - submitted).toBeGreaterThan(0);
+      // The worker goes on: every job queued is sent, once, and its result waits in Redis.
+      await until(() => emu.requests.byId.size >= 20 && [...emu.requests.byId.values()].every((r) => r.settled), 'the queued jobs to end');
+
+      const resumed = await runCli(['resume', runDir, '--redis', redis.url, '--queue', queue, '--no-local-worker', '--quiet', ...flags], {
+        env: env(emu),
+        timeoutMs: 120_000,
+      });
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expectCompletedRun(runDir, emu, 20, 'pics');
+      // Each instance paid once: every result collected from Redis, none sent by the resume.
+      expect(emu.requests.byId.size).toBe(20);
+      expect(new Set(emuRequests(emu).map((r) => r.body_hash)).size).toBe(20);
+      expect(spentUsd(emu)).toBeCloseTo(20 * 0.03, 6);
+      const { total } = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { netUsd: number; unknownUsd: number } };
+      expect(total).toMatchObject({ netUsd: spentUsd(emu), unknownUsd: 0 });
+
+      // Nothing is unknown any more: the README's remedy for unknowns sends nothing.
+      const retried = await runCli(
+        ['resume', runDir, '--redis', redis.url, '--queue', queue, '--no-local-worker', '--retry', 'unknown', '--quiet'],
+        {
+          env: env(emu),
+          timeoutMs: 60_000,
+        },
+      );
+      expect(retried.code, retried.stderr).toBe(0);
+      expect(emu.requests.byId.size).toBe(20);
+    },
+    180_000,
+  );
 
   it.each([
     ['with AOF', true],
