@@ -255,8 +255,9 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
       }
       runDir = resolve(resumeDir);
       runId = previous.runId;
-      lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, o.overlap ?? 'skip', signal, lockOptions(o));
       stepSinkRecords = stepSinks(previous);
+      await assertSinksAsRecorded(plan, { id: runId, startedAt }, env, stepSinkRecords);
+      lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, o.overlap ?? 'skip', signal, lockOptions(o));
     } else {
       const root = resolve(
         o.outDir ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'),
@@ -584,6 +585,37 @@ async function sinkRecords(
 ): Promise<Map<string, StepSinkRecord> | undefined> {
   const { manifestHasSink, stepSinkRecords } = await import('../sink/sink-config.js');
   return manifestHasSink(plan.loaded) ? stepSinkRecords(plan.loaded, run, env) : undefined;
+}
+
+/**
+ * A resume's sinks render as its run's did (plan.json), or the resume is refused before anything is
+ * sent: a prefix may read allow-listed environment variables, and one changed since the run started
+ * would put the rest of its objects under another prefix than the report, outputs.csv and the
+ * objects already uploaded say.
+ */
+async function assertSinksAsRecorded(
+  plan: Plan,
+  run: { id: string; startedAt: Date },
+  env: NodeJS.ProcessEnv,
+  recorded: ReadonlyMap<string, StepSinkRecord>,
+): Promise<void> {
+  if (recorded.size === 0) return;
+  for (const [step, now] of (await sinkRecords(plan, run, env)) ?? []) {
+    const was = recorded.get(step);
+    if (!was) continue;
+    const changed =
+      now.uri !== was.uri
+        ? ['URL', was.uri, now.uri]
+        : now.public_url !== was.public_url
+          ? ['public URL', was.public_url, now.public_url]
+          : undefined;
+    if (!changed) continue;
+    const [what, before, after] = changed;
+    throw new GenpipeError(
+      'invalid_input',
+      `The storage sink of step ${step} renders its ${what} as ${after ?? '(none)'} now, but as ${before ?? '(none)'} when run ${run.id} started: an environment variable it reads has changed. Set it as it was, then resume; nothing was sent.`,
+    );
+  }
 }
 
 /** The run's storage sinks, preflighted; undefined when the manifest has none (the SDK is not loaded). */

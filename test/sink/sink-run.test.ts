@@ -307,4 +307,38 @@ describe('a run with a storage sink', () => {
       }
     },
   );
+  it(
+    'a resume whose sink prefix would render differently (an allow-listed env variable changed) is refused before anything is sent; as it was, it resumes',
+    { timeout: 60_000 },
+    async () => {
+      const dir = tempDir();
+      const out = join(dir, 'runs');
+      const path = join(dir, 'team.yaml');
+      writeFileSync(
+        path,
+        `version: 1\nname: team\nenv: [TEAM]\ndefaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }\n  output:\n    sink: { url: "s3://media/team/{{ env.TEAM }}", endpoint: "${store.endpoint}", path_style: true }\nsteps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: 2 } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+      );
+      const before = process.env.TEAM;
+      try {
+        process.env.TEAM = 'alpha';
+        expect((await genpipe('run', path, '--out', out)).code).toBe(0);
+        const [runDir] = runDirsOf(out, 'team') as [string];
+        const sent = emu.requests.byId.size;
+        process.env.TEAM = 'bravo';
+        const refused = await genpipe('resume', runDir);
+        expect(refused.code).toBe(2);
+        expect(refused.output).toContain(
+          'The storage sink of step s renders its URL as s3://media/team/bravo now, but as s3://media/team/alpha when run',
+        );
+        expect(emu.requests.byId.size).toBe(sent);
+        expect((await objects('team/bravo')).size).toBe(0);
+        process.env.TEAM = 'alpha';
+        expect((await genpipe('resume', runDir)).code).toBe(0);
+        await expectStored(runDir, 'team/alpha', 2);
+      } finally {
+        if (before === undefined) delete process.env.TEAM;
+        else process.env.TEAM = before;
+      }
+    },
+  );
 });
