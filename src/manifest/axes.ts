@@ -79,15 +79,22 @@ const scalarLabel = (value: unknown): string => {
 };
 
 function listAxis(name: string, values: readonly unknown[]): ResolvedAxis {
-  return {
-    name,
-    length: values.length,
-    value: (i) => values[i],
-    label: (i) => {
-      const value = values[i];
-      return value !== null && typeof value === 'object' ? `#${i}` : scalarLabel(value);
-    },
+  const label = (i: number): string => {
+    const value = values[i];
+    return value !== null && typeof value === 'object' ? `#${i}` : scalarLabel(value);
   };
+  // A value twice (or two that read alike in an id, 7 and "7") would make two instances with one id:
+  // two requests paid for one instance the journal, outputs and report can tell apart.
+  const seen = new Map<string, number>();
+  for (let i = 0; i < values.length; i++) {
+    const first = seen.get(label(i));
+    if (first !== undefined)
+      throw new AxisError(
+        `the values of "${name}" repeat: items ${first + 1} and ${i + 1} both name the instance ${name}=${label(i)}; give each value once`,
+      );
+    seen.set(label(i), i);
+  }
+  return { name, length: values.length, value: (i) => values[i], label };
 }
 
 export async function resolveAxis(name: string, axis: Axis, context: AxisContext): Promise<ResolvedAxis> {

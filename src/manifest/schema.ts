@@ -7,6 +7,16 @@ import * as z from 'zod';
 import { VARIATION_INDEX_MAX } from '../api/wire.js';
 import { MODEL_NAMES } from '../models/registry.js';
 
+/** The environment variables genpipe and the AWS SDK read credentials from (api/credentials.ts, sinks). */
+export const CREDENTIAL_VARIABLES: ReadonlySet<string> = new Set([
+  'HF_KEY',
+  'HF_CREDENTIALS',
+  'HF_API_KEY',
+  'HF_API_SECRET',
+  'AWS_SECRET_ACCESS_KEY',
+  'AWS_SESSION_TOKEN',
+]);
+
 /** Built-in model names (one definition each in src/models/); a step may also name a raw endpoint path such as `/vendor/new-model`. */
 export { MODEL_NAMES, type ModelName } from '../models/registry.js';
 
@@ -224,10 +234,24 @@ export const Manifest = z.strictObject({
   defaults: Defaults.optional(),
   /** Values templates can read as `{{ vars.NAME }}`. */
   vars: z.record(z.string(), z.unknown()).optional(),
-  /** Environment variables templates may read as `{{ env.NAME }}`; any other is refused. */
-  env: z.array(z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'must be an environment variable name in upper case')).optional(),
-  /** US$ per instance, by model name or raw path; character-sheet is US$0.05 unless overridden. */
-  prices: z.record(z.string(), z.number().min(0)).optional(),
+  /**
+   * Environment variables templates may read as `{{ env.NAME }}`; any other is refused. Never one
+   * that holds credentials: a template's value is sent to the service, printed by `plan` and kept
+   * in plan.json, where no secret may go.
+   */
+  env: z
+    .array(
+      z
+        .string()
+        .regex(/^[A-Z_][A-Z0-9_]*$/, 'must be an environment variable name in upper case')
+        .refine((name) => !CREDENTIAL_VARIABLES.has(name), {
+          error: (issue) =>
+            `${String(issue.input)} holds credentials, which templates may not read: a template's value is sent, printed and recorded`,
+        }),
+    )
+    .optional(),
+  /** US$ per instance, by model name or raw path; character-sheet is US$0.05 unless overridden. At most US$10,000, so no sum overflows. */
+  prices: z.record(z.string(), z.number().min(0).max(10_000)).optional(),
   steps: z.record(identifier('a step id'), Step).refine((steps) => Object.keys(steps).length > 0, 'a manifest needs at least one step'),
   /** Where to post a summary when a run ends (at most 10 places). */
   notify: z.array(NotifyTarget).min(1).max(10).optional(),

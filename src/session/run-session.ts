@@ -351,7 +351,8 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
  */
 function lockStaleMs(o: SessionOptions): number {
   const fromEnv = Number((o.env ?? process.env).GENPIPE_LOCK_STALE_MS);
-  return Number.isFinite(fromEnv) && fromEnv >= 1_000 ? fromEnv : 60_000;
+  // At most a day: the lock's refresh timer runs at a fraction of it, and a timer of 2^31 ms or more fires at once.
+  return Number.isFinite(fromEnv) && fromEnv >= 1_000 ? Math.min(fromEnv, 86_400_000) : 60_000;
 }
 
 function lockOptions(o: SessionOptions): LockOptions {

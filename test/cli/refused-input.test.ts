@@ -36,6 +36,15 @@ describe('refused run and report input', () => {
     [['--progress-interval', '0'], /^genpipe: --progress-interval takes a whole number of at least 1, not "0"\.$/],
     [['--progress-interval', '1m'], /^genpipe: --progress-interval takes a whole number of at least 1, not "1m"\.$/],
     [['--listen', '127.0.0.1:8787'], /^genpipe: --webhook-url and --listen go together/],
+    // Read as plain decimals only: Number() alone took an empty value for 0 and 0x10 for 16.
+    [['--budget='], /^genpipe: --budget takes a number of at least 0, not ""\.$/],
+    [['--budget', '0x10'], /^genpipe: --budget takes a number of at least 0, not "0x10"\.$/],
+    [['--confirm-over=Infinity'], /^genpipe: --confirm-over takes a number of at least 0, not "Infinity"\.$/],
+    // Whole numbers stay exact (a --limit of 2^53 spent, then wrote a plan.json genpipe could not read back).
+    [['--limit', '9007199254740992'], /^genpipe: --limit takes a whole number of at most 9007199254740991, not "9007199254740992"\.$/],
+    [['--retry-budget', '1e21'], /^genpipe: --retry-budget takes a whole number of at most 9007199254740991, not "1e21"\.$/],
+    // A timer of 2^31 ms or more fires at once, every millisecond.
+    [['--progress-interval', '100000000'], /^genpipe: --progress-interval takes a whole number of at most 86400, not "100000000"\.$/],
   ];
   for (const [flags, message] of cases) {
     it(`genpipe run ${flags.join(' ')}: exit 2, one sentence, no run directory`, async () => {
@@ -86,6 +95,44 @@ describe('refused run and report input', () => {
     const text = io.stderr.join('\n');
     expect(text).toContain(`${path}:4:29: defaults.model_concurrency.dop: Too small: expected number to be >=1`);
     expect(text).toContain(`${path}:5:22: defaults.polling.min_ms: Too small: expected number to be >=10`);
+  });
+
+  it('a sweep value given twice (or two that read alike in an id, 7 and "7") is refused at its file:line:col: two instances with one id would be paid twice', async () => {
+    for (const [name, values] of [
+      ['twice', '[shoes, shoes]'],
+      ['alike', '[7, "7"]'],
+    ] as const) {
+      const path = join(dir, `${name}.yaml`);
+      writeFileSync(
+        path,
+        `version: 1\nname: ${name}\nprices: { marketing-image: 0.04 }\nsteps:\n  ads:\n    model: marketing-image\n    matrix: { p: ${values} }\n    input: { prompt: "{{ p }}", quality: low }\n`,
+      );
+      const io = capture();
+      const out = join(dir, `out-${name}`);
+      expect(await main(['run', path, '--out', out, '--yes'], io)).toBe(2);
+      expect(io.stderr).toHaveLength(1);
+      expect(io.stderr[0]).toBe(
+        `genpipe: ${path}:7:18: steps.ads.matrix.p: the values of "p" repeat: items 1 and 2 both name the instance p=${name === 'twice' ? 'shoes' : '7'}; give each value once`,
+      );
+      expect(existsSync(out)).toBe(false);
+    }
+  });
+
+  it('a manifest that lets templates read a credential variable (HF_KEY, AWS_SECRET_ACCESS_KEY), or prices an instance over US$10,000, is refused at its file:line:col', async () => {
+    const path = join(dir, 'secret.yaml');
+    writeFileSync(
+      path,
+      'version: 1\nname: secret\nenv: [CAMPAIGN, HF_KEY, AWS_SECRET_ACCESS_KEY]\nprices: { character-sheet: 1e308 }\nsteps:\n  a:\n    model: character-sheet\n    input: { tier: cats, brief: "{{ env.CAMPAIGN }}" }\n',
+    );
+    for (const command of ['validate', 'plan']) {
+      const io = capture();
+      expect(await main([command, path], io)).toBe(2);
+      const text = io.stderr.join('\n');
+      expect(text).toContain(`${path}:3:17: env[1]: HF_KEY holds credentials, which templates may not read`);
+      expect(text).toContain(`${path}:3:25: env[2]: AWS_SECRET_ACCESS_KEY holds credentials, which templates may not read`);
+      expect(text).toContain(`${path}:4:28: prices.character-sheet: Too big: expected number to be <=10000`);
+      expect(text).not.toContain('secret-value');
+    }
   });
 
   it('a budget with a step of unknown price is refused before anything is sent', async () => {

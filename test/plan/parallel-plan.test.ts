@@ -113,17 +113,19 @@ describe('a plan checked by two threads', () => {
   });
 
   it("checks the local image files the second thread's instances name", () => {
-    writeFileSync(
-      join(dir, 'face.png'),
-      Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0, 0, 0, 0]),
-    );
+    for (const name of ['face.png', 'face1.png', 'face2.png', 'face3.png'])
+      writeFileSync(
+        join(dir, name),
+        Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0, 0, 0, 0]),
+      );
+    // Each value once (a repeated value is refused: two instances with one id).
     const text = `version: 1
 name: faces
 steps:
   sheets:
     model: character-sheet
     matrix:
-      face: [face.png, face.png, face.png, missing.png]
+      face: [face1.png, face2.png, face3.png, missing.png]
     input: { image_url: "{{ face }}" }
 `;
     const path = manifest('faces', text);

@@ -212,6 +212,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
 }
 
 function progressIntervalMs(value: string | undefined): number | undefined {
-  const seconds = numberFlag(value, '--progress-interval', { integer: true, min: 1 });
+  // At most a day: a timer of 2^31 ms or more fires at once, every millisecond.
+  const seconds = numberFlag(value, '--progress-interval', { integer: true, min: 1, max: 86_400 });
   return seconds === undefined ? undefined : seconds * 1000;
 }
