@@ -90,8 +90,11 @@ export function credentialsFromEnv(env: NodeJS.ProcessEnv): Credentials | undefi
 export function credentialsFromFile(path: string): Credentials {
   let mode: number;
   try {
-    mode = statSync(path).mode;
+    const info = statSync(path);
+    if (!info.isFile()) throw new GenpipeError('credentials', `The credentials file ${path} is not a file (a directory or a device).`);
+    mode = info.mode;
   } catch (error) {
+    if (error instanceof GenpipeError) throw error;
     throw new GenpipeError(
       'credentials',
       `Cannot read the credentials file ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`,
@@ -104,7 +107,16 @@ export function credentialsFromFile(path: string): Credentials {
       `The credentials file ${path} is accessible by group or others (mode ${(mode & 0o777).toString(8)}); run chmod 600 ${path}.`,
     );
   }
-  const text = readFileSync(path, 'utf8');
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new GenpipeError(
+      'credentials',
+      `Cannot read the credentials file ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}.`,
+      { cause: error },
+    );
+  }
   const body = text
     .split(/\r?\n/)
     .filter((line) => line.trim() !== '' && !line.trim().startsWith('#'))

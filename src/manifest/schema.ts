@@ -251,7 +251,15 @@ export const Manifest = z.strictObject({
     )
     .optional(),
   /** US$ per instance, by model name or raw path; character-sheet is US$0.05 unless overridden. At most US$10,000, so no sum overflows. */
-  prices: z.record(z.string(), z.number().min(0).max(10_000)).optional(),
+  prices: z
+    .record(
+      // A misspelt model name would price nothing, silently (a run then says it spent US$0.00).
+      z.string().refine((key) => key.startsWith('/') || (MODEL_NAMES as readonly string[]).includes(key), {
+        error: (issue) => `${String(issue.input)} is not a model: prices are keyed by ${MODEL_NAMES.join(', ')} or a raw model path (/...)`,
+      }),
+      z.number().min(0).max(10_000),
+    )
+    .optional(),
   steps: z.record(identifier('a step id'), Step).refine((steps) => Object.keys(steps).length > 0, 'a manifest needs at least one step'),
   /** Where to post a summary when a run ends (at most 10 places). */
   notify: z.array(NotifyTarget).min(1).max(10).optional(),

@@ -22,6 +22,7 @@ import { planSources } from './plan-sources.js';
 import { confirmSpend } from './confirm-spend.js';
 import type { QueueExecutor, QueueExecutorOptions } from '../fleet/queue-executor.js';
 import type { RunSinks } from '../sink/run-sinks.js';
+import { adapterFor } from '../models/registry.js';
 import { checkRedis, DEFAULT_QUEUE, redisCommands, type RedisTarget } from '../fleet/redis.js';
 import type { FleetWorker } from '../fleet/worker.js';
 import { loadManifestFile } from '../manifest/load.js';
@@ -240,6 +241,15 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
         if (spend) await (o.confirmSpend ?? ((big) => confirmSpend(big, {})))(spend);
       },
     });
+    // A raw model path is planned (instances, ids, prices) but cannot be run yet: refused before the
+    // run directory and any spending, not after the steps before it were paid for.
+    const unrunnable = plan.steps.find((step) => adapterFor(step.model) === undefined);
+    if (unrunnable) {
+      throw new GenpipeError(
+        'invalid_input',
+        `Step ${unrunnable.id} uses the raw model path ${unrunnable.model}, which genpipe can plan but not run yet; nothing was sent.`,
+      );
+    }
     const hash = planHash(plan);
     let runDir: string;
     let runId: string;
@@ -247,6 +257,13 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
     /** Each step's sink as plan.json records it: the gallery links public outputs there. */
     let stepSinkRecords: ReadonlyMap<string, StepSinkRecord> | undefined;
     if (previous && resumeDir) {
+      // --allow-changed accepts a changed plan of the same pipeline, never another pipeline's.
+      if (previous.pipeline !== plan.name) {
+        throw new GenpipeError(
+          'invalid_input',
+          `${manifestPath} is the pipeline ${plan.name}, but run ${previous.runId} is of the pipeline ${previous.pipeline}; resume a run with its own manifest.`,
+        );
+      }
       if (previous.planHash !== hash && !o.allowChanged) {
         throw new GenpipeError(
           'invalid_input',

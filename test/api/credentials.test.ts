@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
@@ -195,5 +195,13 @@ describe('credentials file', () => {
 
   it('a missing file is a credentials error', () => {
     expect(thrown(() => credentialsFromFile(join(dir, 'absent'))).code).toBe('credentials');
+  });
+
+  it('a directory, or a file that cannot be read, is a credentials error in one sentence, not an internal one (exit 70)', () => {
+    const folder = join(dir, 'a-folder');
+    mkdirSync(folder, { mode: 0o700 });
+    const error = thrown(() => credentialsFromFile(folder));
+    expect(error.code).toBe('credentials');
+    expect(error.message).toBe(`The credentials file ${folder} is not a file (a directory or a device).`);
   });
 });

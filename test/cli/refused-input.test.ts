@@ -118,11 +118,11 @@ describe('refused run and report input', () => {
     }
   });
 
-  it('a manifest that lets templates read a credential variable (HF_KEY, AWS_SECRET_ACCESS_KEY), or prices an instance over US$10,000, is refused at its file:line:col', async () => {
+  it('a manifest that lets templates read a credential variable (HF_KEY, AWS_SECRET_ACCESS_KEY), prices an instance over US$10,000, or prices a model that does not exist, is refused at its file:line:col', async () => {
     const path = join(dir, 'secret.yaml');
     writeFileSync(
       path,
-      'version: 1\nname: secret\nenv: [CAMPAIGN, HF_KEY, AWS_SECRET_ACCESS_KEY]\nprices: { character-sheet: 1e308 }\nsteps:\n  a:\n    model: character-sheet\n    input: { tier: cats, brief: "{{ env.CAMPAIGN }}" }\n',
+      'version: 1\nname: secret\nenv: [CAMPAIGN, HF_KEY, AWS_SECRET_ACCESS_KEY]\nprices: { character-sheet: 1e308, marketing_image: 0.04 }\nsteps:\n  a:\n    model: character-sheet\n    input: { tier: cats, brief: "{{ env.CAMPAIGN }}" }\n',
     );
     for (const command of ['validate', 'plan']) {
       const io = capture();
@@ -131,8 +131,27 @@ describe('refused run and report input', () => {
       expect(text).toContain(`${path}:3:17: env[1]: HF_KEY holds credentials, which templates may not read`);
       expect(text).toContain(`${path}:3:25: env[2]: AWS_SECRET_ACCESS_KEY holds credentials, which templates may not read`);
       expect(text).toContain(`${path}:4:28: prices.character-sheet: Too big: expected number to be <=10000`);
+      // A misspelt model prices nothing: refused, with the names it may take.
+      expect(text).toContain(`${path}:4:35: prices.marketing_image: marketing_image is not a model: prices are keyed by character-sheet,`);
       expect(text).not.toContain('secret-value');
     }
+  });
+
+  it('a run with a raw model path step is refused before anything is sent, not after the steps before it were paid for', async () => {
+    const path = join(dir, 'raw.yaml');
+    writeFileSync(
+      path,
+      'version: 1\nname: raw\nsteps:\n  sheets:\n    model: character-sheet\n    matrix: { seed: [1, 2, 3] }\n    input: { tier: cats, seed: "{{ seed }}" }\n  upscale:\n    model: /vendor/new-upscaler\n    for_each: sheets\n    input: { image_url: "{{ upstream.outputs.images[0].url }}" }\n',
+    );
+    const validated = capture();
+    expect(await main(['validate', path], validated)).toBe(0);
+    const io = capture();
+    const out = join(dir, 'out-raw');
+    expect(await main(['run', path, '--out', out, '--yes'], io)).toBe(2);
+    expect(io.stderr).toEqual([
+      'genpipe: Step upscale uses the raw model path /vendor/new-upscaler, which genpipe can plan but not run yet; nothing was sent.',
+    ]);
+    expect(existsSync(out)).toBe(false);
   });
 
   it('a budget with a step of unknown price is refused before anything is sent', async () => {

@@ -2,7 +2,7 @@
  * Run policies against a real emulator: a per-model limit shared by steps, nsfw re-rolls with a new
  * variation (and so a new key), and a resume that refuses a changed plan unless told.
  */
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cleanTemps, emuRequests, findRunDir, journalOf, runCli, tempDir, withEmulator } from './runner-helpers.js';
@@ -95,6 +95,14 @@ steps:
       expect(emuRequests(emu)).toHaveLength(3);
       const allowed = await runCli(['resume', runDir, '--base-url', emu.url, '--allow-changed']);
       expect(allowed.code).toBe(0);
+      expect(emuRequests(emu)).toHaveLength(5);
+      // --allow-changed accepts a changed plan of the same pipeline, never another pipeline's manifest.
+      const other = join(dir, 'other.yaml');
+      writeFileSync(other, readFileSync(path, 'utf8').replace('name: grow', 'name: other'));
+      const foreign = await runCli(['run', other, '--resume', runDir, '--base-url', emu.url, '--allow-changed']);
+      expect(foreign.code).toBe(2);
+      expect(foreign.stderr).toContain(`is the pipeline other, but run`);
+      expect(foreign.stderr).toContain(`is of the pipeline grow; resume a run with its own manifest.`);
       expect(emuRequests(emu)).toHaveLength(5);
     });
   }, 60_000);
