@@ -68,6 +68,8 @@ export class InstanceDriver {
   readonly #outputs: OutputsCsv;
   readonly #random: () => number;
   readonly #polls: PollScheduler;
+  /** Sinks' stores that kept failing this run, with the first reason: not tried again until a resume. */
+  readonly #storesDown = new Map<object, string>();
   /** Where attempts are submitted and followed: here, or a fleet's queue. */
   readonly #executor: Executor;
   readonly #conversations = new Map<string, Promise<void>>();
@@ -953,10 +955,11 @@ export class InstanceDriver {
     const sink = this.#o.sinks?.forStep(step.id);
     const entry = this.#fx.state.instances.get(id);
     if (!sink || !entry) return;
-    // A store that failed for good once this run is not tried again by every later instance: their
-    // files wait on disk too, and generation goes on.
-    if (this.#fx.uploadProblem !== undefined) {
-      this.#fx.uploadPending(step, id, this.#fx.uploadProblem);
+    // A store that kept failing once this run is not tried again by every later instance: their
+    // files wait on disk too, and generation goes on. Only that store: another step's sink is tried.
+    const down = this.#storesDown.get(sink.store);
+    if (down !== undefined) {
+      this.#fx.uploadPending(step, id, down);
       return;
     }
     // A few retries per instance, each drawn from the run's budget: a store that is down fails fast.
@@ -971,7 +974,12 @@ export class InstanceDriver {
         (record) => this.#fx.log(record, true),
       ),
     );
-    if (result.failed) this.#fx.uploadPending(step, id, result.failed.message);
+    if (result.failed) {
+      this.#fx.uploadPending(step, id, result.failed.message);
+      // A store that kept failing is given up on for the run; a file it refused (one changed since
+      // its download, say) concerns that file alone.
+      if ((result.failed as { transient?: boolean }).transient !== false) this.#storesDown.set(sink.store, result.failed.message);
+    }
   }
 
   /** outputs.csv, with the rows of the instances that did not finish (they are still in the state). */

@@ -122,6 +122,8 @@ export interface StepOutputSink {
   ): Promise<{ uploaded: number; bytes: number; failed: Error | undefined }>;
   /** The public URL of an uploaded file (outputs.csv sink_url), when the sink has one. */
   url(runRelativePath: string): string | undefined;
+  /** The store it uploads to, shared by the steps with the same one: a store that keeps failing is given up on, not the others. */
+  readonly store: object;
 }
 
 /**

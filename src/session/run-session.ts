@@ -444,7 +444,7 @@ async function execute(x: Execution): Promise<RunResult> {
     // Storage sinks are checked before anything is spent (issue 29): a missing bucket or refused
     // credentials end the run here, exit 2, with nothing sent to the service. Without a sink in
     // the manifest, the AWS SDK is never loaded.
-    sinks = await openSinks(plan, { id: runId, startedAt: x.startedAt }, o.env ?? process.env);
+    sinks = await openSinks(plan, { id: runId, startedAt: x.startedAt }, o.env ?? process.env, x.signal);
     if (o.webhook) webhook = await WebhookReceiver.start(o.webhook);
     if (o.fleet) {
       const polling = plan.loaded.manifest.defaults?.polling;
@@ -637,12 +637,23 @@ async function assertSinksAsRecorded(
 }
 
 /** The run's storage sinks, preflighted; undefined when the manifest has none (the SDK is not loaded). */
-async function openSinks(plan: Plan, run: { id: string; startedAt: Date }, env: NodeJS.ProcessEnv): Promise<RunSinks | undefined> {
+async function openSinks(
+  plan: Plan,
+  run: { id: string; startedAt: Date },
+  env: NodeJS.ProcessEnv,
+  signal: AbortSignal,
+): Promise<RunSinks | undefined> {
   const { manifestHasSink } = await import('../sink/sink-config.js');
   if (!manifestHasSink(plan.loaded)) return undefined;
   const { RunSinks } = await import('../sink/run-sinks.js');
   const sinks = await RunSinks.open(plan.loaded, run, env);
-  const problem = await sinks?.preflight();
+  let problem: GenpipeError | undefined;
+  try {
+    problem = await sinks?.preflight(signal);
+  } catch (error) {
+    sinks?.close();
+    throw error;
+  }
   if (problem) {
     sinks?.close();
     throw new GenpipeError('invalid_input', `${problem.message.replace(/[.]$/, '')}; nothing was sent to the service.`);

@@ -142,9 +142,9 @@ export class RunSinks {
    * Checks every sink (one after another: a run has one or a few) before anything is spent; the
    * first problem, as the one sentence the run exits 2 with, or undefined when all may be written.
    */
-  async preflight(): Promise<GenpipeError | undefined> {
+  async preflight(signal?: AbortSignal): Promise<GenpipeError | undefined> {
     for (const store of this.#stores) {
-      const problem = await store.preflight();
+      const problem = await store.preflight(signal);
       if (problem) return problem;
     }
     return undefined;

@@ -150,16 +150,16 @@ export class S3Store {
    * to it: a HEAD of the bucket, then a small probe object put under the prefix and removed.
    * Undefined when all is well, else the one sentence the run exits 2 with.
    */
-  async preflight(): Promise<GenpipeError | undefined> {
+  async preflight(signal?: AbortSignal): Promise<GenpipeError | undefined> {
     const s3 = this.#s3;
+    const sendOptions = { requestTimeout: preflightTimeoutMs(), ...(signal ? { abortSignal: signal } : {}) };
     const problem = await this.#credentials();
     if (problem) return problem;
     const bucket = this.config.bucket;
     try {
-      await preflightAttempts(() =>
-        this.client.send(new s3.HeadBucketCommand({ Bucket: bucket }), { requestTimeout: preflightTimeoutMs() }),
-      );
+      await preflightAttempts(() => this.client.send(new s3.HeadBucketCommand({ Bucket: bucket }), sendOptions), signal);
     } catch (error) {
+      if (error instanceof GenpipeError && error.code === 'aborted') throw error;
       if (isNotFound(error)) return this.#missingBucket();
       // 403: these credentials may not read the bucket's listing; write-only keys are common, so the probe decides.
       if (!isCredentialProblem(error)) return this.#unreachable(error);
@@ -167,13 +167,16 @@ export class S3Store {
     const probe = `${this.config.prefix === '' ? '' : `${this.config.prefix}/`}.genpipe-probe-${randomUUID()}`;
     const empty = Buffer.alloc(0);
     try {
-      await preflightAttempts(() =>
-        this.client.send(
-          new s3.PutObjectCommand({ Bucket: bucket, Key: probe, Body: empty, ContentLength: 0, ChecksumSHA256: sha256Base64(empty) }),
-          { requestTimeout: preflightTimeoutMs() },
-        ),
+      await preflightAttempts(
+        () =>
+          this.client.send(
+            new s3.PutObjectCommand({ Bucket: bucket, Key: probe, Body: empty, ContentLength: 0, ChecksumSHA256: sha256Base64(empty) }),
+            sendOptions,
+          ),
+        signal,
       );
     } catch (error) {
+      if (error instanceof GenpipeError && error.code === 'aborted') throw error;
       if (isNotFound(error) || nameOf(error) === 'NoSuchBucket') return this.#missingBucket();
       if (isCredentialProblem(error)) {
         return new GenpipeError(
@@ -184,7 +187,7 @@ export class S3Store {
       return this.#unreachable(error);
     }
     try {
-      await this.client.send(new s3.DeleteObjectCommand({ Bucket: bucket, Key: probe }), { requestTimeout: preflightTimeoutMs() });
+      await this.client.send(new s3.DeleteObjectCommand({ Bucket: bucket, Key: probe }), sendOptions);
     } catch {
       // A key that may write but not delete leaves an empty probe object behind: harmless, and no
       // reason to stop a run that can upload.
@@ -371,13 +374,15 @@ async function chainRegion(s3: S3Module): Promise<string> {
 }
 
 /** A preflight request, tried again shortly on a transient failure (no budget: nothing is spent yet). */
-async function preflightAttempts<T>(send: () => Promise<T>): Promise<T> {
+async function preflightAttempts<T>(send: () => Promise<T>, signal?: AbortSignal): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await send();
     } catch (error) {
+      // Ctrl-C while a store is slow to answer: stopped now, not after every attempt.
+      if (signal?.aborted) throw new GenpipeError('aborted', 'Interrupted while checking the storage sink.', { cause: error });
       if (!isTransient(error) || attempt + 1 >= PREFLIGHT_ATTEMPTS) throw error;
-      await sleep(backoffDelay(attempt, UPLOAD_BACKOFF));
+      await sleep(backoffDelay(attempt, UPLOAD_BACKOFF), signal);
     }
   }
 }

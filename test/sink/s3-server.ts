@@ -34,10 +34,11 @@ export interface LoopbackS3 {
   stop(): Promise<void>;
 }
 
-export async function startLoopbackS3(options: { buckets: readonly string[] }): Promise<LoopbackS3> {
+/** `sameKeysAs`: a second store that takes the first's keys (the SDK reads one set from the environment). */
+export async function startLoopbackS3(options: { buckets: readonly string[]; sameKeysAs?: LoopbackS3 }): Promise<LoopbackS3> {
   const directory = mkdtempSync(join(tmpdir(), 'genpipe-s3-'));
-  const accessKeyId = 'GENPIPETESTKEY';
-  const secretAccessKey = `sink-secret-${randomBytes(12).toString('hex')}`;
+  const accessKeyId = options.sameKeysAs?.accessKeyId ?? 'GENPIPETESTKEY';
+  const secretAccessKey = options.sameKeysAs?.secretAccessKey ?? `sink-secret-${randomBytes(12).toString('hex')}`;
   const args = (port: number): string[] => [CHILD, String(port), directory, accessKeyId, secretAccessKey, ...options.buckets];
   const first = await launch(args(0));
   let child: ChildProcess = first.child;

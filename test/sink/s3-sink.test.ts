@@ -252,6 +252,20 @@ describe('a storage sink on a real S3-compatible store', () => {
       expect((error as Error).message).toBe(
         `The upload of x/sheets/silent.png to s3://${BUCKET}/x kept failing (TimeoutError); the file is kept and a resume uploads it.`,
       );
+
+      // Ctrl-C during the preflight ends it at once, not after the store's timeouts (20 s each here).
+      process.env.GENPIPE_SINK_IDLE_MS = '60000';
+      const patient = await openSinks(`{url: "s3://${BUCKET}/y", endpoint: "${endpoint}"}`);
+      const stop = new AbortController();
+      setTimeout(() => stop.abort(), 300);
+      const stoppedAt = Date.now();
+      const interrupted = await patient.preflight(stop.signal).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(Date.now() - stoppedAt).toBeLessThan(5_000);
+      expect(interrupted).toBeInstanceOf(GenpipeError);
+      expect((interrupted as GenpipeError).code).toBe('aborted');
     } finally {
       if (before === undefined) delete process.env.GENPIPE_SINK_IDLE_MS;
       else process.env.GENPIPE_SINK_IDLE_MS = before;

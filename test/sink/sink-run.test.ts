@@ -256,6 +256,51 @@ describe('a run with a storage sink', () => {
   );
 
   it(
+    "one store that keeps failing is given up on for the run, not another step's: that step's objects all land in its own store",
+    { timeout: 90_000 },
+    async () => {
+      const other = await startLoopbackS3({ buckets: ['media'], sameKeysAs: store });
+      try {
+        const dir = tempDir();
+        const out = join(dir, 'runs');
+        const path = join(dir, 'two.yaml');
+        // Step a's store dies after its first upload; step b (after a) has a healthy store of its own.
+        writeFileSync(
+          path,
+          `version: 1\nname: two\ndefaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: 4 } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n    output:\n      sink: { url: "s3://media/two-a", endpoint: "${other.endpoint}", path_style: true }\n  b:\n    needs: [a]\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: 3 } } }\n    input: { tier: insects, seed: "{{ seed }}" }\n    output:\n      sink: ${sinkOf('two-b')}\n`,
+        );
+        const running = genpipe('run', path, '--out', out, '--concurrency', '1');
+        const end = Date.now() + 30_000;
+        const uploaded = (): number => {
+          try {
+            return journalOf(findRunDir(out, 'two')).records.filter((r) => r.type === 'sink_uploaded').length;
+          } catch {
+            return 0;
+          }
+        };
+        // Bounded by the deadline.
+        while (uploaded() < 1 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+        await other.kill();
+        const run = await running;
+        expect(run.code, run.output).toBe(1);
+        const runDir = findRunDir(out, 'two');
+        // Every output of step b is in b's store, with the bytes on disk.
+        const stored = await objects('two-b');
+        expect(stored.size).toBe(3);
+        for (const file of filesOf(join(runDir, 'outputs', 'b')))
+          expect(sha(stored.get(`two-b/b/${file.slice(join(runDir, 'outputs', 'b').length + 1)}`) as Buffer)).toBe(sha(readFileSync(file)));
+        // Only step a's are pending, and no line blames step b's instances for step a's store.
+        const aUploaded = uploaded() - 3;
+        expect(aUploaded).toBeGreaterThanOrEqual(1);
+        expect(reportSink(runDir)).toMatchObject({ uploadedFiles: 3 + aUploaded, pendingFiles: 4 - aUploaded });
+        expect(run.output).not.toMatch(/^b\[seed=\d\]:.*upload/m);
+      } finally {
+        await other.stop();
+      }
+    },
+  );
+
+  it(
     '--reuse across runs with sinks: a second run reuses every instance, sends nothing to the service, and puts the files under its own prefix',
     { timeout: 60_000 },
     async () => {
