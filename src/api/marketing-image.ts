@@ -1,4 +1,5 @@
 /** §4.4: the marketing image model; §4.5: its preset catalog. */
+import { InvalidInputError } from './errors.js';
 import { baseUrl, withWebhook, type ApiContext, type CallContext } from './context.js';
 import { validateBody } from './validate.js';
 import { MarketingImageRequest, PresetPage, SubmitResponse, type Preset } from './wire.js';
@@ -12,6 +13,14 @@ export const MARKETING_PRESETS_PATH = '/marketing-studio/image/presets';
  */
 export function buildMarketingImageRequest(input: unknown): MarketingImageRequest {
   const body = validateBody(MarketingImageRequest, input, 'marketing-image request');
+  // Not shown in the spec; the emulator decides (emulator/marketing-image.ts) and the client agrees,
+  // so a request the service would refuse is never sent: a direct image is made from a prompt or
+  // from reference images.
+  if (body.enhance_prompt !== true && (body.image_urls?.length ?? 0) === 0 && (body.prompt ?? '').trim() === '') {
+    throw new InvalidInputError('marketing-image request', [
+      { path: 'prompt', message: 'a direct generation (no image_urls) needs a prompt' },
+    ]);
+  }
   // `??`, not a spread under the defaults: a member present but undefined must still get its default.
   return { ...body, resolution: body.resolution ?? '2k', quality: body.quality ?? 'high', enhance_prompt: body.enhance_prompt ?? false };
 }

@@ -38,7 +38,7 @@ describe('§4.4 marketing image body rules', () => {
   });
 
   it('resolution: 1k, 2k, 4k — accepted; 8k and 2K refused', () => {
-    for (const resolution of RESOLUTIONS) expect(buildMarketingImageRequest({ resolution }).resolution).toBe(resolution);
+    for (const resolution of RESOLUTIONS) expect(buildMarketingImageRequest({ prompt: 'x', resolution }).resolution).toBe(resolution);
     expect([...RESOLUTIONS]).toEqual(['1k', '2k', '4k']);
     refuses({ resolution: '8k' }, 'resolution');
     refuses({ resolution: '2K' }, 'resolution');
@@ -46,13 +46,14 @@ describe('§4.4 marketing image body rules', () => {
 
   it('aspect_ratio: auto, 1:1, 3:2, 2:3, 4:3, 3:4, 16:9, 9:16, 21:9 — accepted; 5:4 refused', () => {
     expect([...ASPECT_RATIOS]).toEqual(['auto', '1:1', '3:2', '2:3', '4:3', '3:4', '16:9', '9:16', '21:9']);
-    for (const aspect_ratio of ASPECT_RATIOS) expect(buildMarketingImageRequest({ aspect_ratio }).aspect_ratio).toBe(aspect_ratio);
+    for (const aspect_ratio of ASPECT_RATIOS)
+      expect(buildMarketingImageRequest({ prompt: 'x', aspect_ratio }).aspect_ratio).toBe(aspect_ratio);
     refuses({ aspect_ratio: '5:4' }, 'aspect_ratio');
   });
 
   it('quality: low, medium, high, xhigh, max — accepted; ultra refused', () => {
     expect([...QUALITIES]).toEqual(['low', 'medium', 'high', 'xhigh', 'max']);
-    for (const quality of QUALITIES) expect(buildMarketingImageRequest({ quality }).quality).toBe(quality);
+    for (const quality of QUALITIES) expect(buildMarketingImageRequest({ prompt: 'x', quality }).quality).toBe(quality);
     refuses({ quality: 'ultra' }, 'quality');
   });
 
@@ -67,8 +68,15 @@ describe('§4.4 marketing image body rules', () => {
     expect(buildMarketingImageRequest({ prompt: 'edit', image_urls: img(1) }).image_urls).toEqual(img(1));
   });
 
+  it('direct mode without image_urls needs a prompt (the emulator decides what the spec does not show, and the client agrees) — refused when empty or missing', () => {
+    refuses({}, 'prompt');
+    refuses({ prompt: '   ' }, 'prompt');
+    refuses({ enhance_prompt: false, image_urls: [] }, 'prompt');
+    expect(buildMarketingImageRequest({ image_urls: img(1) }).image_urls).toEqual(img(1));
+  });
+
   it('preset_id: a uuid — accepted; a name refused', () => {
-    expect(buildMarketingImageRequest({ preset_id: PRESET_ID }).preset_id).toBe(PRESET_ID);
+    expect(buildMarketingImageRequest({ prompt: 'x', preset_id: PRESET_ID }).preset_id).toBe(PRESET_ID);
     refuses({ preset_id: 'summer-sale' }, 'preset_id');
   });
 
