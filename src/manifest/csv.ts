@@ -102,7 +102,18 @@ export async function readCsv(
       async (records: AsyncIterable<{ record: Record<string, string>; info: { lines: number } }>) => {
         // info.lines is the line a record ends on; a record spanning lines starts earlier, which is
         // rare enough that the end line is an honest location.
-        for await (const { record, info } of records) rows.push({ line: info.lines, values: record });
+        for await (const { record, info } of records) {
+          // Bytes that are not UTF-8 are read as U+FFFD: refused where they are, never sent garbled.
+          const garbled = Object.entries(record).find(([, cell]) => cell.includes('\uFFFD'));
+          if (garbled) {
+            throw new CsvError(`row ${info.lines}, column "${garbled[0]}" holds bytes that are not UTF-8 text: save the file as UTF-8`, {
+              file: displayPath,
+              line: info.lines,
+              col: columns.indexOf(garbled[0]) + 1,
+            });
+          }
+          rows.push({ line: info.lines, values: record });
+        }
       },
     );
   } catch (error) {

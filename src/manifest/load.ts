@@ -3,7 +3,8 @@
  * express (references between steps, cycles, template paths, allow-listed environment variables).
  * Every problem is collected, not only the first, each at its `file:line:col`.
  */
-import { readFileSync, statSync } from 'node:fs';
+import { isUtf8 } from 'node:buffer';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { loadYaml, YamlSyntaxError, type SourceLocation, type YamlSource } from '../util/yaml-source.js';
 import { clip, formatPath } from '../util/zod-issues.js';
@@ -44,24 +45,64 @@ export function loadManifestFile(file: string): LoadedManifest {
   return loadManifestText(readManifestFile(file), file);
 }
 
-/** The manifest's text; a missing or unreadable file is a problem naming the file (never `ENOENT` at 1:1). */
+/**
+ * The manifest's text; a missing or unreadable file is a problem naming the file (never `ENOENT` at
+ * 1:1). Read at most MAX_MANIFEST_BYTES + 1 bytes, whatever the file says its size is: a device or
+ * a pipe (`/dev/zero`, `/dev/stdin`) says 0 and never ends. Bytes that are not UTF-8 are refused
+ * where they are, instead of being read as U+FFFD and sent, and paid for, garbled.
+ */
 function readManifestFile(file: string): string {
+  let bytes: Buffer;
   try {
     const size = statSync(file).size;
-    if (size > MAX_MANIFEST_BYTES) {
-      throw new ManifestError([
-        {
-          location: { file, line: 1, col: 1 },
-          path: '',
-          message: `the manifest is ${size} bytes, over the limit of ${MAX_MANIFEST_BYTES}`,
-          code: 'too_large',
-        },
-      ]);
-    }
-    return readFileSync(file, 'utf8');
+    if (size > MAX_MANIFEST_BYTES) throw tooLarge(file, size);
+    bytes = readAtMost(file, MAX_MANIFEST_BYTES + 1);
+    if (bytes.length > MAX_MANIFEST_BYTES) throw tooLarge(file);
   } catch (error) {
     if (error instanceof ManifestError) throw error;
     throw new ManifestError([unreadableFile(file, 'manifest', error)]);
+  }
+  const text = bytes.toString('utf8');
+  if (!isUtf8(bytes)) {
+    const at = text.indexOf('\uFFFD');
+    const before = text.slice(0, at).split('\n');
+    throw new ManifestError([
+      {
+        location: { file, line: before.length, col: (before.at(-1)?.length ?? 0) + 1 },
+        path: '',
+        message: 'these bytes are not UTF-8 text: save the manifest as UTF-8',
+        code: 'yaml',
+      },
+    ]);
+  }
+  return text;
+}
+
+function tooLarge(file: string, size?: number): ManifestError {
+  const message =
+    size === undefined
+      ? `the manifest is over the limit of ${MAX_MANIFEST_BYTES} bytes`
+      : `the manifest is ${size} bytes, over the limit of ${MAX_MANIFEST_BYTES}`;
+  return new ManifestError([{ location: { file, line: 1, col: 1 }, path: '', message, code: 'too_large' }]);
+}
+
+/** Up to `limit` bytes of `file`, read in turn however the file reports its size. */
+function readAtMost(file: string, limit: number): Buffer {
+  const fd = openSync(file, 'r');
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    // Bounded: each turn reads at least a byte, or ends, and the total stops at `limit`.
+    while (total < limit) {
+      const chunk = Buffer.allocUnsafe(Math.min(64 * 1024, limit - total));
+      const n = readSync(fd, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      chunks.push(chunk.subarray(0, n));
+      total += n;
+    }
+    return Buffer.concat(chunks, total);
+  } finally {
+    closeSync(fd);
   }
 }
 

@@ -154,6 +154,24 @@ describe('refused run and report input', () => {
     expect(existsSync(out)).toBe(false);
   });
 
+  it('a manifest whose bytes are not UTF-8 is refused where they are; one that never ends (/dev/zero) is refused at the size limit, not read until memory runs out', async () => {
+    const path = join(dir, 'latin1.yaml');
+    writeFileSync(
+      path,
+      Buffer.concat([
+        Buffer.from('version: 1\nname: latin\nsteps:\n  a:\n    model: marketing-image\n    input: { prompt: "Z'),
+        Buffer.from([0xfc]),
+        Buffer.from('rich" }\n'),
+      ]),
+    );
+    const io = capture();
+    expect(await main(['validate', path], io)).toBe(2);
+    expect(io.stderr).toEqual([`genpipe: ${path}:6:24: these bytes are not UTF-8 text: save the manifest as UTF-8`]);
+    const endless = capture();
+    expect(await main(['validate', '/dev/zero'], endless)).toBe(2);
+    expect(endless.stderr).toEqual([`genpipe: /dev/zero:1:1: the manifest is over the limit of ${1024 * 1024} bytes`]);
+  });
+
   it('a budget with a step of unknown price is refused before anything is sent', async () => {
     const path = join(dir, 'unpriced.yaml');
     writeFileSync(

@@ -92,3 +92,20 @@ describe('preset axes', () => {
     await expect(resolveAxis('preset', { presets: {} }, { dir })).rejects.toThrow(/preset catalog/);
   });
 });
+
+describe('CSV text encoding', () => {
+  it('refuses a cell whose bytes are not UTF-8 (a Latin-1 file) at its row and column, instead of sending U+FFFD', async () => {
+    const path = join(dir, 'latin1.csv');
+    writeFileSync(path, Buffer.concat([Buffer.from('sku,city\nA1,Paris\nA2,Z'), Buffer.from([0xfc]), Buffer.from('rich\n')]));
+    const error = await readCsv(path, 'latin1.csv').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(CsvError);
+    expect((error as CsvError).message).toBe('row 3, column "city" holds bytes that are not UTF-8 text: save the file as UTF-8');
+    expect((error as CsvError).location).toMatchObject({ file: 'latin1.csv', line: 3, col: 2 });
+    // The same text as UTF-8 is read as it is.
+    writeFileSync(path, 'sku,city\nA1,Paris\nA2,Zürich\n');
+    expect((await readCsv(path, 'latin1.csv')).rows[1]?.values.city).toBe('Zürich');
+  });
+});
