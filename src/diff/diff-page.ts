@@ -11,6 +11,9 @@ import { escapeHtml } from '../gallery/gallery-page.js';
 import { formatCount, formatUsd } from '../util/format-usd.js';
 import type { DiffData, DiffRow } from './diff-data.js';
 
+/** The page says it is genpipe's diff: `genpipe diff --out` overwrites only such a file. */
+export const DIFF_PAGE_GENERATOR = 'genpipe diff';
+
 const STYLE = `
 :root { color-scheme: light dark; --line: #8884; --muted: #888; --bad: #c62828; --changed: #f9a82533; }
 * { box-sizing: border-box; }
@@ -88,6 +91,7 @@ ${side(row.b, data.b.runDir, pageDir, row.statusDiffers)}
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="${DIFF_PAGE_GENERATOR}">
 <title>${escapeHtml(title)}: diff</title>
 <link rel="icon" href="data:,">
 <style>${STYLE}</style>

@@ -124,6 +124,27 @@ describe("genpipe diff reads each run's own inputs", () => {
     expect(html).not.toContain('data-instance="zeta[row=p100');
   });
 
+  it("--out replaces only a diff page genpipe wrote: a run's journal, any other file and a name that is not .html are refused, exit 2, untouched", async () => {
+    const journal = join(runB, 'journal.jsonl');
+    const before = readFileSync(journal);
+    const other = join(tempDir(), 'notes.html');
+    writeFileSync(other, '<p>my notes</p>');
+    for (const [target, message] of [
+      [journal, `--out ${journal} is not an .html file; the diff is a page.`],
+      [other, `--out ${other} exists and is not a diff page genpipe wrote: it is left as it is; choose another file.`],
+    ] as const) {
+      const refused = await cli(['diff', runA, runB, '--out', target]);
+      expect(refused.code).toBe(2);
+      expect(refused.err).toContain(message);
+    }
+    expect(readFileSync(journal)).toEqual(before);
+    expect(readFileSync(other, 'utf8')).toBe('<p>my notes</p>');
+    // A page genpipe wrote is written again.
+    const page = join(tempDir(), 'again.html');
+    expect((await cli(['diff', runA, runB, '--out', page])).code).toBe(0);
+    expect((await cli(['diff', runA, runB, '--out', page])).code).toBe(0);
+  });
+
   it('a CSV file edited after both runs changes nothing', async () => {
     writeCsv([['p1', 'Something else entirely']]);
     const result = await cli(['diff', runA, runB, '--out', join(tempDir(), 'diff.html')]);

@@ -1,7 +1,8 @@
-import { writeFile, rename } from 'node:fs/promises';
+import { open, rename, writeFile } from 'node:fs/promises';
+import { GenpipeError } from '../../api/errors.js';
 import { basename, join, resolve } from 'node:path';
 import { diffData, type DiffRun } from '../../diff/diff-data.js';
-import { diffHtml } from '../../diff/diff-page.js';
+import { DIFF_PAGE_GENERATOR, diffHtml } from '../../diff/diff-page.js';
 import { runInputs } from '../../diff/run-inputs.js';
 import { readPlanFile } from '../../run/run-dir.js';
 import { formatCount, formatUsd } from '../../util/format-usd.js';
@@ -35,6 +36,8 @@ ${CONNECTION_HELP}`,
     const dirB = resolve(positional(positionals, 1, 'two run directories', 'diff'));
     noExtraPositionals(positionals, 2, 'diff');
     const [planA, planB] = [await readPlanFile(dirA), await readPlanFile(dirB)];
+    const page = resolve(values.out ?? join(dirB, `diff-${basename(planA.runId)}.html`));
+    await assertMayWritePage(page);
     const embedded = values.emulator ? await startEmbeddedEmulator() : undefined;
     const sources = planSources(connectionFlags(values), io, embedded);
     try {
@@ -51,7 +54,6 @@ ${CONNECTION_HELP}`,
         inputs: await runInputs(dirB, planB, inputOptions(sources, io)),
       };
       const data = diffData(a, b);
-      const page = resolve(values.out ?? join(dirB, `diff-${basename(planA.runId)}.html`));
       const temp = `${page}.${process.pid}.tmp`;
       await writeFile(temp, redactEveryForm(diffHtml(data, page)));
       await rename(temp, page);
@@ -67,6 +69,36 @@ ${CONNECTION_HELP}`,
     }
   },
 };
+
+/**
+ * `--out` names an HTML page: a new file, or a diff page genpipe wrote before. Anything else there
+ * (a run's journal, any other file) is never replaced: refused, exit 2, before any work.
+ */
+async function assertMayWritePage(page: string): Promise<void> {
+  if (!/\.html?$/i.test(page)) throw new GenpipeError('invalid_input', `--out ${page} is not an .html file; the diff is a page.`);
+  let head: string;
+  try {
+    const handle = await open(page, 'r');
+    try {
+      const { bytesRead, buffer } = await handle.read(Buffer.alloc(1024), 0, 1024, 0);
+      head = buffer.subarray(0, bytesRead).toString('utf8');
+    } finally {
+      await handle.close();
+    }
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw new GenpipeError(
+      'invalid_input',
+      `--out ${page} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'unknown error'}), so it is not replaced.`,
+    );
+  }
+  if (!head.includes(`<meta name="generator" content="${DIFF_PAGE_GENERATOR}">`)) {
+    throw new GenpipeError(
+      'invalid_input',
+      `--out ${page} exists and is not a diff page genpipe wrote: it is left as it is; choose another file.`,
+    );
+  }
+}
 
 const inputOptions = (sources: PlanSources, io: CliIO) => ({
   catalog: sources.options.catalog,
