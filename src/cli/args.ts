@@ -35,7 +35,19 @@ export function parse<O extends Options>(argv: readonly string[], options: O, co
   try {
     return parseArgs({ args: [...argv], options, allowPositionals: true, strict: true });
   } catch (error) {
-    const message = (error as Error).message.replace(/\. To specify a positional argument.*$/s, '').replace(/\.$/, '');
+    const raw = (error as Error).message;
+    // `--budget -5`: node's three-line message, as the one sentence it means.
+    const ambiguous = /^Option '(--?[^']+)' argument is ambiguous/.exec(raw)?.[1];
+    if (ambiguous !== undefined) {
+      throw new GenpipeError(
+        'invalid_input',
+        `${ambiguous} was given a value that starts with a dash; write it as ${ambiguous}=VALUE (genpipe ${command} --help lists the options).`,
+      );
+    }
+    const message = raw
+      .replace(/\. To specify a positional argument.*$/s, '')
+      .replace(/\.?\n+/g, '; ')
+      .replace(/\.$/, '');
     const unknown =
       (error as NodeJS.ErrnoException).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'(--?[^'=]+)/.exec(message)?.[1] : undefined;
     const suggestion = unknown === undefined ? undefined : nearestFlag(unknown, options);

@@ -122,6 +122,7 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
         return Array.isArray(wanted) ? wanted.some((w) => String(w) === cell) : String(wanted) === cell;
       }),
     );
+    if (rows.length === 0) throw new AxisError(`the CSV file ${display} has no rows under its header`);
     if (kept.length === 0) throw new AxisError(`no row of ${display} matches the where filter`);
     for (const row of kept) csvOrigins.set(row.values, { file: display, line: row.line, columns });
     const label = axis.key === undefined ? (i: number) => String(kept[i]?.line ?? i) : keyLabels(kept, axis.key, columns, display);

@@ -36,6 +36,11 @@ describe('refused run and report input', () => {
     [['--progress-interval', '0'], /^genpipe: --progress-interval takes a whole number of at least 1, not "0"\.$/],
     [['--progress-interval', '1m'], /^genpipe: --progress-interval takes a whole number of at least 1, not "1m"\.$/],
     [['--listen', '127.0.0.1:8787'], /^genpipe: --webhook-url and --listen go together/],
+    // A value after a space that starts with a dash: one sentence, not node's three lines.
+    [
+      ['--budget', '-5'],
+      /^genpipe: --budget was given a value that starts with a dash; write it as --budget=VALUE \(genpipe run --help lists the options\)\.$/,
+    ],
     // Read as plain decimals only: Number() alone took an empty value for 0 and 0x10 for 16.
     [['--budget='], /^genpipe: --budget takes a number of at least 0, not ""\.$/],
     [['--budget', '0x10'], /^genpipe: --budget takes a number of at least 0, not "0x10"\.$/],

@@ -65,7 +65,14 @@ describe('CSV rows', () => {
     const two = await resolveAxis('row', { csv: path, where: { region: ['US', 'APAC'] } }, { dir });
     expect([0, 1].map((i) => (two.value(i) as { sku: string }).sku)).toEqual(['2', '4']);
     await expect(resolveAxis('row', { csv: path, where: { country: 'FR' } }, { dir })).rejects.toThrow(/no column "country"/);
-    await expect(resolveAxis('row', { csv: path, where: { region: 'MARS' } }, { dir })).rejects.toThrow(/no row/);
+    await expect(resolveAxis('row', { csv: path, where: { region: 'MARS' } }, { dir })).rejects.toThrow(
+      /no row of .*where\.csv matches the where filter/,
+    );
+    // A file with only its header has no rows at all: said so, not blamed on a filter it does not have.
+    const empty = file('header-only.csv', 'region,sku\n');
+    await expect(resolveAxis('row', { csv: empty }, { dir })).rejects.toThrow(
+      /^the CSV file .*header-only\.csv has no rows under its header$/,
+    );
   });
 
   it('resolves CSV paths against the manifest folder', async () => {
