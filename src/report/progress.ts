@@ -138,6 +138,10 @@ class Tally {
         this.step(event.step).done++;
         return;
       case 'instance_failed':
+        // A completed instance whose files wait for a sink upload, or a download, is counted done
+        // already (instance_finished): it is said, not counted a second time as failed.
+        if (event.completed !== true) this.step(event.step).failed++;
+        break;
       case 'instance_unknown':
         this.step(event.step).failed++;
         return;

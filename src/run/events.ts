@@ -29,7 +29,8 @@ export type RunEvent =
       actualCostUsd?: number | undefined;
       error?: string | undefined;
     }
-  | { type: 'instance_failed'; step: string; instance: string; code: string; message: string }
+  /** `completed`: the instance's generation completed (counted by instance_finished); its files are what failed (a download, a sink upload). */
+  | { type: 'instance_failed'; step: string; instance: string; code: string; message: string; completed?: true }
   | { type: 'instance_unknown'; step: string; instance: string; message: string }
   | { type: 'instance_skipped'; step: string; instance: string; reason: string }
   /** An nsfw attempt (refunded) goes on with a new seed; the instance is not finished. */

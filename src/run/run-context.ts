@@ -257,7 +257,7 @@ export class RunContext implements RunEffects {
   filesMissing(step: StepPlan, id: string, code: string, message: string, permanent: boolean): void {
     this.missingFiles++;
     this.missingReason ??= message;
-    this.emit({ type: 'instance_failed', step: step.id, instance: id, code, message });
+    this.emit({ type: 'instance_failed', step: step.id, instance: id, code, message, completed: true });
     if (!permanent) return;
     void this.log({ type: 'failed', instance: id, code, message }).catch(() => {});
     this.noteFailure(step, id);
@@ -272,6 +272,7 @@ export class RunContext implements RunEffects {
       instance: id,
       code: 'upload_pending',
       message: `${message} (the files stay on disk; \`genpipe resume\` uploads them)`,
+      completed: true,
     });
   }
 

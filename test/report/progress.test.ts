@@ -48,6 +48,37 @@ describe('progress outside a TTY', () => {
     expect(progress.line()).toBe('progress: 244/300 done (3 failed), 2 in flight, spent US$12.30, ETA 9m20s');
   });
 
+  it('a completed instance whose files failed (a sink upload pending, a download) is said, and counted done once, never also failed', () => {
+    const s = sink();
+    const progress = new LineProgress(s.output, { quiet: false, intervalMs: 60_000, now: () => 0 });
+    progress.listener({ type: 'run_started', runId: 'r', runDir: 'd', pipeline: 'p', instances: 3, resumed: false });
+    for (const n of [1, 2, 3]) {
+      progress.listener({ type: 'instance_submitted', step: 'a', instance: `a[s=${n}]`, model: 'character-sheet', estimatedUsd: 0.05 });
+      progress.listener({ type: 'instance_finished', step: 'a', instance: `a[s=${n}]`, status: 'completed', estimatedUsd: 0.05 });
+    }
+    progress.listener({
+      type: 'instance_failed',
+      step: 'a',
+      instance: 'a[s=1]',
+      code: 'upload_pending',
+      message: 'the store is down',
+      completed: true,
+    });
+    progress.listener({
+      type: 'instance_failed',
+      step: 'a',
+      instance: 'a[s=2]',
+      code: 'network',
+      message: 'the download failed',
+      completed: true,
+    });
+    expect(progress.line()).toMatch(/^progress: 3\/3 done \(0 failed\), 0 in flight/);
+    expect(s.err.slice(-2)).toEqual(['a[s=1]: the store is down', 'a[s=2]: the download failed']);
+    // An instance that failed without completing is counted failed.
+    progress.listener({ type: 'instance_failed', step: 'a', instance: 'a[s=4]', code: 'invalid_input', message: 'refused' });
+    expect(progress.line()).toMatch(/^progress: 4\/3 done \(1 failed\)/);
+  });
+
   it('prints what a resume changed of the options the run recorded', () => {
     const s = sink();
     const progress = new LineProgress(s.output, { quiet: true });
