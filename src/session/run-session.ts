@@ -656,7 +656,11 @@ async function openSinks(
   }
   if (problem) {
     sinks?.close();
-    throw new GenpipeError('invalid_input', `${problem.message.replace(/[.]$/, '')}; nothing was sent to the service.`);
+    // Said once: a message that already says nothing was sent keeps its own words.
+    const message = /nothing was sent/.test(problem.message)
+      ? problem.message
+      : `${problem.message.replace(/[.]$/, '')}; nothing was sent to the service.`;
+    throw new GenpipeError('invalid_input', message);
   }
   return sinks;
 }

@@ -5,7 +5,7 @@
 // (exit 1, files on disk), and a resume uploads them without a single request to the service; no
 // file genpipe writes holds the store's secret.
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { killAll, startWorkerProcess, type WorkerProcess } from '../fleet/fleet-helpers.js';
 import { startTestRedis } from '../fleet/redis-server.js';
 import { join } from 'node:path';
@@ -384,6 +384,35 @@ describe('a run with a storage sink', () => {
         if (before === undefined) delete process.env.TEAM;
         else process.env.TEAM = before;
       }
+    },
+  );
+  it(
+    'a run whose sink cannot be reached stops before anything is sent, exit 2, saying so once, and leaves no run directory',
+    { timeout: 30_000 },
+    async () => {
+      const { createServer } = await import('node:net');
+      const closed = await new Promise<number>((resolve) => {
+        const probe = createServer().listen(0, '127.0.0.1', () => {
+          const { port } = probe.address() as { port: number };
+          probe.close(() => resolve(port));
+        });
+      });
+      const dir = tempDir();
+      const out = join(dir, 'runs');
+      const sent = emu.requests.byId.size;
+      const run = await genpipe(
+        'run',
+        sheets(dir, 'unreached', 2, `{ url: "s3://media/x", endpoint: "http://127.0.0.1:${closed}" }`),
+        '--out',
+        out,
+      );
+      expect(run.code).toBe(2);
+      expect(run.output).toContain(
+        `could not be checked at http://127.0.0.1:${closed} (ECONNREFUSED); nothing was sent to the generation service.`,
+      );
+      expect(run.output.match(/nothing was sent/g)).toHaveLength(1);
+      expect(emu.requests.byId.size).toBe(sent);
+      expect(existsSync(join(out, 'unreached')) ? readdirSync(join(out, 'unreached')).filter((n) => !n.startsWith('.')) : []).toEqual([]);
     },
   );
 });
