@@ -164,7 +164,14 @@ describe('empty CSV cells (issue 28)', () => {
 
   it('allow_empty: [headline] accepts the empty cell on purpose', async () => {
     write('allowed.csv', 'sku,headline\nA1,Hello\nA2,\n');
-    const p = await plan(manifest('allowed', '{ csv: allowed.csv, allow_empty: [headline] }', '      prompt: "{{ row.headline }}"\n'));
+    // With a reference image: a direct generation without one needs a prompt (the model's own rule).
+    const p = await plan(
+      manifest(
+        'allowed',
+        '{ csv: allowed.csv, allow_empty: [headline] }',
+        '      prompt: "{{ row.headline }}"\n      image_urls: ["https://cdn.example.com/ref.png"]\n',
+      ),
+    );
     expect([...p.instances('ads')].map((i) => (i.body as { prompt: string }).prompt)).toEqual(['Hello', '']);
   });
 
