@@ -158,14 +158,7 @@ export class QueueExecutor implements Executor {
       throw unreclaimable(attempt, 'the job is gone from Redis');
     }
     waiter.enqueued = true;
-    const first = await unlessAborted(
-      Promise.race([
-        waiter.submitted.promise.then((submission) => ({ submission })),
-        waiter.finished.promise.then((result) => ({ result })),
-        waiter.lost.promise.then(() => ({ lost: true as const })),
-      ]),
-      ctx.signal,
-    ).catch((error: unknown) => this.#withdrawn(jobId, error));
+    const first = await this.#first(jobId, waiter, ctx.signal);
     if ('submission' in first) return first.submission;
     if ('lost' in first) {
       this.#waiters.delete(jobId);
@@ -239,14 +232,7 @@ export class QueueExecutor implements Executor {
       });
       waiter.enqueued = true;
       if (known) await redisCommands(this.#o.redis, () => this.#look(jobId, waiter));
-      const first = await unlessAborted(
-        Promise.race([
-          waiter.submitted.promise.then((submission) => ({ submission })),
-          waiter.finished.promise.then((result) => ({ result })),
-          waiter.lost.promise.then(() => ({ lost: true as const })),
-        ]),
-        ctx.signal,
-      ).catch((error: unknown) => this.#withdrawn(jobId, error));
+      const first = await this.#first(jobId, waiter, ctx.signal);
       if ('submission' in first) return first.submission;
       if ('lost' in first) {
         this.#waiters.delete(jobId);
@@ -311,6 +297,25 @@ export class QueueExecutor implements Executor {
       throw new GenpipeError(result.code, result.message);
     }
     throw new GenpipeError('internal', `A fleet worker answered a followed submission with ${result.kind}.`);
+  }
+
+  /**
+   * What is heard of a job first: its submission, its result, or that Redis lost it. A stop
+   * (`signal`) meanwhile withdraws it when no worker began to send it (#withdrawn).
+   */
+  #first(
+    jobId: string,
+    waiter: Waiter,
+    signal: AbortSignal,
+  ): Promise<{ submission: Submission } | { result: InstanceJobResult } | { lost: true }> {
+    return unlessAborted(
+      Promise.race([
+        waiter.submitted.promise.then((submission) => ({ submission })),
+        waiter.finished.promise.then((result) => ({ result })),
+        waiter.lost.promise.then(() => ({ lost: true as const })),
+      ]),
+      signal,
+    ).catch((error: unknown) => this.#withdrawn(jobId, error));
   }
 
   /**

@@ -89,6 +89,22 @@ function filesOf(dir: string): string[] {
 
 const sha = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
 
+/** The `sink_uploaded` records of the one run of `pipeline` under `out` so far (0 before its journal exists). */
+function uploadsOf(out: string, pipeline: string): number {
+  try {
+    return journalOf(findRunDir(out, pipeline)).records.filter((r) => r.type === 'sink_uploaded').length;
+  } catch {
+    return 0;
+  }
+}
+
+/** Waits (30 s at most) until that run has journaled `count` uploads. */
+async function untilUploaded(out: string, pipeline: string, count: number): Promise<void> {
+  const end = Date.now() + 30_000;
+  // Bounded by the deadline.
+  while (uploadsOf(out, pipeline) < count && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+}
+
 /** Every run directory of `pipeline` under `out`, oldest first (run ids sort by start time). */
 const runDirsOf = (out: string, pipeline: string): string[] =>
   readdirSync(join(out, pipeline))
@@ -211,16 +227,7 @@ describe('a run with a storage sink', () => {
       const out = join(dir, 'runs');
       const path = sheets(dir, 'killed', 10, sinkOf('killed'));
       const running = genpipe('run', path, '--out', out, '--concurrency', '1');
-      const end = Date.now() + 30_000;
-      const uploaded = (): number => {
-        try {
-          return journalOf(findRunDir(out, 'killed')).records.filter((r) => r.type === 'sink_uploaded').length;
-        } catch {
-          return 0;
-        }
-      };
-      // Bounded by the deadline.
-      while (uploaded() < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      await untilUploaded(out, 'killed', 2);
       await store.kill();
       const run = await running;
       expect(run.code, run.output).toBe(1);
@@ -270,16 +277,8 @@ describe('a run with a storage sink', () => {
           `version: 1\nname: two\ndefaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: 4 } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n    output:\n      sink: { url: "s3://media/two-a", endpoint: "${other.endpoint}", path_style: true }\n  b:\n    needs: [a]\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: 3 } } }\n    input: { tier: insects, seed: "{{ seed }}" }\n    output:\n      sink: ${sinkOf('two-b')}\n`,
         );
         const running = genpipe('run', path, '--out', out, '--concurrency', '1');
-        const end = Date.now() + 30_000;
-        const uploaded = (): number => {
-          try {
-            return journalOf(findRunDir(out, 'two')).records.filter((r) => r.type === 'sink_uploaded').length;
-          } catch {
-            return 0;
-          }
-        };
-        // Bounded by the deadline.
-        while (uploaded() < 1 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+        await untilUploaded(out, 'two', 1);
+        const uploaded = (): number => uploadsOf(out, 'two');
         await other.kill();
         const run = await running;
         expect(run.code, run.output).toBe(1);
