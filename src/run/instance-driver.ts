@@ -978,7 +978,7 @@ export class InstanceDriver {
       this.#fx.uploadPending(step, id, result.failed.message);
       // A store that kept failing is given up on for the run; a file it refused (one changed since
       // its download, say) concerns that file alone.
-      if ((result.failed as { transient?: boolean }).transient !== false) this.#storesDown.set(sink.store, result.failed.message);
+      if (result.failed.transient !== false) this.#storesDown.set(sink.store, result.failed.message);
     }
   }
 

@@ -111,7 +111,8 @@ export interface StepOutputSink {
   /**
    * Uploads the instance's downloaded files not yet in the sink with these bytes, journaling a
    * `sink_uploaded` record for each; `failed`: the first that could not be uploaded (it stays
-   * pending on disk). Throws on an abort.
+   * pending on disk; `transient` false when the store refused that file alone, one changed since
+   * its download, rather than failing itself). Throws on an abort.
    */
   uploadPending(
     runDir: string,
@@ -119,7 +120,7 @@ export interface StepOutputSink {
     entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>,
     options: { consumeRetry(): boolean; creditRetry?(): void; signal?: AbortSignal | undefined; checkExisting?: boolean | undefined },
     journal: (record: JournalRecordOf<'sink_uploaded'>) => Promise<void>,
-  ): Promise<{ uploaded: number; bytes: number; failed: Error | undefined }>;
+  ): Promise<{ uploaded: number; bytes: number; failed: (Error & { transient?: boolean }) | undefined }>;
   /** The public URL of an uploaded file (outputs.csv sink_url), when the sink has one. */
   url(runRelativePath: string): string | undefined;
   /** The store it uploads to, shared by the steps with the same one: a store that keeps failing is given up on, not the others. */
