@@ -555,6 +555,11 @@ export async function preparePlan(
         (step.include || step.exclude) && product <= (options.maxInstances ?? DEFAULT_MAX_INSTANCES)
           ? countOf(expandMatrix(matrix))
           : product;
+      // An exclude list that removes every combination is a mistake, refused as a where filter that
+      // keeps no CSV row is: a nightly run would otherwise report success having made nothing.
+      if (combos === 0 && product > 0 && step.exclude !== undefined && step.exclude.length > 0) {
+        report(['steps', id, 'exclude'], `exclude removes every combination of the sweep: step ${id} would make no instance`);
+      }
     } catch (error) {
       if (!(error instanceof MatrixError)) throw error;
       report(['steps', id, ...error.at], error.message);

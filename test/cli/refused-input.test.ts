@@ -1,7 +1,7 @@
 // Every flag and manifest field added for runs and reports, refused: exit 2, one sentence (located
 // for manifests), and nothing sent or created. The service address points at a closed port, so any
 // request would surface as exit 5 instead.
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -175,6 +175,24 @@ describe('refused run and report input', () => {
     const endless = capture();
     expect(await main(['validate', '/dev/zero'], endless)).toBe(2);
     expect(endless.stderr).toEqual([`genpipe: /dev/zero:1:1: the manifest is over the limit of ${1024 * 1024} bytes`]);
+  });
+
+  it('an exclude list that removes every combination is refused at its file:line:col, as a where filter that keeps no row is: a run would report success having made nothing', async () => {
+    const path = join(dir, 'zero.yaml');
+    writeFileSync(
+      path,
+      'version: 1\nname: zero\nsteps:\n  a:\n    model: character-sheet\n    matrix: { tier: [cats, dogs] }\n    exclude: [{ tier: cats }, { tier: dogs }]\n    input: { tier: "{{ tier }}" }\n',
+    );
+    const io = capture();
+    const out = join(dir, 'out-zero');
+    expect(await main(['run', path, '--out', out, '--yes'], io)).toBe(2);
+    expect(io.stderr).toEqual([
+      `genpipe: ${path}:7:14: steps.a.exclude: exclude removes every combination of the sweep: step a would make no instance`,
+    ]);
+    expect(existsSync(out)).toBe(false);
+    // Excluding some of them is fine.
+    writeFileSync(path, readFileSync(path, 'utf8').replace(', { tier: dogs }', ''));
+    expect(await main(['validate', path], capture())).toBe(0);
   });
 
   it('a budget with a step of unknown price is refused before anything is sent', async () => {
