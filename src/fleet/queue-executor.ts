@@ -167,13 +167,7 @@ export class QueueExecutor implements Executor {
     const result = first.result;
     if (result.kind === 'final' || result.kind === 'track_error') return result.submission;
     await this.#forget(jobId);
-    if (result.kind === 'submit_error') {
-      throw new GenpipeError(result.code, result.message, {
-        neverSent: result.neverSent,
-        status: result.status,
-        retryAfterMs: result.retryAfterMs,
-      });
-    }
+    if (result.kind === 'submit_error') throw refusalOf(result);
     throw unreclaimable(attempt, result.kind === 'unknown' ? result.message : 'another coordinator withdrew the job');
   }
 
@@ -263,11 +257,7 @@ export class QueueExecutor implements Executor {
           cause: new Error(result.message),
         });
       }
-      throw new GenpipeError(result.code, result.message, {
-        neverSent: result.neverSent,
-        status: result.status,
-        retryAfterMs: result.retryAfterMs,
-      });
+      throw refusalOf(result);
     }
   }
 
@@ -421,6 +411,15 @@ export class QueueExecutor implements Executor {
     this.#waiters.delete(jobId);
     await this.#queue.remove(jobId).catch(() => 0);
   }
+}
+
+/** A worker's refused submit, as the error the run's driver handles as it would its own. */
+function refusalOf(result: Extract<InstanceJobResult, { kind: 'submit_error' }>): GenpipeError {
+  return new GenpipeError(result.code, result.message, {
+    neverSent: result.neverSent,
+    status: result.status,
+    retryAfterMs: result.retryAfterMs,
+  });
 }
 
 function workerFailure(waiter: Waiter, reason: string): InstanceJobResult {
