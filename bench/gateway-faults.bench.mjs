@@ -17,7 +17,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
 import { startEmulator, profileFromSpec } from '../dist/emulator/index.js';
-import { parseJournal } from '../dist/run/journal.js';
+import { parseJournal } from '../dist/run/journal/journal.js';
 import { HF_KEY, runGenpipe, scratchDir, writeResults } from './lib/harness.mjs';
 
 const require = createRequire(import.meta.url);

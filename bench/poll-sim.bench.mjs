@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // A simulation of the polling benchmark's workload (polling.bench.mjs: 300 sheets of 1.7-4.4 s at
-// concurrency 20) against genpipe's own poll scheduler (dist/run/poll-schedule.js), in simulated
+// concurrency 20) against genpipe's own poll scheduler (dist/run/polling/poll-schedule.js), in simulated
 // time: no server, no clock, seeded, so a change to the scheduler can be compared over many runs in
 // seconds where the live benchmark takes minutes a run. Each request is submitted when a slot frees
 // (3 ms a request), polled when its timer says, and seen done by the first poll at or after its end.
@@ -12,8 +12,8 @@
 // leaves out the event loop, the journal and the emulator, which the live one measures.
 import { writeResults } from './lib/harness.mjs';
 
-const { PollScheduler } = await import('../dist/run/poll-schedule.js');
-const { seenDuration } = await import('../dist/run/poll-prior.js');
+const { PollScheduler } = await import('../dist/run/polling/poll-schedule.js');
+const { seenDuration } = await import('../dist/run/polling/poll-prior.js');
 
 const RUNS = Number(process.env.SIM_RUNS ?? 40);
 const [LO, HI] = [1_700, 4_400];

@@ -35,7 +35,7 @@ console.log(`ideal client (told when each job ends): ${(idealClient.makespanMs /
 // Evenly spaced polls knowing the duration range in advance, within the target's request budget:
 // 0.8x the official client's requests, less a submit and a download per sheet, left for status
 // polls. A model of a floor, not the floor: polls planned for the distribution (sparse first,
-// denser later, as genpipe plans them) do better on the same budget (src/run/poll-schedule.ts).
+// denser later, as genpipe plans them) do better on the same budget (src/run/polling/poll-schedule.ts).
 const pollBudget = Math.floor(0.8 * official.requests) - 2 * instances;
 const floor = pollingFloor(polling.durationsMs, concurrency, pollBudget, [1_700, 4_400]);
 const planned = await plannedFloor(polling.durationsMs, concurrency, pollBudget, [1_700, 4_400]);

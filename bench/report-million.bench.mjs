@@ -11,7 +11,7 @@ import { createWriteStream, mkdirSync, rmSync, statSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { spawn, spawnSync } from 'node:child_process';
-import { encodeJournalRecord } from '../dist/run/journal.js';
+import { encodeJournalRecord } from '../dist/run/journal/journal.js';
 import { here, measuredIn, median, runGenpipe, scratchDir, writeResults } from './lib/harness.mjs';
 
 /** The bare reader of a journal, timed from spawn to exit: wall ms and peak RSS. */

@@ -253,14 +253,14 @@ export const sideResult = (side, idealClient) => ({
 });
 
 /**
- * The same floor for polls planned as genpipe plans them (src/run/poll-schedule.ts, planPolls) for
+ * The same floor for polls planned as genpipe plans them (src/run/polling/poll-schedule.ts, planPolls) for
  * the duration range known in advance (uniform over it), within `pollBudget` polls in all, without
  * jitter: each job follows the plan's sparser or denser schedule in the plan's proportions (by a
  * low-discrepancy sequence, so the run spends what the plan expects). Returns the makespan over the
  * ideal, and the polls per job.
  */
 export async function plannedFloor(durationsMs, concurrency, pollBudget, [minMs, maxMs]) {
-  const { documentedDistribution, planPolls, resolvePollSchedule } = await import('../../dist/run/poll-schedule.js');
+  const { documentedDistribution, planPolls, resolvePollSchedule } = await import('../../dist/run/polling/poll-schedule.js');
   const sum = durationsMs.reduce((a, b) => a + b, 0);
   const idealMs = Math.max(sum / concurrency, Math.max(...durationsMs));
   const options = resolvePollSchedule({ jitter: 0 });

@@ -5,8 +5,8 @@
  */
 import { cellsOfState } from '../gallery/write-gallery.js';
 import type { Cell } from '../gallery/gallery-data.js';
-import type { PlanFile } from '../run/run-dir.js';
-import type { RunState } from '../run/run-state.js';
+import type { PlanFile } from '../run/files/run-dir.js';
+import type { RunState } from '../run/journal/run-state.js';
 import { formatCount } from '../util/format-usd.js';
 import { naturalCompare } from '../util/natural-compare.js';
 import { inputChanges, type InputChange, type RunInputs } from './run-inputs.js';

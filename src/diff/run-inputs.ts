@@ -2,7 +2,7 @@
  * The inputs a run's instances were given, for `genpipe diff`: its manifest as the run read it
  * (the copy in its directory, or, for runs made before genpipe kept one, the file plan.json names,
  * as it is now) planned again with the run's own id and start time, and with the CSV rows and
- * presets the run read (inputs.json, run/run-inputs.ts), never today's files. Nothing is sent,
+ * presets the run read (inputs.json, run/files/run-inputs.ts), never today's files. Nothing is sent,
  * except a catalog read for a manifest with selections (or preset axes of a run made before
  * genpipe kept its presets).
  */
@@ -11,9 +11,9 @@ import { join } from 'node:path';
 import { parseDocument } from 'yaml';
 import { loadManifestText } from '../manifest/load.js';
 import { buildPlan, type PlanOptions } from '../plan/plan.js';
-import { MANIFEST_COPY, type PlanFile } from '../run/run-dir.js';
+import { MANIFEST_COPY, type PlanFile } from '../run/files/run-dir.js';
 import { formatCount } from '../util/format-usd.js';
-import { readRunInputs, readsCsvOrPresets, type RecordedAxes } from '../run/run-inputs.js';
+import { readRunInputs, readsCsvOrPresets, type RecordedAxes } from '../run/files/run-inputs.js';
 
 /** Larger runs are compared without their inputs (planning them again would take long). */
 export const MAX_REPLANNED_INSTANCES = 200_000;

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { ErrorCode } from '../api/errors.js';
 import type { Submission } from '../models/adapter.js';
-import type { FinalTrack } from '../run/follow.js';
+import type { FinalTrack } from '../run/polling/follow.js';
 
 export const INSTANCE_JOB = 'instance';
 

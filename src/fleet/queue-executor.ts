@@ -1,5 +1,5 @@
 /**
- * The fleet's executor (run/executor.ts): the coordinator's instance driver keeps an instance's
+ * The fleet's executor (run/attempt/executor.ts): the coordinator's instance driver keeps an instance's
  * whole life (journal, budget, re-rolls, downloads), and an attempt's submit and follow go through
  * the queue:
  *
@@ -7,7 +7,7 @@
  *            for a worker's submission (job progress) or its result
  *   follow → wait for the job's result (final status and output URLs); the job is removed once
  *            read. A job that is gone (read before a coordinator crash, or lost by Redis) is
- *            followed here with the same follow loop the workers run (run/follow.ts).
+ *            followed here with the same follow loop the workers run (run/polling/follow.ts).
  *
  * Conversations (agent turns) stay with the coordinator: a session's turns are serialized, and a
  * turn's clarifying questions are answered from the manifest, which only the coordinator reads.
@@ -15,8 +15,8 @@
 import { Queue, QueueEvents, type Job } from 'bullmq';
 import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
 import type { AdapterContext, Submission } from '../models/adapter.js';
-import { localExecutor, unreclaimable, type Attempt, type Executor } from '../run/executor.js';
-import { follow, TRANSIENT, type FollowEffects, type Followed } from '../run/follow.js';
+import { localExecutor, unreclaimable, type Attempt, type Executor } from '../run/attempt/executor.js';
+import { follow, TRANSIENT, type FollowEffects, type Followed } from '../run/polling/follow.js';
 import {
   INSTANCE_JOB,
   jobIdOf,

@@ -19,9 +19,9 @@ import type { GenerationClient } from '../api/client.js';
 import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
 import type { AdapterContext } from '../models/adapter.js';
 import { adapterFor } from '../models/registry.js';
-import { localExecutor, type Attempt } from '../run/executor.js';
-import { PollScheduler } from '../run/poll-schedule.js';
-import type { WebhookReceiver } from '../run/webhook-receiver.js';
+import { localExecutor, type Attempt } from '../run/attempt/executor.js';
+import { PollScheduler } from '../run/polling/poll-schedule.js';
+import type { WebhookReceiver } from '../run/polling/webhook-receiver.js';
 import {
   submissionOf,
   withdrawnKey,

@@ -2,7 +2,7 @@
  * What the contact sheet shows, read from a run's state (the journal, replayed or live) and its
  * plan.json: per step, its axes and grid, and per instance one cell that tells the truth about it.
  */
-import { instanceCostUsd, instanceStatus, type InstanceState, type InstanceStatus } from '../run/run-state.js';
+import { instanceCostUsd, instanceStatus, type InstanceState, type InstanceStatus } from '../run/journal/run-state.js';
 import { naturalCompare } from '../util/natural-compare.js';
 import { sortedAxes, type AxisValues, type GridLayout } from './grid-layout.js';
 import { instanceAxes } from './instance-axes.js';
@@ -36,7 +36,7 @@ export interface Cell {
   files: CellFile[];
   /** An agent's answer, shortened for the page. */
   answer?: string | undefined;
-  /** What the instance is about: a marketing image's prompt, an agent's question (run/run-headlines.ts). */
+  /** What the instance is about: a marketing image's prompt, an agent's question (run/files/run-headlines.ts). */
   headline?: string | undefined;
 }
 

@@ -4,7 +4,7 @@
  * The run knows nothing of it (issue 26, item 9); the session subscribes it.
  */
 import type { Plan } from '../plan/plan.js';
-import { planFileSteps, type StepSinkRecord } from '../run/run-dir.js';
+import { planFileSteps, type StepSinkRecord } from '../run/files/run-dir.js';
 import type { RunView, ViewedRun } from '../run/run-options.js';
 import { GalleryCells } from './gallery-data.js';
 import { GalleryWriter, pricesOf, publicBasesOf } from './write-gallery.js';

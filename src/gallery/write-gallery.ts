@@ -12,10 +12,10 @@
  */
 import { mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readPlanFile, type PlanFile } from '../run/run-dir.js';
+import { readPlanFile, type PlanFile } from '../run/files/run-dir.js';
 import { instanceStates } from '../report/instance-lines.js';
-import type { RunState } from '../run/run-state.js';
-import { streamJournalBatches } from '../run/journal.js';
+import type { RunState } from '../run/journal/run-state.js';
+import { streamJournalBatches } from '../run/journal/journal.js';
 import { cellLists, GalleryCells, MAX_GALLERY_CELLS, type Cell, type PackedCell, type StepCells } from './gallery-data.js';
 import {
   dataFileOf,
@@ -31,7 +31,7 @@ import {
 } from './gallery-page.js';
 import { chooseLayout, naturalCompare, type AxisValues, type LayoutChoice } from './grid-layout.js';
 import { instanceAxes } from './instance-axes.js';
-import { readHeadlines } from '../run/run-headlines.js';
+import { readHeadlines } from '../run/files/run-headlines.js';
 import { unquote } from '../plan/selection.js';
 import type { ImageSize } from '../util/image-size.js';
 import { makeThumbnails, noteDownloadedImage, type ThumbnailMemo } from './thumbnails.js';

@@ -5,8 +5,8 @@
  */
 import { join } from 'node:path';
 import type { CostSummary } from '../report/cost-report.js';
-import { appendToClosedJournal } from '../run/journal.js';
-import type { JournalRecordOf } from '../run/journal-records.js';
+import { appendToClosedJournal } from '../run/journal/journal.js';
+import type { JournalRecordOf } from '../run/journal/journal-records.js';
 import { redact } from '../util/redact.js';
 import { deliverNotifications, type DeliverOptions, type DeliveryResult } from './deliver.js';
 import { notifySummary, type RunEnd } from './notify-message.js';

@@ -28,7 +28,7 @@ export interface PlanOptions {
   catalog?: (() => Promise<OptionsCatalog>) | undefined;
   /** Lists visible presets; called only when a step has a preset axis. */
   presets?: PresetSource | undefined;
-  /** A run's recorded CSV rows and presets (run/run-inputs.ts), by step and axis: planning it again reads these, not today's files. */
+  /** A run's recorded CSV rows and presets (run/files/run-inputs.ts), by step and axis: planning it again reads these, not today's files. */
   recorded?: ((step: string, axis: string) => RecordedAxis | undefined) | undefined;
   /** Environment for `{{ env.X }}`; only the manifest's allow-listed names are read. */
   env?: NodeJS.ProcessEnv | undefined;
@@ -391,7 +391,7 @@ function emptyCell(step: StepPlan, cells: readonly FilledCell[], id: string, sco
 
 /** Longest file-name stem a template may give, in characters (names from ids are bounded alike). */
 export const MAX_FILE_STEM = 100;
-/** Longest file-name stem a template may give, in UTF-8 bytes (run/output-names.ts MAX_STEM_BYTES). */
+/** Longest file-name stem a template may give, in UTF-8 bytes (run/files/output-names.ts MAX_STEM_BYTES). */
 export const MAX_FILE_STEM_BYTES = 150;
 
 /** The sanitised stem an `output.filename` template gives in `scope`, or why it gives none. */

@@ -4,15 +4,15 @@
  * - a submitted instance costs its estimate (the price table; US$0.05 per character sheet);
  * - the service's actual cost replaces the estimate where it reports one (agent llm_cost_usd);
  * - failed, nsfw and canceled requests, and failed agent turns, are refunded in full.
- * Money is counted per attempt (run/attempt-money.ts): an attempt left behind by a re-roll or a
+ * Money is counted per attempt (run/attempt/attempt-money.ts): an attempt left behind by a re-roll or a
  * `--retry` keeps what it cost, and an attempt whose end is unknown is shown apart (`unknownUsd`),
  * never in the net: the service's ledger lies within [net, net + unknown].
  */
 import { join } from 'node:path';
-import { readPlanFile, type PlanFile, type StepSinkRecord } from '../run/run-dir.js';
+import { readPlanFile, type PlanFile, type StepSinkRecord } from '../run/files/run-dir.js';
 import { absorbSinkTotals, addSinkEntry, emptySinkTotals, type SinkTotals } from '../sink/sink-totals.js';
-import type { InstanceState } from '../run/run-state.js';
-import { moneyOf } from '../run/attempt-money.js';
+import type { InstanceState } from '../run/journal/run-state.js';
+import { moneyOf } from '../run/attempt/attempt-money.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import { instanceStates, plainState, type PlainOutcome } from './instance-lines.js';
 

@@ -14,10 +14,10 @@
 import { mkdtemp, open, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TERMINAL_STATUSES, type JournalRecord, type JournalRecordOf } from '../run/journal-records.js';
-import { streamJournalBatches, type ReadBound } from '../run/journal.js';
+import { TERMINAL_STATUSES, type JournalRecord, type JournalRecordOf } from '../run/journal/journal-records.js';
+import { streamJournalBatches, type ReadBound } from '../run/journal/journal.js';
 import { keyOfLine, mergeRuns, narrowRuns, sampleRun, writeLinesFile } from '../util/external-sort.js';
-import { applyRecord, emptyRunState, type InstanceState } from '../run/run-state.js';
+import { applyRecord, emptyRunState, type InstanceState } from '../run/journal/run-state.js';
 import { canStartWorker, startTaskWorker, type TaskWorker } from '../util/worker-task.js';
 import { bytesAt } from '../util/bytes-at.js';
 

@@ -1,8 +1,8 @@
 /** The runs under a folder (`runs/<pipeline>/<run-id>/`), newest first, with status and spend. */
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { JOURNAL_RECORD_TYPES } from '../run/journal-records.js';
-import { streamJournal } from '../run/journal.js';
+import { JOURNAL_RECORD_TYPES } from '../run/journal/journal-records.js';
+import { streamJournal } from '../run/journal/journal.js';
 import { summarizeCostReport } from './cost-report.js';
 
 export interface RunListing {

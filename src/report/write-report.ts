@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readPlanFile } from '../run/run-dir.js';
-import type { InstanceState } from '../run/run-state.js';
+import { readPlanFile } from '../run/files/run-dir.js';
+import type { InstanceState } from '../run/journal/run-state.js';
 import { ByteSink } from '../util/byte-sink.js';
 import { canStartWorker, startTaskWorker, type TaskWorker } from '../util/worker-task.js';
 import { CostTally, emptyGroup, type CostSummary, type TallyGroups } from './cost-report.js';

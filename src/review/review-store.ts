@@ -11,7 +11,7 @@ import { open, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as z from 'zod';
 import { GenpipeError } from '../api/errors.js';
-import { outputsDigest, replayFile } from '../run/run-state.js';
+import { outputsDigest, replayFile } from '../run/journal/run-state.js';
 
 export const REVIEW_FILE = 'review.json';
 

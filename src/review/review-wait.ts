@@ -4,7 +4,7 @@
  * upstream is not reviewed yet ends "completed" with those instances not started. It says so, and
  * names the two commands that finish the work.
  */
-import { readPlanFile, type PlanFile } from '../run/run-dir.js';
+import { readPlanFile, type PlanFile } from '../run/files/run-dir.js';
 import { formatCount } from '../util/format-usd.js';
 import { readReview } from './review-store.js';
 

@@ -2,7 +2,7 @@
  * Typed run events. The runner emits them and knows nothing of who listens: progress bars, log
  * lines and JSON logs are subscribers (report layer).
  */
-import type { TerminalStatus } from './journal-records.js';
+import type { TerminalStatus } from './journal/journal-records.js';
 
 export type RunEvent =
   | {

@@ -10,14 +10,14 @@ import { GenpipeError } from '../api/errors.js';
 import { sleep } from '../api/sleep.js';
 import type { Plan, StepPlan } from '../plan/plan.js';
 import { emptyCounts, type RunCounts, type RunEvent, type StopReason } from './events.js';
-import type { JournalRecord, RecordedOptions } from './journal-records.js';
+import type { JournalRecord, RecordedOptions } from './journal/journal-records.js';
 import type { RateLimiter, RetryStatus, RunOptions } from './run-options.js';
-import type { ReuseIndex } from './reuse.js';
-import { Spend } from './spend.js';
-import { lostToThisRun } from './lock.js';
-import type { RunStore } from './run-store.js';
-import type { RunState } from './run-state.js';
-import { TokenBucket } from './token-bucket.js';
+import type { ReuseIndex } from './attempt/reuse.js';
+import { Spend } from './attempt/spend.js';
+import { lostToThisRun } from './lock/lock.js';
+import type { RunStore } from './journal/run-store.js';
+import type { RunState } from './journal/run-state.js';
+import { TokenBucket } from './limits/token-bucket.js';
 
 export interface RunEffects {
   readonly options: RunOptions;

@@ -4,12 +4,12 @@ import type { TurnPollOptions } from '../api/agent.js';
 import type { OptionsCatalog } from '../api/wire.js';
 import type { Plan } from '../plan/plan.js';
 import type { RunListener } from './events.js';
-import type { Executor } from './executor.js';
-import type { PollScheduleOptions, SeenDuration } from './poll-schedule.js';
-import type { ReuseIndex } from './reuse.js';
-import type { WebhookReceiver } from './webhook-receiver.js';
-import type { JournalRecordOf, RecordedOptions } from './journal-records.js';
-import type { InstanceState, RunState } from './run-state.js';
+import type { Executor } from './attempt/executor.js';
+import type { PollScheduleOptions, SeenDuration } from './polling/poll-schedule.js';
+import type { ReuseIndex } from './attempt/reuse.js';
+import type { WebhookReceiver } from './polling/webhook-receiver.js';
+import type { JournalRecordOf, RecordedOptions } from './journal/journal-records.js';
+import type { InstanceState, RunState } from './journal/run-state.js';
 import type { ImageSize } from '../util/image-size.js';
 import { formatUsd } from '../util/format-usd.js';
 

@@ -10,10 +10,10 @@ import { GenpipeError } from '../api/errors.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import { InstanceError, type PlannedInstance, type StepPlan } from '../plan/plan.js';
 import type { RunCounts } from './events.js';
-import type { InstanceDriver, Upstream } from './instance-driver.js';
+import type { InstanceDriver, Upstream } from './attempt/instance-driver.js';
 import type { RunEffects } from './run-context.js';
-import { instanceStatus, type InstanceStatus } from './run-state.js';
-import { AsyncQueue, Slots } from './slots.js';
+import { instanceStatus, type InstanceStatus } from './journal/run-state.js';
+import { AsyncQueue, Slots } from './limits/slots.js';
 
 export class Scheduler {
   readonly #fx: RunEffects;

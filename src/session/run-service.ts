@@ -6,7 +6,7 @@
  */
 import { readConfigFile, type ClientConfig, type ConfigFlags } from '../api/config.js';
 import { GenpipeError } from '../api/errors.js';
-import type { PlanFile, RunService } from '../run/run-dir.js';
+import type { PlanFile, RunService } from '../run/files/run-dir.js';
 
 /** What plan.json records: addresses only, never credentials. */
 export function serviceRecord(config: ClientConfig, embedded: boolean): RunService {

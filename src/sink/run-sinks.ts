@@ -11,8 +11,8 @@
 import { join } from 'node:path';
 import { GenpipeError } from '../api/errors.js';
 import type { LoadedManifest } from '../manifest/load.js';
-import type { JournalRecordOf } from '../run/journal-records.js';
-import { pendingSinkUploads, type InstanceState } from '../run/run-state.js';
+import type { JournalRecordOf } from '../run/journal/journal-records.js';
+import { pendingSinkUploads, type InstanceState } from '../run/journal/run-state.js';
 import { manifestHasSink, objectKey, publicUrl, resolveStepSinks, sinkUri, type SinkConfig, type SinkRun } from './sink-config.js';
 import { S3Store, type UploadOptions } from './s3-store.js';
 

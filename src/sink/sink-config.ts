@@ -8,7 +8,7 @@ import type { LoadedManifest } from '../manifest/load.js';
 import type { Sink } from '../manifest/schema.js';
 import { compileTemplate, TemplateError, type Scope } from '../manifest/template.js';
 import { isLoopbackHost } from '../util/loopback-host.js';
-import type { StepSinkRecord } from '../run/run-dir.js';
+import type { StepSinkRecord } from '../run/files/run-dir.js';
 
 /** Uploads in flight at once per sink when the manifest does not say. */
 export const DEFAULT_SINK_CONCURRENCY = 8;

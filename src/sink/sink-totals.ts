@@ -3,7 +3,7 @@
  * bytes, for the report, notifications and the end-of-run sentence ("3 uploads pending: ...").
  * Give it the instances of the steps that have a sink.
  */
-import { pendingSinkUploads, type InstanceState } from '../run/run-state.js';
+import { pendingSinkUploads, type InstanceState } from '../run/journal/run-state.js';
 
 export interface SinkTotals {
   uploadedFiles: number;

@@ -1,6 +1,6 @@
 /**
  * The character rules of genpipe's file names, shared by names made from instance ids
- * (run/output-names.ts) and names made from a step's `output.filename` template (plan/plan.ts).
+ * (run/files/output-names.ts) and names made from a step's `output.filename` template (plan/plan.ts).
  *
  * Text is NFC-normalised first (the form macOS, Windows and Linux tools agree on), then every run
  * of characters other than letters, combining marks and digits of any script and `._=,-` becomes

@@ -1,7 +1,7 @@
 /**
  * Which IP addresses are inside the machine or the local network: loopback, link-local (the cloud
  * metadata address 169.254.169.254 among them), private and shared ranges, unspecified, multicast
- * and reserved. Two checks use it: a URL that names such an address (run/download.ts), and the
+ * and reserved. Two checks use it: a URL that names such an address (run/files/download.ts), and the
  * address a host name resolves to when a connection is made (api/connect-guard.ts), so that a name
  * the service hands out cannot point genpipe at a local service either.
  *

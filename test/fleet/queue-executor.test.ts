@@ -10,8 +10,8 @@ import { jobIdOf, type InstanceJobData, type InstanceJobResult } from '../../src
 import { startFleetWorker } from '../../src/fleet/worker.js';
 import type { AdapterContext, ModelAdapter } from '../../src/models/adapter.js';
 import { adapterFor } from '../../src/models/registry.js';
-import type { Attempt } from '../../src/run/executor.js';
-import { PollScheduler } from '../../src/run/poll-schedule.js';
+import type { Attempt } from '../../src/run/attempt/executor.js';
+import { PollScheduler } from '../../src/run/polling/poll-schedule.js';
 import { runPlan } from '../../src/run/runner.js';
 import { closeRun, prepareRun, runOf } from '../run/pin-helpers.js';
 import { sheetsManifest, tempDir } from '../run/runner-helpers.js';

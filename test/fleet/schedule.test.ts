@@ -5,7 +5,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import type { JournalRecord } from '../../src/run/journal-records.js';
+import type { JournalRecord } from '../../src/run/journal/journal-records.js';
 import { cleanTemps, expectOneRequestPerKey, journalOf, runCli, spentUsd, tempDir } from '../run/runner-helpers.js';
 import { fastSheets, killAll, startWorkerProcess, useTestRedis, type WorkerProcess } from './fleet-helpers.js';
 
@@ -51,7 +51,7 @@ function segments(records: readonly JournalRecord[]): [number, number][] {
   return out;
 }
 
-/** The owner of the highest generation of a pipeline lock (see src/run/lock.ts), if any. */
+/** The owner of the highest generation of a pipeline lock (see src/run/lock/lock.ts), if any. */
 function lockOwner(lock: string): { pid: number; runId: string } | undefined {
   try {
     const generations = readdirSync(lock)

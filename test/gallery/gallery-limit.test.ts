@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { galleryPageOf, journalInstancesOver, MAX_GALLERY_INSTANCES, rewriteGallery } from '../../src/gallery/write-gallery.js';
 import { MAX_GALLERY_CELLS } from '../../src/gallery/gallery-data.js';
-import { encodeJournalRecord } from '../../src/run/journal.js';
+import { encodeJournalRecord } from '../../src/run/journal/journal.js';
 import { cleanTemps, findRunDir, HF_KEY, runCli, sheetsManifest, tempDir } from '../run/runner-helpers.js';
 import { readGalleryDir } from './read-gallery.js';
 

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { cellLists, GalleryCells, type Cell, type GalleryData } from '../../src/gallery/gallery-data.js';
 import { dataFileOf, GALLERY_DATA_DIR, GALLERY_PAGE_CELLS, galleryFiles } from '../../src/gallery/gallery-page.js';
 import { writeGallery, type WrittenPages } from '../../src/gallery/write-gallery.js';
-import type { InstanceState } from '../../src/run/run-state.js';
+import type { InstanceState } from '../../src/run/journal/run-state.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
 import { readGallery, readGalleryDir, runDataFile } from './read-gallery.js';
 

@@ -4,7 +4,7 @@
 // named. (The history test passing means something only if these do.)
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import type { JournalRecord } from '../../src/run/journal-records.js';
+import type { JournalRecord } from '../../src/run/journal/journal-records.js';
 import { checkInvariants, type CommandLog, type RunTotals } from './history-invariants.js';
 import { HF_KEY, KEY_ID } from './processes.js';
 

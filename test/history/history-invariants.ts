@@ -10,7 +10,7 @@
  * Each broken rule is one sentence in `violations`.
  */
 import type { Emulator } from '../../src/emulator/index.js';
-import type { JournalRecord } from '../../src/run/journal-records.js';
+import type { JournalRecord } from '../../src/run/journal/journal-records.js';
 import { SHEET_PRICE } from './history-model.js';
 
 /** Exit codes the README documents (src/session/exit-codes.ts), 70 (a bug) left out on purpose. */

@@ -6,7 +6,7 @@
  * restarted in the middle of a command. The list is drawn in full before anything runs, so a
  * failing history prints it and `GENPIPE_HISTORY_SEED=n` replays it.
  */
-import { CRASH_POINTS } from '../../src/run/crash-points.js';
+import { CRASH_POINTS } from '../../src/run/attempt/crash-points.js';
 
 export type Executor = 'local' | 'fleet';
 

@@ -6,7 +6,7 @@ import type { OptionsCatalog } from '../../src/api/wire.js';
 import { ManifestError } from '../../src/manifest/errors.js';
 import { loadManifestText } from '../../src/manifest/load.js';
 import { buildPlan, type Plan } from '../../src/plan/plan.js';
-import { planHash } from '../../src/run/run-dir.js';
+import { planHash } from '../../src/run/files/run-dir.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'genpipe-plan-'));
 const load = (text: string) => loadManifestText(text, join(dir, 'm.yaml'));

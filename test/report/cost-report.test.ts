@@ -12,7 +12,7 @@ import { buildCostReport } from '../../src/report/cost-report.js';
 import { reportCsv, reportJson, reportMarkdown as reportMarkdownOf } from '../../src/report/render.js';
 import type { CostReport, GroupLine, InstanceLine } from '../../src/report/cost-report.js';
 import { writeCostReport } from '../../src/report/write-report.js';
-import { createRunDir, planHash } from '../../src/run/run-dir.js';
+import { createRunDir, planHash } from '../../src/run/files/run-dir.js';
 import { runPlan } from '../../src/run/runner.js';
 
 let emulator: Emulator;

@@ -5,10 +5,10 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { encodeJournalRecord, Journal, streamJournalBatches, type ReadBound } from '../../src/run/journal.js';
-import type { JournalRecord, JournalRecordOf } from '../../src/run/journal-records.js';
+import { encodeJournalRecord, Journal, streamJournalBatches, type ReadBound } from '../../src/run/journal/journal.js';
+import type { JournalRecord, JournalRecordOf } from '../../src/run/journal/journal-records.js';
 import { instanceStates, lineStartFrom, projectFact, ProjectedFact } from '../../src/report/instance-lines.js';
-import { instanceStatus } from '../../src/run/run-state.js';
+import { instanceStatus } from '../../src/run/journal/run-state.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
 
 afterAll(() => cleanTemps());

@@ -9,8 +9,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { writeCostReport } from '../../src/report/write-report.js';
 import { buildCostReport, type CostReport } from '../../src/report/cost-report.js';
 import { reportCsv, reportJson, reportMarkdown } from '../../src/report/render.js';
-import { Journal } from '../../src/run/journal.js';
-import type { JournalRecord } from '../../src/run/journal-records.js';
+import { Journal } from '../../src/run/journal/journal.js';
+import type { JournalRecord } from '../../src/run/journal/journal-records.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
 
 afterAll(cleanTemps);

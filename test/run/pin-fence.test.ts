@@ -7,7 +7,7 @@
 // Mutation this catches: `if (!(await this.#fx.fenced()))` removed from instance-driver.ts #submit.
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { acquirePipelineLock } from '../../src/run/lock.js';
+import { acquirePipelineLock } from '../../src/run/lock/lock.js';
 import { runPlan } from '../../src/run/runner.js';
 import { closeRun, isSubmit, prepareRun, runOf } from './pin-helpers.js';
 import { journalOf, sheetsManifest, tempDir, withEmulator } from './runner-helpers.js';

@@ -8,7 +8,7 @@ import { resolveConfig, type ClientConfig } from '../../src/api/config.js';
 import type { Emulator } from '../../src/emulator/index.js';
 import { loadManifestFile } from '../../src/manifest/load.js';
 import { buildPlan, type Plan } from '../../src/plan/plan.js';
-import { createRunDir, planHash } from '../../src/run/run-dir.js';
+import { createRunDir, planHash } from '../../src/run/files/run-dir.js';
 import { HF_KEY, tempDir } from './runner-helpers.js';
 
 export interface Exchange {

@@ -20,8 +20,8 @@
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
-import { readJournal } from '../../src/run/journal.js';
-import type { JournalRecordOf } from '../../src/run/journal-records.js';
+import { readJournal } from '../../src/run/journal/journal.js';
+import type { JournalRecordOf } from '../../src/run/journal/journal-records.js';
 import { runPlan } from '../../src/run/runner.js';
 import { closeRun, isSubmit, MARKETING_SUBMIT, prepareRun, type Exchange, type InProcessRun, runOf } from './pin-helpers.js';
 import { cleanTemps, marketingManifest, sheetsManifest, tempDir } from './runner-helpers.js';

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
 import { runPlan } from '../../src/run/runner.js';
-import { WebhookReceiver } from '../../src/run/webhook-receiver.js';
+import { WebhookReceiver } from '../../src/run/polling/webhook-receiver.js';
 import { closeRun, isSubmit, prepareRun, STATUS_PATH, type InProcessRun, runOf } from './pin-helpers.js';
 import { cleanTemps, sheetsManifest, tempDir, freePort } from './runner-helpers.js';
 

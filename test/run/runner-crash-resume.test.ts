@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
-import { CRASH_POINTS } from '../../src/run/crash-points.js';
+import { CRASH_POINTS } from '../../src/run/attempt/crash-points.js';
 import {
   cleanTemps,
   emuRequests,

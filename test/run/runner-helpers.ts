@@ -9,8 +9,8 @@ import { join, relative } from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { expect } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { parseJournal } from '../../src/run/journal.js';
-import type { JournalRecord } from '../../src/run/journal-records.js';
+import { parseJournal } from '../../src/run/journal/journal.js';
+import type { JournalRecord } from '../../src/run/journal/journal-records.js';
 
 export const BIN = new URL('../../bin/genpipe.js', import.meta.url).pathname;
 export const KEY_ID = '00000000-0000-4000-8000-000000000000';

@@ -11,7 +11,7 @@ import { startEmulator } from '../../src/emulator/index.js';
 import { loadManifestFile } from '../../src/manifest/load.js';
 import { buildPlan } from '../../src/plan/plan.js';
 import type { RunEvent } from '../../src/run/events.js';
-import { createRunDir, planHash } from '../../src/run/run-dir.js';
+import { createRunDir, planHash } from '../../src/run/files/run-dir.js';
 import { runPlan } from '../../src/run/runner.js';
 import { cleanTemps, emuRequests, expectCompletedRun, expectOneRequestPerKey, HF_KEY, sheetsManifest, tempDir } from './runner-helpers.js';
 

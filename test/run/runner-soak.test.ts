@@ -8,7 +8,7 @@ import { resolveConfig } from '../../src/api/config.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import { loadManifestFile } from '../../src/manifest/load.js';
 import { buildPlan } from '../../src/plan/plan.js';
-import { createRunDir, planHash } from '../../src/run/run-dir.js';
+import { createRunDir, planHash } from '../../src/run/files/run-dir.js';
 import { runPlan, type RunOptions } from '../../src/run/runner.js';
 import type { RunSummary } from '../../src/run/events.js';
 import { cleanTemps, expectOneRequestPerKey, HF_KEY, journalOf, prng, sheetsManifest, tempDir } from './runner-helpers.js';

@@ -11,8 +11,8 @@ import { resolveConfig } from '../../src/api/config.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { loadManifestFile } from '../../src/manifest/load.js';
 import { buildPlan, type Plan } from '../../src/plan/plan.js';
-import { parseJournal } from '../../src/run/journal.js';
-import { createRunDir, planHash } from '../../src/run/run-dir.js';
+import { parseJournal } from '../../src/run/journal/journal.js';
+import { createRunDir, planHash } from '../../src/run/files/run-dir.js';
 import { runPlan } from '../../src/run/runner.js';
 import {
   cleanTemps,

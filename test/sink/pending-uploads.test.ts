@@ -2,8 +2,8 @@
 // item 5): a `sink_uploaded` record settles the download with the same sha256, a file made again
 // (a re-roll) is pending again, and the record is a journal record like any other.
 import { describe, expect, it } from 'vitest';
-import { JournalRecord, type JournalRecordOf } from '../../src/run/journal-records.js';
-import { applyRecord, emptyRunState, pendingSinkUploads, type InstanceState } from '../../src/run/run-state.js';
+import { JournalRecord, type JournalRecordOf } from '../../src/run/journal/journal-records.js';
+import { applyRecord, emptyRunState, pendingSinkUploads, type InstanceState } from '../../src/run/journal/run-state.js';
 
 const hash = (c: string): string => c.repeat(64);
 const downloaded = (output: number, sha: string): JournalRecordOf<'downloaded'> => ({

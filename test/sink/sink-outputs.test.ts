@@ -6,9 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
-import { outputRows } from '../../src/run/output-rows.js';
-import { OutputsCsv } from '../../src/run/outputs-csv.js';
-import { applyRecord, emptyRunState, type InstanceState } from '../../src/run/run-state.js';
+import { outputRows } from '../../src/run/files/output-rows.js';
+import { OutputsCsv } from '../../src/run/files/outputs-csv.js';
+import { applyRecord, emptyRunState, type InstanceState } from '../../src/run/journal/run-state.js';
 import { objectKey, publicUrl, resolveSink } from '../../src/sink/sink-config.js';
 
 const sink = resolveSink(

@@ -1,5 +1,5 @@
 import { GenpipeError } from '../../api/errors.js';
-import { readPlanFile } from '../../run/run-dir.js';
+import { readPlanFile } from '../../run/files/run-dir.js';
 import { isLoopbackHost } from '../../util/loopback-host.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
 import type { Command } from '../command.js';

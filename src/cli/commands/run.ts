@@ -1,6 +1,6 @@
 import { GenpipeError } from '../../api/errors.js';
 import { RETRY_STATUSES, type RetryStatus } from '../../run/runner.js';
-import { webhookFlags } from '../../run/webhook-receiver.js';
+import { webhookFlags } from '../../run/polling/webhook-receiver.js';
 import { parseRedisUrl, redisUrlOf } from '../../fleet/redis.js';
 import { resumeRun, startRun, type SessionOptions } from '../../session/run-session.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';

@@ -4,7 +4,7 @@ import type { Command } from '../command.js';
 import { EXIT } from '../../session/exit-codes.js';
 import { openClient } from '../open-client.js';
 import { wholeNumber } from '../number-flag.js';
-import { webhookFlags, WebhookReceiver } from '../../run/webhook-receiver.js';
+import { webhookFlags, WebhookReceiver } from '../../run/polling/webhook-receiver.js';
 import type { CliIO } from '../io.js';
 import type { RedisTarget } from '../../fleet/redis.js';
 import type { RunTaker } from '../../fleet/run-taker.js';

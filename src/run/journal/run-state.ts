@@ -1,0 +1,338 @@
+/**
+ * The state of a run, rebuilt from its journal. The journal is the source of truth: everything a
+ * resumed run decides (skip, re-attach, resubmit with the same key, or report as unknown) comes
+ * from here, never from what the service might say.
+ */
+import type { JournalRecord, JournalRecordOf, RecordedOptions, TerminalStatus } from './journal-records.js';
+import { streamJournal } from './journal.js';
+import { createHash } from 'node:crypto';
+import type { Submission } from '../../models/adapter.js';
+import { settleAttempt, type EarlierAttempts } from '../attempt/attempt-money.js';
+
+export interface InstanceState {
+  /** The last intent: a credit-spending POST was about to be sent with this key and body hash. */
+  intent?: JournalRecordOf<'intent'> | undefined;
+  /** What the service answered to the submit (request id, job set, agent turn). */
+  submission?: Submission | undefined;
+  submittedAt?: number | undefined;
+  final?: JournalRecordOf<'status'> | undefined;
+  failed?: JournalRecordOf<'failed'> | undefined;
+  /** Downloaded files by output index (created with the first one: most states never need a Map). */
+  downloads?: Map<number, JournalRecordOf<'downloaded'>> | undefined;
+  /** Outputs copied to the step's storage sink, by output index (created with the first one). */
+  sinkUploads?: Map<number, JournalRecordOf<'sink_uploaded'>> | undefined;
+  rerolls: number;
+  /** The seed the last re-roll sends (journaled), when it was journaled. */
+  rerollSeed?: number | undefined;
+  /** `--retry` attempts so far: part of the Idempotency-Key, so each attempt has its own. */
+  retries: number;
+  /** The run whose result this instance reuses (`--reuse`): completed at US$0 in this run. */
+  reusedFrom?: string | undefined;
+  /** Model and body hash of a reused result, so a later run can reuse it in turn. */
+  reusedInput?: { model: string; bodyHash: string } | undefined;
+  /** A corrupt journal line, accepted, may have been this instance's: never treat it as fresh. */
+  suspect?: boolean | undefined;
+  /** What the attempts left behind by re-rolls and retries cost (attempt-money.ts): money is per attempt. */
+  earlier?: EarlierAttempts | undefined;
+  /** The last `--retry` round that started this instance over (a retry, or a rejected result remade). */
+  retryRound?: number | undefined;
+}
+
+export interface RunState {
+  runId: string | undefined;
+  planHash: string | undefined;
+  instances: Map<string, InstanceState>;
+  /** Agent conversation → session id. */
+  sessions: Map<string, string>;
+  /** Local path → uploaded URL. */
+  uploads: Map<string, string>;
+  /** A corrupt line, accepted, names no instance: it could have been any instance's. */
+  suspectAll: boolean;
+  /** The options of the run's last start (its last `run_started` that recorded them). */
+  options: RecordedOptions | undefined;
+  /** True once a `run_started` record was read: a journal without one is not a run's (issue 26, item 10). */
+  started: boolean;
+  /** How the run's last start ended, when it ended (a start killed before its `run_finished` leaves this undefined). */
+  lastOutcome: JournalRecordOf<'run_finished'>['outcome'];
+}
+
+export function emptyRunState(): RunState {
+  return {
+    runId: undefined,
+    planHash: undefined,
+    instances: new Map(),
+    sessions: new Map(),
+    uploads: new Map(),
+    suspectAll: false,
+    options: undefined,
+    started: false,
+    lastOutcome: undefined,
+  };
+}
+
+function instanceOf(state: RunState, id: string): InstanceState {
+  let entry = state.instances.get(id);
+  if (!entry) {
+    entry = { rerolls: 0, retries: 0 };
+    state.instances.set(id, entry);
+  }
+  return entry;
+}
+
+/** Attempts sent and not final: what a service that forgot everything leaves unknown (a `forgotten` record each). */
+export function sentNotFinal(state: RunState): string[] {
+  return [...state.instances]
+    .filter(([, e]) => !e.final && !e.failed && e.suspect !== true && (e.submission !== undefined || e.intent !== undefined))
+    .map(([id]) => id);
+}
+
+/** Applies one record. Terminal states are final: a later record never moves an instance out of one. */
+export function applyRecord(state: RunState, record: JournalRecord): void {
+  switch (record.type) {
+    case 'run_started':
+      state.runId ??= record.runId;
+      state.planHash ??= record.planHash;
+      state.started = true;
+      state.lastOutcome = undefined;
+      if (record.options) state.options = record.options;
+      return;
+    case 'forgotten': {
+      // The service forgot the attempt: no request is left to follow, so it is unknown (ForgottenRecord).
+      const entry = instanceOf(state, record.instance);
+      if (entry.final || entry.failed) return;
+      entry.submission = undefined;
+      entry.suspect = true;
+      return;
+    }
+    case 'intent': {
+      const entry = instanceOf(state, record.instance);
+      if (entry.final) return;
+      entry.intent = record;
+      entry.submission = undefined;
+      return;
+    }
+    case 'submitted': {
+      const entry = instanceOf(state, record.instance);
+      if (entry.final) return;
+      entry.submission = record.handle as Submission;
+      entry.submittedAt ??= record.at;
+      return;
+    }
+    case 'status': {
+      const entry = instanceOf(state, record.instance);
+      entry.final ??= record;
+      return;
+    }
+    case 'downloaded': {
+      const entry = instanceOf(state, record.instance);
+      (entry.downloads ??= new Map()).set(record.output ?? 0, record);
+      return;
+    }
+    case 'sink_uploaded': {
+      const entry = instanceOf(state, record.instance);
+      (entry.sinkUploads ??= new Map()).set(record.output, record);
+      return;
+    }
+    case 'failed': {
+      const entry = instanceOf(state, record.instance);
+      if (!entry.final) entry.failed = record;
+      return;
+    }
+    case 'refused': {
+      // Refused before anything was created: the intent is answered, the instance is as if never sent.
+      const entry = instanceOf(state, record.instance);
+      if (entry.final || entry.submission) return;
+      entry.intent = undefined;
+      return;
+    }
+    case 'reroll': {
+      const entry = instanceOf(state, record.instance);
+      // A re-roll starts the instance over with a new body and key; what came before is history.
+      entry.rerolls = Math.max(entry.rerolls, record.attempt);
+      if (record.seed !== undefined) entry.rerollSeed = record.seed;
+      if (record.round !== undefined) entry.retryRound = record.round;
+      startOver(entry);
+      return;
+    }
+    case 'retry': {
+      const entry = instanceOf(state, record.instance);
+      // Only an outcome --retry may retry is left behind: a completed result is never thrown away.
+      if (entry.final?.status === 'completed') return;
+      if (!record.sameKey) entry.retries = Math.max(entry.retries, record.attempt);
+      if (record.round !== undefined) entry.retryRound = record.round;
+      startOver(entry);
+      // The user chose to send it again: a corrupt line it may have had no longer holds it back.
+      entry.suspect = false;
+      return;
+    }
+    case 'reused': {
+      const entry = instanceOf(state, record.instance);
+      if (entry.final) return;
+      entry.final = {
+        type: 'status',
+        instance: record.instance,
+        status: 'completed',
+        outputs: record.outputs,
+        ...(record.result === undefined ? {} : { result: record.result }),
+      };
+      entry.reusedFrom = record.fromRunId;
+      entry.reusedInput = { model: record.model, bodyHash: record.bodyHash };
+      return;
+    }
+    case 'agent_session':
+      state.sessions.set(record.conversation, record.sessionId);
+      return;
+    case 'uploaded':
+      state.uploads.set(record.path, record.url);
+      return;
+    case 'run_finished':
+      state.lastOutcome = record.outcome;
+      return;
+    case 'notify':
+      return;
+  }
+}
+
+/** A re-roll or a retry starts the instance over: a new body or key; what came before is history. */
+function startOver(entry: InstanceState): void {
+  settleAttempt(entry);
+  entry.intent = undefined;
+  entry.submission = undefined;
+  entry.submittedAt = undefined;
+  entry.final = undefined;
+  entry.failed = undefined;
+  entry.downloads = undefined;
+  entry.sinkUploads = undefined;
+}
+
+/**
+ * The downloaded outputs of an instance whose step has a sink that are not in it yet: no
+ * `sink_uploaded` record for that output, or one for other bytes (the file was made again). An
+ * instance is finished when this is empty; a resume uploads these and sends nothing to the service.
+ */
+export function pendingSinkUploads(entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>): JournalRecordOf<'downloaded'>[] {
+  if (!entry.downloads) return [];
+  const out: JournalRecordOf<'downloaded'>[] = [];
+  for (const [output, download] of entry.downloads) {
+    if (entry.sinkUploads?.get(output)?.sha256 !== download.sha256) out.push(download);
+  }
+  return out.sort((a, b) => (a.output ?? 0) - (b.output ?? 0));
+}
+
+/** How a resumed run treats an instance. */
+export type ResumeAction =
+  | { kind: 'fresh' }
+  | { kind: 'done'; status: TerminalStatus }
+  | { kind: 'failed' }
+  /** Submitted: follow the request id, never submit again. */
+  | { kind: 'reattach'; submission: Submission }
+  /** An intent with no answer recorded: resend with the same key (idempotent models only). */
+  | { kind: 'resubmit_same_key'; key: string }
+  /** An intent with no answer and no key: it may or may not exist at the service. */
+  | { kind: 'unknown' };
+
+/**
+ * A corrupt journal line was accepted (`--accept-corrupt`): the instance it provably belongs to, or
+ * every instance when it names none, may have lost a record (an intent, a re-roll, a retry), so
+ * it is unknown until it is known to be submitted or final.
+ */
+export function markCorrupt(state: RunState, instance: string | undefined): void {
+  if (instance === undefined) state.suspectAll = true;
+  else instanceOf(state, instance).suspect = true;
+}
+
+export function resumeAction(entry: InstanceState | undefined, idempotentSubmit: boolean, suspectAll = false): ResumeAction {
+  const suspect = entry ? (entry.suspect ?? (suspectAll && entry.retries === 0)) : suspectAll;
+  if (!entry) return suspect ? { kind: 'unknown' } : { kind: 'fresh' };
+  if (entry.final) return { kind: 'done', status: entry.final.status };
+  if (entry.failed) return { kind: 'failed' };
+  if (entry.submission) return { kind: 'reattach', submission: entry.submission };
+  if (entry.intent) {
+    const key = entry.intent.idempotencyKey;
+    return idempotentSubmit && key !== null && !suspect ? { kind: 'resubmit_same_key', key } : { kind: 'unknown' };
+  }
+  return suspect ? { kind: 'unknown' } : { kind: 'fresh' };
+}
+
+/**
+ * Replays a journal file without holding its records: each is applied as it is read. With `lean`,
+ * only what a reader of outcomes (the cost report, `genpipe runs`) needs is kept: an intent is
+ * reduced to its model, a final status to the status and the service's cost, downloads are skipped,
+ * and the reduced records are shared (frozen) between instances, so a lean state holds little more
+ * than each instance's id and request id. A resume needs the whole records: it replays without `lean`.
+ */
+export async function replayFile(path: string, options: { lean?: boolean } = {}): Promise<RunState> {
+  const state = emptyRunState();
+  const intents = new Map<string, JournalRecordOf<'intent'>>();
+  const finals = new Map<string, JournalRecordOf<'status'>>();
+  // A lean reader never looks at downloads: those lines are not even parsed.
+  for await (const record of streamJournal(path, options.lean ? { skipTypes: ['downloaded'] } : {})) {
+    applyRecord(state, record);
+    if (!options.lean) continue;
+    if (record.type === 'status') {
+      const entry = state.instances.get(record.instance);
+      if (entry?.final === record) {
+        if (record.actualCostUsd === undefined)
+          entry.final = shared(finals, record.status, (): JournalRecordOf<'status'> => ({
+            type: 'status',
+            instance: '',
+            status: record.status,
+            outputs: [],
+          }));
+        else entry.final = { type: 'status', instance: '', status: record.status, outputs: [], actualCostUsd: record.actualCostUsd };
+      }
+    } else if (record.type === 'intent') {
+      const entry = state.instances.get(record.instance);
+      if (entry?.intent === record)
+        entry.intent = shared(intents, record.model, (): JournalRecordOf<'intent'> => ({
+          type: 'intent',
+          instance: '',
+          model: record.model,
+          idempotencyKey: null,
+          bodyHash: '',
+        }));
+    }
+  }
+  return state;
+}
+
+function shared<T extends object>(cache: Map<string, T>, key: string, make: () => T): T {
+  let value = cache.get(key);
+  if (!value) {
+    value = Object.freeze(make());
+    cache.set(key, value);
+  }
+  return value;
+}
+
+/** What an instance is, as the journal tells it: the status outputs.csv and the gallery show. */
+export type InstanceStatus = TerminalStatus | 'reused' | 'unknown' | 'in_flight' | 'pending';
+
+export function instanceStatus(entry: InstanceState): InstanceStatus {
+  if (entry.reusedFrom !== undefined) return 'reused';
+  // Completed at the service but a file could not be fetched: the run failed it.
+  if (entry.final && !(entry.final.status === 'completed' && entry.failed)) return entry.final.status;
+  if (entry.failed) return 'failed';
+  if (entry.submission) return 'in_flight';
+  return entry.intent ? 'unknown' : 'pending';
+}
+
+/** What an instance costs as far as the journal knows: refunds and reuse are free, a completion costs its price (or what the service reported). */
+export function instanceCostUsd(entry: InstanceState, priceUsd: number | null | undefined): number | undefined {
+  if (entry.reusedFrom !== undefined) return 0;
+  if (entry.final?.actualCostUsd !== undefined) return entry.final.actualCostUsd;
+  if (!entry.final) return undefined;
+  return entry.final.status === 'completed' ? (priceUsd ?? undefined) : 0;
+}
+
+/**
+ * What identifies an instance's current outputs: the SHA-256 of its first file, or of several files'
+ * digests joined by newlines, in output order; undefined before any is downloaded. A review decision
+ * records it, so that it judges that output and not a later remake (issue 26, item 5).
+ */
+export function outputsDigest(entry: Pick<InstanceState, 'downloads'>): string | undefined {
+  const downloads = entry.downloads;
+  if (!downloads || downloads.size === 0) return undefined;
+  const digests = [...downloads.entries()].sort(([a], [b]) => a - b).map(([, d]) => d.sha256);
+  return digests.length === 1 ? digests[0] : createHash('sha256').update(digests.join('\n')).digest('hex');
+}
