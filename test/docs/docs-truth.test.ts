@@ -3,6 +3,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { EXIT } from '../../src/session/exit-codes.js';
 import { docPages, ROOT } from './doc-blocks.js';
 
 function sourceFiles(dir: string): string[] {
@@ -22,6 +23,12 @@ describe('the pages of docs/', () => {
     const page = readFileSync(join(ROOT, 'docs', 'service-contract.md'), 'utf8');
     const listed = new Set([...page.matchAll(/§(\d+(?:\.\d+)?)/g)].map((m) => m[1] as string));
     expect([...cited].filter((s) => !listed.has(s)).sort()).toEqual([]);
+  });
+
+  it('give every exit code a row of the exit-codes page, and no other', () => {
+    const page = readFileSync(join(ROOT, 'docs', 'reference', 'exit-codes.md'), 'utf8');
+    const rows = [...page.matchAll(/^\| (\d+) \|/gm)].map((m) => Number(m[1]));
+    expect(rows).toEqual(Object.values(EXIT));
   });
 
   it('name only tests and benchmarks that exist', () => {
