@@ -169,7 +169,8 @@ export class LegacyPlatform {
         id,
         job_set_type: set.jobSetType,
         status,
-        results: status === 'completed' ? this.#results(r) : null,
+        // §2.7: a job has results with min and raw; their URLs answer 404 until the job completes.
+        results: this.#results(r),
       };
       if (status === 'failed') job.error = r.error ?? 'generation failed';
       return job;

@@ -57,7 +57,10 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
   if (route.cls === 'inspection' && !isLoopbackAddress(req.socket.remoteAddress)) {
     return finish(res, { status: 403, json: { detail: 'the /_emulator endpoints answer loopback clients only' } });
   }
-  const fault = route.cls === 'inspection' ? NO_FAULT : d.faults.decide(route.cls, { echoesId: route.foreign !== undefined });
+  let fault = route.cls === 'inspection' ? NO_FAULT : d.faults.decide(route.cls, { echoesId: route.foreign !== undefined });
+  // On a backend route a 502 means the message is refunded (service spec §7): the turn must not
+  // start, so a 502 drawn "after processing" is the plain refunded 502 there. A 504 stays after.
+  if (fault.statusAfter === 502 && d.backendFaultRoutes.has(match.name)) fault = { ...fault, status: 502, statusAfter: undefined };
   if (fault.resetBefore) {
     req.socket.destroy();
     return;
