@@ -11,7 +11,7 @@ import { authKey } from './auth.js';
 import { canonicalJson, HttpError, parseJson, validate, type EmuResponse } from './http-util.js';
 import type { IdempotencyStore } from './idempotency.js';
 import { usdToMicros, type Ledger } from './ledger.js';
-import type { MediaStore } from './media.js';
+import type { ImageInputs } from './image-inputs.js';
 import { MODELS } from './models.js';
 import type { CatalogState } from './options-catalog.js';
 import { INSECT_SPECIES, SPECIES_CYCLES, TRAIT_VARIANT_COUNTS } from './options-catalog-data.js';
@@ -26,7 +26,7 @@ export interface CharacterSheetDeps {
   requests: RequestStore;
   catalog: CatalogState;
   idempotency: IdempotencyStore;
-  media: MediaStore;
+  images: ImageInputs;
   rng: Rng;
   gate: SubmitGate;
   urls: Urls;
@@ -50,8 +50,9 @@ export class CharacterSheetModel {
     this.#checkSelection(tier, body.selection ?? {});
     this.#checkPinnedSpecies(tier, body.pinned_species);
     this.#checkTraitVariants(tier, body);
-    d.media.checkImageUrl(body.image_url ?? null, 'image_url');
-    (body.item_image_urls ?? []).forEach((u, i) => d.media.checkImageUrl(u, `item_image_urls[${i}]`));
+    // Checked before anything is claimed or charged; in order, so the first bad URL is the one named.
+    await d.images.check(body.image_url, 'image_url');
+    for (const [i, u] of (body.item_image_urls ?? []).entries()) await d.images.check(u, `item_image_urls[${i}]`);
     const webhook = webhookFromQuery(input.url, d.webhooks);
 
     const hash = bodyHash(raw);
