@@ -296,6 +296,9 @@ export class AgentService {
   /** A billed generation on the account (§8 rule 4), or a sentence saying why it could not start. */
   #startGeneration(keyId: string, plan: Extract<TurnPlan, { kind: 'generate' }>): EmuRequest | string {
     const account = this.d.ledger.accounts.get(keyId);
+    // The agent's generations need model access as any other (service spec §5).
+    if (account?.models !== undefined && !account.models.has(plan.model))
+      return `I could not start the ${plan.model === 'character-sheet' ? 'character sheet' : 'marketing image'}: this account has no model access to ${plan.model}.`;
     if (plan.model === 'character-sheet') {
       const price = usdToMicros(MODELS['character-sheet'].priceUsd);
       if (!account || account.balanceMicros < price) return 'I could not start the character sheet: the credit balance is too low.';

@@ -7,7 +7,7 @@
  */
 import { checkSelection } from '../api/selection.js';
 import { CharacterSheetRequest, isHumanTier, SEED_MAX, SEED_MIN, type Tier } from '../api/wire.js';
-import { authKey } from './auth.js';
+import { authKey, requireModel } from './auth.js';
 import { canonicalJson, HttpError, parseJson, validate, type EmuResponse } from './http-util.js';
 import type { IdempotencyStore } from './idempotency.js';
 import { usdToMicros, type Ledger } from './ledger.js';
@@ -44,6 +44,7 @@ export class CharacterSheetModel {
   async submit(input: RouteInput): Promise<EmuResponse> {
     const d = this.d;
     const account = authKey(d.ledger, input.headers);
+    requireModel(account, 'character-sheet');
     const raw = parseJson(input.body) ?? {};
     const body = validate(CharacterSheetRequest, raw);
     const tier: Tier = body.tier ?? 'normal';

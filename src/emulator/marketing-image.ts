@@ -3,7 +3,7 @@
  * reconciled against the token model's actual usage on completion (§8 rule 2).
  */
 import { MarketingImageRequest } from '../api/wire.js';
-import { authKey } from './auth.js';
+import { authKey, requireModel } from './auth.js';
 import { HttpError, parseJson, validate, type EmuResponse } from './http-util.js';
 import type { Ledger } from './ledger.js';
 import type { ImageInputs } from './image-inputs.js';
@@ -41,6 +41,7 @@ export class MarketingImageModel {
   async submit(input: RouteInput): Promise<EmuResponse> {
     const d = this.d;
     const account = authKey(d.ledger, input.headers);
+    requireModel(account, 'marketing-image');
     const raw = parseJson(input.body) ?? {};
     const body = validate(MarketingImageRequest, raw);
     const enhanced = body.enhance_prompt === true;

@@ -55,7 +55,7 @@ Options:
                           processing (the request is made and charged), reset_after drops
                           the connection after processing, status: foreign_status answers a
                           status or job-set GET about another request
-  --accounts FILE         YAML/JSON accounts file (key_id, secret, credits, agent_enabled)
+  --accounts FILE         YAML/JSON accounts file (key_id, secret, credits, agent_enabled, models)
   --account ID:SECRET     add an account with default credits (repeatable)
   --webhook-secret S      sent as X-Webhook-Secret-Key on hf_webhook deliveries
   --vendor NAME           vendor path segment (default "vendor")
