@@ -5,7 +5,7 @@
  * slow body. A foreign answer (`foreign_status`) replaces the handler: the route's `foreign`
  * handler answers about another request.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { NO_FAULT, type FaultEngine } from './faults.js';
 import { HttpError, readBody, type EmuResponse } from './http-util.js';
 import { isLoopbackAddress } from './loopback.js';
@@ -66,6 +66,15 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
     return;
   }
   if (fault.latencyMs > 0) await d.scheduler.sleep(fault.latencyMs);
+  if (fault.status === undefined && route.cls !== 'inspection') {
+    const retryAfterS = d.faults.rateLimit(route.cls, accountOf(req.headers));
+    if (retryAfterS !== undefined)
+      return finish(res, {
+        status: 429,
+        json: { detail: 'rate limited (emulated): too many requests per second for this account; retry after the Retry-After delay' },
+        headers: { 'retry-after': String(retryAfterS) },
+      });
+  }
   if (fault.status !== undefined && !(fault.status === 502 && d.backendFaultRoutes.has(match.name))) {
     const headers: Record<string, string> = fault.status === 429 ? { 'retry-after': String(fault.retryAfterS) } : {};
     return finish(res, {
@@ -120,6 +129,15 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** The key id a request claims (unchecked: the limiter runs before authentication, as a gateway's does). */
+function accountOf(headers: IncomingHttpHeaders): string {
+  const legacy = headers['hf-api-key'];
+  if (typeof legacy === 'string') return legacy;
+  const auth = headers.authorization;
+  const m = typeof auth === 'string' ? /^Key\s+([^:\s]+):/.exec(auth.trim()) : null;
+  return m?.[1] ?? 'anonymous';
+}
 
 function finish(res: ServerResponse, answer: EmuResponse): void {
   write(res, answer);
