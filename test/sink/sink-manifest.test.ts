@@ -116,15 +116,16 @@ describe('a sink in the manifest', () => {
     ]);
   });
 
-  it("the README's R2 and MinIO examples are valid sinks", () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const section = readme.slice(readme.indexOf('## Storage sinks'), readme.indexOf('## Fleet'));
-    const examples = [...section.matchAll(/```yaml\n(defaults:[\s\S]*?)```/g)]
+  it("the storage guide's R2 and MinIO examples are valid sinks", () => {
+    const guide = readFileSync(new URL('../../docs/guides/storage.md', import.meta.url), 'utf8');
+    const examples = [...guide.matchAll(/```yaml\n(defaults:[\s\S]*?)```/g)]
       .map((m) => m[1] as string)
       .filter((text) => !text.includes('steps:'));
     expect(examples).toHaveLength(2);
     const configs = examples.map((defaults) =>
-      resolveStepSinks(loadManifestText(manifest(defaults.replace('vars.team', 'vars.campaign')), 'README.md'), RUN, {}).get('sheets'),
+      resolveStepSinks(loadManifestText(manifest(defaults.replace('vars.team', 'vars.campaign')), 'docs/guides/storage.md'), RUN, {}).get(
+        'sheets',
+      ),
     );
     expect(configs[0]).toMatchObject({
       bucket: 'campaign-assets',
