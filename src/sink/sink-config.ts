@@ -12,6 +12,15 @@ import type { StepSinkRecord } from '../run/files/run-dir.js';
 
 /** Uploads in flight at once per sink when the manifest does not say. */
 export const DEFAULT_SINK_CONCURRENCY = 8;
+/** Files up to this size are read back when the store's ETag cannot vouch for them (`read_back_max_bytes`). */
+export const DEFAULT_READ_BACK_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * When an upload is read back and hashed: `when_needed`, only when the store's ETag is not an MD5
+ * genpipe can check (SSE-KMS, some S3-compatible stores); `always`, every file (a store whose ETag
+ * is not trusted); `never`, such uploads are "unverified".
+ */
+export type ReadBack = 'never' | 'when_needed' | 'always';
 
 export interface SinkConfig {
   bucket: string;
@@ -26,6 +35,9 @@ export interface SinkConfig {
   concurrency: number;
   /** Where the prefix is public (rendered, no trailing `/`): an output's URL is this + `/` + its path under outputs/. */
   publicBaseUrl: string | undefined;
+  readBack: ReadBack;
+  /** Files above this size are never read back (unverified when their ETag cannot tell). */
+  readBackMaxBytes: number;
 }
 
 /** What a sink's templates may read: the run's variables, vars and the allow-listed environment. */
@@ -110,6 +122,8 @@ export function resolveSink(sink: Sink, scope: SinkScope, processEnv: NodeJS.Pro
     pathStyle: loopback || ('path_style' in long && long.path_style === true),
     concurrency: ('concurrency' in long ? long.concurrency : undefined) ?? DEFAULT_SINK_CONCURRENCY,
     publicBaseUrl: publicBase,
+    readBack: ('read_back' in long ? long.read_back : undefined) ?? 'when_needed',
+    readBackMaxBytes: ('read_back_max_bytes' in long ? long.read_back_max_bytes : undefined) ?? DEFAULT_READ_BACK_MAX_BYTES,
   };
 }
 

@@ -46,6 +46,8 @@ describe('a sink in the manifest', () => {
       pathStyle: false,
       concurrency: 8,
       publicBaseUrl: undefined,
+      readBack: 'when_needed',
+      readBackMaxBytes: 64 * 1024 * 1024,
     });
     expect(sinks.get('other')).toBe(config);
     const key = objectKey(config as never, 'outputs/sheets/cat_seed=3.png');
@@ -70,6 +72,8 @@ describe('a sink in the manifest', () => {
       pathStyle: true,
       concurrency: 3,
       publicBaseUrl: 'https://cdn.example.com/brand',
+      readBack: 'when_needed',
+      readBackMaxBytes: 64 * 1024 * 1024,
     });
     expect(sinks.get('other')).toMatchObject({ bucket: 'assets', prefix: '', pathStyle: false });
     expect(objectKey(sinks.get('other') as never, 'outputs/other/dog.png')).toBe('other/dog.png');
@@ -102,7 +106,8 @@ describe('a sink in the manifest', () => {
         line: 8,
         col: 32,
         path: 'defaults.output.sink.bukket',
-        message: 'unknown key "bukket"; valid keys are url, endpoint, region, path_style, concurrency, public_base_url',
+        message:
+          'unknown key "bukket"; valid keys are url, endpoint, region, path_style, concurrency, public_base_url, read_back, read_back_max_bytes',
       },
       { line: 8, col: 53, path: 'defaults.output.sink.endpoint', message: 'endpoint is an http:// or https:// URL' },
     ]);
