@@ -155,7 +155,7 @@ export const RetryRecord = z.looseObject({
   instance,
   attempt: z.number().int().positive(),
   /** What the instance was before this attempt. */
-  previous: z.enum(['failed', 'canceled', 'nsfw', 'unknown']),
+  previous: z.enum(['failed', 'canceled', 'nsfw', 'unknown', 'rejected']),
   /** The `--retry` round (RecordedOptions.retryRound) that started it; absent before issue 26. */
   round: z.number().int().nonnegative().optional(),
   /**
@@ -163,6 +163,11 @@ export const RetryRecord = z.looseObject({
    * fleet its job, stay): the attempt left behind keeps its money, and `attempt` changes no key.
    */
   sameKey: z.boolean().optional(),
+  /**
+   * A remake of a rejected result (`previous: rejected`): the output the decision judged, so the
+   * same decision never remakes it twice, even where the remake's bytes are the same.
+   */
+  judged: z.string().optional(),
 });
 
 /**

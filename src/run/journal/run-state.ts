@@ -37,6 +37,8 @@ export interface InstanceState {
   suspect?: boolean | undefined;
   /** What the attempts left behind by re-rolls and retries cost (attempt-money.ts): money is per attempt. */
   earlier?: EarlierAttempts | undefined;
+  /** The output a review judged that this instance was last remade for (a model without a seed). */
+  remadeJudged?: string | undefined;
   /** The last `--retry` round that started this instance over (a retry, or a rejected result remade). */
   retryRound?: number | undefined;
 }
@@ -166,10 +168,12 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
     }
     case 'retry': {
       const entry = instanceOf(state, record.instance);
-      // Only an outcome --retry may retry is left behind: a completed result is never thrown away.
-      if (entry.final?.status === 'completed') return;
+      // Only an outcome --retry may retry is left behind: a completed result is never thrown away,
+      // unless the review rejected it (a model without a seed is remade as a new attempt).
+      if (entry.final?.status === 'completed' && record.previous !== 'rejected') return;
       if (!record.sameKey) entry.retries = Math.max(entry.retries, record.attempt);
       if (record.round !== undefined) entry.retryRound = record.round;
+      if (record.judged !== undefined) entry.remadeJudged = record.judged;
       startOver(entry);
       // The user chose to send it again: a corrupt line it may have had no longer holds it back.
       entry.suspect = false;
