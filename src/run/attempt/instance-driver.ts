@@ -31,7 +31,9 @@ import { isFate, type AttemptFate, type Counted } from './fate.js';
 import { localExecutor } from './executor.js';
 import { followAttempt } from './follow-phase.js';
 import { mayRemake, nextStep, retryOf, type NextStep } from './next-step.js';
-import { adapterContext, type AttemptWork, type DriverHooks, type PhaseDeps } from './phase-deps.js';
+import type { AttemptWork } from './executor.js';
+import type { DriverHooks, PhaseDeps } from './phase-deps.js';
+import { holdsIntent, reclaimAttempt } from './reclaim-phase.js';
 import { rejectsCurrent, remakeRejected } from './remake.js';
 import { instanceNow, RerollSeeds, withSeed } from './reroll-seeds.js';
 import { reuseEarlier } from './reuse-phase.js';
@@ -125,7 +127,7 @@ export class InstanceDriver {
     const action = resumeAction(entry, adapter.idempotentSubmit, fx.state.suspectAll);
     const retrying = retryOf(action, entry, fx.retry, round);
     // An unknown whose job an earlier coordinator left in Redis is not unknown: #drive learns it.
-    if (retrying !== undefined && !(retrying === 'unknown' && (await this.#holds(step, adapter, planned.id)))) {
+    if (retrying !== undefined && !(retrying === 'unknown' && (await holdsIntent(this.#d, step, adapter, planned.id)))) {
       await fx.log({ type: 'retry', instance: planned.id, attempt: (entry?.retries ?? 0) + 1, previous: retrying, round }, true);
       return true;
     }
@@ -143,7 +145,7 @@ export class InstanceDriver {
     for (let instance = first; ;) {
       const entry = fx.state.instances.get(instance.id);
       const action = resumeAction(entry, adapter.idempotentSubmit, fx.state.suspectAll);
-      const holds = action.kind === 'unknown' && (await this.#holds(step, adapter, instance.id));
+      const holds = action.kind === 'unknown' && (await holdsIntent(this.#d, step, adapter, instance.id));
       const next = nextStep(action, entry, { holds, resubmitUnknown: fx.options.resubmitUnknown === true, reuse: fx.reuse !== undefined });
       const end = await this.#take(step, adapter, instance, next);
       if (end && 'reroll' in end) instance = end.reroll;
@@ -169,8 +171,10 @@ export class InstanceDriver {
         return { reroll: instance };
       }
       case 'reclaim': {
-        const submission = await this.#reclaim(step, adapter, instance);
-        return submission && this.#attempt(step, adapter, instance, { kind: 'follow', submission });
+        const reclaimed = await reclaimAttempt(this.#d, step, adapter, instance.id);
+        if (!isFate(reclaimed)) return this.#attempt(step, adapter, instance, { kind: 'follow', submission: reclaimed });
+        await settle(settling, reclaimed);
+        return undefined;
       }
       case 'send':
         if (next.reuse) {
@@ -336,52 +340,6 @@ export class InstanceDriver {
     }
     await settle(settling, await this.#delivery.deliver(step, instance.id, true, counted));
     return { status: final.status, outputs };
-  }
-
-  /**
-   * Whether the run's executor still holds the attempt behind an intent no submission answered (a
-   * fleet job an earlier coordinator queued): then its submit is learnt from there (`#reclaim`),
-   * never called unknown nor sent again.
-   */
-  async #holds(step: StepPlan, adapter: ModelAdapter, id: string): Promise<boolean> {
-    const entry = this.#fx.state.instances.get(id);
-    if (entry?.intent === undefined || entry.submission !== undefined || entry.final !== undefined) return false;
-    const attempt = attemptOf(this.#fx.options.runId, id, entry);
-    return this.#fx.op(() => this.#d.executor.holds(attempt, { model: step.model, adapter, script: { replies: step.step.replies } }));
-  }
-
-  /**
-   * The submission of a held attempt (`#holds`), journaled as a submit's is; undefined when the
-   * attempt comes to another fate, settled here: unknown (nothing could be learnt), refused (its
-   * submit was), in flight (another holder took the run over), or interrupted.
-   */
-  async #reclaim(step: StepPlan, adapter: ModelAdapter, instance: PlannedInstance): Promise<Submission | undefined> {
-    const fx = this.#fx;
-    const settling = { fx, step, instance: instance.id };
-    if (!(await fx.fenced())) {
-      await settle(settling, { kind: 'in_flight', counted: 'inFlight' });
-      return undefined;
-    }
-    const attempt = attemptOf(fx.options.runId, instance.id, fx.state.instances.get(instance.id));
-    const work: AttemptWork = { model: step.model, adapter, script: { replies: step.step.replies } };
-    let answer: Submission | AttemptFate;
-    try {
-      answer = await fx.op(() => this.#d.executor.reclaim(attempt, work, adapterContext(fx)));
-    } catch (error) {
-      if (!(error instanceof GenpipeError)) throw error;
-      // Withdrawn from the queue before any worker began to send it: never sent, and journaled so.
-      answer =
-        error.code === 'aborted'
-          ? { kind: 'interrupted', neverSent: error.neverSent }
-          : { kind: 'refused', code: error.code, message: error.message };
-    }
-    if (isFate(answer)) {
-      await settle(settling, answer);
-      return undefined;
-    }
-    await fx.log({ type: 'submitted', instance: instance.id, handle: answer }, true);
-    fx.emit({ type: 'instance_submitted', step: step.id, instance: instance.id, model: step.model, estimatedUsd: step.priceUsd });
-    return answer;
   }
 
   /**
