@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import type { Cell } from '../gallery/gallery-data.js';
 import { escapeHtml } from '../gallery/gallery-page.js';
-import { formatCount, formatUsd } from '../util/format-usd.js';
+import { formatCount, formatUsd, type MoneyKind } from '../util/format-usd.js';
 import type { DiffData, DiffRow } from './diff-data.js';
 
 /** The page says it is genpipe's diff: `genpipe diff --out` overwrites only such a file. */
@@ -37,7 +37,7 @@ function href(pageDir: string, runDir: string, path: string): string {
   return relative(pageDir, join(runDir, path)).split(sep).map(encodeURIComponent).join('/');
 }
 
-const usd = (n: number | undefined): string => (n === undefined ? '' : formatUsd(n));
+const usd = (n: number | undefined, kind: MoneyKind = 'total'): string => (n === undefined ? '' : formatUsd(n, kind));
 
 function side(cell: Cell | undefined, runDir: string, pageDir: string, differs: boolean): string {
   if (cell === undefined) return '<td class="side"><span class="badge" data-status="not_started">not started</span></td>';
@@ -55,7 +55,7 @@ function side(cell: Cell | undefined, runDir: string, pageDir: string, differs: 
     })
     .join('');
   return `<td class="side${differs ? ' differs' : ''}">${media}${cell.answer === undefined ? '' : `<pre class="answer">${escapeHtml(cell.answer)}</pre>`}
-<span class="badge" data-status="${escapeHtml(cell.status)}">${escapeHtml(cell.status.replace('_', ' '))}</span> ${escapeHtml(usd(cell.costUsd))}${cell.rerollSeed === undefined ? '' : ` <span class="badge">re-rolled: seed ${cell.rerollSeed}</span>`}
+<span class="badge" data-status="${escapeHtml(cell.status)}">${escapeHtml(cell.status.replace('_', ' '))}</span> ${escapeHtml(usd(cell.costUsd, 'each'))}${cell.rerollSeed === undefined ? '' : ` <span class="badge">re-rolled: seed ${cell.rerollSeed}</span>`}
 ${cell.error ? `<p class="error">${escapeHtml(cell.error)}</p>` : ''}${cell.requestId ? `<p class="id">${escapeHtml(cell.requestId)}</p>` : ''}</td>`;
 }
 

@@ -47,13 +47,21 @@ export const PAGE_SCRIPT = String.raw`
     for (const child of children || []) if (child) node.appendChild(child);
     return node;
   };
-  // Money as everywhere else in genpipe (util/format-usd.ts formatUsd): cents and thousands separators, more digits only when a price has them.
-  const group = (text) => text.replace(/^(-?)(\d+)/, (m, sign, digits) => sign + digits.replace(/\B(?=(\d{3})+(?!\d))/g, ','));
-  const usd = (n) => {
-    if (n === undefined) return '';
-    const cents = Math.round(n * 100) / 100;
-    return Math.abs(cents - n) < 1e-9 ? 'US$' + group(cents.toFixed(2)) : 'US$' + group(n.toFixed(4).replace(/0+$/, ''));
+  // money:begin. A copy of util/format-usd.ts formatMoney, the one formatter of money (the
+  // page runs in a browser, with no import): page-money.test.ts holds the two to the same output.
+  const groupDigits = (text) => text.replace(/^(-?)(\d+)/, (m, sign, digits) => sign + digits.replace(/\B(?=(\d{3})+(?!\d))/g, ','));
+  const formatMoney = (value, kind, unit) => {
+    const digits = kind === 'total' ? 2 : 4;
+    const scale = Math.pow(10, digits);
+    let rounded = Math.round(value * scale) / scale;
+    if (rounded === 0) rounded = 0;
+    let text = rounded.toFixed(digits);
+    if (kind === 'each') text = text.replace(/(\.\d\d\d*?)0+$/, '$1');
+    const grouped = /^-?\d+(\.\d+)?$/.test(text) ? groupDigits(text) : text;
+    return unit === 'credits' ? grouped + ' credits' : 'US$' + grouped;
   };
+  // money:end
+  const usd = (n, kind) => (n === undefined ? '' : formatMoney(n, kind || 'total', 'usd'));
   const round6 = (n) => Math.round(n * 1e6) / 1e6;
   /** A video's poster when it has no first frame (no ffmpeg, or a file it could not read): a light 16:9 card that says "video" in its upper half, above where the browser draws its controls. */
   const VIDEO_POSTER = 'data:image/svg+xml,' + encodeURIComponent('<svg xmlns="http://www.w3.org/2000/svg" width="320" height="180" viewBox="0 0 320 180"><rect width="320" height="180" fill="#d6d6d6"/><path d="M104 34v30l26-15z" fill="#444"/><text x="186" y="62" fill="#333" font-family="sans-serif" font-size="36" text-anchor="middle">video</text></svg>');
@@ -229,13 +237,13 @@ export const PAGE_SCRIPT = String.raw`
     line.textContent = approved + ' approved, ' + rejected + ' rejected, ' + starred + ' starred, ' + unreviewed + ' unreviewed of ' + total;
   }
 
-  /** The run's spend in the header: what its cells cost (refunds and reuse at US$0). */
+  /** The run's net in the header: what its cells cost, each the report's figure (run-state.ts instanceCostUsd). */
   function renderSpend() {
     const line = document.getElementById('spend');
     const spent = round6(data.steps.reduce((sum, step) => sum + step.spendUsd, 0));
     const count = data.steps.reduce((sum, step) => sum + step.count, 0);
     line.dataset.usd = String(spent);
-    line.textContent = 'Spend ' + usd(spent) + ' on ' + count + ' instance' + (count === 1 ? '' : 's');
+    line.textContent = 'Net ' + usd(spent) + ' on ' + count + ' instance' + (count === 1 ? '' : 's');
   }
 
   let renders = 0;
@@ -426,7 +434,7 @@ export const PAGE_SCRIPT = String.raw`
     if (c.files.some((f) => f.kind === 'video')) facts.appendChild(el('span', { className: 'badge kind', text: 'video' }));
     if (c.rerollSeed !== undefined) facts.appendChild(el('span', { className: 'badge reroll', text: 're-rolled: seed ' + c.rerollSeed }));
     const refunded = c.costUsd === 0 && (c.status === 'failed' || c.status === 'nsfw' || c.status === 'canceled');
-    if (c.costUsd !== undefined) facts.appendChild(el('span', { className: 'cost', text: refunded ? 'refunded' : usd(c.costUsd) }));
+    if (c.costUsd !== undefined) facts.appendChild(el('span', { className: 'cost', text: refunded ? 'refunded' : usd(c.costUsd, 'each') }));
     cell.appendChild(facts);
     if (c.error) cell.appendChild(el('p', { className: 'error', text: c.error }));
     cell.appendChild(el('p', { className: 'id', text: c.id + (c.requestId ? ' \u00b7 ' + c.requestId : '') }));

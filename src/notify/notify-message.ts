@@ -14,9 +14,9 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { CostSummary } from '../report/cost-report.js';
 import { formatBytes } from '../util/format-bytes.js';
-import type { RunCounts, RunOutcome } from '../run/events.js';
+import { outcomeWord, type RunCounts, type RunOutcome } from '../run/events.js';
 import type { NotifyEvent, NotifyFormat } from './notify-targets.js';
-import { formatSpend } from '../util/format-usd.js';
+import { formatSpend, formatUsd, jsonUsd } from '../util/format-usd.js';
 
 export interface RunEnd {
   pipeline: string;
@@ -49,7 +49,8 @@ export interface NotifySummary {
   event: NotifyEvent;
   pipeline: string;
   run_id: string;
-  outcome: RunOutcome;
+  /** The outcome as people read it: a run stopped by a signal is `interrupted` (the journal's `aborted`). */
+  outcome: string;
   exit_code: number;
   /** The sentence that explains a stop, or says how a run finished: always present. */
   message: string;
@@ -90,15 +91,15 @@ export function notifySummary(
     event: eventOf(end.outcome),
     pipeline: end.pipeline,
     run_id: end.runId,
-    outcome: end.outcome,
+    outcome: outcomeWord(end.outcome),
     exit_code: end.exitCode,
     message: end.message ?? endSentence(end),
     counts: end.counts,
     spend_usd: {
-      estimated: total?.estimatedUsd ?? 0,
-      refunded: total?.refundedUsd ?? 0,
-      net: total?.netUsd ?? 0,
-      unknown: total?.unknownUsd ?? 0,
+      estimated: jsonUsd(total?.estimatedUsd ?? 0),
+      refunded: jsonUsd(total?.refundedUsd ?? 0),
+      net: jsonUsd(total?.netUsd ?? 0),
+      unknown: jsonUsd(total?.unknownUsd ?? 0),
       unpriced_instances: total?.unpricedInstances ?? 0,
     },
     duration_s: Math.round(end.durationMs / 100) / 10,
@@ -154,7 +155,7 @@ const HEADLINE: Record<NotifyEvent, string> = {
   interrupted: 'was interrupted',
 };
 
-const usd = (n: number): string => `US$${n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+const usd = (n: number): string => formatUsd(n, 'total');
 
 /** One line per fact, plain text: the body of the Slack and Discord messages. */
 export function summaryText(s: NotifySummary): string {
@@ -167,7 +168,7 @@ export function summaryText(s: NotifySummary): string {
     s.message,
     `Instances: ${counts || 'none'}.`,
     ...(s.sink ? [sinkLine(s.sink)] : []),
-    `Spend: ${formatSpend({ netUsd: s.spend_usd.net, unknownUsd: s.spend_usd.unknown, unpricedInstances: s.spend_usd.unpriced_instances })} net (${usd(s.spend_usd.estimated)} estimated, ${usd(s.spend_usd.refunded)} refunded).`,
+    `Spend: ${formatSpend({ netUsd: s.spend_usd.net, unknownUsd: s.spend_usd.unknown, unpricedInstances: s.spend_usd.unpriced_instances })} net (${usd(s.spend_usd.estimated)} charged, ${usd(s.spend_usd.refunded)} refunded).`,
     // A chat reader is on another machine, where a path or file:// link opens nothing.
     `Run directory: ${s.run_dir} on ${s.host} (genpipe review ${s.run_dir} serves its gallery).`,
   ].join('\n');

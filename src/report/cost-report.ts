@@ -15,6 +15,7 @@ import type { InstanceState } from '../run/journal/run-state.js';
 import { moneyOf } from '../run/attempt/attempt-money.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import { instanceStates, plainState, type PlainOutcome } from './instance-lines.js';
+import { jsonUsd } from '../util/format-usd.js';
 
 export type ReportStatus = 'completed' | 'reused' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
 
@@ -73,7 +74,7 @@ export interface CostReport {
 const STATUSES: readonly ReportStatus[] = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
 
 /** Rounds to a millionth of a dollar, so sums of cents stay exact in JSON. */
-const round = (usd: number): number => Math.round(usd * 1e6) / 1e6;
+const round = jsonUsd;
 
 function statusOf(entry: InstanceState): ReportStatus {
   if (entry.reusedFrom !== undefined) return 'reused';

@@ -9,7 +9,8 @@
  */
 import cliProgress from 'cli-progress';
 import type { RunEvent, RunListener, RunSummary } from '../run/events.js';
-import { formatUsd } from '../util/format-usd.js';
+import { outcomeWord } from '../run/events.js';
+import { formatSpend, formatUsd, jsonUsd } from '../util/format-usd.js';
 import { oneLine } from '../util/terminal-text.js';
 import { redactingReplacer } from '../util/redact.js';
 
@@ -28,8 +29,9 @@ const usd = formatUsd;
 
 /**
  * The run's last line: its outcome, counts and money, then the sentence that explains a stop unless
- * it was printed already as it happened (`told`), so a message is printed once. The money is
- * "spent" once nothing is unknown or in flight, and "estimated" only while something is.
+ * it was printed already as it happened (`told`), so a message is printed once. The money is the
+ * report's net (`s.money`, its total), unknown and unpriced apart, whatever way the run ended; without
+ * a report (another process holds the run now) it is what the run committed, and says so.
  */
 export function summaryLine(s: RunSummary, told?: string): string {
   const c = s.counts;
@@ -39,9 +41,9 @@ export function summaryLine(s: RunSummary, told?: string): string {
   if (c.rerolled) parts.push(`${c.rerolled} re-rolled`);
   if (c.inFlight) parts.push(`${c.inFlight} in flight`);
   if (c.pending) parts.push(`${c.pending} not started`);
-  const money = c.unknown > 0 || c.inFlight > 0 ? 'estimated' : 'spent';
+  const spend = s.money ? `net ${formatSpend(s.money)}` : `committed ${usd(s.estimatedUsd)}`;
   const message = s.message !== undefined && s.message !== told ? `\n${oneLine(s.message)}` : '';
-  return `${s.pipeline} ${s.runId}: ${s.outcome}; ${parts.join(', ')}; ${money} ${usd(s.estimatedUsd)}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}${message}`;
+  return `${s.pipeline} ${s.runId}: ${outcomeWord(s.outcome)}; ${parts.join(', ')}; ${spend}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}${message}`;
 }
 
 /** `42s`, `3m07s`, `2h05m`. */
@@ -319,7 +321,7 @@ export class LineProgress implements ProgressSink {
     if (line) this.output.err(line);
   };
 
-  /** `progress: 120/500 done (3 failed), 20 in flight, spent US$6.00, ETA 2m10s` */
+  /** `progress: 120/500 done (3 failed), 20 in flight, committed US$6.00, ETA 2m10s` */
   line(): string {
     let done = 0;
     let failed = 0;
@@ -332,7 +334,7 @@ export class LineProgress implements ProgressSink {
       before += s.before;
     }
     const eta = etaText(done + failed - before, this.#tally.total - before, this.#tally.startedAt, this.#tally.now());
-    return `progress: ${done + failed}/${this.#tally.total} done (${failed} failed), ${inFlight} in flight, spent ${usd(this.#tally.spentUsd)}, ETA ${eta}`;
+    return `progress: ${done + failed}/${this.#tally.total} done (${failed} failed), ${inFlight} in flight, committed ${usd(this.#tally.spentUsd)}, ETA ${eta}`;
   }
 
   stop(): void {
@@ -340,6 +342,10 @@ export class LineProgress implements ProgressSink {
     this.#timer = undefined;
   }
 }
+
+/** Secrets out, and amounts of money (`…Usd`) to a millionth, as in every JSON genpipe writes. */
+const jsonLogReplacer = (key: string, value: unknown): unknown =>
+  typeof value === 'number' && /usd$/i.test(key) ? jsonUsd(value) : redactingReplacer(key, value);
 
 export class JsonLogs implements ProgressSink {
   constructor(
@@ -350,7 +356,7 @@ export class JsonLogs implements ProgressSink {
   readonly listener: RunListener = (event) => {
     if (this.options.quiet && event.type !== 'run_finished' && errorLine(event) === undefined) return;
     // Each string redacted before it is encoded: a secret quoted inside quoted JSON changes spelling.
-    this.output.out(JSON.stringify({ time: new Date().toISOString(), ...event }, redactingReplacer));
+    this.output.out(JSON.stringify({ time: new Date().toISOString(), ...event }, jsonLogReplacer));
   };
 
   stop(): void {}
@@ -448,9 +454,12 @@ export class TtyProgress implements ProgressSink {
     });
   }
 
+  /** Committed, the budget's measure: charged, in flight and unknown, not the report's net. */
   #spendText(): string {
     const budget = this.options.budgetUsd;
-    return budget === undefined ? `spent ${usd(this.#tally.spentUsd)}` : `spent ${usd(this.#tally.spentUsd)} of ${usd(budget)}`;
+    return budget === undefined
+      ? `committed ${usd(this.#tally.spentUsd)}`
+      : `committed ${usd(this.#tally.spentUsd)} of ${usd(budget)} budget`;
   }
 
   /** Once: a second stop would move the cursor up over what was printed after the bars (the summary) and draw them there again. */

@@ -1,11 +1,11 @@
 /** The cost report as JSON, CSV (RFC 4180, formula-safe) and Markdown. */
 import { csvCell, csvRow } from '../util/csv.js';
-import { formatUsd } from '../util/format-usd.js';
+import { formatMoney, jsonUsd, toCredits } from '../util/format-usd.js';
 import type { CostReport, CostSummary, GroupLine, InstanceLine, Money, ReportSinks } from './cost-report.js';
 import { formatBytes } from '../util/format-bytes.js';
 
-const credits = (usd: number, rate: number): number => Math.round(usd * rate * 100) / 100;
-const round6 = (n: number): number => Math.round(n * 1e6) / 1e6;
+const credits = toCredits;
+const round6 = jsonUsd;
 
 // Object.assign, not a spread: spreading a line into a literal took 3.5 s a million lines.
 const withCredits = <T extends Money>(m: T, rate: number): T & { netCredits: number; refundedCredits: number } =>
@@ -100,8 +100,12 @@ function countsText(g: GroupLine): string {
     .join('; ');
 }
 
-/** `$1,234.50`: the report's dollars, grouped like every other figure of money genpipe prints. */
-const usd = (n: number | null): string => (n === null ? '—' : formatUsd(n).replace(/^US/, ''));
+/** `US$1,234.50`: a total of the report, as every other figure of money genpipe prints. */
+const usd = (n: number | null): string => (n === null ? '—' : formatMoney(n, 'total'));
+/** `US$0.0865`: an instance's amount, with the finer digits a price has. */
+const usdEach = (n: number): string => formatMoney(n, 'each');
+/** `432.50 credits`. */
+const creditsText = (usd: number, rate: number): string => formatMoney(credits(usd, rate), 'total', 'credits');
 const cell = (text: string): string => (MARKDOWN_SPECIAL.test(text) ? text.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ') : text);
 const MARKDOWN_SPECIAL = /[|\n]/;
 
@@ -111,7 +115,7 @@ function usdOf(n: number): string {
   let text = usdSeen.get(n);
   if (text === undefined) {
     if (usdSeen.size >= 256) usdSeen.clear();
-    usdSeen.set(n, (text = usd(n)));
+    usdSeen.set(n, (text = usdEach(n)));
   }
   return text;
 }
@@ -133,11 +137,11 @@ function markdownHead(report: CostSummary): string {
   const table = (title: string, groups: readonly GroupLine[]): string[] => [
     `## ${title}`,
     '',
-    '| name | statuses | estimated | actual | refunded | net | net credits |',
+    '| name | statuses | charged | actual | refunded | net | net credits |',
     '|---|---|---:|---:|---:|---:|---:|',
     ...groups.map(
       (g) =>
-        `| ${cell(g.name)} | ${cell(countsText(g))} | ${usd(g.estimatedUsd)} | ${usd(g.actualUsd)} | ${usd(g.refundedUsd)} | ${usd(g.netUsd)} | ${credits(g.netUsd, rate)} |`,
+        `| ${cell(g.name)} | ${cell(countsText(g))} | ${usd(g.estimatedUsd)} | ${usd(g.actualUsd)} | ${usd(g.refundedUsd)} | ${usd(g.netUsd)} | ${creditsText(g.netUsd, rate).replace(/ credits$/, '')} |`,
     ),
     '',
   ];
@@ -145,7 +149,7 @@ function markdownHead(report: CostSummary): string {
   const head = [
     `# Cost report: ${cell(report.pipeline)} ${cell(report.runId)}`,
     '',
-    `Net **${usd(t.netUsd)}** (${credits(t.netUsd, rate)} credits at ${rate} credits per US$): estimated ${usd(t.estimatedUsd)}, refunded ${usd(t.refundedUsd)}` +
+    `Net **${usd(t.netUsd)}** (${creditsText(t.netUsd, rate)} at ${rate} credits per US$): charged ${usd(t.estimatedUsd)}, refunded ${usd(t.refundedUsd)}` +
       (t.actualUsd === null ? '.' : `, actual costs reported by the service ${usd(t.actualUsd)}.`),
     ...(t.unknownUsd > 0
       ? [

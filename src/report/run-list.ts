@@ -4,12 +4,13 @@ import { join } from 'node:path';
 import { JOURNAL_RECORD_TYPES } from '../run/journal/journal-records.js';
 import { streamJournal } from '../run/journal/journal.js';
 import { summarizeCostReport } from './cost-report.js';
+import { outcomeWord } from '../run/events.js';
 
 export interface RunListing {
   pipeline: string;
   runId: string;
   dir: string;
-  /** The last run_finished outcome, or `interrupted` when the last start has no finish. */
+  /** The last run_finished outcome (a signal's stop reads `interrupted`), or `interrupted` when the last start has no finish. */
   status: string;
   completed: number;
   instances: number;
@@ -43,7 +44,7 @@ export async function listRuns(root: string, pipeline?: string): Promise<RunList
       try {
         for await (const record of streamJournal(join(dir, 'journal.jsonl'), { skipTypes: NOT_RUN_RECORDS })) {
           if (record.type === 'run_started') status = 'interrupted';
-          if (record.type === 'run_finished') status = record.outcome ?? 'finished';
+          if (record.type === 'run_finished') status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
         }
       } catch {
         status = 'unreadable';

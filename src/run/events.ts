@@ -3,6 +3,7 @@
  * lines and JSON logs are subscribers (report layer).
  */
 import type { TerminalStatus } from './journal/journal-records.js';
+import type { SpendFigures } from '../util/format-usd.js';
 
 export type RunEvent =
   | {
@@ -55,6 +56,11 @@ export type StopReason =
 
 export type RunOutcome = 'completed' | 'failed' | 'budget' | 'aborted' | 'stopped';
 
+/** A run's outcome as people read it: one stopped by a signal (journaled `aborted`) is *interrupted* everywhere. */
+export function outcomeWord(outcome: string): string {
+  return outcome === 'aborted' ? 'interrupted' : outcome;
+}
+
 /** Counts of a run that has not started. */
 export const emptyCounts = (): RunCounts => ({
   completed: 0,
@@ -97,6 +103,8 @@ export interface RunSummary {
   counts: RunCounts;
   /** US$ committed over the run's whole life: charged, in flight, or unknown (spend.ts). */
   estimatedUsd: number;
+  /** The report's net, unknown and unpriced, once the report is written (the session adds them): what the summary line says. */
+  money?: SpendFigures | undefined;
   durationMs: number;
   /**
    * True when this start changed nothing (no instance record written) and the run had ended the

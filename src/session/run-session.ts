@@ -39,7 +39,7 @@ import { writeCostReport } from '../report/write-report.js';
 import { reviewWaitSentence } from '../review/review-wait.js';
 import { decidedIds, decisions } from '../review/review-store.js';
 import { galleryView } from '../gallery/run-view.js';
-import { emptyCounts, type RunListener, type RunSummary } from '../run/events.js';
+import { emptyCounts, type RunEvent, type RunListener, type RunSummary } from '../run/events.js';
 import { acquirePipelineLock, lostToThisRun, type LockOptions, type PipelineLock } from '../run/lock/lock.js';
 import { sleep } from '../api/sleep.js';
 import { onHardExit } from '../util/exit-hooks.js';
@@ -444,6 +444,14 @@ async function execute(x: Execution): Promise<RunResult> {
     ...fields,
   });
   const concurrency = o.concurrency ?? plan.loaded.manifest.defaults?.concurrency;
+  let finished: Extract<RunEvent, { type: 'run_finished' }> | undefined;
+  /** Prints the summary line, with the report's net when there is a report. */
+  const sayEnd = (report: CostSummary | undefined): void => {
+    if (!finished) return;
+    const t = report?.total;
+    const money = t ? { netUsd: t.netUsd, unknownUsd: t.unknownUsd, unpricedInstances: t.unpricedInstances } : undefined;
+    progress.listener({ type: 'run_finished', summary: { ...finished.summary, money } });
+  };
   try {
     // Storage sinks are checked before anything is spent (issue 29): a missing bucket or refused
     // credentials end the run here, exit 2, with nothing sent to the service. Without a sink in
@@ -501,7 +509,9 @@ async function execute(x: Execution): Promise<RunResult> {
       review: { approved: () => decidedIds(runDir, 'approved'), rejected: () => decisions(runDir, 'rejected') },
       view: galleryView(runDir, plan, runId, x.stepSinkRecords),
       onEvent: (event) => {
-        progress.listener(event);
+        // The summary line waits for the report: it says the report's net, on every way a run ends.
+        if (event.type === 'run_finished') finished = event;
+        else progress.listener(event);
         o.onEvent?.(event);
       },
     });
@@ -538,6 +548,7 @@ async function execute(x: Execution): Promise<RunResult> {
   if (stall.signal.aborted && !x.signal.aborted) {
     const stalled = stall.signal.reason as GenpipeError;
     const report = await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
+    sayEnd(report);
     await notifyRunEnd(
       x.notifyTargets,
       ended({
@@ -563,6 +574,7 @@ async function execute(x: Execution): Promise<RunResult> {
     lockLost && lostToThisRun(lock.signal.reason, runId)
       ? undefined
       : await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
+  sayEnd(report);
   if (lockLost) {
     await notifyRunEnd(
       x.notifyTargets,

@@ -85,7 +85,7 @@ describe('the gallery of the daily loop', () => {
     expect(Number(await spend.getAttribute('data-usd'))).toBeCloseTo(report.total.netUsd, 6);
     // 12 sheets at US$0.05 are part of it; money as genpipe writes it everywhere (US$0.60, not US$0.6000).
     expect(report.total.netUsd).toBeGreaterThan(0.6 - 1e-9);
-    expect(await spend.textContent()).toMatch(/^Spend US\$\d[\d,]*\.\d{2}\d{0,2} on 15 instances$/);
+    expect(await spend.textContent()).toMatch(/^Net US\$\d[\d,]*\.\d{2} on 15 instances$/);
     expect(await page.locator('[data-step=sheets] .counts').textContent()).toMatch(/; US\$0\.60$/);
     expect(problems).toEqual([]);
     await page.close();

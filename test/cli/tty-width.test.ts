@@ -72,7 +72,7 @@ steps:
 
 /** A bar line, whole: name, an optional bar, the counts and the ETA, and nothing after. */
 const BAR_LINE = /^(campaign-sheets|cats {11}) (\[[#.]+\] )?[ \d]{2}\/\d+ *\| +\d+ failed \| +\d+ in flight \| ETA \S+$/;
-const SPEND_LINE = /^spent US\$\d+\.\d{2} of US\$15\.00$/;
+const SPEND_LINE = /^committed US\$\d+\.\d{2} of US\$15\.00 budget$/;
 
 describe.each([80, 120])('progress in a terminal of %i columns', (columns) => {
   let run: { screens: string[][]; last: string[] };
@@ -118,7 +118,7 @@ describe.each([80, 120])('progress in a terminal of %i columns', (columns) => {
     // summary's one line, each word whole.
     const joined = summary.reduce((text, line) => (text === '' ? line : text.endsWith('/') ? text + line : `${text} ${line}`), '');
     expect(joined).toMatch(
-      /^width \S+: failed; 13 completed, 1 failed, 0 nsfw, 0 canceled; spent US\$\d+\.\d{2}; [\d.]+ s; \/\S+\/width\/\S+$/,
+      /^width \S+: failed; 13 completed, 1 failed, 0 nsfw, 0 canceled; net US\$\d+\.\d{2}; [\d.]+ s; \/\S+\/width\/\S+$/,
     );
     for (const line of summary) expect(line).not.toMatch(/^ | $/);
     // The failure was said above the bars, on lines of its own that together are its sentence.

@@ -21,7 +21,7 @@ describe('progress output', () => {
     // A finished bar for the step, drawn with cursor control (it is a live terminal view), and the
     // run's spend on the line under the bars (test/cli/tty-width.test.ts reads the screen itself).
     expect(screen).toMatch(
-      /cats\s+\[#{40}\] 6\/6 \| 0 failed \| 0 in flight \| ETA 0s(\u001b\[[0-9;]*[A-Za-z]|\s)*spent US\$0\.30 of US\$1\.00/,
+      /cats\s+\[#{40}\] 6\/6 \| 0 failed \| 0 in flight \| ETA 0s(\u001b\[[0-9;]*[A-Za-z]|\s)*committed US\$0\.30 of US\$1\.00 budget/,
     );
     // Before the first instance finishes the ETA reads --, never cli-progress's NULL or INF.
     expect(screen).not.toMatch(/ETA (NULL|INF)/);
@@ -39,9 +39,9 @@ describe('progress output', () => {
     expect(result.stderr).toMatch(/^running quickstart: 6 instance\(s\) in /);
     // Any progress line (the run may end within the first second) is the plain one-line form.
     for (const line of result.stderr.split('\n').filter((l) => l.startsWith('progress: ')))
-      expect(line).toMatch(/^progress: \d+\/6 done \(\d+ failed\), \d+ in flight, spent US\$[\d.]+, ETA \S+$/);
+      expect(line).toMatch(/^progress: \d+\/6 done \(\d+ failed\), \d+ in flight, committed US\$[\d.]+, ETA \S+$/);
     expect(result.stderr + result.stdout).not.toContain('\u001b[');
-    expect(result.stdout).toMatch(/^quickstart \S+: completed; 6 completed, 0 failed, 0 nsfw, 0 canceled; spent US\$0\.30; [\d.]+ s; /);
+    expect(result.stdout).toMatch(/^quickstart \S+: completed; 6 completed, 0 failed, 0 nsfw, 0 canceled; net US\$0\.30; [\d.]+ s; /);
   });
 
   it('--json-logs: one JSON run event per line on stdout', () => {

@@ -206,22 +206,33 @@ describe('notify: a run that ends posts its summary', () => {
     expect(hook.received.map((r) => (r.body as { event: string }).event)).toEqual(['budget']);
   });
 
-  it('interrupted: Ctrl-C during a run posts the interrupted event (exit 130 kept)', { timeout: 30_000 }, async () => {
-    const slow = await startEmulator({ port: 0, timeScale: 1, log: () => {} });
-    closers.push(() => slow.close());
-    const hook = await receiver();
-    closers.push(hook.close);
-    const path = manifest(tempDir(), `notify:\n  - url: ${hook.url}/i`, { count: 2 });
-    const controller = new AbortController();
-    const started = run(['run', path, '--out', tempDir(), '--quiet'], {}, controller.signal, slow.url);
-    const deadline = Date.now() + 10_000;
-    // Bounded: until the first request exists or 10 s.
-    while (slow.requests.byId.size === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    controller.abort();
-    const result = await started;
-    expect(result.code).toBe(130);
-    expect(hook.received.map((r) => (r.body as { event: string }).event)).toEqual(['interrupted']);
-  });
+  it(
+    'interrupted: Ctrl-C during a run posts the interrupted event (exit 130 kept), and every view says interrupted',
+    { timeout: 30_000 },
+    async () => {
+      const slow = await startEmulator({ port: 0, timeScale: 1, log: () => {} });
+      closers.push(() => slow.close());
+      const hook = await receiver();
+      closers.push(hook.close);
+      const path = manifest(tempDir(), `notify:\n  - url: ${hook.url}/i`, { count: 2 });
+      const controller = new AbortController();
+      const out = tempDir();
+      const started = run(['run', path, '--out', out, '--quiet'], {}, controller.signal, slow.url);
+      const deadline = Date.now() + 10_000;
+      // Bounded: until the first request exists or 10 s.
+      while (slow.requests.byId.size === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      controller.abort();
+      const result = await started;
+      expect(result.code).toBe(130);
+      expect(hook.received.map((r) => (r.body as { event: string }).event)).toEqual(['interrupted']);
+      // The same word in the notification's outcome, the summary line and `genpipe runs`.
+      expect(hook.received[0]?.body).toMatchObject({ outcome: 'interrupted' });
+      expect(result.out).toMatch(/: interrupted; .*; net US\$\d+\.\d\d/);
+      const runs = await run(['runs', '--out', out]);
+      expect(runs.out).toMatch(/ interrupted /);
+      expect(runs.out).not.toContain('aborted');
+    },
+  );
 
   it(
     'a finished run resumed sends nothing and tells no one again; a resume that finishes the rest tells once (issue 26, item 10)',

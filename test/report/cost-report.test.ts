@@ -154,7 +154,7 @@ steps:
     );
     expect(csv.filter((l) => l.startsWith('instance,'))).toHaveLength(2);
     expect(csv.find((l) => l.startsWith('total,'))).toMatch(/,0\.1,20,0,0$/);
-    expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Net **$0.10** (20 credits at 200 credits per US$)');
+    expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Net **US$0.10** (20.00 credits at 200 credits per US$)');
     expect(report.steps).toHaveLength(1);
   });
 

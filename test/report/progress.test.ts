@@ -39,13 +39,13 @@ describe('progress outside a TTY', () => {
       resumed: true,
       already: { steps: { a: { done: 240, failed: 3, inFlight: 2 } }, spentUsd: 12.25 },
     });
-    expect(progress.line()).toBe('progress: 243/300 done (3 failed), 2 in flight, spent US$12.25, ETA --');
+    expect(progress.line()).toBe('progress: 243/300 done (3 failed), 2 in flight, committed US$12.25, ETA --');
     clock = 1_000;
     progress.listener({ type: 'instance_submitted', step: 'a', instance: 'a[s=1]', model: 'character-sheet', estimatedUsd: 0.05 });
     clock = 11_000;
     progress.listener({ type: 'instance_finished', step: 'a', instance: 'a[s=1]', status: 'completed', estimatedUsd: 0.05 });
     // One finished in the 10 s since this process's first submit; 56 are left: 560 s at that pace.
-    expect(progress.line()).toBe('progress: 244/300 done (3 failed), 2 in flight, spent US$12.30, ETA 9m20s');
+    expect(progress.line()).toBe('progress: 244/300 done (3 failed), 2 in flight, committed US$12.30, ETA 9m20s');
   });
 
   it('a completed instance whose files failed (a sink upload pending, a download) is said, and counted done once, never also failed', () => {
@@ -97,16 +97,16 @@ describe('progress outside a TTY', () => {
     }
     expect(s.err).toEqual([`running p: 3 instance(s) in ${summary.runDir}`, 'a[s=2]: failed: boom']);
     // 2 finished in the 30 s since the first submit: the last one takes another 15 s.
-    // The failed request is refunded (§8): spent is what the account pays, US$0.05.
-    expect(progress.line()).toBe('progress: 2/3 done (1 failed), 0 in flight, spent US$0.05, ETA 15s');
+    // The failed request is refunded (§8): committed is what the account may pay, US$0.05.
+    expect(progress.line()).toBe('progress: 2/3 done (1 failed), 0 in flight, committed US$0.05, ETA 15s');
     progress.listener({ type: 'run_finished', summary });
     expect(s.out).toEqual([summaryLine(summary)]);
     expect(s.out[0]).toBe(
-      'p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; spent US$0.15; 1.2 s; runs/p/20261122T000000Z-abcd',
+      'p 20261122T000000Z-abcd: failed; 2 completed, 1 failed, 0 nsfw, 0 canceled; committed US$0.15; 1.2 s; runs/p/20261122T000000Z-abcd',
     );
   });
 
-  it('the last line says "spent" once nothing is unknown or in flight, "estimated" while something is, and a stop sentence printed as it happened is not printed again', () => {
+  it('the last line says the report\'s net, unknown and unpriced apart, whatever way the run ended; "interrupted" for a signal; a stop sentence printed as it happened is not printed again', () => {
     const base = {
       runId: 'r',
       runDir: 'runs/p/r',
@@ -117,10 +117,20 @@ describe('progress outside a TTY', () => {
       counts: { completed: 8, failed: 0, nsfw: 0, canceled: 0, unknown: 0, pending: 2, rerolled: 0, reused: 0, inFlight: 0 },
       message: 'Interrupted: stopped submitting.',
     };
-    expect(summaryLine(base)).toContain('; spent US$0.40;');
-    expect(summaryLine({ ...base, counts: { ...base.counts, unknown: 1 } })).toContain('; estimated US$0.40;');
-    expect(summaryLine({ ...base, counts: { ...base.counts, inFlight: 2 } })).toContain('; estimated US$0.40;');
-    expect(summaryLine(base).split('\n')).toEqual([expect.stringContaining('p r: aborted'), 'Interrupted: stopped submitting.']);
+    // No report (another process holds the run): what the run committed, named so.
+    expect(summaryLine(base)).toContain('; committed US$0.40;');
+    // With the report: its net, never the committed estimate, whatever is unknown or in flight.
+    const money = { netUsd: 0.35, unknownUsd: 0.05, unpricedInstances: 0 };
+    expect(summaryLine({ ...base, money })).toContain('; net US$0.35 + up to US$0.05 unknown;');
+    expect(summaryLine({ ...base, outcome: 'budget', counts: { ...base.counts, inFlight: 2 }, money })).toContain(
+      '; net US$0.35 + up to US$0.05 unknown;',
+    );
+    expect(summaryLine({ ...base, outcome: 'completed', money: { netUsd: 1.839963 } })).toContain('; net US$1.84;');
+    expect(summaryLine({ ...base, outcome: 'failed', money: { netUsd: 0.1, unpricedInstances: 2 } })).toContain(
+      '; net US$0.10 + 2 unpriced;',
+    );
+    expect(summaryLine({ ...base, money })).toMatch(/^p r: interrupted; /);
+    expect(summaryLine(base).split('\n')).toEqual([expect.stringContaining('p r: interrupted'), 'Interrupted: stopped submitting.']);
     expect(summaryLine(base, 'Interrupted: stopped submitting.').split('\n')).toHaveLength(1);
     // Through a progress sink: run_stopping prints it on stderr, the summary does not repeat it.
     const s = sink();
@@ -177,7 +187,7 @@ describe('ETA', () => {
     const s = sink();
     const progress = new LineProgress(s.output, { quiet: true, now: () => 5 });
     for (const e of events.slice(0, 3)) progress.listener(e);
-    expect(progress.line()).toBe('progress: 0/3 done (0 failed), 2 in flight, spent US$0.10, ETA --');
+    expect(progress.line()).toBe('progress: 0/3 done (0 failed), 2 in flight, committed US$0.10, ETA --');
   });
 });
 

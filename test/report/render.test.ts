@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { InstanceLine, ReportStatus } from '../../src/report/cost-report.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT } from '../../src/report/render.js';
 import { csvRow } from '../../src/util/csv.js';
-import { formatUsd } from '../../src/util/format-usd.js';
+import { formatMoney } from '../../src/util/format-usd.js';
 
 const STATUSES: ReportStatus[] = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
 const text = fc.oneof(
@@ -91,8 +91,9 @@ describe('report formats, one instance line', () => {
     fc.assert(
       fc.property(line, (l) => {
         // An unpriced instance reads "unpriced", never US$0.00; an unknown amount is shown apart (issue 26).
-        const net = l.unpricedInstances > 0 ? 'unpriced' : formatUsd(l.netUsd).replace(/^US/, '');
-        const unknown = l.unknownUsd > 0 ? ` (+ up to ${formatUsd(l.unknownUsd).replace(/^US/, '')} unknown)` : '';
+        // An instance's amount is of the `each` kind: 2 to 4 decimals.
+        const net = l.unpricedInstances > 0 ? 'unpriced' : formatMoney(l.netUsd, 'each');
+        const unknown = l.unknownUsd > 0 ? ` (+ up to ${formatMoney(l.unknownUsd, 'each')} unknown)` : '';
         const expected = `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${net}${unknown} |\n`;
         expect(MARKDOWN_FORMAT.instance(l, 0, 100)).toBe(expected);
         expect(MARKDOWN_FORMAT.instance(l, 1, 100)).toBe(expected);

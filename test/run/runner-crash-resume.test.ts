@@ -107,7 +107,7 @@ describe.concurrent.each(BACKENDS)('crash and resume (character sheets, keyed), 
       expect(emuRequests(emu)).toHaveLength(INSTANCES);
       expectCompletedRun(runDir, emu, INSTANCES);
       // The cost report equals the emulator's ledger.
-      expect(resumed.stdout).toContain(`spent US$${(INSTANCES * PRICE).toFixed(2)}`);
+      expect(resumed.stdout).toContain(`net US$${(INSTANCES * PRICE).toFixed(2)};`);
       expect(spentUsd(emu)).toBeCloseTo(INSTANCES * PRICE, 6);
       expectNoSecret(runDir, output);
     } finally {

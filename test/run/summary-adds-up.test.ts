@@ -13,12 +13,14 @@ import { findRunDir, runCli, tempDir } from './runner-helpers.js';
 
 const COUNTED = ['completed', 'failed', 'nsfw', 'canceled', 'unknown', 'reused', 'in flight', 'not started'] as const;
 
-/** The counts of a summary line (`… aborted; 8 completed, 0 failed, …, 8 in flight, 64 not started; …`). */
+/** The counts of a summary line (`… interrupted; 8 completed, 0 failed, …, 8 in flight, 64 not started; …`). */
 function summaryCounts(output: string, pipeline: string): Record<string, number> {
   const line = output.split('\n').find((l) => l.startsWith(`${pipeline} `) && /; \d+ completed/.test(l));
   expect(line, output).toBeDefined();
   const counts: Record<string, number> = {};
-  for (const m of (line ?? '').matchAll(/(\d+) (completed|failed|nsfw|canceled|unknown|reused|in flight|not started)\b/g))
+  // The counts are the line's second part: its money (`+ up to US$0.40 unknown`) is not a count.
+  const part = (line ?? '').split('; ')[1] ?? '';
+  for (const m of part.matchAll(/(\d+) (completed|failed|nsfw|canceled|unknown|reused|in flight|not started)\b/g))
     counts[m[2] as string] = Number(m[1]);
   return counts;
 }

@@ -14,9 +14,10 @@ describe('formatUsd', () => {
     expect(formatUsd(-1234.5)).toBe('US$-1,234.50');
   });
 
-  it('keeps the digits of a price finer than a cent', () => {
-    expect(formatUsd(0.005)).toBe('US$0.005');
-    expect(formatUsd(1234.0055)).toBe('US$1,234.0055');
+  it('keeps the digits of a price finer than a cent when it is a price (each), never in a total', () => {
+    expect(formatUsd(0.005, 'each')).toBe('US$0.005');
+    expect(formatUsd(1234.0055, 'each')).toBe('US$1,234.0055');
+    expect(formatUsd(1234.0055)).toBe('US$1,234.01');
   });
 });
 
@@ -44,7 +45,7 @@ describe('without ICU', () => {
     vi.spyOn(Number.prototype, 'toLocaleString').mockImplementation(refuse);
     vi.stubGlobal('Intl', new Proxy({}, { get: refuse }));
     expect(formatUsd(250_000)).toBe('US$250,000.00');
-    expect(formatUsd(0.005)).toBe('US$0.005');
+    expect(formatUsd(0.005, 'each')).toBe('US$0.005');
     expect(formatCount(5_000_000)).toBe('5,000,000');
   });
 });

@@ -116,7 +116,7 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
         ? [`for each ${step.forEach}${step.forEachOnly ? `, only: ${step.forEachOnly} (after \`genpipe review\`)` : ''}`]
         : []),
     ];
-    const price = step.priceUsd === undefined ? 'price unknown' : `${formatUsd(step.priceUsd)} each`;
+    const price = step.priceUsd === undefined ? 'price unknown' : `${formatUsd(step.priceUsd, 'each')} each`;
     io.out('');
     io.out(
       `${step.id} (${step.model}): ${step.count} instance(s), ${price}, ${stepCost(step)}${deps.length ? `; ${deps.join(', ')}` : ''}`,

@@ -9,7 +9,7 @@ export const runsCommand: Command = {
   help: `Usage: genpipe runs [--pipeline NAME] [--out DIR] [--json]
 
 Lists DIR/<pipeline>/<run-id>/ (DIR is runs/ by default). Status is the run's outcome
-(completed, failed, budget, aborted, stopped), or interrupted when it never finished: resume it.`,
+(completed, failed, budget, stopped, or interrupted: stopped by a signal or never finished; resume it).`,
   async run(argv, io) {
     const { values, positionals } = parse(
       argv,

@@ -7,7 +7,8 @@ import type { JournalRecord, JournalRecordOf, RecordedOptions, TerminalStatus } 
 import { streamJournal } from './journal.js';
 import { createHash } from 'node:crypto';
 import type { Submission } from '../../models/adapter.js';
-import { settleAttempt, type EarlierAttempts } from '../attempt/attempt-money.js';
+import { moneyOf, settleAttempt, type EarlierAttempts } from '../attempt/attempt-money.js';
+import { jsonUsd } from '../../util/format-usd.js';
 
 export interface InstanceState {
   /** The last intent: a credit-spending POST was about to be sent with this key and body hash. */
@@ -327,12 +328,18 @@ export function instanceStatus(entry: InstanceState): InstanceStatus {
   return entry.intent ? 'unknown' : 'pending';
 }
 
-/** What an instance costs as far as the journal knows: refunds and reuse are free, a completion costs its price (or what the service reported). */
+/**
+ * What an instance costs as far as the journal knows, for a gallery cell and outputs.csv: its net
+ * over every attempt, the very figure the report sums (attempt-money.ts moneyOf), so the gallery's
+ * header and the report's net agree. Undefined when nothing known was charged (never sent, or its
+ * end unknown: the report shows that apart) or when an attempt has no price (unpriced, never US$0).
+ */
 export function instanceCostUsd(entry: InstanceState, priceUsd: number | null | undefined): number | undefined {
   if (entry.reusedFrom !== undefined) return 0;
-  if (entry.final?.actualCostUsd !== undefined) return entry.final.actualCostUsd;
-  if (!entry.final) return undefined;
-  return entry.final.status === 'completed' ? (priceUsd ?? undefined) : 0;
+  const money = moneyOf(entry, priceUsd);
+  if (money.unpricedAttempts > 0) return undefined;
+  if (!entry.final && money.chargedUsd === 0) return undefined;
+  return jsonUsd(money.chargedUsd);
 }
 
 /**

@@ -120,7 +120,7 @@ describe('money per attempt: the report is the ledger on every path (issue 26)',
     const runDir = runDirOf(out, 'posters');
     expect(ledgerUsd()).toBe(0.09);
     expect(totalOf(runDir)).toMatchObject({ netUsd: 0, unknownUsd: 0.09 });
-    expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Unknown: up to $0.09 more');
+    expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Unknown: up to US$0.09 more');
     const retried = await genpipe('resume', runDir, '--retry', 'unknown', '--quiet');
     expect(retried.code, retried.stderr).toBe(0);
     expect(ledgerUsd()).toBe(0.18);
