@@ -67,7 +67,9 @@ export async function startS3Proxy(target: { port: number }, rules: ProxyRules =
           return;
         }
         if (method === 'PUT' && r.conditional && req.headers['if-none-match'] === '*' && !query.has('uploadId')) {
-          const head = await forward('HEAD', url.split('?')[0]!, { ...req.headers, 'content-length': '0' }, Buffer.alloc(0));
+          // Without the condition: s3rver answers a HEAD with If-None-Match: * by 304.
+          const { 'if-none-match': _condition, ...headers } = req.headers;
+          const head = await forward('HEAD', url.split('?')[0]!, { ...headers, 'content-length': '0' }, Buffer.alloc(0));
           if (head.status === 200) {
             const xml =
               '<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did not hold</Message></Error>';

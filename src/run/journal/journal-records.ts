@@ -233,6 +233,50 @@ export const SinkUnverifiedRecord = z.looseObject({
   reason: z.string(),
 });
 
+/**
+ * An output not copied to the sink because another object, with other bytes, is at its key:
+ * nothing was overwritten. `action` is the sink's `on_conflict`: `failed` leaves the upload to do
+ * (a resume looks again: the object may have been moved), `skipped` settles it (the file stays on
+ * disk only). A later `sink_uploaded` for the output replaces it.
+ */
+export const SinkConflictRecord = z.looseObject({
+  type: z.literal('sink_conflict'),
+  at,
+  instance,
+  output: z.number().int().nonnegative(),
+  bucket: z.string().min(1),
+  key: z.string().min(1),
+  /** The file's. */
+  sha256: z.string().regex(SHA256_HEX),
+  size: z.number().int().nonnegative(),
+  action: z.enum(['failed', 'skipped']),
+  /** What is at the key: its size, ETag (no quotes) and `x-amz-meta-sha256` when it has one. */
+  existingSize: z.number().int(),
+  existingEtag: z.string(),
+  existingSha256: z.string().optional(),
+});
+
+/**
+ * Written before an upload that replaces an object at its key: what was there, so that the report
+ * can name what was lost. `reason`: `on_conflict` (the sink's `on_conflict: overwrite`, the only
+ * setting that replaces another's object) or `remade` (the object genpipe itself wrote for this
+ * instance before a re-roll or a retry made the file again).
+ */
+export const SinkOverwriteRecord = z.looseObject({
+  type: z.literal('sink_overwrite'),
+  at,
+  instance,
+  output: z.number().int().nonnegative(),
+  bucket: z.string().min(1),
+  key: z.string().min(1),
+  /** The file's, which replaces the object. */
+  sha256: z.string().regex(SHA256_HEX),
+  previousSize: z.number().int(),
+  previousEtag: z.string(),
+  previousSha256: z.string().optional(),
+  reason: z.enum(['on_conflict', 'remade']),
+});
+
 export const FailedRecord = z.looseObject({
   type: z.literal('failed'),
   at,
@@ -321,6 +365,8 @@ export const JournalRecord = z.discriminatedUnion('type', [
   NotifyRecord,
   SinkUploadedRecord,
   SinkUnverifiedRecord,
+  SinkConflictRecord,
+  SinkOverwriteRecord,
 ]);
 export type JournalRecord = z.infer<typeof JournalRecord>;
 export type JournalRecordType = JournalRecord['type'];
@@ -344,6 +390,8 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'notify',
   'sink_uploaded',
   'sink_unverified',
+  'sink_conflict',
+  'sink_overwrite',
 ]);
 
 /**
