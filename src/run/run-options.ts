@@ -119,7 +119,11 @@ export interface StepOutputSink {
     instance: string,
     entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>,
     options: { consumeRetry(): boolean; creditRetry?(): void; signal?: AbortSignal | undefined; checkExisting?: boolean | undefined },
-    journal: (record: JournalRecordOf<'sink_uploaded' | 'sink_unverified' | 'sink_conflict' | 'sink_overwrite'>) => Promise<void>,
+    journal: (
+      record: JournalRecordOf<
+        'sink_uploaded' | 'sink_unverified' | 'sink_conflict' | 'sink_overwrite' | 'sink_multipart' | 'sink_part' | 'sink_multipart_aborted'
+      >,
+    ) => Promise<void>,
   ): Promise<{
     uploaded: number;
     bytes: number;

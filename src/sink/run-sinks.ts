@@ -23,7 +23,7 @@ import {
   type SinkConfig,
   type SinkRun,
 } from './sink-config.js';
-import { S3Store, type UploadOptions } from './s3-store.js';
+import { S3Store, type MultipartProgress, type UploadOptions } from './s3-store.js';
 
 /** One step's sink: where its outputs go, and the upload of one of them. */
 export class StepSink {
@@ -59,7 +59,8 @@ export class StepSink {
   async uploadPending(
     runDir: string,
     instance: string,
-    entry: Pick<InstanceState, 'downloads' | 'sinkUploads'> & Partial<Pick<InstanceState, 'sinkConflicts' | 'sinkWritten'>>,
+    entry: Pick<InstanceState, 'downloads' | 'sinkUploads'> &
+      Partial<Pick<InstanceState, 'sinkConflicts' | 'sinkWritten' | 'sinkMultipart'>>,
     options: UploadOptions,
     journal: (record: SinkRecord) => Promise<void>,
   ): Promise<UploadPendingResult> {
@@ -69,8 +70,21 @@ export class StepSink {
     const conflicts: SinkConflict[] = [];
     const results = await Promise.allSettled(
       pendingSinkUploads(entry).map(async (download) => {
-        const ownObject = entry.sinkWritten?.get(this.key(download.path));
-        const record = await this.uploadOutput(runDir, instance, download, { ...options, ownObject }, journal);
+        const key = this.key(download.path);
+        const ownObject = entry.sinkWritten?.get(key);
+        const begun = entry.sinkMultipart?.get(download.output ?? 0);
+        const resume: MultipartProgress | undefined =
+          begun && begun.record.key === key
+            ? {
+                uploadId: begun.record.uploadId,
+                partSize: begun.record.partSize,
+                sha256: begun.record.sha256,
+                encryption: begun.record.encryption,
+                customerKey: begun.record.customerKey === true,
+                parts: new Map(begun.parts),
+              }
+            : undefined;
+        const record = await this.uploadOutput(runDir, instance, download, { ...options, ownObject, resumeMultipart: resume }, journal);
         if (record.type === 'sink_conflict') {
           conflicts.push({ key: record.key, output: record.output, action: record.action });
           return;
@@ -104,7 +118,7 @@ export class StepSink {
     runDir: string,
     instance: string,
     download: JournalRecordOf<'downloaded'>,
-    options: UploadOptions,
+    options: UploadOptions & { resumeMultipart?: MultipartProgress | undefined },
     journal: (record: SinkRecord) => Promise<void> = async () => undefined,
   ): Promise<(JournalRecordOf<'sink_uploaded'> & { unverified?: JournalRecordOf<'sink_unverified'> }) | JournalRecordOf<'sink_conflict'>> {
     const key = this.key(download.path);
@@ -113,6 +127,24 @@ export class StepSink {
     const result = await this.store.upload(join(runDir, download.path), key, {
       ...options,
       expectedSha256: options.expectedSha256 ?? download.sha256,
+      multipart: {
+        resume: options.resumeMultipart,
+        started: (progress) =>
+          journal({
+            type: 'sink_multipart',
+            instance,
+            output,
+            bucket,
+            key,
+            uploadId: progress.uploadId,
+            sha256: progress.sha256,
+            partSize: progress.partSize,
+            ...(progress.encryption === undefined ? {} : { encryption: progress.encryption }),
+            ...(progress.customerKey ? { customerKey: true } : {}),
+          }),
+        part: (uploadId, part, etag) => journal({ type: 'sink_part', instance, output, uploadId, part, etag }),
+        aborted: (uploadId) => journal({ type: 'sink_multipart_aborted', instance, output, uploadId }),
+      },
       onOverwrite: (previous, reason) =>
         journal({
           type: 'sink_overwrite',
@@ -172,7 +204,9 @@ export class StepSink {
 }
 
 /** The records a sink journals for an instance. */
-export type SinkRecord = JournalRecordOf<'sink_uploaded' | 'sink_unverified' | 'sink_conflict' | 'sink_overwrite'>;
+export type SinkRecord = JournalRecordOf<
+  'sink_uploaded' | 'sink_unverified' | 'sink_conflict' | 'sink_overwrite' | 'sink_multipart' | 'sink_part' | 'sink_multipart_aborted'
+>;
 
 /**
  * An output another object at its key kept out of the sink: `failed` (on_conflict: fail, the

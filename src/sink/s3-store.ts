@@ -107,6 +107,32 @@ export interface UploadOptions {
    * there still, it is replaced by the file made again, whatever `on_conflict` says.
    */
   ownObject?: { sha256: string; etag: string } | undefined;
+  /** A multipart upload's journal: what to resume from, and where each step of it is told. */
+  multipart?: MultipartHooks | undefined;
+}
+
+/** A multipart upload begun, as journaled: enough for another process to finish it. */
+export interface MultipartProgress {
+  uploadId: string;
+  partSize: number;
+  /** The file's: a resume of other bytes aborts the upload instead. */
+  sha256: string;
+  encryption: string | undefined;
+  customerKey: boolean;
+  /** The parts landed: number → ETag (no quotes). */
+  parts: Map<number, string>;
+}
+
+export interface MultipartHooks {
+  /** The upload journaled by an earlier process, if any; kept up to date by the upload. */
+  resume?: MultipartProgress | undefined;
+  /** Awaited before the first part is sent: the caller journals the upload id. */
+  started(progress: MultipartProgress): Promise<void>;
+  /** Awaited as each part lands. */
+  part(uploadId: string, partNumber: number, etag: string): Promise<void>;
+  /** The upload was aborted (or found gone): no resume may use it. */
+  aborted(uploadId: string): Promise<void>;
+  retried?: boolean;
 }
 
 /** An object found at a key, as a conflict or an overwrite names it. */
@@ -441,7 +467,7 @@ export class S3Store {
       try {
         sent = content.bytes
           ? await this.#put(common, content.bytes, content, condition, signal)
-          : await this.#multipart(file, common, content, condition, signal);
+          : await this.#multipart(file, common, content, condition, options);
       } catch (error) {
         if (condition && isPreconditionFailed(error)) continue;
         throw error;
@@ -473,49 +499,78 @@ export class S3Store {
   }
 
   /**
-   * genpipe's own multipart upload (lib-storage's Upload hides its parts' answers): each part
-   * carries its SHA-256 checksum, and the ETag the store answers for it is compared with the part's
-   * MD5 (a part the store got otherwise fails the attempt, which starts over and drops the parts).
+   * genpipe's own multipart upload (lib-storage's Upload hides the upload id and its parts'
+   * answers): each part carries its SHA-256 checksum, and the ETag the store answers for it is
+   * compared with the part's MD5. The upload id is journaled (`options.multipart.started`) before
+   * the first part, and each part as it lands: a process killed midway leaves a journal from which
+   * the next one (`options.multipart.resume`) sends only the missing parts and completes the same
+   * upload. A transient failure keeps the upload for the next attempt; anything else aborts it
+   * (best effort: s3rver has no AbortMultipartUpload) and journals that, so no resume reuses it.
    */
   async #multipart(
     file: string,
     common: ObjectParams,
     content: FileContent,
     condition: boolean,
-    signal: AbortSignal | undefined,
+    options: UploadOptions,
   ): Promise<StoreAnswer> {
     const s3 = this.#s3;
+    const signal = options.signal;
+    const hooks = options.multipart;
     const parts = content.parts as PartDigest[];
-    const created = await this.client.send(
-      new s3.CreateMultipartUploadCommand({ ...common, ChecksumAlgorithm: 'SHA256' }),
-      sendOptions(signal),
-    );
-    const uploadId = created.UploadId;
-    if (uploadId === undefined) throw new GenpipeError('server_error', 'The store began a multipart upload without an upload id.');
-    const encryption = created.ServerSideEncryption;
-    const customerKey = created.SSECustomerAlgorithm !== undefined;
+    let progress = hooks?.resume;
+    if (progress && (progress.partSize !== PART_SIZE || progress.sha256 !== content.sha256)) {
+      await this.#abortMultipart(common, progress.uploadId, hooks);
+      progress = undefined;
+    }
+    if (!progress) {
+      const created = await this.client.send(
+        new s3.CreateMultipartUploadCommand({ ...common, ChecksumAlgorithm: 'SHA256' }),
+        sendOptions(signal),
+      );
+      if (created.UploadId === undefined)
+        throw new GenpipeError('server_error', 'The store began a multipart upload without an upload id.');
+      progress = {
+        uploadId: created.UploadId,
+        partSize: PART_SIZE,
+        sha256: content.sha256,
+        encryption: created.ServerSideEncryption,
+        customerKey: created.SSECustomerAlgorithm !== undefined,
+        parts: new Map(),
+      };
+      await hooks?.started(progress);
+    }
+    if (hooks) hooks.resume = progress;
+    const upload = progress;
+    const answer = { encryption: upload.encryption, customerKey: upload.customerKey };
     try {
       const limit = pLimit(PART_QUEUE);
       const done = await Promise.all(
         parts.map((part, index) =>
           limit(async () => {
+            const number = index + 1;
+            const journaled = upload.parts.get(number);
+            // A part journaled by an earlier process for these bytes: not sent again.
+            if (journaled !== undefined && etagAgainst(journaled, { md5: part.md5 }, answer) !== 'mismatch')
+              return { PartNumber: number, ETag: `"${journaled}"`, ChecksumSHA256: base64Of(part.sha256) };
             const bytes = await readPart(file, index, part);
-            const answer = await this.client.send(
+            const sent = await this.client.send(
               new s3.UploadPartCommand({
                 Bucket: common.Bucket,
                 Key: common.Key,
-                UploadId: uploadId,
-                PartNumber: index + 1,
+                UploadId: upload.uploadId,
+                PartNumber: number,
                 Body: bytes,
                 ContentLength: bytes.length,
                 ChecksumSHA256: base64Of(part.sha256),
               }),
               sendOptions(signal),
             );
-            const etag = unquote(answer.ETag ?? '');
-            if (etagAgainst(etag, { md5: part.md5 }, { encryption, customerKey }) === 'mismatch')
-              throw damaged(common.Key, `part ${index + 1}`);
-            return { PartNumber: index + 1, ETag: answer.ETag ?? etag, ChecksumSHA256: base64Of(part.sha256) };
+            const etag = unquote(sent.ETag ?? '');
+            if (etagAgainst(etag, { md5: part.md5 }, answer) === 'mismatch') throw damaged(common.Key, `part ${number}`);
+            upload.parts.set(number, etag);
+            await hooks?.part(upload.uploadId, number, etag);
+            return { PartNumber: number, ETag: sent.ETag ?? etag, ChecksumSHA256: base64Of(part.sha256) };
           }),
         ),
       );
@@ -523,19 +578,40 @@ export class S3Store {
         new s3.CompleteMultipartUploadCommand({
           Bucket: common.Bucket,
           Key: common.Key,
-          UploadId: uploadId,
+          UploadId: upload.uploadId,
           MultipartUpload: { Parts: done },
+          ...(condition ? { IfNoneMatch: '*' } : {}),
         }),
         sendOptions(signal),
       );
-      return { etag: unquote(completed.ETag ?? ''), encryption: completed.ServerSideEncryption ?? encryption, customerKey };
+      if (hooks) hooks.resume = undefined;
+      return {
+        etag: unquote(completed.ETag ?? ''),
+        encryption: completed.ServerSideEncryption ?? upload.encryption,
+        customerKey: upload.customerKey,
+      };
     } catch (error) {
-      // Best effort: a store without AbortMultipartUpload (s3rver) keeps the parts; the failure keeps its meaning.
-      await this.client
-        .send(new s3.AbortMultipartUploadCommand({ Bucket: common.Bucket, Key: common.Key, UploadId: uploadId }))
-        .catch(() => undefined);
+      const gone = nameOf(error) === 'NoSuchUpload';
+      // Down or busy: the upload and its parts wait for the next attempt, or the next process.
+      if (isTransient(error) && !(error instanceof StoredBytesMismatch) && !gone && !signal?.aborted) throw error;
+      if (signal?.aborted) throw error;
+      await this.#abortMultipart(common, upload.uploadId, hooks);
+      // The journaled upload is no longer there (completed, aborted or expired by the store): begin a new one.
+      if (gone && hooks !== undefined && hooks.retried !== true) {
+        hooks.retried = true;
+        return this.#multipart(file, common, content, condition, options);
+      }
       throw error;
     }
+  }
+
+  /** Ends a multipart upload (best effort: s3rver has no AbortMultipartUpload) and says so to the journal. */
+  async #abortMultipart(common: ObjectParams, uploadId: string, hooks: MultipartHooks | undefined): Promise<void> {
+    await this.client
+      .send(new this.#s3.AbortMultipartUploadCommand({ Bucket: common.Bucket, Key: common.Key, UploadId: uploadId }))
+      .catch(() => undefined);
+    if (hooks) hooks.resume = undefined;
+    await hooks?.aborted(uploadId);
   }
 
   /**

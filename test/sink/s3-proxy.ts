@@ -20,6 +20,8 @@ export interface ProxyRules {
   conditional?: boolean;
   /** Refuse every object HEAD with 403 (a key that may write but not read). */
   refuseHead?: boolean;
+  /** Hold each part upload this long, one part at a time (a slow link, so a test can kill the sender between parts). */
+  partDelayMs?: number;
 }
 
 export interface S3Proxy {
@@ -33,6 +35,7 @@ export interface S3Proxy {
 export async function startS3Proxy(target: { port: number }, rules: ProxyRules = {}): Promise<S3Proxy> {
   const seen: S3Proxy['seen'] = [];
   const state = { rules };
+  let partLine: Promise<void> = Promise.resolve();
   const forward = (
     method: string,
     url: string,
@@ -76,6 +79,12 @@ export async function startS3Proxy(target: { port: number }, rules: ProxyRules =
             res.writeHead(412, { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(xml) }).end(xml);
             return;
           }
+        }
+        if (r.partDelayMs !== undefined && method === 'PUT' && query.has('partNumber')) {
+          const delay = r.partDelayMs;
+          const turn = partLine.then(() => new Promise<void>((resolve) => setTimeout(resolve, delay)));
+          partLine = turn;
+          await turn;
         }
         const sentMd5 = createHash('md5').update(body).digest('hex');
         if (objectWrite && r.flipByte) {

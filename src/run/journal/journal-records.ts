@@ -277,6 +277,48 @@ export const SinkOverwriteRecord = z.looseObject({
   reason: z.enum(['on_conflict', 'remade']),
 });
 
+/**
+ * A multipart upload of an output begun, journaled before its first part: a process killed midway
+ * leaves the id, from which a resume completes the same upload (or aborts it) rather than leaving
+ * its parts in the store for good. Ended by the output's `sink_uploaded` or `sink_conflict`, or a
+ * `sink_multipart_aborted` for this id.
+ */
+export const SinkMultipartRecord = z.looseObject({
+  type: z.literal('sink_multipart'),
+  at,
+  instance,
+  output: z.number().int().nonnegative(),
+  bucket: z.string().min(1),
+  key: z.string().min(1),
+  uploadId: z.string().min(1),
+  /** The file's: a resume of other bytes aborts this upload. */
+  sha256: z.string().regex(SHA256_HEX),
+  partSize: z.number().int().positive(),
+  /** The store's x-amz-server-side-encryption for it, when it said (aws:kms: part ETags are no MD5s). */
+  encryption: z.string().optional(),
+  customerKey: z.boolean().optional(),
+});
+
+/** A part of a journaled multipart upload, landed: its number and the store's ETag (no quotes). */
+export const SinkPartRecord = z.looseObject({
+  type: z.literal('sink_part'),
+  at,
+  instance,
+  output: z.number().int().nonnegative(),
+  uploadId: z.string().min(1),
+  part: z.number().int().min(1).max(10_000),
+  etag: z.string(),
+});
+
+/** A journaled multipart upload aborted (or found gone): no resume uses it. */
+export const SinkMultipartAbortedRecord = z.looseObject({
+  type: z.literal('sink_multipart_aborted'),
+  at,
+  instance,
+  output: z.number().int().nonnegative(),
+  uploadId: z.string().min(1),
+});
+
 export const FailedRecord = z.looseObject({
   type: z.literal('failed'),
   at,
@@ -367,6 +409,9 @@ export const JournalRecord = z.discriminatedUnion('type', [
   SinkUnverifiedRecord,
   SinkConflictRecord,
   SinkOverwriteRecord,
+  SinkMultipartRecord,
+  SinkPartRecord,
+  SinkMultipartAbortedRecord,
 ]);
 export type JournalRecord = z.infer<typeof JournalRecord>;
 export type JournalRecordType = JournalRecord['type'];
@@ -392,6 +437,9 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'sink_unverified',
   'sink_conflict',
   'sink_overwrite',
+  'sink_multipart',
+  'sink_part',
+  'sink_multipart_aborted',
 ]);
 
 /**

@@ -33,6 +33,8 @@ export interface InstanceState {
    * the new file may replace these, never another's object.
    */
   sinkWritten?: Map<string, { sha256: string; etag: string }> | undefined;
+  /** Multipart uploads begun and not ended, by output index, with their parts landed (number → ETag). */
+  sinkMultipart?: Map<number, { record: JournalRecordOf<'sink_multipart'>; parts: Map<number, string> }> | undefined;
   rerolls: number;
   /** The seed the last re-roll sends (journaled), when it was journaled. */
   rerollSeed?: number | undefined;
@@ -148,11 +150,28 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       // An upload's check follows its record: a new upload starts with none.
       entry.sinkUnverified?.delete(record.output);
       entry.sinkConflicts?.delete(record.output);
+      entry.sinkMultipart?.delete(record.output);
       return;
     }
     case 'sink_conflict': {
       const entry = instanceOf(state, record.instance);
       (entry.sinkConflicts ??= new Map()).set(record.output, record);
+      entry.sinkMultipart?.delete(record.output);
+      return;
+    }
+    case 'sink_multipart': {
+      const entry = instanceOf(state, record.instance);
+      (entry.sinkMultipart ??= new Map()).set(record.output, { record, parts: new Map() });
+      return;
+    }
+    case 'sink_part': {
+      const upload = state.instances.get(record.instance)?.sinkMultipart?.get(record.output);
+      if (upload?.record.uploadId === record.uploadId) upload.parts.set(record.part, record.etag);
+      return;
+    }
+    case 'sink_multipart_aborted': {
+      const multipart = state.instances.get(record.instance)?.sinkMultipart;
+      if (multipart?.get(record.output)?.record.uploadId === record.uploadId) multipart.delete(record.output);
       return;
     }
     case 'sink_overwrite': {
