@@ -457,6 +457,7 @@ async function execute(x: Execution): Promise<RunResult> {
     // credentials end the run here, exit 2, with nothing sent to the service. Without a sink in
     // the manifest, the AWS SDK is never loaded.
     sinks = await openSinks(plan, { id: runId, startedAt: x.startedAt }, o.env ?? process.env, x.signal);
+    for (const warning of sinks?.warnings ?? []) err(warning);
     if (o.webhook) webhook = await WebhookReceiver.start(o.webhook);
     if (o.fleet) {
       const polling = plan.loaded.manifest.defaults?.polling;
