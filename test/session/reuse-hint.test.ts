@@ -1,6 +1,7 @@
 // A repeat offers reuse: a new run whose plan has instances an earlier run of the same pipeline
 // (in the same output folder) already completed says so in one line, with the count, the run id
 // and the --reuse flag, before it spends; nothing is said when nothing matches, or with --reuse.
+// `genpipe runs` then counts the reused instances as done (`2/2: 0 made, 2 reused`).
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -67,6 +68,12 @@ describe('a repeat offers reuse', () => {
       const reused = await run(['run', sheets(dir, [1, 2]), '--out', out, '--reuse', '--quiet']);
       expect(reused.code).toBe(0);
       expect(reused.err.filter((l) => HINT.test(l))).toEqual([]);
+      // genpipe runs counts the reused ones as done, beside the ones made.
+      const listed: string[] = [];
+      const io: CliIO = { out: (t) => listed.push(t), write: async () => {}, err: () => {}, env: {}, signal: new AbortController().signal };
+      expect(await main(['runs', '--out', out], io)).toBe(0);
+      expect(listed[0]).toMatch(/ completed {2}2\/2: 0 made, 2 reused {2}US\$0\.00 /);
+      expect(listed.slice(1).join('\n')).toContain(' 4/4 completed ');
 
       // Other inputs (another brief): nothing of this plan was made before, nothing is said.
       const other = await run(['run', sheets(dir, [1, 2], 'another brief'), '--out', out, '--quiet']);
