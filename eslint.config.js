@@ -77,6 +77,22 @@ export default defineConfig(
     files: ['test/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
+  {
+    // settle() (src/run/attempt/settle.ts) is the ledger: the one place an attempt's reserved price
+    // is given back. Any other refund would settle money outside the table whose test holds each
+    // row to the money rules.
+    files: ['src/**/*.ts'],
+    ignores: ['src/run/attempt/settle.ts', 'src/run/attempt/spend.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "CallExpression[callee.property.name='refund']",
+          message: 'Only settle() (src/run/attempt/settle.ts) refunds a reservation: return an AttemptFate and let it settle.',
+        },
+      ],
+    },
+  },
   ...Object.entries(ABOVE).map(([layer, above]) => ({
     files: [`src/${layer}/**/*.ts`],
     rules: { 'no-restricted-imports': layerRule(layer, above) },

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
-// Finds, or installs, the two system programs the test suite (and `npm run bench`) drives for real:
+// Finds, or installs, the system programs the test suite (and `npm run bench`) drives for real:
 //   - Chromium (/usr/bin/chromium), for the gallery and review pages in a real browser;
-//   - redis-server, which the fleet tests start on free loopback ports.
+//   - redis-server, which the fleet tests start on free loopback ports;
+//   - ffmpeg, which makes the gallery's video poster frames (a run without it shows a placeholder);
+//   - tmux, the pseudo-terminal in which the progress line is read as a terminal shows it.
 // On Debian, a missing one is installed with apt-get (as root, or through passwordless sudo).
 // When neither works, this exits 1 with one sentence saying what to install: the tests that need
 // these programs are never skipped, so a machine without them fails here, loudly and early.
@@ -12,6 +14,8 @@ import { delimiter, join } from 'node:path';
 const NEEDS = [
   { what: 'Chromium', pkg: 'chromium', find: () => executable('/usr/bin/chromium') },
   { what: 'redis-server', pkg: 'redis-server', find: () => onPath('redis-server') },
+  { what: 'ffmpeg', pkg: 'ffmpeg', find: () => executable('/usr/bin/ffmpeg') ?? onPath('ffmpeg') },
+  { what: 'tmux', pkg: 'tmux', find: () => onPath('tmux') },
 ];
 
 function executable(path) {
@@ -58,7 +62,7 @@ if (missing.length > 0) {
 const still = NEEDS.filter((need) => !need.find());
 if (still.length > 0) {
   console.error(
-    `The tests need ${still.map((need) => need.what).join(' and ')}, which could not be found or installed: ` +
+    `The tests need ${still.map((need) => need.what).join(', ')}, which could not be found or installed: ` +
       `install the Debian package${still.length > 1 ? 's' : ''} ${still.map((need) => need.pkg).join(' ')} ` +
       `(apt-get install -y ${still.map((need) => need.pkg).join(' ')}) and run the tests again.`,
   );

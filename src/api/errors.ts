@@ -36,6 +36,7 @@ export type ErrorCode =
   | 'config' // configuration missing or malformed
   | 'credentials' // credentials missing, malformed or insecurely stored
   | 'locked' // another run of the pipeline holds its lock
+  | 'disk' // the disk of the run directory refused a write (full, over quota, read-only, failing): exit 6
   | 'internal'; // a bug in genpipe found at run time (a stuck run): exit 70
 
 export interface GenpipeErrorOptions {

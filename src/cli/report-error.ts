@@ -4,6 +4,7 @@ import { GenpipeError, InvalidInputError, type ErrorCode } from '../api/errors.j
 import { redact } from '../util/redact.js';
 import { oneLine } from '../util/terminal-text.js';
 import { EXIT, exitCodeFor } from '../session/exit-codes.js';
+import { diskRefusal } from '../session/disk-refusal.js';
 import type { CliIO } from './io.js';
 
 /**
@@ -12,6 +13,7 @@ import type { CliIO } from './io.js';
  * Returns the exit code.
  */
 export async function reportError(error: unknown, io: CliIO, argv: readonly string[] = []): Promise<number> {
+  error = diskRefusal(error) ?? error;
   if (error instanceof GenpipeError) {
     // Only a request to the service (the transport names its method and path), not Redis or a notify hook.
     const hint = UNREACHABLE.has(error.code) && SERVICE_REQUEST.test(error.message) ? unreachableServiceHint(argv, io.env) : '';

@@ -1,11 +1,12 @@
 /**
- * Accounts of the emulator (§5): a key id and secret, a credit balance, and whether the agent API
- * is enabled. The default account is always present unless an accounts file replaces it.
+ * Accounts of the emulator (§5): a key id and secret, a credit balance, whether the agent API
+ * is enabled, and the models it may use. The default account is always present unless an accounts file replaces it.
  */
 import * as z from 'zod';
 import { GenpipeError } from '../api/errors.js';
 import { readConfigDocument } from './config-file.js';
 import { DEFAULT_KEY_ID, DEFAULT_SECRET } from './default-credentials.js';
+import { MODEL_IDS, type ModelId } from './models.js';
 
 export { DEFAULT_KEY_ID, DEFAULT_SECRET };
 
@@ -18,6 +19,8 @@ export interface AccountSpec {
   /** Starting balance in credits. */
   credits: number;
   agentEnabled: boolean;
+  /** The models the account may use (§5 "model access"); undefined: every model. */
+  models?: readonly ModelId[] | undefined;
 }
 
 export const DEFAULT_ACCOUNT: AccountSpec = { keyId: DEFAULT_KEY_ID, secret: DEFAULT_SECRET, credits: DEFAULT_CREDITS, agentEnabled: true };
@@ -36,6 +39,7 @@ export const AccountsFile = z.strictObject({
           .regex(/^[^\r\n]+$/, 'must be one line'),
         credits: z.number().min(0).optional(),
         agent_enabled: z.boolean().optional(),
+        models: z.array(z.enum(MODEL_IDS as [ModelId, ...ModelId[]])).optional(),
       }),
     )
     .min(1),
@@ -49,7 +53,13 @@ export function accountsFromFile(path: string): AccountSpec[] {
     if (seen.has(a.key_id))
       throw new GenpipeError('invalid_input', `Invalid accounts file: ${path}: accounts[${i}].key_id: ${a.key_id} appears twice.`);
     seen.add(a.key_id);
-    return { keyId: a.key_id, secret: a.secret, credits: a.credits ?? DEFAULT_CREDITS, agentEnabled: a.agent_enabled ?? true };
+    return {
+      keyId: a.key_id,
+      secret: a.secret,
+      credits: a.credits ?? DEFAULT_CREDITS,
+      agentEnabled: a.agent_enabled ?? true,
+      models: a.models,
+    };
   });
 }
 

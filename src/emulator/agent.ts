@@ -26,9 +26,16 @@ export interface AgentOptions {
   stepMs: number;
   /** Probability that a turn errors by itself. Default 0. */
   turnFailureRate: number;
+  /**
+   * The status of the assistant message holding a question while the session is parked (the spec
+   * is silent): `completed` (the default; the message is written) or `processing` (the turn is not
+   * over), so a client can be tested against both readings. A `processing` question completes,
+   * with the user messages it answers, when the reply arrives.
+   */
+  questionStatus: 'completed' | 'processing';
 }
 
-export const DEFAULT_AGENT_OPTIONS: AgentOptions = { reserveUsd: 0.5, stepMs: 1_500, turnFailureRate: 0 };
+export const DEFAULT_AGENT_OPTIONS: AgentOptions = { reserveUsd: 0.5, stepMs: 1_500, turnFailureRate: 0, questionStatus: 'completed' };
 /** `#hold` turns end by themselves after this many steps. */
 export const HOLD_MAX_STEPS = 600;
 
@@ -178,6 +185,9 @@ export class AgentService {
 
   /** awaiting_input + reply → processing: the same turn resumes (no new reserve). */
   #reply(s: Session, turn: Turn, content: string): EmuResponse {
+    // A question left `processing` (questionStatus) is answered now: it and what it answers complete.
+    turn.assistant.status = 'completed';
+    for (const u of turn.userMessages) u.status = 'completed';
     const user = this.#message('user', { type: 'text', text: content }, 'processing');
     s.messages.push(user);
     s.memoryChars += content.length;
@@ -199,6 +209,7 @@ export class AgentService {
       turn.interrupted = true;
       if (s.status === 'awaiting_input') {
         s.status = 'processing';
+        turn.assistant.status = 'completed';
         turn.assistant = this.#message('assistant', undefined, 'processing');
         s.messages.push(turn.assistant);
       }
@@ -246,8 +257,10 @@ export class AgentService {
       case 'ask':
         // Park on the question; the assistant message holding it is complete and answers the user message.
         turn.assistant.message = { id: turn.assistant.message_id, role: 'assistant', parts: [{ type: 'text', text: plan.question }] };
-        turn.assistant.status = 'completed';
-        for (const u of turn.userMessages) u.status = 'completed';
+        if (this.d.options.questionStatus === 'completed') {
+          turn.assistant.status = 'completed';
+          for (const u of turn.userMessages) u.status = 'completed';
+        }
         turn.outputTokens += 20;
         s.status = 'awaiting_input';
         return;
@@ -296,6 +309,9 @@ export class AgentService {
   /** A billed generation on the account (§8 rule 4), or a sentence saying why it could not start. */
   #startGeneration(keyId: string, plan: Extract<TurnPlan, { kind: 'generate' }>): EmuRequest | string {
     const account = this.d.ledger.accounts.get(keyId);
+    // The agent's generations need model access as any other (service spec §5).
+    if (account?.models !== undefined && !account.models.has(plan.model))
+      return `I could not start the ${plan.model === 'character-sheet' ? 'character sheet' : 'marketing image'}: this account has no model access to ${plan.model}.`;
     if (plan.model === 'character-sheet') {
       const price = usdToMicros(MODELS['character-sheet'].priceUsd);
       if (!account || account.balanceMicros < price) return 'I could not start the character sheet: the credit balance is too low.';

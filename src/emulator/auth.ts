@@ -6,6 +6,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError } from './http-util.js';
 import type { AccountState, Ledger } from './ledger.js';
+import type { ModelId } from './models.js';
 
 const header = (headers: IncomingHttpHeaders, name: string): string | undefined => {
   const v = headers[name];
@@ -35,6 +36,15 @@ function check(ledger: Ledger, id: string, secret: string): AccountState {
   // One message for an unknown id and a wrong secret, so ids cannot be probed.
   if (!account || account.secret !== secret) throw new HttpError(401, 'invalid credentials: unknown key id or wrong secret');
   return account;
+}
+
+/**
+ * "Generation always requires authentication and model access" (service spec §5); the spec gives
+ * no status for the refusal, so the emulator answers 403, as for the agent switch.
+ */
+export function requireModel(account: AccountState, model: ModelId): void {
+  if (account.models !== undefined && !account.models.has(model))
+    throw new HttpError(403, `no model access: this account may not use the ${model} model`);
 }
 
 export function requireAgent(account: AccountState): void {

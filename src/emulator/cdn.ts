@@ -17,12 +17,18 @@ export class Cdn {
   constructor(private readonly requests: RequestStore) {}
 
   serve(input: RouteInput): EmuResponse {
-    const r = this.requests.get(input.params.id ?? '');
     const file = input.params.file ?? '';
-    if (!r || this.requests.statusOf(r) !== 'completed') throw new HttpError(404, 'output not found');
-    const key = `${r.id}/${file}`;
+    const bytes = this.bytesOf(input.params.id ?? '', file);
     const type = contentTypeOf(file);
-    if (!type) throw new HttpError(404, 'output not found');
+    if (!bytes || !type) throw new HttpError(404, 'output not found');
+    return { status: 200, bytes, headers: { 'content-type': type, 'cache-control': 'public, max-age=86400' } };
+  }
+
+  /** An output's bytes, or undefined while its request has not completed (or for an unknown file). */
+  bytesOf(id: string, file: string): Buffer | undefined {
+    const r = this.requests.get(id);
+    if (!r || this.requests.statusOf(r) !== 'completed' || !contentTypeOf(file)) return undefined;
+    const key = `${r.id}/${file}`;
     let bytes = this.#cache.get(key);
     if (!bytes) {
       bytes = render(file, r.art.seedText, () =>
@@ -33,7 +39,7 @@ export class Cdn {
       if (this.#cache.size >= MAX_CACHE) this.#cache.delete(this.#cache.keys().next().value as string);
       this.#cache.set(key, bytes);
     }
-    return { status: 200, bytes, headers: { 'content-type': type, 'cache-control': 'public, max-age=86400' } };
+    return bytes;
   }
 }
 

@@ -7,11 +7,11 @@
  */
 import { checkSelection } from '../api/selection.js';
 import { CharacterSheetRequest, isHumanTier, SEED_MAX, SEED_MIN, type Tier } from '../api/wire.js';
-import { authKey } from './auth.js';
-import { HttpError, parseJson, validate, type EmuResponse } from './http-util.js';
+import { authKey, requireModel } from './auth.js';
+import { canonicalJson, HttpError, parseJson, validate, type EmuResponse } from './http-util.js';
 import type { IdempotencyStore } from './idempotency.js';
 import { usdToMicros, type Ledger } from './ledger.js';
-import type { MediaStore } from './media.js';
+import type { ImageInputs } from './image-inputs.js';
 import { MODELS } from './models.js';
 import type { CatalogState } from './options-catalog.js';
 import { INSECT_SPECIES, SPECIES_CYCLES, TRAIT_VARIANT_COUNTS } from './options-catalog-data.js';
@@ -26,7 +26,7 @@ export interface CharacterSheetDeps {
   requests: RequestStore;
   catalog: CatalogState;
   idempotency: IdempotencyStore;
-  media: MediaStore;
+  images: ImageInputs;
   rng: Rng;
   gate: SubmitGate;
   urls: Urls;
@@ -44,14 +44,16 @@ export class CharacterSheetModel {
   async submit(input: RouteInput): Promise<EmuResponse> {
     const d = this.d;
     const account = authKey(d.ledger, input.headers);
+    requireModel(account, 'character-sheet');
     const raw = parseJson(input.body) ?? {};
     const body = validate(CharacterSheetRequest, raw);
     const tier: Tier = body.tier ?? 'normal';
     this.#checkSelection(tier, body.selection ?? {});
     this.#checkPinnedSpecies(tier, body.pinned_species);
     this.#checkTraitVariants(tier, body);
-    d.media.checkImageUrl(body.image_url ?? null, 'image_url');
-    (body.item_image_urls ?? []).forEach((u, i) => d.media.checkImageUrl(u, `item_image_urls[${i}]`));
+    // Checked before anything is claimed or charged; in order, so the first bad URL is the one named.
+    await d.images.check(body.image_url, 'image_url');
+    for (const [i, u] of (body.item_image_urls ?? []).entries()) await d.images.check(u, `item_image_urls[${i}]`);
     const webhook = webhookFromQuery(input.url, d.webhooks);
 
     const hash = bodyHash(raw);
@@ -71,7 +73,9 @@ export class CharacterSheetModel {
       ensureBalance(account, price);
       const seed = body.seed ?? d.rng.int(SEED_MIN, SEED_MAX);
       const variation = body.variation_index ?? 0;
-      const species = isHumanTier(tier) ? undefined : (body.pinned_species ?? speciesFor(tier, seed, variation));
+      const species = isHumanTier(tier)
+        ? undefined
+        : (body.pinned_species ?? selectedSpecies(tier, body.selection ?? {}) ?? speciesFor(tier, seed, variation));
       // One line of the state file (`--state`): the request, its charge and its key.
       const r = d.requests.transaction(() => {
         const created = d.requests.create({
@@ -87,7 +91,7 @@ export class CharacterSheetModel {
             layout: 'sheet',
             tier,
             variationIndex: variation,
-            seedText: `${tier}|${seed}|${variation}|${species ?? ''}|${body.body_color ?? ''}|${JSON.stringify(body.selection ?? {})}`,
+            seedText: `${tier}|${seed}|${variation}|${species ?? ''}|${body.body_color ?? ''}|${JSON.stringify(body.selection ?? {})}${traitSeed(body.trait_variants)}`,
           },
           webhook,
           text: body.brief,
@@ -139,6 +143,31 @@ export class CharacterSheetModel {
       }
     }
   }
+}
+
+/**
+ * "Explicit selections and overrides can constrain variation" (service spec §4.2): a species option
+ * selected in the `species` category fixes the species, as pinned_species does; the other
+ * appearance components still vary with variation_index.
+ */
+export function selectedSpecies(tier: string, selection: Record<string, string[]>): string | undefined {
+  const key = selection.species?.[0];
+  if (key === undefined) return undefined;
+  const name = key.replace(/^an_/, '');
+  return (SPECIES_CYCLES[tier] ?? []).includes(name) ? name : undefined;
+}
+
+/**
+ * The overrides' part of the art seed: a variant other than `original`, or an animal choice,
+ * changes the sheet. `original` is dropped, since an unspecified trait uses it (§4.2), so naming
+ * it draws the same sheet as leaving it out; without overrides the seed text is unchanged.
+ */
+function traitSeed(tv: CharacterSheetRequest['trait_variants']): string {
+  if (!tv) return '';
+  const choices = Object.fromEntries(Object.entries(tv.choices ?? {}).filter(([, v]) => v !== 'original'));
+  const animal = tv.animal_choices ?? {};
+  if (Object.keys(choices).length === 0 && Object.keys(animal).length === 0) return '';
+  return `|${canonicalJson({ choices, animal })}`;
 }
 
 function headerValue(v: string | string[] | undefined): string | undefined {

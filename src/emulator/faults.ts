@@ -43,6 +43,12 @@ export interface RouteFaults {
   /** The body is written in 4 pieces, `slow_body_chunk_ms` apart. */
   slow_body: number;
   slow_body_chunk_ms: number;
+  /**
+   * A true rate limit: more than this many requests of the class per second (a sliding wall-clock
+   * second) from one account are answered 429 with Retry-After, before processing. 0: no limit.
+   * Only requests let through count, as a service's limiter counts what it accepts.
+   */
+  rate_limit_per_s: number;
 }
 
 export interface WebhookFaults {
@@ -74,6 +80,7 @@ export const NO_ROUTE_FAULTS: RouteFaults = {
   foreign_status: 0,
   slow_body: 0,
   slow_body_chunk_ms: 0,
+  rate_limit_per_s: 0,
 };
 
 const FLAKY_ROUTE: RouteFaults = {
@@ -91,6 +98,7 @@ const FLAKY_ROUTE: RouteFaults = {
   foreign_status: 0,
   slow_body: 0.02,
   slow_body_chunk_ms: 50,
+  rate_limit_per_s: 0,
 };
 
 /** reliability.md §9: 10% 5xx, 5% resets after processing, 3% 429, slow responses. */
@@ -109,6 +117,7 @@ const HOSTILE_ROUTE: RouteFaults = {
   foreign_status: 0,
   slow_body: 0.05,
   slow_body_chunk_ms: 100,
+  rate_limit_per_s: 0,
 };
 
 const every = (f: RouteFaults): Record<RouteClass, RouteFaults> => ({
@@ -143,6 +152,7 @@ export const RouteFaultsInput = z.strictObject({
   foreign_status: rate.optional(),
   slow_body: rate.optional(),
   slow_body_chunk_ms: ms.optional(),
+  rate_limit_per_s: z.number().min(0).max(1_000_000).optional(),
 });
 export type RouteFaultsInput = z.infer<typeof RouteFaultsInput>;
 
@@ -224,9 +234,35 @@ export class FaultEngine {
   /** Faults injected so far, by class and kind (for /_emulator/stats). */
   readonly injected: Record<string, number> = {};
 
-  constructor(profile: FaultProfile, rng: Rng) {
+  /** Per class and account: the times (ms) of the requests let through in the last second. */
+  readonly #windows = new Map<string, number[]>();
+  readonly #now: () => number;
+
+  constructor(profile: FaultProfile, rng: Rng, now: () => number = Date.now) {
     this.#profile = profile;
     this.#rng = rng;
+    this.#now = now;
+  }
+
+  /**
+   * The true rate limit (`rate_limit_per_s`): undefined when this request of `account` is let
+   * through (and counted), else the seconds to put in Retry-After (when the oldest request of the
+   * window leaves it, at least 1).
+   */
+  rateLimit(cls: RouteClass, account: string): number | undefined {
+    const limit = this.#profile.routes[cls].rate_limit_per_s;
+    if (!(limit > 0)) return undefined;
+    const now = this.#now();
+    const key = `${cls} ${account}`;
+    const window = (this.#windows.get(key) ?? []).filter((t) => t > now - 1_000);
+    if (window.length >= limit) {
+      this.#windows.set(key, window);
+      this.#count(cls, 'rate_limit');
+      return Math.max(1, Math.ceil(((window[0] ?? now) + 1_000 - now) / 1_000));
+    }
+    window.push(now);
+    this.#windows.set(key, window);
+    return undefined;
   }
 
   get profile(): FaultProfile {

@@ -4,6 +4,7 @@
  * that sums are exact to the cent; credits are derived at the configured rate (default 100 per US$).
  */
 import type { AccountSpec } from './accounts.js';
+import type { ModelId } from './models.js';
 import type { StateEvent, StateJournal } from './state-journal.js';
 
 export type LedgerKind = 'reserve' | 'charge' | 'refund';
@@ -24,6 +25,8 @@ export interface AccountState {
   keyId: string;
   secret: string;
   agentEnabled: boolean;
+  /** Models with access (§5); undefined: every model. */
+  models: ReadonlySet<ModelId> | undefined;
   initialMicros: number;
   balanceMicros: number;
 }
@@ -46,6 +49,7 @@ export class Ledger {
         keyId: a.keyId,
         secret: a.secret,
         agentEnabled: a.agentEnabled,
+        models: a.models === undefined ? undefined : new Set(a.models),
         initialMicros: micros,
         balanceMicros: micros,
       });

@@ -6,7 +6,7 @@
  * job sets have type image2video and jobs of job_set_type speak.
  */
 import { DopRequest, SoulRequest, SpeakRequest, type LegacyWebhook } from '../api/wire.js';
-import { authLegacy } from './auth.js';
+import { authLegacy, requireModel } from './auth.js';
 import { HttpError, isoMs, json, parseJson, validate, type EmuResponse } from './http-util.js';
 import { newUuid } from './ids.js';
 import { usdToMicros, type Ledger } from './ledger.js';
@@ -90,6 +90,7 @@ export class LegacyPlatform {
   ): Promise<EmuResponse> {
     const d = this.d;
     const account = authLegacy(d.ledger, input.headers);
+    requireModel(account, model);
     let webhook: WebhookTarget | undefined;
     if (hook) webhook = { url: checkWebhookUrl(hook.url, 'webhook.url', d.webhooks).toString(), secret: hook.secret };
     const price = usdToMicros(MODELS[model].priceUsd);
@@ -169,7 +170,8 @@ export class LegacyPlatform {
         id,
         job_set_type: set.jobSetType,
         status,
-        results: status === 'completed' ? this.#results(r) : null,
+        // §2.7: a job has results with min and raw; their URLs answer 404 until the job completes.
+        results: this.#results(r),
       };
       if (status === 'failed') job.error = r.error ?? 'generation failed';
       return job;

@@ -3,10 +3,10 @@
  * reconciled against the token model's actual usage on completion (§8 rule 2).
  */
 import { MarketingImageRequest } from '../api/wire.js';
-import { authKey } from './auth.js';
+import { authKey, requireModel } from './auth.js';
 import { HttpError, parseJson, validate, type EmuResponse } from './http-util.js';
 import type { Ledger } from './ledger.js';
-import type { MediaStore } from './media.js';
+import type { ImageInputs } from './image-inputs.js';
 import type { PresetCatalog } from './presets.js';
 import type { Rng } from './prng.js';
 import type { RequestStore } from './request-store.js';
@@ -18,7 +18,7 @@ export interface MarketingImageDeps {
   ledger: Ledger;
   requests: RequestStore;
   presets: PresetCatalog;
-  media: MediaStore;
+  images: ImageInputs;
   rng: Rng;
   gate: SubmitGate;
   webhooks: WebhookPolicy;
@@ -41,6 +41,7 @@ export class MarketingImageModel {
   async submit(input: RouteInput): Promise<EmuResponse> {
     const d = this.d;
     const account = authKey(d.ledger, input.headers);
+    requireModel(account, 'marketing-image');
     const raw = parseJson(input.body) ?? {};
     const body = validate(MarketingImageRequest, raw);
     const enhanced = body.enhance_prompt === true;
@@ -57,7 +58,7 @@ export class MarketingImageModel {
     } else if ((body.image_urls?.length ?? 0) === 0 && (body.prompt ?? '').trim() === '') {
       throw new HttpError(422, 'prompt: a direct generation (no image_urls) needs a prompt');
     }
-    (body.image_urls ?? []).forEach((u, i) => d.media.checkImageUrl(u, `image_urls[${i}]`));
+    for (const [i, u] of (body.image_urls ?? []).entries()) await d.images.check(u, `image_urls[${i}]`);
     const webhook = webhookFromQuery(input.url, d.webhooks);
     const usage = marketingUsage(body, resolution, quality, d.rng.between(0.85, 1));
     await d.gate.pass();

@@ -5,7 +5,7 @@
  * slow body. A foreign answer (`foreign_status`) replaces the handler: the route's `foreign`
  * handler answers about another request.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { NO_FAULT, type FaultEngine } from './faults.js';
 import { HttpError, readBody, type EmuResponse } from './http-util.js';
 import { isLoopbackAddress } from './loopback.js';
@@ -57,12 +57,24 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
   if (route.cls === 'inspection' && !isLoopbackAddress(req.socket.remoteAddress)) {
     return finish(res, { status: 403, json: { detail: 'the /_emulator endpoints answer loopback clients only' } });
   }
-  const fault = route.cls === 'inspection' ? NO_FAULT : d.faults.decide(route.cls, { echoesId: route.foreign !== undefined });
+  let fault = route.cls === 'inspection' ? NO_FAULT : d.faults.decide(route.cls, { echoesId: route.foreign !== undefined });
+  // On a backend route a 502 means the message is refunded (service spec §7): the turn must not
+  // start, so a 502 drawn "after processing" is the plain refunded 502 there. A 504 stays after.
+  if (fault.statusAfter === 502 && d.backendFaultRoutes.has(match.name)) fault = { ...fault, status: 502, statusAfter: undefined };
   if (fault.resetBefore) {
     req.socket.destroy();
     return;
   }
   if (fault.latencyMs > 0) await d.scheduler.sleep(fault.latencyMs);
+  if (fault.status === undefined && route.cls !== 'inspection') {
+    const retryAfterS = d.faults.rateLimit(route.cls, accountOf(req.headers));
+    if (retryAfterS !== undefined)
+      return finish(res, {
+        status: 429,
+        json: { detail: 'rate limited (emulated): too many requests per second for this account; retry after the Retry-After delay' },
+        headers: { 'retry-after': String(retryAfterS) },
+      });
+  }
   if (fault.status !== undefined && !(fault.status === 502 && d.backendFaultRoutes.has(match.name))) {
     const headers: Record<string, string> = fault.status === 429 ? { 'retry-after': String(fault.retryAfterS) } : {};
     return finish(res, {
@@ -117,6 +129,15 @@ async function handle(d: ServerDeps, req: IncomingMessage, res: ServerResponse):
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** The key id a request claims (unchecked: the limiter runs before authentication, as a gateway's does). */
+function accountOf(headers: IncomingHttpHeaders): string {
+  const legacy = headers['hf-api-key'];
+  if (typeof legacy === 'string') return legacy;
+  const auth = headers.authorization;
+  const m = typeof auth === 'string' ? /^Key\s+([^:\s]+):/.exec(auth.trim()) : null;
+  return m?.[1] ?? 'anonymous';
+}
 
 function finish(res: ServerResponse, answer: EmuResponse): void {
   write(res, answer);

@@ -1,6 +1,6 @@
 /** §4.8: the webhook-enabled model path, `POST {platform_url}/{vendor}-ai/soul/standard?hf_webhook=...`. */
 import { SoulStandardRequest } from '../api/wire.js';
-import { authKey } from './auth.js';
+import { authKey, requireModel } from './auth.js';
 import { parseJson, validate, type EmuResponse } from './http-util.js';
 import { usdToMicros, type Ledger } from './ledger.js';
 import { sizeFor } from './marketing-image.js';
@@ -15,6 +15,7 @@ export class SoulStandardModel {
   async submit(input: RouteInput): Promise<EmuResponse> {
     const d = this.d;
     const account = authKey(d.ledger, input.headers);
+    requireModel(account, 'soul-standard');
     const raw = parseJson(input.body);
     const body = validate(SoulStandardRequest, raw);
     const webhook = webhookFromQuery(input.url, d.webhooks);

@@ -9,6 +9,7 @@ import { Cdn } from './cdn.js';
 import { CharacterSheetModel } from './character-sheet.js';
 import { FAULT_PROFILES, FaultEngine, loadFaultProfile, type FaultProfile, type ForcedFault, type RouteClass } from './faults.js';
 import { IdempotencyStore } from './idempotency.js';
+import { ImageInputs } from './image-inputs.js';
 import { inspectionRoutes } from './inspection.js';
 import { LegacyPlatform } from './legacy.js';
 import { Ledger } from './ledger.js';
@@ -63,6 +64,11 @@ export interface EmulatorOptions {
   durations?: Partial<Record<ModelId, { queuedMs?: readonly [number, number]; runMs?: readonly [number, number] }>>;
   agent?: Partial<AgentOptions>;
   webhookTimings?: Partial<WebhookTimings>;
+  /**
+   * Image URLs the emulator cannot reach (neither loopback nor its own): refused as unreachable when
+   * true; when false (the default) accepted as an offline stand-in, checked by extension only.
+   */
+  strictImageUrls?: boolean;
   /** Where internal errors are logged. Default stderr. */
   log?: (line: string) => void;
   /**
@@ -152,6 +158,18 @@ async function assemble(
   const catalog = new CatalogState();
   const presets = new PresetCatalog(seed);
   const media = new MediaStore(ledger, urls);
+  const cdn = new Cdn(requests);
+  const images = new ImageInputs({
+    strict: options.strictImageUrls ?? false,
+    own: (url) => {
+      if (url.origin !== new URL(urls.cdn()).origin && url.origin !== origin) return undefined;
+      const m = /^\/cdn\/media\/([^/]+)$/.exec(url.pathname);
+      if (m) return media.imageAt(decodeURIComponent(m[1] ?? ''));
+      const o = /^\/cdn\/outputs\/([^/]+)\/([^/]+)$/.exec(url.pathname);
+      const bytes = o ? cdn.bytesOf(decodeURIComponent(o[1] ?? ''), decodeURIComponent(o[2] ?? '')) : undefined;
+      return bytes ? { bytes } : { problem: 'the image is not reachable (HTTP 404 at this URL)' };
+    },
+  });
   const gate = new SubmitGate();
   const webhookPolicy: WebhookPolicy = { allowExternal: options.allowExternalWebhooks ?? false, secret: options.webhookSecret };
   const webhooks = new WebhookDispatcher(scheduler, faults, requests, { ...DEFAULT_WEBHOOK_TIMINGS, ...options.webhookTimings });
@@ -169,18 +187,17 @@ async function assemble(
     requests,
     catalog,
     idempotency,
-    media,
+    images,
     rng: root.fork(),
     gate,
     urls,
     webhooks: webhookPolicy,
   });
-  const marketing = new MarketingImageModel({ ledger, requests, presets, media, rng: root.fork(), gate, webhooks: webhookPolicy });
+  const marketing = new MarketingImageModel({ ledger, requests, presets, images, rng: root.fork(), gate, webhooks: webhookPolicy });
   const legacy = new LegacyPlatform({ ledger, requests, gate, webhooks: webhookPolicy });
   const soulStandard = new SoulStandardModel({ ledger, requests, gate, webhooks: webhookPolicy });
   const requestRoutes = new RequestRoutes(ledger, requests);
   const state = opened ? restoreState(opened, { ledger, requests, idempotency, legacy }) : undefined;
-  const cdn = new Cdn(requests);
 
   const agentMessages = '/v1/agent/sessions/:id/messages';
   const routes: Route[] = [

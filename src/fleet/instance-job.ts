@@ -18,6 +18,9 @@ export interface InstanceJobData {
   model: string;
   body: unknown;
   idempotencyKey: string | null;
+  /** Which attempt of the instance (attempt-ref.ts); jobs queued before it was written are attempt 0.0. */
+  retry?: number | undefined;
+  reroll?: number | undefined;
   /** The manifest's `defaults.polling`, for the worker that follows the submission. */
   poll?: JobPolling | undefined;
   /**

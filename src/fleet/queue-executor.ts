@@ -13,10 +13,12 @@
  * turn's clarifying questions are answered from the manifest, which only the coordinator reads.
  */
 import { Queue, QueueEvents, type Job } from 'bullmq';
-import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
+import { GenpipeError } from '../api/errors.js';
 import type { AdapterContext, Submission } from '../models/adapter.js';
-import { localExecutor, unreclaimable, type Attempt, type Executor } from '../run/attempt/executor.js';
-import { follow, TRANSIENT, type FollowEffects, type Followed } from '../run/polling/follow.js';
+import { attemptTag, type AttemptRef } from '../run/attempt/attempt-ref.js';
+import { TRANSIENT } from '../run/attempt/classify.js';
+import { localExecutor, unreclaimable, type AttemptWork, type Executor, type ExecutorFate } from '../run/attempt/executor.js';
+import { follow, type FollowEffects, type Followed } from '../run/polling/follow.js';
 import {
   INSTANCE_JOB,
   jobIdOf,
@@ -121,18 +123,24 @@ export class QueueExecutor implements Executor {
     return new QueueExecutor(o, queue, events);
   }
 
-  submit(attempt: Attempt, body: unknown, idempotencyKey: string | undefined, ctx: AdapterContext): Promise<Submission> {
-    if (attempt.adapter.conversational) return localExecutor.submit(attempt, body, idempotencyKey, ctx);
-    return this.#submit(attempt, body, idempotencyKey, ctx);
+  submit(
+    attempt: AttemptRef,
+    work: AttemptWork,
+    body: unknown,
+    idempotencyKey: string | undefined,
+    ctx: AdapterContext,
+  ): Promise<Submission | ExecutorFate> {
+    if (work.adapter.conversational) return localExecutor.submit(attempt, work, body, idempotencyKey, ctx);
+    return this.#submit(attempt, work, body, idempotencyKey, ctx);
   }
 
-  follow(attempt: Attempt, submission: Submission, ctx: AdapterContext, fx: FollowEffects): Promise<Followed> {
-    if (attempt.adapter.conversational) return localExecutor.follow(attempt, submission, ctx, fx);
-    return this.#follow(attempt, submission, ctx, fx);
+  follow(attempt: AttemptRef, work: AttemptWork, submission: Submission, ctx: AdapterContext, fx: FollowEffects): Promise<Followed> {
+    if (work.adapter.conversational) return localExecutor.follow(attempt, work, submission, ctx, fx);
+    return this.#follow(attempt, work, submission, ctx, fx);
   }
 
-  async holds(attempt: Attempt): Promise<boolean> {
-    if (attempt.adapter.conversational) return false;
+  async holds(attempt: AttemptRef, work: AttemptWork): Promise<boolean> {
+    if (work.adapter.conversational) return false;
     const job = await redisCommands(this.#o.redis, () => this.#queue.getJob(this.#jobId(attempt)));
     const ended = (job as Job<InstanceJobData, InstanceJobResult> | undefined)?.returnvalue?.kind;
     // A job that ended unknown (its worker died mid-submit) or withdrawn teaches nothing more.
@@ -144,9 +152,9 @@ export class QueueExecutor implements Executor {
    * worker sent, or will send (a job never taken; one whose holder died mid-submit ends unknown,
    * worker.ts). Nothing new is queued, so nothing is paid twice.
    */
-  async reclaim(attempt: Attempt, ctx: AdapterContext): Promise<Submission> {
+  async reclaim(attempt: AttemptRef, work: AttemptWork, ctx: AdapterContext): Promise<Submission | ExecutorFate> {
     const jobId = this.#jobId(attempt);
-    const waiter = this.#waiter(jobId, attempt.model);
+    const waiter = this.#waiter(jobId, work.model);
     const held = await redisCommands(this.#o.redis, async () => {
       // This coordinator follows it now: an earlier one's withdrawal no longer stands, so a worker
       // that takes a job nobody began to send sends it.
@@ -155,20 +163,20 @@ export class QueueExecutor implements Executor {
     });
     if (!held) {
       this.#waiters.delete(jobId);
-      throw unreclaimable(attempt, 'the job is gone from Redis');
+      return unreclaimable(work.model, 'the job is gone from Redis');
     }
     waiter.enqueued = true;
     const first = await this.#first(jobId, waiter, ctx.signal);
     if ('submission' in first) return first.submission;
     if ('lost' in first) {
       this.#waiters.delete(jobId);
-      throw unreclaimable(attempt, 'the job is gone from Redis');
+      return unreclaimable(work.model, 'the job is gone from Redis');
     }
     const result = first.result;
     if (result.kind === 'final' || result.kind === 'track_error') return result.submission;
     await this.#forget(jobId);
     if (result.kind === 'submit_error') throw refusalOf(result);
-    throw unreclaimable(attempt, result.kind === 'unknown' ? result.message : 'another coordinator withdrew the job');
+    return unreclaimable(work.model, result.kind === 'unknown' ? result.message : 'another coordinator withdrew the job');
   }
 
   async close(): Promise<void> {
@@ -185,8 +193,8 @@ export class QueueExecutor implements Executor {
     await within(Promise.all([this.#events.disconnect().catch(() => {}), this.#queue.disconnect().catch(() => {})]), DISCONNECT_MS);
   }
 
-  #jobId(attempt: Attempt): string {
-    return jobIdOf(this.#o.runId, attempt.instance, attempt.tag);
+  #jobId(attempt: AttemptRef): string {
+    return jobIdOf(this.#o.runId, attempt.instance, attemptTag(attempt));
   }
 
   #waiter(jobId: string, model: string): Waiter {
@@ -198,8 +206,14 @@ export class QueueExecutor implements Executor {
     return waiter;
   }
 
-  async #submit(attempt: Attempt, body: unknown, key: string | undefined, ctx: AdapterContext): Promise<Submission> {
-    const { model } = attempt;
+  async #submit(
+    attempt: AttemptRef,
+    work: AttemptWork,
+    body: unknown,
+    key: string | undefined,
+    ctx: AdapterContext,
+  ): Promise<Submission | ExecutorFate> {
+    const { model } = work;
     const jobId = this.#jobId(attempt);
     const data: InstanceJobData = {
       v: 1,
@@ -208,6 +222,8 @@ export class QueueExecutor implements Executor {
       model,
       body,
       idempotencyKey: key ?? null,
+      retry: attempt.retry,
+      reroll: attempt.reroll,
       ...(this.#o.poll ? { poll: this.#o.poll } : {}),
     };
     // Bounded: each round is a job Redis lost, and a keyless one ends the loop at once.
@@ -234,13 +250,7 @@ export class QueueExecutor implements Executor {
         // again: its key makes a second POST answer with the same request. A keyless one may have
         // been sent: unknown, never resent.
         if (key !== undefined && round < 100) continue;
-        throw new IndeterminateSubmissionError({
-          method: 'POST',
-          path: `(${model}, a fleet job Redis lost)`,
-          idempotencyKey: key,
-          bodyHash: '',
-          cause: new Error('the job is gone from Redis'),
-        });
+        return unreclaimable(model, 'a fleet job Redis lost');
       }
       const result = first.result;
       if (result.kind === 'final' || result.kind === 'track_error') return result.submission;
@@ -248,42 +258,35 @@ export class QueueExecutor implements Executor {
       // An earlier coordinator withdrew it and a worker sent nothing: handed out again, as new.
       if (result.kind === 'withdrawn' && round < 100) continue;
       if (result.kind === 'withdrawn') throw new GenpipeError('internal', 'The fleet job was withdrawn again and again; nothing was sent.');
-      if (result.kind === 'unknown') {
-        throw new IndeterminateSubmissionError({
-          method: 'POST',
-          path: `(${model}, by a fleet worker)`,
-          idempotencyKey: key,
-          bodyHash: '',
-          cause: new Error(result.message),
-        });
-      }
+      // The worker's own sentence: it saw the submit's fate stay unknown.
+      if (result.kind === 'unknown') return { kind: 'unknown', message: result.message };
       throw refusalOf(result);
     }
   }
 
-  async #follow(attempt: Attempt, submission: Submission, ctx: AdapterContext, fx: FollowEffects): Promise<Followed> {
+  async #follow(attempt: AttemptRef, work: AttemptWork, submission: Submission, ctx: AdapterContext, fx: FollowEffects): Promise<Followed> {
     const jobId = this.#jobId(attempt);
     let waiter = this.#waiters.get(jobId);
     if (!waiter) {
       // A resumed coordinator: the job may be in the queue, or already read and removed.
-      const fresh = this.#waiter(jobId, attempt.model);
+      const fresh = this.#waiter(jobId, work.model);
       waiter = fresh;
       if (await redisCommands(this.#o.redis, () => this.#look(jobId, fresh))) waiter.enqueued = true;
       else {
         // Gone: the submission is journaled, so it is followed here, as a worker would.
         this.#waiters.delete(jobId);
-        return localExecutor.follow(attempt, submission, ctx, fx);
+        return localExecutor.follow(attempt, work, submission, ctx, fx);
       }
     }
     const result = await unlessAborted(Promise.race([waiter.finished.promise, waiter.lost.promise]), fx.signal);
     await this.#forget(jobId);
     // Redis lost the job: the submission is journaled, so the service is asked from here.
-    if (result === true) return follow(attempt.adapter, submission, attempt.script, ctx, fx);
+    if (result === true) return follow(work.adapter, submission, work.script, ctx, fx);
     if (result.kind === 'final')
       return { submission: result.submission, result: result.result, durationMs: result.durationMs ?? fx.timer.complete(Date.now(), true) };
     if (result.kind === 'track_error') {
       // The worker gave up on a failure that may pass (its own budget, or it died): followed from here while the run's retry policy allows.
-      if (TRANSIENT.has(result.code) && fx.mayRetry(0)) return follow(attempt.adapter, result.submission, attempt.script, ctx, fx);
+      if (TRANSIENT.has(result.code) && fx.mayRetry(0)) return follow(work.adapter, result.submission, work.script, ctx, fx);
       throw new GenpipeError(result.code, result.message);
     }
     throw new GenpipeError('internal', `A fleet worker answered a followed submission with ${result.kind}.`);

@@ -19,7 +19,10 @@ import type { GenerationClient } from '../api/client.js';
 import { GenpipeError, IndeterminateSubmissionError } from '../api/errors.js';
 import type { AdapterContext } from '../models/adapter.js';
 import { adapterFor } from '../models/registry.js';
-import { localExecutor, type Attempt } from '../run/attempt/executor.js';
+import type { AttemptRef } from '../run/attempt/attempt-ref.js';
+import { isFate } from '../run/attempt/fate.js';
+import { localExecutor, type AttemptWork } from '../run/attempt/executor.js';
+import { resumeAction } from '../run/journal/run-state.js';
 import { PollScheduler } from '../run/polling/poll-schedule.js';
 import type { WebhookReceiver } from '../run/polling/webhook-receiver.js';
 import {
@@ -38,8 +41,6 @@ import { workerKey, type WorkerHeartbeat } from './queue-admin.js';
 export const LOCK_MS = 10_000;
 export const STALLED_CHECK_MS = 5_000;
 const HEARTBEAT_MS = 5_000;
-/** A transient error while following is retried this many times in a row before the job hands back an error (the coordinator may follow on). */
-const TRACK_FAILURES = 20;
 
 export interface FleetWorkerOptions {
   redis: RedisTarget;
@@ -117,12 +118,19 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       };
     const ctx: AdapterContext = { client: o.client, signal: handBack.signal };
     // The local executor, run here: the same submit and follow loop as a run without a fleet.
-    const attempt: Attempt = { runId: data.runId, instance: data.instance, tag: job.id ?? '', model: data.model, adapter, script: {} };
+    const attempt: AttemptRef = { runId: data.runId, instance: data.instance, retry: data.retry ?? 0, reroll: data.reroll ?? 0 };
+    const work: AttemptWork = { model: data.model, adapter, script: {} };
     let submission = submissionOf(job);
     // Whether this worker sent the request, so its deliveries come to this worker's receiver.
     let submittedHere = false;
     if (!submission) {
-      if (data.intentAt !== undefined && data.idempotencyKey === null) {
+      // The job's intent, read as a journal's is: an intent without an answer and without a key is
+      // unknown (an earlier holder died mid-submit), one with a key is resent with it.
+      const intent =
+        data.intentAt === undefined
+          ? undefined
+          : { type: 'intent' as const, instance: data.instance, model: data.model, idempotencyKey: data.idempotencyKey, bodyHash: '' };
+      if (resumeAction({ intent, retries: 0, rerolls: 0 }, adapter.idempotentSubmit).kind === 'unknown') {
         return {
           kind: 'unknown',
           message:
@@ -139,11 +147,13 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
         return { kind: 'withdrawn' };
       }
       try {
-        submission = await localExecutor.submit(attempt, data.body, data.idempotencyKey ?? undefined, {
+        const answer = await localExecutor.submit(attempt, work, data.body, data.idempotencyKey ?? undefined, {
           ...ctx,
           webhookUrl: o.webhook?.url,
           signal: AbortSignal.timeout(120_000),
         });
+        if (isFate(answer)) return { kind: 'unknown', message: answer.message };
+        submission = answer;
         submittedHere = true;
       } catch (error) {
         if (!(error instanceof GenpipeError)) throw error;
@@ -172,11 +182,14 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       const timer = pollsFor(data.poll).start(data.model, Date.now());
       const webhook = submittedHere ? o.webhook : undefined;
       // The body sent, so the service's answer is checked against it (follow-check.ts).
+      // A look that keeps failing is given up on within the look policy's tries (classify.ts); the
+      // coordinator may then follow on, under its run's retry budget.
       const done = await localExecutor.follow(
         attempt,
+        work,
         followed,
         { ...ctx, sentBody: data.body },
-        { signal: handBack.signal, timer, webhook, mayRetry: (failures) => failures < TRACK_FAILURES },
+        { signal: handBack.signal, timer, webhook, mayRetry: () => true },
       );
       return { kind: 'final', submission: done.submission, result: done.result, durationMs: done.durationMs };
     } catch (error) {

@@ -18,6 +18,8 @@ export interface CellFile {
   kind: 'image' | 'video' | 'audio' | 'text' | 'other';
   /** Relative to the run directory, for images. */
   thumb?: string | undefined;
+  /** Relative to the run directory, for videos: their first frame (thumbnails.ts), when ffmpeg could make it. */
+  poster?: string | undefined;
   /** Its public URL in the step's storage sink (`public_base_url`), once uploaded with these bytes. */
   url?: string | undefined;
 }
@@ -76,6 +78,9 @@ export function fileKind(path: string): CellFile['kind'] {
 
 /** Where an image's thumbnail goes: `thumbs/<path below outputs/>.webp`. */
 export const thumbPathOf = (path: string): string => `thumbs/${path.replace(/^outputs\//, '')}.webp`;
+
+/** Where a video's poster frame goes: `thumbs/<path below outputs/>.jpg`. */
+export const posterPathOf = (path: string): string => `thumbs/${path.replace(/^outputs\//, '')}.jpg`;
 
 /** Most cells a gallery keeps: a contact sheet of more is no longer something to look at. */
 export const MAX_GALLERY_CELLS = 100_000;
@@ -229,7 +234,12 @@ function unpackCell(id: string, text: string): Cell {
 }
 
 function fileOf(path: string, kind: CellFile['kind'], url?: string): CellFile {
-  const file: CellFile = kind === 'image' ? { path, kind, thumb: thumbPathOf(path) } : { path, kind };
+  const file: CellFile =
+    kind === 'image'
+      ? { path, kind, thumb: thumbPathOf(path) }
+      : kind === 'video'
+        ? { path, kind, poster: posterPathOf(path) }
+        : { path, kind };
   if (url !== undefined) file.url = url;
   return file;
 }

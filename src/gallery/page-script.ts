@@ -73,6 +73,8 @@ export const PAGE_SCRIPT = String.raw`
   // money:end
   const usd = (n, kind) => (n === undefined ? '' : formatMoney(n, kind || 'total', 'usd'));
   const round6 = (n) => Math.round(n * 1e6) / 1e6;
+  /** A video's poster when it has no first frame (no ffmpeg, or a file it could not read): a light 16:9 card that says "video" in its upper half, above where the browser draws its controls. */
+  const VIDEO_POSTER = 'data:image/svg+xml,' + encodeURIComponent('<svg xmlns="http://www.w3.org/2000/svg" width="320" height="180" viewBox="0 0 320 180"><rect width="320" height="180" fill="#d6d6d6"/><path d="M104 34v30l26-15z" fill="#444"/><text x="186" y="62" fill="#333" font-family="sans-serif" font-size="36" text-anchor="middle">video</text></svg>');
   const notice = (text) => { document.getElementById('notice').textContent = text; };
 
   const labelIndexAt = (step, i, a) => step.index[i * step.stride + a];
@@ -217,6 +219,16 @@ export const PAGE_SCRIPT = String.raw`
     return step.axes.map((a) => a.name).filter((n) => n !== view.rows && n !== view.cols);
   }
 
+  /**
+   * The page of each axis beyond rows and columns, its first value until one is chosen: set before
+   * the cells are picked, so the first render shows the page its selector names (not every page at
+   * once, until a click re-rendered it).
+   */
+  function pageChoices(step, view) {
+    for (const axis of pageAxes(step, view)) if (view.page[axis] === undefined) view.page[axis] = valuesOf(step, axis)[0];
+    return pageAxes(step, view).map((name) => [axisAt(step, name), view.page[name]]);
+  }
+
   /** The header's review counts: approved, rejected, starred and unreviewed of the page's cells. */
   function renderReviewCounts() {
     const line = document.getElementById('review-counts');
@@ -265,7 +277,7 @@ export const PAGE_SCRIPT = String.raw`
     const view = viewOf(step);
     const rowAxis = axisAt(step, view.rows);
     const colAxis = axisAt(step, view.cols);
-    const paged = pageAxes(step, view).map((name) => [axisAt(step, name), view.page[name]]);
+    const paged = pageChoices(step, view);
     let cells = [];
     for (let i = 0; i < step.count; i++) if (passes(step, i, view, paged)) cells.push(i);
     if (view.text) {
@@ -394,7 +406,6 @@ export const PAGE_SCRIPT = String.raw`
     bar.appendChild(select('columns', axisOptions, view.cols || '', (v) => { view.cols = v || undefined; if (view.cols === view.rows) view.rows = undefined; view.colPage = 0; render(); }, { 'data-control': 'cols' }));
     for (const axis of pageAxes(step, view)) {
       const values = valuesOf(step, axis);
-      if (view.page[axis] === undefined) view.page[axis] = values[0];
       bar.appendChild(select(axis, [['*', 'all']].concat(values.map((v) => [v, v])), view.page[axis], (v) => { view.page[axis] = v; view.rowPage = 0; view.colPage = 0; render(); }, { 'data-control': 'page' }));
     }
     const statuses = ['all', 'completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'pending'].concat(reviewing ? ['approved', 'rejected', 'starred'] : []);
@@ -413,7 +424,8 @@ export const PAGE_SCRIPT = String.raw`
       if (f.kind === 'image') {
         out.push(el('a', { href: f.path, target: '_blank', rel: 'noopener' }, [el('img', { src: f.thumb || f.path, alt: c.id, loading: 'lazy', decoding: 'async' })]));
       } else if (f.kind === 'video') {
-        out.push(el('video', { src: f.path, controls: '', preload: 'none' }));
+        // Its first frame (thumbnails.ts), or a placeholder that says what it is: never a black box.
+        out.push(el('video', { src: f.path, controls: '', preload: 'none', poster: f.poster || VIDEO_POSTER }));
       } else if (f.kind === 'audio') {
         out.push(el('audio', { src: f.path, controls: '', preload: 'none' }));
       } else if (f.kind !== 'text') {
@@ -431,6 +443,7 @@ export const PAGE_SCRIPT = String.raw`
     if (c.headline !== undefined) cell.appendChild(el('p', { className: 'headline', title: c.headline, text: c.headline }));
     const facts = el('div', { className: 'facts' });
     facts.appendChild(el('span', { className: 'badge', text: c.status.replace('_', ' ') }));
+    if (c.files.some((f) => f.kind === 'video')) facts.appendChild(el('span', { className: 'badge kind', text: 'video' }));
     if (c.rerollSeed !== undefined) facts.appendChild(el('span', { className: 'badge reroll', text: 're-rolled: seed ' + c.rerollSeed }));
     const refunded = c.costUsd === 0 && (c.status === 'failed' || c.status === 'nsfw' || c.status === 'canceled');
     if (c.unpriced) facts.appendChild(el('span', { className: 'cost', text: 'unpriced' }));

@@ -8,9 +8,16 @@
  * which is what its thumbnail would be. Its size comes from its first bytes where the format
  * allows (image-size.ts), else from sharp; making the thumbnail cost about 3 ms of CPU per image
  * here, which at zero latency had made a run 3x slower.
+ *
+ * A video gets a poster frame: its first frame, as a JPEG of at most 512 px under `thumbs/`, made
+ * once by Debian's `ffmpeg` when the machine has it (no npm package decodes video). Without
+ * ffmpeg, or for a file it cannot decode, the cell has none and the page shows its "video"
+ * placeholder instead of a black box.
  */
+import { execFile } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
 import { mkdir, rename, stat, unlink } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 import pLimit from 'p-limit';
 import type { Cell } from './gallery-data.js';
 import { imageSizeOf, type ImageSize } from '../util/image-size.js';
@@ -35,18 +42,61 @@ export function noteDownloadedImage(memo: ThumbnailMemo, path: string, size: Ima
   if (size !== undefined && fits(size)) memo.set(path, false);
 }
 
-/** Makes the missing thumbnails of the cells' images; drops the `thumb` of an image that has none. Returns how many were made. */
+/** Longest a poster frame may take: ffmpeg on a file it cannot read should give up, not hang a gallery write. */
+const POSTER_TIMEOUT_MS = 10_000;
+
+let ffmpegFound: string | null | undefined;
+
+/** Debian's ffmpeg (/usr/bin/ffmpeg, or on PATH), looked for once; null when the machine has none. */
+export function findFfmpeg(): string | null {
+  if (ffmpegFound !== undefined) return ffmpegFound;
+  ffmpegFound = null;
+  for (const dir of ['/usr/bin', ...(process.env.PATH ?? '').split(delimiter)]) {
+    if (dir === '') continue;
+    try {
+      accessSync(join(dir, 'ffmpeg'), constants.X_OK);
+      ffmpegFound = join(dir, 'ffmpeg');
+      break;
+    } catch {
+      // not in this folder
+    }
+  }
+  return ffmpegFound;
+}
+
+/**
+ * Makes the missing thumbnails of the cells' images and poster frames of their videos; drops the
+ * `thumb` of an image, or the `poster` of a video, that has none. `ffmpeg`: the program that makes
+ * posters (null: none, every video keeps the page's placeholder). Returns how many were made.
+ */
 export async function makeThumbnails(
   runDir: string,
   cells: Iterable<Cell>,
   signal?: AbortSignal,
   memo: ThumbnailMemo = new Map(),
+  ffmpeg: string | null = findFfmpeg(),
 ): Promise<number> {
   const limit = pLimit(PARALLEL);
   let made = 0;
   const jobs: Promise<void>[] = [];
   for (const cell of cells) {
     for (const file of cell.files) {
+      const poster = file.poster;
+      if (poster !== undefined) {
+        const known = memo.get(file.path);
+        if (known === false || (known === undefined && ffmpeg === null)) file.poster = undefined;
+        if (known !== undefined || ffmpeg === null) continue;
+        jobs.push(
+          limit(async () => {
+            if (signal?.aborted) return;
+            const ok = await makePoster(ffmpeg, join(runDir, file.path), join(runDir, poster));
+            memo.set(file.path, ok !== false);
+            if (ok === false) file.poster = undefined;
+            if (ok === 'made') made++;
+          }),
+        );
+        continue;
+      }
       const thumb = file.thumb;
       if (thumb === undefined) continue;
       const known = memo.get(file.path);
@@ -98,6 +148,28 @@ export async function makeThumbnails(
   }
   await Promise.all(jobs);
   return made;
+}
+
+/** Writes the first frame of `source` to `target` (a JPEG of at most 512 px), through a temp file; false when ffmpeg could not. */
+async function makePoster(ffmpeg: string, source: string, target: string): Promise<'made' | 'there' | false> {
+  if (await exists(target)) return 'there';
+  if (!(await exists(source))) return false;
+  await mkdir(dirname(target), { recursive: true });
+  const temp = `${target}.${process.pid}.tmp.jpg`;
+  const args = ['-nostdin', '-v', 'error', '-y', '-i', source, '-frames:v', '1'];
+  // At most 512 px on the long side, never enlarged.
+  const fit = `scale='min(${THUMBNAIL_MAX_PX},iw)':'min(${THUMBNAIL_MAX_PX},ih)':force_original_aspect_ratio=decrease`;
+  args.push('-vf', fit, '-q:v', '4', temp);
+  const ok = await new Promise<boolean>((resolve) => {
+    execFile(ffmpeg, args, { timeout: POSTER_TIMEOUT_MS, windowsHide: true }, (error) => resolve(error === null));
+  });
+  // ffmpeg may exit 0 having written nothing (a file with no video stream).
+  if (ok && (await exists(temp))) {
+    await rename(temp, target);
+    return 'made';
+  }
+  await unlink(temp).catch(() => undefined);
+  return false;
 }
 
 const fits = ({ width = 0, height = 0 }: { width?: number | undefined; height?: number | undefined }): boolean =>

@@ -279,6 +279,19 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
           ];
     for (const [fieldPath, text] of fields)
       if (text !== undefined) checkSinkTemplate(text, manifest, names, (message) => at(fieldPath, message));
+    if (typeof sink !== 'string') {
+      // A password in a URL is copied wherever the URL goes (the run's manifest copy, plan.json,
+      // outputs.csv): the store's credentials come from the AWS SDK's chain, never the manifest.
+      for (const [field, text] of [
+        ['endpoint', sink.endpoint],
+        ['public_base_url', sink.public_base_url],
+      ] as const)
+        if (text !== undefined && hasUserInfo(text))
+          at(
+            [...path, field],
+            `the ${field} carries a user name or password; give the store's credentials through the AWS SDK (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile), never in the manifest`,
+          );
+    }
   }
   const order = topologicalOrder(manifest, (path, message) => at(path, message));
   const loaded = { manifest, file, text, dir: dirname(resolve(file)), source, templates, fileNames, order };
@@ -463,4 +476,10 @@ function topologicalOrder(manifest: Manifest, report: (path: (string | number)[]
 function formatCycle(ids: readonly string[]): string {
   const shown = ids.length <= 8 ? ids : [...ids.slice(0, 6), `... ${ids.length - 7} more`, ids[ids.length - 1] as string];
   return shown.map((id) => clip(id)).join(' -> ');
+}
+
+/** True when an http(s) URL names a user or a password before its host (`https://user:secret@host`). */
+function hasUserInfo(text: string): boolean {
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(text)?.[1];
+  return authority !== undefined && authority.includes('@');
 }

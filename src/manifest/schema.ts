@@ -129,6 +129,13 @@ export const Sink = z.union([
         'public_base_url is an http:// or https:// URL (its path may use {{ run.date }}, {{ vars.NAME }}...)',
       )
       .optional(),
+    /**
+     * When an upload is read back and hashed to check the store kept the file's bytes:
+     * `when_needed` (default), when the store's ETag is not an MD5 genpipe can check; `always`; `never`.
+     */
+    read_back: z.enum(['never', 'when_needed', 'always']).optional(),
+    /** Files above this many bytes are never read back. Default 67108864 (64 MiB). */
+    read_back_max_bytes: z.int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
   }),
 ]);
 export type Sink = z.infer<typeof Sink>;

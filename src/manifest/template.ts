@@ -76,7 +76,7 @@ function stringify(value: unknown): string {
   return JSON.stringify(value);
 }
 
-function compileString(text: string, at: readonly PathSegment[]): CompiledTemplate {
+function compileString(text: string, at: readonly PathSegment[], interpolate: (value: string) => string = (v) => v): CompiledTemplate {
   const parts: (string | TemplateRef)[] = [];
   let last = 0;
   for (const match of text.matchAll(EXPRESSION)) {
@@ -101,20 +101,25 @@ function compileString(text: string, at: readonly PathSegment[]): CompiledTempla
   };
   const only = parts.length === 1 ? refs[0] : undefined;
   if (only) return { render: (scope) => read(scope, only), refs };
-  return { render: (scope) => parts.map((p) => (typeof p === 'string' ? p : stringify(read(scope, p)))).join(''), refs };
+  return { render: (scope) => parts.map((p) => (typeof p === 'string' ? p : interpolate(stringify(read(scope, p))))).join(''), refs };
+}
+
+export interface TemplateOptions {
+  /** Applied to each value interpolated inside other text (a URL's path encodes it), never to the text as written. */
+  interpolate?: (value: string) => string;
 }
 
 /** Compiles any JSON-like value (the step's input) into one render function. */
-export function compileTemplate(value: unknown, at: readonly PathSegment[] = []): CompiledTemplate {
-  if (typeof value === 'string') return compileString(value, at);
+export function compileTemplate(value: unknown, at: readonly PathSegment[] = [], options: TemplateOptions = {}): CompiledTemplate {
+  if (typeof value === 'string') return compileString(value, at, options.interpolate);
   if (Array.isArray(value)) {
-    const items = value.map((item, i) => compileTemplate(item, [...at, i]));
+    const items = value.map((item, i) => compileTemplate(item, [...at, i], options));
     const refs = items.flatMap((c) => c.refs);
     if (refs.length === 0) return { render: () => structuredClone(value), refs };
     return { render: (scope) => items.map((c) => c.render(scope)), refs };
   }
   if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value).map(([key, item]) => [key, compileTemplate(item, [...at, key])] as const);
+    const entries = Object.entries(value).map(([key, item]) => [key, compileTemplate(item, [...at, key], options)] as const);
     const refs = entries.flatMap(([, c]) => c.refs);
     if (refs.length === 0) return { render: () => structuredClone(value), refs };
     return {

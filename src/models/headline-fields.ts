@@ -9,9 +9,10 @@ const HEADLINE_FIELDS: Readonly<Record<string, readonly (readonly string[])[]>> 
   'marketing-image': [['prompt']],
   agent: [['content']],
   'character-sheet': [['brief']],
-  dop: [['params', 'prompt']],
-  soul: [['params', 'prompt']],
-  speak: [['params', 'prompt']],
+  // A legacy model's body is its `params` object itself (the client wraps it when it sends it).
+  dop: [['prompt']],
+  soul: [['prompt']],
+  speak: [['prompt']],
   'soul-standard': [['prompt']],
 };
 

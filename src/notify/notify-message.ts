@@ -177,10 +177,43 @@ export function summaryText(s: NotifySummary): string {
 /** Discord refuses a message over 2,000 characters; Slack truncates long ones. */
 const MAX_TEXT = 1_900;
 
+/**
+ * The summary's text as a chat shows it literally. Any part of it may come from a CSV cell (an
+ * instance id in a stop message, a pipeline's folder) and must not become markup there: Slack reads
+ * `<!channel>` as a mention of everyone and `<https://…|label>` as a link under a label of the
+ * sender's choosing, so `&`, `<` and `>` are written as entities (Slack's own escaping); Discord
+ * reads markdown, `[label](https://…)` among it, so its punctuation is escaped with a backslash,
+ * which it shows as the bare character (a URL is left whole). genpipe builds no link, label or mention of its own: a
+ * URL in the text is shown as itself.
+ */
+export function chatText(format: 'slack' | 'discord', text: string): string {
+  if (format === 'slack') return text.replace(/[&<>]/g, (c) => SLACK_ENTITIES[c] as string);
+  // A URL is kept whole so that Discord still links it (a backslash inside would break it); the
+  // brackets and parentheses around it are escaped, so no text can become its label.
+  return text
+    .split(URL_TOKEN)
+    .map((part, i) => (i % 2 === 1 ? part : part.replace(/[\\*_~`|[\]()<>#@]/g, '\\$&')))
+    .join('');
+}
+
+/** An http(s) URL as Discord links it by itself, in a capturing group (split keeps it). */
+const URL_TOKEN = /(https?:\/\/[^\s<>[\]()|`\\]+)/;
+
+const SLACK_ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;' };
+
+/** `text` cut to `max` characters with an ellipsis, never inside an escape (a half entity, a lone backslash). */
+function clipChat(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let cut = text.slice(0, max - 1).replace(/&[a-z]*$/, '');
+  // An odd run of backslashes at the end ends with half an escape.
+  if ((/\\*$/.exec(cut)?.[0].length ?? 0) % 2 === 1) cut = cut.slice(0, -1);
+  return `${cut}…`;
+}
+
 /** The request body for a format. */
 export function notifyBody(format: NotifyFormat, summary: NotifySummary): string {
   if (format === 'json') return JSON.stringify(summary);
-  let text = summaryText(summary);
-  if (text.length > MAX_TEXT) text = `${text.slice(0, MAX_TEXT - 1)}…`;
-  return JSON.stringify(format === 'slack' ? { text } : { content: text, allowed_mentions: { parse: [] } });
+  const text = clipChat(chatText(format, summaryText(summary)), MAX_TEXT);
+  // Slack: no @name is turned into a mention. Discord: no mention of any kind notifies anyone.
+  return JSON.stringify(format === 'slack' ? { text, link_names: false } : { content: text, allowed_mentions: { parse: [] } });
 }

@@ -65,6 +65,117 @@ export function etaText(finished: number, total: number, startedAt: number | und
   return formatDuration(((now - startedAt) / finished) * (total - finished));
 }
 
+/** Widest a bar gets, however wide the terminal. */
+const MAX_BAR = 40;
+/** Narrowest bar worth drawing: below it the line has no bar at all. */
+const MIN_BAR = 5;
+/** Shortest a step name is cut to (with `…`) before the ETA is left out. */
+const SHORT_STEP = 12;
+
+/** What one step's bar line says. */
+export interface BarParts {
+  step: string;
+  done: number;
+  total: number;
+  failed: number;
+  inFlight: number;
+  eta: string;
+}
+
+/** What the bars of a run share so they line up: the widest step name, and the digits of the largest count. */
+export interface BarLayout {
+  stepWidth: number;
+  digits: number;
+}
+
+/** `name` in at most `width` characters: cut, with `…`, when longer. */
+const cut = (name: string, width: number): string => (name.length <= width ? name : `${name.slice(0, Math.max(1, width - 1))}…`);
+
+/**
+ * One step's line for a terminal of `columns`, never longer than `columns - 1` (the last column
+ * left free, so no terminal wraps it): its counts always; what room is left goes to the ETA, the
+ * step's full name and then the bar, up to 40 wide. When the room is short the bar shrinks first,
+ * then goes, then the step name is cut to 12, then the ETA goes, then the name is cut further.
+ * The run's spend has a line of its own (spendLine): it is the run's, not a step's.
+ */
+export function barLine(
+  columns: number,
+  parts: BarParts,
+  layout: BarLayout = { stepWidth: parts.step.length, digits: String(parts.total).length },
+): string {
+  const room = Math.max(columns, 20) - 1;
+  const n = (value: number): string => String(value).padStart(layout.digits);
+  // Padded alike on every step's line, so that their bars have one width and line up.
+  const counts = `${n(parts.done)}/${String(parts.total).padEnd(layout.digits)} | ${n(parts.failed)} failed | ${n(parts.inFlight)} in flight`;
+  const eta = ` | ETA ${parts.eta.padEnd(5)}`;
+  const name = parts.step.padEnd(layout.stepWidth);
+  const bar = (width: number): string => {
+    const filled = parts.total > 0 ? Math.round((Math.min(parts.done, parts.total) / parts.total) * width) : 0;
+    return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
+  };
+  const fits = (line: string): boolean => line.trimEnd().length <= room;
+  // With the bar: name, space, [bar], space, counts, ETA.
+  const barRoom = room - name.length - counts.length - eta.length - 4;
+  if (barRoom >= MIN_BAR) return `${name} ${bar(Math.min(MAX_BAR, barRoom))} ${counts}${eta}`.trimEnd();
+  const short = cut(parts.step, SHORT_STEP).padEnd(Math.min(layout.stepWidth, SHORT_STEP));
+  for (const line of [`${name} ${counts}${eta}`, `${short} ${counts}${eta}`, `${short} ${counts}`]) if (fits(line)) return line.trimEnd();
+  const left = room - 1 - counts.length;
+  if (left >= 2) return `${cut(parts.step, left).padEnd(left)} ${counts}`;
+  return counts.slice(0, room);
+}
+
+/** The run's spend line under the bars, within `columns - 1`. */
+export const spendLine = (columns: number, spend: string): string => cut(spend, Math.max(columns, 20) - 1);
+
+/**
+ * `text` wrapped at spaces to lines of at most `columns - 1` characters (each line of it, its own
+ * newlines kept); a word longer than a line (a path) is split, at a `/` where it has one.
+ */
+export function wrapWords(text: string, columns: number): string {
+  const width = Math.max(columns, 20) - 1;
+  return text
+    .split('\n')
+    .map((paragraph) => {
+      const lines: string[] = [];
+      let line = '';
+      for (let word of paragraph.split(' ')) {
+        while (word.length > width) {
+          // A word of its own line's length or more: broken after its last `/` that fits, else at the width.
+          if (line !== '') {
+            lines.push(line);
+            line = '';
+          }
+          const slash = word.lastIndexOf('/', width - 1);
+          const at = slash > 0 ? slash + 1 : width;
+          lines.push(word.slice(0, at));
+          word = word.slice(at);
+        }
+        if (line === '') line = word;
+        else if (line.length + 1 + word.length <= width) line += ` ${word}`;
+        else {
+          lines.push(line);
+          line = word;
+        }
+      }
+      lines.push(line);
+      return lines.join('\n');
+    })
+    .join('\n');
+}
+
+/**
+ * The width the summary is wrapped to: that of stdout's terminal, undefined when stdout is not one
+ * (a file or a pipe keeps the summary on one line, for whatever reads it).
+ */
+export type SummaryColumns = () => number | undefined;
+
+const stdoutColumns: SummaryColumns = () => (process.stdout.isTTY ? process.stdout.columns : undefined);
+
+function wrapSummary(text: string, columns: SummaryColumns = stdoutColumns): string {
+  const width = columns();
+  return width === undefined ? text : wrapWords(text, width);
+}
+
 interface StepTally {
   done: number;
   failed: number;
@@ -185,7 +296,7 @@ export class LineProgress implements ProgressSink {
   constructor(
     private readonly output: Output,
     /** `intervalMs`: between two progress lines, default 10,000. */
-    private readonly options: { quiet: boolean; intervalMs?: number; now?: () => number },
+    private readonly options: { quiet: boolean; intervalMs?: number; now?: () => number; summaryColumns?: SummaryColumns },
   ) {
     this.#tally = new Tally(options.now ?? Date.now);
   }
@@ -203,7 +314,7 @@ export class LineProgress implements ProgressSink {
     }
     if (event.type === 'run_finished') {
       this.stop();
-      this.output.out(summaryLine(event.summary, this.#tally.told));
+      this.output.out(wrapSummary(summaryLine(event.summary, this.#tally.told), this.options.summaryColumns));
       return;
     }
     const line = errorLine(event);
@@ -255,6 +366,9 @@ export class TtyProgress implements ProgressSink {
   readonly #tally: Tally;
   readonly #bars = new Map<string, cliProgress.SingleBar>();
   readonly #multi: cliProgress.MultiBar;
+  /** The line under the bars with the run's spend. */
+  readonly #spend: cliProgress.SingleBar;
+  #stopped = false;
 
   constructor(
     private readonly output: Output,
@@ -264,16 +378,37 @@ export class TtyProgress implements ProgressSink {
       steps: readonly { id: string; count: number }[];
       stream?: NodeJS.WritableStream;
       now?: () => number;
+      summaryColumns?: SummaryColumns;
     },
   ) {
     this.#tally = new Tally(options.now ?? Date.now);
+    const layout: BarLayout = {
+      stepWidth: Math.max(...options.steps.map((s) => s.id.length), 4),
+      digits: Math.max(...options.steps.map((s) => String(Math.max(s.count, 1)).length)),
+    };
     this.#multi = new cliProgress.MultiBar(
       {
+        // Laid out for the terminal's width at each redraw (barLine), so a resize is followed too.
         // Our own ETA: cli-progress's shows NULL or INF until it has a pace, and counts submits as progress.
-        format: '{step} [{bar}] {value}/{total} | {failed} failed | {inflight} in flight | ETA {time_left} | {spend}',
-        barCompleteChar: '#',
-        barIncompleteChar: '.',
+        format: (_options, params, payload) =>
+          payload.step === undefined
+            ? spendLine(params.maxWidth, String(payload.spend))
+            : barLine(
+                params.maxWidth,
+                {
+                  step: String(payload.step),
+                  done: params.value,
+                  total: params.total,
+                  failed: Number(payload.failed),
+                  inFlight: Number(payload.inflight),
+                  eta: String(payload.time_left),
+                },
+                layout,
+              ),
         hideCursor: true,
+        // Every bar redrawn at each frame: after a logged line the bars move down a row, and a bar
+        // drawn only when its text changed would leave the row's old text there.
+        forceRedraw: true,
         clearOnComplete: false,
         stopOnComplete: false,
         fps: 5,
@@ -281,48 +416,54 @@ export class TtyProgress implements ProgressSink {
       },
       cliProgress.Presets.legacy,
     );
-    const width = Math.max(...options.steps.map((s) => s.id.length), 4);
     for (const step of options.steps) {
-      this.#bars.set(
-        step.id,
-        this.#multi.create(Math.max(step.count, 1), 0, { step: step.id.padEnd(width), failed: 0, inflight: 0, time_left: '--', spend: '' }),
-      );
+      this.#bars.set(step.id, this.#multi.create(Math.max(step.count, 1), 0, { step: step.id, failed: 0, inflight: 0, time_left: '--' }));
     }
+    this.#spend = this.#multi.create(1, 0, { spend: this.#spendText() });
   }
 
   readonly listener: RunListener = (event) => {
     this.#tally.on(event);
     if (event.type === 'run_finished') {
       this.stop();
-      this.output.out(summaryLine(event.summary, this.#tally.told));
+      // Wrapped here, at spaces: a terminal wraps a long line mid-word.
+      this.output.out(wrapSummary(summaryLine(event.summary, this.#tally.told), this.options.summaryColumns));
       return;
     }
     const line = errorLine(event);
-    if (line) this.#multi.log(`${line}\n`);
+    // Wrapped too: the bars turn the terminal's wrapping off, which would cut a long line.
+    // Each line after the first is cleared as it is written (cli-progress clears the first only).
+    if (line) this.#multi.log(`${wrapWords(line, this.#columns()).replaceAll('\n', '\n\u001b[2K')}\n`);
     if ('step' in event) this.#render(event.step);
+    this.#spend.update({ spend: this.#spendText() });
   };
+
+  #columns(): number {
+    return (this.options.stream as { columns?: number } | undefined)?.columns ?? process.stderr.columns ?? 80;
+  }
 
   #render(stepId: string): void {
     const bar = this.#bars.get(stepId);
     const s = this.#tally.steps.get(stepId);
     if (!bar || !s) return;
-    const budget = this.options.budgetUsd;
-    // Committed, the budget's measure: charged, in flight and unknown, not the report's net.
-    const spend =
-      budget === undefined ? `committed ${usd(this.#tally.spentUsd)}` : `committed ${usd(this.#tally.spentUsd)} of ${usd(budget)} budget`;
     const finished = s.done + s.failed;
     bar.update(finished, {
       failed: s.failed,
       inflight: s.inFlight,
       time_left: etaText(finished - s.before, bar.getTotal() - s.before, s.startedAt, this.#tally.now()),
-      spend,
     });
   }
 
-  #stopped = false;
+  /** Committed, the budget's measure: charged, in flight and unknown, not the report's net. */
+  #spendText(): string {
+    const budget = this.options.budgetUsd;
+    return budget === undefined
+      ? `committed ${usd(this.#tally.spentUsd)}`
+      : `committed ${usd(this.#tally.spentUsd)} of ${usd(budget)} budget`;
+  }
 
+  /** Once: a second stop would move the cursor up over what was printed after the bars (the summary) and draw them there again. */
   stop(): void {
-    // The summary line comes after the report, once the session has stopped the bars: drawn once.
     if (this.#stopped) return;
     this.#stopped = true;
     this.#multi.stop();

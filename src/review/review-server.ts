@@ -10,6 +10,8 @@
  *   path that leaves them (`..`, an encoded slash, a symlink out) is 404, as is anything else.
  * - A POST must come from the page itself (its Origin is the server's), so another site open in
  *   the same browser cannot decide for the reviewer.
+ * - Every answer refuses to be framed, and the page runs only its own inline blocks and origin
+ *   (page-policy.ts): a site that frames it under a bait gets nothing to click.
  * - Every request must name the server in its Host header (`127.0.0.1:PORT`, `localhost:PORT`,
  *   `[::1]:PORT`, as it listens): else 421 and no run data. A page of another site whose name its
  *   DNS points at 127.0.0.1 (DNS rebinding) is of that site's origin, so the browser lets it read
@@ -25,6 +27,8 @@ import { GALLERY_DATA_DIR } from '../gallery/gallery-page.js';
 import { GALLERY_FILE, galleryPageOf } from '../gallery/write-gallery.js';
 import { DecisionChange, readReview, ReviewStore } from './review-store.js';
 import { redactEveryForm } from '../util/redact.js';
+import { readPlanFile } from '../run/files/run-dir.js';
+import { FRAMING_REFUSED, originsOf, pageHeaders } from './page-policy.js';
 
 const CONTENT_TYPES: Record<string, string> = {
   '.png': 'image/png',
@@ -60,6 +64,9 @@ export async function startReviewServer(runDir: string, options: { host: string;
   const dataFiles = new Map(
     [...built].filter(([path]) => path.startsWith(`${GALLERY_DATA_DIR}/`)).map(([path, text]) => [`/${path}`, text]),
   );
+  // Images of the page are its own, or from a sink's public prefix.
+  const plan = await readPlanFile(root);
+  const headers = pageHeaders(page, originsOf(plan.steps.flatMap((s) => (s.sink?.public_url === undefined ? [] : [s.sink.public_url]))));
   let origin = '';
   const server: Server = createServer((req, res) => {
     handle(req, res).catch(() => {
@@ -76,7 +83,7 @@ export async function startReviewServer(runDir: string, options: { host: string;
       return send(res, 421, 'text/plain; charset=utf-8', `this server answers only to ${[...hosts].join(', ')}`);
     const url = new URL(req.url ?? '/', origin);
     if (req.method === 'GET' && (url.pathname === '/' || url.pathname === `/${GALLERY_FILE}`))
-      return send(res, 200, 'text/html; charset=utf-8', page);
+      return send(res, 200, 'text/html; charset=utf-8', page, headers);
     const data = req.method === 'GET' ? dataFiles.get(url.pathname) : undefined;
     if (data !== undefined) return send(res, 200, 'text/javascript; charset=utf-8', redactEveryForm(data));
     if (req.method === 'GET' && url.pathname === '/review.json')
@@ -157,14 +164,14 @@ async function serveFile(root: string, pathname: string, res: ServerResponse): P
   } catch {
     return send(res, 404, 'text/plain; charset=utf-8', 'not found');
   }
-  res.writeHead(200, { 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+  res.writeHead(200, { ...FRAMING_REFUSED, 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
   createReadStream(real)
     .on('error', () => res.destroy())
     .pipe(res);
 }
 
-function send(res: ServerResponse, status: number, type: string, body: string): void {
-  res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+function send(res: ServerResponse, status: number, type: string, body: string, headers: Record<string, string> = FRAMING_REFUSED): void {
+  res.writeHead(status, { ...headers, 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
   res.end(body);
 }
 

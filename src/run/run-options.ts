@@ -119,8 +119,14 @@ export interface StepOutputSink {
     instance: string,
     entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>,
     options: { consumeRetry(): boolean; creditRetry?(): void; signal?: AbortSignal | undefined; checkExisting?: boolean | undefined },
-    journal: (record: JournalRecordOf<'sink_uploaded'>) => Promise<void>,
-  ): Promise<{ uploaded: number; bytes: number; failed: (Error & { transient?: boolean }) | undefined }>;
+    journal: (record: JournalRecordOf<'sink_uploaded' | 'sink_unverified'>) => Promise<void>,
+  ): Promise<{
+    uploaded: number;
+    bytes: number;
+    failed: (Error & { transient?: boolean }) | undefined;
+    /** Keys uploaded whose bytes in the store could not be checked (journaled `sink_unverified`). */
+    unverified: readonly string[];
+  }>;
   /** The public URL of an uploaded file (outputs.csv sink_url), when the sink has one. */
   url(runRelativePath: string): string | undefined;
   /** The store it uploads to, shared by the steps with the same one: a store that keeps failing is given up on, not the others. */

@@ -102,25 +102,13 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   // Interrupted before the walk began (Ctrl-C while the plan was checked): it stops at once, said so.
   if (options.signal.aborted) onAbort();
   else options.signal.addEventListener('abort', onAbort, { once: true });
-  // A 429 anywhere (a submit the transport retries by itself included) slows the whole run.
-  const unsubscribe = options.client.transport.onThrottle((retryAfterMs) => fx.limiter.slowDown(retryAfterMs));
-  // One retry budget for the whole run: the transport's own retries draw from it too (issue 26, item 7).
-  let throttleSaid = 0;
-  const ungate = options.client.transport.retryGate(({ code, delayMs }) => {
-    if (!fx.consumeRetry()) return false;
-    if (code === 'rate_limited' && Date.now() - throttleSaid >= THROTTLE_LINE_MS) {
-      throttleSaid = Date.now();
-      fx.emit({ type: 'throttled', waitMs: delayMs, retriesLeft: fx.retriesLeft });
-    }
-    return true;
-  });
+  const unwire = wireTransport(fx, options);
   const watchdog = startWatchdog(fx);
   try {
     await untilHalted(fx, scheduler.walk());
   } finally {
     clearInterval(watchdog.timer);
-    unsubscribe();
-    ungate();
+    unwire();
     options.signal.removeEventListener('abort', onAbort);
     try {
       await fx.log({ type: 'run_finished', outcome: outcomeOf(fx) });
@@ -137,7 +125,37 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   }
   if (watchdog.stuck) throw watchdog.stuck;
   if (fx.refused) throw fx.refused;
-  const summary: RunSummary = {
+  const summary = summaryOf(fx, started, endedBefore);
+  fx.emit({ type: 'run_finished', summary });
+  return summary;
+}
+
+/**
+ * The run's transport, told of the run: a 429 anywhere (a submit the transport retries by itself
+ * included) slows the whole run, and the transport's own retries draw from the run's one retry
+ * budget. Returns the undoing of both.
+ */
+function wireTransport(fx: RunContext, options: RunOptions): () => void {
+  const unsubscribe = options.client.transport.onThrottle((retryAfterMs) => fx.limiter.slowDown(retryAfterMs));
+  let throttleSaid = 0;
+  const ungate = options.client.transport.retryGate(({ code, delayMs }) => {
+    if (!fx.consumeRetry()) return false;
+    if (code === 'rate_limited' && Date.now() - throttleSaid >= THROTTLE_LINE_MS) {
+      throttleSaid = Date.now();
+      fx.emit({ type: 'throttled', waitMs: delayMs, retriesLeft: fx.retriesLeft });
+    }
+    return true;
+  });
+  return () => {
+    unsubscribe();
+    ungate();
+  };
+}
+
+/** How the start ended, for its caller and the `run_finished` event. */
+function summaryOf(fx: RunContext, started: number, endedBefore: RunState['lastOutcome']): RunSummary {
+  const options = fx.options;
+  return {
     runId: options.runId,
     runDir: options.runDir,
     pipeline: options.plan.name,
@@ -149,8 +167,6 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     durationMs: Date.now() - started,
     unchanged: fx.instanceRecords === 0 && endedBefore === outcomeOf(fx),
   };
-  fx.emit({ type: 'run_finished', summary });
-  return summary;
 }
 
 /**

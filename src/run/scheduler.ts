@@ -66,115 +66,89 @@ export class Scheduler {
     for (const step of this.#fx.plan.steps) {
       if (this.#fx.plan.steps.some((s) => s.forEach === step.id)) completions.set(step.id, new AsyncQueue());
     }
-    for (const step of this.#fx.plan.steps) {
-      done.set(
-        step.id,
-        (async () => {
-          for (const need of step.needs) await done.get(need);
-          this.#fx.emit({ type: 'step_started', step: step.id });
-          // Only the instances in flight are held: a finished one's promise (and all it closes over)
-          // is let go at once, so memory stays flat however many instances a step has.
-          const running = new Set<Promise<void>>();
-          let firstError: { error: unknown } | undefined;
-          // Attempts an earlier process sent and never saw end: a stop (the budget, a failure
-          // policy) ends the sending, never the following of these, which are paid for already and
-          // may yet be refunded. Only an interruption (Ctrl-C) leaves them to the next resume.
-          const inFlight = this.#inFlight(step.id);
-          const stillFollowed = (id: string): boolean => !this.#fx.signal.aborted && inFlight.has(id);
-          // The walked instances still in the run's state (a finished one leaves it): counted
-          // already, so a stop does not count them again among those the walk did not reach.
-          const counted = new Set<string>();
-          const notRun = (id: string): void => {
-            if (this.#fx.state.instances.has(id)) counted.add(id);
-            this.#tallyAsJournaled(id);
-          };
-          const launch = async (instance: PlannedInstance): Promise<void> => {
-            if (this.#fx.stopping && !stillFollowed(instance.id)) {
-              notRun(instance.id);
-              return;
-            }
-            const limits = this.#limitsFor(step);
-            const held: Slots[] = [];
-            try {
-              for (const slots of limits) {
-                await this.#fx.wait('a concurrency slot', () => slots.acquire(this.#fx.signal));
-                held.push(slots);
-              }
-            } catch {
-              for (const slots of held) slots.release();
-              notRun(instance.id);
-              return;
-            }
-            inFlight.delete(instance.id);
-            counted.add(instance.id);
-            const processed = this.#driver.process(step, instance, completions.get(step.id)).finally(() => {
-              for (const slots of held) slots.release();
-              if (!this.#fx.state.instances.has(instance.id)) counted.delete(instance.id);
-            });
-            running.add(processed);
-            // Settled here, rethrown after the step: an unhandled rejection would kill the process.
-            processed
-              .catch((error: unknown) => {
-                firstError ??= { error };
-              })
-              .finally(() => running.delete(processed));
-          };
-          try {
-            if (step.forEach === undefined) {
-              let seen = 0;
-              for (const entry of this.#fx.plan.entries(step.id, this.#fx.options.catalog)) {
-                // Once the run stops, the rest of the step is not even rendered: Ctrl-C on a plan of
-                // millions ends in moments, and what never started is counted, not walked.
-                if (this.#fx.stopping) {
-                  // Walked on only as far as the last attempt in flight to follow.
-                  if (this.#fx.signal.aborted || inFlight.size === 0) {
-                    const journaled = this.#tallyUnreached(step.id, counted);
-                    this.#fx.tally('pending', Math.max(0, step.count - seen - journaled));
-                    break;
-                  }
-                  seen++;
-                  if (entry instanceof InstanceError) {
-                    this.#fx.tally('pending');
-                    continue;
-                  }
-                  if (!inFlight.has(entry.id)) {
-                    notRun(entry.id);
-                    continue;
-                  }
-                  await launch(entry);
-                  continue;
-                }
-                seen++;
-                if (entry instanceof InstanceError)
-                  throw new GenpipeError('invalid_input', `The plan changed while running: ${entry.message}`);
-                await launch(entry);
-              }
-            } else {
-              // `only: approved`: the upstream instances approved in review, read when the step starts.
-              const approved =
-                step.forEachOnly === 'approved' ? await (this.#fx.options.review?.approved() ?? new Set<string>()) : undefined;
-              for await (const up of completions.get(step.forEach) as AsyncQueue<Upstream>) {
-                if (approved && !approved.has(up.instance.id)) continue;
-                for (const entry of this.#fx.plan.downstreamOf(step.id, up.instance, up.outputs, this.#fx.options.catalog)) {
-                  if (entry instanceof InstanceError) {
-                    this.#fx.fail(step, entry.instance, 'invalid_input', entry.message);
-                    continue;
-                  }
-                  await launch(entry);
-                }
-              }
-            }
-            await Promise.allSettled([...running]);
-            if (firstError) throw firstError.error;
-          } finally {
-            completions.get(step.id)?.close();
-          }
-        })(),
-      );
-    }
+    for (const step of this.#fx.plan.steps) done.set(step.id, this.#walkStep(step, done, completions));
     const results = await Promise.allSettled(done.values());
     const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failure) throw failure.reason;
+  }
+
+  /** One step: once every step it needs is done, its instances are fed to the driver, each within its limits. */
+  async #walkStep(
+    step: StepPlan,
+    done: ReadonlyMap<string, Promise<void>>,
+    completions: ReadonlyMap<string, AsyncQueue<Upstream>>,
+  ): Promise<void> {
+    for (const need of step.needs) await done.get(need);
+    this.#fx.emit({ type: 'step_started', step: step.id });
+    const walk = new StepWalk(this.#fx, step, this.#inFlight(step.id), (id) => this.#tallyAsJournaled(id));
+    const launch = (instance: PlannedInstance): Promise<void> => this.#launch(walk, instance, completions.get(step.id));
+    try {
+      if (step.forEach === undefined) await this.#feedPlanned(walk, launch);
+      else await this.#feedDownstream(step, completions.get(step.forEach) as AsyncQueue<Upstream>, launch);
+      await walk.settled();
+    } finally {
+      completions.get(step.id)?.close();
+    }
+  }
+
+  /** Takes the instance's slots and hands it to the driver; an instance the run no longer sends is counted as journaled. */
+  async #launch(walk: StepWalk, instance: PlannedInstance, completions: AsyncQueue<Upstream> | undefined): Promise<void> {
+    if (this.#fx.stopping && !walk.stillFollowed(instance.id)) return walk.notRun(instance.id);
+    const held: Slots[] = [];
+    try {
+      for (const slots of this.#limitsFor(walk.step)) {
+        await this.#fx.wait('a concurrency slot', () => slots.acquire(this.#fx.signal));
+        held.push(slots);
+      }
+    } catch {
+      for (const slots of held) slots.release();
+      return walk.notRun(instance.id);
+    }
+    walk.started(instance.id);
+    const processed = this.#driver.process(walk.step, instance, completions).finally(() => {
+      for (const slots of held) slots.release();
+      walk.ended(instance.id);
+    });
+    walk.track(processed);
+  }
+
+  /** A step of its own (no for_each): its planned instances, rendered one at a time as slots free up. */
+  async #feedPlanned(walk: StepWalk, launch: (instance: PlannedInstance) => Promise<void>): Promise<void> {
+    const { step } = walk;
+    let seen = 0;
+    for (const entry of this.#fx.plan.entries(step.id, this.#fx.options.catalog)) {
+      // Once the run stops, the rest of the step is not even rendered: Ctrl-C on a plan of
+      // millions ends in moments, and what never started is counted, not walked. It is walked on
+      // only as far as the last attempt in flight to follow.
+      if (this.#fx.stopping && (this.#fx.signal.aborted || walk.inFlight.size === 0)) {
+        const journaled = this.#tallyUnreached(step.id, walk.counted);
+        this.#fx.tally('pending', Math.max(0, step.count - seen - journaled));
+        return;
+      }
+      seen++;
+      if (entry instanceof InstanceError) {
+        if (!this.#fx.stopping) throw new GenpipeError('invalid_input', `The plan changed while running: ${entry.message}`);
+        this.#fx.tally('pending');
+      } else if (this.#fx.stopping && !walk.inFlight.has(entry.id)) walk.notRun(entry.id);
+      else await launch(entry);
+    }
+  }
+
+  /** A for_each step: its instances as each upstream instance completes (`only: approved`: those approved in review). */
+  async #feedDownstream(
+    step: StepPlan,
+    upstream: AsyncQueue<Upstream>,
+    launch: (instance: PlannedInstance) => Promise<void>,
+  ): Promise<void> {
+    // The upstream instances approved in review, read when the step starts.
+    const approved = step.forEachOnly === 'approved' ? await (this.#fx.options.review?.approved() ?? new Set<string>()) : undefined;
+    for await (const up of upstream) {
+      if (approved && !approved.has(up.instance.id)) continue;
+      for (const entry of this.#fx.plan.downstreamOf(step.id, up.instance, up.outputs, this.#fx.options.catalog)) {
+        if (entry instanceof InstanceError) this.#fx.fail(step, entry.instance, 'invalid_input', entry.message);
+        else await launch(entry);
+      }
+    }
   }
 
   /**
@@ -197,6 +171,63 @@ export class Scheduler {
     if (perModel !== undefined) limits.push(pool(`model:${step.model}`, perModel));
     limits.push(this.#global);
     return limits;
+  }
+}
+
+/**
+ * What the walk of one step keeps: only the instances in flight are held (a finished one's
+ * promise, and all it closes over, is let go at once, so memory stays flat however many instances
+ * a step has), and the first error of the step, rethrown once the step has settled.
+ */
+class StepWalk {
+  readonly #running = new Set<Promise<void>>();
+  #firstError: { error: unknown } | undefined;
+  /** The walked instances still in the run's state (a finished one leaves it): counted already, so a stop does not count them again among those the walk did not reach. */
+  readonly counted = new Set<string>();
+
+  constructor(
+    private readonly fx: RunEffects,
+    readonly step: StepPlan,
+    /**
+     * Attempts an earlier process sent and never saw end: a stop (the budget, a failure policy)
+     * ends the sending, never the following of these, which are paid for already and may yet be
+     * refunded. Only an interruption (Ctrl-C) leaves them to the next resume.
+     */
+    readonly inFlight: Set<string>,
+    private readonly tallyAsJournaled: (id: string) => void,
+  ) {}
+
+  stillFollowed(id: string): boolean {
+    return !this.fx.signal.aborted && this.inFlight.has(id);
+  }
+
+  notRun(id: string): void {
+    if (this.fx.state.instances.has(id)) this.counted.add(id);
+    this.tallyAsJournaled(id);
+  }
+
+  started(id: string): void {
+    this.inFlight.delete(id);
+    this.counted.add(id);
+  }
+
+  ended(id: string): void {
+    if (!this.fx.state.instances.has(id)) this.counted.delete(id);
+  }
+
+  track(processed: Promise<void>): void {
+    this.#running.add(processed);
+    // Settled here, rethrown after the step: an unhandled rejection would kill the process.
+    processed
+      .catch((error: unknown) => {
+        this.#firstError ??= { error };
+      })
+      .finally(() => this.#running.delete(processed));
+  }
+
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.#running]);
+    if (this.#firstError) throw this.#firstError.error;
   }
 }
 

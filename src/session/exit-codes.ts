@@ -13,6 +13,8 @@ export const EXIT = {
   locked: 4,
   /** The service could not be reached, refused the credentials, or kept failing. */
   unavailable: 5,
+  /** The disk of the run directory refused a write: full, over its quota, read-only or failing. */
+  disk: 6,
   /** A bug in genpipe: an unexpected error. */
   internal: 70,
   /** Interrupted by Ctrl-C or SIGTERM. */
@@ -48,6 +50,7 @@ const BY_ERROR: Record<ErrorCode, ExitCode> = {
   mismatch: EXIT.failed,
   aborted: EXIT.interrupted,
   locked: EXIT.locked,
+  disk: EXIT.disk,
   internal: EXIT.internal,
 };
 

@@ -9,6 +9,7 @@
  * Expected failures are thrown as GenpipeError (the CLI maps their codes to exit codes); a run that
  * ends resolves with its exit code (cli/exit-codes.ts), its summary and its report.
  */
+import { diskRefusal, setWritingFolder } from './disk-refusal.js';
 import { rm, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { GenerationClient } from '../api/client.js';
@@ -272,6 +273,7 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
         );
       }
       runDir = resolve(resumeDir);
+      setWritingFolder(runDir);
       runId = previous.runId;
       stepSinkRecords = stepSinks(previous);
       await assertSinksAsRecorded(plan, { id: runId, startedAt }, env, stepSinkRecords);
@@ -287,6 +289,7 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
       }
       // The lock first: a run refused for overlapping leaves nothing behind.
       runId = newId;
+      setWritingFolder(join(root, plan.name));
       lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, o.overlap ?? 'skip', signal, lockOptions(o));
       stepSinkRecords = await sinkRecords(plan, { id: runId, startedAt }, env);
       try {
@@ -304,6 +307,7 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
         await lock.release();
         throw error;
       }
+      setWritingFolder(runDir);
     }
     // Ended at once (a second Ctrl-C): the lock is still marked released, synchronously.
     const unhook = onHardExit(() => {
@@ -527,13 +531,14 @@ async function execute(x: Execution): Promise<RunResult> {
     if (x.previous === undefined && !(await exists(join(runDir, 'journal.jsonl')))) await rm(runDir, { recursive: true, force: true });
     await lock.release();
     // The run stopped on an error after its directory existed: the team hears of it too.
-    const code = error instanceof GenpipeError ? exitCodeFor(error.code) : EXIT.internal;
+    const told = diskRefusal(error) ?? error;
+    const code = told instanceof GenpipeError ? exitCodeFor(told.code) : EXIT.internal;
     await notifyRunEnd(
       x.notifyTargets,
       ended({
         outcome: code === EXIT.interrupted ? 'aborted' : 'failed',
         exitCode: code,
-        message: redact(error instanceof Error ? error.message : String(error)),
+        message: redact(told instanceof Error ? told.message : String(told)),
       }),
       undefined,
       { err, quiet: o.quiet },

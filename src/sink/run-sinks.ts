@@ -41,50 +41,54 @@ export class StepSink {
 
   /**
    * Uploads every pending output of an instance (pendingSinkUploads: downloaded, not yet in the
-   * sink with these bytes), all at once within the sink's `concurrency`, journaling each
-   * `sink_uploaded` record through `journal` as it lands. `failed` is the first upload that could
-   * not be done (the others still went): the instance is then "completed, upload pending".
+   * sink with these bytes), all at once within the sink's `concurrency`, journaling each record
+   * through `journal` as it lands. `failed` is the first upload that could not be done (the others
+   * still went): the instance is then "completed, upload pending". `unverified`: the keys uploaded
+   * whose bytes in the store could not be checked (each journaled `sink_unverified`).
    */
   async uploadPending(
     runDir: string,
     instance: string,
     entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>,
     options: UploadOptions,
-    journal: (record: JournalRecordOf<'sink_uploaded'>) => Promise<void>,
-  ): Promise<{ uploaded: number; bytes: number; failed: GenpipeError | undefined }> {
+    journal: (record: SinkRecord) => Promise<void>,
+  ): Promise<UploadPendingResult> {
     let uploaded = 0;
     let bytes = 0;
+    const unverified: string[] = [];
     const results = await Promise.allSettled(
       pendingSinkUploads(entry).map(async (download) => {
-        const record = await this.uploadOutput(runDir, instance, download, options);
-        await journal(record);
+        const record = await this.uploadOutput(runDir, instance, download, options, journal);
         uploaded++;
         if (!record.skipped) bytes += record.size;
+        if (record.unverified) unverified.push(record.key);
       }),
     );
     const rejected = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     // An abort, or a journal that could not be written, ends the instance's life here: not a pending upload.
     if (rejected && (!(rejected.reason instanceof GenpipeError) || rejected.reason.code === 'aborted')) throw rejected.reason;
-    return { uploaded, bytes, failed: rejected?.reason as GenpipeError | undefined };
+    return { uploaded, bytes, failed: rejected?.reason as GenpipeError | undefined, unverified: unverified.sort() };
   }
 
   /**
-   * Uploads one downloaded output of `instance` (its `downloaded` record) and returns the
-   * `sink_uploaded` record to journal. Throws a SinkUploadError when it could not (the file stays,
-   * the upload pending), or a GenpipeError `aborted`.
+   * Uploads one downloaded output of `instance` (its `downloaded` record), journals its records
+   * through `journal` (`sink_uploaded`, then `sink_unverified` when the store's bytes could not be
+   * checked) and returns the `sink_uploaded` one, with `unverified` set in that case. Throws a
+   * SinkUploadError when it could not (the file stays, the upload pending), or a GenpipeError `aborted`.
    */
   async uploadOutput(
     runDir: string,
     instance: string,
     download: JournalRecordOf<'downloaded'>,
     options: UploadOptions,
-  ): Promise<JournalRecordOf<'sink_uploaded'>> {
+    journal: (record: SinkRecord) => Promise<void> = async () => undefined,
+  ): Promise<JournalRecordOf<'sink_uploaded'> & { unverified?: JournalRecordOf<'sink_unverified'> }> {
     const key = this.key(download.path);
     const result = await this.store.upload(join(runDir, download.path), key, {
       ...options,
       expectedSha256: options.expectedSha256 ?? download.sha256,
     });
-    return {
+    const record: JournalRecordOf<'sink_uploaded'> = {
       type: 'sink_uploaded',
       instance,
       output: download.output ?? 0,
@@ -95,7 +99,31 @@ export class StepSink {
       etag: result.etag,
       ...(result.skipped ? { skipped: true } : {}),
     };
+    await journal(record);
+    if (result.verification.method !== 'unverified') return record;
+    const unverified: JournalRecordOf<'sink_unverified'> = {
+      type: 'sink_unverified',
+      instance,
+      output: record.output,
+      bucket: record.bucket,
+      key: record.key,
+      sha256: record.sha256,
+      reason: result.verification.reason,
+    };
+    await journal(unverified);
+    return { ...record, unverified };
   }
+}
+
+/** The records a sink journals for an instance. */
+export type SinkRecord = JournalRecordOf<'sink_uploaded' | 'sink_unverified'>;
+
+/** What uploadPending did for one instance; see there. */
+export interface UploadPendingResult {
+  uploaded: number;
+  bytes: number;
+  failed: GenpipeError | undefined;
+  unverified: string[];
 }
 
 export class RunSinks {

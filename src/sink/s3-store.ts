@@ -9,11 +9,15 @@
  * - Every upload carries x-amz-checksum-sha256 (a real store checks it against the bytes it got)
  *   and the SHA-256 as metadata (`x-amz-meta-sha256`), which lets a later upload see that the
  *   object is already there, multipart objects included (their checksum is a checksum of parts).
+ * - Neither is trusted alone, since a store may ignore the checksum and keep the metadata whatever
+ *   bytes it kept: what the store answers is checked against the file by genpipe itself, the ETag
+ *   where it is an MD5 (each part's, and the composite, for a multipart upload), else the object
+ *   read back; when neither is possible the upload is said "unverified" (verify()).
  * - The SDK retries nothing (maxAttempts 1): genpipe's backoff and the run's retry budget decide.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { open as openFile, readFile, stat } from 'node:fs/promises';
 import { extname } from 'node:path';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { S3Client } from '@aws-sdk/client-s3';
@@ -23,12 +27,23 @@ import { sleep } from '../api/sleep.js';
 import { registerSecret } from '../util/redact.js';
 import { clip } from '../util/zod-issues.js';
 import type { SinkConfig } from './sink-config.js';
-import { codeOf, describeSdkError, isCredentialProblem, isNotFound, isTransient, nameOf, SinkUploadError } from './sink-errors.js';
+import {
+  codeOf,
+  describeSdkError,
+  isCredentialProblem,
+  isNotFound,
+  isTransient,
+  nameOf,
+  SinkUploadError,
+  StoredBytesMismatch,
+} from './sink-errors.js';
 
-/** Files larger than this go as multipart uploads (issue 29). */
+/** Files larger than this go as multipart uploads. */
 export const MULTIPART_THRESHOLD = 16 * 1024 * 1024;
 /** Each part of a multipart upload; S3's smallest is 5 MiB. */
 export const PART_SIZE = 8 * 1024 * 1024;
+/** Parts of one multipart upload in flight at once. */
+const PART_QUEUE = 4;
 /** Failed attempts of one upload before it is left pending, whatever the budget says (as downloads). */
 export const MAX_UPLOAD_FAILURES = 20;
 /** Backoff between attempts: the downloads' (instance-driver.ts), since the same run waits on both. */
@@ -48,18 +63,17 @@ const idleTimeoutMs = (): number => Number(process.env.GENPIPE_SINK_IDLE_MS) || 
 const preflightTimeoutMs = (): number => Math.min(20_000, idleTimeoutMs() / 2);
 
 type S3Module = typeof import('@aws-sdk/client-s3');
-type StorageModule = typeof import('@aws-sdk/lib-storage');
 
-let sdk: Promise<{ s3: S3Module; storage: StorageModule }> | undefined;
+let sdk: Promise<{ s3: S3Module }> | undefined;
 
 /** The SDK, loaded once, on the first sink a process opens. */
-function loadSdk(): Promise<{ s3: S3Module; storage: StorageModule }> {
+function loadSdk(): Promise<{ s3: S3Module }> {
   sdk ??= (async () => {
     // genpipe supports Node 20; without this, every run on it would print the SDK's notice that its
     // releases after January 2027 need Node 22 (the lockfile pins a release that runs on 20).
     process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-    const [s3, storage] = await Promise.all([import('@aws-sdk/client-s3'), import('@aws-sdk/lib-storage')]);
-    return { s3, storage };
+    const s3 = await import('@aws-sdk/client-s3');
+    return { s3 };
   })();
   return sdk;
 }
@@ -92,22 +106,63 @@ export interface UploadResult {
   etag: string;
   /** True when an object with this key, size and SHA-256 was already there: nothing was sent. */
   skipped: boolean;
+  /** How genpipe knows the store holds the file's bytes, or why it cannot know. */
+  verification: Verification;
 }
+
+/**
+ * `etag`: the store's ETag is the file's MD5 (or, multipart, each part's and their composite);
+ * `read_back`: the object was read back and hashed; `unverified`: neither could be done.
+ */
+export type Verification = { method: 'etag' } | { method: 'read_back' } | { method: 'unverified'; reason: string };
+
+/** The file as the upload and its checks need it. */
+interface FileContent {
+  size: number;
+  /** Lowercase hex, as the ones below. */
+  sha256: string;
+  md5: string;
+  /** The whole file, when it goes in one PUT. */
+  bytes: Buffer | undefined;
+  /** Its parts of PART_SIZE bytes, when it goes as a multipart upload (and for a multipart ETag). */
+  parts: PartDigest[] | undefined;
+}
+
+interface PartDigest {
+  size: number;
+  sha256: string;
+  md5: string;
+}
+
+/** What the store answered for a write, as far as the ETag check needs it. */
+interface StoreAnswer {
+  etag: string;
+  /** `x-amz-server-side-encryption`: under aws:kms the ETag is not an MD5 of the bytes. */
+  encryption: string | undefined;
+  /** Encrypted with a customer's key (SSE-C): the ETag is not an MD5 either. */
+  customerKey: boolean;
+}
+
+interface ExistingObject extends StoreAnswer {
+  size: number;
+  sha256: string | undefined;
+  checksum: string | undefined;
+}
+
+type ObjectParams = { Bucket: string; Key: string; Metadata: Record<string, string>; ContentType: string };
 
 /** A store opened for one sink: its client, its upload limit (the sink's `concurrency`). */
 export class S3Store {
   readonly #s3: S3Module;
-  readonly #storage: StorageModule;
   readonly #limit: LimitFunction;
 
   private constructor(
     readonly config: SinkConfig,
     /** The SDK client; tests add middleware to it to watch what is sent. */
     readonly client: S3Client,
-    modules: { s3: S3Module; storage: StorageModule },
+    modules: { s3: S3Module },
   ) {
     this.#s3 = modules.s3;
-    this.#storage = modules.storage;
     this.#limit = pLimit(config.concurrency);
   }
 
@@ -208,7 +263,7 @@ export class S3Store {
   async #upload(file: string, key: string, options: UploadOptions): Promise<UploadResult> {
     const problem = await this.#credentials();
     if (problem) throw new SinkUploadError(problem.code, problem.message, false, key);
-    let content: Awaited<ReturnType<typeof readContent>>;
+    let content: FileContent;
     try {
       content = await readContent(file);
     } catch (error) {
@@ -230,7 +285,7 @@ export class S3Store {
     for (let failures = 0; ;) {
       try {
         // After a failed attempt the object may be there (a PUT whose answer was lost): look first.
-        const result = await this.#attempt(file, key, content, options.signal, options.checkExisting !== false || failures > 0);
+        const result = await this.#attempt(file, key, content, options, options.checkExisting !== false || failures > 0);
         options.creditRetry?.();
         return result;
       } catch (error) {
@@ -250,75 +305,180 @@ export class S3Store {
     }
   }
 
-  /** One try: HEAD (already there?) unless told not to look, then PUT or a multipart upload. */
-  async #attempt(
-    file: string,
-    key: string,
-    content: { size: number; sha256: string; bytes: Buffer | undefined },
-    signal: AbortSignal | undefined,
-    look: boolean,
-  ): Promise<UploadResult> {
-    const s3 = this.#s3;
-    const bucket = this.config.bucket;
+  /**
+   * One try: HEAD (already there with these bytes?) unless told not to look, then a PUT or a
+   * multipart upload, then the check that the store holds these bytes (verify()).
+   */
+  async #attempt(file: string, key: string, content: FileContent, options: UploadOptions, look: boolean): Promise<UploadResult> {
+    const signal = options.signal;
     const existing = look ? await this.#head(key, signal) : undefined;
-    const checksum = Buffer.from(content.sha256, 'hex').toString('base64');
-    if (existing && existing.size === content.size && (existing.sha256 === content.sha256 || existing.checksum === checksum)) {
-      return { key, size: content.size, sha256: content.sha256, etag: existing.etag, skipped: true };
+    if (existing) {
+      const same = await this.#sameBytes(key, existing, content, signal);
+      if (same.same)
+        return { key, size: content.size, sha256: content.sha256, etag: existing.etag, skipped: true, verification: same.verification };
     }
-    const common = { Bucket: bucket, Key: key, Metadata: { sha256: content.sha256 }, ContentType: contentTypeOf(file) };
-    let etag: string | undefined;
-    if (content.bytes) {
-      const sent = await this.client.send(
-        new s3.PutObjectCommand({ ...common, Body: content.bytes, ContentLength: content.size, ChecksumSHA256: checksum }),
-        signal ? { abortSignal: signal } : {},
+    const common = { Bucket: this.config.bucket, Key: key, Metadata: { sha256: content.sha256 }, ContentType: contentTypeOf(file) };
+    const sent = content.bytes
+      ? await this.#put(common, content.bytes, content, signal)
+      : await this.#multipart(file, common, content, signal);
+    const verification = await this.#verifyUpload(key, sent, content, signal);
+    return { key, size: content.size, sha256: content.sha256, etag: sent.etag, skipped: false, verification };
+  }
+
+  /** One PUT of the whole file, with its SHA-256 checksum (checked by stores that check it). */
+  async #put(common: ObjectParams, bytes: Buffer, content: FileContent, signal: AbortSignal | undefined): Promise<StoreAnswer> {
+    const sent = await this.client.send(
+      new this.#s3.PutObjectCommand({ ...common, Body: bytes, ContentLength: content.size, ChecksumSHA256: base64Of(content.sha256) }),
+      sendOptions(signal),
+    );
+    return { etag: unquote(sent.ETag ?? ''), encryption: sent.ServerSideEncryption, customerKey: sent.SSECustomerAlgorithm !== undefined };
+  }
+
+  /**
+   * genpipe's own multipart upload (lib-storage's Upload hides its parts' answers): each part
+   * carries its SHA-256 checksum, and the ETag the store answers for it is compared with the part's
+   * MD5 (a part the store got otherwise fails the attempt, which starts over and drops the parts).
+   */
+  async #multipart(file: string, common: ObjectParams, content: FileContent, signal: AbortSignal | undefined): Promise<StoreAnswer> {
+    const s3 = this.#s3;
+    const parts = content.parts as PartDigest[];
+    const created = await this.client.send(
+      new s3.CreateMultipartUploadCommand({ ...common, ChecksumAlgorithm: 'SHA256' }),
+      sendOptions(signal),
+    );
+    const uploadId = created.UploadId;
+    if (uploadId === undefined) throw new GenpipeError('server_error', 'The store began a multipart upload without an upload id.');
+    const encryption = created.ServerSideEncryption;
+    const customerKey = created.SSECustomerAlgorithm !== undefined;
+    try {
+      const limit = pLimit(PART_QUEUE);
+      const done = await Promise.all(
+        parts.map((part, index) =>
+          limit(async () => {
+            const bytes = await readPart(file, index, part);
+            const answer = await this.client.send(
+              new s3.UploadPartCommand({
+                Bucket: common.Bucket,
+                Key: common.Key,
+                UploadId: uploadId,
+                PartNumber: index + 1,
+                Body: bytes,
+                ContentLength: bytes.length,
+                ChecksumSHA256: base64Of(part.sha256),
+              }),
+              sendOptions(signal),
+            );
+            const etag = unquote(answer.ETag ?? '');
+            if (etagAgainst(etag, { md5: part.md5 }, { encryption, customerKey }) === 'mismatch')
+              throw damaged(common.Key, `part ${index + 1}`);
+            return { PartNumber: index + 1, ETag: answer.ETag ?? etag, ChecksumSHA256: base64Of(part.sha256) };
+          }),
+        ),
       );
-      etag = sent.ETag;
-    } else {
-      // Each part carries its own x-amz-checksum-sha256, computed by the SDK and checked by the store.
-      const abortController = new AbortController();
-      const onAbort = (): void => abortController.abort();
-      signal?.addEventListener('abort', onAbort, { once: true });
-      // leavePartsOnError: lib-storage's own abort, on failure, throws the abort's error in place of
-      // the failure (a store without AbortMultipartUpload turns a dropped connection into a 405);
-      // the parts are dropped here instead, as best we can, and the failure keeps its meaning.
-      const upload = new this.#storage.Upload({
-        client: this.client,
-        params: { ...common, Body: createReadStream(file), ChecksumAlgorithm: 'SHA256' },
-        partSize: PART_SIZE,
-        queueSize: 4,
-        leavePartsOnError: true,
-        abortController,
-      });
-      try {
-        etag = (await upload.done()).ETag;
-      } catch (error) {
-        if (upload.uploadId !== undefined)
-          await this.client
-            .send(new s3.AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: upload.uploadId }))
-            .catch(() => undefined);
-        throw error;
-      } finally {
-        signal?.removeEventListener('abort', onAbort);
-      }
+      const completed = await this.client.send(
+        new s3.CompleteMultipartUploadCommand({
+          Bucket: common.Bucket,
+          Key: common.Key,
+          UploadId: uploadId,
+          MultipartUpload: { Parts: done },
+        }),
+        sendOptions(signal),
+      );
+      return { etag: unquote(completed.ETag ?? ''), encryption: completed.ServerSideEncryption ?? encryption, customerKey };
+    } catch (error) {
+      // Best effort: a store without AbortMultipartUpload (s3rver) keeps the parts; the failure keeps its meaning.
+      await this.client
+        .send(new s3.AbortMultipartUploadCommand({ Bucket: common.Bucket, Key: common.Key, UploadId: uploadId }))
+        .catch(() => undefined);
+      throw error;
     }
-    return { key, size: content.size, sha256: content.sha256, etag: unquote(etag ?? ''), skipped: false };
+  }
+
+  /**
+   * What the store answered for an upload, against the file: the ETag where it is an MD5 (the
+   * file's, or the composite of its parts' for a multipart upload), else the object read back.
+   * Other bytes than the file's: the object (genpipe's own, just written) is removed and the
+   * attempt fails as transient, so the upload is tried again under the budget.
+   */
+  async #verifyUpload(key: string, sent: StoreAnswer, content: FileContent, signal: AbortSignal | undefined): Promise<Verification> {
+    const byEtag = etagAgainst(sent.etag, content, sent);
+    if (byEtag === 'mismatch') {
+      await this.#dropDamaged(key);
+      throw damaged(key, 'object');
+    }
+    const verification = await this.#readBackIfNeeded(key, content, byEtag, signal);
+    if (verification === 'mismatch') {
+      await this.#dropDamaged(key);
+      throw damaged(key, 'object', 'read_back');
+    }
+    return verification;
+  }
+
+  /**
+   * Whether the object already at `key` holds the file's bytes, by the same evidence as an
+   * upload's check: its SHA-256 metadata and size, then its ETag where it is an MD5, else a read-back.
+   */
+  async #sameBytes(
+    key: string,
+    existing: ExistingObject,
+    content: FileContent,
+    signal: AbortSignal | undefined,
+  ): Promise<{ same: true; verification: Verification } | { same: false }> {
+    const claimed = existing.sha256 === content.sha256 || existing.checksum === base64Of(content.sha256);
+    if (existing.size !== content.size || !claimed) return { same: false };
+    const byEtag = etagAgainst(existing.etag, content, existing);
+    if (byEtag === 'mismatch') return { same: false };
+    const verification = await this.#readBackIfNeeded(key, content, byEtag, signal);
+    return verification === 'mismatch' ? { same: false } : { same: true, verification };
+  }
+
+  /** The ETag's verdict, completed by a read-back where the sink asks for one or the ETag cannot tell. */
+  async #readBackIfNeeded(
+    key: string,
+    content: FileContent,
+    byEtag: 'match' | 'unknown',
+    signal: AbortSignal | undefined,
+  ): Promise<Verification | 'mismatch'> {
+    const wanted = this.config.readBack === 'always' || (byEtag === 'unknown' && this.config.readBack === 'when_needed');
+    if (wanted && content.size <= this.config.readBackMaxBytes) {
+      return (await this.#readBackSha256(key, signal)) === content.sha256 ? { method: 'read_back' } : 'mismatch';
+    }
+    if (byEtag === 'match') return { method: 'etag' };
+    const reason =
+      this.config.readBack === 'never'
+        ? 'the store gave no MD5 ETag and the sink reads nothing back'
+        : `the store gave no MD5 ETag and the file is over the read-back limit of ${this.config.readBackMaxBytes} bytes`;
+    return { method: 'unverified', reason };
+  }
+
+  /** The SHA-256 of the object as the store serves it. */
+  async #readBackSha256(key: string, signal: AbortSignal | undefined): Promise<string> {
+    const got = await this.client.send(new this.#s3.GetObjectCommand({ Bucket: this.config.bucket, Key: key }), sendOptions(signal));
+    const hash = createHash('sha256');
+    for await (const chunk of got.Body as AsyncIterable<Uint8Array>) hash.update(chunk);
+    return hash.digest('hex');
+  }
+
+  /** Removes an object genpipe has just written with bytes that are not the file's; best effort. */
+  async #dropDamaged(key: string): Promise<void> {
+    await this.client.send(new this.#s3.DeleteObjectCommand({ Bucket: this.config.bucket, Key: key })).catch(() => undefined);
   }
 
   /** The object at `key` as far as skipping needs it, or undefined when it is not there (or may not be read). */
-  async #head(
-    key: string,
-    signal: AbortSignal | undefined,
-  ): Promise<{ size: number; sha256: string | undefined; checksum: string | undefined; etag: string } | undefined> {
+  async #head(key: string, signal: AbortSignal | undefined): Promise<ExistingObject | undefined> {
     try {
       const head = await this.client.send(
         new this.#s3.HeadObjectCommand({ Bucket: this.config.bucket, Key: key, ChecksumMode: 'ENABLED' }),
-        signal ? { abortSignal: signal } : {},
+        sendOptions(signal),
       );
       return {
         size: head.ContentLength ?? -1,
         sha256: head.Metadata?.sha256,
+        // A multipart object's checksum is one of its parts' checksums (`...-N`): never the file's.
         checksum: head.ChecksumSHA256,
         etag: unquote(head.ETag ?? ''),
+        encryption: head.ServerSideEncryption,
+        customerKey: head.SSECustomerAlgorithm !== undefined,
       };
     } catch (error) {
       // 404: not there; 403: a key without read permission, which cannot tell, so it uploads.
@@ -388,25 +548,90 @@ async function preflightAttempts<T>(send: () => Promise<T>, signal?: AbortSignal
 }
 
 /**
- * The file's size and SHA-256; its bytes too when it goes in one PUT (read once, hashed and sent
- * from the same buffer), else hashed as a stream and read again by the multipart upload.
+ * The file's size, SHA-256 and MD5; its bytes too when it goes in one PUT (read once, hashed and
+ * sent from the same buffer), else the digests of each of its parts, hashed as a stream and read
+ * again part by part by the multipart upload.
  */
-async function readContent(file: string): Promise<{ size: number; sha256: string; bytes: Buffer | undefined }> {
+async function readContent(file: string): Promise<FileContent> {
   const { size } = await stat(file);
   if (size <= MULTIPART_THRESHOLD) {
     const bytes = await readFile(file);
-    return { size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex'), bytes };
+    return { size: bytes.length, sha256: hexOf('sha256', bytes), md5: hexOf('md5', bytes), bytes, parts: undefined };
   }
-  const hash = createHash('sha256');
+  const sha256 = createHash('sha256');
+  const md5 = createHash('md5');
+  const parts: PartDigest[] = [];
+  let part = { size: 0, sha256: createHash('sha256'), md5: createHash('md5') };
   let read = 0;
+  const endPart = (): void => {
+    parts.push({ size: part.size, sha256: part.sha256.digest('hex'), md5: part.md5.digest('hex') });
+    part = { size: 0, sha256: createHash('sha256'), md5: createHash('md5') };
+  };
   for await (const chunk of createReadStream(file)) {
-    hash.update(chunk as Buffer);
-    read += (chunk as Buffer).length;
+    let bytes = chunk as Buffer;
+    sha256.update(bytes);
+    md5.update(bytes);
+    read += bytes.length;
+    while (bytes.length > 0) {
+      const take = Math.min(bytes.length, PART_SIZE - part.size);
+      part.sha256.update(bytes.subarray(0, take));
+      part.md5.update(bytes.subarray(0, take));
+      part.size += take;
+      bytes = bytes.subarray(take);
+      if (part.size === PART_SIZE) endPart();
+    }
   }
-  return { size: read, sha256: hash.digest('hex'), bytes: undefined };
+  if (part.size > 0 || parts.length === 0) endPart();
+  return { size: read, sha256: sha256.digest('hex'), md5: md5.digest('hex'), bytes: undefined, parts };
 }
 
+/** Part `index` of the file (PART_SIZE bytes from index × PART_SIZE), checked against its digest: a file changed since is not sent. */
+async function readPart(file: string, index: number, digest: PartDigest): Promise<Buffer> {
+  const handle = await openFile(file, 'r');
+  try {
+    const bytes = Buffer.alloc(digest.size);
+    const { bytesRead } = await handle.read(bytes, 0, digest.size, index * PART_SIZE);
+    if (bytesRead !== digest.size || hexOf('sha256', bytes) !== digest.sha256)
+      throw new GenpipeError('invalid_file', `The output ${clip(file, 200)} changed while it was being uploaded.`);
+    return bytes;
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * What an ETag says of the bytes: `match` when it is the MD5 of the file (or, for an object
+ * written in parts of PART_SIZE, the MD5 of their MD5s with `-N`), `mismatch` when it is such an
+ * MD5 of other bytes, `unknown` when it cannot tell (SSE-KMS or SSE-C, another part size, a store
+ * whose ETags are not MD5s).
+ */
+export function etagAgainst(
+  etag: string,
+  content: { md5: string; parts?: readonly { md5: string }[] | undefined },
+  answer: { encryption?: string | undefined; customerKey?: boolean | undefined },
+): 'match' | 'mismatch' | 'unknown' {
+  if (answer.customerKey || (answer.encryption !== undefined && answer.encryption.startsWith('aws:kms'))) return 'unknown';
+  const tag = etag.toLowerCase();
+  if (/^[0-9a-f]{32}$/.test(tag)) return tag === content.md5 ? 'match' : 'mismatch';
+  const composite = /^([0-9a-f]{32})-(\d+)$/.exec(tag);
+  if (composite && content.parts && Number(composite[2]) === content.parts.length) {
+    return composite[1] === compositeMd5(content.parts) ? 'match' : 'mismatch';
+  }
+  return 'unknown';
+}
+
+/** S3's ETag of a multipart object, without its `-N`: the MD5 of the parts' binary MD5s. */
+const compositeMd5 = (parts: readonly { md5: string }[]): string =>
+  createHash('md5')
+    .update(Buffer.concat(parts.map((part) => Buffer.from(part.md5, 'hex'))))
+    .digest('hex');
+
+const damaged = (key: string, what: string, evidence: 'etag' | 'read_back' = 'etag'): StoredBytesMismatch =>
+  new StoredBytesMismatch(key, what, evidence);
 const sha256Base64 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('base64');
+const hexOf = (algorithm: 'sha256' | 'md5', bytes: Buffer): string => createHash(algorithm).update(bytes).digest('hex');
+const base64Of = (hex: string): string => Buffer.from(hex, 'hex').toString('base64');
+const sendOptions = (signal: AbortSignal | undefined): { abortSignal?: AbortSignal } => (signal ? { abortSignal: signal } : {});
 const unquote = (etag: string): string => etag.replace(/^"|"$/g, '');
 
 /** Where the store is, for messages: the endpoint's origin (never a user:password part), or AWS. */

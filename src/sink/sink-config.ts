@@ -12,6 +12,15 @@ import type { StepSinkRecord } from '../run/files/run-dir.js';
 
 /** Uploads in flight at once per sink when the manifest does not say. */
 export const DEFAULT_SINK_CONCURRENCY = 8;
+/** Files up to this size are read back when the store's ETag cannot vouch for them (`read_back_max_bytes`). */
+export const DEFAULT_READ_BACK_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * When an upload is read back and hashed: `when_needed`, only when the store's ETag is not an MD5
+ * genpipe can check (SSE-KMS, some S3-compatible stores); `always`, every file (a store whose ETag
+ * is not trusted); `never`, such uploads are "unverified".
+ */
+export type ReadBack = 'never' | 'when_needed' | 'always';
 
 export interface SinkConfig {
   bucket: string;
@@ -26,6 +35,9 @@ export interface SinkConfig {
   concurrency: number;
   /** Where the prefix is public (rendered, no trailing `/`): an output's URL is this + `/` + its path under outputs/. */
   publicBaseUrl: string | undefined;
+  readBack: ReadBack;
+  /** Files above this size are never read back (unverified when their ETag cannot tell). */
+  readBackMaxBytes: number;
 }
 
 /** What a sink's templates may read: the run's variables, vars and the allow-listed environment. */
@@ -99,7 +111,9 @@ export function resolveSink(sink: Sink, scope: SinkScope, processEnv: NodeJS.Pro
   const effective = endpoint ?? processEnv.AWS_ENDPOINT_URL_S3 ?? processEnv.AWS_ENDPOINT_URL;
   const loopback = effective !== undefined && isLoopbackUrl(effective);
   const publicBase =
-    'public_base_url' in long && long.public_base_url !== undefined ? render(long.public_base_url, scope).replace(/\/+$/, '') : undefined;
+    'public_base_url' in long && long.public_base_url !== undefined
+      ? render(long.public_base_url, scope, encodePath).replace(/\/+$/, '')
+      : undefined;
   return {
     bucket,
     prefix,
@@ -108,6 +122,8 @@ export function resolveSink(sink: Sink, scope: SinkScope, processEnv: NodeJS.Pro
     pathStyle: loopback || ('path_style' in long && long.path_style === true),
     concurrency: ('concurrency' in long ? long.concurrency : undefined) ?? DEFAULT_SINK_CONCURRENCY,
     publicBaseUrl: publicBase,
+    readBack: ('read_back' in long ? long.read_back : undefined) ?? 'when_needed',
+    readBackMaxBytes: ('read_back_max_bytes' in long ? long.read_back_max_bytes : undefined) ?? DEFAULT_READ_BACK_MAX_BYTES,
   };
 }
 
@@ -123,11 +139,21 @@ export function objectKey(config: Pick<SinkConfig, 'prefix'>, runRelativePath: s
 /** `s3://BUCKET/KEY`, as outputs.csv shows it. */
 export const sinkUri = (config: Pick<SinkConfig, 'bucket'>, key: string): string => `s3://${config.bucket}/${key}`;
 
-/** The public URL of an output (each path segment percent-encoded), or undefined without `public_base_url`. */
+/**
+ * The public URL of an output, or undefined without `public_base_url`: the base (its template
+ * values already percent-encoded, resolveSink), `/`, and the path under outputs/, each segment
+ * percent-encoded. Every public link genpipe writes (outputs.csv, outputs.jsonl, the gallery) is this.
+ */
 export function publicUrl(config: Pick<SinkConfig, 'publicBaseUrl'>, runRelativePath: string): string | undefined {
   if (config.publicBaseUrl === undefined) return undefined;
-  return `${config.publicBaseUrl}/${underOutputs(runRelativePath).split('/').map(encodeURIComponent).join('/')}`;
+  return `${config.publicBaseUrl}/${encodePath(underOutputs(runRelativePath))}`;
 }
+
+/**
+ * A key's path as a URL's path: each `/`-separated segment percent-encoded, so that a `#`, `?`,
+ * `%` or space is part of the object's name, never a fragment, a query or an escape.
+ */
+const encodePath = (path: string): string => path.split('/').map(encodeURIComponent).join('/');
 
 /** A journaled output path (`outputs/<step>/<file>`, relative to the run directory) without `outputs/`. */
 function underOutputs(runRelativePath: string): string {
@@ -140,7 +166,8 @@ function underOutputs(runRelativePath: string): string {
 export const storeIdentity = (config: SinkConfig): string =>
   JSON.stringify([config.endpoint ?? null, config.region ?? null, config.pathStyle, config.bucket]);
 
-function render(text: string, scope: SinkScope): string {
+/** `interpolate`: applied to each template value inside the text (a public URL encodes it as a path). */
+function render(text: string, scope: SinkScope, interpolate?: (value: string) => string): string {
   const startedAt = scope.run.startedAt.toISOString();
   const templateScope: Scope = {
     vars: scope.vars,
@@ -150,7 +177,7 @@ function render(text: string, scope: SinkScope): string {
   // Load time checked every expression (manifest/load.ts); a value that renders to an object is JSON.
   let value: unknown;
   try {
-    value = compileTemplate(text).render(templateScope);
+    value = compileTemplate(text, [], interpolate === undefined ? {} : { interpolate }).render(templateScope);
   } catch (error) {
     if (!(error instanceof TemplateError)) throw error;
     // An allow-listed environment variable that is not set: the one thing load time cannot see.

@@ -21,6 +21,23 @@ export class SinkUploadError extends GenpipeError {
   }
 }
 
+/**
+ * The store answered for other bytes than the file's (an ETag that is not the file's MD5, or the
+ * object read back): damaged on the way or by the store. Transient: the upload is tried again.
+ */
+export class StoredBytesMismatch extends GenpipeError {
+  override readonly name = 'StoredBytesMismatch';
+  constructor(
+    readonly key: string,
+    /** `object`, or `part N` of a multipart upload. */
+    readonly what: string,
+    /** How it was found: `etag` or `read_back`. */
+    readonly evidence: 'etag' | 'read_back',
+  ) {
+    super('server_error', `The store holds other bytes than the file's for ${what === 'object' ? key : `${what} of ${key}`}.`);
+  }
+}
+
 /** What the SDK's errors carry, as far as this file reads them. */
 interface SdkError {
   name?: string;
@@ -107,6 +124,10 @@ export const isCredentialProblem = (error: unknown): boolean =>
  * string-to-sign or a presigned URL in it.
  */
 export function describeSdkError(error: unknown): string {
+  if (error instanceof StoredBytesMismatch) {
+    const what = error.what === 'object' ? 'the object' : error.what;
+    return error.evidence === 'etag' ? `the store's ETag for ${what} is not the file's MD5` : `${what} read back is not the file`;
+  }
   const network = networkCodeOf(error);
   if (network !== undefined) return network;
   const name = nameOf(error);

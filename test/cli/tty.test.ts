@@ -11,15 +11,18 @@ const bin = new URL('../../bin/genpipe.js', import.meta.url).pathname;
 const quickstart = new URL('../../pipelines/quickstart.yaml', import.meta.url).pathname;
 
 describe('progress output', () => {
-  it('in a terminal: one bar per step with done, failed and in-flight counts, ETA and spend against the budget', () => {
+  it('in a terminal: one bar per step with done, failed and in-flight counts and ETA, and the spend against the budget', () => {
     const out = mkdtempSync(join(tmpdir(), 'genpipe-tty-'));
     // A 160-column terminal: cli-progress cuts bars to the terminal's width.
     const command = `stty cols 160 rows 40; exec ${process.execPath} ${bin} run ${quickstart} --emulator --out ${out}`;
     const result = spawnSync('script', ['-qefc', command, '/dev/null'], { encoding: 'utf8', timeout: 60_000 });
     expect(result.status).toBe(0);
     const screen = result.stdout;
-    // A finished bar for the step, drawn with cursor control (it is a live terminal view).
-    expect(screen).toMatch(/cats\s+\[#{40}\] 6\/6 \| 0 failed \| 0 in flight \| ETA 0s \| committed US\$0\.30 of US\$1\.00 budget/);
+    // A finished bar for the step, drawn with cursor control (it is a live terminal view), and the
+    // run's spend on the line under the bars (test/cli/tty-width.test.ts reads the screen itself).
+    expect(screen).toMatch(
+      /cats\s+\[#{40}\] 6\/6 \| 0 failed \| 0 in flight \| ETA 0s(\u001b\[[0-9;]*[A-Za-z]|\s)*committed US\$0\.30 of US\$1\.00 budget/,
+    );
     // Before the first instance finishes the ETA reads --, never cli-progress's NULL or INF.
     expect(screen).not.toMatch(/ETA (NULL|INF)/);
     expect(screen).toContain('\u001b[');

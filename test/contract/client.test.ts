@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GenpipeError } from '../../src/api/errors.js';
 import { JobSet, OptionsCatalog, RequestStatus } from '../../src/api/wire.js';
 import { answerText } from '../../src/api/agent.js';
+import { drawArt } from '../../src/emulator/png.js';
 import type { Emulator } from '../../src/emulator/start-emulator.js';
 import { clientFor, http, start, until } from '../emulator/helpers.js';
 import type { GenerationClient } from '../../src/api/client.js';
@@ -209,7 +210,8 @@ describe('contract: agent', () => {
   });
 
   it('uploads media, confirms it and reads it back from the CDN url', async () => {
-    const bytes = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]);
+    // A PNG that decodes: image media that does not is not_ready at confirm.
+    const bytes = drawArt({ width: 16, height: 9, seedText: 'contract upload', layout: 'render' });
     const record = await client.media.create('png', 'image');
     expect(await client.media.confirm(record)).toBe('not_ready');
     await client.media.put(record, bytes);

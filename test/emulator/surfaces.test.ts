@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accountFromPair, accountsFromFile } from '../../src/emulator/accounts.js';
 import { isLoopbackAddress } from '../../src/emulator/loopback.js';
+import { drawArt } from '../../src/emulator/png.js';
 import type { Emulator } from '../../src/emulator/start-emulator.js';
 import { AUTH, http, LEGACY_AUTH, start, until } from './helpers.js';
 
@@ -97,9 +98,9 @@ describe('media upload flow', () => {
   it('uploaded media can be referenced as a character-sheet image_url', async () => {
     const rec = (await http(emu, 'POST', '/v1/agent/media', { headers: AUTH, json: { extension: 'png', type: 'image' } })).json;
     const path = new URL(rec.upload_url);
-    expect(
-      (await http(emu, 'PUT', path.pathname + path.search, { headers: { 'content-type': 'image/png' }, body: Buffer.from('png') })).status,
-    ).toBe(200);
+    // A real PNG: the image rules (§4.2) decode what a sheet is given.
+    const png = drawArt({ width: 16, height: 9, seedText: 'upload', layout: 'render' });
+    expect((await http(emu, 'PUT', path.pathname + path.search, { headers: { 'content-type': 'image/png' }, body: png })).status).toBe(200);
     const served = await http(emu, 'GET', new URL(rec.url).pathname);
     expect(served.headers['content-type']).toBe('image/png');
     expect((await http(emu, 'POST', '/vendor/ai-influencer', { headers: AUTH, json: { image_url: rec.url } })).status).toBe(200);

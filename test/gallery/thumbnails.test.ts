@@ -5,9 +5,10 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, describe, expect, it } from 'vitest';
-import { thumbPathOf, type Cell, type CellFile } from '../../src/gallery/gallery-data.js';
-import { makeThumbnails, noteDownloadedImage, THUMBNAIL_MAX_PX, type ThumbnailMemo } from '../../src/gallery/thumbnails.js';
+import { posterPathOf, thumbPathOf, type Cell, type CellFile } from '../../src/gallery/gallery-data.js';
+import { findFfmpeg, makeThumbnails, noteDownloadedImage, THUMBNAIL_MAX_PX, type ThumbnailMemo } from '../../src/gallery/thumbnails.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
+import { realVideo } from './videos.js';
 
 afterAll(cleanTemps);
 
@@ -84,5 +85,54 @@ describe('thumbnails: what a download learnt', () => {
     expect(existsSync(join(runDir, thumbPathOf(toldSmall.path)))).toBe(false);
     expect(existsSync(join(runDir, thumbPathOf(toldLarge.path)))).toBe(true);
     expect(existsSync(join(runDir, thumbPathOf(unsized.path)))).toBe(true);
+  });
+});
+
+describe('poster frames of videos', () => {
+  const ffmpeg = findFfmpeg();
+
+  it("finds Debian's ffmpeg (scripts/ensure-test-deps.mjs installs it)", () => {
+    expect(ffmpeg, 'install the Debian package ffmpeg').toMatch(/\/ffmpeg$/);
+  });
+
+  it('makes the first frame of a video a JPEG of at most 512 px, once; a file ffmpeg cannot read gets none', async () => {
+    const runDir = tempDir();
+    mkdirSync(join(runDir, 'outputs', 'clips'), { recursive: true });
+    realVideo(ffmpeg as string, join(runDir, 'outputs/clips/wide.mp4'), 1280, 720);
+    writeFileSync(join(runDir, 'outputs/clips/broken.mp4'), 'not a video');
+    const video = (path: string): CellFile => ({ path, kind: 'video', poster: posterPathOf(path) });
+    const wide = video('outputs/clips/wide.mp4');
+    const broken = video('outputs/clips/broken.mp4');
+    const gone = video('outputs/clips/gone.mp4');
+    const memo: ThumbnailMemo = new Map();
+    expect(await makeThumbnails(runDir, cellsOf([wide, broken, gone]), undefined, memo)).toBe(1);
+    expect(wide.poster).toBe(posterPathOf(wide.path));
+    const poster = sharp(join(runDir, posterPathOf(wide.path)));
+    const meta = await poster.metadata();
+    expect([meta.width, meta.height, meta.format]).toEqual([THUMBNAIL_MAX_PX, 288, 'jpeg']);
+    // The first frame (red), not a later one (blue).
+    const { channels } = await poster.stats();
+    expect(channels[0]?.mean).toBeGreaterThan(200);
+    expect(channels[2]?.mean).toBeLessThan(60);
+    expect(broken.poster).toBeUndefined();
+    expect(gone.poster).toBeUndefined();
+    expect(existsSync(join(runDir, posterPathOf(broken.path)))).toBe(false);
+    // Made once: a rewrite with the memo, or without it (genpipe report), keeps the one there.
+    const again = [video(wide.path), video(broken.path)];
+    expect(await makeThumbnails(runDir, cellsOf(again), undefined, memo)).toBe(0);
+    expect(again.map((f) => f.poster)).toEqual([posterPathOf(wide.path), undefined]);
+    const fresh = video(wide.path);
+    expect(await makeThumbnails(runDir, cellsOf([fresh]))).toBe(0);
+    expect(fresh.poster).toBe(posterPathOf(wide.path));
+  });
+
+  it('without ffmpeg a video has no poster file (the page shows its "video" placeholder)', async () => {
+    const runDir = tempDir();
+    mkdirSync(join(runDir, 'outputs', 'clips'), { recursive: true });
+    realVideo(ffmpeg as string, join(runDir, 'outputs/clips/small.mp4'), 64, 48);
+    const small: CellFile = { path: 'outputs/clips/small.mp4', kind: 'video', poster: posterPathOf('outputs/clips/small.mp4') };
+    expect(await makeThumbnails(runDir, cellsOf([small]), undefined, new Map(), null)).toBe(0);
+    expect(small.poster).toBeUndefined();
+    expect(existsSync(join(runDir, posterPathOf(small.path)))).toBe(false);
   });
 });

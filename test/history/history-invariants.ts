@@ -14,7 +14,7 @@ import type { JournalRecord } from '../../src/run/journal/journal-records.js';
 import { SHEET_PRICE } from './history-model.js';
 
 /** Exit codes the README documents (src/session/exit-codes.ts), 70 (a bug) left out on purpose. */
-export const DOCUMENTED_EXIT_CODES: ReadonlySet<number> = new Set([0, 1, 2, 3, 4, 5, 130]);
+export const DOCUMENTED_EXIT_CODES: ReadonlySet<number> = new Set([0, 1, 2, 3, 4, 5, 6, 130]);
 
 export interface CommandLog {
   label: string;

@@ -7,10 +7,10 @@ describe('schemas/manifest.schema.json', () => {
     expect(readFileSync(new URL('../../schemas/manifest.schema.json', import.meta.url), 'utf8')).toBe(manifestJsonSchema());
   });
 
-  it("keeps the README's model inputs up to date (run `npm run schemas` when this fails)", () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    expect(readme).toBe(readmeWithModelInputs(readme));
-    expect(readme).toContain('| `variation_index` | integer 0..2147483647 |');
+  it("keeps the manifest reference's model inputs up to date (run `npm run schemas` when this fails)", () => {
+    const page = readFileSync(new URL('../../docs/reference/manifest.md', import.meta.url), 'utf8');
+    expect(page).toBe(readmeWithModelInputs(page));
+    expect(page).toContain('| `variation_index` | integer 0..2147483647 |');
   });
 
   it("describes each model's input, so editors complete its fields and flag a typo", () => {

@@ -11,7 +11,7 @@ import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { deliverNotifications } from '../../src/notify/deliver.js';
-import { notifyBody, notifySummary, summaryText, type RunEnd } from '../../src/notify/notify-message.js';
+import { chatText, notifyBody, notifySummary, summaryText, type RunEnd } from '../../src/notify/notify-message.js';
 import { emptyGroup } from '../../src/report/cost-report.js';
 import { checkNotifyUrl, type ResolvedTarget } from '../../src/notify/notify-targets.js';
 import { receiver } from './receiver.js';
@@ -167,7 +167,7 @@ describe('notify: a run that ends posts its summary', () => {
       );
       expect((await run(['run', path, '--out', out, '--quiet'])).code).toBe(0);
       const text = (slack.received[0]!.body as { text: string }).text;
-      expect(Object.keys(slack.received[0]!.body as object)).toEqual(['text']);
+      expect(Object.keys(slack.received[0]!.body as object)).toEqual(['text', 'link_names']);
       expect(text).toMatch(/^genpipe: team run \S+ finished \(exit 0\)/);
       expect(text).toContain('Instances: 3 completed.');
       expect(text).toContain('Spend: US$0.15 net');
@@ -176,7 +176,8 @@ describe('notify: a run that ends posts its summary', () => {
       expect(text).not.toContain('gallery.html');
       expect(text).toMatch(/\nRun directory: \/\S+ on \S+ \(genpipe review \/\S+ serves its gallery\)\.$/);
       const content = discord.received[0]!.body as { content: string; allowed_mentions: unknown };
-      expect(content.content).toBe(text);
+      // The same text, its markdown characters escaped for Discord (the Slack text has no &, < or >).
+      expect(content.content).toBe(chatText('discord', text));
       expect(content.allowed_mentions).toEqual({ parse: [] });
     },
   );

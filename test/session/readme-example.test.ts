@@ -1,4 +1,4 @@
-// The README's library example (issue 26, item 1), run as written: the quick start from a script,
+// The library guide's example, run as written: the quick start from a script,
 // through the package's own export (the built dist/, as a user imports it), against the embedded emulator.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, symlinkSync, writeFileSync, mkdirSync, cpSync } from 'node:fs';
@@ -8,11 +8,11 @@ import { describe, expect, it } from 'vitest';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 
-describe('the README example of the run session library', () => {
+describe('the library guide example of the run session library', () => {
   it('runs the quick start from a 10-line script and reports what it paid', { timeout: 60_000 }, () => {
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-    const example = /<!-- readme-example: library -->\n```js\n([\s\S]*?)```/.exec(readme)?.[1];
-    expect(example, 'the README has the library example').toBeDefined();
+    const guide = readFileSync(join(ROOT, 'docs', 'guides', 'library.md'), 'utf8');
+    const example = /<!-- readme-example: library -->\n```js\n([\s\S]*?)```/.exec(guide)?.[1];
+    expect(example, 'the library guide has the example').toBeDefined();
     expect(example!.trim().split('\n').length).toBeLessThanOrEqual(10);
     // A folder that imports `genpipe` as an installed package would: node_modules/genpipe -> the repository.
     const dir = mkdtempSync(join(tmpdir(), 'genpipe-readme-'));

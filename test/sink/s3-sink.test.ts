@@ -16,7 +16,7 @@ import type { JournalRecordOf } from '../../src/run/journal/journal-records.js';
 import { JournalRecord } from '../../src/run/journal/journal-records.js';
 import { applyRecord, emptyRunState, pendingSinkUploads, type InstanceState } from '../../src/run/journal/run-state.js';
 import { sinkTotals } from '../../src/sink/sink-totals.js';
-import { RunSinks, type StepSink } from '../../src/sink/run-sinks.js';
+import { RunSinks, type SinkRecord, type StepSink } from '../../src/sink/run-sinks.js';
 import { SinkUploadError } from '../../src/sink/sink-errors.js';
 import { MULTIPART_THRESHOLD } from '../../src/sink/s3-store.js';
 import { startLoopbackS3, useStoreCredentials, type LoopbackS3 } from './s3-server.js';
@@ -372,13 +372,13 @@ describe('a storage sink on a real S3-compatible store', () => {
       pendingInstances: 1,
     });
 
-    const journal: JournalRecordOf<'sink_uploaded'>[] = [];
+    const journal: SinkRecord[] = [];
     const seen = watch(sink);
     const first = await sink.uploadPending(runDir, 'multi', entry, noRetries, async (record) => {
       journal.push(record);
       applyRecord(state, record);
     });
-    expect(first).toEqual({ uploaded: 2, bytes: 40_000, failed: undefined });
+    expect(first).toEqual({ uploaded: 2, bytes: 40_000, failed: undefined, unverified: [] });
     expect(journal.map((r) => r.output).sort()).toEqual([1, 2]);
     expect(seen.sent.filter((r) => r.operation === 'PutObjectCommand')).toHaveLength(2);
     expect(sinkTotals([entry])).toMatchObject({ uploadedFiles: 3, pendingFiles: 0, pendingInstances: 0 });
@@ -387,7 +387,7 @@ describe('a storage sink on a real S3-compatible store', () => {
       throw new Error('nothing should be journaled');
     });
     seen.stop();
-    expect(again).toEqual({ uploaded: 0, bytes: 0, failed: undefined });
+    expect(again).toEqual({ uploaded: 0, bytes: 0, failed: undefined, unverified: [] });
     expect(seen.sent).toHaveLength(2 * 2);
   });
 });

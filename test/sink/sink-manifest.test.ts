@@ -1,7 +1,8 @@
 // `output: {sink: ...}` in a manifest (issue 29, item 1): the short and long forms, in defaults or on
 // a step, the prefix's run variables and vars, the object keys and public URLs they give, loopback
 // path-style, and every bad sink refused by validate at file:line:col before anything runs.
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -10,6 +11,8 @@ import { main } from '../../src/cli/main.js';
 import { ManifestError } from '../../src/manifest/errors.js';
 import { loadManifestText } from '../../src/manifest/load.js';
 import { objectKey, publicUrl, resolveStepSinks, sinkUri } from '../../src/sink/sink-config.js';
+import { startEmulator } from '../../src/emulator/index.js';
+import { HF_KEY } from '../run/runner-helpers.js';
 
 const RUN = { id: '20261127T030000Z-ab12', startedAt: new Date('2026-11-27T03:00:00.000Z') };
 
@@ -43,6 +46,8 @@ describe('a sink in the manifest', () => {
       pathStyle: false,
       concurrency: 8,
       publicBaseUrl: undefined,
+      readBack: 'when_needed',
+      readBackMaxBytes: 64 * 1024 * 1024,
     });
     expect(sinks.get('other')).toBe(config);
     const key = objectKey(config as never, 'outputs/sheets/cat_seed=3.png');
@@ -67,6 +72,8 @@ describe('a sink in the manifest', () => {
       pathStyle: true,
       concurrency: 3,
       publicBaseUrl: 'https://cdn.example.com/brand',
+      readBack: 'when_needed',
+      readBackMaxBytes: 64 * 1024 * 1024,
     });
     expect(sinks.get('other')).toMatchObject({ bucket: 'assets', prefix: '', pathStyle: false });
     expect(objectKey(sinks.get('other') as never, 'outputs/other/dog.png')).toBe('other/dog.png');
@@ -99,7 +106,8 @@ describe('a sink in the manifest', () => {
         line: 8,
         col: 32,
         path: 'defaults.output.sink.bukket',
-        message: 'unknown key "bukket"; valid keys are url, endpoint, region, path_style, concurrency, public_base_url',
+        message:
+          'unknown key "bukket"; valid keys are url, endpoint, region, path_style, concurrency, public_base_url, read_back, read_back_max_bytes',
       },
       { line: 8, col: 53, path: 'defaults.output.sink.endpoint', message: 'endpoint is an http:// or https:// URL' },
     ]);
@@ -116,15 +124,16 @@ describe('a sink in the manifest', () => {
     ]);
   });
 
-  it("the README's R2 and MinIO examples are valid sinks", () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const section = readme.slice(readme.indexOf('## Storage sinks'), readme.indexOf('## Fleet'));
-    const examples = [...section.matchAll(/```yaml\n(defaults:[\s\S]*?)```/g)]
+  it("the storage guide's R2 and MinIO examples are valid sinks", () => {
+    const guide = readFileSync(new URL('../../docs/guides/storage.md', import.meta.url), 'utf8');
+    const examples = [...guide.matchAll(/```yaml\n(defaults:[\s\S]*?)```/g)]
       .map((m) => m[1] as string)
       .filter((text) => !text.includes('steps:'));
     expect(examples).toHaveLength(2);
     const configs = examples.map((defaults) =>
-      resolveStepSinks(loadManifestText(manifest(defaults.replace('vars.team', 'vars.campaign')), 'README.md'), RUN, {}).get('sheets'),
+      resolveStepSinks(loadManifestText(manifest(defaults.replace('vars.team', 'vars.campaign')), 'docs/guides/storage.md'), RUN, {}).get(
+        'sheets',
+      ),
     );
     expect(configs[0]).toMatchObject({
       bucket: 'campaign-assets',
@@ -148,5 +157,57 @@ describe('a sink in the manifest', () => {
     const io: CliIO = { out: () => {}, write: async () => {}, err: (t) => stderr.push(t), env: {}, signal: new AbortController().signal };
     expect(await main(['validate', path], io)).toBe(2);
     expect(stderr[0]).toBe(`genpipe: ${path}:8:34: defaults.output.sink.path_stlye: unknown key "path_stlye"; did you mean "path_style"?`);
+  });
+
+  it('a user name or password in the endpoint or public_base_url is refused at its line, by validate and run, with nothing sent', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'genpipe-sink-manifest-'));
+    // Anything that reaches the store's endpoint is counted: it must stay at zero.
+    let storeRequests = 0;
+    const store = createServer((req, res) => {
+      storeRequests++;
+      res.writeHead(500).end();
+    });
+    await new Promise<void>((r) => store.listen(0, '127.0.0.1', r));
+    const { port } = store.address() as { port: number };
+    const emu = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
+    try {
+      const cases = [
+        [`{url: "s3://assets/x", endpoint: "http://minio:s3cret-pass@127.0.0.1:${port}"}`, 'endpoint'],
+        [
+          `{url: "s3://assets/x", endpoint: "http://127.0.0.1:${port}", public_base_url: "https://u:s3cret-pass@cdn.example.com/x"}`,
+          'public_base_url',
+        ],
+      ] as const;
+      for (const [sink, field] of cases) {
+        // Line 8 is `    sink: {...}`; the problem is located at the field's value.
+        const col = '    sink: '.length + sink.indexOf(`${field}: "`) + `${field}: `.length + 1;
+        const path = join(dir, `${field}.yaml`);
+        writeFileSync(path, manifest(`defaults:\n  output:\n    sink: ${sink}\n`));
+        for (const command of ['validate', 'run'] as const) {
+          const stderr: string[] = [];
+          const out = mkdtempSync(join(tmpdir(), 'genpipe-sink-out-'));
+          const io: CliIO = {
+            out: () => {},
+            write: async () => {},
+            err: (t) => stderr.push(t),
+            env: { GENPIPE_BASE_URL: emu.url, HF_KEY, TEAM: 'brand' },
+            signal: new AbortController().signal,
+          };
+          const args = command === 'run' ? ['run', path, '--out', out, '--quiet'] : ['validate', path];
+          expect(await main(args, io), `${command} ${field}`).toBe(2);
+          expect(stderr.join('\n')).toContain(
+            `${path}:8:${col}: defaults.output.sink.${field}: the ${field} carries a user name or password;`,
+          );
+          expect(stderr.join('\n')).not.toContain('s3cret');
+          // Refused before a run directory exists: the manifest (and its password) is copied nowhere.
+          expect(readdirSync(out)).toEqual([]);
+        }
+      }
+      expect(storeRequests).toBe(0);
+      expect(emu.requests.byId.size).toBe(0);
+    } finally {
+      await emu.close();
+      await new Promise((r) => store.close(r));
+    }
   });
 });

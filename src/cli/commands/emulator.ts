@@ -26,6 +26,7 @@ const OPTIONS = {
   'failure-rate': { type: 'string' },
   'nsfw-rate': { type: 'string' },
   state: { type: 'string' },
+  'strict-image-urls': { type: 'boolean' },
 } as const;
 
 function number(value: string | undefined, flag: string, check: (n: number) => boolean, what: string): number | undefined {
@@ -54,7 +55,7 @@ Options:
                           processing (the request is made and charged), reset_after drops
                           the connection after processing, status: foreign_status answers a
                           status or job-set GET about another request
-  --accounts FILE         YAML/JSON accounts file (key_id, secret, credits, agent_enabled)
+  --accounts FILE         YAML/JSON accounts file (key_id, secret, credits, agent_enabled, models)
   --account ID:SECRET     add an account with default credits (repeatable)
   --webhook-secret S      sent as X-Webhook-Secret-Key on hf_webhook deliveries
   --vendor NAME           vendor path segment (default "vendor")
@@ -63,6 +64,9 @@ Options:
   --nsfw-rate P           share of generations that end nsfw (default 0)
   --state DIR             keep requests, job sets, the ledger and Idempotency-Key records in
                           DIR across restarts (created if missing; one emulator at a time)
+  --strict-image-urls     refuse reference image URLs the emulator cannot reach (by default
+                          they are accepted offline; loopback and its own URLs are always
+                          fetched, decoded and checked)
 
 Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/stats,
 /_emulator/webhooks. See docs/emulator.md.`,
@@ -103,6 +107,7 @@ Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/s
         ...(values.vendor !== undefined ? { vendor: values.vendor } : {}),
         ...(values['webhook-secret'] !== undefined ? { webhookSecret: values['webhook-secret'] } : {}),
         ...(values.state !== undefined ? { stateDir: values.state } : {}),
+        ...(values['strict-image-urls'] === true ? { strictImageUrls: true } : {}),
         log: (line) => io.err(line),
       });
     } catch (error) {

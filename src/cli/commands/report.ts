@@ -1,6 +1,7 @@
+import { setWritingFolder } from '../../session/disk-refusal.js';
 import { readConfigFile } from '../../api/config.js';
 import { GenpipeError } from '../../api/errors.js';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { writeCostReport } from '../../report/write-report.js';
 import { copyText } from '../../util/copy-text.js';
 import { MAX_GALLERY_INSTANCES, rewriteGallery } from '../../gallery/write-gallery.js';
@@ -28,6 +29,7 @@ the journal, and says when a \`for_each: {step, only: approved}\` step waits on 
       'report',
     );
     const runDir = positional(positionals, 0, 'a run directory', 'report');
+    setWritingFolder(resolve(runDir));
     noExtraPositionals(positionals, 1, 'report');
     if ([values.json, values.csv, values.md].filter(Boolean).length > 1)
       throw new GenpipeError('invalid_input', 'Choose one of --json, --csv and --md.');

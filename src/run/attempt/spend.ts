@@ -1,7 +1,7 @@
 /**
  * The run's money while it runs (issue 26, item 9): what is committed so far and the budget it must
  * stay under, as one object. A submit reserves its price before it is sent; the reservation is
- * released when the service provably charged nothing (a refusal, a submit never sent) or refunded
+ * refunded (by settle.ts, the only caller) when the service provably charged nothing (a refusal, a submit never sent) or refunded
  * it (failed, nsfw, canceled), and is otherwise kept: a charge, or an attempt whose end is unknown.
  *
  * A run starts from what its journal says was committed before (attempt-money.ts: charged, in
@@ -14,8 +14,11 @@ import { stepOfInstanceId } from '../../plan/instance.js';
 
 export interface Reservation {
   readonly priceUsd: number;
-  /** Gives the price back (nothing was charged, or it was refunded). Idempotent. */
-  release(): void;
+  /**
+   * Gives the price back (nothing was charged, or it was refunded). Idempotent. Only `settle()`
+   * (settle.ts) calls it: a lint rule refuses any other caller.
+   */
+  refund(): void;
 }
 
 export class Spend {
@@ -44,7 +47,7 @@ export class Spend {
   /**
    * The reservation of an attempt an earlier process of the run sent, already in what the journal
    * committed (an attempt followed again, or resent with its own key): nothing is added, and it is
-   * released the same way when the service refunds it.
+   * refunded the same way when the service refunds it.
    */
   adopt(priceUsd: number): Reservation {
     return this.#held(priceUsd);
@@ -54,7 +57,7 @@ export class Spend {
     let held = true;
     return {
       priceUsd,
-      release: () => {
+      refund: () => {
         if (!held) return;
         held = false;
         this.#committedUsd -= priceUsd;

@@ -102,3 +102,52 @@ export function resolveInside(runDir: string, relativePath: string): string {
   if (full === root || !isInside(root, full)) throw new GenpipeError('invalid_input', 'An output path must stay inside the run directory.');
   return full;
 }
+
+/** A step's folder in the run directory: `outputs/<step>`. */
+export const stepFolder = (stepId: string): string => `outputs/${safeFileName(stepId, 'd').replace(/\.d$/, '')}`;
+
+/**
+ * Where an instance's output goes in the run directory: `outputs/<step>/<name>[+index].<ext>`, the
+ * name from the step's `output.filename` when it has one, else from the instance id.
+ */
+export function outputPath(
+  stepId: string,
+  instance: { id: string; fileStem?: string | undefined },
+  file: { url: string; accept?: readonly string[] | undefined },
+  count: number,
+  index: number,
+): string {
+  return `${stepFolder(stepId)}/${outputFileName(instance, extensionFor(file.url, file.accept ?? []), count > 1 ? { index } : {})}`;
+}
+
+/** Where a conversation turn's answer goes: `outputs/<step>/<name>.md`, beside the media it made. */
+export const answerPath = (stepId: string, instance: { id: string; fileStem?: string | undefined }): string =>
+  `${stepFolder(stepId)}/${outputFileName(instance, 'md', {})}`;
+
+function outputFileName(instance: { id: string; fileStem?: string | undefined }, extension: string, options: SafeFileNameOptions): string {
+  return instance.fileStem === undefined
+    ? safeFileName(instance.id, extension, options)
+    : templatedFileName(instance.fileStem, extension, options);
+}
+
+const EXTENSIONS: Record<string, string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'video/mp4': 'mp4',
+  'video/webm': 'webm',
+  'video/quicktime': 'mov',
+  'audio/wav': 'wav',
+  'audio/x-wav': 'wav',
+  'audio/wave': 'wav',
+  'audio/mpeg': 'mp3',
+  'audio/mp4': 'm4a',
+};
+
+/** The file's extension: the URL's when it is one the accepted types allow, else the first type's. */
+function extensionFor(url: string, accept: readonly string[]): string {
+  const fromUrl = /\.([a-z0-9]{2,5})$/i.exec(new URL(url).pathname)?.[1]?.toLowerCase();
+  const allowed = new Set(accept.map((t) => EXTENSIONS[t]).filter((e): e is string => e !== undefined));
+  if (fromUrl && (allowed.has(fromUrl) || (fromUrl === 'jpeg' && allowed.has('jpg')))) return fromUrl === 'jpeg' ? 'jpg' : fromUrl;
+  return EXTENSIONS[accept[0] ?? ''] ?? 'bin';
+}

@@ -216,6 +216,23 @@ export const SinkUploadedRecord = z.looseObject({
   skipped: z.boolean().optional(),
 });
 
+/**
+ * An output copied to the sink (its `sink_uploaded` record, written just before) whose bytes in the store
+ * genpipe could not check: the store's ETag is not an MD5 of them and the object was not read
+ * back. The report says so; the object is not uploaded again for it.
+ */
+export const SinkUnverifiedRecord = z.looseObject({
+  type: z.literal('sink_unverified'),
+  at,
+  instance,
+  output: z.number().int().nonnegative(),
+  bucket: z.string().min(1),
+  key: z.string().min(1),
+  sha256: z.string().regex(SHA256_HEX),
+  /** Why, in words (no ETag to check, over the read-back limit). */
+  reason: z.string(),
+});
+
 export const FailedRecord = z.looseObject({
   type: z.literal('failed'),
   at,
@@ -303,6 +320,7 @@ export const JournalRecord = z.discriminatedUnion('type', [
   ReusedRecord,
   NotifyRecord,
   SinkUploadedRecord,
+  SinkUnverifiedRecord,
 ]);
 export type JournalRecord = z.infer<typeof JournalRecord>;
 export type JournalRecordType = JournalRecord['type'];
@@ -325,6 +343,7 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'reused',
   'notify',
   'sink_uploaded',
+  'sink_unverified',
 ]);
 
 /**

@@ -22,6 +22,8 @@ export interface InstanceState {
   downloads?: Map<number, JournalRecordOf<'downloaded'>> | undefined;
   /** Outputs copied to the step's storage sink, by output index (created with the first one). */
   sinkUploads?: Map<number, JournalRecordOf<'sink_uploaded'>> | undefined;
+  /** Outputs in the sink whose bytes there could not be checked, by output index (sinkUnverified()). */
+  sinkUnverified?: Map<number, JournalRecordOf<'sink_unverified'>> | undefined;
   rerolls: number;
   /** The seed the last re-roll sends (journaled), when it was journaled. */
   rerollSeed?: number | undefined;
@@ -132,6 +134,13 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
     case 'sink_uploaded': {
       const entry = instanceOf(state, record.instance);
       (entry.sinkUploads ??= new Map()).set(record.output, record);
+      // An upload's check follows its record: a new upload starts with none.
+      entry.sinkUnverified?.delete(record.output);
+      return;
+    }
+    case 'sink_unverified': {
+      const entry = instanceOf(state, record.instance);
+      (entry.sinkUnverified ??= new Map()).set(record.output, record);
       return;
     }
     case 'failed': {
@@ -204,6 +213,7 @@ function startOver(entry: InstanceState): void {
   entry.failed = undefined;
   entry.downloads = undefined;
   entry.sinkUploads = undefined;
+  entry.sinkUnverified = undefined;
 }
 
 /**
@@ -347,4 +357,16 @@ export function outputsDigest(entry: Pick<InstanceState, 'downloads'>): string |
   if (!downloads || downloads.size === 0) return undefined;
   const digests = [...downloads.entries()].sort(([a], [b]) => a - b).map(([, d]) => d.sha256);
   return digests.length === 1 ? digests[0] : createHash('sha256').update(digests.join('\n')).digest('hex');
+}
+
+/**
+ * The outputs of an instance in the sink whose bytes there genpipe could not check: a
+ * `sink_unverified` record for the bytes its `sink_uploaded` record names.
+ */
+export function sinkUnverified(entry: Pick<InstanceState, 'sinkUploads' | 'sinkUnverified'>): JournalRecordOf<'sink_unverified'>[] {
+  const out: JournalRecordOf<'sink_unverified'>[] = [];
+  for (const [output, record] of entry.sinkUnverified ?? []) {
+    if (entry.sinkUploads?.get(output)?.sha256 === record.sha256) out.push(record);
+  }
+  return out.sort((a, b) => a.output - b.output);
 }

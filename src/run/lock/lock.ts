@@ -548,103 +548,121 @@ function hold(
   claimedAt: number,
   o: ResolvedOptions,
 ): PipelineLock {
-  const dir = join(path, `g-${generation}`);
-  const controller = new AbortController();
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let beating: Promise<void> = Promise.resolve();
-  let lastRefresh = claimedAt;
-  // When we last saw our generation as the highest: when we claimed it, to begin with.
-  let confirmedAt = claimedAt;
-  const leased = (): boolean => {
-    const now = o.clock();
-    // A clock that stepped back proves nothing about how long ago we looked.
-    return now >= confirmedAt && now - confirmedAt < o.leaseMs && now < lastRefresh + o.staleMs / 2;
-  };
+  return new HeldLock(path, generation, displaced, claimedAt, o);
+}
 
-  const lose = (owner: LockOwner | undefined, cause?: unknown): void => {
-    if (stopped || controller.signal.aborted) return;
-    stopped = true;
-    const error = new LockLostError(owner, path, cause);
-    controller.abort(error);
+/** Our generation of a lock: its heartbeat, its fencing check and its release. */
+class HeldLock implements PipelineLock {
+  readonly #dir: string;
+  readonly #controller = new AbortController();
+  /** An own property, not a getter: callers spread a lock into a wrapper of it (`{ ...lock, release }`). */
+  readonly signal: AbortSignal = this.#controller.signal;
+  #stopped = false;
+  #timer: NodeJS.Timeout | undefined;
+  #beating: Promise<void> = Promise.resolve();
+  #lastRefresh: number;
+  /** When we last saw our generation as the highest: when we claimed it, to begin with. */
+  #confirmedAt: number;
+
+  constructor(
+    private readonly path: string,
+    private readonly generation: number,
+    readonly displaced: DisplacedOwner | undefined,
+    claimedAt: number,
+    private readonly o: ResolvedOptions,
+  ) {
+    this.#dir = join(path, `g-${generation}`);
+    this.#lastRefresh = claimedAt;
+    this.#confirmedAt = claimedAt;
+    this.#schedule();
+  }
+
+  #leased(): boolean {
+    const now = this.o.clock();
+    // A clock that stepped back proves nothing about how long ago we looked.
+    return now >= this.#confirmedAt && now - this.#confirmedAt < this.o.leaseMs && now < this.#lastRefresh + this.o.staleMs / 2;
+  }
+
+  #lose(owner: LockOwner | undefined, cause?: unknown): void {
+    if (this.#stopped || this.#controller.signal.aborted) return;
+    this.#stopped = true;
+    const error = new LockLostError(owner, this.path, cause);
+    this.#controller.abort(error);
     try {
-      o.onCompromised?.(error);
+      this.o.onCompromised?.(error);
     } catch {
       // The signal carries the same news; a throwing callback must not become an unhandled rejection in a timer.
     }
-  };
+  }
 
-  const beat = async (): Promise<void> => {
+  async #beat(): Promise<void> {
     try {
       // Taken before the listing: what the listing proves, it proves from then on.
-      const seenAt = o.clock();
-      const names = await listing(path);
+      const seenAt = this.o.clock();
+      const names = await listing(this.path);
       const highest = highestGeneration(names);
-      if (highest > generation) return lose(await readOwner(join(path, `g-${highest}`, OWNER_FILE)));
-      if (!names.includes(`g-${generation}`)) return lose(undefined);
-      await setMtime(dir, seenAt);
-      lastRefresh = seenAt;
-      confirmedAt = seenAt;
+      if (highest > this.generation) return this.#lose(await readOwner(join(this.path, `g-${highest}`, OWNER_FILE)));
+      if (!names.includes(`g-${this.generation}`)) return this.#lose(undefined);
+      await setMtime(this.#dir, seenAt);
+      this.#lastRefresh = seenAt;
+      this.#confirmedAt = seenAt;
     } catch (error) {
-      if (code(error) === 'ENOENT') return lose(undefined, error);
+      if (code(error) === 'ENOENT') return this.#lose(undefined, error);
       // A passing storage hiccup is survivable until others may see us as stale.
-      if (o.clock() - lastRefresh >= o.staleMs) return lose(undefined, error);
+      if (this.o.clock() - this.#lastRefresh >= this.o.staleMs) return this.#lose(undefined, error);
     }
-    schedule();
-  };
+    this.#schedule();
+  }
 
-  const schedule = (): void => {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      beating = beat();
-    }, o.refreshMs);
+  #schedule(): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#beating = this.#beat();
+    }, this.o.refreshMs);
     // The heartbeat alone must not keep a finished process alive.
-    timer.unref();
-  };
-  schedule();
+    this.#timer.unref();
+  }
 
-  return {
-    signal: controller.signal,
-    displaced,
-    check: async (options) => {
-      if (stopped) return !controller.signal.aborted;
-      if (options?.fresh !== true && leased()) return true;
-      try {
-        const seenAt = o.clock();
-        const highest = highestGeneration(await listing(path));
-        if (highest > generation) {
-          lose(await readOwner(join(path, `g-${highest}`, OWNER_FILE)));
-          return false;
-        }
-        if (highest === generation) confirmedAt = seenAt;
-      } catch (error) {
-        if (code(error) === 'ENOENT') {
-          lose(undefined, error);
-          return false;
-        }
-        // A storage hiccup: the heartbeat decides (it loses the lock once it cannot refresh for staleMs).
+  check = async (options?: { fresh?: boolean }): Promise<boolean> => {
+    if (this.#stopped) return !this.#controller.signal.aborted;
+    if (options?.fresh !== true && this.#leased()) return true;
+    try {
+      const seenAt = this.o.clock();
+      const highest = highestGeneration(await listing(this.path));
+      if (highest > this.generation) {
+        this.#lose(await readOwner(join(this.path, `g-${highest}`, OWNER_FILE)));
+        return false;
       }
-      return !controller.signal.aborted;
-    },
-    releaseSync: () => {
-      stopped = true;
-      clearTimeout(timer);
-      try {
-        writeFileSync(join(dir, RELEASED_FILE), '', { flag: 'wx' });
-      } catch {
-        // Released already, or our generation is gone (taken over): nothing of ours to mark.
+      if (highest === this.generation) this.#confirmedAt = seenAt;
+    } catch (error) {
+      if (code(error) === 'ENOENT') {
+        this.#lose(undefined, error);
+        return false;
       }
-    },
-    release: async () => {
-      stopped = true;
-      clearTimeout(timer);
-      await beating;
-      // Our own generation only: if someone took over, a `released` in our old generation is
-      // ignored (only the highest counts), and if it was cleaned up there is nothing to mark.
-      await writeFile(join(dir, RELEASED_FILE), '', { flag: 'wx' }).catch((error: unknown) => {
-        if (code(error) !== 'EEXIST' && code(error) !== 'ENOENT') throw error;
-      });
-    },
+      // A storage hiccup: the heartbeat decides (it loses the lock once it cannot refresh for staleMs).
+    }
+    return !this.#controller.signal.aborted;
+  };
+
+  releaseSync = (): void => {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    try {
+      writeFileSync(join(this.#dir, RELEASED_FILE), '', { flag: 'wx' });
+    } catch {
+      // Released already, or our generation is gone (taken over): nothing of ours to mark.
+    }
+  };
+
+  release = async (): Promise<void> => {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#beating;
+    // Our own generation only: if someone took over, a `released` in our old generation is
+    // ignored (only the highest counts), and if it was cleaned up there is nothing to mark.
+    await writeFile(join(this.#dir, RELEASED_FILE), '', { flag: 'wx' }).catch((error: unknown) => {
+      if (code(error) !== 'EEXIST' && code(error) !== 'ENOENT') throw error;
+    });
   };
 }
 

@@ -3,33 +3,18 @@
  * local run's executor, a fleet worker, a fleet coordinator following a submission whose job Redis
  * lost). Between looks it waits on the poll schedule (poll-schedule.ts), on the webhook delivery
  * when there is a receiver (wait-for-news.ts), or on the model's own pace (agent turns). A look that
- * fails in a way a later look may not (TRANSIENT) is retried after a backoff while the caller's
- * retry policy allows it; any other failure, and the abort, are thrown to the caller, which decides
- * what the instance becomes.
+ * fails is retried when classify() says so (attempt/classify.ts: a failure that may pass, within
+ * the look policy's tries) and the caller's retry budget allows it; any other failure, and the
+ * abort, are thrown to the caller, which decides what the attempt comes to.
  */
 import type { TurnPollOptions } from '../../api/agent.js';
-import { GenpipeError } from '../../api/errors.js';
-import { backoffDelay } from '../../api/retry.js';
 import { sleep } from '../../api/sleep.js';
 import type { AdapterContext, InstanceScript, ModelAdapter, Submission, TrackResult } from '../../models/adapter.js';
 import type { PollTimer } from './poll-schedule.js';
 import { deliveryArrived, waitForNews } from './wait-for-news.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
 
-/** Codes that a later attempt may not meet again: the network, the service's own trouble. */
-export const TRANSIENT: ReadonlySet<string> = new Set([
-  'network',
-  'timeout',
-  'request_timeout',
-  'server_error',
-  'backend_unavailable',
-  'rate_limited',
-  'conflict',
-  'invalid_response',
-]);
-
-/** Backoff between failed looks: in webhook mode a delivered request is looked at again at once, so without it a failing look would be retried hot. */
-const LOOK_BACKOFF = { baseMs: 200, capMs: 10_000 };
+import { classify } from '../attempt/classify.js';
 
 export type FinalTrack = Extract<TrackResult, { done: true }>;
 
@@ -43,7 +28,10 @@ export interface FollowEffects {
   /** An agent's pace (tests make it fast). */
   turnPoll?: TurnPollOptions | undefined;
   random?: (() => number) | undefined;
-  /** A look failed with a TRANSIENT code for the `failures`-th time in a row: true to look again after a backoff. */
+  /**
+   * A look failed for the `failures`-th time in a row, in a way classify() would retry: true to
+   * look again after its backoff (a local run draws it from the run's retry budget).
+   */
   mayRetry(failures: number): boolean;
   /** A look was answered (the run's retry budget earns one back). */
   answered?(): void;
@@ -81,13 +69,11 @@ export async function follow(
       result = await op(() => adapter.track(waitingOn, script, ctx));
       fx.answered?.();
     } catch (error) {
-      if (!(error instanceof GenpipeError) || error.code === 'aborted') throw error;
-      if (TRANSIENT.has(error.code) && fx.mayRetry(failures)) {
-        const wait = backoffDelay(failures++, LOOK_BACKOFF, fx.random);
-        await op(() => sleep(wait, fx.signal));
-        continue;
-      }
-      throw error;
+      const decision = classify('look', error, { tries: failures, random: fx.random });
+      if (decision.kind !== 'retry' || !fx.mayRetry(failures)) throw error;
+      failures++;
+      await op(() => sleep(decision.delayMs, fx.signal));
+      continue;
     }
     failures = 0;
     if (!result.done) {

@@ -1,0 +1,58 @@
+/**
+ * The deliver phase of an attempt: a completed instance's downloaded files uploaded to its step's
+ * storage sink, if it has one. Each upload is journaled (`sink_uploaded`) and retried under the
+ * run's retry budget; one the store refuses for good leaves the instance "completed, upload
+ * pending": its files stay on disk and `genpipe resume` uploads them without asking anything of
+ * the service. It returns the attempt's fate (completed, or upload pending); settle() does the rest.
+ */
+import type { StepPlan } from '../../plan/plan.js';
+import type { Counted, FateOf } from './fate.js';
+import type { PhaseDeps } from './phase-deps.js';
+
+/** Uploads of one instance at most this many times before they are left pending (backoff 0.2 s doubling: about 6 s in all). */
+const SINK_RETRIES = 5;
+
+export class Delivery {
+  /** Sinks' stores that kept failing this run, with the first reason: not tried again until a resume. */
+  readonly #storesDown = new Map<object, string>();
+
+  constructor(private readonly d: PhaseDeps) {}
+
+  /**
+   * `checkExisting`: look for the object first (a resume, a reuse, a retry may find it there
+   * already). `reusedFrom`: the instance reuses an earlier run's result (said with its fate).
+   */
+  async deliver(
+    step: StepPlan,
+    id: string,
+    checkExisting: boolean,
+    counted: Counted,
+  ): Promise<FateOf<'completed'> | FateOf<'upload_pending'>> {
+    const { fx } = this.d;
+    const completed = { kind: 'completed', counted } as const;
+    const sink = fx.options.sinks?.forStep(step.id);
+    const entry = fx.state.instances.get(id);
+    if (!sink || !entry) return completed;
+    // A store that kept failing once this run is not tried again by every later instance: their
+    // files wait on disk too, and generation goes on. Only that store: another step's sink is tried.
+    const down = this.#storesDown.get(sink.store);
+    if (down !== undefined) return { kind: 'upload_pending', counted, message: down };
+    // A few retries per instance, each drawn from the run's budget: a store that is down fails fast.
+    let retries = 0;
+    const consumeRetry = (): boolean => retries++ < SINK_RETRIES && fx.consumeRetry();
+    const result = await fx.op(() =>
+      sink.uploadPending(
+        fx.options.runDir,
+        id,
+        entry,
+        { consumeRetry, creditRetry: () => fx.creditRetry(), signal: fx.signal, checkExisting },
+        (record) => fx.log(record, true),
+      ),
+    );
+    if (!result.failed) return completed;
+    // A store that kept failing is given up on for the run; a file it refused (one changed since
+    // its download, say) concerns that file alone.
+    if (result.failed.transient !== false) this.#storesDown.set(sink.store, result.failed.message);
+    return { kind: 'upload_pending', counted, message: result.failed.message };
+  }
+}

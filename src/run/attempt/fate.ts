@@ -1,0 +1,91 @@
+/**
+ * What became of an attempt, as data. Each phase of an attempt (submit, follow, download, deliver)
+ * returns its result or one of these, and settles nothing itself: `settle()` (settle.ts) is the one
+ * place where an attempt's money is kept or refunded, a count moves, and its record and event are
+ * written. A new way for an attempt to end is a new member here and a new row there.
+ *
+ * Rows later work is expected to need, so the table's shape fits them: an upload conflict (a sink
+ * object with other bytes at the key), an adopted request id (`resume --adopt`), a keyless remake
+ * of a rejected result, a protocol error (a 2xx answer that is not the service's), a skipped CSV row.
+ */
+import type { StopReason } from '../events.js';
+import type { GenpipeError } from '../../api/errors.js';
+
+/** How a finished instance is counted: made by this run, or reused from an earlier one. */
+export type Counted = 'completed' | 'reused';
+
+export type AttemptFate =
+  /** Generated, every file fetched (and delivered, or pending at its sink: `upload_pending`). */
+  | { kind: 'completed'; counted: Counted }
+  /** The service ended it failed, nsfw or canceled, and refunds it; an nsfw one may be re-rolled instead. */
+  | { kind: 'refunded'; status: 'failed' | 'nsfw' | 'canceled' }
+  /** An nsfw result (refunded) goes on as a new attempt with a seed no other instance has. */
+  | { kind: 'rerolled'; attempt: number; seed: number; round?: number | undefined }
+  /** A rejected result is made again (`--retry rejected`): the completed attempt keeps its money. */
+  | { kind: 'remade'; attempt: number; seed: number; round: number }
+  /** It may or may not have reached the service: its price stays counted, nothing is resent. */
+  | { kind: 'unknown'; message: string; forgotten?: string | undefined }
+  /**
+   * Nothing reached the service, or the service refused it before creating anything: nothing was
+   * charged. `refused` journals the refusal (so a resume sends it as new); `stop` ends the run;
+   * `credentials`: the service refused the run's credentials, and the run stops, resumable.
+   */
+  | {
+      kind: 'not_sent';
+      refused?: string | undefined;
+      stop?: { reason: StopReason; message: string } | undefined;
+      credentials?: GenpipeError | undefined;
+    }
+  /** The submit kept failing in transit and may have arrived: its intent stays journaled, and a resume resends it with its key. */
+  | { kind: 'left_for_resume'; code: string; message: string }
+  /** Sent and not final, and this process stops following it: a resume follows it. */
+  | { kind: 'in_flight'; counted: 'pending' | 'inFlight'; failure?: { code: string; message: string }; credentials?: GenpipeError }
+  /** The service refused the submit for good (a 400, a 422): nothing was charged, the instance failed. */
+  | { kind: 'refused'; code: string; message: string }
+  /** Sent, then failed here (its status could not be read for good): its price stays counted. */
+  | { kind: 'failed_here'; code: string; message: string }
+  /** Completed at the service, but a file could not be fetched (`permanent`: refused, not left for a resume). */
+  | { kind: 'files_missing'; counted: Counted; code: string; message: string; permanent: boolean }
+  /** Completed, every file fetched, and its sink did not take them all: they wait on disk for a resume. `reusedFrom`: an earlier run's result. */
+  | { kind: 'upload_pending'; counted: Counted; message: string; reusedFrom?: string | undefined }
+  /** An earlier run's result, linked in (`--reuse`): nothing sent, US$0. */
+  | { kind: 'reused'; fromRunId: string }
+  /** An earlier start failed it for good: counted again as failed. */
+  | { kind: 'failed_before' }
+  /** An earlier start saw it end failed, nsfw or canceled at the service: counted as that again. */
+  | { kind: 'ended_before'; status: 'failed' | 'nsfw' | 'canceled' }
+  /** A rejected result that cannot be made again (the model takes no seed): kept as it was. */
+  | { kind: 'kept'; reason: string }
+  /**
+   * Stopped on its way (Ctrl-C, a lost lock): counted as where the journal leaves it. `neverSent`:
+   * withdrawn before any worker began to send it; `canceled`: a cancel on abort the service took.
+   */
+  | { kind: 'interrupted'; neverSent?: boolean | undefined; canceled?: string | undefined };
+
+export type FateKind = AttemptFate['kind'];
+export type FateOf<K extends FateKind> = Extract<AttemptFate, { kind: K }>;
+
+const KINDS = new Set<string>([
+  'completed',
+  'refunded',
+  'rerolled',
+  'remade',
+  'unknown',
+  'not_sent',
+  'left_for_resume',
+  'in_flight',
+  'refused',
+  'failed_here',
+  'files_missing',
+  'upload_pending',
+  'reused',
+  'failed_before',
+  'ended_before',
+  'kept',
+  'interrupted',
+] satisfies FateKind[]);
+
+/** True for a fate, false for a phase's result (a submission's kinds are request, job_set and agent_turn). */
+export function isFate(value: unknown): value is AttemptFate {
+  return typeof value === 'object' && value !== null && KINDS.has((value as { kind?: unknown }).kind as string);
+}

@@ -1,0 +1,214 @@
+/**
+ * The ledger of attempts: the one place where what became of an attempt (fate.ts) is settled. For
+ * each kind of fate one row says what happens to the attempt's reserved price (kept or refunded),
+ * which count moves, which record is journaled and which event is told; a few rows also apply a
+ * failure policy or stop the run. Nothing else in the run refunds a reservation (a lint rule holds
+ * that), so "where is an attempt's money decided" has one answer: this table.
+ *
+ * Money rules (service spec §8): a submit is charged when it is accepted and refunded when the
+ * generation fails. genpipe also reads nsfw and canceled results as refunded: the spec states
+ * refunds only for failed generations and agent turns, and the service's ledger agrees with that
+ * reading in every test against the emulator. Anything that provably never reached the service, or
+ * that the service refused before creating it, was never charged. An attempt whose fate is unknown
+ * keeps its price: it may have been charged.
+ */
+import type { StepPlan } from '../../plan/plan.js';
+import type { RunCounts, RunEvent } from '../events.js';
+import type { JournalRecord } from '../journal/journal-records.js';
+import type { InstanceState } from '../journal/run-state.js';
+import type { RunEffects } from '../run-context.js';
+import type { AttemptFate, FateKind, FateOf } from './fate.js';
+import type { Reservation } from './spend.js';
+
+/** The attempt being settled: its instance, and the price it holds (none before it reserved one). */
+export interface Settling {
+  readonly fx: RunEffects;
+  readonly step: StepPlan;
+  readonly instance: string;
+  readonly reservation?: Reservation | undefined;
+}
+
+interface Row<K extends FateKind> {
+  /** What becomes of the attempt's reserved price. */
+  money: 'keep' | 'refund' | ((fate: FateOf<K>) => 'keep' | 'refund');
+  /** The count that moves (once per instance per start, re-rolls apart); undefined: none. */
+  count?: keyof RunCounts | ((fate: FateOf<K>, entry: InstanceState | undefined) => keyof RunCounts | undefined);
+  /** The record journaled, and whether it is synced before the run goes on. */
+  record?: (fate: FateOf<K>, s: Settling) => { record: JournalRecord; durable: boolean; bestEffort?: boolean } | undefined;
+  event?: (fate: FateOf<K>, s: Settling) => RunEvent | undefined;
+  /** A policy the fate sets off: failure counting, a stop of the run. */
+  then?: (fate: FateOf<K>, s: Settling) => void;
+}
+
+const leftForResume = (message: string): string => `${message} (left for a resume)`;
+
+/** Where the journal leaves an instance that stopped on its way: so the summary's counts add up, and agree with the report's. */
+function countLeft(entry: InstanceState | undefined): keyof RunCounts {
+  if (entry?.final) return entry.reusedFrom !== undefined ? 'reused' : entry.final.status;
+  return entry?.submission || entry?.intent ? 'inFlight' : 'pending';
+}
+
+export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
+  completed: { money: 'keep', count: (fate) => fate.counted },
+  // Failed, nsfw and canceled requests are refunded (see the file comment on nsfw and canceled).
+  refunded: {
+    money: 'refund',
+    count: (fate) => fate.status,
+    then: (_fate, s) => s.fx.noteFailure(s.step, s.instance),
+  },
+  rerolled: {
+    money: 'refund',
+    count: 'rerolled',
+    record: (fate, s) => ({
+      record: { type: 'reroll', instance: s.instance, attempt: fate.attempt, seed: fate.seed },
+      durable: true,
+    }),
+    event: (fate, s) => ({
+      type: 'instance_rerolled',
+      step: s.step.id,
+      instance: s.instance,
+      attempt: fate.attempt,
+      seed: fate.seed,
+      estimatedUsd: s.step.priceUsd,
+    }),
+  },
+  // The completed attempt stays paid for: the remake is a new attempt with its own price.
+  remade: {
+    money: 'keep',
+    count: 'rerolled',
+    record: (fate, s) => ({
+      record: { type: 'reroll', instance: s.instance, attempt: fate.attempt, seed: fate.seed, round: fate.round },
+      durable: true,
+    }),
+  },
+  unknown: {
+    money: 'keep',
+    count: 'unknown',
+    // A status answer about another request: journaled, so a resume does not follow it again.
+    record: (fate, s) =>
+      fate.forgotten === undefined
+        ? undefined
+        : { record: { type: 'forgotten', instance: s.instance, why: fate.forgotten }, durable: true },
+    event: (fate, s) => ({ type: 'instance_unknown', step: s.step.id, instance: s.instance, message: fate.message }),
+  },
+  not_sent: {
+    money: 'refund',
+    // Refused by the credentials: counted where the run's stop is recorded (RunEffects.credentialsRefused).
+    count: (fate) => (fate.credentials ? undefined : 'pending'),
+    record: (fate, s) =>
+      fate.refused === undefined ? undefined : { record: { type: 'refused', instance: s.instance, code: fate.refused }, durable: false },
+    then: (fate, s) => {
+      if (fate.credentials) s.fx.credentialsRefused(fate.credentials);
+      if (fate.stop) s.fx.stopRun(fate.stop.reason, fate.stop.message);
+    },
+  },
+  // It may have reached the service (a keyed submit failing in transit): its price stays counted,
+  // as a resume counts its unanswered intent, so the budget never forgets a possible charge.
+  left_for_resume: {
+    money: 'keep',
+    count: 'pending',
+    event: (fate, s) => ({
+      type: 'instance_failed',
+      step: s.step.id,
+      instance: s.instance,
+      code: fate.code,
+      message: leftForResume(fate.message),
+    }),
+  },
+  in_flight: {
+    money: 'keep',
+    count: (fate) => (fate.credentials ? undefined : fate.counted),
+    event: (fate, s) =>
+      fate.failure && {
+        type: 'instance_failed',
+        step: s.step.id,
+        instance: s.instance,
+        code: fate.failure.code,
+        message: leftForResume(fate.failure.message),
+      },
+    then: (fate, s) => {
+      if (fate.credentials) s.fx.credentialsRefused(fate.credentials);
+    },
+  },
+  // fail() counts, journals and tells the failure, and applies the failure policies.
+  refused: { money: 'refund', then: (fate, s) => s.fx.fail(s.step, s.instance, fate.code, fate.message) },
+  failed_here: { money: 'keep', then: (fate, s) => s.fx.fail(s.step, s.instance, fate.code, fate.message) },
+  // Counted as its status, as the report counts it; the files it lacks are said apart.
+  files_missing: {
+    money: 'keep',
+    count: (fate) => fate.counted,
+    then: (fate, s) => s.fx.filesMissing(s.step, s.instance, fate.code, fate.message, fate.permanent),
+  },
+  upload_pending: {
+    money: 'keep',
+    count: (fate) => fate.counted,
+    event: (fate, s) =>
+      fate.reusedFrom === undefined
+        ? undefined
+        : { type: 'instance_reused', step: s.step.id, instance: s.instance, fromRunId: fate.reusedFrom },
+    then: (fate, s) => s.fx.uploadPending(s.step, s.instance, fate.message),
+  },
+  reused: {
+    money: 'keep',
+    count: 'reused',
+    event: (fate, s) => ({ type: 'instance_reused', step: s.step.id, instance: s.instance, fromRunId: fate.fromRunId }),
+  },
+  failed_before: {
+    money: 'keep',
+    count: 'failed',
+    then: (_fate, s) => {
+      s.fx.failures++;
+    },
+  },
+  ended_before: { money: 'keep', count: (fate) => fate.status },
+  kept: {
+    money: 'keep',
+    event: (fate, s) => ({ type: 'instance_skipped', step: s.step.id, instance: s.instance, reason: fate.reason }),
+  },
+  interrupted: {
+    money: (fate) => (fate.neverSent || fate.canceled !== undefined ? 'refund' : 'keep'),
+    count: (_fate, entry) => countLeft(entry),
+    record: (fate, s) => {
+      // Withdrawn from the queue before any worker began to send it: never sent, and journaled so,
+      // so a resume sends it as new, never as unknown. Best effort: the run is stopping.
+      if (fate.neverSent) return { record: { type: 'refused', instance: s.instance, code: 'not_sent' }, durable: true, bestEffort: true };
+      if (fate.canceled !== undefined)
+        return { record: { type: 'status', instance: s.instance, status: 'canceled', outputs: [], error: fate.canceled }, durable: true };
+      return undefined;
+    },
+    event: (fate, s) =>
+      fate.canceled === undefined
+        ? undefined
+        : {
+            type: 'instance_finished',
+            step: s.step.id,
+            instance: s.instance,
+            status: 'canceled',
+            estimatedUsd: s.step.priceUsd,
+            error: fate.canceled,
+          },
+  },
+};
+
+/** What the row for `fate` does with the attempt's money (for the table's test and for settle). */
+export function moneyOfFate(fate: AttemptFate): 'keep' | 'refund' {
+  const row = SETTLEMENT[fate.kind] as Row<FateKind>;
+  return typeof row.money === 'function' ? row.money(fate as never) : row.money;
+}
+
+/** Settles an attempt's fate by its row: money, record, count, event and policy, in that order. */
+export async function settle(s: Settling, fate: AttemptFate): Promise<void> {
+  const row = SETTLEMENT[fate.kind] as Row<FateKind>;
+  const f = fate as never;
+  if (moneyOfFate(fate) === 'refund') s.reservation?.refund();
+  const written = row.record?.(f, s);
+  if (written) {
+    const logged = s.fx.log(written.record, written.durable);
+    await (written.bestEffort ? logged.catch(() => undefined) : logged);
+  }
+  const count = typeof row.count === 'function' ? row.count(f, s.fx.state.instances.get(s.instance)) : row.count;
+  if (count !== undefined) s.fx.tally(count);
+  const event = row.event?.(f, s);
+  if (event) s.fx.emit(event);
+  row.then?.(f, s);
+}

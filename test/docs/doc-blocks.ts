@@ -1,0 +1,66 @@
+// The fenced blocks of README.md and docs/ that a test runs: those whose info string names a kind
+// after the language (`sh test`, `yaml manifest`, `cron test`, `ini test`). docs/CONTRIBUTING.md
+// says what each kind means to the writer.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+
+export const ROOT = new URL('../..', import.meta.url).pathname;
+
+export interface DocBlock {
+  /** The page, relative to the repository: `docs/guides/nightly.md`. */
+  file: string;
+  /** The line of the opening fence, 1-based: a failure names `file:line`. */
+  line: number;
+  /** The language word of the info string: `sh`, `yaml`, `cron`, `ini`. */
+  lang: string;
+  /** The words after it: `['test']`, `['test', 'serve']`, `['test', 'exit=3']`, `['manifest']`. */
+  tags: string[];
+  text: string;
+}
+
+/** README.md and every Markdown page under docs/, in a stable order. */
+export function docPages(): string[] {
+  const pages = ['README.md'];
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith('.md')) pages.push(relative(ROOT, path));
+    }
+  };
+  walk(join(ROOT, 'docs'));
+  return pages;
+}
+
+/**
+ * Every fenced block of a page with its info string. A fence may be indented (a block inside a
+ * list item): the block's lines lose that indent, as Markdown renders them.
+ */
+export function fencedBlocks(file: string, markdown: string): DocBlock[] {
+  const blocks: DocBlock[] = [];
+  const lines = markdown.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^( *)(`{3,})(.*)$/.exec(lines[i] as string);
+    if (!open) continue;
+    const indent = (open[1] as string).length;
+    const fence = open[2] as string;
+    const [lang = '', ...tags] = (open[3] as string).trim().split(/\s+/).filter(Boolean);
+    const body: string[] = [];
+    let j = i + 1;
+    for (; j < lines.length; j++) {
+      const line = lines[j] as string;
+      if (line.trim().startsWith(fence) && line.trim().replace(/`/g, '') === '') break;
+      body.push(line.slice(Math.min(indent, line.length - line.trimStart().length)));
+    }
+    blocks.push({ file, line: i + 1, lang, tags, text: body.join('\n') + '\n' });
+    i = j;
+  }
+  return blocks;
+}
+
+/** The blocks a test runs or validates, over README.md and docs/. */
+export function testedBlocks(): DocBlock[] {
+  return docPages()
+    .flatMap((file) => fencedBlocks(file, readFileSync(join(ROOT, file), 'utf8')))
+    .filter((b) => b.tags[0] === 'test' || b.tags[0] === 'manifest');
+}

@@ -1,0 +1,191 @@
+// The settlement table (src/run/attempt/settle.ts), row by row against the money rules in words:
+// a price is given back only when the service provably charged nothing (never sent, refused
+// before creating anything) or refunds it (failed; nsfw and canceled as genpipe reads the
+// service); it is kept for a charge, and for an attempt that may have reached the service.
+import { describe, expect, it } from 'vitest';
+import { GenpipeError } from '../../../src/api/errors.js';
+import type { RunCounts, RunEvent } from '../../../src/run/events.js';
+import type { AttemptFate, FateKind } from '../../../src/run/attempt/fate.js';
+import { isFate } from '../../../src/run/attempt/fate.js';
+import { moneyOfFate, SETTLEMENT, settle } from '../../../src/run/attempt/settle.js';
+import { Spend } from '../../../src/run/attempt/spend.js';
+import type { JournalRecord } from '../../../src/run/journal/journal-records.js';
+import type { InstanceState } from '../../../src/run/journal/run-state.js';
+import type { RunEffects } from '../../../src/run/run-context.js';
+import type { StepPlan } from '../../../src/plan/plan.js';
+
+/** One fate of each kind, and what the money rules say becomes of its price, with the reason. */
+const CASES: Record<FateKind, { fate: AttemptFate; money: 'keep' | 'refund'; why: string }[]> = {
+  completed: [{ fate: { kind: 'completed', counted: 'completed' }, money: 'keep', why: 'charged when accepted' }],
+  refunded: [
+    { fate: { kind: 'refunded', status: 'failed' }, money: 'refund', why: 'a failed generation is refunded' },
+    { fate: { kind: 'refunded', status: 'nsfw' }, money: 'refund', why: 'nsfw read as refunded' },
+    { fate: { kind: 'refunded', status: 'canceled' }, money: 'refund', why: 'canceled read as refunded' },
+  ],
+  rerolled: [{ fate: { kind: 'rerolled', attempt: 1, seed: 7 }, money: 'refund', why: 'the nsfw attempt is refunded' }],
+  remade: [{ fate: { kind: 'remade', attempt: 1, seed: 7, round: 1 }, money: 'keep', why: 'the rejected result was charged' }],
+  unknown: [{ fate: { kind: 'unknown', message: 'm' }, money: 'keep', why: 'it may have been charged' }],
+  not_sent: [
+    { fate: { kind: 'not_sent' }, money: 'refund', why: 'nothing reached the service' },
+    { fate: { kind: 'not_sent', refused: 'insufficient_credits' }, money: 'refund', why: 'refused before anything was created' },
+  ],
+  left_for_resume: [{ fate: { kind: 'left_for_resume', code: 'network', message: 'm' }, money: 'keep', why: 'it may have arrived' }],
+  in_flight: [{ fate: { kind: 'in_flight', counted: 'pending' }, money: 'keep', why: 'sent, not final' }],
+  refused: [{ fate: { kind: 'refused', code: 'bad_request', message: 'm' }, money: 'refund', why: 'refused before processing' }],
+  failed_here: [{ fate: { kind: 'failed_here', code: 'not_found', message: 'm' }, money: 'keep', why: 'sent, and charged' }],
+  files_missing: [
+    {
+      fate: { kind: 'files_missing', counted: 'completed', code: 'network', message: 'm', permanent: false },
+      money: 'keep',
+      why: 'completed',
+    },
+  ],
+  upload_pending: [{ fate: { kind: 'upload_pending', counted: 'completed', message: 'm' }, money: 'keep', why: 'completed' }],
+  reused: [{ fate: { kind: 'reused', fromRunId: 'r' }, money: 'keep', why: 'nothing reserved, nothing to give back' }],
+  failed_before: [{ fate: { kind: 'failed_before' }, money: 'keep', why: 'settled by an earlier start' }],
+  ended_before: [{ fate: { kind: 'ended_before', status: 'nsfw' }, money: 'keep', why: 'settled by an earlier start' }],
+  kept: [{ fate: { kind: 'kept', reason: 'r' }, money: 'keep', why: 'the result stays' }],
+  interrupted: [
+    { fate: { kind: 'interrupted' }, money: 'keep', why: 'it may be in flight' },
+    { fate: { kind: 'interrupted', neverSent: true }, money: 'refund', why: 'withdrawn before any worker sent it' },
+    { fate: { kind: 'interrupted', canceled: 'canceled on abort' }, money: 'refund', why: 'a cancel the service took' },
+  ],
+};
+
+const STEP = { id: 'sheets', model: 'character-sheet', priceUsd: 0.05 } as unknown as StepPlan;
+
+/** The effects settle() may touch, recording what it did (an in-memory RunEffects for a pure table). */
+function recorder(entry: InstanceState | undefined = undefined) {
+  const seen = {
+    records: [] as { record: JournalRecord; durable: boolean }[],
+    counts: [] as (keyof RunCounts)[],
+    events: [] as RunEvent[],
+    calls: [] as string[],
+  };
+  const fx = {
+    state: { instances: new Map(entry ? [['sheets[n=1]', entry]] : []) },
+    failures: 0,
+    log: (record: JournalRecord, durable = false) => {
+      seen.records.push({ record, durable });
+      return Promise.resolve();
+    },
+    tally: (outcome: keyof RunCounts) => seen.counts.push(outcome),
+    emit: (event: RunEvent) => seen.events.push(event),
+    noteFailure: () => seen.calls.push('noteFailure'),
+    fail: () => seen.calls.push('fail'),
+    filesMissing: () => seen.calls.push('filesMissing'),
+    uploadPending: () => seen.calls.push('uploadPending'),
+    stopRun: (reason: string) => seen.calls.push(`stop:${reason}`),
+    credentialsRefused: () => {
+      seen.calls.push('credentials');
+      return true;
+    },
+  } as unknown as RunEffects;
+  return { fx, seen };
+}
+
+describe('the settlement table', () => {
+  it('has a row for every kind of fate, and the cases cover every row', () => {
+    expect(Object.keys(SETTLEMENT).sort()).toEqual(Object.keys(CASES).sort());
+  });
+
+  for (const [kind, cases] of Object.entries(CASES)) {
+    for (const { fate, money, why } of cases) {
+      it(`${kind} ${JSON.stringify(fate)}: ${money} (${why})`, async () => {
+        expect(isFate(fate)).toBe(true);
+        expect(moneyOfFate(fate)).toBe(money);
+        // settle() does what the row says with a real reservation of the run's budget.
+        const spend = new Spend(1);
+        const reservation = spend.reserve(0.05);
+        expect(spend.committedUsd).toBe(0.05);
+        const { fx } = recorder();
+        await settle({ fx, step: STEP, instance: 'sheets[n=1]', reservation }, fate);
+        expect(spend.committedUsd).toBe(money === 'refund' ? 0 : 0.05);
+      });
+    }
+  }
+
+  it('counts each fate once, where the summary and the report count it', async () => {
+    const expected: [AttemptFate, (keyof RunCounts)[]][] = [
+      [{ kind: 'completed', counted: 'reused' }, ['reused']],
+      [{ kind: 'refunded', status: 'nsfw' }, ['nsfw']],
+      [{ kind: 'rerolled', attempt: 1, seed: 9 }, ['rerolled']],
+      [{ kind: 'unknown', message: 'm' }, ['unknown']],
+      [{ kind: 'not_sent' }, ['pending']],
+      // The credentials' refusal is counted where the run records its stop.
+      [{ kind: 'not_sent', credentials: new GenpipeError('unauthorized', 'no') }, []],
+      [{ kind: 'in_flight', counted: 'inFlight' }, ['inFlight']],
+      [{ kind: 'refused', code: 'bad_request', message: 'm' }, []],
+      [{ kind: 'failed_before' }, ['failed']],
+      [{ kind: 'kept', reason: 'r' }, []],
+    ];
+    for (const [fate, counts] of expected) {
+      const { fx, seen } = recorder();
+      await settle({ fx, step: STEP, instance: 'sheets[n=1]' }, fate);
+      expect(seen.counts, fate.kind).toEqual(counts);
+    }
+  });
+
+  it('an interrupted instance is counted where its journal leaves it', async () => {
+    const cases: [InstanceState | undefined, keyof RunCounts][] = [
+      [undefined, 'pending'],
+      [{ rerolls: 0, retries: 0, intent: { type: 'intent', instance: 'i', model: 'm', idempotencyKey: null, bodyHash: 'h' } }, 'inFlight'],
+      [{ rerolls: 0, retries: 0, final: { type: 'status', instance: 'i', status: 'canceled', outputs: [] } }, 'canceled'],
+      [{ rerolls: 0, retries: 0, reusedFrom: 'r', final: { type: 'status', instance: 'i', status: 'completed', outputs: [] } }, 'reused'],
+    ];
+    for (const [entry, count] of cases) {
+      const { fx, seen } = recorder(entry);
+      await settle({ fx, step: STEP, instance: 'sheets[n=1]' }, { kind: 'interrupted' });
+      expect(seen.counts).toEqual([count]);
+    }
+  });
+
+  it('journals what a resume must know, synced where losing it would cost', async () => {
+    const cases: [AttemptFate, JournalRecord['type'] | undefined, boolean][] = [
+      [{ kind: 'rerolled', attempt: 2, seed: 9 }, 'reroll', true],
+      [{ kind: 'remade', attempt: 2, seed: 9, round: 3 }, 'reroll', true],
+      [{ kind: 'unknown', message: 'm', forgotten: 'another request' }, 'forgotten', true],
+      [{ kind: 'not_sent', refused: 'not_sent' }, 'refused', false],
+      [{ kind: 'interrupted', neverSent: true }, 'refused', true],
+      [{ kind: 'interrupted', canceled: 'c' }, 'status', true],
+      [{ kind: 'unknown', message: 'm' }, undefined, false],
+      [{ kind: 'completed', counted: 'completed' }, undefined, false],
+    ];
+    for (const [fate, type, durable] of cases) {
+      const { fx, seen } = recorder();
+      await settle({ fx, step: STEP, instance: 'sheets[n=1]' }, fate);
+      expect(
+        seen.records.map((r) => r.record.type),
+        JSON.stringify(fate),
+      ).toEqual(type === undefined ? [] : [type]);
+      if (type !== undefined) expect(seen.records[0]?.durable).toBe(durable);
+    }
+  });
+
+  it('applies the failure policies and stops where the fate says', async () => {
+    const cases: [AttemptFate, string[]][] = [
+      [{ kind: 'refunded', status: 'failed' }, ['noteFailure']],
+      [{ kind: 'refused', code: 'bad_request', message: 'm' }, ['fail']],
+      [{ kind: 'failed_here', code: 'not_found', message: 'm' }, ['fail']],
+      [{ kind: 'files_missing', counted: 'completed', code: 'c', message: 'm', permanent: true }, ['filesMissing']],
+      [{ kind: 'upload_pending', counted: 'completed', message: 'm' }, ['uploadPending']],
+      [{ kind: 'not_sent', stop: { reason: 'budget', message: 'm' } }, ['stop:budget']],
+      [{ kind: 'in_flight', counted: 'pending', credentials: new GenpipeError('unauthorized', 'no') }, ['credentials']],
+      [{ kind: 'completed', counted: 'completed' }, []],
+    ];
+    for (const [fate, calls] of cases) {
+      const { fx, seen } = recorder();
+      await settle({ fx, step: STEP, instance: 'sheets[n=1]' }, fate);
+      expect(seen.calls, fate.kind).toEqual(calls);
+    }
+  });
+
+  it('a refund is given once, however often it is settled', async () => {
+    const spend = new Spend(undefined);
+    const reservation = spend.reserve(0.05);
+    const { fx } = recorder();
+    await settle({ fx, step: STEP, instance: 'sheets[n=1]', reservation }, { kind: 'refunded', status: 'failed' });
+    await settle({ fx, step: STEP, instance: 'sheets[n=1]', reservation }, { kind: 'refunded', status: 'failed' });
+    expect(spend.committedUsd).toBe(0);
+  });
+});
