@@ -396,6 +396,11 @@ export function instanceCostUsd(entry: InstanceState, priceUsd: number | null | 
   return jsonUsd(money.chargedUsd);
 }
 
+/** An attempt of the instance was sent with no known price (the report's unpriced count). */
+export function instanceUnpriced(entry: InstanceState, priceUsd: number | null | undefined): boolean {
+  return entry.reusedFrom === undefined && moneyOf(entry, priceUsd).unpricedAttempts > 0;
+}
+
 /**
  * What identifies an instance's current outputs: the SHA-256 of its first file, or of several files'
  * digests joined by newlines, in output order; undefined before any is downloaded. A review decision
