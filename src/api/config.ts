@@ -90,6 +90,11 @@ export interface ConfigFlags {
   credentialsFile?: string | undefined;
   /** `--allow-insecure-http`: accept plain http to a host that is not loopback. */
   allowInsecureHttp?: boolean | undefined;
+  /**
+   * False for a command that cannot take `--emulator` (a fleet worker, a scheduled tick): its
+   * messages must not suggest a flag it refuses. Default true.
+   */
+  offerEmulator?: boolean | undefined;
 }
 
 export interface ResolveConfigOptions {
@@ -185,7 +190,7 @@ export function resolveConfig(options: ResolveConfigOptions = {}): ClientConfig 
   if (!baseSetting) {
     throw new GenpipeError(
       'config',
-      'No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file (or --emulator).',
+      `No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file${flags.offerEmulator === false ? '' : ' (or --emulator)'}.`,
     );
   }
   const baseUrl = checkUrl(baseSetting, 'base_url', allowInsecureHttp);

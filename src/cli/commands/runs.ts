@@ -1,21 +1,29 @@
 import { listRuns } from '../../report/run-list.js';
 import { noExtraPositionals, parse } from '../args.js';
-import type { Command } from '../command.js';
+import { defineCommand, tableOf } from '../options.js';
 import { EXIT } from '../../session/exit-codes.js';
 import { formatSpend } from '../../util/format-usd.js';
 
-export const runsCommand: Command = {
+const GROUPS = [
+  {
+    title: 'Options',
+    options: {
+      pipeline: { type: 'string', value: 'NAME', help: 'only the runs of this pipeline' },
+      out: { type: 'string', value: 'DIR', defaultText: 'runs/', help: 'where the run directories are' },
+      json: { type: 'boolean', help: 'print the list as JSON' },
+    },
+  },
+] as const;
+
+export const runsCommand = defineCommand({
   name: 'runs',
-  help: `Usage: genpipe runs [--pipeline NAME] [--out DIR] [--json]
+  usage: `Usage: genpipe runs [--pipeline NAME] [--out DIR] [--json]
 
 Lists DIR/<pipeline>/<run-id>/ (DIR is runs/ by default). Status is the run's outcome
 (completed, failed, budget, aborted, stopped), or interrupted when it never finished: resume it.`,
+  groups: GROUPS,
   async run(argv, io) {
-    const { values, positionals } = parse(
-      argv,
-      { pipeline: { type: 'string' }, out: { type: 'string' }, json: { type: 'boolean' } },
-      'runs',
-    );
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'runs');
     noExtraPositionals(positionals, 0, 'runs');
     const runs = await listRuns(values.out ?? 'runs', values.pipeline);
     if (values.json) {
@@ -30,4 +38,4 @@ Lists DIR/<pipeline>/<run-id>/ (DIR is runs/ by default). Status is the run's ou
       io.out(`${r.runId}  ${r.pipeline}  ${r.status}  ${r.completed}/${r.instances} completed  ${formatSpend(r)}  ${r.dir}`);
     return EXIT.ok;
   },
-};
+});
