@@ -12,7 +12,7 @@ export const CONNECTION = {
       type: 'string',
       value: 'FILE',
       env: 'GENPIPE_CONFIG',
-      help: 'config file (YAML or JSON)',
+      help: 'config file (YAML or JSON); without it, ${XDG_CONFIG_HOME:-~/.config}/genpipe/config.yaml, then /etc/genpipe/config.yaml, if one exists (genpipe config shows which)',
     },
     'base-url': { type: 'string', value: 'URL', env: 'GENPIPE_BASE_URL', help: 'main API address' },
     'platform-url': {

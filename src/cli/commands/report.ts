@@ -1,4 +1,4 @@
-import { readConfigFile } from '../../api/config.js';
+import { configFilePath, readConfigFile } from '../../api/config.js';
 import { GenpipeError } from '../../api/errors.js';
 import { join } from 'node:path';
 import { writeCostReport } from '../../report/write-report.js';
@@ -41,7 +41,7 @@ the journal, and says when a \`for_each: {step, only: approved}\` step waits on 
     noExtraPositionals(positionals, 1, 'report');
     if ([values.json, values.csv, values.md].filter(Boolean).length > 1)
       throw new GenpipeError('invalid_input', 'Choose one of --json, --csv and --md.');
-    const configPath = values.config ?? io.env.GENPIPE_CONFIG;
+    const configPath = configFilePath({ config: values.config }, io.env);
     const creditsPerUsd = configPath ? readConfigFile(configPath).credits_per_usd : undefined;
     const report = await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
     // The report has just counted the journal's instances: a journal over the gallery's limit is not read again.
