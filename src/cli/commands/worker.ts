@@ -9,10 +9,8 @@ import { webhookFlags, WebhookReceiver } from '../../run/polling/webhook-receive
 import type { CliIO } from '../io.js';
 import type { RedisTarget } from '../../fleet/redis.js';
 import type { RunTaker } from '../../fleet/run-taker.js';
-import type { ScheduledRunData } from '../../fleet/schedules.js';
 import type { SessionOptions } from '../../session/run-session.js';
 import type { ConfigFlags } from '../../api/config.js';
-import { emptyCounts } from '../../run/events.js';
 
 /**
  * After SIGTERM, how long jobs in flight may take before they are handed back to the queue. A
@@ -126,41 +124,6 @@ answering for 10 s once started.`,
   },
 });
 
-/** A tick refused before anything was sent (its spend guard, a manifest now invalid): the team hears of it. */
-async function notifyRefusedTick(
-  data: ScheduledRunData,
-  error: unknown,
-  env: NodeJS.ProcessEnv,
-  say: (line: string) => void,
-): Promise<void> {
-  const { loadManifestFile } = await import('../../manifest/load.js');
-  const { resolveNotifyTargets } = await import('../../notify/notify-targets.js');
-  const { notifyRunEnd } = await import('../../notify/notify-run.js');
-  const { redact } = await import('../../util/redact.js');
-  try {
-    const loaded = loadManifestFile(data.manifest);
-    const targets = resolveNotifyTargets(loaded, [], env);
-    const message = redact(error instanceof Error ? error.message : String(error));
-    await notifyRunEnd(
-      targets,
-      {
-        pipeline: loaded.manifest.name,
-        runId: '',
-        runDir: data.out,
-        outcome: 'failed',
-        exitCode: EXIT.invalidInput,
-        message,
-        counts: emptyCounts(),
-        durationMs: 0,
-      },
-      undefined,
-      { err: say, quiet: true },
-    );
-  } catch {
-    // The manifest itself no longer loads: the sentence logged already says why.
-  }
-}
-
 /**
  * `--runs`: scheduled runs, coordinated in this process as `genpipe run --redis` (or, taking over
  * a run whose worker died, `genpipe resume`) would, with their lines on stderr tagged by schedule.
@@ -210,9 +173,8 @@ async function startRuns(connection: ConfigFlags, target: RedisTarget, queue: st
           })
         ).exitCode;
       } catch (error) {
-        const code = await reportError(error, tagged);
-        if (code === EXIT.invalidInput) await notifyRefusedTick(data, error, io.env, say);
-        return code;
+        // startRun has told the targets of a tick that did not start, and recorded it under --out.
+        return await reportError(error, tagged);
       }
     },
   });
