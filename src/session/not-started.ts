@@ -111,7 +111,10 @@ export async function tellNotStarted(
         : view === undefined
           ? undefined
           : join(resolve(where.outDir ?? view.outDir ?? 'runs'), view.name);
-    if (pipelineDir !== undefined) {
+    // Only a night that was skipped or could not reach its service leaves a record: a refused
+    // input (a bad manifest, a spend not approved) keeps its promise of leaving nothing behind.
+    const recorded = error instanceof GenpipeError && error.code !== 'invalid_input' && error.code !== 'invalid_file';
+    if (pipelineDir !== undefined && recorded) {
       const now = new Date();
       const record: NotStartedRecord = {
         id: newRunId(now),

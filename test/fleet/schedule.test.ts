@@ -167,9 +167,7 @@ describe('genpipe schedule', () => {
       'The scheduled run of guarded was not started: This run is estimated at US$0.40 (8 instances), over the US$0.20 approved when the schedule was added, with no budget; nothing was sent.',
     );
     expect(emu.requests.inspect({}).length).toBe(requestsBefore);
-    // The refused tick leaves only its record, which genpipe runs lists.
-    expect(readdirSync(join(out, 'guarded'))).toEqual(['not-started.jsonl']);
-    expect(readFileSync(join(out, 'guarded', 'not-started.jsonl'), 'utf8')).toContain('"status":"refused"');
+    expect(existsSync(join(out, 'guarded'))).toBe(false);
   }, 60_000);
 
   it("3 workers with --runs and a schedule every 2 s for 20 s: one run per tick at most, never two at once, a killed coordinator's run taken over and finished", async () => {
