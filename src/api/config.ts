@@ -3,7 +3,8 @@
  * (house style 7). Each setting comes from, in order of precedence: a flag, an environment
  * variable, the config file, the default.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import * as z from 'zod';
 import { Credentials, credentialsFromEnv, credentialsFromFile } from './credentials.js';
 import { GenpipeError } from './errors.js';
@@ -44,6 +45,32 @@ export interface ClientConfig {
 }
 
 export const DEFAULT_VENDOR = 'vendor';
+
+/** The defaults of the numeric settings, shared by resolveConfig and `genpipe config`. */
+const NUMERIC_DEFAULTS = {
+  'timeouts.connect_ms': 10_000,
+  'timeouts.headers_ms': 30_000,
+  'timeouts.body_ms': 60_000,
+  'retry.max_attempts': 5,
+  'retry.base_ms': DEFAULT_BACKOFF.baseMs,
+  'retry.cap_ms': DEFAULT_BACKOFF.capMs,
+  'retry.max_retry_after_ms': DEFAULT_MAX_RETRY_AFTER_MS,
+  credits_per_usd: 100,
+} as const;
+
+/** The numeric settings of a config file, by their dotted names. */
+function numericSettings(file: ConfigFile): Record<keyof typeof NUMERIC_DEFAULTS, number | undefined> {
+  return {
+    'timeouts.connect_ms': file.timeouts?.connect_ms,
+    'timeouts.headers_ms': file.timeouts?.headers_ms,
+    'timeouts.body_ms': file.timeouts?.body_ms,
+    'retry.max_attempts': file.retry?.max_attempts,
+    'retry.base_ms': file.retry?.base_ms,
+    'retry.cap_ms': file.retry?.cap_ms,
+    'retry.max_retry_after_ms': file.retry?.max_retry_after_ms,
+    credits_per_usd: file.credits_per_usd,
+  };
+}
 
 /** The config file, as written by users (snake_case, every field optional). */
 export const ConfigFile = z.strictObject({
@@ -90,6 +117,11 @@ export interface ConfigFlags {
   credentialsFile?: string | undefined;
   /** `--allow-insecure-http`: accept plain http to a host that is not loopback. */
   allowInsecureHttp?: boolean | undefined;
+  /**
+   * False for a command that cannot take `--emulator` (a fleet worker, a scheduled tick): its
+   * messages must not suggest a flag it refuses. Default true.
+   */
+  offerEmulator?: boolean | undefined;
 }
 
 export interface ResolveConfigOptions {
@@ -101,6 +133,47 @@ export interface ResolveConfigOptions {
   fallbackBaseUrl?: string;
   /** Used when no credentials are configured at all (the embedded emulator). */
   fallbackCredentials?: Credentials;
+}
+
+/** The config file every user of a machine shares, used when no other is found. */
+export const SYSTEM_CONFIG_FILE = '/etc/genpipe/config.yaml';
+
+/** A config file and how it was found: `--config`, `GENPIPE_CONFIG`, the user's or the system's. */
+export interface FoundConfigFile {
+  path: string;
+  from: '--config' | 'GENPIPE_CONFIG' | 'user' | 'system';
+}
+
+/**
+ * The files looked for when neither --config nor GENPIPE_CONFIG names one, in order: the user's
+ * (`${XDG_CONFIG_HOME:-~/.config}/genpipe/config.yaml`), then the system's. Cron and systemd give
+ * a job HOME but none of a shell's exports, so a job finds its address where a person put it.
+ */
+export function configFileCandidates(env: NodeJS.ProcessEnv): FoundConfigFile[] {
+  const base = env.XDG_CONFIG_HOME || (env.HOME ? join(env.HOME, '.config') : undefined);
+  return [
+    ...(base === undefined ? [] : [{ path: join(base, 'genpipe', 'config.yaml'), from: 'user' as const }]),
+    { path: SYSTEM_CONFIG_FILE, from: 'system' },
+  ];
+}
+
+/**
+ * The config file in force: `--config`, else GENPIPE_CONFIG (either must be readable: naming a
+ * file that is not there is an error), else the first candidate that exists; undefined when none does.
+ */
+export function findConfigFile(
+  flags: ConfigFlags,
+  env: NodeJS.ProcessEnv,
+  exists: (path: string) => boolean = existsSync,
+): FoundConfigFile | undefined {
+  if (flags.config !== undefined) return { path: flags.config, from: '--config' };
+  if (env.GENPIPE_CONFIG) return { path: env.GENPIPE_CONFIG, from: 'GENPIPE_CONFIG' };
+  return configFileCandidates(env).find((candidate) => exists(candidate.path));
+}
+
+/** The path of the config file in force (findConfigFile), or undefined. */
+export function configFilePath(flags: ConfigFlags, env: NodeJS.ProcessEnv): string | undefined {
+  return findConfigFile(flags, env)?.path;
 }
 
 /** Reads and validates a config file, with errors located at `file:line:col`. */
@@ -155,7 +228,7 @@ function checkUrl(setting: Setting, name: string, allowInsecureHttp: boolean): s
 export function baseUrlOrigin(flags: ConfigFlags, env: NodeJS.ProcessEnv): { url: string; from: string } | undefined {
   if (flags.baseUrl !== undefined) return { url: flags.baseUrl, from: '--base-url' };
   if (env.GENPIPE_BASE_URL) return { url: env.GENPIPE_BASE_URL, from: 'GENPIPE_BASE_URL' };
-  const configPath = flags.config ?? env.GENPIPE_CONFIG;
+  const configPath = configFilePath(flags, env);
   if (!configPath) return undefined;
   const url = readConfigFile(configPath).base_url;
   return url === undefined ? undefined : { url, from: `base_url in the config file ${configPath}` };
@@ -165,7 +238,7 @@ export function baseUrlOrigin(flags: ConfigFlags, env: NodeJS.ProcessEnv): { url
 export function resolveConfig(options: ResolveConfigOptions = {}): ClientConfig {
   const flags = options.flags ?? {};
   const env = options.env ?? process.env;
-  const configPath = flags.config ?? env.GENPIPE_CONFIG;
+  const configPath = configFilePath(flags, env);
   const file: ConfigFile = configPath ? readConfigFile(configPath) : {};
 
   const pick = (flag: string | undefined, envName: string, fileValue: string | undefined): string | undefined =>
@@ -185,7 +258,7 @@ export function resolveConfig(options: ResolveConfigOptions = {}): ClientConfig 
   if (!baseSetting) {
     throw new GenpipeError(
       'config',
-      'No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file (or --emulator).',
+      `No service address is set: use --base-url, GENPIPE_BASE_URL or base_url in the config file${flags.offerEmulator === false ? '' : ' (or --emulator)'}.`,
     );
   }
   const baseUrl = checkUrl(baseSetting, 'base_url', allowInsecureHttp);
@@ -215,23 +288,101 @@ export function resolveConfig(options: ResolveConfigOptions = {}): ClientConfig 
     );
   }
 
+  const given = numericSettings(file);
+  const n = (name: keyof typeof NUMERIC_DEFAULTS): number => given[name] ?? NUMERIC_DEFAULTS[name];
   return {
     baseUrl,
     platformUrl,
     cdnUrl,
     vendor,
     credentials,
-    timeouts: {
-      connectMs: file.timeouts?.connect_ms ?? 10_000,
-      headersMs: file.timeouts?.headers_ms ?? 30_000,
-      bodyMs: file.timeouts?.body_ms ?? 60_000,
-    },
+    timeouts: { connectMs: n('timeouts.connect_ms'), headersMs: n('timeouts.headers_ms'), bodyMs: n('timeouts.body_ms') },
     retry: {
-      maxAttempts: file.retry?.max_attempts ?? 5,
-      baseMs: file.retry?.base_ms ?? DEFAULT_BACKOFF.baseMs,
-      capMs: file.retry?.cap_ms ?? DEFAULT_BACKOFF.capMs,
-      maxRetryAfterMs: file.retry?.max_retry_after_ms ?? DEFAULT_MAX_RETRY_AFTER_MS,
+      maxAttempts: n('retry.max_attempts'),
+      baseMs: n('retry.base_ms'),
+      capMs: n('retry.cap_ms'),
+      maxRetryAfterMs: n('retry.max_retry_after_ms'),
     },
-    creditsPerUsd: file.credits_per_usd ?? 100,
+    creditsPerUsd: n('credits_per_usd'),
   };
+}
+
+/** Where a setting's value came from, as `genpipe config` prints it. */
+export type SettingSource = 'flag' | 'environment' | 'file' | 'default';
+
+export interface SettingOrigin {
+  /** The setting's name in the config file: base_url, timeouts.connect_ms. */
+  name: string;
+  /** What is printed: the value, or `set` / `not set` for a secret. */
+  value: string;
+  source: SettingSource;
+  /** Which flag, variable or file: `--base-url`, `GENPIPE_BASE_URL`, the file's path. */
+  detail: string;
+}
+
+/** A Redis URL without its password, for printing. */
+function withoutPassword(url: string): string {
+  return url.replace(
+    /^(rediss?:\/\/)([^@/]*)@/,
+    (_m, scheme: string, auth: string) => `${scheme}${auth.includes(':') ? `${auth.split(':')[0]}:***` : '***'}@`,
+  );
+}
+
+/**
+ * Every setting with its value and where it came from, by the precedence resolveConfig uses (a
+ * flag, the environment, the config file, the default). Secrets are only `set` or `not set`.
+ */
+export function describeConfig(
+  flags: ConfigFlags & { redis?: string | undefined },
+  env: NodeJS.ProcessEnv,
+  exists: (path: string) => boolean = existsSync,
+): { file: FoundConfigFile | undefined; settings: SettingOrigin[] } {
+  const found = findConfigFile(flags, env, exists);
+  const file: ConfigFile = found ? readConfigFile(found.path) : {};
+  const inFile = found?.path ?? '';
+  const settings: SettingOrigin[] = [];
+  const add = (name: string, value: string, source: SettingSource, detail: string): void =>
+    void settings.push({ name, value, source, detail });
+  const layered = (
+    name: string,
+    flag: string | undefined,
+    flagName: string,
+    envName: string,
+    fileValue: string | undefined,
+    fallback: string,
+    fallbackDetail = '',
+  ) => {
+    if (flag !== undefined) add(name, flag, 'flag', flagName);
+    else if (env[envName]) add(name, env[envName], 'environment', envName);
+    else if (fileValue !== undefined) add(name, fileValue, 'file', inFile);
+    else add(name, fallback, 'default', fallbackDetail);
+  };
+  layered('base_url', flags.baseUrl, '--base-url', 'GENPIPE_BASE_URL', file.base_url, 'not set');
+  const base = settings[0]?.value ?? 'not set';
+  layered('platform_url', flags.platformUrl, '--platform-url', 'GENPIPE_PLATFORM_URL', file.platform_url, base, 'as base_url');
+  layered('cdn_url', flags.cdnUrl, '--cdn-url', 'GENPIPE_CDN_URL', file.cdn_url, base, 'as base_url');
+  layered('vendor', flags.vendor, '--vendor', 'GENPIPE_VENDOR', file.vendor, DEFAULT_VENDOR);
+  // The credentials' own precedence (resolveConfig): the flag's file, the variables, then a file named by a variable or the config.
+  const credentialEnv = ['HF_KEY', 'HF_CREDENTIALS', 'HF_API_KEY'].find((name) => env[name]);
+  if (flags.credentialsFile !== undefined) add('credentials', 'set', 'flag', `--credentials ${flags.credentialsFile}`);
+  else if (credentialEnv !== undefined)
+    add('credentials', 'set', 'environment', credentialEnv === 'HF_API_KEY' ? 'HF_API_KEY, HF_API_SECRET' : credentialEnv);
+  else if (env.GENPIPE_CREDENTIALS_FILE)
+    add('credentials', 'set', 'environment', `GENPIPE_CREDENTIALS_FILE ${env.GENPIPE_CREDENTIALS_FILE}`);
+  else if (file.credentials_file !== undefined) add('credentials', 'set', 'file', `credentials_file ${file.credentials_file} in ${inFile}`);
+  else add('credentials', 'not set', 'default', '');
+  if (flags.allowInsecureHttp === true) add('allow_insecure_http', 'true', 'flag', '--allow-insecure-http');
+  else if (env.GENPIPE_ALLOW_INSECURE_HTTP === '1') add('allow_insecure_http', 'true', 'environment', 'GENPIPE_ALLOW_INSECURE_HTTP');
+  else if (file.allow_insecure_http !== undefined) add('allow_insecure_http', String(file.allow_insecure_http), 'file', inFile);
+  else add('allow_insecure_http', 'false', 'default', '');
+  layered('redis_url', flags.redis, '--redis', 'GENPIPE_REDIS_URL', file.redis_url, 'not set');
+  const redis = settings.at(-1);
+  if (redis && redis.value !== 'not set') redis.value = withoutPassword(redis.value);
+  const numbers = numericSettings(file);
+  for (const name of Object.keys(NUMERIC_DEFAULTS) as (keyof typeof NUMERIC_DEFAULTS)[]) {
+    const value = numbers[name];
+    if (value === undefined) add(name, String(NUMERIC_DEFAULTS[name]), 'default', '');
+    else add(name, String(value), 'file', inFile);
+  }
+  return { file: found, settings };
 }

@@ -1,39 +1,23 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { OptionTable } from './options.js';
 import type { ConfigFlags } from '../api/config.js';
 import { GenpipeError } from '../api/errors.js';
 import { nearest } from '../util/suggest.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
-/** Flags every command that talks to the service accepts. */
-export const CONNECTION_OPTIONS = {
-  config: { type: 'string' },
-  'base-url': { type: 'string' },
-  'platform-url': { type: 'string' },
-  'cdn-url': { type: 'string' },
-  vendor: { type: 'string' },
-  credentials: { type: 'string' },
-  'allow-insecure-http': { type: 'boolean' },
-} as const satisfies Options;
-
-export const CONNECTION_HELP = `Connection options:
-  --config FILE        config file (YAML or JSON); also GENPIPE_CONFIG
-  --base-url URL       main API address; also GENPIPE_BASE_URL
-  --platform-url URL   platform address (defaults to --base-url); also GENPIPE_PLATFORM_URL
-  --cdn-url URL        agent media address (defaults to --base-url); also GENPIPE_CDN_URL
-  --vendor NAME        vendor path segment (default "vendor"); also GENPIPE_VENDOR
-  --credentials FILE   key_id:key_secret file (mode 600); or set HF_KEY, HF_CREDENTIALS,
-                       or HF_API_KEY with HF_API_SECRET
-  --allow-insecure-http
-                       accept plain http:// to a host that is not loopback (credentials then
-                       travel unencrypted); also GENPIPE_ALLOW_INSECURE_HTTP=1`;
-
-export type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: O; allowPositionals: true; strict: true }>>;
+export type Parsed<O extends OptionTable> = ReturnType<
+  typeof parseArgs<{ args: string[]; options: O; allowPositionals: true; strict: true }>
+>;
 
 /** Parses argv strictly; an unknown flag (with the nearest known one) or a missing value is invalid input (exit 2). */
-export function parse<O extends Options>(argv: readonly string[], options: O, command: string): Parsed<O> {
+export function parse<O extends OptionTable>(argv: readonly string[], table: O, command: string): Parsed<O> {
+  // Only what node reads: the table's help text, defaults and units are for people.
+  const options: Options = Object.fromEntries(
+    Object.entries(table).map(([name, spec]) => [name, spec.multiple ? { type: spec.type, multiple: true } : { type: spec.type }]),
+  );
   try {
-    return parseArgs({ args: [...argv], options, allowPositionals: true, strict: true });
+    return parseArgs({ args: [...argv], options, allowPositionals: true, strict: true }) as Parsed<O>;
   } catch (error) {
     const raw = (error as Error).message;
     // `--budget -5`: node's three-line message, as the one sentence it means.

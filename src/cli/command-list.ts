@@ -84,6 +84,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import('./commands/cancel.js')).cancelCommand,
   },
   {
+    name: 'config',
+    summary: 'print every setting with where it came from (flag, environment, config file, default); secrets as set or not set',
+    load: async () => (await import('./commands/config.js')).configCommand,
+  },
+  {
     name: 'emulator',
     summary: 'run the local Generation Service emulator (ledger, faults, no credits spent)',
     load: async () => (await import('./commands/emulator.js')).emulatorCommand,

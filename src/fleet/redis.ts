@@ -4,7 +4,7 @@
  * else: Redis unreachable at start is one sentence and exit 5, never a stack trace.
  */
 import type { RedisOptions } from 'bullmq';
-import { readConfigFile } from '../api/config.js';
+import { configFilePath, readConfigFile } from '../api/config.js';
 import { GenpipeError } from '../api/errors.js';
 
 export const DEFAULT_QUEUE = 'genpipe';
@@ -82,7 +82,7 @@ export function redisUrlOf(
 ): string | undefined {
   const value = flag ?? (env.GENPIPE_REDIS_URL || undefined);
   if (value !== undefined) return value === '' ? undefined : value;
-  const configPath = configFlag ?? env.GENPIPE_CONFIG;
+  const configPath = configFilePath({ config: configFlag }, env);
   return configPath ? readConfigFile(configPath).redis_url : undefined;
 }
 

@@ -5,6 +5,7 @@ import { JOURNAL_RECORD_TYPES } from '../run/journal/journal-records.js';
 import { streamJournal } from '../run/journal/journal.js';
 import { summarizeCostReport } from './cost-report.js';
 import { outcomeWord } from '../run/events.js';
+import { notStartedStatus, readNotStarted } from './not-started-list.js';
 
 export interface RunListing {
   pipeline: string;
@@ -71,5 +72,21 @@ export async function listRuns(root: string, pipeline?: string): Promise<RunList
       });
     }
   }
+  // Ticks that did not start are nights too: listed among the runs, with why.
+  for (const name of pipeline === undefined ? await folders(root) : [pipeline])
+    for (const record of await readNotStarted(join(root, name)))
+      out.push({
+        pipeline: name,
+        runId: record.id,
+        dir: join(root, name),
+        status: notStartedStatus(record),
+        completed: 0,
+        made: 0,
+        reused: 0,
+        instances: 0,
+        netUsd: 0,
+        unknownUsd: 0,
+        unpricedInstances: 0,
+      });
   return out.sort((a, b) => b.runId.localeCompare(a.runId));
 }

@@ -70,5 +70,3 @@ export async function openCommandClient(
     throw error;
   }
 }
-
-export const EMULATOR_FLAG_HELP = '  --emulator           start the local emulator in-process and use it (no credentials needed)';

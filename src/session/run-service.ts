@@ -4,7 +4,7 @@
  * warning when it differs), and a run made against the embedded emulator says that its requests
  * ended with that process.
  */
-import { readConfigFile, type ClientConfig, type ConfigFlags } from '../api/config.js';
+import { configFilePath, readConfigFile, type ClientConfig, type ConfigFlags } from '../api/config.js';
 import { GenpipeError } from '../api/errors.js';
 import type { PlanFile, RunService } from '../run/files/run-dir.js';
 
@@ -40,7 +40,7 @@ export function resumeFlags(
   if (recorded === undefined || emulator) return flags;
   // Its address was a loopback port of a process that has exited; what listens there now is not that service.
   if (recorded.embedded_emulator) throw new GenpipeError('invalid_input', embeddedRunSentence(runDir));
-  const configPath = flags.config ?? (env.GENPIPE_CONFIG || undefined);
+  const configPath = configFilePath(flags, env);
   const file = configPath ? readConfigFile(configPath) : {};
   const pick = (flag: string | undefined, envName: string, fileValue: string | undefined): string | undefined =>
     flag ?? (env[envName] || undefined) ?? fileValue;

@@ -30,6 +30,7 @@ import type { FleetWorker } from '../fleet/worker.js';
 import { loadManifestFile } from '../manifest/load.js';
 import type { RunEnd } from '../notify/notify-message.js';
 import { notifyRunEnd } from '../notify/notify-run.js';
+import { markNotified, tellNotStarted } from './not-started.js';
 import { resolveNotifyTargets } from '../notify/notify-targets.js';
 import { assertPricedUnderBudget, budgetOf, DEFAULT_CONFIRM_OVER_USD, spendToConfirm, type BigSpend } from '../plan/guards.js';
 import { buildPlan, type Plan } from '../plan/plan.js';
@@ -132,12 +133,29 @@ export interface RunResult {
 
 /** Starts a new run of the manifest at `manifestPath`. */
 export function startRun(manifestPath: string, options: SessionOptions = {}): Promise<RunResult> {
-  return session({ manifestPath, resumeDir: undefined }, options);
+  return toldIfNotStarted({ manifestPath, resumeDir: undefined }, options);
 }
 
 /** Resumes the run in `runDir`: the options it recorded, the service it recorded, unless told otherwise. */
 export async function resumeRun(runDir: string, options: SessionOptions = {}): Promise<RunResult> {
-  return session({ manifestPath: options.manifest, resumeDir: runDir }, options);
+  return toldIfNotStarted({ manifestPath: options.manifest, resumeDir: runDir }, options);
+}
+
+/** A run that does not start still notifies, and leaves its record (not-started.ts). */
+async function toldIfNotStarted(
+  target: { manifestPath: string | undefined; resumeDir: string | undefined },
+  o: SessionOptions,
+): Promise<RunResult> {
+  try {
+    return await session(target, o);
+  } catch (error) {
+    await tellNotStarted(
+      error,
+      { ...target, outDir: o.outDir },
+      { notify: o.notify, env: o.env ?? process.env, err: o.err ?? (() => {}), quiet: o.quiet },
+    );
+    throw error;
+  }
 }
 
 /** A line now and then while a huge plan is checked before anything is spent (after 2 s, then every 10 s). */
@@ -544,6 +562,7 @@ async function execute(x: Execution): Promise<RunResult> {
       undefined,
       { err, quiet: o.quiet },
     );
+    markNotified(error);
     throw error;
   }
   progress.stop();
@@ -568,6 +587,7 @@ async function execute(x: Execution): Promise<RunResult> {
       report,
       { err, quiet: o.quiet },
     );
+    markNotified(stalled);
     throw stalled;
   }
   // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence. It
@@ -595,6 +615,7 @@ async function execute(x: Execution): Promise<RunResult> {
       report,
       { err, quiet: o.quiet },
     );
+    markNotified(lock.signal.reason);
     throw lock.signal.reason;
   }
   if (!report) throw new GenpipeError('internal', 'The run ended without its report.');

@@ -1,18 +1,19 @@
-import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
-import type { Command } from '../command.js';
+import { connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import { defineCommand, tableOf } from '../options.js';
+import { CONNECTION, EMULATOR } from '../shared-options.js';
 import { EXIT } from '../../session/exit-codes.js';
-import { EMULATOR_FLAG_HELP, openCommandClient } from '../../session/embedded-emulator.js';
+import { openCommandClient } from '../../session/embedded-emulator.js';
 
-export const cancelCommand: Command = {
+const GROUPS = [{ title: 'Options', options: EMULATOR }, CONNECTION] as const;
+
+export const cancelCommand = defineCommand({
   name: 'cancel',
-  help: `Usage: genpipe cancel <request_id> [--emulator]
+  usage: `Usage: genpipe cancel <request_id> [--emulator]
 
-Only a queued request can be canceled; once it runs, the service refuses (exit 1).
-
-${EMULATOR_FLAG_HELP}
-${CONNECTION_HELP}`,
+Only a queued request can be canceled; once it runs, the service refuses (exit 1).`,
+  groups: GROUPS,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' } }, 'cancel');
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'cancel');
     const requestId = positional(positionals, 0, 'a request id', 'cancel');
     noExtraPositionals(positionals, 1, 'cancel');
     const { client, close } = await openCommandClient(connectionFlags(values), io, { emulator: values.emulator === true });
@@ -27,4 +28,4 @@ ${CONNECTION_HELP}`,
       await close();
     }
   },
-};
+});

@@ -1,27 +1,32 @@
 import { GenpipeError } from '../../api/errors.js';
 import { TIERS, type Tier } from '../../api/wire.js';
-import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, didYouMean, noExtraPositionals, parse, positional } from '../args.js';
-import type { Command } from '../command.js';
+import { connectionFlags, didYouMean, noExtraPositionals, parse, positional } from '../args.js';
+import { defineCommand, tableOf } from '../options.js';
+import { CONNECTION, EMULATOR } from '../shared-options.js';
 import { EXIT } from '../../session/exit-codes.js';
-import { EMULATOR_FLAG_HELP, openCommandClient } from '../../session/embedded-emulator.js';
+import { openCommandClient } from '../../session/embedded-emulator.js';
 import { oneLine } from '../../util/terminal-text.js';
 
-export const catalogCommand: Command = {
+const GROUPS = [
+  {
+    title: 'Options',
+    options: {
+      tier: { type: 'string', value: 'TIER', help: `with options, only the categories and options of one tier: ${TIERS.join(', ')}` },
+      json: { type: 'boolean', help: 'print the catalog as JSON' },
+      ...EMULATOR,
+    },
+  },
+  CONNECTION,
+] as const;
+
+export const catalogCommand = defineCommand({
   name: 'catalog',
-  help: `Usage:
+  usage: `Usage:
   genpipe catalog options [--tier TIER] [--json] [--emulator]   character-sheet options (no credentials needed)
-  genpipe catalog presets [--json] [--emulator]                 every visible marketing preset, all pages
-
-Tiers: ${TIERS.join(', ')}
-
-${EMULATOR_FLAG_HELP}
-${CONNECTION_HELP}`,
+  genpipe catalog presets [--json] [--emulator]                 every visible marketing preset, all pages`,
+  groups: GROUPS,
   async run(argv, io) {
-    const { values, positionals } = parse(
-      argv,
-      { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, tier: { type: 'string' }, json: { type: 'boolean' } },
-      'catalog',
-    );
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'catalog');
     const what = positional(positionals, 0, 'what to show: options or presets', 'catalog');
     noExtraPositionals(positionals, 1, 'catalog');
     if (what === 'options') {
@@ -83,4 +88,4 @@ ${CONNECTION_HELP}`,
       `Unknown catalog "${what}"${didYouMean(what, ['options', 'presets']) || '; use options or presets.'}`,
     );
   },
-};
+});

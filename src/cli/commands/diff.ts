@@ -7,31 +7,39 @@ import { runInputs } from '../../diff/run-inputs.js';
 import { readPlanFile } from '../../run/files/run-dir.js';
 import { formatCount, formatUsd } from '../../util/format-usd.js';
 import { replayFile } from '../../run/journal/run-state.js';
-import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
-import type { Command } from '../command.js';
-import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../../session/embedded-emulator.js';
+import { connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import { defineCommand, tableOf } from '../options.js';
+import { CONNECTION, EMULATOR } from '../shared-options.js';
+import { startEmbeddedEmulator } from '../../session/embedded-emulator.js';
 import { EXIT } from '../../session/exit-codes.js';
 import type { CliIO } from '../io.js';
 import { planSources, type PlanSources } from '../../session/plan-sources.js';
 import { redactEveryForm } from '../../util/redact.js';
 
-export const diffCommand: Command = {
+const GROUPS = [
+  {
+    title: 'Options',
+    options: {
+      out: { type: 'string', value: 'FILE', defaultText: "RUN_B/diff-<run A's id>.html", help: 'where to write the page' },
+      ...EMULATOR,
+    },
+  },
+  CONNECTION,
+] as const;
+
+export const diffCommand = defineCommand({
   name: 'diff',
-  help: `Usage: genpipe diff <run_a> <run_b> [--out FILE]
+  usage: `Usage: genpipe diff <run_a> <run_b> [--out FILE]
 
 Writes a side-by-side page of the instances two runs share (matched by instance id): the input
 fields that differ (A → B), and each run's image or player, status, cost, error and request id,
 with a switch to show only the instances that differ. Inputs come from the copy of its manifest
 each run keeps, planned again with the run's own id and date and the CSV rows and presets it read
 (inputs.json, never today's files); nothing that spends is sent (a manifest with selections reads
-the catalog). A reused result counts as completed. Prints the page's path and a summary.
-
-  --out FILE   where to write the page (default RUN_B/diff-<run A's id>.html)
-
-${EMULATOR_FLAG_HELP}
-${CONNECTION_HELP}`,
+the catalog). A reused result counts as completed. Prints the page's path and a summary.`,
+  groups: GROUPS,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, out: { type: 'string' } }, 'diff');
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'diff');
     const dirA = resolve(positional(positionals, 0, 'two run directories', 'diff'));
     const dirB = resolve(positional(positionals, 1, 'two run directories', 'diff'));
     noExtraPositionals(positionals, 2, 'diff');
@@ -68,7 +76,7 @@ ${CONNECTION_HELP}`,
       await embedded?.close();
     }
   },
-};
+});
 
 /**
  * `--out` names an HTML page: a new file, or a diff page genpipe wrote before. Anything else there

@@ -9,26 +9,47 @@ import {
   type Emulator,
 } from '../../emulator/index.js';
 import { noExtraPositionals, parse } from '../args.js';
-import type { Command } from '../command.js';
+import { defineCommand, tableOf, type OptionTable } from '../options.js';
 import { EXIT } from '../../session/exit-codes.js';
 
 const OPTIONS = {
-  port: { type: 'string' },
-  host: { type: 'string' },
-  'time-scale': { type: 'string' },
-  seed: { type: 'string' },
-  faults: { type: 'string' },
-  accounts: { type: 'string' },
-  account: { type: 'string', multiple: true },
-  'webhook-secret': { type: 'string' },
-  vendor: { type: 'string' },
-  'credits-per-usd': { type: 'string' },
-  'failure-rate': { type: 'string' },
-  'nsfw-rate': { type: 'string' },
-  state: { type: 'string' },
-  'strict-image-urls': { type: 'boolean' },
-  'true-sizes': { type: 'boolean' },
-} as const;
+  port: { type: 'string', value: 'N', defaultText: '4010', help: 'port to listen on; 0 picks a free one' },
+  host: { type: 'string', value: 'ADDR', defaultText: '127.0.0.1', help: 'address to bind' },
+  'time-scale': { type: 'string', value: 'X', defaultText: '1', help: 'multiplies every service duration; 0 = instant' },
+  seed: {
+    type: 'string',
+    value: 'N',
+    defaultText: '1',
+    help: 'seed of durations, outcomes and faults; ids are random, never repeated across emulator processes',
+  },
+  faults: {
+    type: 'string',
+    value: 'PROFILE|FILE',
+    defaultText: 'none',
+    help: "none, flaky, hostile, or a YAML/JSON fault file; a file's error_502_after / error_504_after answer 502 / 504 after processing (the request is made and charged), reset_after drops the connection after processing, status: foreign_status answers a status or job-set GET about another request",
+  },
+  accounts: { type: 'string', value: 'FILE', help: 'YAML/JSON accounts file (key_id, secret, credits, agent_enabled, models)' },
+  account: { type: 'string', value: 'ID:SECRET', multiple: true, help: 'add an account with default credits' },
+  'webhook-secret': { type: 'string', value: 'S', help: 'sent as X-Webhook-Secret-Key on hf_webhook deliveries' },
+  vendor: { type: 'string', value: 'NAME', defaultText: 'vendor', help: 'vendor path segment' },
+  'credits-per-usd': { type: 'string', value: 'N', defaultText: '100', help: 'credit rate' },
+  'failure-rate': { type: 'string', value: 'P', defaultText: '0', help: 'share of generations that fail' },
+  'nsfw-rate': { type: 'string', value: 'P', defaultText: '0', help: 'share of generations that end nsfw' },
+  state: {
+    type: 'string',
+    value: 'DIR',
+    help: 'keep requests, job sets, the ledger and Idempotency-Key records in DIR across restarts (created if missing; one emulator at a time)',
+  },
+  'strict-image-urls': {
+    type: 'boolean',
+    help: 'refuse reference image URLs the emulator cannot reach from this machine, as unreachable (default: accepted, as an offline stand-in)',
+  },
+  'true-sizes': {
+    type: 'boolean',
+    help: 'serve outputs at their true sizes: sheets at 2K 16:9, marketing images by resolution and aspect ratio, videos of 20 MiB',
+  },
+} as const satisfies OptionTable;
+const GROUPS = [{ title: 'Options', options: OPTIONS }] as const;
 
 function number(value: string | undefined, flag: string, check: (n: number) => boolean, what: string): number | undefined {
   if (value === undefined) return undefined;
@@ -38,43 +59,17 @@ function number(value: string | undefined, flag: string, check: (n: number) => b
   return n;
 }
 
-export const emulatorCommand: Command = {
+export const emulatorCommand = defineCommand({
   name: 'emulator',
-  help: `Usage: genpipe emulator [options]
+  usage: `Usage: genpipe emulator [options]
 
 Runs a faithful local Generation Service until Ctrl-C. The first line printed is
-"listening on http://HOST:PORT"; the second gives the default credentials.
-
-Options:
-  --port N                port to listen on (default 4010; 0 picks a free one)
-  --host ADDR             address to bind (default 127.0.0.1)
-  --time-scale X          multiplies every service duration (default 1; 0 = instant)
-  --seed N                seed of durations, outcomes and faults (default 1); ids are
-                          random, never repeated across emulator processes
-  --faults PROFILE|FILE   none, flaky, hostile, or a YAML/JSON fault file (default none);
-                          a file's error_502_after / error_504_after answer 502 / 504 after
-                          processing (the request is made and charged), reset_after drops
-                          the connection after processing, status: foreign_status answers a
-                          status or job-set GET about another request
-  --accounts FILE         YAML/JSON accounts file (key_id, secret, credits, agent_enabled, models)
-  --account ID:SECRET     add an account with default credits (repeatable)
-  --webhook-secret S      sent as X-Webhook-Secret-Key on hf_webhook deliveries
-  --vendor NAME           vendor path segment (default "vendor")
-  --credits-per-usd N     credit rate (default 100)
-  --failure-rate P        share of generations that fail (default 0)
-  --nsfw-rate P           share of generations that end nsfw (default 0)
-  --state DIR             keep requests, job sets, the ledger and Idempotency-Key records in
-                          DIR across restarts (created if missing; one emulator at a time)
-  --true-sizes            serve outputs at their true sizes (2K sheets, marketing images by
-                          resolution, 20 MB videos); default: small drawings
-  --strict-image-urls     refuse reference image URLs the emulator cannot reach (by default
-                          they are accepted offline; loopback and its own URLs are always
-                          fetched, decoded and checked)
-
-Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/stats,
+"listening on http://HOST:PORT"; the second gives the default credentials.`,
+  groups: GROUPS,
+  footer: `Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/stats,
 /_emulator/webhooks. See docs/emulator.md.`,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, OPTIONS, 'emulator');
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'emulator');
     noExtraPositionals(positionals, 0, 'emulator');
     const port = number(values.port, 'port', (n) => Number.isInteger(n) && n >= 0 && n <= 65_535, 'an integer from 0 to 65535') ?? 4010;
     const timeScale = number(values['time-scale'], 'time-scale', (n) => n >= 0, 'a number >= 0');
@@ -141,4 +136,4 @@ Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/s
     await emu.close();
     return EXIT.ok;
   },
-};
+});

@@ -9,36 +9,44 @@ import { InstanceSpool } from '../../plan/instance-spool.js';
 import { parallelPlanHelper } from '../../plan/parallel-plan.js';
 import type { Preset } from '../../api/wire.js';
 import { existsSync } from 'node:fs';
-import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
-import type { Command } from '../command.js';
+import { connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import { defineCommand, tableOf } from '../options.js';
+import { CONNECTION, EMULATOR } from '../shared-options.js';
 import { EXIT } from '../../session/exit-codes.js';
 import { writeBytes, type CliIO } from '../io.js';
-import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../../session/embedded-emulator.js';
+import { startEmbeddedEmulator } from '../../session/embedded-emulator.js';
 import { planSources } from '../../session/plan-sources.js';
 import { formatUsd } from '../../util/format-usd.js';
 import { assertPricedUnderBudget, budgetOf, overBudgetWarning } from '../../plan/guards.js';
 import { sinkPrefixWarnings } from '../../sink/sink-config.js';
 import { oneLine } from '../../util/terminal-text.js';
 
-export const planCommand: Command = {
+const GROUPS = [
+  {
+    title: 'Options',
+    options: {
+      json: { type: 'boolean', help: 'stream the full plan as one JSON document: steps, estimate and every instance' },
+      limit: {
+        type: 'string',
+        value: 'N',
+        help: 'instances per step to show (default 3), or to stream with --json (default all)',
+      },
+      ...EMULATOR,
+    },
+  },
+  CONNECTION,
+] as const;
+
+export const planCommand = defineCommand({
   name: 'plan',
-  help: `Usage: genpipe plan <manifest> [--json] [--limit N] [--emulator]
+  usage: `Usage: genpipe plan <manifest> [--json] [--limit N] [--emulator]
 
 Shows the steps (model, instance count, dependencies), sample instances and the estimated cost by
 step and in total. Every instance is validated first (exit 2 with every problem otherwise), and
-the plan refuses what genpipe run refuses: with budget_usd, every step needs a price (exit 2).
-
-  --json      stream the full plan as one JSON document: steps, estimate and every instance
-  --limit N   instances per step to show (default 3), or to stream with --json (default all)
-
-${EMULATOR_FLAG_HELP}
-${CONNECTION_HELP}`,
+the plan refuses what genpipe run refuses: with budget_usd, every step needs a price (exit 2).`,
+  groups: GROUPS,
   async run(argv, io) {
-    const { values, positionals } = parse(
-      argv,
-      { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' }, limit: { type: 'string' } },
-      'plan',
-    );
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'plan');
     const file = positional(positionals, 0, 'a manifest file', 'plan');
     noExtraPositionals(positionals, 1, 'plan');
     let limit: number | undefined;
@@ -98,7 +106,7 @@ ${CONNECTION_HELP}`,
       await embedded?.close();
     }
   },
-};
+});
 
 /** GENPIPE_PLAN_PARALLEL_MIN: the plan size from which two threads check it (tests set 1; default parallel-plan.ts). */
 function parallelMin(env: NodeJS.ProcessEnv): number | undefined {

@@ -1,35 +1,42 @@
 import { GenpipeError } from '../../api/errors.js';
 import { didYouMean, noExtraPositionals, parse, positional } from '../args.js';
-import type { Command } from '../command.js';
+import { defineCommand, tableOf } from '../options.js';
+import { CONNECTION, REDIS } from '../shared-options.js';
 import { EXIT } from '../../session/exit-codes.js';
 import { numberFlag, wholeNumber } from '../number-flag.js';
 
-export const queueCommand: Command = {
+const GROUPS = [
+  {
+    title: 'Options',
+    options: {
+      ...REDIS,
+      concurrency: { type: 'string', value: 'N', help: 'with limits: instances in flight at once, across every worker' },
+      rate: {
+        type: 'string',
+        value: 'R[/s]',
+        unit: 'starts per second',
+        help: 'with limits: instances started per second, across every worker',
+      },
+      json: { type: 'boolean', help: 'with status: print it as JSON' },
+    },
+  },
+  CONNECTION,
+] as const;
+
+export const queueCommand = defineCommand({
   name: 'queue',
-  help: `Usage: genpipe queue limits --redis URL [--queue NAME] [--concurrency N] [--rate R/s]
+  usage: `Usage: genpipe queue limits --redis URL [--queue NAME] [--concurrency N] [--rate R/s]
        genpipe queue status --redis URL [--queue NAME] [--json]
 
 limits: the account-wide caps of a fleet queue, shared by every worker and every run on it:
 instances in flight at once (--concurrency) and started per second (--rate). Prints the limits
 in force. A 429 anywhere pauses the whole queue for its Retry-After.
 status: waiting, active, delayed, completed and failed jobs per run; the workers with host, pid
-and last heartbeat; the limits in force.
-
-  --redis URL        redis://[user:password@]host[:port][/db] (or GENPIPE_REDIS_URL)
-  --queue NAME       the queue (default genpipe)
-Exit codes: 0 done, 2 invalid input, 5 Redis unreachable.`,
+and last heartbeat; the limits in force.`,
+  groups: GROUPS,
+  footer: 'Exit codes: 0 done, 2 invalid input, 5 Redis unreachable.',
   async run(argv, io) {
-    const { values, positionals } = parse(
-      argv,
-      {
-        redis: { type: 'string' },
-        queue: { type: 'string' },
-        concurrency: { type: 'string' },
-        rate: { type: 'string' },
-        json: { type: 'boolean' },
-      },
-      'queue',
-    );
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'queue');
     const action = positional(positionals, 0, 'limits or status', 'queue');
     noExtraPositionals(positionals, 1, 'queue');
     if (action !== 'limits' && action !== 'status')
@@ -42,7 +49,7 @@ Exit codes: 0 done, 2 invalid input, 5 Redis unreachable.`,
     if (action === 'status' && (concurrency !== undefined || rate !== undefined))
       throw new GenpipeError('invalid_input', '--concurrency and --rate set limits: use them with genpipe queue limits.');
     const { parseRedisUrl, redisUrlOf, checkRedis, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
-    const url = redisUrlOf(values.redis, io.env);
+    const url = redisUrlOf(values.redis, io.env, values.config);
     if (url === undefined) throw new GenpipeError('invalid_input', `genpipe queue ${action} needs --redis URL (or GENPIPE_REDIS_URL).`);
     const target = parseRedisUrl(url);
     const queue = values.queue ?? DEFAULT_QUEUE;
@@ -77,4 +84,4 @@ Exit codes: 0 done, 2 invalid input, 5 Redis unreachable.`,
       io.out(`  ${w.name}: host ${w.host}, pid ${w.pid}, ${w.active} active of ${w.concurrency}, ${w.done} done, last heartbeat ${w.at}`);
     return EXIT.ok;
   },
-};
+});

@@ -1,5 +1,5 @@
 import { setWritingFolder } from '../../session/disk-refusal.js';
-import { readConfigFile } from '../../api/config.js';
+import { configFilePath, readConfigFile } from '../../api/config.js';
 import { GenpipeError } from '../../api/errors.js';
 import { join, resolve } from 'node:path';
 import { writeCostReport } from '../../report/write-report.js';
@@ -7,13 +7,26 @@ import { copyText } from '../../util/copy-text.js';
 import { MAX_GALLERY_INSTANCES, rewriteGallery } from '../../gallery/write-gallery.js';
 import { reviewWaitSentence } from '../../review/review-wait.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
-import type { Command } from '../command.js';
+import { defineCommand, tableOf } from '../options.js';
+import { CONNECTION } from '../shared-options.js';
 import { EXIT } from '../../session/exit-codes.js';
 import { writeBytes } from '../io.js';
 
-export const reportCommand: Command = {
+const GROUPS = [
+  {
+    title: 'Options',
+    options: {
+      json: { type: 'boolean', help: 'print report.json' },
+      csv: { type: 'boolean', help: 'print report.csv' },
+      md: { type: 'boolean', help: 'print report.md (the default)' },
+      config: { ...CONNECTION.options.config, help: `${CONNECTION.options.config.help}; only its credits_per_usd is read` },
+    },
+  },
+] as const;
+
+export const reportCommand = defineCommand({
   name: 'report',
-  help: `Usage: genpipe report <run_dir> [--json | --csv | --md] [--config FILE]
+  usage: `Usage: genpipe report <run_dir> [--json | --csv | --md] [--config FILE]
 
 Counts by final status, estimated cost, actual cost where the service reports it (agent turns),
 refunds (failed and nsfw requests, failed agent turns) and totals, per instance, per step and per
@@ -22,18 +35,15 @@ report.csv and report.md into the run directory and prints one of them (Markdown
 Also rewrites gallery.html (and its data files under gallery-data/), the run's contact sheet, from
 the journal, and says when a \`for_each: {step, only: approved}\` step waits on review
 (then: genpipe review, genpipe resume).`,
+  groups: GROUPS,
   async run(argv, io) {
-    const { values, positionals } = parse(
-      argv,
-      { json: { type: 'boolean' }, csv: { type: 'boolean' }, md: { type: 'boolean' }, config: { type: 'string' } },
-      'report',
-    );
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'report');
     const runDir = positional(positionals, 0, 'a run directory', 'report');
     setWritingFolder(resolve(runDir));
     noExtraPositionals(positionals, 1, 'report');
     if ([values.json, values.csv, values.md].filter(Boolean).length > 1)
       throw new GenpipeError('invalid_input', 'Choose one of --json, --csv and --md.');
-    const configPath = values.config ?? io.env.GENPIPE_CONFIG;
+    const configPath = configFilePath({ config: values.config }, io.env);
     const creditsPerUsd = configPath ? readConfigFile(configPath).credits_per_usd : undefined;
     const report = await writeCostReport(runDir, creditsPerUsd === undefined ? {} : { creditsPerUsd });
     // The report has just counted the journal's instances: a journal over the gallery's limit is not read again.
@@ -48,4 +58,4 @@ the journal, and says when a \`for_each: {step, only: approved}\` step waits on 
     await copyText(join(runDir, values.json ? 'report.json' : values.csv ? 'report.csv' : 'report.md'), (chunk) => writeBytes(io, chunk));
     return EXIT.ok;
   },
-};
+});

@@ -2,12 +2,22 @@ import { GenpipeError } from '../../api/errors.js';
 import { readPlanFile } from '../../run/files/run-dir.js';
 import { isLoopbackHost } from '../../util/loopback-host.js';
 import { noExtraPositionals, parse, positional } from '../args.js';
-import type { Command } from '../command.js';
+import { defineCommand, tableOf } from '../options.js';
 import { EXIT } from '../../session/exit-codes.js';
 
-export const reviewCommand: Command = {
+const GROUPS = [
+  {
+    title: 'Options',
+    options: {
+      port: { type: 'string', value: 'N', defaultText: '0 (a free one)', help: 'port to listen on' },
+      host: { type: 'string', value: 'ADDR', defaultText: '127.0.0.1', help: 'a loopback address to bind' },
+    },
+  },
+] as const;
+
+export const reviewCommand = defineCommand({
   name: 'review',
-  help: `Usage: genpipe review <run_dir> [--port N] [--host ADDR]
+  usage: `Usage: genpipe review <run_dir> [--port N] [--host ADDR]
 
 Serves the run's gallery on loopback with approve / reject / clear / star controls on every cell
 (keys: a approves, r rejects, u clears, s stars, S unstars; none toggles; j and k move between
@@ -17,12 +27,10 @@ side-by-side compare of 2 to 4 cells. Each decision is saved at once to RUN_DIR/
 first line printed is "listening on http://HOST:PORT"; Ctrl-C stops it.
 
 Then: \`for_each: {step: sheets, only: approved}\` runs a next stage for the approved instances,
-and \`genpipe resume RUN_DIR --retry rejected\` makes the rejected ones again with a new seed.
-
-  --port N     port to listen on (default 0: a free one)
-  --host ADDR  a loopback address to bind (default 127.0.0.1)`,
+and \`genpipe resume RUN_DIR --retry rejected\` makes the rejected ones again with a new seed.`,
+  groups: GROUPS,
   async run(argv, io) {
-    const { values, positionals } = parse(argv, { port: { type: 'string' }, host: { type: 'string' } }, 'review');
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'review');
     const runDir = positional(positionals, 0, 'a run directory', 'review');
     noExtraPositionals(positionals, 1, 'review');
     const host = values.host ?? '127.0.0.1';
@@ -46,4 +54,4 @@ and \`genpipe resume RUN_DIR --retry rejected\` makes the rejected ones again wi
     await server.close();
     return EXIT.ok;
   },
-};
+});

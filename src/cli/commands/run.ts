@@ -3,126 +3,146 @@ import { RETRY_STATUSES, type RetryStatus } from '../../run/runner.js';
 import { webhookFlags } from '../../run/polling/webhook-receiver.js';
 import { parseRedisUrl, redisUrlOf } from '../../fleet/redis.js';
 import { resumeRun, startRun, type SessionOptions } from '../../session/run-session.js';
-import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
-import type { Command } from '../command.js';
+import { connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import { defineCommand, tableOf, type OptionTable } from '../options.js';
+import { CONNECTION, EMULATOR, REDIS } from '../shared-options.js';
 import { confirmSpend } from '../../session/confirm-spend.js';
-import { EMULATOR_FLAG_HELP } from '../../session/embedded-emulator.js';
 import { numberFlag } from '../number-flag.js';
 import type { CliIO } from '../io.js';
 
 const RUN_OPTIONS = {
-  ...CONNECTION_OPTIONS,
-  emulator: { type: 'boolean' },
-  out: { type: 'string' },
-  concurrency: { type: 'string' },
-  rate: { type: 'string' },
-  budget: { type: 'string' },
-  'fail-fast': { type: 'boolean' },
-  resume: { type: 'string' },
-  'resubmit-unknown': { type: 'boolean' },
-  'accept-corrupt': { type: 'boolean' },
-  retry: { type: 'string' },
-  reuse: { type: 'boolean' },
-  'retry-budget': { type: 'string' },
-  'allow-changed': { type: 'boolean' },
-  'break-lock': { type: 'boolean' },
-  force: { type: 'boolean' },
-  'cancel-on-abort': { type: 'boolean' },
-  quiet: { type: 'boolean' },
-  'json-logs': { type: 'boolean' },
-  'progress-interval': { type: 'string' },
-  'webhook-url': { type: 'string' },
-  listen: { type: 'string' },
-  overlap: { type: 'string' },
-  'confirm-over': { type: 'string' },
-  yes: { type: 'boolean' },
-  only: { type: 'string', multiple: true },
-  limit: { type: 'string' },
-  notify: { type: 'string', multiple: true },
-  redis: { type: 'string' },
-  queue: { type: 'string' },
-  'no-local-worker': { type: 'boolean' },
-} as const;
+  out: { type: 'string', value: 'DIR', defaultText: 'runs/', help: 'where run directories go: DIR/<pipeline>/<run-id>/' },
+  concurrency: { type: 'string', value: 'N', defaultText: "the manifest's, else 8", help: 'instances in flight at once' },
+  rate: {
+    type: 'string',
+    value: 'R[/s]',
+    unit: 'submits per second',
+    defaultText: '20',
+    help: 'submits per second; a 429 slows the whole run down',
+  },
+  budget: {
+    type: 'string',
+    value: 'USD',
+    unit: 'US dollars',
+    help: 'stop submitting before the estimate goes over USD (exit 3)',
+  },
+  'confirm-over': {
+    type: 'string',
+    value: 'USD',
+    unit: 'US dollars',
+    defaultText: '100',
+    help: 'with no budget, a run estimated over USD asks first on a terminal and is refused elsewhere (exit 2); a resume never asks',
+  },
+  yes: { type: 'boolean', help: 'run without asking, whatever the estimate' },
+  'fail-fast': { type: 'boolean', help: 'stop submitting at the first failure' },
+  resume: {
+    type: 'string',
+    value: 'RUN_DIR',
+    help: 'continue the run in RUN_DIR with this manifest (as genpipe resume does with the one it was started with)',
+  },
+  'resubmit-unknown': { type: 'boolean', help: 'on resume, resend submits whose fate is unknown (no key, no answer)' },
+  'accept-corrupt': {
+    type: 'boolean',
+    help: 'on resume, go past damaged journal lines (refused otherwise, exit 2): every instance such a line could belong to becomes unknown (see --retry unknown)',
+  },
+  retry: {
+    type: 'string',
+    value: 'LIST',
+    help: 'on resume, start a new attempt, with a new Idempotency-Key, of the instances that ended in any of LIST: failed, canceled, nsfw, unknown (comma-separated); rejected: the completed ones rejected in `genpipe review`, made again with a seed outside the sweep (their files move to outputs/<step>/rejected/)',
+  },
+  only: {
+    type: 'string',
+    value: 'SELECTOR',
+    multiple: true,
+    help: "run only these instances, ids and keys unchanged: a step, or a step with axis values as in instance ids ('sheets[tier=cats,seed=3]')",
+  },
+  limit: {
+    type: 'string',
+    value: 'N',
+    help: "run at most the first N (selected) instances of each step; a for_each step follows the selected upstream ones. A resume keeps the run's subset",
+  },
+  reuse: {
+    type: 'boolean',
+    help: 'reuse the results of earlier runs of this pipeline under the same --out: an instance whose model and input completed before is linked, not sent (US$0)',
+  },
+  'retry-budget': {
+    type: 'string',
+    value: 'N',
+    defaultText: '200',
+    help: 'transient errors and refusals (429, busy) tolerated over the whole run before it stops, resumable, with exit 5',
+  },
+  'allow-changed': { type: 'boolean', help: 'on resume, accept a manifest whose plan changed' },
+  'cancel-on-abort': { type: 'boolean', help: 'on Ctrl-C, cancel requests that are still queued' },
+  'webhook-url': {
+    type: 'string',
+    value: 'URL',
+    help: 'with --listen, track requests by webhook: the service reaches the receiver at URL (a random per-run token is appended); polling stays on as a slow fallback',
+  },
+  listen: { type: 'string', value: 'HOST:PORT', help: 'with --webhook-url, where the webhook receiver listens' },
+  overlap: {
+    type: 'string',
+    value: 'POLICY',
+    defaultText: 'skip',
+    help: 'another run of this pipeline holds the lock: skip (exit 4), wait for it, or allow both',
+  },
+  'break-lock': {
+    type: 'boolean',
+    help: "take the pipeline's lock even from a live run on another host (which stops when it notices, exit 4); this run waits out its heartbeat (a sixth of GENPIPE_LOCK_STALE_MS, default 60 s, plus 2 s) before sending anything",
+  },
+  force: { type: 'boolean', help: 'with --break-lock, also from a run alive on this host (refused otherwise, naming its pid)' },
+  notify: {
+    type: 'string',
+    value: 'URL',
+    multiple: true,
+    help: "when the run ends, or cannot start, POST its summary (JSON) to URL (https, or http to this machine); adds to the manifest's notify: block. Retried for at most 30 s; a failed delivery is a warning, never the run's exit code",
+  },
+  redis: {
+    type: 'string',
+    value: 'URL',
+    env: 'GENPIPE_REDIS_URL',
+    help: 'run on a fleet (see genpipe worker): instances go through the Redis queue at URL and any worker on it submits and follows them; this process journals, downloads and reports as usual, and works jobs itself too unless --no-local-worker. Redis unreachable: exit 5',
+  },
+  queue: REDIS.queue,
+  'no-local-worker': { type: 'boolean', help: "with --redis, leave every job to the fleet's workers" },
+  quiet: { type: 'boolean', help: 'print only errors and the summary' },
+  'json-logs': { type: 'boolean', help: 'one JSON event per line on stdout, for log shippers' },
+  'progress-interval': {
+    type: 'string',
+    value: 'S',
+    unit: 'seconds',
+    defaultText: '10',
+    help: 'outside a terminal, seconds between progress lines',
+  },
+  ...EMULATOR,
+} as const satisfies OptionTable;
 
-const RUN_HELP = `Options:
-  --out DIR            where run directories go (default runs/): DIR/<pipeline>/<run-id>/
-  --concurrency N      instances in flight at once (default: the manifest's, else 8)
-  --rate R[/s]         submits per second (default 20); a 429 slows the whole run down
-  --budget USD         stop submitting before the estimate goes over USD (exit 3)
-  --confirm-over USD   with no budget, a run estimated over USD (default 100) asks first on a
-                       terminal and is refused elsewhere (exit 2); a resume never asks
-  --yes                run without asking, whatever the estimate
-  --fail-fast          stop submitting at the first failure
-  --resubmit-unknown   on resume, resend submits whose fate is unknown (no key, no answer)
-  --accept-corrupt     on resume, go past damaged journal lines (refused otherwise, exit 2): every
-                       instance such a line could belong to becomes unknown (see --retry unknown)
-  --retry LIST         on resume, start a new attempt, with a new Idempotency-Key, of the instances
-                       that ended in any of LIST: failed, canceled, nsfw, unknown (comma-separated);
-                       rejected: the completed ones rejected in \`genpipe review\`, made again with
-                       a seed outside the sweep (their files move to outputs/<step>/rejected/)
-  --only SELECTOR      run only these instances, ids and keys unchanged: a step, or a step with
-                       axis values as in instance ids ('sheets[tier=cats,seed=3]'); repeatable
-  --limit N            run at most the first N (selected) instances of each step; a for_each step
-                       follows the selected upstream ones. A resume keeps the run's subset
-  --reuse              reuse the results of earlier runs of this pipeline under the same --out:
-                       an instance whose model and input completed before is linked, not sent (US$0)
-  --retry-budget N     transient errors and refusals (429, busy) tolerated over the whole run
-                       before it stops, resumable, with exit 5 (default 200)
-  --allow-changed      on resume, accept a manifest whose plan changed
-  --cancel-on-abort    on Ctrl-C, cancel requests that are still queued
-  --webhook-url URL --listen HOST:PORT
-                       track requests by webhook: a receiver on HOST:PORT, reached by the
-                       service at URL (a random per-run token is appended); polling stays on as
-                       a slow fallback
-  --overlap POLICY     another run of this pipeline holds the lock: skip (exit 4, the default),
-                       wait for it, or allow both
-  --break-lock         take the pipeline's lock even from a live run on another host (which stops
-                       when it notices, exit 4); this run waits out its heartbeat (a sixth of
-                       GENPIPE_LOCK_STALE_MS, default 60 s, plus 2 s) before sending anything
-  --force              with --break-lock, also from a run alive on this host (refused otherwise,
-                       naming its pid)
-  --notify URL         when the run ends, POST its summary (JSON) to URL (https, or http to this
-                       machine); repeatable, adds to the manifest's notify: block. Retried for
-                       at most 30 s; a failed delivery is a warning, never the run's exit code
-  --redis URL          run on a fleet (see genpipe worker): instances go through the Redis queue
-                       at URL (or GENPIPE_REDIS_URL) and any worker on it submits and follows
-                       them; this process journals, downloads and reports as usual, and works
-                       jobs itself too unless --no-local-worker. Redis unreachable: exit 5
-  --queue NAME         the fleet queue (default genpipe)
-  --no-local-worker    with --redis, leave every job to the fleet's workers
-  --quiet              print only errors and the summary
-  --json-logs          one JSON event per line on stdout, for log shippers
-  --progress-interval S
-                       outside a terminal, seconds between progress lines (default 10)
-${EMULATOR_FLAG_HELP}
-${CONNECTION_HELP}`;
+const RUN_GROUPS = [{ title: 'Options', options: RUN_OPTIONS }, CONNECTION] as const;
+const RUN_TABLE = tableOf(RUN_GROUPS);
 
-export const runCommand: Command = {
+export const runCommand = defineCommand({
   name: 'run',
-  help: `Usage: genpipe run <manifest> [options]
+  usage: `Usage: genpipe run <manifest> [options]
        genpipe run <manifest> --resume RUN_DIR [options]
 
 Runs every instance of the manifest and writes runs/<pipeline>/<run-id>/ with plan.json,
 journal.jsonl, outputs/, outputs.csv and the cost report (report.json, report.csv, report.md).
 Exit codes: 0 all succeeded, 1 some failed, 2 invalid input, 3 the budget stopped the run,
 4 another run holds the lock, 5 the service is unreachable or refused the credentials,
-130 interrupted (resume it).
-
-${RUN_HELP}`,
+130 interrupted (resume it).`,
+  groups: RUN_GROUPS,
   run: (argv, io) => runOrResume(argv, io, 'run'),
-};
+});
 
-export const resumeCommand: Command = {
+export const resumeCommand = defineCommand({
   name: 'resume',
-  help: `Usage: genpipe resume <run_dir> [options]
+  usage: `Usage: genpipe resume <run_dir> [options]
 
 Reads the run's journal and continues: finished instances are skipped, submitted ones are
 followed, an intent without an answer is resent with the same Idempotency-Key where the model
-honours one, and reported as unknown otherwise.
-
-${RUN_HELP}`,
+honours one, and reported as unknown otherwise.`,
+  groups: RUN_GROUPS,
   run: (argv, io) => runOrResume(argv, io, 'resume'),
-};
+});
 
 /** `--retry failed,canceled`: the outcomes to start over. */
 function retryStatuses(value: string | undefined): ReadonlySet<RetryStatus> | undefined {
@@ -140,7 +160,7 @@ function retryStatuses(value: string | undefined): ReadonlySet<RetryStatus> | un
 
 /** The flags of `genpipe run` and `genpipe resume`, parsed into a session's options (src/session/). */
 async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 'resume'): Promise<number> {
-  const { values, positionals } = parse(argv, RUN_OPTIONS, command);
+  const { values, positionals } = parse(argv, RUN_TABLE, command);
   const overlap = values.overlap ?? 'skip';
   if (overlap !== 'skip' && overlap !== 'wait' && overlap !== 'allow')
     throw new GenpipeError('invalid_input', `--overlap takes skip, wait or allow, not "${overlap}".`);

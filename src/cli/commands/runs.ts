@@ -1,6 +1,6 @@
 import { listRuns, type RunListing } from '../../report/run-list.js';
 import { noExtraPositionals, parse } from '../args.js';
-import type { Command } from '../command.js';
+import { defineCommand, tableOf } from '../options.js';
 import { EXIT } from '../../session/exit-codes.js';
 import { formatCount, formatSpend } from '../../util/format-usd.js';
 
@@ -10,18 +10,26 @@ function doneText(r: RunListing): string {
   return r.reused > 0 ? `${done}: ${formatCount(r.made)} made, ${formatCount(r.reused)} reused` : `${done} completed`;
 }
 
-export const runsCommand: Command = {
+const GROUPS = [
+  {
+    title: 'Options',
+    options: {
+      pipeline: { type: 'string', value: 'NAME', help: 'only the runs of this pipeline' },
+      out: { type: 'string', value: 'DIR', defaultText: 'runs/', help: 'where the run directories are' },
+      json: { type: 'boolean', help: 'print the list as JSON' },
+    },
+  },
+] as const;
+
+export const runsCommand = defineCommand({
   name: 'runs',
-  help: `Usage: genpipe runs [--pipeline NAME] [--out DIR] [--json]
+  usage: `Usage: genpipe runs [--pipeline NAME] [--out DIR] [--json]
 
 Lists DIR/<pipeline>/<run-id>/ (DIR is runs/ by default). Status is the run's outcome
 (completed, failed, budget, stopped, or interrupted: stopped by a signal or never finished; resume it).`,
+  groups: GROUPS,
   async run(argv, io) {
-    const { values, positionals } = parse(
-      argv,
-      { pipeline: { type: 'string' }, out: { type: 'string' }, json: { type: 'boolean' } },
-      'runs',
-    );
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'runs');
     noExtraPositionals(positionals, 0, 'runs');
     const runs = await listRuns(values.out ?? 'runs', values.pipeline);
     if (values.json) {
@@ -35,4 +43,4 @@ Lists DIR/<pipeline>/<run-id>/ (DIR is runs/ by default). Status is the run's ou
     for (const r of runs) io.out(`${r.runId}  ${r.pipeline}  ${r.status}  ${doneText(r)}  ${formatSpend(r)}  ${r.dir}`);
     return EXIT.ok;
   },
-};
+});

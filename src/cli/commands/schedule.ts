@@ -1,16 +1,49 @@
 import { resolve } from 'node:path';
 import { GenpipeError } from '../../api/errors.js';
 import { loadManifestFile } from '../../manifest/load.js';
-import { didYouMean, noExtraPositionals, parse, positional } from '../args.js';
-import type { Command } from '../command.js';
+import { connectionFlags, didYouMean, noExtraPositionals, parse, positional } from '../args.js';
+import { defineCommand, tableOf } from '../options.js';
+import { CONNECTION, REDIS } from '../shared-options.js';
 import { EXIT } from '../../session/exit-codes.js';
 import { numberFlag } from '../number-flag.js';
 import { describeSpend } from '../../plan/guards.js';
 import { formatCount, formatUsd } from '../../util/format-usd.js';
 
-export const scheduleCommand: Command = {
+const GROUPS = [
+  {
+    title: 'Options',
+    options: {
+      cron: { type: 'string', value: 'EXPR', help: 'five fields (minute hour day month weekday), or six with seconds first' },
+      tz: { type: 'string', value: 'ZONE', defaultText: 'UTC', help: 'the time zone of the cron fields, such as Europe/Berlin' },
+      out: { type: 'string', value: 'DIR', help: 'where the runs go (made absolute; shared storage)' },
+      name: {
+        type: 'string',
+        value: 'NAME',
+        defaultText: "the pipeline's name",
+        help: "the schedule's name; add replaces a schedule of the same name",
+      },
+      budget: { type: 'string', value: 'USD', unit: 'US dollars', help: "each run's budget (stops submitting before going over it)" },
+      'confirm-over': {
+        type: 'string',
+        value: 'USD',
+        unit: 'US dollars',
+        defaultText: '100',
+        help: 'with no budget, a manifest estimated over USD is refused unless --yes approves its estimate; each tick checks again, and a tick whose estimate has grown past the approved one spends nothing (it logs and notifies why)',
+      },
+      yes: { type: 'boolean', help: 'approve the estimate printed' },
+      json: { type: 'boolean', help: 'with list: print the schedules as JSON' },
+      ...REDIS,
+    },
+  },
+  {
+    ...CONNECTION,
+    title: `${CONNECTION.title} (add uses them for the estimate only; each tick runs with the configuration of the worker that takes it, and nothing secret is stored in Redis)`,
+  },
+] as const;
+
+export const scheduleCommand = defineCommand({
   name: 'schedule',
-  help: `Usage: genpipe schedule add <manifest> --cron "30 2 * * *" [--tz ZONE] --out DIR --redis URL [--name NAME]
+  usage: `Usage: genpipe schedule add <manifest> --cron "30 2 * * *" [--tz ZONE] --out DIR --redis URL [--name NAME]
        genpipe schedule list --redis URL [--json]
        genpipe schedule remove <name> --redis URL
 
@@ -19,39 +52,11 @@ tick however many hosts run workers, and one worker started with --runs takes ea
 coordinates it (as genpipe run --redis does). A tick while the pipeline's previous run still holds
 its lock is skipped (exit 4), so two runs of a schedule never overlap. If that worker dies, another
 worker with --runs resumes the run from its directory: --out must be storage every such host
-shares, and the manifest path must be the same on each of them.
-
-  --cron EXPR    five fields (minute hour day month weekday), or six with seconds first
-  --tz ZONE      the time zone of the cron fields, such as Europe/Berlin (default UTC)
-  --out DIR      where the runs go (made absolute; shared storage)
-  --name NAME    the schedule's name (default: the pipeline's name); add replaces a schedule of
-                 the same name
-  --budget USD   each run's budget (stops submitting before going over it)
-  --confirm-over USD
-                 with no budget, a manifest estimated over USD (default 100) is refused unless
-                 --yes approves its estimate; each tick checks again, and a tick whose estimate has
-                 grown past the approved one spends nothing (it logs and notifies why)
-  --yes          approve the estimate printed
-  --redis URL    redis://[user:password@]host[:port][/db] (or GENPIPE_REDIS_URL)
-  --queue NAME   the fleet queue (default genpipe)
-Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreachable.`,
+shares, and the manifest path must be the same on each of them.`,
+  groups: GROUPS,
+  footer: 'Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreachable.',
   async run(argv, io) {
-    const { values, positionals } = parse(
-      argv,
-      {
-        redis: { type: 'string' },
-        queue: { type: 'string' },
-        cron: { type: 'string' },
-        tz: { type: 'string' },
-        out: { type: 'string' },
-        name: { type: 'string' },
-        json: { type: 'boolean' },
-        budget: { type: 'string' },
-        'confirm-over': { type: 'string' },
-        yes: { type: 'boolean' },
-      },
-      'schedule',
-    );
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'schedule');
     const action = positional(positionals, 0, 'add, list or remove', 'schedule');
     if (action !== 'add' && action !== 'list' && action !== 'remove')
       throw new GenpipeError(
@@ -59,7 +64,7 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
         `genpipe schedule takes add, list or remove, not "${action}"${didYouMean(action, ['add', 'list', 'remove']) || '.'}`,
       );
     const { parseRedisUrl, redisUrlOf, checkRedis, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
-    const url = redisUrlOf(values.redis, io.env);
+    const url = redisUrlOf(values.redis, io.env, values.config);
     if (url === undefined) throw new GenpipeError('invalid_input', `genpipe schedule ${action} needs --redis URL (or GENPIPE_REDIS_URL).`);
     const target = parseRedisUrl(url);
     const queue = values.queue ?? DEFAULT_QUEUE;
@@ -80,7 +85,13 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
       const confirmOverUsd = numberFlag(values['confirm-over'], '--confirm-over', { min: 0 });
       // The spend guard of `genpipe run`, decided now and stored with the schedule (each tick checks again).
       const { estimateRun } = await import('../../session/spend-guard.js');
-      const estimate = await estimateRun(manifestPath, { env: io.env, signal: io.signal, budgetUsd, confirmOverUsd });
+      const estimate = await estimateRun(manifestPath, {
+        env: io.env,
+        signal: io.signal,
+        budgetUsd,
+        confirmOverUsd,
+        connection: { ...connectionFlags(values), offerEmulator: false },
+      });
       io.out(
         `each run is estimated at ${formatUsd(estimate.estimateUsd)} (${formatCount(estimate.instances)} instance${estimate.instances === 1 ? '' : 's'})${estimate.budgetUsd === undefined ? ', with no budget' : `, with a budget of ${formatUsd(estimate.budgetUsd)}`}`,
       );
@@ -127,4 +138,4 @@ Exit codes: 0 done, 1 no such schedule (remove), 2 invalid input, 5 Redis unreac
     io.out(`schedule ${name} removed`);
     return EXIT.ok;
   },
-};
+});

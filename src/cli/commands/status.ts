@@ -1,22 +1,24 @@
-import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
-import type { Command } from '../command.js';
+import { connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import { defineCommand, tableOf } from '../options.js';
+import { CONNECTION, EMULATOR } from '../shared-options.js';
 import { EXIT } from '../../session/exit-codes.js';
-import { EMULATOR_FLAG_HELP, openCommandClient } from '../../session/embedded-emulator.js';
+import { openCommandClient } from '../../session/embedded-emulator.js';
 import { oneLine } from '../../util/terminal-text.js';
 import { checkRequestFollow } from '../../models/follow-check.js';
 
-export const statusCommand: Command = {
-  name: 'status',
-  help: `Usage: genpipe status <request_id> [--json] [--emulator]
+const GROUPS = [
+  { title: 'Options', options: { json: { type: 'boolean', help: 'print the status as the service answered it, as JSON' }, ...EMULATOR } },
+  CONNECTION,
+] as const;
 
-${EMULATOR_FLAG_HELP}
-${CONNECTION_HELP}`,
+export const statusCommand = defineCommand({
+  name: 'status',
+  usage: `Usage: genpipe status <request_id> [--json] [--emulator]
+
+Shows the status and outputs of one request.`,
+  groups: GROUPS,
   async run(argv, io) {
-    const { values, positionals } = parse(
-      argv,
-      { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' } },
-      'status',
-    );
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'status');
     const requestId = positional(positionals, 0, 'a request id', 'status');
     noExtraPositionals(positionals, 1, 'status');
     const { client, close } = await openCommandClient(connectionFlags(values), io, { emulator: values.emulator === true });
@@ -39,4 +41,4 @@ ${CONNECTION_HELP}`,
       await close();
     }
   },
-};
+});

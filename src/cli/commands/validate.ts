@@ -3,40 +3,43 @@ import { ManifestError, type ManifestProblem } from '../../manifest/errors.js';
 import { checkManifestFile } from '../../manifest/load.js';
 import { buildPlan } from '../../plan/plan.js';
 import { resolveNotifyTargets } from '../../notify/notify-targets.js';
-import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
-import type { Command } from '../command.js';
+import { connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
+import { defineCommand, tableOf } from '../options.js';
+import { CONNECTION, EMULATOR } from '../shared-options.js';
 import type { CliIO } from '../io.js';
 import { EXIT, exitCodeFor } from '../../session/exit-codes.js';
-import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../../session/embedded-emulator.js';
+import { startEmbeddedEmulator } from '../../session/embedded-emulator.js';
 import { planSources } from '../../session/plan-sources.js';
 import { formatCount, formatUsd } from '../../util/format-usd.js';
 import { budgetOf, overBudgetWarning, unpricedUnderBudget } from '../../plan/guards.js';
 
-export const validateCommand: Command = {
+const GROUPS = [
+  {
+    title: 'Options',
+    options: {
+      json: {
+        type: 'boolean',
+        help: 'print the problems on stdout as one JSON array of {file, line, col, code, message} ([] when the manifest is valid; line and col are 0 for a problem about a whole file, such as a missing one). Exit codes as without --json. Codes: yaml, schema, reference, missing_file, unreadable_file, csv, axis, env, instance, empty_cell, file_name, budget, notify, too_large, invalid.',
+      },
+      ...EMULATOR,
+    },
+  },
+  CONNECTION,
+] as const;
+
+export const validateCommand = defineCommand({
   name: 'validate',
-  help: `Usage: genpipe validate <manifest> [--json] [--emulator]
+  usage: `Usage: genpipe validate <manifest> [--json] [--emulator]
 
 Exits 0 when the manifest and every instance are valid, or 2 listing every problem with its
 file:line:col, all in one pass: a broken step does not hide the problems of the others.
 Selections are checked against the live options catalog and preset axes are resolved from the
 preset catalog, which needs the service address (nothing is spent).
 It refuses what genpipe run refuses: with budget_usd, every step needs a price. An estimate over
-budget_usd is a warning (the run stops submitting there), not a refusal.
-
-  --json      print the problems on stdout as one JSON array of {file, line, col, code, message}
-              ([] when the manifest is valid; line and col are 0 for a problem about a whole
-              file, such as a missing one). Exit codes as without --json. Codes: yaml, schema,
-              reference, missing_file, unreadable_file, csv, axis, env, instance, empty_cell,
-              file_name, budget, notify, too_large, invalid.
-
-${EMULATOR_FLAG_HELP}
-${CONNECTION_HELP}`,
+budget_usd is a warning (the run stops submitting there), not a refusal.`,
+  groups: GROUPS,
   async run(argv, io) {
-    const { values, positionals } = parse(
-      argv,
-      { ...CONNECTION_OPTIONS, emulator: { type: 'boolean' }, json: { type: 'boolean' } },
-      'validate',
-    );
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'validate');
     const file = positional(positionals, 0, 'a manifest file', 'validate');
     noExtraPositionals(positionals, 1, 'validate');
     const check = checkManifestFile(file);
@@ -84,7 +87,7 @@ ${CONNECTION_HELP}`,
     if (warning) io.out(warning);
     return EXIT.ok;
   },
-};
+});
 
 /** Runs `check`, adding the problems of a ManifestError it throws (with `code` when they have none). */
 function collect(problems: ManifestProblem[], code: ManifestProblem['code'], check: () => unknown): void {

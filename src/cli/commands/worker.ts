@@ -1,6 +1,7 @@
 import { GenpipeError } from '../../api/errors.js';
-import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFlags, noExtraPositionals, parse } from '../args.js';
-import type { Command } from '../command.js';
+import { connectionFlags, noExtraPositionals, parse } from '../args.js';
+import { defineCommand, tableOf } from '../options.js';
+import { CONNECTION, REDIS } from '../shared-options.js';
 import { EXIT } from '../../session/exit-codes.js';
 import { openClient } from '../open-client.js';
 import { wholeNumber } from '../number-flag.js';
@@ -8,10 +9,8 @@ import { webhookFlags, WebhookReceiver } from '../../run/polling/webhook-receive
 import type { CliIO } from '../io.js';
 import type { RedisTarget } from '../../fleet/redis.js';
 import type { RunTaker } from '../../fleet/run-taker.js';
-import type { ScheduledRunData } from '../../fleet/schedules.js';
 import type { SessionOptions } from '../../session/run-session.js';
 import type { ConfigFlags } from '../../api/config.js';
-import { emptyCounts } from '../../run/events.js';
 
 /**
  * After SIGTERM, how long jobs in flight may take before they are handed back to the queue. A
@@ -22,9 +21,38 @@ import { emptyCounts } from '../../run/events.js';
 const MAX_GRACE_S = 3;
 const DEFAULT_GRACE_S = MAX_GRACE_S;
 
-export const workerCommand: Command = {
+const GROUPS = [
+  {
+    title: 'Options',
+    options: {
+      ...REDIS,
+      concurrency: { type: 'string', value: 'N', defaultText: '8', help: 'jobs this worker runs at once' },
+      name: { type: 'string', value: 'ID', defaultText: 'host-pid', help: 'how queue status names it' },
+      grace: {
+        type: 'string',
+        value: 'S',
+        unit: 'seconds',
+        defaultText: String(DEFAULT_GRACE_S),
+        help: `seconds jobs in flight may take after SIGTERM, 0 to ${MAX_GRACE_S}`,
+      },
+      runs: {
+        type: 'boolean',
+        help: "also take scheduled runs (genpipe schedule), one at a time, and coordinate each as genpipe run --redis would, with this worker's connection options; a run whose worker died is resumed from its directory by another worker with --runs",
+      },
+      'webhook-url': {
+        type: 'string',
+        value: 'URL',
+        help: "with --listen, follow this worker's requests by webhook: the service reaches the receiver at URL (a random token is appended); polling stays on as a slow fallback, and jobs taken over from another worker are polled",
+      },
+      listen: { type: 'string', value: 'HOST:PORT', help: 'with --webhook-url, where the webhook receiver listens' },
+    },
+  },
+  CONNECTION,
+] as const;
+
+export const workerCommand = defineCommand({
   name: 'worker',
-  help: `Usage: genpipe worker --redis URL [--queue NAME] [--concurrency N] [--name ID] [--grace S] [--runs]
+  usage: `Usage: genpipe worker --redis URL [--queue NAME] [--concurrency N] [--name ID] [--grace S] [--runs]
                       [--webhook-url URL --listen HOST:PORT]
 
 A fleet worker: takes instance jobs from the queue (any run's), submits each with its
@@ -33,40 +61,12 @@ run's coordinator. It needs the service's credentials (HF_KEY, or the config fil
 disk. The first line printed starts with "ready". The queue's limits (genpipe queue limits)
 hold across every worker. SIGTERM or Ctrl-C: it stops taking jobs, lets those in flight finish
 for up to --grace seconds, hands back the rest (another worker follows them) and exits 0, all
-within 5 s of the signal (past 4 s it is ended with 143, or 130 for Ctrl-C).
-
-  --redis URL        redis://[user:password@]host[:port][/db] (or GENPIPE_REDIS_URL)
-  --queue NAME       the queue (default genpipe)
-  --concurrency N    jobs this worker runs at once (default 8)
-  --name ID          how queue status names it (default host-pid)
-  --grace S          seconds jobs in flight may take after SIGTERM, 0 to ${MAX_GRACE_S} (default ${DEFAULT_GRACE_S})
-  --runs             also take scheduled runs (genpipe schedule), one at a time, and coordinate
-                     each as genpipe run --redis would; a run whose worker died is resumed from
-                     its directory by another worker with --runs
-  --webhook-url URL --listen HOST:PORT
-                     follow this worker's requests by webhook: a receiver on HOST:PORT, reached
-                     by the service at URL (a random token is appended); polling stays on as a
-                     slow fallback, and jobs taken over from another worker are polled
-Exit codes: 0 stopped by a signal, 2 invalid input, 5 Redis unreachable at start, or not
-answering for 10 s once started.
-
-${CONNECTION_HELP}`,
+within 5 s of the signal (past 4 s it is ended with 143, or 130 for Ctrl-C).`,
+  groups: GROUPS,
+  footer: `Exit codes: 0 stopped by a signal, 2 invalid input, 5 Redis unreachable at start, or not
+answering for 10 s once started.`,
   async run(argv, io) {
-    const { values, positionals } = parse(
-      argv,
-      {
-        ...CONNECTION_OPTIONS,
-        redis: { type: 'string' },
-        queue: { type: 'string' },
-        concurrency: { type: 'string' },
-        name: { type: 'string' },
-        grace: { type: 'string' },
-        runs: { type: 'boolean' },
-        'webhook-url': { type: 'string' },
-        listen: { type: 'string' },
-      },
-      'worker',
-    );
+    const { values, positionals } = parse(argv, tableOf(GROUPS), 'worker');
     noExtraPositionals(positionals, 0, 'worker');
     const { parseRedisUrl, redisUrlOf, checkRedis, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
     const url = redisUrlOf(values.redis, io.env, values.config);
@@ -81,7 +81,9 @@ ${CONNECTION_HELP}`,
         `--grace ${graceS} is over ${MAX_GRACE_S} s: a genpipe process ends within 5 s of SIGTERM, so jobs still in flight after ${MAX_GRACE_S} s are handed back to the queue (another worker follows them from their submission).`,
       );
     const listen = webhookFlags(values['webhook-url'], values.listen);
-    const client = openClient(connectionFlags(values), io);
+    // A worker has no --emulator: its messages must not suggest one.
+    const connection = { ...connectionFlags(values), offerEmulator: false };
+    const client = openClient(connection, io);
     let webhook: WebhookReceiver | undefined;
     try {
       await checkRedis(target);
@@ -90,7 +92,7 @@ ${CONNECTION_HELP}`,
       const name = values.name ?? defaultWorkerName();
       const queue = values.queue ?? DEFAULT_QUEUE;
       const worker = await startFleetWorker({ redis: target, queue, client, concurrency, name, say: (line) => io.err(line), webhook });
-      const runs = values.runs ? await startRuns(connectionFlags(values), target, queue, name, io) : undefined;
+      const runs = values.runs ? await startRuns(connection, target, queue, name, io) : undefined;
       io.out(
         `ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once${webhook ? `, webhooks on ${listen?.host}:${webhook.port}` : ''}${runs ? ', taking scheduled runs' : ''}`,
       );
@@ -120,42 +122,7 @@ ${CONNECTION_HELP}`,
       await client.close();
     }
   },
-};
-
-/** A tick refused before anything was sent (its spend guard, a manifest now invalid): the team hears of it. */
-async function notifyRefusedTick(
-  data: ScheduledRunData,
-  error: unknown,
-  env: NodeJS.ProcessEnv,
-  say: (line: string) => void,
-): Promise<void> {
-  const { loadManifestFile } = await import('../../manifest/load.js');
-  const { resolveNotifyTargets } = await import('../../notify/notify-targets.js');
-  const { notifyRunEnd } = await import('../../notify/notify-run.js');
-  const { redact } = await import('../../util/redact.js');
-  try {
-    const loaded = loadManifestFile(data.manifest);
-    const targets = resolveNotifyTargets(loaded, [], env);
-    const message = redact(error instanceof Error ? error.message : String(error));
-    await notifyRunEnd(
-      targets,
-      {
-        pipeline: loaded.manifest.name,
-        runId: '',
-        runDir: data.out,
-        outcome: 'failed',
-        exitCode: EXIT.invalidInput,
-        message,
-        counts: emptyCounts(),
-        durationMs: 0,
-      },
-      undefined,
-      { err: say, quiet: true },
-    );
-  } catch {
-    // The manifest itself no longer loads: the sentence logged already says why.
-  }
-}
+});
 
 /**
  * `--runs`: scheduled runs, coordinated in this process as `genpipe run --redis` (or, taking over
@@ -206,9 +173,8 @@ async function startRuns(connection: ConfigFlags, target: RedisTarget, queue: st
           })
         ).exitCode;
       } catch (error) {
-        const code = await reportError(error, tagged);
-        if (code === EXIT.invalidInput) await notifyRefusedTick(data, error, io.env, say);
-        return code;
+        // startRun has told the targets of a tick that did not start, and recorded it under --out.
+        return await reportError(error, tagged);
       }
     },
   });
