@@ -53,8 +53,13 @@ export function modelInputSchemas(): { name: string; summary: string; schema: Js
   return MODEL_DEFINITIONS.map((m) => ({ name: m.name, summary: m.summary, schema: toJsonSchema(m.inputSchema) }));
 }
 
+/** Drops `expects` (how messages name a field, see FieldWords): not a JSON Schema keyword. */
+const withoutWords = (ctx: { jsonSchema: Json }): void => {
+  delete ctx.jsonSchema.expects;
+};
+
 export function manifestJsonSchema(): string {
-  const schema = z.toJSONSchema(Manifest, { io: 'input', unrepresentable: 'any' }) as Json;
+  const schema = z.toJSONSchema(Manifest, { io: 'input', unrepresentable: 'any', override: withoutWords }) as Json;
   const steps = (schema.properties as Json).steps as Json;
   const step = steps.additionalProperties as Json;
   step.allOf = modelInputSchemas().map(({ name, schema: input }) => ({

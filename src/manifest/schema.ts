@@ -169,7 +169,11 @@ export const Step = z.strictObject({
   /** Agent steps: the logical conversation (templated); instances with the same value share one session. */
   conversation: z.string().min(1).optional(),
   /** Overrides the price table for this step, in US$ per instance. */
-  price_usd: z.number().min(0).optional(),
+  price_usd: z
+    .number()
+    .min(0)
+    .meta({ expects: 'a number of US dollars', examples: [0.05] })
+    .optional(),
   /**
    * How output files are named: `{filename: "{{ row.sku }}_{{ preset.name }}_{{ seed }}"}` (a
    * template, sanitised; two instances of the step may not get the same name). Default: the instance id.
@@ -198,7 +202,11 @@ export const Defaults = z.strictObject({
   polling: Polling.optional(),
   /** `dir`: where run directories go; `sink`: where every step's outputs are copied, unless a step has its own. */
   output: z.strictObject({ dir: z.string().min(1).optional(), sink: Sink.optional() }).optional(),
-  budget_usd: z.number().positive().optional(),
+  budget_usd: z
+    .number()
+    .positive()
+    .meta({ expects: 'a number of US dollars', examples: [15] })
+    .optional(),
   on_failure: FailurePolicy.optional(),
   on_nsfw: NsfwPolicy.optional(),
   max_failures: z.int().min(1).optional(),
@@ -257,7 +265,11 @@ export const Manifest = z.strictObject({
       z.string().refine((key) => key.startsWith('/') || (MODEL_NAMES as readonly string[]).includes(key), {
         error: (issue) => `${String(issue.input)} is not a model: prices are keyed by ${MODEL_NAMES.join(', ')} or a raw model path (/...)`,
       }),
-      z.number().min(0).max(10_000),
+      z
+        .number()
+        .min(0)
+        .max(10_000)
+        .meta({ expects: 'a number of US dollars', examples: [0.05] }),
     )
     .optional(),
   steps: z.record(identifier('a step id'), Step).refine((steps) => Object.keys(steps).length > 0, 'a manifest needs at least one step'),

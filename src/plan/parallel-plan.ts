@@ -11,9 +11,8 @@
  */
 import { GenpipeError } from '../api/errors.js';
 import type { OptionsCatalog, Preset } from '../api/wire.js';
-import type { ManifestProblem } from '../manifest/errors.js';
 import { canStartWorker, startTask } from '../util/worker-task.js';
-import type { InstanceCheck, Plan, PlanHelper, PlanOptions } from './plan.js';
+import type { InstanceCheck, Plan, PlanHelper, PlanOptions, SeenProblem } from './plan.js';
 
 /** Plans smaller than this are checked by one thread. */
 export const PARALLEL_MIN_INSTANCES = 100_000;
@@ -42,7 +41,7 @@ export interface HelperJob {
 
 /** What the worker answers: its check, as entry lists. */
 export interface HelperAnswer {
-  seen: [string, { problem: ManifestProblem; count: number }][];
+  seen: [string, SeenProblem][];
   localFiles: [string, { step: string; instance: string }][];
 }
 
