@@ -133,3 +133,102 @@ export function readmeWithModelInputs(readme: string): string {
   if (start < 0 || end < start) throw new Error('README.md lacks the model inputs markers');
   return `${readme.slice(0, start + MODEL_INPUTS_START.length)}\n${modelInputsMarkdown()}${readme.slice(end)}`;
 }
+
+/** A value as a manifest writes it, on one line (YAML flow style reads JSON). */
+const yamlValue = (value: unknown): string => (typeof value === 'string' && /^[\w./*-]+$/.test(value) ? value : JSON.stringify(value));
+
+const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+
+interface FieldSection {
+  /** Where the object stands: `defaults.polling`, `steps.<id>.matrix.<axis>`. */
+  path: string;
+  /** One form of a field that takes several (a union's branch): its description names the form in the heading. */
+  form: boolean;
+  /** What the object is, when its schema says. */
+  description: string | undefined;
+  fields: { name: string; node: Json; required: boolean }[];
+}
+
+/** Every object of the manifest schema with its fields, in document order; a union's forms each get theirs. */
+function fieldSections(schema: Json, path = '', out: FieldSection[] = []): FieldSection[] {
+  if (Array.isArray(schema.anyOf)) {
+    for (const branch of schema.anyOf as Json[]) fieldSections({ ...branch, form: true }, path, out);
+    return out;
+  }
+  const props = schema.properties as Record<string, Json> | undefined;
+  if (schema.type === 'object' && props) {
+    const required = new Set((schema.required as string[] | undefined) ?? []);
+    out.push({
+      path,
+      form: schema.form === true,
+      description: typeof schema.description === 'string' ? schema.description : undefined,
+      fields: Object.entries(props).map(([name, node]) => ({ name, node, required: required.has(name) })),
+    });
+    for (const [name, node] of Object.entries(props)) if (name !== 'input') fieldSections(node, path ? `${path}.${name}` : name, out);
+    return out;
+  }
+  const values = schema.additionalProperties;
+  if (schema.type === 'object' && values && typeof values === 'object')
+    fieldSections(values as Json, `${path}.<${placeholder(path)}>`, out);
+  if (schema.type === 'array' && schema.items && typeof schema.items === 'object') fieldSections(schema.items as Json, `${path}[]`, out);
+  return out;
+}
+
+/** The name a record's keys stand for: a step id, an axis name... */
+function placeholder(path: string): string {
+  const last = path.split('.').at(-1) ?? '';
+  return { steps: 'step', matrix: 'axis', model_concurrency: 'model', prices: 'model', vars: 'name', where: 'column' }[last] ?? 'key';
+}
+
+/**
+ * The fields of the manifest schema that lack a description or an example, as `path.field`: the
+ * generated reference must say what each field is and show a value it takes.
+ */
+export function undocumentedFields(schema: Json = z.toJSONSchema(Manifest, { io: 'input', unrepresentable: 'any' }) as Json): string[] {
+  const missing: string[] = [];
+  for (const section of fieldSections(schema))
+    for (const { name, node } of section.fields) {
+      const where = section.path ? `${section.path}.${name}` : name;
+      if (typeof node.description !== 'string' || node.description === '') missing.push(`${where} (no description)`);
+      if (!Array.isArray(node.examples) || node.examples.length === 0) missing.push(`${where} (no example)`);
+    }
+  return missing;
+}
+
+export const MANIFEST_REFERENCE_PATH = 'docs/reference/manifest.md';
+
+/** docs/reference/manifest.md: every field of the manifest language, from the zod schemas' descriptions and examples. */
+export function manifestReferenceMarkdown(): string {
+  const schema = z.toJSONSchema(Manifest, { io: 'input', unrepresentable: 'any', override: withoutWords }) as Json;
+  const parts = [
+    '# Manifest reference',
+    '',
+    '<!-- Generated from src/manifest/schema.ts by `npm run schemas`; do not edit by hand. -->',
+    '',
+    'A manifest is one YAML file. Each table lists the fields of one mapping, where it stands in the file, and a value it takes.',
+    'Editors can check a manifest as you type with `schemas/manifest.schema.json`.',
+    '',
+  ];
+  const seen = new Set<string>();
+  for (const section of fieldSections(schema)) {
+    const key = `${section.path}\u0000${section.fields.map((f) => f.name).join(',')}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const heading = section.path === '' ? 'Top level' : `\`${section.path}\``;
+    parts.push(
+      `## ${section.form && section.description ? `${heading}: ${section.description.charAt(0).toLowerCase()}${section.description.slice(1).replace(/\.$/, '')}` : heading}`,
+      '',
+    );
+    if (section.description && section.path !== '' && !section.form) parts.push(section.description, '');
+    parts.push('| field | takes | | what it is | example |', '|---|---|---|---|---|');
+    for (const { name, node, required } of section.fields) {
+      const example = Array.isArray(node.examples) ? `\`${name}: ${cell(yamlValue(node.examples[0]))}\`` : '';
+      parts.push(
+        `| \`${name}\` | ${cell(typeText(node))} | ${required ? 'required' : ''} | ${cell(String(node.description ?? ''))} | ${example} |`,
+      );
+    }
+    parts.push('');
+  }
+  parts.push('## Model inputs', '', "The fields of each model's `input`, before its templates are rendered.", '', modelInputsMarkdown());
+  return `${parts.join('\n').trimEnd()}\n`;
+}
