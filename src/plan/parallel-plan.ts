@@ -12,7 +12,7 @@
 import { GenpipeError } from '../api/errors.js';
 import type { OptionsCatalog, Preset } from '../api/wire.js';
 import { canStartWorker, startTask } from '../util/worker-task.js';
-import type { InstanceCheck, Plan, PlanHelper, PlanOptions, SeenProblem } from './plan.js';
+import type { InstanceCheck, LocalFile, Plan, PlanHelper, PlanOptions, SeenProblem } from './plan.js';
 
 /** Plans smaller than this are checked by one thread. */
 export const PARALLEL_MIN_INSTANCES = 100_000;
@@ -42,7 +42,7 @@ export interface HelperJob {
 /** What the worker answers: its check, as entry lists. */
 export interface HelperAnswer {
   seen: [string, SeenProblem][];
-  localFiles: [string, { step: string; instance: string }][];
+  localFiles: [string, LocalFile][];
 }
 
 /** The worker's module: beside this one, in the build (dist/plan/ or dist/bundle/); absent when running from sources. */

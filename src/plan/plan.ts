@@ -476,11 +476,16 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
           ? unreadableFile(resolvePath(loaded.dir, path), 'image', cause, location)
           : undefined;
       const message = missing ? missing.message : (error as Error).message.replace(/\.$/, '');
+      // From a CSV cell, a value that is neither a URL nor a file is a bad URL in that cell (a
+      // typo such as htp:/...), not a file the manifest meant.
+      const badUrl = missing === undefined ? undefined : where.cell;
       const problem: ManifestProblem = {
         location,
         path: `steps.${where.step}.input`,
-        message: `${where.instance}: ${message}`,
-        code: missing ? 'missing_file' : 'instance',
+        message: badUrl
+          ? `${where.instance}: a bad URL: the CSV cell ${badUrl.where} holds ${JSON.stringify(clip(String(badUrl.value)))}, which is neither a URL (https://...) nor an existing file`
+          : `${where.instance}: ${message}`,
+        code: badUrl ? 'csv' : missing ? 'missing_file' : 'instance',
       };
       seen.set(`file\u0000${path}`, { problem, count: 1 });
     }
@@ -560,22 +565,26 @@ export async function preparePlan(
     const filledCells = filledCellsOf(axes, loaded.templates.get(id)?.refs ?? []);
     const matrix: MatrixSpec = { axes, zip: step.zip, include: step.include, exclude: step.exclude };
     let combos = 0;
-    try {
-      const product = productSize(matrix);
-      // Counting exclude/include means walking the product: only when the product is within bounds.
-      combos =
-        (step.include || step.exclude) && product <= (options.maxInstances ?? DEFAULT_MAX_INSTANCES)
-          ? countOf(expandMatrix(matrix))
-          : product;
-      // An exclude list that removes every combination is a mistake, refused as a where filter that
-      // keeps no CSV row is: a nightly run would otherwise report success having made nothing.
-      if (combos === 0 && product > 0 && step.exclude !== undefined && step.exclude.length > 0) {
-        report(['steps', id, 'exclude'], `exclude removes every combination of the sweep: step ${id} would make no instance`);
+    // An axis that could not be read is the headline: its include, exclude and zip would only
+    // add follow-on errors (an exclude naming an axis that is missing because it failed).
+    const axisFailed = problems.length > before;
+    if (!axisFailed)
+      try {
+        const product = productSize(matrix);
+        // Counting exclude/include means walking the product: only when the product is within bounds.
+        combos =
+          (step.include || step.exclude) && product <= (options.maxInstances ?? DEFAULT_MAX_INSTANCES)
+            ? countOf(expandMatrix(matrix))
+            : product;
+        // An exclude list that removes every combination is a mistake, refused as a where filter that
+        // keeps no CSV row is: a nightly run would otherwise report success having made nothing.
+        if (combos === 0 && product > 0 && step.exclude !== undefined && step.exclude.length > 0) {
+          report(['steps', id, 'exclude'], `exclude removes every combination of the sweep: step ${id} would make no instance`);
+        }
+      } catch (error) {
+        if (!(error instanceof MatrixError)) throw error;
+        report(['steps', id, ...error.at], error.message);
       }
-    } catch (error) {
-      if (!(error instanceof MatrixError)) throw error;
-      report(['steps', id, ...error.at], error.message);
-    }
     const forEach = forEachStepOf(step);
     const upstream = forEach ? steps.find((s) => s.id === forEach) : undefined;
     const priceUsd = step.price_usd ?? prices[step.model] ?? spec.listPriceUsd;
@@ -665,7 +674,14 @@ function joinSeen(a: SeenProblem, b: SeenProblem): SeenProblem {
  */
 export interface InstanceCheck {
   seen: Map<string, SeenProblem>;
-  localFiles: Map<string, { step: string; instance: string }>;
+  localFiles: Map<string, LocalFile>;
+}
+
+/** A local image file an instance names; `cell` is the CSV cell it came from, when one did. */
+export interface LocalFile {
+  step: string;
+  instance: string;
+  cell?: { where: string; value: unknown } | undefined;
 }
 
 /**
@@ -692,7 +708,7 @@ export async function checkInstances(
   const { source } = plan.loaded;
   const { maxProblems, fingerprint } = options;
   const seen = new Map<string, SeenProblem>();
-  const localFiles = new Map<string, { step: string; instance: string }>();
+  const localFiles = new Map<string, LocalFile>();
   const total = plan.totalInstances;
   let checked = 0;
   let offset = 0;
@@ -768,8 +784,14 @@ export async function checkInstances(
       }
       fingerprint?.add(entry.id, entry.canonical);
       options.onInstance?.(entry);
-      mapImageFields(entry.body, step.spec.imageFields, (v) => {
-        if (!isRemoteUrl(v) && !localFiles.has(v)) localFiles.set(v, { step: step.id, instance: entry.id });
+      mapImageFields(entry.body, step.spec.imageFields, (v, at) => {
+        if (isRemoteUrl(v) || localFiles.has(v)) return v;
+        const origin = sweepOrigin(plan, step, at, entry.values);
+        localFiles.set(v, {
+          step: step.id,
+          instance: entry.id,
+          cell: origin?.kind === 'csv' ? { where: origin.cell, value: origin.value } : undefined,
+        });
         return v;
       });
     }
@@ -806,7 +828,7 @@ export function sweepOrigin(
   values: Record<string, unknown> | undefined,
 ):
   | { kind: 'list'; path: (string | number)[]; value: unknown; whole: boolean }
-  | { kind: 'csv'; cell: string; line: number; column: string; file: string }
+  | { kind: 'csv'; cell: string; line: number; column: string; file: string; value: unknown }
   | undefined {
   if (values === undefined) return undefined;
   const refs = plan.loaded.templates.get(step.id)?.refs ?? [];
@@ -829,6 +851,7 @@ export function sweepOrigin(
       line: origin.line,
       column,
       file: origin.file,
+      value: (value as Record<string, unknown>)[column],
     };
   }
   const list = step.step.matrix?.[axis];

@@ -257,3 +257,49 @@ describe('validation speaks at the value, in the project’s words', () => {
     expect(io.stderr.filter((line) => line.startsWith('  ') && line.includes('did you mean "retries"?'))).toHaveLength(listed);
   });
 });
+
+describe('a CSV campaign’s bad cells are named at their cells', () => {
+  const ads = (csv: string, extra = ''): string =>
+    `version: 1\nname: ads\nsteps:\n  ads:\n    model: marketing-image\n    matrix:\n      row: { csv: ${csv}, key: sku }\n${extra}    input:\n      prompt: "{{ row.name }}"\n      image_urls: ["{{ row.image }}"]\n`;
+
+  it('an image cell holding neither a URL nor an existing file is a bad URL at its row and column, with its value (code csv)', async () => {
+    write('urls.csv', 'sku,name,image\nA1,Cafe,https://example.com/a.png\nA2,Bar,htp:/broken-url\nA3,Baz,not a url at all\n');
+    const path = write('urls.yaml', ads('urls.csv'));
+    const io = capture();
+    expect(await main(['validate', path, '--json'], io)).toBe(2);
+    const problems = JSON.parse(io.stdout.join('')) as { code: string; message: string }[];
+    const csv = join(dir, 'urls.csv');
+    expect(problems.map((p) => [p.code, p.message])).toEqual([
+      [
+        'csv',
+        `steps.ads.input: ads[row=A2]: a bad URL: the CSV cell ${csv} row 3, column 3 ("image") holds "htp:/broken-url", which is neither a URL (https://...) nor an existing file`,
+      ],
+      [
+        'csv',
+        `steps.ads.input: ads[row=A3]: a bad URL: the CSV cell ${csv} row 4, column 3 ("image") holds "not a url at all", which is neither a URL (https://...) nor an existing file`,
+      ],
+    ]);
+  });
+
+  it('a missing image the manifest itself names is still a missing file, named by where it was looked for', async () => {
+    const path = write(
+      'literal.yaml',
+      'version: 1\nname: lit\nsteps:\n  ads:\n    model: marketing-image\n    input:\n      prompt: hi\n      image_urls: [no-such-image.png]\n',
+    );
+    const io = capture();
+    expect(await main(['validate', path, '--json'], io)).toBe(2);
+    const problems = JSON.parse(io.stdout.join('')) as { code: string; message: string }[];
+    expect(problems.map((p) => p.code)).toEqual(['missing_file']);
+    expect(problems[0]?.message).toBe(`steps.ads.input: ads: the image file ${join(dir, 'no-such-image.png')} does not exist`);
+  });
+
+  it('a CSV that is not UTF-8 is the one problem: its exclude naming the axis adds no follow-on error', async () => {
+    writeFileSync(join(dir, 'cp1252.csv'), Buffer.from('sku,name,image\nA1,Caf\xe9,https://example.com/a.png\n', 'latin1'));
+    const path = write('cp1252.yaml', ads('cp1252.csv', '    exclude:\n      - row: { sku: A9 }\n'));
+    const io = capture();
+    expect(await main(['validate', path], io)).toBe(2);
+    expect(io.stderr).toEqual([
+      `genpipe: ${join(dir, 'cp1252.csv')}:2:2: steps.ads.matrix.row: row 2, column "name" holds bytes that are not UTF-8 text: save the file as UTF-8`,
+    ]);
+  });
+});
