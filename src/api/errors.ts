@@ -81,6 +81,8 @@ export class GenpipeError extends Error {
 export interface InputIssue {
   path: string;
   message: string;
+  /** The problem is the key at `path` itself (an unknown field), not its value. */
+  atKey?: boolean | undefined;
 }
 
 /** A request body broke a rule of the spec; raised before any request is sent. */

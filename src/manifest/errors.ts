@@ -10,6 +10,11 @@ export interface ManifestProblem {
   message: string;
   /** What kind of problem, for `genpipe validate --json` (see PROBLEM_CODES); "invalid" when unset. */
   code?: ProblemCode | undefined;
+  /**
+   * A second place the problem concerns: a value of a sweep is located at the value in the matrix
+   * list, and `also` is the template that reads it.
+   */
+  also?: { location: SourceLocation; path: string; instances?: number | undefined } | undefined;
 }
 
 /**
@@ -41,7 +46,8 @@ export type ProblemCode = (typeof PROBLEM_CODES)[number];
 /** `file:line:col`, or the file alone for a problem about the whole file (line 0: it is missing, say). */
 const formatWhere = (location: SourceLocation): string => (location.line > 0 ? formatLocation(location) : location.file);
 
-export const formatProblem = (p: ManifestProblem): string => `${formatWhere(p.location)}: ${p.path ? `${p.path}: ` : ''}${p.message}`;
+export const formatProblem = (p: ManifestProblem): string =>
+  `${formatWhere(p.location)}: ${p.path ? `${p.path}: ` : ''}${p.message}${p.also ? `; read by ${p.also.path} at ${formatWhere(p.also.location)}${(p.also.instances ?? 1) > 1 ? ` in ${p.also.instances} instances` : ''}` : ''}`;
 
 /** Most problems a ManifestError lists; the rest are counted in one last entry. */
 export const MAX_LISTED_PROBLEMS = 50;
@@ -80,6 +86,7 @@ export class ManifestError extends GenpipeError {
         path: clip(problem.path, MAX_PATH_CHARS),
         message: clip(problem.message, MAX_MESSAGE_CHARS),
         code: problem.code,
+        also: problem.also && { ...problem.also, path: clip(problem.also.path, MAX_PATH_CHARS) },
       };
       chars += formatProblem(bounded).length + 1;
       if (listed.length > 0 && (listed.length >= MAX_LISTED_PROBLEMS || chars > MAX_LISTED_CHARS)) break;

@@ -7,7 +7,8 @@ import { isUtf8 } from 'node:buffer';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { loadYaml, YamlSyntaxError, type SourceLocation, type YamlSource } from '../util/yaml-source.js';
-import { clip, formatPath } from '../util/zod-issues.js';
+import type * as z from 'zod';
+import { clip, formatPath, knownKeysAt } from '../util/zod-issues.js';
 import { ManifestError, type ManifestProblem } from './errors.js';
 import { forEachStepOf, Manifest, MODEL_NAMES, type Sink, type Step } from './schema.js';
 import { Suggester } from '../util/suggest.js';
@@ -191,12 +192,19 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
     const models = unknownModels(source, suggester);
     const rest = problemsFromZod(parsed.error, source, Manifest, [], suggester).filter((p) => !models.some((m) => m.path === p.path));
     problems.push(...[...models, ...rest].map((p) => ({ ...p, code: p.code ?? 'schema' })));
-    // Problems only inside steps: check the other steps too, so that one pass lists everything.
-    if (!parsed.error.issues.every((i) => i.path[0] === 'steps' && typeof i.path[1] === 'string')) return { problems, loaded: undefined };
-    for (const issue of parsed.error.issues) broken.add(issue.path[1] as string);
-    const value = source.value as { steps: Record<string, unknown> };
-    parsed = Manifest.safeParse({ ...value, steps: Object.fromEntries(Object.entries(value.steps).filter(([id]) => !broken.has(id))) });
-    if (!parsed.success) return { problems, loaded: undefined };
+    // Structural problems must not hide the rest: the manifest is checked further as if each
+    // misspelt key were the key it suggests (or absent), and without each invalid value outside
+    // the steps; a step whose own values are invalid is left out, and the other steps are checked.
+    const repaired = repairedCopy(source.value, parsed.error, suggester);
+    source = aliasedSource(source, repaired.renames);
+    parsed = Manifest.safeParse(repaired.value);
+    if (!parsed.success) {
+      if (!parsed.error.issues.every((i) => i.path[0] === 'steps' && typeof i.path[1] === 'string')) return { problems, loaded: undefined };
+      for (const issue of parsed.error.issues) broken.add(issue.path[1] as string);
+      const value = repaired.value as { steps: Record<string, unknown> };
+      parsed = Manifest.safeParse({ ...value, steps: Object.fromEntries(Object.entries(value.steps).filter(([id]) => !broken.has(id))) });
+      if (!parsed.success) return { problems, loaded: undefined };
+    }
   }
   const manifest = parsed.data;
 
@@ -297,6 +305,65 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
   const loaded = { manifest, file, text, dir: dirname(resolve(file)), source, templates, fileNames, order };
   if (problems.length === 0) return { problems, loaded };
   return { problems, loaded: withoutSteps(loaded, broken) };
+}
+
+/** A key renamed in the copy that is checked further: `to` at `parent`, which the file spells `from`. */
+interface Rename {
+  parent: readonly PropertyKey[];
+  from: string;
+  to: string;
+}
+
+/**
+ * A copy of `value` that the schema's structural problems no longer stop: each unknown key renamed
+ * to the key it suggests (when that key is not there already) or removed, and each other invalid
+ * value outside the steps removed. What stays invalid (a required field, a step's own values) is
+ * left for the caller. The manifest itself is never run from this copy: its problems are listed.
+ */
+function repairedCopy(value: unknown, error: z.ZodError, suggester: Suggester): { value: unknown; renames: Rename[] } {
+  const copy = structuredClone(value) as Record<string, unknown>;
+  const renames: Rename[] = [];
+  const at = (path: readonly PropertyKey[]): Record<PropertyKey, unknown> | undefined => {
+    let node: unknown = copy;
+    for (const key of path) {
+      if (node === null || typeof node !== 'object') return undefined;
+      node = (node as Record<PropertyKey, unknown>)[key];
+    }
+    return node !== null && typeof node === 'object' ? (node as Record<PropertyKey, unknown>) : undefined;
+  };
+  for (const issue of error.issues) {
+    if (issue.code === 'unrecognized_keys') {
+      const parent = at(issue.path);
+      if (!parent) continue;
+      const known = knownKeysAt(Manifest, issue.path);
+      for (const key of issue.keys) {
+        const suggestion = suggester.nearest(key, known);
+        if (suggestion !== undefined && !Object.hasOwn(parent, suggestion)) {
+          parent[suggestion] = parent[key];
+          renames.push({ parent: issue.path, from: key, to: suggestion });
+        }
+        delete parent[key];
+      }
+    } else if (issue.path.length > 0 && issue.path[0] !== 'steps') {
+      const parent = at(issue.path.slice(0, -1));
+      if (parent && !Array.isArray(parent)) delete parent[issue.path[issue.path.length - 1] as PropertyKey];
+    }
+  }
+  return { value: copy, renames };
+}
+
+/** `source`, locating the renamed keys of repairedCopy where the file spells them. */
+function aliasedSource(source: YamlSource, renames: readonly Rename[]): YamlSource {
+  if (renames.length === 0) return source;
+  const spelt = (path: readonly PropertyKey[]): PropertyKey[] => {
+    const out = [...path];
+    for (const rename of renames) {
+      const n = rename.parent.length;
+      if (out.length > n && out[n] === rename.to && rename.parent.every((key, i) => out[i] === key)) out[n] = rename.from;
+    }
+    return out;
+  };
+  return { file: source.file, value: source.value, locate: (path, atKey) => source.locate(spelt(path), atKey) };
 }
 
 /** The manifest without `broken` steps and the for_each steps that follow them; undefined when none is left. */

@@ -3,28 +3,12 @@
  * branch of a union chosen, and unknown keys answered with the nearest valid key.
  */
 import type * as z from 'zod';
-import { clip, formatPath, knownKeysAt } from '../util/zod-issues.js';
+import { bestBranch, clip, formatPath, knownKeysAt, metaAt, projectMessage, valueAt, type FieldWords } from '../util/zod-issues.js';
 import type { YamlSource } from '../util/yaml-source.js';
 import type { ManifestProblem } from './errors.js';
 import { Suggester } from '../util/suggest.js';
 
 type Issue = z.core.$ZodIssue;
-
-/** Picks the union branch the value was meant for: the one that got furthest into it. */
-function bestBranch(branches: readonly (readonly Issue[])[]): readonly Issue[] {
-  let best: readonly Issue[] = branches[0] ?? [];
-  let bestScore = -1;
-  for (const branch of branches) {
-    const rootTypeMismatch = branch.some((i) => i.path.length === 0 && i.code === 'invalid_type');
-    const depth = Math.max(0, ...branch.map((i) => i.path.length));
-    const score = (rootTypeMismatch ? 0 : 1000) + depth * 10 - branch.length;
-    if (score > bestScore) {
-      best = branch;
-      bestScore = score;
-    }
-  }
-  return best;
-}
 
 /**
  * With many unknown keys in one mapping, the valid keys are listed once, with the first of them;
@@ -68,14 +52,9 @@ export function problemsFromZod(
       out.push({ location: source.locate(path, true), path: formatPath(path), message: inner?.message ?? issue.message });
       return;
     }
-    out.push({ location: source.locate(path), path: formatPath(path), message: friendly(issue) });
+    const words = metaAt(schema, path.slice(prefix.length)) as FieldWords;
+    out.push({ location: source.locate(path), path: formatPath(path), message: projectMessage(issue, valueAt(source.value, path), words) });
   };
   for (const issue of error.issues) visit(issue, prefix);
   return out;
-}
-
-function friendly(issue: Issue): string {
-  if (issue.code === 'invalid_type' && issue.message.includes('received undefined')) return `is required (${issue.expected})`;
-  if (issue.code === 'invalid_value' && 'values' in issue) return `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
-  return issue.message;
 }

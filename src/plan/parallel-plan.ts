@@ -11,9 +11,8 @@
  */
 import { GenpipeError } from '../api/errors.js';
 import type { OptionsCatalog, Preset } from '../api/wire.js';
-import type { ManifestProblem } from '../manifest/errors.js';
 import { canStartWorker, startTask } from '../util/worker-task.js';
-import type { InstanceCheck, Plan, PlanHelper, PlanOptions } from './plan.js';
+import type { InstanceCheck, LocalFile, Plan, PlanHelper, PlanOptions, SeenProblem } from './plan.js';
 
 /** Plans smaller than this are checked by one thread. */
 export const PARALLEL_MIN_INSTANCES = 100_000;
@@ -42,8 +41,8 @@ export interface HelperJob {
 
 /** What the worker answers: its check, as entry lists. */
 export interface HelperAnswer {
-  seen: [string, { problem: ManifestProblem; count: number }][];
-  localFiles: [string, { step: string; instance: string }][];
+  seen: [string, SeenProblem][];
+  localFiles: [string, LocalFile][];
 }
 
 /** The worker's module: beside this one, in the build (dist/plan/ or dist/bundle/); absent when running from sources. */

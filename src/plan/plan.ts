@@ -250,7 +250,7 @@ export class Plan {
   /** Renders and validates one instance of `step`. */
   #maker(step: StepPlan, catalog: OptionsCatalog | undefined, keyed: boolean): Maker {
     const template = this.loaded.templates.get(step.id) as CompiledTemplate;
-    return (id, values, scope, upstream) => {
+    const make: Maker = (id, values, scope, upstream) => {
       let rendered: unknown;
       try {
         rendered = template.render(scope);
@@ -276,6 +276,12 @@ export class Plan {
       }
       const upstreamValues = (scope.upstream as { values?: Record<string, unknown> } | undefined)?.values;
       return new PlannedInstance(id, step.id, values, upstream, body, this.name, keyed, fileStem, upstreamValues);
+    };
+    return (id, values, scope, upstream) => {
+      const made = make(id, values, scope, upstream);
+      // Which sweep values made it, to locate the problem at the value (sweepOrigin).
+      if (made instanceof InstanceError) made.values = values;
+      return made;
     };
   }
 
@@ -356,6 +362,8 @@ type Maker = (id: string, values: Record<string, unknown>, scope: Scope, upstrea
 /** One instance broke a rule; `at` is where in the step's input (or below `field`), when known. */
 export class InstanceError extends Error {
   override readonly name = 'InstanceError';
+  /** The sweep values of the instance, set by the plan that made it. */
+  values: Record<string, unknown> | undefined;
   constructor(
     readonly step: string,
     readonly instance: string,
@@ -468,11 +476,16 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
           ? unreadableFile(resolvePath(loaded.dir, path), 'image', cause, location)
           : undefined;
       const message = missing ? missing.message : (error as Error).message.replace(/\.$/, '');
+      // From a CSV cell, a value that is neither a URL nor a file is a bad URL in that cell (a
+      // typo such as htp:/...), not a file the manifest meant.
+      const badUrl = missing === undefined ? undefined : where.cell;
       const problem: ManifestProblem = {
         location,
         path: `steps.${where.step}.input`,
-        message: `${where.instance}: ${message}`,
-        code: missing ? 'missing_file' : 'instance',
+        message: badUrl
+          ? `${where.instance}: a bad URL: the CSV cell ${badUrl.where} holds ${JSON.stringify(clip(String(badUrl.value)))}, which is neither a URL (https://...) nor an existing file`
+          : `${where.instance}: ${message}`,
+        code: badUrl ? 'csv' : missing ? 'missing_file' : 'instance',
       };
       seen.set(`file\u0000${path}`, { problem, count: 1 });
     }
@@ -481,7 +494,11 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
     throw new ManifestError([
       ...earlier,
       ...[...seen.values()].map(({ problem, count }) =>
-        count > 1 ? { ...problem, message: `${problem.message} (and ${count - 1} more instances)` } : problem,
+        count <= 1
+          ? problem
+          : problem.also
+            ? { ...problem, also: { ...problem.also, instances: count } }
+            : { ...problem, message: `${problem.message} (and ${count - 1} more instances)` },
       ),
     ]);
   }
@@ -548,22 +565,26 @@ export async function preparePlan(
     const filledCells = filledCellsOf(axes, loaded.templates.get(id)?.refs ?? []);
     const matrix: MatrixSpec = { axes, zip: step.zip, include: step.include, exclude: step.exclude };
     let combos = 0;
-    try {
-      const product = productSize(matrix);
-      // Counting exclude/include means walking the product: only when the product is within bounds.
-      combos =
-        (step.include || step.exclude) && product <= (options.maxInstances ?? DEFAULT_MAX_INSTANCES)
-          ? countOf(expandMatrix(matrix))
-          : product;
-      // An exclude list that removes every combination is a mistake, refused as a where filter that
-      // keeps no CSV row is: a nightly run would otherwise report success having made nothing.
-      if (combos === 0 && product > 0 && step.exclude !== undefined && step.exclude.length > 0) {
-        report(['steps', id, 'exclude'], `exclude removes every combination of the sweep: step ${id} would make no instance`);
+    // An axis that could not be read is the headline: its include, exclude and zip would only
+    // add follow-on errors (an exclude naming an axis that is missing because it failed).
+    const axisFailed = problems.length > before;
+    if (!axisFailed)
+      try {
+        const product = productSize(matrix);
+        // Counting exclude/include means walking the product: only when the product is within bounds.
+        combos =
+          (step.include || step.exclude) && product <= (options.maxInstances ?? DEFAULT_MAX_INSTANCES)
+            ? countOf(expandMatrix(matrix))
+            : product;
+        // An exclude list that removes every combination is a mistake, refused as a where filter that
+        // keeps no CSV row is: a nightly run would otherwise report success having made nothing.
+        if (combos === 0 && product > 0 && step.exclude !== undefined && step.exclude.length > 0) {
+          report(['steps', id, 'exclude'], `exclude removes every combination of the sweep: step ${id} would make no instance`);
+        }
+      } catch (error) {
+        if (!(error instanceof MatrixError)) throw error;
+        report(['steps', id, ...error.at], error.message);
       }
-    } catch (error) {
-      if (!(error instanceof MatrixError)) throw error;
-      report(['steps', id, ...error.at], error.message);
-    }
     const forEach = forEachStepOf(step);
     const upstream = forEach ? steps.find((s) => s.id === forEach) : undefined;
     const priceUsd = step.price_usd ?? prices[step.model] ?? spec.listPriceUsd;
@@ -631,12 +652,36 @@ export async function preparePlan(
 }
 
 /**
+ * One distinct problem and how many instances share it. `atTemplate` is the same problem located
+ * at the template: used instead when instances made from different sweep values share it (the
+ * template is then at fault, not one value).
+ */
+export interface SeenProblem {
+  problem: ManifestProblem;
+  count: number;
+  atTemplate?: ManifestProblem | undefined;
+}
+
+/** `a` and `b` counted together; at the template when they were located at different values. */
+function joinSeen(a: SeenProblem, b: SeenProblem): SeenProblem {
+  const same = isDeepStrictEqual(a.problem.location, b.problem.location);
+  return { problem: same ? a.problem : (a.atTemplate ?? a.problem), count: a.count + b.count, atTemplate: a.atTemplate };
+}
+
+/**
  * What checking instances found: each distinct problem (up to maxProblems) with how many instances
  * share it, in the order first seen, and the local image files the valid instances name.
  */
 export interface InstanceCheck {
-  seen: Map<string, { problem: ManifestProblem; count: number }>;
-  localFiles: Map<string, { step: string; instance: string }>;
+  seen: Map<string, SeenProblem>;
+  localFiles: Map<string, LocalFile>;
+}
+
+/** A local image file an instance names; `cell` is the CSV cell it came from, when one did. */
+export interface LocalFile {
+  step: string;
+  instance: string;
+  cell?: { where: string; value: unknown } | undefined;
 }
 
 /**
@@ -662,8 +707,8 @@ export async function checkInstances(
 ): Promise<InstanceCheck> {
   const { source } = plan.loaded;
   const { maxProblems, fingerprint } = options;
-  const seen = new Map<string, { problem: ManifestProblem; count: number }>();
-  const localFiles = new Map<string, { step: string; instance: string }>();
+  const seen = new Map<string, SeenProblem>();
+  const localFiles = new Map<string, LocalFile>();
   const total = plan.totalInstances;
   let checked = 0;
   let offset = 0;
@@ -689,19 +734,32 @@ export async function checkInstances(
         for (const issue of error.issues) {
           const signature = `${step.id}\u0000${issue.path}\u0000${issue.message}`;
           const known = seen.get(signature);
-          if (known) known.count++;
-          else if (seen.size < maxProblems) {
+          if (known?.atTemplate === undefined && known) known.count++;
+          else if (known || seen.size < maxProblems) {
             const at = error.at ?? segmentsOf(issue.path);
             const field = formatPath(error.field);
-            seen.set(signature, {
-              problem: {
-                location: source.locate(['steps', step.id, ...error.field, ...at]),
-                path: `steps.${step.id}.${field}${issue.path ? `.${issue.path}` : ''}`,
-                message: `${error.instance}: ${issue.message}`,
-                code: error.code,
-              },
-              count: 1,
-            });
+            const template = {
+              location: source.locate(['steps', step.id, ...error.field, ...at], issue.atKey === true),
+              path: `steps.${step.id}.${field}${issue.path ? `.${issue.path}` : ''}`,
+            };
+            const origin = error.field.length === 1 && error.field[0] === 'input' ? sweepOrigin(plan, step, at, error.values) : undefined;
+            const atTemplate: ManifestProblem = {
+              ...template,
+              message: `${error.instance}: ${issue.message}${origin?.kind === 'csv' && !issue.message.includes(origin.file) ? ` (${origin.cell})` : ''}`,
+              code: error.code,
+            };
+            const problem: ManifestProblem =
+              origin?.kind === 'list'
+                ? {
+                    location: source.locate(origin.path),
+                    path: formatPath(origin.path),
+                    message: `${origin.whole ? `${clip(JSON.stringify(origin.value))} ` : ''}${issue.message}`,
+                    code: error.code,
+                    also: template,
+                  }
+                : atTemplate;
+            const entry: SeenProblem = { problem, count: 1, atTemplate: origin?.kind === 'list' ? atTemplate : undefined };
+            seen.set(signature, known ? joinSeen(known, entry) : entry);
           }
         }
         continue;
@@ -726,8 +784,14 @@ export async function checkInstances(
       }
       fingerprint?.add(entry.id, entry.canonical);
       options.onInstance?.(entry);
-      mapImageFields(entry.body, step.spec.imageFields, (v) => {
-        if (!isRemoteUrl(v) && !localFiles.has(v)) localFiles.set(v, { step: step.id, instance: entry.id });
+      mapImageFields(entry.body, step.spec.imageFields, (v, at) => {
+        if (isRemoteUrl(v) || localFiles.has(v)) return v;
+        const origin = sweepOrigin(plan, step, at, entry.values);
+        localFiles.set(v, {
+          step: step.id,
+          instance: entry.id,
+          cell: origin?.kind === 'csv' ? { where: origin.cell, value: origin.value } : undefined,
+        });
         return v;
       });
     }
@@ -743,13 +807,76 @@ export function mergeChecks(first: InstanceCheck, rest: InstanceCheck, maxProble
   const seen = new Map(first.seen);
   for (const [signature, entry] of rest.seen) {
     const known = seen.get(signature);
-    if (known) seen.set(signature, { problem: known.problem, count: known.count + entry.count });
+    if (known) seen.set(signature, joinSeen(known, entry));
     else if (seen.size < maxProblems) seen.set(signature, entry);
   }
   const localFiles = new Map(first.localFiles);
   for (const [path, where] of rest.localFiles) if (!localFiles.has(path)) localFiles.set(path, where);
   return { seen, localFiles };
 }
+
+/**
+ * Where the value a problem is about came from, when one sweep value made it: the template at
+ * `at` (or the one rendering the object `at` is inside) reads exactly one axis. A value of an
+ * explicit list is named by its path in the matrix (`steps.sheets.matrix.tier[1]`), one of a CSV
+ * row by its file, row and column. `whole`: the template is that value alone, not text around it.
+ */
+export function sweepOrigin(
+  plan: Plan,
+  step: StepPlan,
+  at: readonly PathSegment[],
+  values: Record<string, unknown> | undefined,
+):
+  | { kind: 'list'; path: (string | number)[]; value: unknown; whole: boolean }
+  | { kind: 'csv'; cell: string; line: number; column: string; file: string; value: unknown }
+  | undefined {
+  if (values === undefined) return undefined;
+  const refs = plan.loaded.templates.get(step.id)?.refs ?? [];
+  const within = (ref: TemplateRef): boolean => ref.at.length <= at.length && ref.at.every((segment, i) => segment === at[i]);
+  const candidates = refs.filter(within);
+  const deepest = Math.max(-1, ...candidates.map((r) => r.at.length));
+  const reading = candidates.filter((r) => r.at.length === deepest);
+  const axisRefs = reading.filter((r) => typeof r.segments[0] === 'string' && Object.hasOwn(values, r.segments[0]));
+  const ref = axisRefs[0];
+  if (!ref || axisRefs.length !== 1) return undefined;
+  const axis = ref.segments[0] as string;
+  const value = values[axis];
+  const origin = csvRowOrigin(value);
+  if (origin) {
+    const column = ref.segments[1];
+    if (typeof column !== 'string') return undefined;
+    return {
+      kind: 'csv',
+      cell: `${origin.file} row ${origin.line}, column ${origin.columns.indexOf(column) + 1} ("${column}")`,
+      line: origin.line,
+      column,
+      file: origin.file,
+      value: (value as Record<string, unknown>)[column],
+    };
+  }
+  const list = step.step.matrix?.[axis];
+  if (!Array.isArray(list)) return undefined;
+  const index = list.findIndex((v) => isDeepStrictEqual(v, value));
+  if (index < 0) return undefined;
+  const rest = ref.segments.slice(1);
+  const template = step.step.input === undefined ? undefined : valueAtPath(step.step.input, ref.at);
+  const whole = typeof template === 'string' && /^\{\{[^{}]*\}\}$/.test(template.trim());
+  return {
+    kind: 'list',
+    path: ['steps', step.id, 'matrix', axis, index, ...rest],
+    value: rest.length === 0 ? value : valueAtPath(value, rest),
+    whole,
+  };
+}
+
+const valueAtPath = (value: unknown, path: readonly PathSegment[]): unknown => {
+  let current = value;
+  for (const segment of path) {
+    if (current === null || typeof current !== 'object') return undefined;
+    current = (current as Record<PathSegment, unknown>)[segment];
+  }
+  return current;
+};
 
 /** The CSV cells a step's input reads that must have a value: each `{{ axis.column }}` of a CSV axis, unless `allow_empty` lists the column. */
 function filledCellsOf(axes: readonly ResolvedAxis[], refs: readonly TemplateRef[]): FilledCell[] | undefined {

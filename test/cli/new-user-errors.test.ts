@@ -65,19 +65,24 @@ describe('did you mean, for the typos new users make', () => {
     const file = manifest('field', 'character-sheet', '      tier: cats\n      seed: "{{ seed }}"\n      variaton_index: 1\n');
     const { code, stderr } = await validate(file);
     expect(code).toBe(2);
-    expect(stderr[0]).toContain(`${file}:11:23: steps.s.input.variaton_index: s[seed=1]: unknown field; did you mean "variation_index"?`);
+    // At the key itself, in the words every other unknown key gets.
+    expect(stderr[0]).toContain(
+      `${file}:11:7: steps.s.input.variaton_index: s[seed=1]: unknown key "variaton_index"; did you mean "variation_index"?`,
+    );
   });
 
   it('selections is answered with selection', async () => {
     const file = manifest('selections', 'character-sheet', `${goodInput}      selections: {}\n`);
     const { code, stderr } = await validate(file);
     expect(code).toBe(2);
-    expect(stderr[0]).toContain('steps.s.input.selections: s[seed=1]: unknown field; did you mean "selection"?');
+    expect(stderr[0]).toContain('steps.s.input.selections: s[seed=1]: unknown key "selections"; did you mean "selection"?');
   });
 
   it('a field far from every valid one gets no guess', async () => {
     const { stderr } = await validate(manifest('nothing', 'character-sheet', `${goodInput}      zzzzzzzzzzzz: 1\n`));
-    expect(stderr[0]).toMatch(/steps\.s\.input\.zzzzzzzzzzzz: s\[seed=1\]: unknown field \(and 1 more instances\)$/);
+    expect(stderr[0]).toMatch(
+      /steps\.s\.input\.zzzzzzzzzzzz: s\[seed=1\]: unknown key "zzzzzzzzzzzz"; valid keys are tier, selection, .*, trait_variants \(and 1 more instances\)$/,
+    );
   });
 
   it('a template error is located at the template, not at the first key of the input', async () => {

@@ -40,11 +40,11 @@ describe('genpipe validate', () => {
     expect(await main(['validate', path], io)).toBe(2);
     const text = io.stderr.join('\n');
     expect(io.stderr[0]).toBe(`genpipe: ${path}:3:1: stepz: unknown key "stepz"; did you mean "steps"? (2 problems; all listed below)`);
-    expect(text).toContain(`${path}:7:14: steps.a.retries: Too small: expected number to be >=0`);
+    expect(text).toContain(`${path}:7:14: steps.a.retries: must be at least 0`);
     expect(text).not.toMatch(/\n\s+at /);
   });
 
-  it('exits 2 listing every invalid instance, each at the input field it breaks', async () => {
+  it('exits 2 listing every invalid instance, at the sweep value that breaks it, or at the template when every value does', async () => {
     const path = manifest(
       'instances.yaml',
       'version: 1\nname: bad\nsteps:\n  a:\n    model: character-sheet\n    matrix: { seed: [0, 1, 2000000] }\n    input:\n      seed: "{{ seed }}"\n      brief: "{{ seed }}"\n',
@@ -52,9 +52,10 @@ describe('genpipe validate', () => {
     const io = capture();
     expect(await main(['validate', path], io)).toBe(2);
     expect(io.stderr.slice(1)).toEqual([
-      `  ${path}:8:13: steps.a.input.seed: a[seed=0]: Too small: expected number to be >=1`,
-      `  ${path}:8:13: steps.a.input.seed: a[seed=2000000]: Too big: expected number to be <=1000000`,
-      `  ${path}:9:14: steps.a.input.brief: a[seed=0]: Invalid input: expected string, received number (and 2 more instances)`,
+      `  ${path}:6:22: steps.a.matrix.seed[0]: 0 must be at least 1; read by steps.a.input.seed at ${path}:8:13`,
+      `  ${path}:6:28: steps.a.matrix.seed[2]: 2000000 must be at most 1000000; read by steps.a.input.seed at ${path}:8:13`,
+      // Every value of the sweep breaks the brief: the template is at fault, and named.
+      `  ${path}:9:14: steps.a.input.brief: a[seed=0]: must be text (and 2 more instances)`,
     ]);
   });
 

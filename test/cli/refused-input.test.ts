@@ -98,8 +98,8 @@ describe('refused run and report input', () => {
     const io = capture();
     expect(await main(['validate', path], io)).toBe(2);
     const text = io.stderr.join('\n');
-    expect(text).toContain(`${path}:4:29: defaults.model_concurrency.dop: Too small: expected number to be >=1`);
-    expect(text).toContain(`${path}:5:22: defaults.polling.min_ms: Too small: expected number to be >=10`);
+    expect(text).toContain(`${path}:4:29: defaults.model_concurrency.dop: must be at least 1`);
+    expect(text).toContain(`${path}:5:22: defaults.polling.min_ms: must be at least 10`);
   });
 
   it('a sweep value given twice (or two that read alike in an id, 7 and "7") is refused at its file:line:col: two instances with one id would be paid twice', async () => {
@@ -135,7 +135,7 @@ describe('refused run and report input', () => {
       const text = io.stderr.join('\n');
       expect(text).toContain(`${path}:3:17: env[1]: HF_KEY holds credentials, which templates may not read`);
       expect(text).toContain(`${path}:3:25: env[2]: AWS_SECRET_ACCESS_KEY holds credentials, which templates may not read`);
-      expect(text).toContain(`${path}:4:28: prices.character-sheet: Too big: expected number to be <=10000`);
+      expect(text).toContain(`${path}:4:28: prices.character-sheet: must be at most 10000`);
       // A misspelt model prices nothing: refused, with the names it may take.
       expect(text).toContain(`${path}:4:35: prices.marketing_image: marketing_image is not a model: prices are keyed by character-sheet,`);
       expect(text).not.toContain('secret-value');

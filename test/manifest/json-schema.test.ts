@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { manifestJsonSchema, readmeWithModelInputs } from '../../src/manifest/json-schema.js';
+import { manifestJsonSchema, modelInputsMarkdown } from '../../src/manifest/json-schema.js';
 
 describe('schemas/manifest.schema.json', () => {
   it('is up to date with the zod schema (run `npm run schemas` when this fails)', () => {
@@ -9,7 +9,7 @@ describe('schemas/manifest.schema.json', () => {
 
   it("keeps the manifest reference's model inputs up to date (run `npm run schemas` when this fails)", () => {
     const page = readFileSync(new URL('../../docs/reference/manifest.md', import.meta.url), 'utf8');
-    expect(page).toBe(readmeWithModelInputs(page));
+    expect(page).toContain(modelInputsMarkdown());
     expect(page).toContain('| `variation_index` | integer 0..2147483647 |');
   });
 

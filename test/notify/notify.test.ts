@@ -390,7 +390,7 @@ describe('notify: bad targets are refused before anything is sent (exit 2)', () 
     for (const [entry, message] of [
       ['  - { url: "https://a.example/x", url_env: HOOK }', 'give exactly one of url and url_env'],
       ['  - { format: slack }', 'give exactly one of url and url_env'],
-      ['  - { url: "https://a.example/x", on: [done] }', 'notify[0].on[0]: must be one of "finish", "failure", "budget", "interrupted"'],
+      ['  - { url: "https://a.example/x", on: [done] }', 'notify[0].on[0]: must be one of finish, failure, budget, interrupted'],
     ] as const) {
       const result = await run(['validate', manifest(tempDir(), `notify:\n${entry}`)]);
       expect(result.code, entry).toBe(2);

@@ -100,16 +100,19 @@ describe('a plan checked by two threads', () => {
     expect(two.code).toBe(2);
     expect(two.stdout).toBe('');
     expect(two.stderr).toBe(one.stderr);
-    expect(two.stderr).toContain('sheets[seed=0,variation_index=0]');
+    expect(two.stderr).toContain('steps.sheets.matrix.seed[9]: 0 must be at least 1; read by steps.sheets.input.seed');
   });
 
-  it('counts a problem both threads meet over the whole plan ("and 5 more instances")', () => {
+  it('counts a problem both threads meet over the whole plan ("in 6 instances")', () => {
     const path = manifest('both-invalid', sheets('      seed: { range: { from: 1, to: 6 } }\n      variation_index: [-1, 0]\n'));
     const one = planJson(path, false);
     const two = planJson(path, true);
     expect(two.code).toBe(2);
     expect(two.stderr).toBe(one.stderr);
-    expect(two.stderr).toContain('(and 5 more instances)');
+    expect(two.stderr).toContain(
+      'steps.sheets.matrix.variation_index[0]: -1 must be at least 0; read by steps.sheets.input.variation_index',
+    );
+    expect(two.stderr).toContain(' in 6 instances');
   });
 
   it("checks the local image files the second thread's instances name", () => {
@@ -227,8 +230,10 @@ steps:
       (e: unknown) => e,
     );
     expect(error).toBeInstanceOf(ManifestError);
-    expect((error as ManifestError).problems[0]?.message).toMatch(/^sheets\[seed=0,variation_index=0\]: /);
-    expect((error as ManifestError).problems[0]?.location.line).toBe(13);
+    // At the value in the seed list, with the template that reads it as the second location.
+    expect((error as ManifestError).problems[0]?.message).toBe('0 must be at least 1');
+    expect((error as ManifestError).problems[0]?.location.line).toBe(9);
+    expect((error as ManifestError).problems[0]?.also?.location.line).toBe(13);
     expect(seen).toEqual(['sheets[seed=1,variation_index=0]', 'sheets[seed=2,variation_index=0]']);
   });
 
