@@ -8,6 +8,7 @@
 // `npm run complexity`; part of `npm test`. `--report` prints every function over half the bound.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 
 const MAX_DECISIONS = 25;
@@ -17,8 +18,6 @@ const ROOTS = ['src/run', 'src/session'];
 const EXEMPT = new Map([
   ['src/run/journal/run-state.ts:applyRecord', 'a pure reducer: one case per journal record kind, each a few lines'],
 ]);
-
-const report = process.argv.includes('--report');
 
 function* files(dir) {
   for (const name of readdirSync(dir)) {
@@ -88,42 +87,50 @@ function decisionsOf(fn) {
   return count;
 }
 
-const measured = [];
-for (const root of ROOTS) {
-  for (const path of files(root)) {
-    const text = readFileSync(path, 'utf8');
-    const source = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
-    const visit = (node) => {
-      if (isFunction(node) && node.body) {
-        const start = source.getLineAndCharacterOfPosition(node.getStart(source)).line;
-        const end = source.getLineAndCharacterOfPosition(node.getEnd()).line;
-        measured.push({
-          file: relative('.', path),
-          name: nameOf(node, source),
-          line: start + 1,
-          lines: end - start + 1,
-          decisions: decisionsOf(node),
-        });
-      }
-      ts.forEachChild(node, visit);
-    };
-    visit(source);
-  }
+/** Every function of one source file: its name, first line, lines and decision points. */
+export function measureSource(path, text) {
+  const source = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
+  const out = [];
+  const visit = (node) => {
+    if (isFunction(node) && node.body) {
+      const start = source.getLineAndCharacterOfPosition(node.getStart(source)).line;
+      const end = source.getLineAndCharacterOfPosition(node.getEnd()).line;
+      out.push({ file: path, name: nameOf(node, source), line: start + 1, lines: end - start + 1, decisions: decisionsOf(node) });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return out;
 }
 
-const over = measured.filter((f) => (f.decisions > MAX_DECISIONS || f.lines > MAX_LINES) && !EXEMPT.has(`${f.file}:${f.name}`));
-if (report) {
-  for (const f of measured
-    .filter((m) => m.decisions > MAX_DECISIONS / 2 || m.lines > MAX_LINES / 2)
-    .sort((a, b) => b.decisions - a.decisions))
-    console.log(`${f.file}:${f.line} ${f.name}: ${f.decisions} decisions, ${f.lines} lines`);
+/** The functions over the bounds, exemptions apart. */
+export const overBounds = (measured) =>
+  measured.filter((f) => (f.decisions > MAX_DECISIONS || f.lines > MAX_LINES) && !EXEMPT.has(`${f.file}:${f.name}`));
+
+function main() {
+  const report = process.argv.includes('--report');
+  const measured = [];
+  for (const root of ROOTS) {
+    for (const path of files(root)) measured.push(...measureSource(relative('.', path), readFileSync(path, 'utf8')));
+  }
+  const over = overBounds(measured);
+  if (report) {
+    for (const f of measured
+      .filter((m) => m.decisions > MAX_DECISIONS / 2 || m.lines > MAX_LINES / 2)
+      .sort((a, b) => b.decisions - a.decisions))
+      console.log(`${f.file}:${f.line} ${f.name}: ${f.decisions} decisions, ${f.lines} lines`);
+  }
+  if (over.length > 0) {
+    for (const f of over)
+      console.error(
+        `${f.file}:${f.line} ${f.name}: ${f.decisions} decisions, ${f.lines} lines (at most ${MAX_DECISIONS} and ${MAX_LINES})`,
+      );
+    console.error(
+      `${over.length} functions in ${ROOTS.join(', ')} are over the bounds: split them into functions that each decide one thing.`,
+    );
+    process.exit(1);
+  }
+  console.log(`${measured.length} functions in ${ROOTS.join(', ')}: none over ${MAX_DECISIONS} decisions or ${MAX_LINES} lines`);
 }
-if (over.length > 0) {
-  for (const f of over)
-    console.error(`${f.file}:${f.line} ${f.name}: ${f.decisions} decisions, ${f.lines} lines (at most ${MAX_DECISIONS} and ${MAX_LINES})`);
-  console.error(
-    `${over.length} functions in ${ROOTS.join(', ')} are over the bounds: split them into functions that each decide one thing.`,
-  );
-  process.exit(1);
-}
-console.log(`${measured.length} functions in ${ROOTS.join(', ')}: none over ${MAX_DECISIONS} decisions or ${MAX_LINES} lines`);
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) main();

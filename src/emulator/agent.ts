@@ -6,7 +6,7 @@
  */
 import { CreateSessionRequest, SendMessageRequest, type SessionStatus } from '../api/wire.js';
 import { authKey, requireAgent } from './auth.js';
-import { SHEET_HEIGHT, SHEET_WIDTH } from './character-sheet.js';
+import { SHEET_HEIGHT, SHEET_TRUE_WIDTH, SHEET_WIDTH } from './character-sheet.js';
 import { newHex, newUuid } from './ids.js';
 import { HttpError, isoMs, json, parseJson, validate, type EmuResponse } from './http-util.js';
 import { usdToMicros, type AccountState, type Ledger } from './ledger.js';
@@ -325,6 +325,7 @@ export class AgentService {
         art: {
           width: SHEET_WIDTH,
           height: SHEET_HEIGHT,
+          longSide: SHEET_TRUE_WIDTH,
           layout: 'sheet',
           tier: plan.tier,
           variationIndex: 0,
@@ -345,7 +346,7 @@ export class AgentService {
       bodyHash: bodyHash(body),
       chargedMicros: usage.estimate.micros,
       actualMicros: usage.actual.micros,
-      art: { width: 160, height: 160, layout: 'render', seedText: `marketing|${plan.prompt}|agent` },
+      art: { width: 160, height: 160, longSide: 1024, layout: 'render', seedText: `marketing|${plan.prompt}|agent` },
       text: plan.prompt,
       details: { via: 'agent', mode: 'direct-generate', resolution: '1k', quality: 'medium' },
     });

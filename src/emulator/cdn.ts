@@ -10,11 +10,18 @@ import type { RouteInput } from './router.js';
 import { toneWav } from './wav.js';
 
 const MAX_CACHE = 512;
+/** The cache also stays under this many bytes (true-size videos are 20 MB each). */
+const MAX_CACHE_BYTES = 256 * 1024 * 1024;
 
 export class Cdn {
   readonly #cache = new Map<string, Buffer>();
+  #cachedBytes = 0;
 
-  constructor(private readonly requests: RequestStore) {}
+  /** `videoBytes`: the size of a video output (true sizes); 0 for the small placeholder. */
+  constructor(
+    private readonly requests: RequestStore,
+    private readonly videoBytes = 0,
+  ) {}
 
   serve(input: RouteInput): EmuResponse {
     const file = input.params.file ?? '';
@@ -31,13 +38,18 @@ export class Cdn {
     const key = `${r.id}/${file}`;
     let bytes = this.#cache.get(key);
     if (!bytes) {
-      bytes = render(file, r.art.seedText, () =>
+      bytes = render(file, r.art.seedText, this.videoBytes, () =>
         drawArt(
           file.startsWith('min') ? { ...r.art, width: Math.max(16, r.art.width >> 1), height: Math.max(9, r.art.height >> 1) } : r.art,
         ),
       );
-      if (this.#cache.size >= MAX_CACHE) this.#cache.delete(this.#cache.keys().next().value as string);
+      while (this.#cache.size > 0 && (this.#cache.size >= MAX_CACHE || this.#cachedBytes + bytes.length > MAX_CACHE_BYTES)) {
+        const oldest = this.#cache.keys().next().value as string;
+        this.#cachedBytes -= this.#cache.get(oldest)?.length ?? 0;
+        this.#cache.delete(oldest);
+      }
       this.#cache.set(key, bytes);
+      this.#cachedBytes += bytes.length;
     }
     return bytes;
   }
@@ -50,8 +62,8 @@ function contentTypeOf(file: string): string | undefined {
   return undefined;
 }
 
-function render(file: string, seedText: string, png: () => Buffer): Buffer {
+function render(file: string, seedText: string, videoBytes: number, png: () => Buffer): Buffer {
   if (file.endsWith('.wav')) return toneWav(seedText);
-  if (file.endsWith('.mp4')) return placeholderMp4(`${seedText}|${file}`);
+  if (file.endsWith('.mp4')) return placeholderMp4(`${seedText}|${file}`, videoBytes);
   return png();
 }

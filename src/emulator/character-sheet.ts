@@ -36,6 +36,8 @@ export interface CharacterSheetDeps {
 /** Sheet size: small, but 16:9 like the real 2K output (§4.2 Output). */
 export const SHEET_WIDTH = 160;
 export const SHEET_HEIGHT = 90;
+/** §4.2 "Output: one image, 2K, aspect ratio 16:9": 2048 × 1152 with true sizes on. */
+export const SHEET_TRUE_WIDTH = 2048;
 
 export class CharacterSheetModel {
   constructor(private readonly d: CharacterSheetDeps) {}
@@ -88,6 +90,7 @@ export class CharacterSheetModel {
           art: {
             width: SHEET_WIDTH,
             height: SHEET_HEIGHT,
+            longSide: SHEET_TRUE_WIDTH,
             layout: 'sheet',
             tier,
             variationIndex: variation,

@@ -106,6 +106,9 @@ export class LegacyPlatform {
       inputParams: body.params,
     };
     const hash = rawBodyHash(input.body);
+    // Soul's width_and_height is its true size; the others render stills only inside videos.
+    const wh = /^(\d+)x(\d+)$/.exec(String(body.params.width_and_height ?? ''));
+    const longSide = wh ? Math.min(8192, Math.max(Number(wh[1]), Number(wh[2]))) : 1024;
     // One line of the state file (`--state`): the job set with every job and its charge.
     d.requests.transaction(() => {
       for (let i = 0; i < jobs; i++) {
@@ -115,7 +118,7 @@ export class LegacyPlatform {
           modelPath: input.url.pathname,
           bodyHash: hash,
           chargedMicros: price,
-          art: { ...sizeFor(aspect), layout: 'render', seedText: `${model}|${prompt}|${String(body.params.seed ?? '')}|${i}` },
+          art: { ...sizeFor(aspect), longSide, layout: 'render', seedText: `${model}|${prompt}|${String(body.params.seed ?? '')}|${i}` },
           webhook,
           jobSetId: set.id,
           text: prompt,

@@ -34,6 +34,9 @@ export function sizeFor(aspect: string): { width: number; height: number } {
     : { width: Math.max(1, Math.round((160 * rw) / rh)), height: 160 };
 }
 
+/** The long side of a marketing image at its true size, by `resolution`. */
+export const LONG_SIDE: Readonly<Record<'1k' | '2k' | '4k', number>> = { '1k': 1024, '2k': 2048, '4k': 4096 };
+
 export class MarketingImageModel {
   constructor(private readonly d: MarketingImageDeps) {}
 
@@ -74,6 +77,7 @@ export class MarketingImageModel {
       actualMicros: usage.actual.micros,
       art: {
         ...sizeFor(aspect),
+        longSide: LONG_SIDE[resolution],
         layout: 'render',
         seedText: `marketing|${body.prompt ?? ''}|${aspect}|${preset ?? ''}|${(body.image_urls ?? []).join(',')}`,
       },

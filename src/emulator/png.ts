@@ -65,9 +65,40 @@ const TIER_HUES: Record<string, number> = {
   birds: 200,
 };
 
-/** Draws the picture an art spec describes: a sheet (portrait + full body) or a plain render. */
+/** Above this long side, the drawing is made small and scaled up (true sizes stay fast). */
+const DRAWN_LONG_SIDE = 320;
+
+/**
+ * Draws the picture an art spec describes: a sheet (portrait + full body) or a plain render. A
+ * large output (true sizes) is the small seeded drawing scaled up by whole pixels: the pixels
+ * still differ wherever the art seeds differ, and a 2K sheet costs little more than a small one
+ * (its rows repeat, which deflate stores as matches).
+ */
 export function drawArt(art: ArtSpec): Buffer {
-  const { width: w, height: h } = art;
+  const long = Math.max(art.width, art.height);
+  if (long <= DRAWN_LONG_SIDE) {
+    const { palette, px } = drawIndexed(art, art.width, art.height);
+    return encodePng(art.width, art.height, palette, px);
+  }
+  const f = Math.ceil(long / 160);
+  const sw = Math.max(1, Math.ceil(art.width / f));
+  const sh = Math.max(1, Math.ceil(art.height / f));
+  const small = drawIndexed(art, sw, sh);
+  const w = art.width;
+  const h = art.height;
+  const stride = w + 1;
+  const px = new Uint8Array(stride * h);
+  const row = new Uint8Array(stride);
+  for (let sy = 0; sy < sh; sy++) {
+    const from = sy * (sw + 1) + 1;
+    for (let x = 0; x < w; x++) row[x + 1] = small.px[from + Math.floor(x / f)] ?? 0;
+    for (let y = sy * f; y < Math.min(h, (sy + 1) * f); y++) px.set(row, y * stride);
+  }
+  return encodePng(w, h, small.palette, px);
+}
+
+/** The drawing in palette indices, as PNG scanlines (a filter byte, then `w` indices per row). */
+function drawIndexed(art: ArtSpec, w: number, h: number): { palette: Rgb[]; px: Uint8Array } {
   const rng = new Rng(hash32(art.seedText));
   const stride = w + 1;
   // PNG scanlines: a filter byte (0) then the row's palette indices; drawn in place, encoded without a copy.
@@ -133,5 +164,5 @@ export function drawArt(art: ArtSpec): Buffer {
     for (let i = 0; i < 6; i++)
       disc(rng.int(0, w), rng.int(0, h), rng.int(3, Math.max(4, Math.floor(h / 3))), hsl(rng.int(0, 359), 0.6, 0.5));
   }
-  return encodePng(w, h, palette, px);
+  return { palette, px };
 }

@@ -24,6 +24,11 @@ export interface ArtSpec {
   layout: 'sheet' | 'render';
   tier?: string;
   variationIndex?: number;
+  /**
+   * The long side of the true output, pixels (a sheet's 2K, a marketing image's resolution). With
+   * true sizes on (`trueSizes`), `width` and `height` are scaled up to it when the request is made.
+   */
+  longSide?: number;
 }
 
 export interface WebhookTarget {
@@ -90,6 +95,16 @@ export interface RequestStoreOptions {
   platformUrl: () => string;
   cdnUrl: () => string;
   now?: () => number;
+  /** Serve outputs at their true dimensions (`ArtSpec.longSide`). Default false: small drawings. */
+  trueSizes?: boolean;
+}
+
+/** The art at its true dimensions: the same aspect ratio, the long side `longSide`. */
+export function trueSize(art: ArtSpec): ArtSpec {
+  const long = art.longSide;
+  if (long === undefined) return art;
+  const f = long / Math.max(art.width, art.height);
+  return { ...art, width: Math.max(1, Math.round(art.width * f)), height: Math.max(1, Math.round(art.height * f)) };
 }
 
 export const FAIL_MARKER = '[emulator:fail]';
@@ -168,7 +183,7 @@ export class RequestStore {
       chargedMicros: input.chargedMicros,
       actualMicros: input.actualMicros ?? input.chargedMicros,
       error: undefined,
-      art: input.art,
+      art: o.trueSizes === true ? trueSize(input.art) : input.art,
       webhook: input.webhook,
       jobSetId: input.jobSetId,
       details: input.details ?? {},

@@ -3,7 +3,7 @@ import { SoulStandardRequest } from '../api/wire.js';
 import { authKey, requireModel } from './auth.js';
 import { parseJson, validate, type EmuResponse } from './http-util.js';
 import { usdToMicros, type Ledger } from './ledger.js';
-import { sizeFor } from './marketing-image.js';
+import { LONG_SIDE, sizeFor } from './marketing-image.js';
 import { MODELS } from './models.js';
 import type { RequestStore } from './request-store.js';
 import type { RouteInput } from './router.js';
@@ -29,7 +29,12 @@ export class SoulStandardModel {
       modelPath: input.url.pathname,
       bodyHash: rawBodyHash(input.body),
       chargedMicros: price,
-      art: { ...sizeFor(aspect), layout: 'render', seedText: `soul-standard|${body.prompt}|${body.aspect_ratio}|${body.resolution}` },
+      art: {
+        ...sizeFor(aspect),
+        longSide: LONG_SIDE[body.resolution as '1k'] ?? 2048,
+        layout: 'render',
+        seedText: `soul-standard|${body.prompt}|${body.aspect_ratio}|${body.resolution}`,
+      },
       webhook,
       text: body.prompt,
       details: { aspect_ratio: body.aspect_ratio, resolution: body.resolution },

@@ -31,6 +31,9 @@ import { SubmitGate, type WebhookPolicy } from './submit.js';
 import type { Urls } from './urls.js';
 import { DEFAULT_WEBHOOK_TIMINGS, WebhookDispatcher, type WebhookTimings } from './webhooks.js';
 
+/** A true-size video's bytes by default: over the sink's multipart threshold. */
+export const DEFAULT_VIDEO_BYTES = 20 * 1024 * 1024;
+
 export interface EmulatorOptions {
   /** Default 0 (any free port). */
   port?: number;
@@ -69,6 +72,14 @@ export interface EmulatorOptions {
    * true; when false (the default) accepted as an offline stand-in, checked by extension only.
    */
   strictImageUrls?: boolean;
+  /**
+   * Serve outputs at their true sizes: sheets 2048 × 1152 (2K, 16:9), marketing images 1024, 2048 or
+   * 4096 on the long side by resolution and aspect ratio, Soul at width_and_height, videos of
+   * `videoBytes`. Default false: small drawings (160 px on the long side), tiny video placeholders.
+   */
+  trueSizes?: boolean;
+  /** Bytes of a video output with true sizes on. Default 20 MB (20 × 1024 × 1024). */
+  videoBytes?: number;
   /** Where internal errors are logged. Default stderr. */
   log?: (line: string) => void;
   /**
@@ -153,12 +164,13 @@ async function assemble(
     durations: options.durations ?? {},
     platformUrl: urls.platform,
     cdnUrl: urls.cdn,
+    trueSizes: options.trueSizes ?? false,
   });
   const stats = new Stats();
   const catalog = new CatalogState();
   const presets = new PresetCatalog(seed);
   const media = new MediaStore(ledger, urls);
-  const cdn = new Cdn(requests);
+  const cdn = new Cdn(requests, options.trueSizes === true ? (options.videoBytes ?? DEFAULT_VIDEO_BYTES) : 0);
   const images = new ImageInputs({
     strict: options.strictImageUrls ?? false,
     own: (url) => {

@@ -2,7 +2,7 @@
  * What the contact sheet shows, read from a run's state (the journal, replayed or live) and its
  * plan.json: per step, its axes and grid, and per instance one cell that tells the truth about it.
  */
-import { instanceCostUsd, instanceStatus, type InstanceState, type InstanceStatus } from '../run/journal/run-state.js';
+import { instanceCostUsd, instanceStatus, instanceUnpriced, type InstanceState, type InstanceStatus } from '../run/journal/run-state.js';
 import { naturalCompare } from '../util/natural-compare.js';
 import { sortedAxes, type AxisValues, type GridLayout } from './grid-layout.js';
 import { instanceAxes } from './instance-axes.js';
@@ -32,6 +32,8 @@ export interface Cell {
   error?: string | undefined;
   /** US$ this instance costs: the step's price, the service's reported cost, or 0 when refunded or reused. */
   costUsd?: number | undefined;
+  /** An attempt of it was sent with no known price: what it cost is not in costUsd (never US$0). */
+  unpriced?: true | undefined;
   requestId?: string | undefined;
   /** The seed a re-roll actually sent. */
   rerollSeed?: number | undefined;
@@ -197,6 +199,7 @@ export type PackedCell = [
   error: string | null,
   rerollSeed: number | null,
   answer: string | null,
+  unpriced: 1 | null,
 ];
 
 function packCell(cell: Cell): string {
@@ -208,12 +211,13 @@ function packCell(cell: Cell): string {
     cell.error ?? null,
     cell.rerollSeed ?? null,
     cell.answer ?? null,
+    cell.unpriced ? 1 : null,
   ];
   return JSON.stringify(packed);
 }
 
 function unpackCell(id: string, text: string): Cell {
-  const [status, files, costUsd, requestId, error, rerollSeed, answer] = JSON.parse(text) as PackedCell;
+  const [status, files, costUsd, requestId, error, rerollSeed, answer, unpriced] = JSON.parse(text) as PackedCell;
   const cell: Cell = {
     id,
     values: Object.fromEntries(instanceAxes(id).values),
@@ -225,6 +229,7 @@ function unpackCell(id: string, text: string): Cell {
   if (requestId !== null) cell.requestId = requestId;
   if (rerollSeed !== null) cell.rerollSeed = rerollSeed;
   if (answer !== null) cell.answer = answer;
+  if (unpriced === 1) cell.unpriced = true;
   return cell;
 }
 
@@ -256,6 +261,7 @@ function cellOf(id: string, entry: InstanceState, values: [string, string][], pr
   if (error !== undefined) cell.error = redactEveryForm(error);
   const cost = instanceCostUsd(entry, priceUsd);
   if (cost !== undefined) cell.costUsd = cost;
+  if (instanceUnpriced(entry, priceUsd)) cell.unpriced = true;
   const requestId = requestIdOf(entry);
   if (requestId !== undefined) cell.requestId = requestId;
   if (entry.rerollSeed !== undefined) cell.rerollSeed = entry.rerollSeed;

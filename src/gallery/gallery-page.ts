@@ -90,6 +90,8 @@ export interface PageStep {
   count: number;
   /** What its cells cost in all, US$. */
   spendUsd: number;
+  /** Its cells sent with no known price: not in spendUsd. */
+  unpriced: number;
   /** Per cell, in order: the index of its label in each of `fields.axes` (-1: none), then its status's index in the page's `statuses`. */
   index: number[];
   pages: PageRef[];
@@ -122,7 +124,14 @@ export function galleryPageHtml(data: PageData, options: { review?: boolean } = 
     writtenAt: data.writtenAt,
     pageCells: GALLERY_PAGE_CELLS,
     statuses: data.statuses,
-    steps: data.steps.map((s) => ({ ...s.fields, count: s.count, spendUsd: s.spendUsd, pages: s.pages, index: s.index })),
+    steps: data.steps.map((s) => ({
+      ...s.fields,
+      count: s.count,
+      spendUsd: s.spendUsd,
+      unpriced: s.unpriced,
+      pages: s.pages,
+      index: s.index,
+    })),
   });
   return `<!doctype html>
 <html lang="en" data-review="${options.review ? 'on' : 'off'}">
@@ -157,9 +166,11 @@ export function galleryFiles(data: GalleryData, options: { review?: boolean } = 
   const steps = data.steps.map(({ cells, ...fields }, stepAt) => {
     const builder = new IndexBuilder(fields.axes, statuses);
     let spendUsd = 0;
+    let unpriced = 0;
     for (const cell of cells) {
       builder.add(Object.entries(cell.values), cell.status);
       spendUsd += cell.costUsd ?? 0;
+      if (cell.unpriced) unpriced++;
     }
     const pages: PageRef[] = [];
     for (let at = 0, page = 0; at < cells.length; at += GALLERY_PAGE_CELLS, page++) {
@@ -169,7 +180,7 @@ export function galleryFiles(data: GalleryData, options: { review?: boolean } = 
       files.set(file, dataFileText(stepAt, page, sig, slice));
       pages.push({ file, count: slice.length, sig });
     }
-    return { fields, count: cells.length, spendUsd, index: builder.index, pages };
+    return { fields, count: cells.length, spendUsd, unpriced, index: builder.index, pages };
   });
   files.set('gallery.html', galleryPageHtml({ ...data, statuses, steps }, options));
   return files;

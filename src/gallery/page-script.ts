@@ -60,6 +60,16 @@ export const PAGE_SCRIPT = String.raw`
     const grouped = /^-?\d+(\.\d+)?$/.test(text) ? groupDigits(text) : text;
     return unit === 'credits' ? grouped + ' credits' : 'US$' + grouped;
   };
+  // A copy of util/format-usd.ts formatSpend, in US$: a sum with unpriced instances is never US$0.00.
+  const formatSpend = (money) => {
+    const unpriced = money.unpricedInstances || 0;
+    const unknown = money.unknownUsd || 0;
+    const count = (n) => groupDigits(String(Math.round(n)));
+    const parts = [unpriced > 0 && money.netUsd === 0 ? 'unpriced (' + count(unpriced) + ' instance' + (unpriced === 1 ? '' : 's') + ')' : formatMoney(money.netUsd, 'total', 'usd')];
+    if (unpriced > 0 && money.netUsd !== 0) parts.push(count(unpriced) + ' unpriced');
+    if (unknown > 0) parts.push('up to ' + formatMoney(unknown, 'total', 'usd') + ' unknown');
+    return parts.join(' + ');
+  };
   // money:end
   const usd = (n, kind) => (n === undefined ? '' : formatMoney(n, kind || 'total', 'usd'));
   const round6 = (n) => Math.round(n * 1e6) / 1e6;
@@ -241,9 +251,11 @@ export const PAGE_SCRIPT = String.raw`
   function renderSpend() {
     const line = document.getElementById('spend');
     const spent = round6(data.steps.reduce((sum, step) => sum + step.spendUsd, 0));
+    const unpriced = data.steps.reduce((sum, step) => sum + step.unpriced, 0);
     const count = data.steps.reduce((sum, step) => sum + step.count, 0);
     line.dataset.usd = String(spent);
-    line.textContent = 'Net ' + usd(spent) + ' on ' + count + ' instance' + (count === 1 ? '' : 's');
+    line.dataset.unpriced = String(unpriced);
+    line.textContent = 'Net ' + formatSpend({ netUsd: spent, unpricedInstances: unpriced }) + ' on ' + count + ' instance' + (count === 1 ? '' : 's');
   }
 
   let renders = 0;
@@ -327,7 +339,7 @@ export const PAGE_SCRIPT = String.raw`
     const summary = Object.entries(counts).map(([s, n]) => n + ' ' + s.replace('_', ' ')).join(', ');
     const section = el('section', { className: 'step', 'data-step': step.id }, [
       el('h2', { text: step.id + ' (' + step.model + (step.forEach ? ', for each ' + step.forEach : '') + ')' }),
-      el('p', { className: 'counts', text: step.count + ' of ' + step.planned + ' instances' + (summary ? ': ' + summary : '') + '; ' + usd(round6(step.spendUsd)) }),
+      el('p', { className: 'counts', text: step.count + ' of ' + step.planned + ' instances' + (summary ? ': ' + summary : '') + '; ' + formatSpend({ netUsd: round6(step.spendUsd), unpricedInstances: step.unpriced }) }),
     ]);
     section.appendChild(controls(step, view));
     const rowName = (k) => (view.rows && k >= 0 ? view.rows + '=' + valuesOf(step, view.rows)[k] : '');
@@ -434,7 +446,8 @@ export const PAGE_SCRIPT = String.raw`
     if (c.files.some((f) => f.kind === 'video')) facts.appendChild(el('span', { className: 'badge kind', text: 'video' }));
     if (c.rerollSeed !== undefined) facts.appendChild(el('span', { className: 'badge reroll', text: 're-rolled: seed ' + c.rerollSeed }));
     const refunded = c.costUsd === 0 && (c.status === 'failed' || c.status === 'nsfw' || c.status === 'canceled');
-    if (c.costUsd !== undefined) facts.appendChild(el('span', { className: 'cost', text: refunded ? 'refunded' : usd(c.costUsd, 'each') }));
+    if (c.unpriced) facts.appendChild(el('span', { className: 'cost', text: 'unpriced' }));
+    else if (c.costUsd !== undefined) facts.appendChild(el('span', { className: 'cost', text: refunded ? 'refunded' : usd(c.costUsd, 'each') }));
     cell.appendChild(facts);
     if (c.error) cell.appendChild(el('p', { className: 'error', text: c.error }));
     cell.appendChild(el('p', { className: 'id', text: c.id + (c.requestId ? ' \u00b7 ' + c.requestId : '') }));

@@ -60,6 +60,8 @@ export interface WrittenPage {
   rows: number[];
   statuses: string[];
   spendUsd: number;
+  /** Its cells sent with no known price. */
+  unpriced: number;
 }
 
 interface BuildOptions {
@@ -129,6 +131,7 @@ async function buildGallery(
     const axesKey = JSON.stringify(axes);
     const index = new IndexBuilder(axes, statuses);
     let spendUsd = 0;
+    let unpriced = 0;
     const pages: PageRef[] = [];
     for (let at = 0, page = 0; at < cells.ids.length; at += GALLERY_PAGE_CELLS, page++) {
       const ids = cells.ids.slice(at, at + GALLERY_PAGE_CELLS);
@@ -143,17 +146,19 @@ async function buildGallery(
       const last = options.written?.get(file);
       // The same cells under the same axes: their part of the index as it was.
       const known: WrittenPage =
-        last?.sig === sig && last.axes === axesKey ? last : { sig, axes: axesKey, rows: [], statuses: [], spendUsd: 0 };
+        last?.sig === sig && last.axes === axesKey ? last : { sig, axes: axesKey, rows: [], statuses: [], spendUsd: 0, unpriced: 0 };
       if (known !== last) {
         for (const [i, id] of ids.entries()) {
-          const [status, , costUsd] = JSON.parse(packed[i] as string) as PackedCell;
+          const [status, , costUsd, , , , , cellUnpriced] = JSON.parse(packed[i] as string) as PackedCell;
           for (const n of index.rowOf(instanceAxes(id).values)) known.rows.push(n);
           known.statuses.push(status);
           known.spendUsd += costUsd ?? 0;
+          if (cellUnpriced === 1) known.unpriced++;
         }
       }
       for (const [i, status] of known.statuses.entries()) index.push(known.rows, status, i * axes.length);
       spendUsd += known.spendUsd;
+      unpriced += known.unpriced;
       files.add(file);
       pages.push({ file, count: ids.length, sig });
       if (last?.sig === sig) {
@@ -174,6 +179,7 @@ async function buildGallery(
       fields: { id: s.id, model: s.model, forEach: s.for_each, planned: s.count, axes, layout: chooseLayout(axes, layouts.get(s.id)) },
       count: cells.ids.length,
       spendUsd,
+      unpriced,
       index: index.index,
       pages,
     });

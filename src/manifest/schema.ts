@@ -134,6 +134,11 @@ export const Sink = z.union([
      * `when_needed` (default), when the store's ETag is not an MD5 genpipe can check; `always`; `never`.
      */
     read_back: z.enum(['never', 'when_needed', 'always']).optional(),
+    /**
+     * Another object already at a key, with other bytes: `fail` (default) keeps it and reports the
+     * conflict, `skip` keeps it and goes on, `overwrite` replaces it (journaled per object).
+     */
+    on_conflict: z.enum(['fail', 'skip', 'overwrite']).optional(),
     /** Files above this many bytes are never read back. Default 67108864 (64 MiB). */
     read_back_max_bytes: z.int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
   }),

@@ -168,7 +168,7 @@ export function summaryText(s: NotifySummary): string {
     s.message,
     `Instances: ${counts || 'none'}.`,
     ...(s.sink ? [sinkLine(s.sink)] : []),
-    `Spend: ${formatSpend({ netUsd: s.spend_usd.net, unknownUsd: s.spend_usd.unknown, unpricedInstances: s.spend_usd.unpriced_instances })} net (${usd(s.spend_usd.estimated)} charged, ${usd(s.spend_usd.refunded)} refunded).`,
+    `Spend: ${formatSpend({ netUsd: s.spend_usd.net, unknownUsd: s.spend_usd.unknown, unpricedInstances: s.spend_usd.unpriced_instances })} net (${formatSpend({ netUsd: s.spend_usd.estimated, unpricedInstances: s.spend_usd.unpriced_instances })} charged, ${usd(s.spend_usd.refunded)} refunded).`,
     // A chat reader is on another machine, where a path or file:// link opens nothing.
     `Run directory: ${s.run_dir} on ${s.host} (genpipe review ${s.run_dir} serves its gallery).`,
   ].join('\n');

@@ -1,6 +1,6 @@
 /** The cost report as JSON, CSV (RFC 4180, formula-safe) and Markdown. */
 import { csvCell, csvRow } from '../util/csv.js';
-import { formatMoney, jsonUsd, toCredits } from '../util/format-usd.js';
+import { formatMoney, formatSpend, jsonUsd, toCredits } from '../util/format-usd.js';
 import type { CostReport, CostSummary, GroupLine, InstanceLine, Money, ReportSinks } from './cost-report.js';
 import { formatBytes } from '../util/format-bytes.js';
 
@@ -66,12 +66,14 @@ export const reportJsonParts = (report: CostReport): Generator<string> => partsO
 export const reportJson = (report: CostReport): string => [...reportJsonParts(report)].join('');
 
 const MONEY_HEADER = ['estimated_usd', 'actual_usd', 'refunded_usd', 'net_usd', 'net_credits', 'unknown_usd', 'unpriced_instances'];
+/** A sum of a row with unpriced instances that adds up to nothing known reads `unpriced`, never 0. */
+const csvSum = (usd: number, m: Money): number | string => (usd === 0 && m.unpricedInstances > 0 ? 'unpriced' : usd);
 const money = (m: Money, rate: number): unknown[] => [
-  m.estimatedUsd,
+  csvSum(m.estimatedUsd, m),
   m.actualUsd ?? '',
   m.refundedUsd,
-  m.netUsd,
-  credits(m.netUsd, rate),
+  csvSum(m.netUsd, m),
+  csvSum(credits(m.netUsd, rate), m),
   m.unknownUsd,
   m.unpricedInstances,
 ];
@@ -82,7 +84,7 @@ export const CSV_FORMAT: ReportFormat = {
   // csvRow(['instance', line.instance, line.step, line.model, line.status, line.requestId, ...money(line, rate)]),
   // without the array: a number's cell is its text, and a status is a plain word (render.test.ts compares).
   instance: (l, _index, rate) =>
-    `instance,${csvCell(l.instance)},${csvCell(l.step)},${csvCell(l.model)},${l.status},${csvCell(l.requestId)},${String(l.estimatedUsd)},${l.actualUsd === null ? '' : String(l.actualUsd)},${String(l.refundedUsd)},${String(l.netUsd)},${String(credits(l.netUsd, rate))},${String(l.unknownUsd)},${String(l.unpricedInstances)}\r\n`,
+    `instance,${csvCell(l.instance)},${csvCell(l.step)},${csvCell(l.model)},${l.status},${csvCell(l.requestId)},${String(csvSum(l.estimatedUsd, l))},${l.actualUsd === null ? '' : String(l.actualUsd)},${String(l.refundedUsd)},${String(csvSum(l.netUsd, l))},${String(csvSum(credits(l.netUsd, rate), l))},${String(l.unknownUsd)},${String(l.unpricedInstances)}\r\n`,
   tail: (r) => {
     const group = (level: string, g: GroupLine): string => csvRow([level, g.name, '', '', countsText(g), '', ...money(g, r.creditsPerUsd)]);
     return [...r.steps.map((g) => group('step', g)), ...r.models.map((g) => group('model', g)), group('total', r.total)].join('');
@@ -104,8 +106,8 @@ function countsText(g: GroupLine): string {
 const usd = (n: number | null): string => (n === null ? '—' : formatMoney(n, 'total'));
 /** `US$0.0865`: an instance's amount, with the finer digits a price has. */
 const usdEach = (n: number): string => formatMoney(n, 'each');
-/** `432.50 credits`. */
-const creditsText = (usd: number, rate: number): string => formatMoney(credits(usd, rate), 'total', 'credits');
+/** A sum of a row with unpriced instances: `unpriced (2 instances)` or `US$0.10 + 2 unpriced`, never US$0.00 alone. */
+const priced = (usd: number, m: Money): string => formatSpend({ netUsd: usd, unpricedInstances: m.unpricedInstances });
 const cell = (text: string): string => (MARKDOWN_SPECIAL.test(text) ? text.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ') : text);
 const MARKDOWN_SPECIAL = /[|\n]/;
 
@@ -141,7 +143,7 @@ function markdownHead(report: CostSummary): string {
     '|---|---|---:|---:|---:|---:|---:|',
     ...groups.map(
       (g) =>
-        `| ${cell(g.name)} | ${cell(countsText(g))} | ${usd(g.estimatedUsd)} | ${usd(g.actualUsd)} | ${usd(g.refundedUsd)} | ${usd(g.netUsd)} | ${creditsText(g.netUsd, rate).replace(/ credits$/, '')} |`,
+        `| ${cell(g.name)} | ${cell(countsText(g))} | ${priced(g.estimatedUsd, g)} | ${usd(g.actualUsd)} | ${usd(g.refundedUsd)} | ${priced(g.netUsd, g)} | ${formatSpend({ netUsd: g.netUsd, unpricedInstances: g.unpricedInstances }, 'credits', rate).replace(/ credits/, '')} |`,
     ),
     '',
   ];
@@ -149,7 +151,7 @@ function markdownHead(report: CostSummary): string {
   const head = [
     `# Cost report: ${cell(report.pipeline)} ${cell(report.runId)}`,
     '',
-    `Net **${usd(t.netUsd)}** (${creditsText(t.netUsd, rate)} at ${rate} credits per US$): charged ${usd(t.estimatedUsd)}, refunded ${usd(t.refundedUsd)}` +
+    `Net **${priced(t.netUsd, t)}** (${formatSpend({ netUsd: t.netUsd, unpricedInstances: t.unpricedInstances }, 'credits', rate)} at ${rate} credits per US$): charged ${priced(t.estimatedUsd, t)}, refunded ${usd(t.refundedUsd)}` +
       (t.actualUsd === null ? '.' : `, actual costs reported by the service ${usd(t.actualUsd)}.`),
     ...(t.unknownUsd > 0
       ? [

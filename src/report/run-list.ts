@@ -12,7 +12,12 @@ export interface RunListing {
   dir: string;
   /** The last run_finished outcome (a signal's stop reads `interrupted`), or `interrupted` when the last start has no finish. */
   status: string;
+  /** Instances done: made in this run (`made`) or reused from an earlier one (`reused`). */
   completed: number;
+  /** Completed by a request of this run. */
+  made: number;
+  /** Reused from an earlier run (`--reuse`): done, with nothing sent. */
+  reused: number;
   instances: number;
   netUsd: number;
   /** Attempts whose end is unknown, at their price (cost-report.ts). */
@@ -56,7 +61,9 @@ export async function listRuns(root: string, pipeline?: string): Promise<RunList
         runId,
         dir,
         status,
-        completed: report.total.counts.completed,
+        completed: report.total.counts.completed + report.total.counts.reused,
+        made: report.total.counts.completed,
+        reused: report.total.counts.reused,
         instances,
         netUsd: report.total.netUsd,
         unknownUsd: report.total.unknownUsd,

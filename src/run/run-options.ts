@@ -119,11 +119,20 @@ export interface StepOutputSink {
     instance: string,
     entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>,
     options: { consumeRetry(): boolean; creditRetry?(): void; signal?: AbortSignal | undefined; checkExisting?: boolean | undefined },
-    journal: (record: JournalRecordOf<'sink_uploaded' | 'sink_unverified'>) => Promise<void>,
+    journal: (
+      record: JournalRecordOf<
+        'sink_uploaded' | 'sink_unverified' | 'sink_conflict' | 'sink_overwrite' | 'sink_multipart' | 'sink_part' | 'sink_multipart_aborted'
+      >,
+    ) => Promise<void>,
   ): Promise<{
     uploaded: number;
     bytes: number;
     failed: (Error & { transient?: boolean }) | undefined;
+    /**
+     * Outputs another object at their key kept out of the sink, nothing overwritten (journaled
+     * `sink_conflict`): `failed` ones make the instance "completed, upload conflict" (exit 1).
+     */
+    conflicts: readonly { key: string; output: number; action: 'failed' | 'skipped' }[];
     /** Keys uploaded whose bytes in the store could not be checked (journaled `sink_unverified`). */
     unverified: readonly string[];
   }>;

@@ -21,6 +21,7 @@ import { EXIT, exitCodeFor } from './exit-codes.js';
 import { embeddedConfig, startEmbeddedEmulator, type EmbeddedEmulator } from './embedded-emulator.js';
 import { planSources } from './plan-sources.js';
 import { confirmSpend } from './confirm-spend.js';
+import { reuseHint } from './reuse-hint.js';
 import type { QueueExecutor, QueueExecutorOptions } from '../fleet/queue-executor.js';
 import type { RunSinks } from '../sink/run-sinks.js';
 import { adapterFor } from '../models/registry.js';
@@ -281,6 +282,11 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
       const root = resolve(
         o.outDir ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'),
       );
+      // Before anything is spent: what an earlier run of this pipeline already made, and the flag that reuses it.
+      if (!o.reuse) {
+        const hint = await reuseHint(join(root, plan.name), plan, catalog);
+        if (hint) err(hint);
+      }
       // The lock first: a run refused for overlapping leaves nothing behind.
       runId = newId;
       setWritingFolder(join(root, plan.name));
@@ -457,6 +463,7 @@ async function execute(x: Execution): Promise<RunResult> {
     // credentials end the run here, exit 2, with nothing sent to the service. Without a sink in
     // the manifest, the AWS SDK is never loaded.
     sinks = await openSinks(plan, { id: runId, startedAt: x.startedAt }, o.env ?? process.env, x.signal);
+    for (const warning of sinks?.warnings ?? []) err(warning);
     if (o.webhook) webhook = await WebhookReceiver.start(o.webhook);
     if (o.fleet) {
       const polling = plan.loaded.manifest.defaults?.polling;

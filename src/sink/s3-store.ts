@@ -35,6 +35,7 @@ import {
   isTransient,
   nameOf,
   SinkUploadError,
+  statusOf,
   StoredBytesMismatch,
 } from './sink-errors.js';
 
@@ -89,12 +90,73 @@ export interface UploadOptions {
   /**
    * False skips the HEAD that looks for the object first (one request in two), for a file the
    * caller knows is new to the sink: downloaded by this very process in a run that is not a resume
-   * nor a --reuse. Default true: a resume, a reuse or a second run into the same prefix then sends
-   * nothing for an object already there.
+   * nor a --reuse. Only on a store whose PUTs are conditional: elsewhere the HEAD is what keeps
+   * another run's object from being replaced. Default true: a resume, a reuse or a second run into
+   * the same prefix then sends nothing for an object already there.
    */
   checkExisting?: boolean | undefined;
   /** For tests of the backoff; Math.random otherwise. */
   random?: () => number;
+  /**
+   * Told, and awaited, before anything is sent that replaces an object genpipe did not write for
+   * this file (`on_conflict: overwrite`): the caller journals it first.
+   */
+  onOverwrite?: ((previous: ExistingSummary, reason: 'on_conflict' | 'remade') => Promise<void>) | undefined;
+  /**
+   * The object genpipe itself last wrote at this key for this instance (journaled), if any: found
+   * there still, it is replaced by the file made again, whatever `on_conflict` says.
+   */
+  ownObject?: { sha256: string; etag: string } | undefined;
+  /** A multipart upload's journal: what to resume from, and where each step of it is told. */
+  multipart?: MultipartHooks | undefined;
+}
+
+/** A multipart upload begun, as journaled: enough for another process to finish it. */
+export interface MultipartProgress {
+  uploadId: string;
+  partSize: number;
+  /** The file's: a resume of other bytes aborts the upload instead. */
+  sha256: string;
+  encryption: string | undefined;
+  customerKey: boolean;
+  /** The parts landed: number → ETag (no quotes). */
+  parts: Map<number, string>;
+}
+
+export interface MultipartHooks {
+  /** The upload journaled by an earlier process, if any; kept up to date by the upload. */
+  resume?: MultipartProgress | undefined;
+  /** Awaited before the first part is sent: the caller journals the upload id. */
+  started(progress: MultipartProgress): Promise<void>;
+  /** Awaited as each part lands. */
+  part(uploadId: string, partNumber: number, etag: string): Promise<void>;
+  /** The upload was aborted (or found gone): no resume may use it. */
+  aborted(uploadId: string): Promise<void>;
+  retried?: boolean;
+}
+
+/** An object found at a key, as a conflict or an overwrite names it. */
+export interface ExistingSummary {
+  size: number;
+  /** Without quotes; '' when the store gave none. */
+  etag: string;
+  /** Its `x-amz-meta-sha256`, when it has one. */
+  sha256: string | undefined;
+}
+
+/**
+ * Another object is at the key, with other bytes than the file's, and the sink's `on_conflict`
+ * is `fail` (the upload stays to do: `action` failed) or `skip` (it is left there for good): nothing
+ * was overwritten.
+ */
+export interface UploadConflict {
+  conflict: true;
+  key: string;
+  action: 'failed' | 'skipped';
+  existing: ExistingSummary;
+  /** The file's. */
+  size: number;
+  sha256: string;
 }
 
 export interface UploadResult {
@@ -108,6 +170,9 @@ export interface UploadResult {
   skipped: boolean;
   /** How genpipe knows the store holds the file's bytes, or why it cannot know. */
   verification: Verification;
+  conflict?: undefined;
+  /** The object this upload replaced (`on_conflict: overwrite`), when there was one. */
+  overwrote?: ExistingSummary | undefined;
 }
 
 /**
@@ -155,6 +220,12 @@ type ObjectParams = { Bucket: string; Key: string; Metadata: Record<string, stri
 export class S3Store {
   readonly #s3: S3Module;
   readonly #limit: LimitFunction;
+  /**
+   * True once the preflight saw the store refuse, with 412, a second conditional PUT of its probe:
+   * every PUT then carries If-None-Match: *. Otherwise each upload looks with a HEAD first, which
+   * leaves a moment between the two where another writer's object can be replaced.
+   */
+  #conditional = false;
 
   private constructor(
     readonly config: SinkConfig,
@@ -221,15 +292,32 @@ export class S3Store {
     }
     const probe = `${this.config.prefix === '' ? '' : `${this.config.prefix}/`}.genpipe-probe-${randomUUID()}`;
     const empty = Buffer.alloc(0);
-    try {
-      await preflightAttempts(
-        () =>
-          this.client.send(
-            new s3.PutObjectCommand({ Bucket: bucket, Key: probe, Body: empty, ContentLength: 0, ChecksumSHA256: sha256Base64(empty) }),
-            sendOptions,
-          ),
-        signal,
+    const putProbe = (conditional: boolean): Promise<unknown> =>
+      this.client.send(
+        new s3.PutObjectCommand({
+          Bucket: bucket,
+          Key: probe,
+          Body: empty,
+          ContentLength: 0,
+          ChecksumSHA256: sha256Base64(empty),
+          ...(conditional ? { IfNoneMatch: '*' } : {}),
+        }),
+        sendOptions,
       );
+    try {
+      try {
+        await preflightAttempts(() => putProbe(true), signal);
+      } catch (error) {
+        // A store that refuses the condition itself (not the write): the probe goes without it.
+        if (
+          isTransient(error) ||
+          isCredentialProblem(error) ||
+          isNotFound(error) ||
+          (error instanceof GenpipeError && error.code === 'aborted')
+        )
+          throw error;
+        await preflightAttempts(() => putProbe(false), signal);
+      }
     } catch (error) {
       if (error instanceof GenpipeError && error.code === 'aborted') throw error;
       if (isNotFound(error) || nameOf(error) === 'NoSuchBucket') return this.#missingBucket();
@@ -241,11 +329,33 @@ export class S3Store {
       }
       return this.#unreachable(error);
     }
+    // The same probe again, with If-None-Match: only a 412 says the store keeps an object it has
+    // from a conditional PUT (a store that ignores the header answers 200 and overwrites).
+    try {
+      await preflightAttempts(() => putProbe(true), signal);
+      this.#conditional = false;
+    } catch (error) {
+      if (error instanceof GenpipeError && error.code === 'aborted') throw error;
+      this.#conditional = statusOf(error) === 412 || nameOf(error) === 'PreconditionFailed';
+    }
+    let headRefused = false;
+    try {
+      await preflightAttempts(() => this.client.send(new s3.HeadObjectCommand({ Bucket: bucket, Key: probe }), sendOptions), signal);
+    } catch (error) {
+      if (error instanceof GenpipeError && error.code === 'aborted') throw error;
+      headRefused = isCredentialProblem(error) && !isTransient(error);
+    }
     try {
       await this.client.send(new s3.DeleteObjectCommand({ Bucket: bucket, Key: probe }), sendOptions);
     } catch {
       // A key that may write but not delete leaves an empty probe object behind: harmless, and no
       // reason to stop a run that can upload.
+    }
+    if (headRefused && this.config.onConflict !== 'overwrite') {
+      return new GenpipeError(
+        'credentials',
+        `The store lets these credentials write to ${this.where} but refuses to let them read what is there (HEAD refused, HTTP 403), so genpipe cannot tell another run's object from its own and will not write over it: allow s3:GetObject on the bucket, or set the sink's on_conflict: overwrite.`,
+      );
     }
     return undefined;
   }
@@ -256,11 +366,16 @@ export class S3Store {
    * Transient failures are retried with backoff while `consumeRetry()` allows; anything else, or
    * retries run out, throws a SinkUploadError (the file stays on disk, its upload pending).
    */
-  upload(file: string, key: string, options: UploadOptions): Promise<UploadResult> {
+  upload(file: string, key: string, options: UploadOptions): Promise<UploadResult | UploadConflict> {
     return this.#limit(() => this.#upload(file, key, options));
   }
 
-  async #upload(file: string, key: string, options: UploadOptions): Promise<UploadResult> {
+  /** Whether this store's PUTs are conditional (known after the preflight). */
+  get conditional(): boolean {
+    return this.#conditional;
+  }
+
+  async #upload(file: string, key: string, options: UploadOptions): Promise<UploadResult | UploadConflict> {
     const problem = await this.#credentials();
     if (problem) throw new SinkUploadError(problem.code, problem.message, false, key);
     let content: FileContent;
@@ -306,72 +421,156 @@ export class S3Store {
   }
 
   /**
-   * One try: HEAD (already there with these bytes?) unless told not to look, then a PUT or a
-   * multipart upload, then the check that the store holds these bytes (verify()).
+   * One try. The object at the key, if any, is looked at first (a HEAD) unless the caller knows the
+   * file is new and the store's PUTs are conditional: the same bytes count as delivered, other
+   * bytes are a conflict (or, under `on_conflict: overwrite`, replaced once the caller journaled
+   * it). Then a PUT or a multipart upload, conditional where the store can, and the check that the
+   * store holds the file's bytes (verify()). A conditional write refused with 412 looks again.
    */
-  async #attempt(file: string, key: string, content: FileContent, options: UploadOptions, look: boolean): Promise<UploadResult> {
+  async #attempt(
+    file: string,
+    key: string,
+    content: FileContent,
+    options: UploadOptions,
+    look: boolean,
+  ): Promise<UploadResult | UploadConflict> {
     const signal = options.signal;
-    const existing = look ? await this.#head(key, signal) : undefined;
-    if (existing) {
-      const same = await this.#sameBytes(key, existing, content, signal);
-      if (same.same)
-        return { key, size: content.size, sha256: content.sha256, etag: existing.etag, skipped: true, verification: same.verification };
-    }
+    let overwrote: ExistingSummary | undefined;
     const common = { Bucket: this.config.bucket, Key: key, Metadata: { sha256: content.sha256 }, ContentType: contentTypeOf(file) };
-    const sent = content.bytes
-      ? await this.#put(common, content.bytes, content, signal)
-      : await this.#multipart(file, common, content, signal);
-    const verification = await this.#verifyUpload(key, sent, content, signal);
-    return { key, size: content.size, sha256: content.sha256, etag: sent.etag, skipped: false, verification };
+    for (let pass = 0; ; pass++) {
+      const existing = look || !this.#conditional || pass > 0 ? await this.#head(key, signal) : undefined;
+      if (existing) {
+        const same = await this.#sameBytes(key, existing, content, signal);
+        if (same.same)
+          return { key, size: content.size, sha256: content.sha256, etag: existing.etag, skipped: true, verification: same.verification };
+        const previous = { size: existing.size, etag: existing.etag, sha256: existing.sha256 };
+        const own =
+          options.ownObject !== undefined && existing.sha256 === options.ownObject.sha256 && existing.etag === options.ownObject.etag;
+        if (!own && this.config.onConflict !== 'overwrite')
+          return {
+            conflict: true,
+            key,
+            action: this.config.onConflict === 'skip' ? 'skipped' : 'failed',
+            existing: previous,
+            size: content.size,
+            sha256: content.sha256,
+          };
+        await options.onOverwrite?.(previous, own ? 'remade' : 'on_conflict');
+        overwrote = previous;
+      } else if (pass > 2) {
+        // Refused as present, then shown absent, again and again: a store to try later.
+        throw new GenpipeError('server_error', `the store refused a conditional write of ${key} and then showed no object there`);
+      }
+      // Replacing what the HEAD above saw (journaled): no condition.
+      const condition = this.#conditional && this.config.onConflict !== 'overwrite' && overwrote === undefined;
+      let sent: StoreAnswer;
+      try {
+        sent = content.bytes
+          ? await this.#put(common, content.bytes, content, condition, signal)
+          : await this.#multipart(file, common, content, condition, options);
+      } catch (error) {
+        if (condition && isPreconditionFailed(error)) continue;
+        throw error;
+      }
+      const verification = await this.#verifyUpload(key, sent, content, signal);
+      return { key, size: content.size, sha256: content.sha256, etag: sent.etag, skipped: false, verification, overwrote };
+    }
   }
 
   /** One PUT of the whole file, with its SHA-256 checksum (checked by stores that check it). */
-  async #put(common: ObjectParams, bytes: Buffer, content: FileContent, signal: AbortSignal | undefined): Promise<StoreAnswer> {
+  async #put(
+    common: ObjectParams,
+    bytes: Buffer,
+    content: FileContent,
+    condition: boolean,
+    signal: AbortSignal | undefined,
+  ): Promise<StoreAnswer> {
     const sent = await this.client.send(
-      new this.#s3.PutObjectCommand({ ...common, Body: bytes, ContentLength: content.size, ChecksumSHA256: base64Of(content.sha256) }),
+      new this.#s3.PutObjectCommand({
+        ...common,
+        Body: bytes,
+        ContentLength: content.size,
+        ChecksumSHA256: base64Of(content.sha256),
+        ...(condition ? { IfNoneMatch: '*' } : {}),
+      }),
       sendOptions(signal),
     );
     return { etag: unquote(sent.ETag ?? ''), encryption: sent.ServerSideEncryption, customerKey: sent.SSECustomerAlgorithm !== undefined };
   }
 
   /**
-   * genpipe's own multipart upload (lib-storage's Upload hides its parts' answers): each part
-   * carries its SHA-256 checksum, and the ETag the store answers for it is compared with the part's
-   * MD5 (a part the store got otherwise fails the attempt, which starts over and drops the parts).
+   * genpipe's own multipart upload (lib-storage's Upload hides the upload id and its parts'
+   * answers): each part carries its SHA-256 checksum, and the ETag the store answers for it is
+   * compared with the part's MD5. The upload id is journaled (`options.multipart.started`) before
+   * the first part, and each part as it lands: a process killed midway leaves a journal from which
+   * the next one (`options.multipart.resume`) sends only the missing parts and completes the same
+   * upload. A transient failure keeps the upload for the next attempt; anything else aborts it
+   * (best effort: s3rver has no AbortMultipartUpload) and journals that, so no resume reuses it.
    */
-  async #multipart(file: string, common: ObjectParams, content: FileContent, signal: AbortSignal | undefined): Promise<StoreAnswer> {
+  async #multipart(
+    file: string,
+    common: ObjectParams,
+    content: FileContent,
+    condition: boolean,
+    options: UploadOptions,
+  ): Promise<StoreAnswer> {
     const s3 = this.#s3;
+    const signal = options.signal;
+    const hooks = options.multipart;
     const parts = content.parts as PartDigest[];
-    const created = await this.client.send(
-      new s3.CreateMultipartUploadCommand({ ...common, ChecksumAlgorithm: 'SHA256' }),
-      sendOptions(signal),
-    );
-    const uploadId = created.UploadId;
-    if (uploadId === undefined) throw new GenpipeError('server_error', 'The store began a multipart upload without an upload id.');
-    const encryption = created.ServerSideEncryption;
-    const customerKey = created.SSECustomerAlgorithm !== undefined;
+    let progress = hooks?.resume;
+    if (progress && (progress.partSize !== PART_SIZE || progress.sha256 !== content.sha256)) {
+      await this.#abortMultipart(common, progress.uploadId, hooks);
+      progress = undefined;
+    }
+    if (!progress) {
+      const created = await this.client.send(
+        new s3.CreateMultipartUploadCommand({ ...common, ChecksumAlgorithm: 'SHA256' }),
+        sendOptions(signal),
+      );
+      if (created.UploadId === undefined)
+        throw new GenpipeError('server_error', 'The store began a multipart upload without an upload id.');
+      progress = {
+        uploadId: created.UploadId,
+        partSize: PART_SIZE,
+        sha256: content.sha256,
+        encryption: created.ServerSideEncryption,
+        customerKey: created.SSECustomerAlgorithm !== undefined,
+        parts: new Map(),
+      };
+      await hooks?.started(progress);
+    }
+    if (hooks) hooks.resume = progress;
+    const upload = progress;
+    const answer = { encryption: upload.encryption, customerKey: upload.customerKey };
     try {
       const limit = pLimit(PART_QUEUE);
       const done = await Promise.all(
         parts.map((part, index) =>
           limit(async () => {
+            const number = index + 1;
+            const journaled = upload.parts.get(number);
+            // A part journaled by an earlier process for these bytes: not sent again.
+            if (journaled !== undefined && etagAgainst(journaled, { md5: part.md5 }, answer) !== 'mismatch')
+              return { PartNumber: number, ETag: `"${journaled}"`, ChecksumSHA256: base64Of(part.sha256) };
             const bytes = await readPart(file, index, part);
-            const answer = await this.client.send(
+            const sent = await this.client.send(
               new s3.UploadPartCommand({
                 Bucket: common.Bucket,
                 Key: common.Key,
-                UploadId: uploadId,
-                PartNumber: index + 1,
+                UploadId: upload.uploadId,
+                PartNumber: number,
                 Body: bytes,
                 ContentLength: bytes.length,
                 ChecksumSHA256: base64Of(part.sha256),
               }),
               sendOptions(signal),
             );
-            const etag = unquote(answer.ETag ?? '');
-            if (etagAgainst(etag, { md5: part.md5 }, { encryption, customerKey }) === 'mismatch')
-              throw damaged(common.Key, `part ${index + 1}`);
-            return { PartNumber: index + 1, ETag: answer.ETag ?? etag, ChecksumSHA256: base64Of(part.sha256) };
+            const etag = unquote(sent.ETag ?? '');
+            if (etagAgainst(etag, { md5: part.md5 }, answer) === 'mismatch') throw damaged(common.Key, `part ${number}`);
+            upload.parts.set(number, etag);
+            await hooks?.part(upload.uploadId, number, etag);
+            return { PartNumber: number, ETag: sent.ETag ?? etag, ChecksumSHA256: base64Of(part.sha256) };
           }),
         ),
       );
@@ -379,19 +578,40 @@ export class S3Store {
         new s3.CompleteMultipartUploadCommand({
           Bucket: common.Bucket,
           Key: common.Key,
-          UploadId: uploadId,
+          UploadId: upload.uploadId,
           MultipartUpload: { Parts: done },
+          ...(condition ? { IfNoneMatch: '*' } : {}),
         }),
         sendOptions(signal),
       );
-      return { etag: unquote(completed.ETag ?? ''), encryption: completed.ServerSideEncryption ?? encryption, customerKey };
+      if (hooks) hooks.resume = undefined;
+      return {
+        etag: unquote(completed.ETag ?? ''),
+        encryption: completed.ServerSideEncryption ?? upload.encryption,
+        customerKey: upload.customerKey,
+      };
     } catch (error) {
-      // Best effort: a store without AbortMultipartUpload (s3rver) keeps the parts; the failure keeps its meaning.
-      await this.client
-        .send(new s3.AbortMultipartUploadCommand({ Bucket: common.Bucket, Key: common.Key, UploadId: uploadId }))
-        .catch(() => undefined);
+      const gone = nameOf(error) === 'NoSuchUpload';
+      // Down or busy: the upload and its parts wait for the next attempt, or the next process.
+      if (isTransient(error) && !(error instanceof StoredBytesMismatch) && !gone && !signal?.aborted) throw error;
+      if (signal?.aborted) throw error;
+      await this.#abortMultipart(common, upload.uploadId, hooks);
+      // The journaled upload is no longer there (completed, aborted or expired by the store): begin a new one.
+      if (gone && hooks !== undefined && hooks.retried !== true) {
+        hooks.retried = true;
+        return this.#multipart(file, common, content, condition, options);
+      }
       throw error;
     }
+  }
+
+  /** Ends a multipart upload (best effort: s3rver has no AbortMultipartUpload) and says so to the journal. */
+  async #abortMultipart(common: ObjectParams, uploadId: string, hooks: MultipartHooks | undefined): Promise<void> {
+    await this.client
+      .send(new this.#s3.AbortMultipartUploadCommand({ Bucket: common.Bucket, Key: common.Key, UploadId: uploadId }))
+      .catch(() => undefined);
+    if (hooks) hooks.resume = undefined;
+    await hooks?.aborted(uploadId);
   }
 
   /**
@@ -481,8 +701,13 @@ export class S3Store {
         customerKey: head.SSECustomerAlgorithm !== undefined,
       };
     } catch (error) {
-      // 404: not there; 403: a key without read permission, which cannot tell, so it uploads.
-      if (isNotFound(error) || (isCredentialProblem(error) && !isTransient(error))) return undefined;
+      if (isNotFound(error)) return undefined;
+      // 403: a key that may not read cannot tell another run's object from none. Only a sink that
+      // replaces whatever is there goes on (the preflight refused the others).
+      if (isCredentialProblem(error) && !isTransient(error)) {
+        if (this.config.onConflict === 'overwrite') return undefined;
+        throw new GenpipeError('credentials', `the store refused to show what is at ${key} (HTTP 403), so it was not written over`);
+      }
       throw error;
     }
   }
@@ -628,6 +853,7 @@ const compositeMd5 = (parts: readonly { md5: string }[]): string =>
 
 const damaged = (key: string, what: string, evidence: 'etag' | 'read_back' = 'etag'): StoredBytesMismatch =>
   new StoredBytesMismatch(key, what, evidence);
+const isPreconditionFailed = (error: unknown): boolean => statusOf(error) === 412 || nameOf(error) === 'PreconditionFailed';
 const sha256Base64 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('base64');
 const hexOf = (algorithm: 'sha256' | 'md5', bytes: Buffer): string => createHash(algorithm).update(bytes).digest('hex');
 const base64Of = (hex: string): string => Buffer.from(hex, 'hex').toString('base64');

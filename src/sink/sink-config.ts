@@ -22,6 +22,12 @@ export const DEFAULT_READ_BACK_MAX_BYTES = 64 * 1024 * 1024;
  */
 export type ReadBack = 'never' | 'when_needed' | 'always';
 
+/**
+ * What an upload does when another object, with other bytes, is at its key: `fail` (default)
+ * leaves it and the upload to do, `skip` leaves it for good, `overwrite` replaces it (journaled).
+ */
+export type OnConflict = 'fail' | 'skip' | 'overwrite';
+
 export interface SinkConfig {
   bucket: string;
   /** The rendered key prefix, without a leading or trailing `/`; '' puts objects at the bucket's root. */
@@ -36,6 +42,7 @@ export interface SinkConfig {
   /** Where the prefix is public (rendered, no trailing `/`): an output's URL is this + `/` + its path under outputs/. */
   publicBaseUrl: string | undefined;
   readBack: ReadBack;
+  onConflict: OnConflict;
   /** Files above this size are never read back (unverified when their ETag cannot tell). */
   readBackMaxBytes: number;
 }
@@ -87,6 +94,40 @@ export function resolveStepSinks(
   return out;
 }
 
+/**
+ * One warning per sink whose prefix has no `{{ run.id }}` (`run.date` is not per run): which runs
+ * write the same keys, and what `on_conflict` then does with the second run's uploads. Said by
+ * `plan` and before a run starts.
+ */
+export function sinkPrefixWarnings(loaded: Pick<LoadedManifest, 'manifest'>): string[] {
+  const { manifest } = loaded;
+  const sinks = new Set<Sink>();
+  if (manifest.defaults?.output?.sink !== undefined) sinks.add(manifest.defaults.output.sink);
+  for (const step of Object.values(manifest.steps)) if (step.output?.sink !== undefined) sinks.add(step.output.sink);
+  const out: string[] = [];
+  for (const sink of sinks) {
+    const long = typeof sink === 'string' ? { url: sink } : sink;
+    const prefix = long.url.replace(/^s3:\/\/[^/]*/, '');
+    if (/\{\{\s*run\.id\s*\}\}/.test(prefix)) continue;
+    const collision = /\{\{\s*run\.started_at\s*\}\}/.test(prefix)
+      ? 'two runs started in the same second write the same keys'
+      : /\{\{\s*run\.date\s*\}\}/.test(prefix)
+        ? 'two runs on the same day (a rerun, a schedule tick, another pipeline with the same step names) write the same keys'
+        : 'every run (and any pipeline with the same step names) writes the same keys';
+    const onConflict = ('on_conflict' in long ? long.on_conflict : undefined) ?? 'fail';
+    const outcome =
+      onConflict === 'overwrite'
+        ? "the later run replaces the earlier run's objects (on_conflict: overwrite)"
+        : onConflict === 'skip'
+          ? "the later run leaves the earlier run's objects and keeps its own files on disk only (on_conflict: skip)"
+          : "the later run's uploads stop as conflicts, nothing overwritten (on_conflict: fail)";
+    out.push(`warning: the sink ${clipUrl(long.url)} has no {{ run.id }} in its prefix, so ${collision}: ${outcome}.`);
+  }
+  return out;
+}
+
+const clipUrl = (url: string): string => (url.length > 200 ? `${url.slice(0, 199)}…` : url);
+
 /** True when the manifest names a sink anywhere: the only case where the SDK is ever loaded. */
 export const manifestHasSink = (loaded: Pick<LoadedManifest, 'manifest'>): boolean =>
   loaded.manifest.defaults?.output?.sink !== undefined ||
@@ -123,6 +164,7 @@ export function resolveSink(sink: Sink, scope: SinkScope, processEnv: NodeJS.Pro
     concurrency: ('concurrency' in long ? long.concurrency : undefined) ?? DEFAULT_SINK_CONCURRENCY,
     publicBaseUrl: publicBase,
     readBack: ('read_back' in long ? long.read_back : undefined) ?? 'when_needed',
+    onConflict: ('on_conflict' in long ? long.on_conflict : undefined) ?? 'fail',
     readBackMaxBytes: ('read_back_max_bytes' in long ? long.read_back_max_bytes : undefined) ?? DEFAULT_READ_BACK_MAX_BYTES,
   };
 }

@@ -124,6 +124,8 @@ export const isCredentialProblem = (error: unknown): boolean =>
  * string-to-sign or a presigned URL in it.
  */
 export function describeSdkError(error: unknown): string {
+  // genpipe's own words (an abort, a HEAD refused): already one short sentence without a secret.
+  if (error instanceof GenpipeError && !(error instanceof StoredBytesMismatch)) return redact(clip(error.message.replace(/[.]$/, ''), 200));
   if (error instanceof StoredBytesMismatch) {
     const what = error.what === 'object' ? 'the object' : error.what;
     return error.evidence === 'etag' ? `the store's ETag for ${what} is not the file's MD5` : `${what} read back is not the file`;

@@ -12,6 +12,7 @@ import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { cleanTemps, findRunDir, HF_KEY, tempDir } from '../run/runner-helpers.js';
 import { launchChromium, watchPage } from './chromium.js';
+import { formatSpend } from '../../src/util/format-usd.js';
 
 let emu: Emulator;
 let browser: Browser;
@@ -79,13 +80,19 @@ async function open(viewport = { width: 1200, height: 900 }): Promise<{ page: Pa
 
 describe('the gallery of the daily loop', () => {
   it("shows the run's spend in the header, equal to the cost report's total", { timeout: 30_000 }, async () => {
-    const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { netUsd: number } };
+    const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as {
+      total: { netUsd: number; unpricedInstances: number };
+    };
     const { page, problems } = await open();
     const spend = page.locator('header #spend');
     expect(Number(await spend.getAttribute('data-usd'))).toBeCloseTo(report.total.netUsd, 6);
     // 12 sheets at US$0.05 are part of it; money as genpipe writes it everywhere (US$0.60, not US$0.6000).
     expect(report.total.netUsd).toBeGreaterThan(0.6 - 1e-9);
-    expect(await spend.textContent()).toMatch(/^Net US\$\d[\d,]*\.\d{2} on 15 instances$/);
+    // The same words as the report's: its unpriced instances beside the sum, never counted as US$0.
+    expect(report.total.unpricedInstances).toBeGreaterThan(0);
+    expect(await spend.textContent()).toBe(
+      `Net ${formatSpend({ netUsd: report.total.netUsd, unpricedInstances: report.total.unpricedInstances })} on 15 instances`,
+    );
     expect(await page.locator('[data-step=sheets] .counts').textContent()).toMatch(/; US\$0\.60$/);
     expect(problems).toEqual([]);
     await page.close();

@@ -2,17 +2,21 @@
 // write every amount the same, or the page's header and the report disagree on a figure.
 import { describe, expect, it } from 'vitest';
 import { PAGE_SCRIPT } from '../../src/gallery/page-script.js';
-import { formatMoney, type MoneyKind, type MoneyUnit } from '../../src/util/format-usd.js';
+import { formatMoney, formatSpend, type MoneyKind, type MoneyUnit, type SpendFigures } from '../../src/util/format-usd.js';
 
 type Formatter = (value: number, kind: MoneyKind, unit: MoneyUnit) => string;
+type Spend = (money: SpendFigures) => string;
 
-/** The page's copy, cut from the script between its markers and evaluated on its own. */
-function pageFormatter(): Formatter {
+/** The page's copies, cut from the script between their markers and evaluated on their own. */
+function pageMoney(): { formatMoney: Formatter; formatSpend: Spend } {
   const begin = PAGE_SCRIPT.indexOf('// money:begin');
   const end = PAGE_SCRIPT.indexOf('// money:end');
   expect(begin).toBeGreaterThan(0);
   expect(end).toBeGreaterThan(begin);
-  return new Function(`${PAGE_SCRIPT.slice(begin, end)}\nreturn formatMoney;`)() as Formatter;
+  return new Function(`${PAGE_SCRIPT.slice(begin, end)}\nreturn { formatMoney, formatSpend };`)() as {
+    formatMoney: Formatter;
+    formatSpend: Spend;
+  };
 }
 
 const AMOUNTS = [
@@ -22,12 +26,23 @@ const AMOUNTS = [
 
 describe("the gallery's money", () => {
   it('writes every amount, of each kind and unit, as the server does', () => {
-    const page = pageFormatter();
+    const page = pageMoney().formatMoney;
     // A spread of amounts too, with the rounding edges a sum of prices meets.
     const spread = Array.from({ length: 2000 }, (_, i) => Math.round(i * 7.77777) / 1000 + (i % 3) * 1e-7);
     for (const value of [...AMOUNTS, ...spread])
       for (const kind of ['total', 'each'] as const)
         for (const unit of ['usd', 'credits'] as const)
           expect(page(value, kind, unit), `${value} ${kind} ${unit}`).toBe(formatMoney(value, kind, unit));
+  });
+
+  it('writes a sum with unpriced instances as the server does: never US$0.00 alone', () => {
+    const page = pageMoney().formatSpend;
+    for (const netUsd of [0, 0.05, 1.839963, 1234.5])
+      for (const unpricedInstances of [0, 1, 2, 1500])
+        for (const unknownUsd of [0, 0.09]) {
+          const money = { netUsd, unpricedInstances, unknownUsd };
+          expect(page(money), JSON.stringify(money)).toBe(formatSpend(money));
+        }
+    expect(page({ netUsd: 0, unpricedInstances: 2 })).toBe('unpriced (2 instances)');
   });
 });

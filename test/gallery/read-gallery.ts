@@ -18,6 +18,7 @@ export interface ReadStep {
   layout: GridLayout;
   count: number;
   spendUsd: number;
+  unpriced: number;
   index: number[];
   pages: PageRef[];
   /** Every cell, from the data files, with its values from the index. */

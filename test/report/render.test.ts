@@ -65,6 +65,8 @@ describe('report formats, one instance line', () => {
   it('report.csv: what csvRow writes of its cells, formula-safe and quoted (property)', () => {
     fc.assert(
       fc.property(line, fc.constantFrom(100, 7), (l, rate) => {
+        // A zero sum of an unpriced line reads `unpriced`, never 0.
+        const sum = (usd: number): number | string => (usd === 0 && l.unpricedInstances > 0 ? 'unpriced' : usd);
         const generic = csvRow([
           'instance',
           l.instance,
@@ -72,11 +74,11 @@ describe('report formats, one instance line', () => {
           l.model,
           l.status,
           l.requestId,
-          l.estimatedUsd,
+          sum(l.estimatedUsd),
           l.actualUsd ?? '',
           l.refundedUsd,
-          l.netUsd,
-          credits(l.netUsd, rate),
+          sum(l.netUsd),
+          sum(credits(l.netUsd, rate)),
           l.unknownUsd,
           l.unpricedInstances,
         ]);

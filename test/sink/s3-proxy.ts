@@ -20,6 +20,8 @@ export interface ProxyRules {
   conditional?: boolean;
   /** Refuse every object HEAD with 403 (a key that may write but not read). */
   refuseHead?: boolean;
+  /** Hold each part upload this long, one part at a time (a slow link, so a test can kill the sender between parts). */
+  partDelayMs?: number;
 }
 
 export interface S3Proxy {
@@ -33,6 +35,7 @@ export interface S3Proxy {
 export async function startS3Proxy(target: { port: number }, rules: ProxyRules = {}): Promise<S3Proxy> {
   const seen: S3Proxy['seen'] = [];
   const state = { rules };
+  let partLine: Promise<void> = Promise.resolve();
   const forward = (
     method: string,
     url: string,
@@ -67,13 +70,21 @@ export async function startS3Proxy(target: { port: number }, rules: ProxyRules =
           return;
         }
         if (method === 'PUT' && r.conditional && req.headers['if-none-match'] === '*' && !query.has('uploadId')) {
-          const head = await forward('HEAD', url.split('?')[0]!, { ...req.headers, 'content-length': '0' }, Buffer.alloc(0));
+          // Without the condition: s3rver answers a HEAD with If-None-Match: * by 304.
+          const { 'if-none-match': _condition, ...headers } = req.headers;
+          const head = await forward('HEAD', url.split('?')[0]!, { ...headers, 'content-length': '0' }, Buffer.alloc(0));
           if (head.status === 200) {
             const xml =
               '<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did not hold</Message></Error>';
             res.writeHead(412, { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(xml) }).end(xml);
             return;
           }
+        }
+        if (r.partDelayMs !== undefined && method === 'PUT' && query.has('partNumber')) {
+          const delay = r.partDelayMs;
+          const turn = partLine.then(() => new Promise<void>((resolve) => setTimeout(resolve, delay)));
+          partLine = turn;
+          await turn;
         }
         const sentMd5 = createHash('md5').update(body).digest('hex');
         if (objectWrite && r.flipByte) {

@@ -144,7 +144,7 @@ describe('a storage sink on a real S3-compatible store', () => {
   it('does not upload again an object that is already there with the same SHA-256; a changed file is uploaded', async () => {
     const sink = (await openSinks()).forStep('sheets') as StepSink;
     const download = output('again.png', randomBytes(50_000));
-    const first = await sink.uploadOutput(runDir, 'again', download, noRetries);
+    const first = (await sink.uploadOutput(runDir, 'again', download, noRetries)) as JournalRecordOf<'sink_uploaded'>;
     expect(first.skipped).toBeUndefined();
 
     const seen = watch(sink);
@@ -152,24 +152,47 @@ describe('a storage sink on a real S3-compatible store', () => {
     expect(second).toMatchObject({ skipped: true, key: first.key, sha256: first.sha256, etag: first.etag });
     expect(seen.sent.map((r) => r.operation)).toEqual(['HeadObjectCommand']);
 
-    // Told the file is new (a fresh run's download), it sends the PUT alone, one request instead of two.
+    // Told the file is new (a fresh run's download), it still looks first: this store's PUTs are
+    // not conditional, and only the HEAD keeps another run's object from being replaced.
     const fresh = output('fresh.png', randomBytes(1000));
     const sentBefore = seen.sent.length;
     await sink.uploadOutput(runDir, 'fresh', fresh, { ...noRetries, checkExisting: false });
-    expect(seen.sent.slice(sentBefore).map((r) => r.operation)).toEqual(['PutObjectCommand']);
+    expect(seen.sent.slice(sentBefore).map((r) => r.operation)).toEqual(['HeadObjectCommand', 'PutObjectCommand']);
     seen.sent.splice(sentBefore);
 
-    // New bytes under the same name (the instance made again): the object is replaced.
+    // New bytes under the same name (the instance made again): the object genpipe wrote for it is
+    // replaced, journaled; an object it did not write is not.
     const remade = output('again.png', randomBytes(50_000));
-    const third = await sink.uploadOutput(runDir, 'again', remade, noRetries);
+    const journal: SinkRecord[] = [];
+    const third = await sink.uploadOutput(
+      runDir,
+      'again',
+      remade,
+      { ...noRetries, ownObject: { sha256: first.sha256, etag: first.etag } },
+      async (record) => {
+        journal.push(record);
+      },
+    );
     seen.stop();
-    expect(third.skipped).toBeUndefined();
+    expect(journal.map((r) => [r.type, r.type === 'sink_overwrite' ? r.reason : undefined])).toEqual([
+      ['sink_overwrite', 'remade'],
+      ['sink_uploaded', undefined],
+    ]);
+    expect(third).toMatchObject({ type: 'sink_uploaded' });
+    expect((third as JournalRecordOf<'sink_uploaded'>).skipped).toBeUndefined();
     expect(seen.sent.map((r) => r.operation)).toEqual(['HeadObjectCommand', 'HeadObjectCommand', 'PutObjectCommand']);
     expect(
       createHash('sha256')
         .update(await objectBytes(sink, third.key))
         .digest('hex'),
     ).toBe(remade.sha256);
+    const notOwn = output('again.png', randomBytes(50_000));
+    expect(
+      await sink.uploadOutput(runDir, 'again', notOwn, { ...noRetries, ownObject: { sha256: first.sha256, etag: first.etag } }),
+    ).toMatchObject({
+      type: 'sink_conflict',
+      action: 'failed',
+    });
   });
 
   it('refuses, in one sentence, a file that changed after it was downloaded', async () => {
@@ -378,7 +401,7 @@ describe('a storage sink on a real S3-compatible store', () => {
       journal.push(record);
       applyRecord(state, record);
     });
-    expect(first).toEqual({ uploaded: 2, bytes: 40_000, failed: undefined, unverified: [] });
+    expect(first).toEqual({ uploaded: 2, bytes: 40_000, failed: undefined, conflicts: [], unverified: [] });
     expect(journal.map((r) => r.output).sort()).toEqual([1, 2]);
     expect(seen.sent.filter((r) => r.operation === 'PutObjectCommand')).toHaveLength(2);
     expect(sinkTotals([entry])).toMatchObject({ uploadedFiles: 3, pendingFiles: 0, pendingInstances: 0 });
@@ -387,7 +410,7 @@ describe('a storage sink on a real S3-compatible store', () => {
       throw new Error('nothing should be journaled');
     });
     seen.stop();
-    expect(again).toEqual({ uploaded: 0, bytes: 0, failed: undefined, unverified: [] });
+    expect(again).toEqual({ uploaded: 0, bytes: 0, failed: undefined, conflicts: [], unverified: [] });
     expect(seen.sent).toHaveLength(2 * 2);
   });
 });

@@ -10,7 +10,7 @@ import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { ManifestError } from '../../src/manifest/errors.js';
 import { loadManifestText } from '../../src/manifest/load.js';
-import { objectKey, publicUrl, resolveStepSinks, sinkUri } from '../../src/sink/sink-config.js';
+import { objectKey, publicUrl, resolveStepSinks, sinkPrefixWarnings, sinkUri } from '../../src/sink/sink-config.js';
 import { startEmulator } from '../../src/emulator/index.js';
 import { HF_KEY } from '../run/runner-helpers.js';
 
@@ -47,6 +47,7 @@ describe('a sink in the manifest', () => {
       concurrency: 8,
       publicBaseUrl: undefined,
       readBack: 'when_needed',
+      onConflict: 'fail',
       readBackMaxBytes: 64 * 1024 * 1024,
     });
     expect(sinks.get('other')).toBe(config);
@@ -73,6 +74,7 @@ describe('a sink in the manifest', () => {
       concurrency: 3,
       publicBaseUrl: 'https://cdn.example.com/brand',
       readBack: 'when_needed',
+      onConflict: 'fail',
       readBackMaxBytes: 64 * 1024 * 1024,
     });
     expect(sinks.get('other')).toMatchObject({ bucket: 'assets', prefix: '', pathStyle: false });
@@ -107,7 +109,7 @@ describe('a sink in the manifest', () => {
         col: 32,
         path: 'defaults.output.sink.bukket',
         message:
-          'unknown key "bukket"; valid keys are url, endpoint, region, path_style, concurrency, public_base_url, read_back, read_back_max_bytes',
+          'unknown key "bukket"; valid keys are url, endpoint, region, path_style, concurrency, public_base_url, read_back, on_conflict, read_back_max_bytes',
       },
       { line: 8, col: 53, path: 'defaults.output.sink.endpoint', message: 'endpoint is an http:// or https:// URL' },
     ]);
@@ -209,5 +211,70 @@ describe('a sink in the manifest', () => {
       await emu.close();
       await new Promise((r) => store.close(r));
     }
+  });
+});
+
+describe("a sink's on_conflict and the prefix two runs can share", () => {
+  it('on_conflict is fail by default, or skip or overwrite; another value is refused at file:line:col', () => {
+    const config = (sink: string) =>
+      resolveStepSinks(loadManifestText(manifest(`defaults:\n  output:\n    sink: ${sink}\n`), 'm.yaml'), RUN).get('sheets');
+    expect(config('"s3://assets/{{ run.id }}"')?.onConflict).toBe('fail');
+    expect(config('{url: "s3://assets/{{ run.id }}", on_conflict: skip}')?.onConflict).toBe('skip');
+    expect(config('{url: "s3://assets/{{ run.id }}", on_conflict: overwrite}')?.onConflict).toBe('overwrite');
+    expect(problems(manifest('defaults:\n  output:\n    sink: {url: "s3://assets/x", on_conflict: replace}\n'))).toEqual([
+      {
+        line: 8,
+        col: 47,
+        path: 'defaults.output.sink.on_conflict',
+        message: expect.stringContaining('"fail"'),
+      },
+    ]);
+    expect(problems(manifest('defaults:\n  output:\n    sink: {url: "s3://assets/x", read_back: sometimes}\n'))[0]).toMatchObject({
+      line: 8,
+      col: 45,
+      path: 'defaults.output.sink.read_back',
+    });
+  });
+
+  it('warns, naming the collision, when a prefix has no {{ run.id }}', () => {
+    const warnings = (sink: string) =>
+      sinkPrefixWarnings(loadManifestText(manifest(`defaults:\n  output:\n    sink: ${sink}\n`), 'm.yaml'));
+    expect(warnings('"s3://assets/{{ vars.campaign }}/{{ run.id }}"')).toEqual([]);
+    expect(warnings('"s3://assets/drops/{{ run.date }}"')).toEqual([
+      "warning: the sink s3://assets/drops/{{ run.date }} has no {{ run.id }} in its prefix, so two runs on the same day (a rerun, a schedule tick, another pipeline with the same step names) write the same keys: the later run's uploads stop as conflicts, nothing overwritten (on_conflict: fail).",
+    ]);
+    expect(warnings('{url: "s3://assets/fixed", on_conflict: overwrite}')).toEqual([
+      "warning: the sink s3://assets/fixed has no {{ run.id }} in its prefix, so every run (and any pipeline with the same step names) writes the same keys: the later run replaces the earlier run's objects (on_conflict: overwrite).",
+    ]);
+    // The bucket's name is not the prefix: a bucket called run.id does not count.
+    expect(warnings('"s3://assets"')).toHaveLength(1);
+  });
+
+  it('plan prints the warning', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'genpipe-sink-plan-'));
+    const file = join(dir, 'm.yaml');
+    writeFileSync(file, manifest('defaults:\n  output:\n    sink: "s3://assets/drops/{{ run.date }}"\n'));
+    const out: string[] = [];
+    const io: CliIO = {
+      out: (t) => out.push(t),
+      write: async () => {},
+      err: (t) => out.push(t),
+      env: { TEAM: 'a' },
+      signal: new AbortController().signal,
+    };
+    expect(await main(['plan', file], io), out.join('\n')).toBe(0);
+    expect(out.join('\n')).toContain('warning: the sink s3://assets/drops/{{ run.date }} has no {{ run.id }} in its prefix');
+  });
+
+  it('genpipe validate exits 2 on a bad on_conflict, at its file:line:col', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'genpipe-sink-manifest-'));
+    const path = join(dir, 'bad.yaml');
+    writeFileSync(path, manifest('defaults:\n  output:\n    sink: {url: "s3://assets/x", on_conflict: replace}\n'));
+    const stderr: string[] = [];
+    const io: CliIO = { out: () => {}, write: async () => {}, err: (t) => stderr.push(t), env: {}, signal: new AbortController().signal };
+    expect(await main(['validate', path], io)).toBe(2);
+    expect(stderr[0]).toMatch(
+      new RegExp(`^genpipe: ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:8:47: defaults\\.output\\.sink\\.on_conflict: `),
+    );
   });
 });

@@ -27,6 +27,7 @@ const OPTIONS = {
   'nsfw-rate': { type: 'string' },
   state: { type: 'string' },
   'strict-image-urls': { type: 'boolean' },
+  'true-sizes': { type: 'boolean' },
 } as const;
 
 function number(value: string | undefined, flag: string, check: (n: number) => boolean, what: string): number | undefined {
@@ -64,6 +65,8 @@ Options:
   --nsfw-rate P           share of generations that end nsfw (default 0)
   --state DIR             keep requests, job sets, the ledger and Idempotency-Key records in
                           DIR across restarts (created if missing; one emulator at a time)
+  --true-sizes            serve outputs at their true sizes (2K sheets, marketing images by
+                          resolution, 20 MB videos); default: small drawings
   --strict-image-urls     refuse reference image URLs the emulator cannot reach (by default
                           they are accepted offline; loopback and its own URLs are always
                           fetched, decoded and checked)
@@ -108,6 +111,7 @@ Inspection (loopback only): /_emulator/ledger, /_emulator/requests, /_emulator/s
         ...(values['webhook-secret'] !== undefined ? { webhookSecret: values['webhook-secret'] } : {}),
         ...(values.state !== undefined ? { stateDir: values.state } : {}),
         ...(values['strict-image-urls'] === true ? { strictImageUrls: true } : {}),
+        ...(values['true-sizes'] === true ? { trueSizes: true } : {}),
         log: (line) => io.err(line),
       });
     } catch (error) {

@@ -17,6 +17,7 @@ import { EMULATOR_FLAG_HELP, startEmbeddedEmulator } from '../../session/embedde
 import { planSources } from '../../session/plan-sources.js';
 import { formatUsd } from '../../util/format-usd.js';
 import { assertPricedUnderBudget, budgetOf, overBudgetWarning } from '../../plan/guards.js';
+import { sinkPrefixWarnings } from '../../sink/sink-config.js';
 import { oneLine } from '../../util/terminal-text.js';
 
 export const planCommand: Command = {
@@ -134,6 +135,7 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
   io.out(`estimated total: ${formatUsd(estimate.knownUsd)}${unknown}`);
   const warning = overBudgetWarning(plan, budgetOf(plan));
   if (warning) io.out(warning);
+  for (const line of sinkPrefixWarnings(plan.loaded)) io.out(line);
 }
 
 /** One JSON document: the steps and estimate, then the spooled instances (`parts`, in order), streamed in chunks. */

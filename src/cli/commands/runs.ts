@@ -1,8 +1,14 @@
-import { listRuns } from '../../report/run-list.js';
+import { listRuns, type RunListing } from '../../report/run-list.js';
 import { noExtraPositionals, parse } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT } from '../../session/exit-codes.js';
-import { formatSpend } from '../../util/format-usd.js';
+import { formatCount, formatSpend } from '../../util/format-usd.js';
+
+/** `240/240: 80 made, 160 reused`: a reused instance is done, as the summary and the report count it. */
+function doneText(r: RunListing): string {
+  const done = `${formatCount(r.completed)}/${formatCount(r.instances)}`;
+  return r.reused > 0 ? `${done}: ${formatCount(r.made)} made, ${formatCount(r.reused)} reused` : `${done} completed`;
+}
 
 export const runsCommand: Command = {
   name: 'runs',
@@ -26,8 +32,7 @@ Lists DIR/<pipeline>/<run-id>/ (DIR is runs/ by default). Status is the run's ou
       io.out(`no runs under ${values.out ?? 'runs'}${values.pipeline ? ` for ${values.pipeline}` : ''}`);
       return EXIT.ok;
     }
-    for (const r of runs)
-      io.out(`${r.runId}  ${r.pipeline}  ${r.status}  ${r.completed}/${r.instances} completed  ${formatSpend(r)}  ${r.dir}`);
+    for (const r of runs) io.out(`${r.runId}  ${r.pipeline}  ${r.status}  ${doneText(r)}  ${formatSpend(r)}  ${r.dir}`);
     return EXIT.ok;
   },
 };

@@ -21,8 +21,13 @@ export type AttemptFate =
   | { kind: 'refunded'; status: 'failed' | 'nsfw' | 'canceled' }
   /** An nsfw result (refunded) goes on as a new attempt with a seed no other instance has. */
   | { kind: 'rerolled'; attempt: number; seed: number; round?: number | undefined }
-  /** A rejected result is made again (`--retry rejected`): the completed attempt keeps its money. */
-  | { kind: 'remade'; attempt: number; seed: number; round: number }
+  /**
+   * A rejected result is made again (`--retry rejected`): the completed attempt keeps its money.
+   * A seeded model sends a new seed (`seed`); a model without one sends a new attempt (`retry`:
+   * its number, hence a new key) whose intent is journaled before its POST, as every attempt's is.
+   */
+  | { kind: 'remade'; attempt: number; round: number; seed: number; retry?: undefined }
+  | { kind: 'remade'; attempt: number; round: number; seed?: undefined; retry: number; judged: string | undefined }
   /** It may or may not have reached the service: its price stays counted, nothing is resent. */
   | { kind: 'unknown'; message: string; forgotten?: string | undefined }
   /**

@@ -134,7 +134,7 @@ export class InstanceDriver {
     if (!mayRemake(entry, fx.retry)) return true;
     this.#rejected ??= fx.options.review?.rejected() ?? Promise.resolve(new Map<string, string | undefined>());
     if (!rejectsCurrent(await this.#rejected, planned.id, entry, round)) return true;
-    const fate = await remakeRejected(fx, this.#seeds, step, planned, entry);
+    const fate = await remakeRejected(fx, this.#seeds, step, planned, entry, adapter.conversational === true);
     await settle({ fx, step, instance: planned.id }, fate);
     return fate.kind === 'remade';
   }

@@ -1,8 +1,10 @@
 /**
- * `--retry rejected`: a completed result the reviewer rejected is made again, as an nsfw re-roll
- * is, with a seed outside the sweep (journaled as a `reroll`). Its files move first to
- * `outputs/<step>/rejected/<attempt>/`, kept and out of the new attempt's way. A model without a
- * seed is kept as it is, with a line saying so.
+ * `--retry rejected`: a completed result the reviewer rejected is made again. A seeded model is
+ * re-rolled, as an nsfw result is, with a seed outside the sweep (journaled as a `reroll`); a model
+ * without a seed is sent again as a new attempt (journaled as a `retry`: a new key where the model
+ * has keys, and for a keyless one an intent journaled before its POST, so a crash in between leaves
+ * it unknown, never paid twice). Its files move first to `outputs/<step>/rejected/<attempt>/`, kept
+ * and out of the new attempt's way. An agent turn is kept as it is, with a line saying why.
  */
 import { link, mkdir, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
@@ -28,6 +30,8 @@ export function rejectsCurrent(
 ): boolean {
   if (!rejected.has(id)) return false;
   const judged = rejected.get(id);
+  // Remade for this very decision already: a remake whose bytes came out the same is not remade again.
+  if (judged !== undefined && entry.remadeJudged === judged) return false;
   return judged === undefined ? entry.retryRound !== round : judged === outputsDigest(entry);
 }
 
@@ -38,13 +42,20 @@ export async function remakeRejected(
   step: StepPlan,
   planned: PlannedInstance,
   entry: InstanceState,
+  conversational: boolean,
 ): Promise<FateOf<'remade'> | FateOf<'kept'>> {
-  const attempt = entry.rerolls + 1;
-  const seed = seeds.next(step, planned, attempt);
-  if (seed === undefined)
-    return { kind: 'kept', reason: `rejected in review, but ${step.model} takes no seed to make it differently; it is kept as it was` };
-  for (const download of entry.downloads?.values() ?? []) await setAside(fx.options.runDir, download.path, entry.rerolls);
-  return { kind: 'remade', attempt, seed, round: fx.recorded.retryRound };
+  if (conversational)
+    return {
+      kind: 'kept',
+      reason: `rejected in review, but an agent turn cannot be made again without its whole conversation; it is kept as it was`,
+    };
+  const attempt = entry.rerolls + entry.retries + 1;
+  const seed = seeds.next(step, planned, entry.rerolls + 1);
+  // Set aside under the attempt being replaced, so a second remake never meets the first one's files.
+  for (const download of entry.downloads?.values() ?? []) await setAside(fx.options.runDir, download.path, attempt - 1);
+  const round = fx.recorded.retryRound;
+  if (seed !== undefined) return { kind: 'remade', attempt: entry.rerolls + 1, seed, round };
+  return { kind: 'remade', attempt, retry: entry.retries + 1, round, judged: outputsDigest(entry) };
 }
 
 /**

@@ -77,7 +77,17 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
     money: 'keep',
     count: 'rerolled',
     record: (fate, s) => ({
-      record: { type: 'reroll', instance: s.instance, attempt: fate.attempt, seed: fate.seed, round: fate.round },
+      record:
+        fate.seed === undefined
+          ? {
+              type: 'retry',
+              instance: s.instance,
+              attempt: fate.retry,
+              previous: 'rejected',
+              round: fate.round,
+              ...(fate.judged === undefined ? {} : { judged: fate.judged }),
+            }
+          : { type: 'reroll', instance: s.instance, attempt: fate.attempt, seed: fate.seed, round: fate.round },
       durable: true,
     }),
   },

@@ -155,7 +155,7 @@ export const RetryRecord = z.looseObject({
   instance,
   attempt: z.number().int().positive(),
   /** What the instance was before this attempt. */
-  previous: z.enum(['failed', 'canceled', 'nsfw', 'unknown']),
+  previous: z.enum(['failed', 'canceled', 'nsfw', 'unknown', 'rejected']),
   /** The `--retry` round (RecordedOptions.retryRound) that started it; absent in journals of older versions. */
   round: z.number().int().nonnegative().optional(),
   /**
@@ -163,6 +163,11 @@ export const RetryRecord = z.looseObject({
    * fleet its job, stay): the attempt left behind keeps its money, and `attempt` changes no key.
    */
   sameKey: z.boolean().optional(),
+  /**
+   * A remake of a rejected result (`previous: rejected`): the output the decision judged, so the
+   * same decision never remakes it twice, even where the remake's bytes are the same.
+   */
+  judged: z.string().optional(),
 });
 
 /**
@@ -231,6 +236,92 @@ export const SinkUnverifiedRecord = z.looseObject({
   sha256: z.string().regex(SHA256_HEX),
   /** Why, in words (no ETag to check, over the read-back limit). */
   reason: z.string(),
+});
+
+/**
+ * An output not copied to the sink because another object, with other bytes, is at its key:
+ * nothing was overwritten. `action` is the sink's `on_conflict`: `failed` leaves the upload to do
+ * (a resume looks again: the object may have been moved), `skipped` settles it (the file stays on
+ * disk only). A later `sink_uploaded` for the output replaces it.
+ */
+export const SinkConflictRecord = z.looseObject({
+  type: z.literal('sink_conflict'),
+  at,
+  instance,
+  output: z.number().int().nonnegative(),
+  bucket: z.string().min(1),
+  key: z.string().min(1),
+  /** The file's. */
+  sha256: z.string().regex(SHA256_HEX),
+  size: z.number().int().nonnegative(),
+  action: z.enum(['failed', 'skipped']),
+  /** What is at the key: its size, ETag (no quotes) and `x-amz-meta-sha256` when it has one. */
+  existingSize: z.number().int(),
+  existingEtag: z.string(),
+  existingSha256: z.string().optional(),
+});
+
+/**
+ * Written before an upload that replaces an object at its key: what was there, so that the report
+ * can name what was lost. `reason`: `on_conflict` (the sink's `on_conflict: overwrite`, the only
+ * setting that replaces another's object) or `remade` (the object genpipe itself wrote for this
+ * instance before a re-roll or a retry made the file again).
+ */
+export const SinkOverwriteRecord = z.looseObject({
+  type: z.literal('sink_overwrite'),
+  at,
+  instance,
+  output: z.number().int().nonnegative(),
+  bucket: z.string().min(1),
+  key: z.string().min(1),
+  /** The file's, which replaces the object. */
+  sha256: z.string().regex(SHA256_HEX),
+  previousSize: z.number().int(),
+  previousEtag: z.string(),
+  previousSha256: z.string().optional(),
+  reason: z.enum(['on_conflict', 'remade']),
+});
+
+/**
+ * A multipart upload of an output begun, journaled before its first part: a process killed midway
+ * leaves the id, from which a resume completes the same upload (or aborts it) rather than leaving
+ * its parts in the store for good. Ended by the output's `sink_uploaded` or `sink_conflict`, or a
+ * `sink_multipart_aborted` for this id.
+ */
+export const SinkMultipartRecord = z.looseObject({
+  type: z.literal('sink_multipart'),
+  at,
+  instance,
+  output: z.number().int().nonnegative(),
+  bucket: z.string().min(1),
+  key: z.string().min(1),
+  uploadId: z.string().min(1),
+  /** The file's: a resume of other bytes aborts this upload. */
+  sha256: z.string().regex(SHA256_HEX),
+  partSize: z.number().int().positive(),
+  /** The store's x-amz-server-side-encryption for it, when it said (aws:kms: part ETags are no MD5s). */
+  encryption: z.string().optional(),
+  customerKey: z.boolean().optional(),
+});
+
+/** A part of a journaled multipart upload, landed: its number and the store's ETag (no quotes). */
+export const SinkPartRecord = z.looseObject({
+  type: z.literal('sink_part'),
+  at,
+  instance,
+  output: z.number().int().nonnegative(),
+  uploadId: z.string().min(1),
+  part: z.number().int().min(1).max(10_000),
+  etag: z.string(),
+});
+
+/** A journaled multipart upload aborted (or found gone): no resume uses it. */
+export const SinkMultipartAbortedRecord = z.looseObject({
+  type: z.literal('sink_multipart_aborted'),
+  at,
+  instance,
+  output: z.number().int().nonnegative(),
+  uploadId: z.string().min(1),
 });
 
 export const FailedRecord = z.looseObject({
@@ -321,6 +412,11 @@ export const JournalRecord = z.discriminatedUnion('type', [
   NotifyRecord,
   SinkUploadedRecord,
   SinkUnverifiedRecord,
+  SinkConflictRecord,
+  SinkOverwriteRecord,
+  SinkMultipartRecord,
+  SinkPartRecord,
+  SinkMultipartAbortedRecord,
 ]);
 export type JournalRecord = z.infer<typeof JournalRecord>;
 export type JournalRecordType = JournalRecord['type'];
@@ -344,6 +440,11 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'notify',
   'sink_uploaded',
   'sink_unverified',
+  'sink_conflict',
+  'sink_overwrite',
+  'sink_multipart',
+  'sink_part',
+  'sink_multipart_aborted',
 ]);
 
 /**

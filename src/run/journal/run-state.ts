@@ -24,6 +24,18 @@ export interface InstanceState {
   sinkUploads?: Map<number, JournalRecordOf<'sink_uploaded'>> | undefined;
   /** Outputs in the sink whose bytes there could not be checked, by output index (sinkUnverified()). */
   sinkUnverified?: Map<number, JournalRecordOf<'sink_unverified'>> | undefined;
+  /** Outputs not uploaded because another object is at their key, by output index (sinkConflicts()). */
+  sinkConflicts?: Map<number, JournalRecordOf<'sink_conflict'>> | undefined;
+  /** Objects replaced under `on_conflict: overwrite`, by output index. */
+  sinkOverwrites?: Map<number, JournalRecordOf<'sink_overwrite'>> | undefined;
+  /**
+   * The objects genpipe itself wrote for this instance, by key: what the last upload there sent
+   * (sha256 and the store's ETag). Kept across a re-roll or a retry, which make the files again:
+   * the new file may replace these, never another's object.
+   */
+  sinkWritten?: Map<string, { sha256: string; etag: string }> | undefined;
+  /** Multipart uploads begun and not ended, by output index, with their parts landed (number → ETag). */
+  sinkMultipart?: Map<number, { record: JournalRecordOf<'sink_multipart'>; parts: Map<number, string> }> | undefined;
   rerolls: number;
   /** The seed the last re-roll sends (journaled), when it was journaled. */
   rerollSeed?: number | undefined;
@@ -37,6 +49,8 @@ export interface InstanceState {
   suspect?: boolean | undefined;
   /** What the attempts left behind by re-rolls and retries cost (attempt-money.ts): money is per attempt. */
   earlier?: EarlierAttempts | undefined;
+  /** The output a review judged that this instance was last remade for (a model without a seed). */
+  remadeJudged?: string | undefined;
   /** The last `--retry` round that started this instance over (a retry, or a rejected result remade). */
   retryRound?: number | undefined;
 }
@@ -134,8 +148,38 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
     case 'sink_uploaded': {
       const entry = instanceOf(state, record.instance);
       (entry.sinkUploads ??= new Map()).set(record.output, record);
+      // A skipped upload found the bytes there: whoever wrote them, genpipe did not, this time.
+      if (!record.skipped) (entry.sinkWritten ??= new Map()).set(record.key, { sha256: record.sha256, etag: record.etag });
       // An upload's check follows its record: a new upload starts with none.
       entry.sinkUnverified?.delete(record.output);
+      entry.sinkConflicts?.delete(record.output);
+      entry.sinkMultipart?.delete(record.output);
+      return;
+    }
+    case 'sink_conflict': {
+      const entry = instanceOf(state, record.instance);
+      (entry.sinkConflicts ??= new Map()).set(record.output, record);
+      entry.sinkMultipart?.delete(record.output);
+      return;
+    }
+    case 'sink_multipart': {
+      const entry = instanceOf(state, record.instance);
+      (entry.sinkMultipart ??= new Map()).set(record.output, { record, parts: new Map() });
+      return;
+    }
+    case 'sink_part': {
+      const upload = state.instances.get(record.instance)?.sinkMultipart?.get(record.output);
+      if (upload?.record.uploadId === record.uploadId) upload.parts.set(record.part, record.etag);
+      return;
+    }
+    case 'sink_multipart_aborted': {
+      const multipart = state.instances.get(record.instance)?.sinkMultipart;
+      if (multipart?.get(record.output)?.record.uploadId === record.uploadId) multipart.delete(record.output);
+      return;
+    }
+    case 'sink_overwrite': {
+      const entry = instanceOf(state, record.instance);
+      (entry.sinkOverwrites ??= new Map()).set(record.output, record);
       return;
     }
     case 'sink_unverified': {
@@ -166,10 +210,12 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
     }
     case 'retry': {
       const entry = instanceOf(state, record.instance);
-      // Only an outcome --retry may retry is left behind: a completed result is never thrown away.
-      if (entry.final?.status === 'completed') return;
+      // Only an outcome --retry may retry is left behind: a completed result is never thrown away,
+      // unless the review rejected it (a model without a seed is remade as a new attempt).
+      if (entry.final?.status === 'completed' && record.previous !== 'rejected') return;
       if (!record.sameKey) entry.retries = Math.max(entry.retries, record.attempt);
       if (record.round !== undefined) entry.retryRound = record.round;
+      if (record.judged !== undefined) entry.remadeJudged = record.judged;
       startOver(entry);
       // The user chose to send it again: a corrupt line it may have had no longer holds it back.
       entry.suspect = false;
@@ -214,6 +260,8 @@ function startOver(entry: InstanceState): void {
   entry.downloads = undefined;
   entry.sinkUploads = undefined;
   entry.sinkUnverified = undefined;
+  entry.sinkConflicts = undefined;
+  entry.sinkOverwrites = undefined;
 }
 
 /**
@@ -221,11 +269,17 @@ function startOver(entry: InstanceState): void {
  * `sink_uploaded` record for that output, or one for other bytes (the file was made again). An
  * instance is finished when this is empty; a resume uploads these and sends nothing to the service.
  */
-export function pendingSinkUploads(entry: Pick<InstanceState, 'downloads' | 'sinkUploads'>): JournalRecordOf<'downloaded'>[] {
+export function pendingSinkUploads(
+  entry: Pick<InstanceState, 'downloads' | 'sinkUploads'> & Partial<Pick<InstanceState, 'sinkConflicts'>>,
+): JournalRecordOf<'downloaded'>[] {
   if (!entry.downloads) return [];
   const out: JournalRecordOf<'downloaded'>[] = [];
   for (const [output, download] of entry.downloads) {
-    if (entry.sinkUploads?.get(output)?.sha256 !== download.sha256) out.push(download);
+    if (entry.sinkUploads?.get(output)?.sha256 === download.sha256) continue;
+    // `on_conflict: skip` settled it: the object at the key stays, the file on disk only.
+    const conflict = entry.sinkConflicts?.get(output);
+    if (conflict?.action === 'skipped' && conflict.sha256 === download.sha256) continue;
+    out.push(download);
   }
   return out.sort((a, b) => (a.output ?? 0) - (b.output ?? 0));
 }
@@ -342,6 +396,11 @@ export function instanceCostUsd(entry: InstanceState, priceUsd: number | null | 
   return jsonUsd(money.chargedUsd);
 }
 
+/** An attempt of the instance was sent with no known price (the report's unpriced count). */
+export function instanceUnpriced(entry: InstanceState, priceUsd: number | null | undefined): boolean {
+  return entry.reusedFrom === undefined && moneyOf(entry, priceUsd).unpricedAttempts > 0;
+}
+
 /**
  * What identifies an instance's current outputs: the SHA-256 of its first file, or of several files'
  * digests joined by newlines, in output order; undefined before any is downloaded. A review decision
@@ -362,6 +421,23 @@ export function sinkUnverified(entry: Pick<InstanceState, 'sinkUploads' | 'sinkU
   const out: JournalRecordOf<'sink_unverified'>[] = [];
   for (const [output, record] of entry.sinkUnverified ?? []) {
     if (entry.sinkUploads?.get(output)?.sha256 === record.sha256) out.push(record);
+  }
+  return out.sort((a, b) => a.output - b.output);
+}
+
+/**
+ * The outputs of an instance that another object at their key kept out of the sink (the last
+ * `sink_conflict` of each output for the downloaded bytes, with no upload since): `failed` ones
+ * make the instance "completed, upload conflict"; `skipped` ones were left so on purpose.
+ */
+export function sinkConflicts(
+  entry: Pick<InstanceState, 'downloads' | 'sinkUploads' | 'sinkConflicts'>,
+): JournalRecordOf<'sink_conflict'>[] {
+  const out: JournalRecordOf<'sink_conflict'>[] = [];
+  for (const [output, record] of entry.sinkConflicts ?? []) {
+    if (entry.downloads?.get(output)?.sha256 !== record.sha256) continue;
+    if (entry.sinkUploads?.get(output)?.sha256 === record.sha256) continue;
+    out.push(record);
   }
   return out.sort((a, b) => a.output - b.output);
 }

@@ -23,7 +23,10 @@ const CASES: Record<FateKind, { fate: AttemptFate; money: 'keep' | 'refund'; why
     { fate: { kind: 'refunded', status: 'canceled' }, money: 'refund', why: 'canceled read as refunded' },
   ],
   rerolled: [{ fate: { kind: 'rerolled', attempt: 1, seed: 7 }, money: 'refund', why: 'the nsfw attempt is refunded' }],
-  remade: [{ fate: { kind: 'remade', attempt: 1, seed: 7, round: 1 }, money: 'keep', why: 'the rejected result was charged' }],
+  remade: [
+    { fate: { kind: 'remade', attempt: 1, seed: 7, round: 1 }, money: 'keep', why: 'the rejected result was charged' },
+    { fate: { kind: 'remade', attempt: 2, retry: 1, round: 1, judged: 'abc' }, money: 'keep', why: 'the rejected result was charged' },
+  ],
   unknown: [{ fate: { kind: 'unknown', message: 'm' }, money: 'keep', why: 'it may have been charged' }],
   not_sent: [
     { fate: { kind: 'not_sent' }, money: 'refund', why: 'nothing reached the service' },
@@ -144,6 +147,8 @@ describe('the settlement table', () => {
     const cases: [AttemptFate, JournalRecord['type'] | undefined, boolean][] = [
       [{ kind: 'rerolled', attempt: 2, seed: 9 }, 'reroll', true],
       [{ kind: 'remade', attempt: 2, seed: 9, round: 3 }, 'reroll', true],
+      // A model without a seed: a new attempt, journaled (synced) before its intent and POST.
+      [{ kind: 'remade', attempt: 2, retry: 1, round: 3, judged: 'abc' }, 'retry', true],
       [{ kind: 'unknown', message: 'm', forgotten: 'another request' }, 'forgotten', true],
       [{ kind: 'not_sent', refused: 'not_sent' }, 'refused', false],
       [{ kind: 'interrupted', neverSent: true }, 'refused', true],
