@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The fleet (BullMQ on Redis, issue 13 §4), each figure next to its baseline in the same run:
+// The fleet (BullMQ on Redis), each figure next to its baseline in the same run:
 //   1. Zero-latency throughput (character sheets at time scale 0): the local backend, then the
 //      fleet with 1 and with 2 `genpipe worker` processes (coordinator with --no-local-worker).
 //      Goal: >= 0.5x the local backend. Also Redis commands per instance (INFO's

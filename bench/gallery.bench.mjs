@@ -1,11 +1,11 @@
 #!/usr/bin/env node
-// The contact sheet at scale (issues 12 and 30): runs of 10,000 instances (100 seeds x 100
+// The contact sheet at scale: runs of 10,000 instances (100 seeds x 100
 // variation indexes of character sheets at zero service latency) and of 100,000 (1,000 x 100),
 // each with its gallery, then, as whole processes, `genpipe report` writing the gallery from
 // scratch and rewriting it, and the time headless Chromium takes from opening gallery.html over
 // file:// to its first screen: the page's script done (data-ready, the cells on screen loaded from
 // their data files) and every image in the viewport decoded. Targets: first screen < 2 s at
-// 10,000 (issue 12); < 1 s with a page of at most 5 MB at 100,000 (issue 30). Median of 5 page
+// 10,000; < 1 s with a page of at most 5 MB at 100,000. Median of 5 page
 // loads, each in a fresh browser context. Also the cost of a running run's rewrite of a
 // 100,000-cell gallery in this process: the first write (every data file) against one after ten
 // more cells (the page and the data files whose cells changed). The emulator's images are 160 x 90,

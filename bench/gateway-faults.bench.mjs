@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Issue 27 item 8: what gateway failures *after processing* cost. Submits are processed and charged,
+// What gateway failures *after processing* cost. Submits are processed and charged,
 // then answered 502 (20%) or 504 (10%), or their connection is dropped (5%): the failure that makes
 // a keyless retry pay twice. The same workloads run against emulators started with the same seed
 // and fault file, at zero service latency:

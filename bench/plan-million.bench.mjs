@@ -2,7 +2,7 @@
 // `genpipe plan` on a manifest that expands to 1,000,000 instances (1,000 seeds x 1,000
 // variation indexes), each one rendered and validated. Targets: at most 5 s and 512 MB peak RSS.
 // Also measures --json, which streams every instance to stdout (here to /dev/null), and `validate`
-// of the same manifest, its baseline in issue 30 (goal 4: plan --json <= 2x validate).
+// of the same manifest, its baseline (target: plan --json <= 2x validate).
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-// Polling makespan (issue 14): most users have no public webhook URL, so polling is the mode that
+// Polling makespan: most users have no public webhook URL, so polling is the mode that
 // matters. 300 character sheets of 1.7-4.4 s at concurrency 20, side by side in one run, each
 // against its own emulator with the same seed: genpipe polling (a first run, and a run after an
 // earlier run of 100 sheets, whose durations seed its polls), genpipe in webhook mode, and the
 // official client v2 `subscribe` with p-limit. Targets: polling <= 1.05x the ideal with HTTP
-// requests <= 0.8x the official client's, and webhook mode no worse. The ideal is the issue's: a
+// requests <= 0.8x the official client's, and webhook mode no worse. The ideal is a
 // client told by the emulator when each job ends (lib/makespan.mjs, idealSide), measured in the same
 // run; each makespan is also given over the sum of durations over the slots, a stricter floor.
 import { genpipeSide, idealSide, officialSide, plannedFloor, pollingFloor, sideResult } from './lib/makespan.mjs';

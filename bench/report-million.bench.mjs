@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-// The cost report of a 1,000,000-instance run (issue 14, goal 4): `genpipe report RUN_DIR` as a
+// The cost report of a 1,000,000-instance run: `genpipe report RUN_DIR` as a
 // whole process (the same function writes the end-of-run report), on a journal written here the
 // way a run writes it (intent, submitted, status with two output URLs, downloaded: about 0.9 KB
 // per instance), wall time and peak RSS, and the same for 100,000 instances: a report's memory
-// must not grow with the run. Targets: <= 10 s and <= 300 MB for 1,000,000 instances (issue 14), and
-// <= 1.2x a bare streaming reader of the same journal (issue 30; lib/bare-journal-reader.mjs, a
+// must not grow with the run. Targets: <= 10 s and <= 300 MB for 1,000,000 instances, and
+// <= 1.2x a bare streaming reader of the same journal (lib/bare-journal-reader.mjs, a
 // process of its own timed from spawn to exit, as genpipe is). The report printed (--json) goes to
 // /dev/null, as to a file a user redirects it to.
 import { createWriteStream, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';

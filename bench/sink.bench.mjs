@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Storage sinks (issue 29, item 9): a 2,000-sheet run at zero service latency with an S3 sink
+// Storage sinks: a 2,000-sheet run at zero service latency with an S3 sink
 // (s3rver, the loopback store of the sink tests, a process of its own) against the same run
 // without one, in the same benchmark, as a ratio of their throughputs (instances per second, wall
 // time of `genpipe run` from spawn to exit, medians of BENCH_RUNS). Target: >= 0.8x. s3rver writes

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The random-history soak (issue 26, "How it is checked"): many more seeded histories than CI runs
+// The random-history soak: many more seeded histories than CI runs
 // (test/history/random-history.test.ts), on the local executor, the fleet, or both at once, each
 // checked for invariants A and B, one charge per attempt, the budget and the exit codes. The model
 // (test/history/*.ts) is bundled with esbuild for this run; the CLI under test is the built one

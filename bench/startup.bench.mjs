@@ -1,5 +1,5 @@
 // Start-up, timed as a user meets it: whole processes, module loading included, side by side with
-// `node -e 0` in the same run (issue 14: `genpipe --help` within 2x, `validate` within 3x).
+// `node -e 0` in the same run (targets: `genpipe --help` within 2x, `validate` within 3x).
 // Medians of 9 runs each, interleaved so a slow minute hits every contender alike.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';

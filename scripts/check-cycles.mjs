@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Fails when the relative imports under a folder form a cycle (type-only imports included:
 // a cycle of types is still a tangle of layers), or when a layer imports one above it: run/ never
-// imports its views or its callers (gallery/, review/, report/, session/, cli/; issue 26).
+// imports its views or its callers (gallery/, review/, report/, session/, cli/).
 // Usage: node scripts/check-cycles.mjs src
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';

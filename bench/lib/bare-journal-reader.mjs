@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The least a reader of a run's journal can do, as the baseline of the report benchmark (issue 30,
-// goal 4: the report of a million <= 1.2x "a bare streaming reader of the same journal"): stream
+// The least a reader of a run's journal can do, as the baseline of the report benchmark (its
+// target: the report of a million <= 1.2x a bare streaming reader of the same journal): stream
 // the file, split it into lines, parse each record (after its checksum prefix) and count them by
 // type. No checks, no states, no report. Prints the counts; reports its peak RSS on stderr as
 // measure-cli.mjs does for genpipe. Argument: the journal's path.

@@ -1,7 +1,7 @@
 // The sides of a makespan benchmark, each against its own emulator started with the same options
 // (so all see the same job durations): `genpipe run` as a child process (polling, or webhook mode),
 // the official client v2 `subscribe` with p-limit, as a user would write it, and the ideal client
-// issue 14 defines (told by the emulator when each job ends).
+// (told by the emulator when each job ends).
 import { writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
@@ -162,11 +162,11 @@ export async function officialSide(emulatorOptions, { instances, concurrency }) 
 }
 
 /**
- * The issue's ideal (issue 14's table: "told by the emulator when each job ends", 601 requests): a
+ * The ideal client (told by the emulator when each job ends; 601 requests for 300 sheets): a
  * client that submits each sheet with `hf_webhook` pointing at its own loopback listener, is told by
  * the emulator the moment the job ends (the delivery carries the image URL, so no status GET), and
  * downloads and writes the file, `concurrency` at a time. No journal, no checks: the least any
- * client must do, and the same packing on the slots as any other. Its makespan is the issue's
+ * client must do, and the same packing on the slots as any other. Its makespan is the
  * ideal; the sum of durations over the slots (`ideal` above) is a stricter floor no client reaches.
  */
 export async function idealSide(emulatorOptions, { instances, concurrency }) {

@@ -3,8 +3,8 @@
 // the file the way genpipe does (temp file, fdatasync, link into place). No journal, no validation,
 // no retries, no resume, no report: what it is faster by is what genpipe's guarantees cost.
 // Talks only to the base URL it is given (an emulator on 127.0.0.1); bounded by `instances`.
-// With `journal: true` it also keeps genpipe's durability of a run's record (issue 14: "the same
-// durability"): a line per step appended to a journal, the intent synced before the spending POST,
+// With `journal: true` it also keeps genpipe's durability of a run's record, so the
+// two compare at the same durability: a line per step appended to a journal, the intent synced before the spending POST,
 // with the least machinery that does it (one write and one fdatasync per batch of waiting lines).
 import { createHash } from 'node:crypto';
 import { link, mkdir, open, unlink } from 'node:fs/promises';

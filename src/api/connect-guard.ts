@@ -1,5 +1,6 @@
 /**
- * The check at connect time behind the download rules (issue 27, item 6; reliability.md #17): a
+ * The check at connect time behind the download rules, so that a hostile service cannot point downloads into the local network
+ * (reliability.md #17): a
  * connection to an address inside the machine or the local network (loopback, link-local with the
  * cloud metadata address, private ranges; util/internal-address.ts) is made only to one of the
  * service's origins (base, platform and CDN: api/service-origins.ts).

@@ -125,7 +125,7 @@ export class Transport {
   /**
    * Asks `gate` before every retry this transport would make by itself (after decideRetry said it
    * may): a run draws each one from its retry budget, so a service that refuses every request ends
-   * the run instead of being retried without end, attempt by attempt (issue 26, item 7). A gate
+   * the run instead of being retried without end, attempt by attempt. A gate
    * that answers false ends the call with its last failure. Returns the unsubscribe function.
    */
   retryGate(gate: RetryGate): () => void {

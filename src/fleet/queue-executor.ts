@@ -324,7 +324,7 @@ export class QueueExecutor implements Executor {
 
   /**
    * The run stopped (Ctrl-C, a lost lock) while this job waited in the queue: it is withdrawn, so no
-   * worker started later pays for it (issue 26, defect 8). Removed while still waiting, it was never
+   * worker started later pays for it. Removed while still waiting, it was never
    * sent: the error says so (neverSent), and the run journals it as not sent. A job a worker holds
    * already stays, and a resume follows it.
    */

@@ -4,7 +4,7 @@
  * waited for (BullMQ reconnects by itself, and the process says so on one line); a Redis that
  * stops answering altogether for the stall period (a paused or wedged server: the connection stays
  * open, nothing comes back) ends the process's work with exit 5 and one sentence, within 15 s, as
- * issue 27 asks, instead of a process that hangs with no output.
+ * a run always ends, instead of a process that hangs with no output.
  */
 import { Redis } from 'ioredis';
 import { GenpipeError } from '../api/errors.js';

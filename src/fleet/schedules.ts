@@ -20,7 +20,7 @@ export interface ScheduledRunData {
   /** Absolute path of the runs folder: shared storage, so another host can resume a run. */
   out: string;
   /**
-   * The spend guard decided when the schedule was added (issue 26, item 3): each tick's run has this
+   * The spend guard decided when the schedule was added: each tick's run has this
    * budget (`--budget`), or, with none, may spend up to the estimate that was accepted (`--yes`) or
    * `confirmOverUsd`; a tick whose estimate has grown past it spends nothing.
    */

@@ -249,7 +249,7 @@ function cellOf(id: string, entry: InstanceState, values: [string, string][], pr
   const files: CellFile[] = [...(entry.downloads?.entries() ?? [])]
     .sort(([a], [b]) => a - b)
     .map(([output, d]) => {
-      // Linked where the team reads it once it is in the bucket with these bytes (issue 29).
+      // Linked where the team reads it once it is in the bucket with these bytes, never before.
       const uploaded =
         publicBase !== undefined && d.path.startsWith('outputs/') && d.sha256 !== '' && entry.sinkUploads?.get(output)?.sha256 === d.sha256;
       return fileOf(d.path, fileKind(d.path), uploaded ? publicUrl({ publicBaseUrl: publicBase }, d.path) : undefined);

@@ -1,7 +1,7 @@
 /**
  * The gallery as a view of a running run (run/run-options.ts RunView): told of each instance as it
  * finishes and each file as it arrives, it rewrites gallery.html now and then and once at the end.
- * The run knows nothing of it (issue 26, item 9); the session subscribes it.
+ * The run knows nothing of it, so views cannot change what it spends; the session subscribes it.
  */
 import type { Plan } from '../plan/plan.js';
 import { planFileSteps, type StepSinkRecord } from '../run/files/run-dir.js';

@@ -1,5 +1,5 @@
 /**
- * Is the service's answer about the submission being followed? (issue 27, item 7.) A resume follows
+ * Is the service's answer about the submission being followed? A resume follows
  * the request ids its journal holds; a service that lost them and hands them out again (an emulator
  * restarted with the same seed, a deploy), or a proxy that mixes answers up, can answer about
  * another job, whose output must never become this instance's. The checks go as far as the answers

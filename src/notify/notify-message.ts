@@ -66,7 +66,7 @@ export interface NotifySummary {
   /** file:// URL of the run's report.md, on `host`. */
   report: string;
   /**
-   * The run's storage sinks (issue 29), when a step has one: the files uploaded and still pending,
+   * The run's storage sinks, when a step has one: the files uploaded and still pending,
    * and where they are: `s3://` URIs, and the public URL of each prefix that has one (a link that
    * opens on any machine, unlike `gallery`).
    */

@@ -53,7 +53,7 @@ export interface GroupLine extends Money {
   rerolledNetUsd: number;
 }
 
-/** The files of the steps with a storage sink (issue 29): uploaded, and still to upload, with where they go. */
+/** The files of the steps with a storage sink: uploaded, and still to upload, with where they go. */
 export interface ReportSinks extends SinkTotals {
   /** Each distinct sink of the run's steps, as plan.json records it. */
   locations: StepSinkRecord[];

@@ -1,6 +1,6 @@
 /**
  * Each instance's outcome, in instance-id order, read from a journal of any size in bounded memory
- * (issue 14, goal 4). The journal streams by; the records of each instance are gathered (reduced to
+ * (a journal of 1,000,000 instances must not need a gigabyte). The journal streams by; the records of each instance are gathered (reduced to
  * what an outcome needs) for up to CHUNK_INSTANCES instances at a time. A run that fits one chunk
  * is sorted in memory. A larger one spills each chunk, sorted by id, to a temporary file, and the
  * files are merged: an instance whose records sit in several chunks (a resume, a retry much later)

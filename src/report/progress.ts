@@ -214,7 +214,7 @@ class Tally {
         return;
       case 'run_started':
         this.total = event.instances;
-        // A resume starts from where its journal stands, not from zero (issue 26, item 10).
+        // A resume starts from where its journal stands, not from zero, so its count never runs backwards.
         if (event.already) {
           for (const [id, t] of Object.entries(event.already.steps))
             Object.assign(this.step(id), { done: t.done, failed: t.failed, inFlight: t.inFlight, before: t.done + t.failed });

@@ -25,7 +25,7 @@ export const ReviewEntry = z.strictObject({
   /**
    * The output the decision judged (run-state.ts outputsDigest): `--retry rejected` remakes an
    * instance only while this is still its output, so a repeat with no new decision sends nothing.
-   * Absent in files of genpipe before issue 26, and for a cell with no output yet.
+   * Absent in files written by older versions of genpipe, and for a cell with no output yet.
    */
   sha256: z
     .string()

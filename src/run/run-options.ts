@@ -83,7 +83,7 @@ export interface RunOptions {
   /**
    * The run's lock as a fence (lock.ts PipelineLock): `check()` is asked right before each spending
    * request, and once it fails or `signal` aborts the run writes nothing more to its directory: a
-   * displaced holder stops before the new one sends anything (issue 26, item 6).
+   * displaced holder stops before the new one sends anything.
    */
   fence?: { check(): Promise<boolean>; readonly signal: AbortSignal } | undefined;
   /** Views kept up to date while the run goes (the gallery): told of the state, finished instances and files. */

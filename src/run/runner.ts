@@ -83,7 +83,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   );
   if (options.serviceForgotten) {
     // What the dead service had in flight is unknown here, not something to follow: journaled, so
-    // the run, its summary and the report read the same thing (issue 26, defect 12).
+    // the run, its summary and the report read the same thing.
     const forgotten = sentNotFinal(store.state);
     for (const [i, instance] of forgotten.entries()) await fx.log({ type: 'forgotten', instance }, i === forgotten.length - 1);
   }
@@ -234,7 +234,7 @@ function missingFilesSentence(fx: RunContext): string | undefined {
   return `${n} completed instance${n === 1 ? ' is' : 's are'} missing files that could not be fetched (${(fx.missingReason ?? 'the download failed').replace(/[.]$/, '')}); \`genpipe resume\` fetches them again, and nothing is generated again for them.`;
 }
 
-/** What a run that left uploads pending says at its end (issue 29): how many, why, and what to do. */
+/** What a run that left uploads pending says at its end: how many, why, and what to do. */
 function uploadsPendingSentence(fx: RunContext): string | undefined {
   if (fx.uploadsPending === 0) return undefined;
   const n = fx.uploadsPending;

@@ -1,5 +1,5 @@
 /**
- * The spend guard of an entry point that starts runs later (issue 26, item 3): `genpipe schedule
+ * The spend guard of an entry point that starts runs later, so a schedule cannot spend past what was agreed: `genpipe schedule
  * add` sees the estimate of each run now, and every tick checks again, since a CSV may have grown.
  * A run with a budget is guarded by it; one without, estimated over `--confirm-over`, needs `--yes`,
  * and then may spend up to the estimate approved then, no more.

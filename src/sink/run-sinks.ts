@@ -1,5 +1,5 @@
 /**
- * A run's storage sinks, as the session and the instance driver use them (issue 29):
+ * A run's storage sinks, as the session and the instance driver use them:
  *
  * - the session calls `openRunSinks` once the run's id and start are known: undefined when the
  *   manifest has no sink (nothing loaded), else the run's sinks, whose `preflight()` it awaits

@@ -255,7 +255,7 @@ export class S3Store {
       responseChecksumValidation: 'WHEN_REQUIRED',
       // A bucket in another region than the client's answers with a redirect the SDK can follow.
       followRegionRedirects: true,
-      // A store that accepts the connection and then says nothing must not hang the run (issue 1's
+      // A store that accepts the connection and then says nothing must not hang the run (the
       // promise: a run always ends). The SDK's requestTimeout only warns unless told to throw.
       requestHandler: { connectionTimeout: 10_000, socketTimeout: idleTimeoutMs(), throwOnRequestTimeout: true },
     });

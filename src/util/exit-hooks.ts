@@ -1,6 +1,6 @@
 /**
  * What must happen even when the process ends at once (a second Ctrl-C, a stop past its grace):
- * synchronous steps only, such as marking a run's lock released (issue 26, defect 10). The session
+ * synchronous steps only, such as marking a run's lock released, so no stale lock is left behind. The session
  * registers them while it holds what they release; cli/main.ts runs them before process.exit.
  */
 // One set per process, on globalThis: the CLI's bundle loads each command as a file of its own, and

@@ -1,4 +1,4 @@
-// Download addresses at connect time (issue 27, item 6): a host name that resolves to a loopback,
+// Download addresses at connect time, so a hostile service cannot reach the local network: a host name that resolves to a loopback,
 // link-local (cloud metadata), private or otherwise internal address is refused when the
 // connection is made, unless its origin is one of the service's. Names are resolved by an injected
 // resolver, so nothing here leaves 127.0.0.1: names that must be refused resolve to addresses no

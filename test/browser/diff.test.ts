@@ -1,5 +1,5 @@
 /// <reference lib="dom" />
-// genpipe diff RUN_A RUN_B (issue 12, section 2): a side-by-side page of the instances two runs
+// genpipe diff RUN_A RUN_B: a side-by-side page of the instances two runs
 // share, with the inputs that differ, each run's status and cost, and both images, opened in
 // Chromium from file:// with no request beyond the two runs' files.
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /// <reference lib="dom" />
-// Galleries that scale (issue 30, goal 3): gallery.html holds an index of the cells, and the cells
+// Galleries that scale to big runs: gallery.html holds an index of the cells, and the cells
 // come from data files beside it (gallery-data/<step>.<page>.js, classic scripts, the only files a
 // page opened from file:// may read), a page of them at a time. In Chromium, from file:// and from
 // `genpipe review`: a run of 2,500 cells opens with only the data files its first screen needs,

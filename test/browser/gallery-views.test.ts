@@ -1,5 +1,5 @@
 /// <reference lib="dom" />
-// The gallery of the daily loop (issue 28, item 6), in Chromium from file://: the run's spend in
+// The gallery of the daily loop, in Chromium from file://: the run's spend in
 // the header, row and column labels that stay in view as a wide grid scrolls, each cell's headline
 // (a marketing image's prompt, an agent's question), and the manifest's order for steps, columns,
 // rows and pages (not alphabetical, not the dependency order).

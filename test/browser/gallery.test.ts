@@ -1,5 +1,5 @@
 /// <reference lib="dom" />
-// gallery.html in a real browser (issue 12, section 1): the page a run leaves opens from file://
+// gallery.html in a real browser: the page a run leaves opens from file://
 // with no network request and no console error, every completed image renders, a failed cell shows
 // its error, the grid follows the sweep's axes, and a screenshot is taken as a visual reference.
 import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /// <reference lib="dom" />
-// DNS rebinding against `genpipe review` (issue 27, item 4): a page of another site whose name
+// DNS rebinding against `genpipe review`: a page of another site whose name
 // resolves to 127.0.0.1 is of that site's origin, so the browser would let it read what the review
 // server answers. The server answers only requests whose Host names it (127.0.0.1:PORT,
 // localhost:PORT): anything else gets 421 and no run data. Chromium maps evil.test to 127.0.0.1

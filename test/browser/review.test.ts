@@ -1,5 +1,5 @@
 /// <reference lib="dom" />
-// The review loop (issue 12, section 2): `genpipe review` serves the gallery on loopback, a click
+// The review loop: `genpipe review` serves the gallery on loopback, a click
 // in a real browser saves a decision to review.json at once, a reload shows it, concurrent
 // decisions are all kept, and the next stage uses them: `for_each: {step, only: approved}` and
 // `genpipe resume --retry rejected`.
@@ -151,7 +151,7 @@ describe('genpipe review', () => {
   });
 });
 
-describe('review decisions are explicit, and counted in the header (issue 28, item 5)', () => {
+describe('review decisions are explicit, and counted in the header', () => {
   let runDir: string;
   let server: ReviewServer;
   beforeAll(async () => {

@@ -1,4 +1,4 @@
-// Installing and testing genpipe (issue 28): the Node lines it supports, what its package holds,
+// Installing and testing genpipe: the Node lines it supports, what its package holds,
 // and `npm test` building only when the build is older than the sources.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// The layer rule (issue 26 item 9, issue 28 item 3): src/run/ imports none of its views or callers,
+// The layer rule, so that the run cannot depend on what shows it: src/run/ imports none of its views or callers,
 // the emulator none of the runner, sink/ none of its callers, session/ nothing of the CLI. scripts/check-cycles.mjs (`npm run
 // cycles`, in `npm test`) is run here on small trees: one that breaks the rule, one that keeps it.
 import { spawnSync } from 'node:child_process';

@@ -89,7 +89,7 @@ describe('genpipe CLI shell', () => {
   });
 });
 
-describe('the CLI for the daily loop (issue 28)', () => {
+describe('the CLI for the daily loop', () => {
   it('suggests the nearest command for a typo, exit 2', async () => {
     const io = capture();
     expect(await main(['valdiate', 'm.yaml'], io)).toBe(2);

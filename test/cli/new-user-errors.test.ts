@@ -1,4 +1,4 @@
-// Where a new user tripped (issue 12, section 3): typos of models and input fields get a "did you
+// Where a new user tripped: typos of models and input fields get a "did you
 // mean", and a template error is located at the template's own line. Each refused case exits 2
 // with one located sentence; the service address is a closed port, so any request would show as exit 5.
 import { mkdtempSync, writeFileSync } from 'node:fs';

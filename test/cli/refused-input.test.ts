@@ -62,7 +62,7 @@ describe('refused run and report input', () => {
     });
   }
 
-  it('genpipe schedule add with a bad --budget or --confirm-over: exit 2, one sentence, before Redis is asked (issue 26)', async () => {
+  it('genpipe schedule add with a bad --budget or --confirm-over: exit 2, one sentence, before Redis is asked', async () => {
     for (const [flags, message] of [
       [['--budget', 'lots'], /^genpipe: --budget takes a number of at least 0, not "lots"\.$/],
       [['--confirm-over=-5'], /^genpipe: --confirm-over takes a number of at least 0, not "-5"\.$/],

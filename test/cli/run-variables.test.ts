@@ -1,4 +1,4 @@
-// Run variables for cron jobs (issue 12, section 3): `{{ run.id }}`, `{{ run.date }}` (UTC,
+// Run variables for cron jobs: `{{ run.id }}`, `{{ run.date }}` (UTC,
 // YYYY-MM-DD) and `{{ run.started_at }}` are the run's own, rendered again unchanged by a resume.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// A second Ctrl-C ends genpipe at once (issue 27), and still (issue 26, defect 10) leaves the journal
+// A second Ctrl-C ends genpipe at once, and still leaves the journal
 // consistent, releases the pipeline's lock and prints one line saying what was skipped; the run
 // resumes to its end without paying twice. The built CLI against an emulator on 127.0.0.1.
 import { spawn } from 'node:child_process';

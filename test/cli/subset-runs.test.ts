@@ -1,4 +1,4 @@
-// Subset runs (issue 12, section 3): `genpipe run M --only 'sheets[tier=cats]' --limit 10` runs a
+// Subset runs: `genpipe run M --only 'sheets[tier=cats]' --limit 10` runs a
 // smoke test with the ids and keys of the full plan, so a later full run with --reuse takes what
 // it made; a resume keeps the subset; bad selectors exit 2 with one sentence and send nothing.
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';

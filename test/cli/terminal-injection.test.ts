@@ -1,4 +1,4 @@
-// Terminal injection (issue 27, item 2): text from the service (a failed status's error), a
+// Terminal injection: text from the service (a failed status's error), a
 // manifest or a CSV, printed for a person, has its control characters made visible: no escape
 // sequence reaches the terminal, and a CR or a newline cannot forge a line of its own. With
 // --json-logs every stdout line is exact JSON and carries the error text as the service sent it.

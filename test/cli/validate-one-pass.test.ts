@@ -56,7 +56,7 @@ steps:
     input: { brief: "{{ env.UNSET_FOR_THE_TEST }}" }
 `;
 
-describe('genpipe validate lists every problem in one pass (issue 28)', () => {
+describe('genpipe validate lists every problem in one pass', () => {
   it('reports schema, reference, missing-file, env and instance problems together, exit 2', async () => {
     const path = write('rounds.yaml', threeRounds);
     const io = capture();

@@ -1,4 +1,4 @@
-// genpipe diff tells the truth (issue 28, item 4): a run keeps the CSV rows and presets it read
+// genpipe diff tells the truth: a run keeps the CSV rows and presets it read
 // (inputs.json, hashed in plan.json), and diff plans each run from its own copy, never today's
 // file. Run A: 27 CSV rows x 2 qualities = 54 instances. Run B: one row inserted and one headline
 // edited in the CSV, run with --reuse: 54 shared, 2 only in B, inputs differ in 2, and the reused

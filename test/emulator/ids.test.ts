@@ -1,5 +1,5 @@
 /**
- * Issue 27 item 7: ids never repeat across emulator processes. Two emulators started with the same
+ * Ids never repeat across emulator processes. Two emulators started with the same
  * seed behave alike (durations, outcomes) but hand out different request, job-set, session, message
  * and media ids, so a client holding an id from one can never read another job's result as its own.
  */

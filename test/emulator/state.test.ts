@@ -1,5 +1,5 @@
 /**
- * Issue 27 item 7: `--state DIR` keeps the emulator's requests, job sets, ledger and Idempotency-Key
+ * `--state DIR` keeps the emulator's requests, job sets, ledger and Idempotency-Key
  * records across restarts, as a service keeps them across a deploy. Refused: a path that is not a
  * directory, a damaged line that is not the torn tail, a directory another emulator holds.
  */

@@ -1,5 +1,5 @@
 // A fleet coordinator that stops withdraws its jobs still waiting in the queue, so no worker
-// started later pays for them, and a run whose jobs no worker takes says so (issue 26, defect 8).
+// started later pays for them, and a run whose jobs no worker takes says so.
 // Against a redis-server of the file's own, the built CLI and an emulator on 127.0.0.1.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -106,7 +106,7 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toBe('genpipe: --listen takes HOST:PORT, such as 127.0.0.1:8787, not "nowhere".\n');
     expect(alone.stdout + bad.stdout).toBe('');
-    // A grace that the 5 s stop bound could not keep is refused, not cut short (issue 27, item 3).
+    // A grace that the 5 s stop bound could not keep is refused, not cut short.
     const long = await runCli([...hook, '--grace', '10'], { env: env(emu) });
     expect(long.code).toBe(2);
     expect(long.stderr).toMatch(/^genpipe: --grace 10 is over 3 s: a genpipe process ends within 5 s of SIGTERM, [^\n]+\.\n$/);

@@ -1,4 +1,4 @@
-// A Redis that stops answering once a fleet process is running (issue 27, item 3): a paused
+// A Redis that stops answering once a fleet process is running: a paused
 // redis-server (SIGSTOP) keeps its connections open and answers nothing. A worker and a run's
 // coordinator each end by themselves with exit 5 and one sentence (the stall period is lowered to
 // 3 s here; the default is 10 s), and the run resumes once Redis answers, nothing paid twice.

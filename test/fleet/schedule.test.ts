@@ -109,7 +109,7 @@ describe('genpipe schedule', () => {
     },
   );
 
-  it('defect 5: the spend guard covers schedules: add refuses a big estimate with no budget, and a tick whose estimate grew spends nothing', async () => {
+  it('the spend guard covers schedules: add refuses a big estimate with no budget, and a tick whose estimate grew spends nothing', async () => {
     const dir = tempDir();
     const out = join(dir, 'runs');
     const queue = 'guarded';

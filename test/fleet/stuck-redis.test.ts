@@ -1,4 +1,4 @@
-// A Redis that accepts connections and never answers (issue 27, item 3), and stops that must end
+// A Redis that accepts connections and never answers, and stops that must end
 // whatever Redis or the service does. A loopback TCP server of the test's own plays the stuck
 // Redis (and, for the service, a stuck HTTP server). Each child process has a hard limit: past it,
 // it is killed and its exit code is null, so "ends by itself" is what each assertion checks.

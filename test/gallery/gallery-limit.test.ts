@@ -1,5 +1,5 @@
-// Whether a run gets a gallery follows its journal's instances, not plan.json's count (issue 30,
-// goal 3): a plan.json over the limit whose journal is not gets one; a plan.json within it whose
+// Whether a run gets a gallery follows its journal's instances, not plan.json's count:
+// a plan.json over the limit whose journal is not gets one; a plan.json within it whose
 // journal is over it gets none. The limit is lowered for the test (the real one is 200,000).
 import { cpSync, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';

@@ -1,4 +1,4 @@
-// The page of a running run (issues 14 and 30): its cells are kept packed, and written as data
+// The page of a running run, which must stay cheap to rewrite on big runs: its cells are kept packed, and written as data
 // files of GALLERY_PAGE_CELLS cells beside a gallery.html that holds their index. What the files
 // hold must be what the cells say, exactly: every field of every cell, the axes, natural order,
 // text that could end a <script> escaped; a rewrite writes only the data files whose cells

@@ -1,4 +1,4 @@
-// The contact sheet's grid (issue 12, section 1): axes -> rows, columns and pages, in natural order.
+// The contact sheet's grid: axes -> rows, columns and pages, in natural order.
 import { describe, expect, it } from 'vitest';
 import { chooseLayout, naturalCompare, sortedAxes } from '../../src/gallery/grid-layout.js';
 import { instanceAxes } from '../../src/gallery/instance-axes.js';

@@ -1,4 +1,4 @@
-// Thumbnails (issue 12): an image larger than 512 px on a side gets a WebP thumbnail of at most
+// Thumbnails: an image larger than 512 px on a side gets a WebP thumbnail of at most
 // 512 px under thumbs/, made once; one that already fits is shown as itself (no thumbnail to
 // make); one sharp cannot read gets none. Against real files and sharp, no stand-ins.
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * The invariants a settled random history must keep (issue 26, "How it is checked"):
+ * The invariants a settled random history must keep:
  * - A: with no attempt unknown, the reports' net (report.json total.netUsd, summed over the
  *   history's runs) is the emulator's ledger to the cent;
  * - B: with unknown attempts, the ledger lies within [net, net + unknown];

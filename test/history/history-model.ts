@@ -1,5 +1,5 @@
 /**
- * The model of a random history (issue 26, "How it is checked"): from a seed, the world a history
+ * The model of a random history: from a seed, the world a history
  * runs in (the pipeline, the emulator's failure / nsfw rates and injected faults) and the list of
  * operations it performs: runs and resumes with random flags, each maybe killed (kill -9 at a named
  * crash point or after a random delay), review decisions, and on the fleet a worker killed or Redis

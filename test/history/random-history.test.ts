@@ -1,4 +1,4 @@
-// The model-based random-history test (issue 26, "How it is checked"): seeded histories of runs,
+// The model-based random-history test, which checks every path of the run lifecycle at once: seeded histories of runs,
 // kills (kill -9 at a named crash point or after a delay), resumes with random flags, review
 // decisions, and on the fleet worker kills and Redis restarts, against a real emulator, on both
 // executors; after each, invariants A and B, one charge per attempt, the budget and the exit codes

@@ -1,4 +1,4 @@
-// checkManifestText (issue 28, validate in one pass): every problem the loader sees, and the
+// checkManifestText, so that validate reports in one pass: every problem the loader sees, and the
 // manifest without its broken steps, so that the rest can still be planned and checked.
 import { describe, expect, it } from 'vitest';
 import { checkManifestText, loadManifestText } from '../../src/manifest/load.js';

@@ -134,7 +134,7 @@ describe('loading a manifest', () => {
 });
 
 describe('recursive YAML aliases', () => {
-  // The three forms of issue 11 §5, each refused at the alias (not a crash, and not "valid").
+  // The three forms of alias a review found accepted, each refused at the alias (not a crash, and not "valid").
   const forms: [string, string, string][] = [
     [
       'vars that contain themselves',

@@ -1,4 +1,4 @@
-// A followed request must be the one submitted (issue 27, item 7): the model adapters' track checks
+// A followed request must be the one submitted: the model adapters' track checks
 // that a status answer echoes the request id it was asked about (and status_url and cancel_url name
 // it), and that a job set echoes its id, its type and the input_params sent. Against a real
 // emulator whose `foreign_status` fault answers about another request; a mismatch throws

@@ -1,4 +1,4 @@
-// Issue 12 §4, "tell the team when a run ends": a `notify:` block (and --notify URL) posts the run's
+// Tell the team when a run ends: a `notify:` block (and --notify URL) posts the run's
 // summary on finish, failure, budget and interrupted, as JSON or in Slack's or Discord's shape;
 // delivery is retried with backoff inside a bounded time, never blocks or fails the run, never
 // carries a secret, and each delivery is journaled. Every test posts to a receiver on 127.0.0.1.
@@ -235,7 +235,7 @@ describe('notify: a run that ends posts its summary', () => {
   );
 
   it(
-    'a finished run resumed sends nothing and tells no one again; a resume that finishes the rest tells once (issue 26, item 10)',
+    'a finished run resumed sends nothing and tells no one again; a resume that finishes the rest tells once',
     { timeout: 30_000 },
     async () => {
       const hook = await receiver();

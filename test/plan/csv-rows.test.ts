@@ -1,4 +1,4 @@
-// CSV-driven steps (issue 12, section 3): a key column names the rows, a file with another
+// CSV-driven steps: a key column names the rows, a file with another
 // separator gets a hint and a `delimiter` option, an empty image cell names its row and column, and
 // a template reading a column the file lacks is refused at the template.
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -135,7 +135,7 @@ describe('CSV cells and columns in templates', () => {
   });
 });
 
-describe('empty CSV cells (issue 28)', () => {
+describe('empty CSV cells', () => {
   it('an empty prompt cell is refused with its CSV row and column, at the template in the manifest', async () => {
     write(
       'empty-headline.csv',

@@ -1,4 +1,4 @@
-// `output: {filename: ...}` (issue 12, section 3): a template names the files, sanitised, and two
+// `output: {filename: ...}`: a template names the files, sanitised, and two
 // instances of a step that would get the same name are refused at plan time, before anything is sent.
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -47,7 +47,7 @@ describe('file names from a template', () => {
     expect(await stems(manifest('ok', 'cat {{ seed }}/v{{ variation_index }}'))).toEqual(['cat_1_v0', 'cat_1_v1', 'cat_2_v0', 'cat_2_v1']);
   });
 
-  it('keeps non-ASCII letters, NFC-normalised (issue 28): Zürich and 北京 Tea Set', async () => {
+  it('keeps non-ASCII letters, NFC-normalised: Zürich and 北京 Tea Set', async () => {
     const cities = '      seed: [1]\n      city: ["Zürich", "北京 Tea Set", "Zu\\u0308g"]\n      variation_index: [0]\n';
     expect(await stems(manifest('cities', '{{ city }}', cities))).toEqual(['Zürich', '北京_Tea_Set', 'Züg']);
   });

@@ -1,4 +1,4 @@
-// A big plan is checked by two threads (issue 14, goal 3: src/plan/parallel-plan.ts). The second
+// A big plan is checked by two threads (src/plan/parallel-plan.ts). The second
 // thread must make the instances, and the verdict, one thread makes: these tests run the built
 // binary with GENPIPE_PLAN_PARALLEL_MIN=1 (two threads from one instance on) against the same
 // binary left to one thread (plans this small stay below the default threshold).

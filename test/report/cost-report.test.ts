@@ -188,7 +188,7 @@ steps:
     expect(report.total.estimatedUsd).toBe(0);
     const md = reportMarkdownOf(report);
     expect(md).toContain('1 submitted instance(s) are unpriced');
-    // Its line reads "unpriced", not $0.00 (issue 26, defect 9).
+    // Its line reads "unpriced", not $0.00: nothing was priced, which is not free.
     expect(md).toMatch(/\| b \| completed \| [^|]+ \| unpriced \|/);
     expect(md).not.toMatch(/\| b \| completed \| [^|]+ \| \$0\.00 \|/);
   });

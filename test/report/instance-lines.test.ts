@@ -1,4 +1,4 @@
-// Issue 14, goal 4: the report reads a journal of any size in bounded memory. instanceStates gathers
+// The report reads a journal of any size in bounded memory. instanceStates gathers
 // each instance's records a chunk of instances at a time, spills sorted chunks and merges them; a
 // run split across many chunks must give exactly what one chunk in memory gives.
 import { readFileSync, statSync, writeFileSync } from 'node:fs';

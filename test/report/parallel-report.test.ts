@@ -1,4 +1,4 @@
-// A big run's report is written by two threads (issue 14, goal 4): the journal's halves read by
+// A big run's report is written by two threads, to halve its time: the journal's halves read by
 // two, the instance lines before the middle id written by this thread and those after by a worker
 // (src/report/write-report.ts, report-worker.ts). The files must be byte for byte those one thread
 // writes. The sources' tests name the built worker; a threshold of 0 bytes makes every journal big.
@@ -20,7 +20,7 @@ const HASH = 'b'.repeat(64);
 const FILES = ['report.json', 'report.csv', 'report.md'];
 
 const STEPS = [
-  // With a storage sink: the report counts its uploaded and pending files (issue 29).
+  // With a storage sink: the report counts its uploaded and pending files.
   {
     id: 'sheets',
     model: 'character-sheet',

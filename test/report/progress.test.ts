@@ -26,7 +26,7 @@ function sink(): { out: string[]; err: string[]; output: { out: (t: string) => v
 }
 
 describe('progress outside a TTY', () => {
-  it('on a resume, starts from where the journal stands: counts, spend, and an ETA paced by this process alone (issue 26, defect 12)', () => {
+  it('on a resume, starts from where the journal stands: counts, spend, and an ETA paced by this process alone', () => {
     const s = sink();
     let clock = 0;
     const progress = new LineProgress(s.output, { quiet: false, intervalMs: 60_000, now: () => clock });

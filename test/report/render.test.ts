@@ -92,7 +92,7 @@ describe('report formats, one instance line', () => {
     const cell = (t: string): string => t.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
     fc.assert(
       fc.property(line, (l) => {
-        // An unpriced instance reads "unpriced", never US$0.00; an unknown amount is shown apart (issue 26).
+        // An unpriced instance reads "unpriced", never US$0.00; an unknown amount is shown apart.
         // An instance's amount is of the `each` kind: 2 to 4 decimals.
         const net = l.unpricedInstances > 0 ? 'unpriced' : formatMoney(l.netUsd, 'each');
         const unknown = l.unknownUsd > 0 ? ` (+ up to ${formatMoney(l.unknownUsd, 'each')} unknown)` : '';

@@ -1,4 +1,4 @@
-// A run waiting on review says so (issue 28, item 5): a `for_each: {step, only: approved}` step
+// A run waiting on review says so: a `for_each: {step, only: approved}` step
 // starts only for approved upstream instances, so a run whose sheets are not reviewed yet ends with
 // its clips not started. reviewWaitSentence says how many wait and names `genpipe review DIR`, then
 // `genpipe resume DIR`; `genpipe report` prints it; `genpipe plan` shows `only: approved`.

@@ -1,4 +1,4 @@
-// Agent steps (issue 12, section 3) save the answer as outputs/<step>/<id>.md and download the
+// Agent steps save the answer as outputs/<step>/<id>.md and download the
 // media the agent generated, with a download's guarantees: journaled, in outputs.csv, and a resume
 // that finds the file already written (a crash before its record) takes it without sending again.
 import { readFileSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// Pins the fence check before a spending request (issue 26, item 6) by itself: a run whose lock was
+// Pins the fence check before a spending request by itself: a run whose lock was
 // taken over (broken by another holder) must send nothing more, even before its heartbeat notices.
 // The lock's refresh period is an hour here, so the heartbeat never runs during the test: only
 // the check of the lock's generation right before the intent and the POST can stop the run. The

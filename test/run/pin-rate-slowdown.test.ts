@@ -1,4 +1,4 @@
-// Pins runner issue #5 / reliability.md #9 ("when the service throttles (429), slow down for the
+// Pins reliability.md #9 ("when the service throttles (429), slow down for the
 // whole run"): a 429 with Retry-After: 1 on one instance's submit pauses the submits of EVERY
 // instance, not just a retry of that one. Mutation this catches: `this.#bucket.slowDown(...)`
 // removed from runner.ts #submit (the 429'd instance then retries at once, and the others go on).

@@ -1,4 +1,4 @@
-// Secrets in outputs (issue 27, item 1): a service whose failed statuses echo the request headers
+// Secrets in outputs: a service whose failed statuses echo the request headers
 // (the Authorization header, with the key secret) must not put the secret in any file or stream a
 // run writes: journal, reports, gallery.html, outputs.csv, outputs.jsonl, the review and diff
 // pages, notify payloads, stdout and stderr. The emulator cannot echo headers: a loopback proxy

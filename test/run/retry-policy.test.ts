@@ -1,4 +1,4 @@
-// One retry policy for a run (issue 26, item 7): every retry, the transport's own included, draws
+// One retry policy for a run: every retry, the transport's own included, draws
 // from the run's retry budget, so a service that answers 429 to every submit ends the run (exit 5)
 // instead of being retried attempt by attempt without end; progress says it is being throttled.
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -24,7 +24,7 @@ afterEach(async () => {
 
 describe('one retry budget for the whole run', () => {
   it(
-    'defect 7: a service that answers 429 to every submit ends the run with exit 5, each retry drawn from the budget',
+    'a service that answers 429 to every submit ends the run with exit 5, each retry drawn from the budget',
     { timeout: 60_000 },
     async () => {
       const manifest = join(dir, 'm.yaml');

@@ -143,7 +143,7 @@ steps:
       });
       expect(first.code, first.stderr).toBe(130);
       expect(first.stderr).toContain('Interrupted: stopped submitting');
-      // Said once: as it happened on stderr, not again under the summary (issue 28, item 7).
+      // Said once: as it happened on stderr, not again under the summary.
       expect((first.stdout + first.stderr).split('Interrupted: stopped submitting')).toHaveLength(2);
       expect(first.stdout).toContain('interrupted');
       const runDir = findRunDir(out, 'interrupted');

@@ -1,4 +1,4 @@
-// Issue 27 item 7: a run resumed after the emulator restarts, as it would be after a service deploy.
+// A run resumed after the emulator restarts, as it would be after a service deploy.
 // genpipe submits every sheet and is killed while they run; the emulator stops, and starts again on
 // the same --state directory at another address; `genpipe resume` follows the same requests there
 // and completes, with nothing sent twice and the cost equal to the emulator's ledger.

@@ -1,4 +1,4 @@
-// Issue 27 item 8: genpipe pays no instance twice under the gateway failures that come *after*
+// Genpipe pays no instance twice under the gateway failures that come *after*
 // processing (502 and 504 after the request was made and charged, and a dropped connection). The
 // built CLI runs a pipeline of keyed character sheets and keyless marketing images against an
 // emulator with those faults, and the emulator's ledger is compared with what genpipe reports:
@@ -105,7 +105,7 @@ describe('gateway faults after processing', () => {
         expect(step('sheets').netUsd).toBeCloseTo(netOf(sheetIds), 9);
         expect(step('ads').counts.unknown).toBe(lost.size);
         expect(report.total.counts.unknown).toBe(lost.size);
-        // An unknown instance is shown apart (issue 26, invariant B): not in the net, up to its price in unknownUsd.
+        // An unknown instance is shown apart (invariant B of test/history/history-invariants.ts): not in the net, up to its price in unknownUsd.
         expect(step('ads').estimatedUsd).toBeCloseTo(ADS * AD_PRICE, 9);
         expect(step('ads').netUsd).toBeCloseTo((ADS - lost.size) * AD_PRICE, 9);
         expect(step('ads').unknownUsd).toBeCloseTo(lost.size * AD_PRICE, 9);

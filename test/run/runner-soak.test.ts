@@ -1,4 +1,4 @@
-// A run always ends (issue 11, reliability.md #19): 50 seeded runs against a faulty emulator, with
+// A run always ends (reliability.md #19): 50 seeded runs against a faulty emulator, with
 // nsfw re-rolls, failures, budgets and Ctrl-C at random moments. Each must settle within a bound,
 // leave a journal that ends with run_finished, and never hold two requests for one key. A run that
 // was interrupted is resumed once, and must then settle too.

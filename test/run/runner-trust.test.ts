@@ -1,4 +1,4 @@
-// Issue 11 (trust): a run always ends, pays once, and tells the truth about money. Each test
+// Trust: a run always ends, pays once, and tells the truth about money. Each test
 // drives the built CLI (or runPlan in-process where a seam is needed) against a real emulator on
 // loopback, and checks the emulator's own records and ledger, not only what genpipe says.
 import { spawn } from 'node:child_process';

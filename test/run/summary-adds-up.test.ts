@@ -1,4 +1,4 @@
-// The run's figures agree (issue 26, defect 12 and item 10): an interrupted run's summary counts add
+// The run's figures agree: an interrupted run's summary counts add
 // up to its instances, in flight included; and a run made on the embedded emulator, killed, then
 // resumed on a fresh one, says the same thing in its summary, report.json and `genpipe runs`: what
 // the dead service had in flight is unknown everywhere (journaled as `forgotten`), never "failed"

@@ -1,4 +1,4 @@
-// One writer per run (issue 26, defect 6): a holder displaced by --break-lock, or by a stale-lock
+// One writer per run: a holder displaced by --break-lock, or by a stale-lock
 // takeover while it was paused (SIGSTOP), stops before the new holder sends anything, so 40 keyless
 // images cost exactly 40 requests; neither process crashes on the other's files (never exit 70).
 // The built CLI against an emulator on 127.0.0.1; the lock's stale period is lowered to 6 s.

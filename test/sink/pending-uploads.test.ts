@@ -1,5 +1,5 @@
-// Which outputs of an instance still have to go to its sink, as the journal tells it (issue 29,
-// item 5): a `sink_uploaded` record settles the download with the same sha256, a file made again
+// Which outputs of an instance still have to go to its sink, as the journal tells it:
+// a `sink_uploaded` record settles the download with the same sha256, a file made again
 // (a re-roll) is pending again, and the record is a journal record like any other.
 import { describe, expect, it } from 'vitest';
 import { JournalRecord, type JournalRecordOf } from '../../src/run/journal/journal-records.js';

@@ -1,4 +1,4 @@
-// Storage sinks against a real S3-compatible store on 127.0.0.1 (issue 29, item 8): verified
+// Storage sinks against a real S3-compatible store on 127.0.0.1: verified
 // uploads, multipart above 16 MB, the preflight's refusals, a store killed mid-upload and restarted,
 // no second upload of an object already there, and no secret in any error or record.
 import { createHash, randomBytes } from 'node:crypto';

@@ -1,4 +1,4 @@
-// The AWS SDK is loaded only when a manifest has a sink (issue 29): a process in which any import of
+// The AWS SDK is loaded only when a manifest has a sink, so that other runs start fast: a process in which any import of
 // an @aws-sdk package fails (test/sink/deny-aws-sdk.mjs) validates and opens the sinks of a manifest
 // without one, through the built genpipe; the same process with a sink fails on the import, which
 // shows the trap works.

@@ -1,4 +1,4 @@
-// `output: {sink: ...}` in a manifest (issue 29, item 1): the short and long forms, in defaults or on
+// `output: {sink: ...}` in a manifest: the short and long forms, in defaults or on
 // a step, the prefix's run variables and vars, the object keys and public URLs they give, loopback
 // path-style, and every bad sink refused by validate at file:line:col before anything runs.
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// outputs.csv and outputs.jsonl of a run with a storage sink (issue 29, item 6): sink_uri once a file
+// outputs.csv and outputs.jsonl of a run with a storage sink: sink_uri once a file
 // is in the bucket (its sink_uploaded record has the file's sha256), sink_url from public_base_url,
 // both empty for a file still pending; a run without a sink keeps its columns as they were.
 import { mkdtemp, readFile } from 'node:fs/promises';

@@ -1,4 +1,4 @@
-// Storage sinks in a whole run (issue 29), in process against a real emulator and a real
+// Storage sinks in a whole run, in process against a real emulator and a real
 // S3-compatible store (s3rver) on 127.0.0.1: every output lands in the bucket with the bytes on
 // disk and outputs.csv names it; a sink that cannot be written refuses the run before anything is
 // spent (exit 2, zero requests); a store killed mid-run leaves the rest "completed, upload pending"
@@ -148,7 +148,7 @@ describe('a run with a storage sink', () => {
       expect(csv.split(/\r?\n/)[0]).toMatch(/,sink_uri,sink_url$/);
       expect(csv).toContain('s3://media/drop/s/');
       expect(csv).toContain('https://cdn.example.com/drop/s/');
-      // The report counts what is in the bucket and what is still owed (issue 29, item 6).
+      // The report counts what is in the bucket and what is still owed.
       const bytes = filesOf(join(runDir, 'outputs')).reduce((n, f) => n + statSync(f).size, 0);
       const locations = [{ uri: 's3://media/drop', public_url: 'https://cdn.example.com/drop' }];
       expect(reportSink(runDir)).toEqual({

@@ -14,7 +14,7 @@ import type { ConfigFlags } from '../../api/config.js';
 
 /**
  * After SIGTERM, how long jobs in flight may take before they are handed back to the queue. A
- * genpipe process ends within 5 s of a signal whatever it is doing (issue 27; main.ts
+ * genpipe process ends within 5 s of a signal whatever it is doing (main.ts
  * STOP_GRACE_MS ends it at 4 s), so a worker's grace is at most MAX_GRACE_S: a longer one would be
  * cut short with its jobs still held, and they would wait for Redis' stalled-job check instead.
  */

@@ -1,5 +1,5 @@
 /**
- * Downloads one output into the run directory (runner issue #5; reliability.md #16, #17).
+ * Downloads one output into the run directory (reliability.md #16, #17).
  *
  * - https only; plain http only to loopback (127.0.0.0/8, ::1, localhost: the emulator). The URL
  *   is checked before any connection is made.

@@ -6,7 +6,7 @@
  *   axis its name. A for_each row carries its upstream instance's axes too.
  * - Then status, the error sentence, the request id (`job_set_id` for job sets), the seed a re-roll
  *   actually sent, the output's role (`image-0`, `video`, `answer`…), the file, its sha256 and the cost.
- * - A run with a storage sink (issue 29) adds `sink_uri` (`s3://BUCKET/KEY`, once the file is in the
+ * - A run with a storage sink adds `sink_uri` (`s3://BUCKET/KEY`, once the file is in the
  *   bucket: its `sink_uploaded` record has the file's sha256) and `sink_url` (its public URL, from
  *   the sink's `public_base_url`, on the same condition).
  */

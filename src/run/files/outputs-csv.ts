@@ -47,8 +47,8 @@ function csvLine(row: OutputRow, axisColumns: readonly string[], sink: boolean):
 
 /**
  * The spill file of this process's writer: named per process, so a run taken over (a stale lock,
- * --break-lock) has its new holder write its own, never open or remove the old holder's (issue 26,
- * defect 6: the new holder crashed with ENOENT on a shared name).
+ * --break-lock) has its new holder write its own, never open or remove the old holder's (with
+ * a shared name, the new holder crashed with ENOENT).
  */
 const spillName = (): string => `.outputs-rows-${process.pid}-${randomBytes(4).toString('hex')}-${hostTag()}.jsonl`;
 /** This host, as a file name may carry it: a pid means something only on its own host. */

@@ -36,7 +36,7 @@ export interface PlanFile {
     price_usd: number | null;
     axes?: Record<string, string[]>;
     gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined };
-    /** Where the step's outputs are copied (issue 29): the report counts uploaded and pending files, notifications link to them. */
+    /** Where the step's outputs are copied: the report counts uploaded and pending files, notifications link to them. */
     sink?: StepSinkRecord;
   }[];
   estimate: { known_usd: number; unknown_instances: number };

@@ -1,5 +1,5 @@
 /**
- * The records of `journal.jsonl`, the run's source of truth (runner issue #5).
+ * The records of `journal.jsonl`, the run's source of truth.
  *
  * Every record is a JSON object with a `type` discriminator and an optional `at` (milliseconds since
  * the epoch, stamped by the journal when absent; resume uses it to relearn poll durations).
@@ -19,7 +19,7 @@ function relativeInside(p: string): boolean {
 const instance = z.string().min(1);
 
 /**
- * The options a run was started with, recorded at each start (issue 26, item 2): a resume inherits
+ * The options a run was started with, recorded at each start, so a resume keeps the budget and limits it was given: a resume inherits
  * them unless a flag changes one, and that change is journaled by the next `run_started`.
  */
 export const RecordedOptions = z.looseObject({
@@ -46,7 +46,7 @@ export const RunStartedRecord = z.looseObject({
   runId: z.string().min(1),
   pipeline: z.string(),
   planHash: z.string().min(1),
-  /** Absent in journals of genpipe before issue 26. */
+  /** Absent in journals written by older versions of genpipe. */
   options: RecordedOptions.optional(),
 });
 
@@ -156,7 +156,7 @@ export const RetryRecord = z.looseObject({
   attempt: z.number().int().positive(),
   /** What the instance was before this attempt. */
   previous: z.enum(['failed', 'canceled', 'nsfw', 'unknown', 'rejected']),
-  /** The `--retry` round (RecordedOptions.retryRound) that started it; absent before issue 26. */
+  /** The `--retry` round (RecordedOptions.retryRound) that started it; absent in journals of older versions. */
   round: z.number().int().nonnegative().optional(),
   /**
    * `--resubmit-unknown`: the unknown submit is sent again as the same attempt (its key, and on a
@@ -199,7 +199,7 @@ export const DownloadedRecord = z.looseObject({
 });
 
 /**
- * A downloaded output copied to the step's storage sink (issue 29): the object's key in the sink's
+ * A downloaded output copied to the step's storage sink: the object's key in the sink's
  * bucket, and what the store holds there. An instance with a sink is finished once each of its
  * downloaded outputs has one of these with the download's sha256; until then its upload is pending
  * and a resume sends it (and nothing to the generation service). Distinct from `uploaded`, which

@@ -1,5 +1,6 @@
 /**
- * `journal.jsonl`: the append-only journal that is the run's source of truth (runner issue #5).
+ * `journal.jsonl`: the append-only journal that is the run's source of truth, so a run resumes after any crash
+ * without paying twice.
  *
  * ## Line format
  *

@@ -67,7 +67,7 @@ export interface RunState {
   suspectAll: boolean;
   /** The options of the run's last start (its last `run_started` that recorded them). */
   options: RecordedOptions | undefined;
-  /** True once a `run_started` record was read: a journal without one is not a run's (issue 26, item 10). */
+  /** True once a `run_started` record was read: a journal without one is not a run's. */
   started: boolean;
   /** How the run's last start ended, when it ended (a start killed before its `run_finished` leaves this undefined). */
   lastOutcome: JournalRecordOf<'run_finished'>['outcome'];
@@ -404,7 +404,7 @@ export function instanceUnpriced(entry: InstanceState, priceUsd: number | null |
 /**
  * What identifies an instance's current outputs: the SHA-256 of its first file, or of several files'
  * digests joined by newlines, in output order; undefined before any is downloaded. A review decision
- * records it, so that it judges that output and not a later remake (issue 26, item 5).
+ * records it, so that it judges that output and not a later remake: a repeated `--retry rejected` pays for nothing new.
  */
 export function outputsDigest(entry: Pick<InstanceState, 'downloads'>): string | undefined {
   const downloads = entry.downloads;

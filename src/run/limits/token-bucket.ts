@@ -1,6 +1,6 @@
 /**
  * A requests-per-second token bucket shared by the whole run, which slows down when the service
- * throttles (runner issue #5: "when the service throttles (429), slow down for the whole run").
+ * throttles: one 429 slows every request of the run, not only the one that got it.
  *
  * - Tokens refill at the current rate up to `burst`; `take` waits for one, first come first served.
  * - `slowDown(retryAfterMs)` (call it on a 429): no token until Retry-After has passed, with the
@@ -62,7 +62,7 @@ export class TokenBucket {
   /**
    * True from just before the pump starts until it returns, and cleared only by the pump. It is not
    * the pump's promise: a pump that grants its waiter and ends synchronously would clear the marker
-   * before `??=` stored the settled promise, and no later waiter would ever be served (issue 11).
+   * before `??=` stored the settled promise, and no later waiter would ever be served: the run would hang.
    */
   #pumping = false;
   #wake: AbortController | undefined;

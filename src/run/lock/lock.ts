@@ -125,7 +125,7 @@ export interface PipelineLock {
   /** The lock we took over, if the lock was not free; undefined for a free lock and for `allow`. */
   readonly displaced: DisplacedOwner | undefined;
   /**
-   * The fencing check (issue 26, item 6): true while our generation is still the highest. A run
+   * The fencing check: true while our generation is still the highest. A run
    * asks it right before each spending request and journal append, so a holder that was displaced
    * while it was paused (SIGSTOP, a long GC, a laptop lid) stops before it sends anything more,
    * whatever its heartbeat timer has not seen yet. A lost lock also aborts `signal`. Within a

@@ -1,5 +1,5 @@
 /**
- * Intents a displaced holder never sent (issue 26, item 6). A run's journal has one writer, so a
+ * Intents a displaced holder never sent. A run's journal has one writer, so a
  * holder that finds, right after journaling an intent, that another process took the run over
  * sends nothing more and may not write the journal either: the new holder would read that intent
  * as "maybe sent" and leave a keyless instance unknown, never sent and never paid for. Instead the

@@ -1,5 +1,5 @@
 /**
- * A new run's first polls, aimed from the start (issue 14): how long this pipeline's requests took
+ * A new run's first polls, aimed from the start: how long this pipeline's requests took
  * in its earlier runs (the journals beside this run's directory), per model, so the first wave is
  * not noticed late by a cold backoff. Each duration is the interval the polls saw it end in, as the
  * run learns its own (poll-schedule.ts): it ended by `hi`, the status record's time minus the

@@ -1,6 +1,6 @@
 /**
- * When to poll a request next, learning from how long this model's requests took (runner issue #5;
- * issue 30), instead of every 2 s like the official clients (architecture.md, peers).
+ * When to poll a request next, learning from how long this model's requests took, to
+ * notice each end soon with fewer requests, instead of every 2 s like the official clients (architecture.md, peers).
  *
  * The rule:
  * - Per model, keep the last `window` observed durations (a bounded ring; recent ones matter most
@@ -62,7 +62,7 @@ export interface PollScheduleOptions {
   minSamples: number;
   /** How many recent durations are kept per model. Default 64: small enough to follow a service that speeds up or slows down within a run. */
   window: number;
-  /** The share of the official client's requests a job may use. Default 0.8 (issue 14's budget). */
+  /** The share of the official client's requests a job may use. Default 0.8, the polling benchmark's budget. */
   requestShare: number;
   /** How often the official client polls, in ms (it polls at once, then every interval). Default 2,000. */
   officialIntervalMs: number;
@@ -586,7 +586,7 @@ export const REPLAN_EVERY = 4;
 /**
  * The share of B a plan aims at. It was 0.98, to keep a rough estimate from going over, and the
  * polling benchmark then spent 0.776x of the official client's requests against a budget of 0.8x:
- * issue 30 asks for the whole budget. In a simulation of that workload (40 seeded runs) aiming at
+ * the budget is there to be spent, on noticing ends sooner. In a simulation of that workload (40 seeded runs) aiming at
  * all of it spent 2.01 status polls a job, under the 2.05 the official client's requests allow.
  */
 export const BUDGET_USE = 1;

@@ -1,4 +1,4 @@
-// The executor conformance suite (issue 26, item 8): every scenario runs on both executors, this
+// The executor conformance suite, so both executors keep the same promises: every scenario runs on both executors, this
 // process (local) and a fleet's queue (redis, with the coordinator's own worker), through the CLI in
 // process, against a real emulator and a redis-server of the file's own on 127.0.0.1. The driver
 // has no fleet branch, so a scenario that passes on one and fails on the other is an executor bug.

@@ -1,4 +1,4 @@
-// Money counted per attempt (issue 26): after runs, resumes and retries, the report is the
+// Money counted per attempt: after runs, resumes and retries, the report is the
 // emulator's ledger to the cent (invariant A), and an attempt whose end is unknown is shown apart,
 // with the ledger inside [net, net + unknown] (invariant B). Each defect of the issue that lives here
 // is pinned by name. The CLI runs in-process against a real emulator on 127.0.0.1.
@@ -72,8 +72,8 @@ interface Total {
 }
 const totalOf = (runDir: string): Total => (JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: Total }).total;
 
-describe('money per attempt: the report is the ledger on every path (issue 26)', () => {
-  it('defect 1: --retry rejected keeps the rejected attempts in the report, and a repeat with no new decision sends nothing', async () => {
+describe('money per attempt: the report is the ledger on every path', () => {
+  it('--retry rejected keeps the rejected attempts in the report, and a repeat with no new decision sends nothing', async () => {
     const out = join(dir, 'runs');
     expect((await genpipe('run', sheets('rejects', 3), '--out', out, '--quiet')).code).toBe(0);
     const runDir = runDirOf(out, 'rejects');
@@ -93,7 +93,7 @@ describe('money per attempt: the report is the ledger on every path (issue 26)',
     expect(totalOf(runDir).netUsd).toBe(ledgerUsd());
   });
 
-  it("defect 1: a budget given to --retry rejected covers the run's whole life", async () => {
+  it("a budget given to --retry rejected covers the run's whole life", async () => {
     const out = join(dir, 'runs');
     expect((await genpipe('run', sheets('rejects-budget', 3), '--out', out, '--quiet')).code).toBe(0);
     const runDir = runDirOf(out, 'rejects-budget');
@@ -107,7 +107,7 @@ describe('money per attempt: the report is the ledger on every path (issue 26)',
     expect(totalOf(runDir).netUsd).toBe(ledgerUsd());
   });
 
-  it('defect 2: --retry unknown keeps the unknown attempt apart, and the ledger lies within [net, net + unknown]', async () => {
+  it('--retry unknown keeps the unknown attempt apart, and the ledger lies within [net, net + unknown]', async () => {
     const out = join(dir, 'runs');
     const path = manifest(
       'posters',
@@ -130,7 +130,7 @@ describe('money per attempt: the report is the ledger on every path (issue 26)',
     expect(ledgerUsd()).toBeLessThanOrEqual(total.netUsd + total.unknownUsd + 1e-9);
   });
 
-  it('defect 3: a resume keeps the budget the run was started with', async () => {
+  it('a resume keeps the budget the run was started with', async () => {
     const out = join(dir, 'runs');
     const path = sheets('budgeted', 10, 'defaults: { budget_usd: 5 }\n');
     const first = await genpipe('run', path, '--out', out, '--budget', '0.2', '--quiet');
@@ -149,7 +149,7 @@ describe('money per attempt: the report is the ledger on every path (issue 26)',
     expect(totalOf(runDir).netUsd).toBe(0.3);
   });
 
-  it('defect 4: a --reuse run interrupted early and continued with a plain resume still reuses, paying only for the new instances', async () => {
+  it('a --reuse run interrupted early and continued with a plain resume still reuses, paying only for the new instances', async () => {
     const out = join(dir, 'runs');
     expect((await genpipe('run', sheets('reused', 4), '--out', out, '--quiet')).code).toBe(0);
     expect(requests()).toBe(4);
@@ -178,7 +178,7 @@ describe('money per attempt: the report is the ledger on every path (issue 26)',
     expect(totalOf(runDir)).toMatchObject({ netUsd: 0.2, counts: expect.objectContaining({ completed: 4, reused: 4 }) });
   });
 
-  it('defect 9: an unpriced step reads "unpriced", never US$0.00, in the report and `genpipe runs`', async () => {
+  it('an unpriced step reads "unpriced", never US$0.00, in the report and `genpipe runs`', async () => {
     const out = join(dir, 'runs');
     const path = manifest(
       'unpriced',
@@ -195,7 +195,7 @@ describe('money per attempt: the report is the ledger on every path (issue 26)',
     expect(runs.stdout).not.toContain('US$0.00');
   });
 
-  it('defect 11: a journal emptied to 0 bytes is refused by resume (exit 2), and nothing is sent', async () => {
+  it('a journal emptied to 0 bytes is refused by resume (exit 2), and nothing is sent', async () => {
     const out = join(dir, 'runs');
     expect((await genpipe('run', sheets('emptied', 3), '--out', out, '--quiet')).code).toBe(0);
     const runDir = runDirOf(out, 'emptied');

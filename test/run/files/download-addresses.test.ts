@@ -1,4 +1,4 @@
-// Downloads that reach local services (issue 27, item 6): an output URL on a loopback, link-local
+// Downloads that reach local services: an output URL on a loopback, link-local
 // or private address is refused unless it has the origin of one of the service's addresses, at
 // every hop of a redirect. A listener on another loopback port counts the requests that reach it:
 // none may, while the emulator's own outputs (served from its own origin) still download.

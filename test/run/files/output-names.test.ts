@@ -82,7 +82,7 @@ describe('safeFileName', () => {
     for (const ids of groups) expect(new Set(ids.map((id) => safeFileName(id, 'png'))).size).toBe(ids.length);
   });
 
-  it('keeps non-ASCII letters, NFC-normalised, replacing only what a file name cannot safely hold (issue 28)', () => {
+  it('keeps non-ASCII letters, NFC-normalised, replacing only what a file name cannot safely hold', () => {
     expect(safeFileName('Zürich', 'png')).toBe('Zürich.png');
     expect(safeFileName('北京', 'png')).toBe('北京.png');
     expect(safeFileName('北京 Tea Set', 'png')).toMatch(/^北京_Tea_Set-[0-9a-f]{12}\.png$/);

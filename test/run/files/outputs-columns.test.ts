@@ -1,4 +1,4 @@
-// outputs.csv for every model (issue 12, section 3): a column per axis (a CSV axis a column per CSV
+// outputs.csv for every model: a column per axis (a CSV axis a column per CSV
 // column, prefixed), a for_each row with its upstream's axes, the request id or job set id, the
 // output's role, file, sha256 and cost once per instance; outputs.jsonl holds the same records.
 import { readFileSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// outputs.csv and outputs.jsonl (issue 12, section 3): a column per axis, natural order, the same
+// outputs.csv and outputs.jsonl: a column per axis, natural order, the same
 // records as JSON lines, rows spilled to disk while the run goes and the spill file removed.
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,5 +1,5 @@
 /**
- * A corrupt journal line that is not the torn tail (reliability.md #20, issue 11): resuming past it
+ * A corrupt journal line that is not the torn tail (reliability.md #20): resuming past it
  * is refused unless accepted, and an accepted line names the instance it belongs to only when the
  * checksum proves it.
  */

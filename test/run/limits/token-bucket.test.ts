@@ -229,7 +229,7 @@ function scripted(clock: FakeClock, readings: number[]): () => number {
   return () => script.shift() ?? clock.now();
 }
 
-describe('TokenBucket: a waiter granted on the spot never stalls the queue (issue 11)', () => {
+describe('TokenBucket: a waiter granted on the spot never stalls the queue', () => {
   it('serves later waiters after the pump granted its first waiter synchronously (clock 0, 0, 49.5, 50.5)', async () => {
     // The readings: construction 0; the first take 0 (takes the burst token); the second take's
     // tryTake 49.5 (0.99 token: queued); the pump 50.5 (1.01 tokens: granted before `take` returns).

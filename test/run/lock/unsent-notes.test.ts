@@ -1,6 +1,6 @@
 // A holder displaced right after journaling an intent sends nothing and may not write the journal;
 // it leaves a note instead (src/run/lock/unsent-notes.ts), and the next holder sends that instance as
-// new rather than leaving it unknown (issue 26, item 6: "40 keyless images cost exactly 40
+// new rather than leaving it unknown (the promise: "40 keyless images cost exactly 40
 // requests", which a takeover landing between an intent and its POST used to make 39, with one
 // image unknown). In process against the emulator on 127.0.0.1, with a fence that fails on cue.
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// A followed request must be the one the run submitted (issue 27): when the service answers a
+// A followed request must be the one the run submitted: when the service answers a
 // status GET about another request (the emulator's foreign_status fault), the run never takes that
 // output for the instance. The attempt is unknown, journaled so (a `forgotten` record), so a plain
 // resume does not follow it again, and `--retry unknown` sends it anew; the ledger stays within the

@@ -1,4 +1,4 @@
-// Issue 14, goal 1: a new run's polls start from a prior, the durations this pipeline's requests
+// A new run's polls start from a prior, the durations this pipeline's requests
 // took in its earlier runs (the journals beside the run's directory), instead of a cold backoff.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
