@@ -1,5 +1,5 @@
 /**
- * A run session: the whole life of one start of a run, as a library (issue 26, item 1). `startRun`
+ * A run session: the whole life of one start of a run, as a library. `startRun`
  * and `resumeRun` own, in one place, what every entry point needs: the service (flags, the
  * environment, the config file, or the embedded emulator), the spend guard, the lock, the run
  * directory, the options the run records, the executor (this process, or a fleet's Redis queue),
@@ -477,7 +477,7 @@ async function execute(x: Execution): Promise<RunResult> {
     progress.listener({ type: 'run_finished', summary: { ...finished.summary, money } });
   };
   try {
-    // Storage sinks are checked before anything is spent (issue 29): a missing bucket or refused
+    // Storage sinks are checked before anything is spent: a missing bucket or refused
     // credentials end the run here, exit 2, with nothing sent to the service. Without a sink in
     // the manifest, the AWS SDK is never loaded.
     sinks = await openSinks(plan, { id: runId, startedAt: x.startedAt }, o.env ?? process.env, x.signal);

@@ -1,5 +1,5 @@
 /**
- * Money counted per attempt (issue 26, item 4). An instance may be sent more than once over a run's
+ * Money counted per attempt. An instance may be sent more than once over a run's
  * life: an nsfw re-roll, a `--retry`, a remake of a rejected result. Each send is an attempt, and
  * each attempt is paid for on its own at the service (spec §8: charged when submitted, refunded
  * when it ends failed, nsfw or canceled). When an attempt is left behind (a `reroll` or `retry`

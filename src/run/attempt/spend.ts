@@ -1,5 +1,5 @@
 /**
- * The run's money while it runs (issue 26, item 9): what is committed so far and the budget it must
+ * The run's money while it runs: what is committed so far and the budget it must
  * stay under, as one object. A submit reserves its price before it is sent; the reservation is
  * refunded (by settle.ts, the only caller) when the service provably charged nothing (a refusal, a submit never sent) or refunded
  * it (failed, nsfw, canceled), and is otherwise kept: a charge, or an attempt whose end is unknown.
