@@ -95,60 +95,75 @@ export async function tellNotStarted(
   const exitCode = error instanceof GenpipeError ? exitCodeFor(error.code) : EXIT.internal;
   if (!NOT_STARTED_CODES.has(exitCode)) return;
   try {
-    let manifestPath = where.manifestPath;
-    if (manifestPath === undefined && where.resumeDir !== undefined)
-      manifestPath = await readPlanFile(where.resumeDir).then(
-        (p) => p.manifest,
-        () => undefined,
-      );
+    const manifestPath = where.manifestPath ?? (where.resumeDir === undefined ? undefined : await recordedManifest(where.resumeDir));
     const view = manifestPath === undefined ? undefined : manifestView(manifestPath);
     const reason = redact((error as Error).message.split('\n')[0] ?? '');
-    const overlap = error instanceof LockedError ? error.owner?.runId : undefined;
-    const status = exitCode === EXIT.locked ? 'skipped' : 'refused';
-    const pipelineDir =
-      where.resumeDir !== undefined
-        ? dirname(resolve(where.resumeDir))
-        : view === undefined
-          ? undefined
-          : join(resolve(where.outDir ?? view.outDir ?? 'runs'), view.name);
+    const pipelineDir = pipelineDirOf(where, view);
     // Only a night that was skipped or could not reach its service leaves a record: a refused
     // input (a bad manifest, a spend not approved) keeps its promise of leaving nothing behind.
     const recorded = error instanceof GenpipeError && error.code !== 'invalid_input' && error.code !== 'invalid_file';
-    if (pipelineDir !== undefined && recorded) {
-      const now = new Date();
-      const record: NotStartedRecord = {
-        id: newRunId(now),
-        at: now.toISOString(),
-        status,
-        exit_code: exitCode,
-        reason,
-        overlap_with: overlap,
-      };
-      mkdirSync(pipelineDir, { recursive: true });
-      appendFileSync(join(pipelineDir, NOT_STARTED_FILE), `${JSON.stringify(record)}\n`);
-    }
-    const targets =
-      manifestPath === undefined ? [] : notStartedTargets(manifestPath, view?.notify ?? [], options.notify ?? [], options.env);
+    if (pipelineDir !== undefined && recorded) appendRecord(pipelineDir, error, exitCode, reason);
+    if (manifestPath === undefined) return;
+    const targets = notStartedTargets(manifestPath, view?.notify ?? [], options.notify ?? [], options.env);
     if (targets.length === 0) return;
-    const summary = notifySummary(
-      {
-        pipeline: view?.name ?? (manifestPath ? basename(manifestPath, extname(manifestPath)) : 'unknown'),
-        runId: '',
-        runDir: pipelineDir ?? '',
-        outcome: 'failed',
-        exitCode,
-        message: `The run did not start: ${reason}`,
-        counts: emptyCounts(),
-        durationMs: 0,
-      },
-      undefined,
-    );
-    for (const r of await deliverNotifications(targets, summary)) {
-      if (!r.delivered)
-        options.err(`warning: the ${r.event} notification to ${r.target} was not delivered: ${r.error ?? 'no reason given'}.`);
-      else if (!options.quiet) options.err(`notified ${r.target} (${r.event}, ${r.format}).`);
-    }
+    const pipeline = view?.name ?? basename(manifestPath, extname(manifestPath));
+    await deliverNotStarted(targets, { pipeline, pipelineDir, exitCode, reason }, options);
   } catch (failure) {
     options.err(redact(`warning: the run did not start, and telling of it failed too: ${(failure as Error).message}`));
+  }
+}
+
+/** The manifest a resumed run recorded in its plan.json, if it can be read. */
+const recordedManifest = (resumeDir: string): Promise<string | undefined> =>
+  readPlanFile(resumeDir).then(
+    (p) => p.manifest,
+    () => undefined,
+  );
+
+/** Where the pipeline's runs are: beside the resumed run, else under the output folder by the manifest's name. */
+function pipelineDirOf(
+  where: { resumeDir: string | undefined; outDir: string | undefined },
+  view: ReturnType<typeof manifestView> | undefined,
+): string | undefined {
+  if (where.resumeDir !== undefined) return dirname(resolve(where.resumeDir));
+  return view === undefined ? undefined : join(resolve(where.outDir ?? view.outDir ?? 'runs'), view.name);
+}
+
+function appendRecord(pipelineDir: string, error: GenpipeError, exitCode: number, reason: string): void {
+  const now = new Date();
+  const record: NotStartedRecord = {
+    id: newRunId(now),
+    at: now.toISOString(),
+    status: exitCode === EXIT.locked ? 'skipped' : 'refused',
+    exit_code: exitCode,
+    reason,
+    overlap_with: error instanceof LockedError ? error.owner?.runId : undefined,
+  };
+  mkdirSync(pipelineDir, { recursive: true });
+  appendFileSync(join(pipelineDir, NOT_STARTED_FILE), `${JSON.stringify(record)}\n`);
+}
+
+async function deliverNotStarted(
+  targets: ReturnType<typeof notStartedTargets>,
+  what: { pipeline: string; pipelineDir: string | undefined; exitCode: number; reason: string },
+  options: { err: (line: string) => void; quiet?: boolean | undefined },
+): Promise<void> {
+  const summary = notifySummary(
+    {
+      pipeline: what.pipeline,
+      runId: '',
+      runDir: what.pipelineDir ?? '',
+      outcome: 'failed',
+      exitCode: what.exitCode,
+      message: `The run did not start: ${what.reason}`,
+      counts: emptyCounts(),
+      durationMs: 0,
+    },
+    undefined,
+  );
+  for (const r of await deliverNotifications(targets, summary)) {
+    if (!r.delivered)
+      options.err(`warning: the ${r.event} notification to ${r.target} was not delivered: ${r.error ?? 'no reason given'}.`);
+    else if (!options.quiet) options.err(`notified ${r.target} (${r.event}, ${r.format}).`);
   }
 }

@@ -49,6 +49,7 @@ import { readPollPrior } from '../run/polling/poll-prior.js';
 import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile, type StepSinkRecord } from '../run/files/run-dir.js';
 import { readRunInputs } from '../run/files/run-inputs.js';
 import { runPlan, type RetryStatus } from '../run/runner.js';
+import type { RunOptions } from '../run/run-options.js';
 import { WebhookReceiver, type WebhookReceiverOptions } from '../run/polling/webhook-receiver.js';
 import { formatCount } from '../util/format-usd.js';
 import { redact } from '../util/redact.js';
@@ -176,11 +177,86 @@ function recordedSelection(previous: PlanFile): { only: Selector[] | undefined; 
   return { only: previous.selection.only.map(parseSelector), limit: previous.selection.limit ?? undefined };
 }
 
-async function session(target: { manifestPath: string | undefined; resumeDir: string | undefined }, o: SessionOptions): Promise<RunResult> {
-  const err = o.err ?? (() => {});
-  const out = o.out ?? (() => {});
+type Target = { manifestPath: string | undefined; resumeDir: string | undefined };
+type Say = (text: string) => void;
+
+/** What a start reads before it talks to anything: the run it resumes, the manifest, the notify targets. */
+interface Start {
+  resumeDir: string | undefined;
+  /** The resumed run's plan.json. */
+  previous: PlanFile | undefined;
+  manifestPath: string;
+  loaded: ReturnType<typeof loadManifestFile>;
+  notifyTargets: ReturnType<typeof resolveNotifyTargets>;
+  err: Say;
+  out: Say;
+  env: NodeJS.ProcessEnv;
+  signal: AbortSignal;
+}
+
+/** The service a start talks to: its connection flags, its config, and the embedded emulator when it is one. */
+interface Service {
+  flags: ConfigFlags;
+  config: ClientConfig;
+  embedded: EmbeddedEmulator | undefined;
+}
+
+/** The run's directory, id and lock, once this start holds them. */
+interface Claimed {
+  runDir: string;
+  runId: string;
+  lock: PipelineLock;
+  /** Each step's sink as plan.json records it: the gallery links public outputs there. */
+  stepSinkRecords: ReadonlyMap<string, StepSinkRecord> | undefined;
+}
+
+async function session(target: Target, o: SessionOptions): Promise<RunResult> {
+  const start = await readStart(target, o);
+  const service = await connect(start, o);
+  const client = new GenerationClient(service.config);
+  const sources = planSources(service.flags, { env: start.env, signal: start.signal }, service.embedded, client);
+  // The run's id and start are known before the plan: templates may read them (`{{ run.date }}`),
+  // and a resume renders them as the run first did.
+  const startedAt = start.previous ? new Date(start.previous.createdAt) : new Date();
+  const newId = newRunId(startedAt);
+  const catalog: { value?: OptionsCatalog | undefined } = {};
+  try {
+    const plan = await planOf(start, o, service, sources, { id: start.previous?.runId ?? newId, startedAt }, catalog);
+    const hash = planHash(plan);
+    const claimed = start.previous
+      ? await claimResumed(start, o, plan, hash, startedAt)
+      : await claimNew(start, o, service, plan, hash, startedAt, newId, catalog.value);
+    return await runClaimed(start, o, claimed, (held) =>
+      execute({
+        o,
+        plan,
+        client,
+        config: service.config,
+        runDir: claimed.runDir,
+        runId: claimed.runId,
+        startedAt,
+        hash,
+        lock: held,
+        previous: start.previous,
+        stepSinkRecords: claimed.stepSinkRecords,
+        embedded: service.embedded,
+        catalog: catalog.value,
+        notifyTargets: start.notifyTargets,
+        signal: start.signal,
+        err: start.err,
+        out: start.out,
+      }),
+    );
+  } finally {
+    await sources.close();
+    await client.close();
+    await service.embedded?.close();
+  }
+}
+
+/** The flags a start may not combine, the run it resumes and its manifest; nothing is sent yet. */
+async function readStart(target: Target, o: SessionOptions): Promise<Start> {
   const env = o.env ?? process.env;
-  const signal = o.signal ?? new AbortController().signal;
   const { resumeDir } = target;
   if (resumeDir && (o.only !== undefined || o.limit !== undefined)) {
     throw new GenpipeError(
@@ -198,196 +274,207 @@ async function session(target: { manifestPath: string | undefined; resumeDir: st
   const manifestPath = target.manifestPath ?? previous?.manifest;
   if (manifestPath === undefined) throw new GenpipeError('invalid_input', 'A manifest file is needed to start a run.');
   const loaded = loadManifestFile(manifestPath);
-  // Checked before anything is sent: a bad URL or a missing url_env variable exits 2.
-  const notifyTargets = resolveNotifyTargets(loaded, o.notify ?? [], env);
-  const only = o.only?.map(parseSelector);
+  return {
+    resumeDir,
+    previous,
+    manifestPath,
+    loaded,
+    // Checked before anything is sent: a bad URL or a missing url_env variable exits 2.
+    notifyTargets: resolveNotifyTargets(loaded, o.notify ?? [], env),
+    err: o.err ?? (() => {}),
+    out: o.out ?? (() => {}),
+    env,
+    signal: o.signal ?? new AbortController().signal,
+  };
+}
 
-  // A resume talks to the service its run recorded, unless told otherwise (run-service.ts).
+/** The service: a resume talks to the one its run recorded, unless told otherwise (run-service.ts); with a fleet, Redis must answer. */
+async function connect(start: Start, o: SessionOptions): Promise<Service> {
+  const { previous, resumeDir, env, err } = start;
   const given = o.connection ?? {};
   const flags = previous && resumeDir ? resumeFlags(previous, resumeDir, given, env, o.emulator === true) : given;
   const embedded: EmbeddedEmulator | undefined = o.emulator ? await startEmbeddedEmulator() : undefined;
-  let config: ClientConfig;
   try {
-    config = embedded ? embeddedConfig(flags, embedded) : resolveConfig({ flags, env });
+    const config = embedded ? embeddedConfig(flags, embedded) : resolveConfig({ flags, env });
+    if (previous && resumeDir) {
+      if (previous.service?.embedded_emulator) err(embeddedRunSentence(resumeDir));
+      const moved = movedServiceWarning(previous.service, config, embedded !== undefined);
+      if (moved) err(moved);
+    }
+    // Unreachable at start: exit 5 with one sentence, before a run directory exists.
+    if (o.fleet) await checkRedis(o.fleet.redis);
+    return { flags, config, embedded };
   } catch (error) {
     await embedded?.close();
     throw error;
   }
-  if (previous && resumeDir) {
-    if (previous.service?.embedded_emulator) err(embeddedRunSentence(resumeDir));
-    const moved = movedServiceWarning(previous.service, config, embedded !== undefined);
-    if (moved) err(moved);
-  }
-  if (o.fleet) {
-    try {
-      // Unreachable at start: exit 5 with one sentence, before a run directory exists.
-      await checkRedis(o.fleet.redis);
-    } catch (error) {
-      await embedded?.close();
-      throw error;
-    }
-  }
-  const client = new GenerationClient(config);
-  const sources = planSources(flags, { env, signal }, embedded, client);
-  let catalog: OptionsCatalog | undefined;
+}
+
+/** The plan, with its money guards run before any instance is checked; a raw model path is refused here. */
+async function planOf(
+  start: Start,
+  o: SessionOptions,
+  service: Service,
+  sources: ReturnType<typeof planSources>,
+  run: { id: string; startedAt: Date },
+  catalog: { value?: OptionsCatalog | undefined },
+): Promise<Plan> {
+  const { previous, resumeDir } = start;
   const fetchCatalog = sources.options.catalog;
-  // The run's id and start are known before the plan: templates may read them (`{{ run.date }}`),
-  // and a resume renders them as the run first did.
-  const startedAt = previous ? new Date(previous.createdAt) : new Date();
-  const newId = newRunId(startedAt);
-  try {
-    // A resume plans from the inputs its run saved (CSV rows, presets), never from today's files.
-    const recordedInputs = previous && resumeDir ? await readRunInputs(resolve(resumeDir), previous.inputs) : undefined;
-    const plan = await buildPlan(loaded, {
-      ...sources.options,
-      run: { id: previous?.runId ?? newId, startedAt },
-      select: previous ? recordedSelection(previous) : only !== undefined || o.limit !== undefined ? { only, limit: o.limit } : undefined,
-      fingerprint: true,
-      signal,
-      onProgress: o.quiet || o.jsonLogs ? undefined : checkingProgress(err),
-      catalog: fetchCatalog && (async () => (catalog ??= await fetchCatalog())),
-      ...(recordedInputs ? { recorded: recordedInputs } : {}),
-      // Money guards (plan/guards.ts) need only the counts: they run before the instances are
-      // checked, so a plan of millions is refused at once, and before the lock, the run directory
-      // and any request that spends.
-      beforeInstances: async (counted) => {
-        const budgetGuard = budgetOf(counted, o.budgetUsd);
-        assertPricedUnderBudget(counted, budgetGuard);
-        // The embedded emulator bills nothing, and a resume was agreed to when its run started.
-        const spend =
-          previous || embedded || o.yes
-            ? undefined
-            : spendToConfirm(counted, { budget: budgetGuard, confirmOverUsd: o.confirmOverUsd ?? DEFAULT_CONFIRM_OVER_USD });
-        if (spend) await (o.confirmSpend ?? ((big) => confirmSpend(big, {})))(spend);
-      },
-    });
-    // A raw model path is planned (instances, ids, prices) but cannot be run yet: refused before the
-    // run directory and any spending, not after the steps before it were paid for.
-    const unrunnable = plan.steps.find((step) => adapterFor(step.model) === undefined);
-    if (unrunnable) {
-      throw new GenpipeError(
-        'invalid_input',
-        `Step ${unrunnable.id} uses the raw model path ${unrunnable.model}, which genpipe can plan but not run yet; nothing was sent.`,
-      );
-    }
-    const hash = planHash(plan);
-    let runDir: string;
-    let runId: string;
-    let lock: PipelineLock;
-    /** Each step's sink as plan.json records it: the gallery links public outputs there. */
-    let stepSinkRecords: ReadonlyMap<string, StepSinkRecord> | undefined;
-    if (previous && resumeDir) {
-      // --allow-changed accepts a changed plan of the same pipeline, never another pipeline's.
-      if (previous.pipeline !== plan.name) {
-        throw new GenpipeError(
-          'invalid_input',
-          `${manifestPath} is the pipeline ${plan.name}, but run ${previous.runId} is of the pipeline ${previous.pipeline}; resume a run with its own manifest.`,
-        );
-      }
-      if (previous.planHash !== hash && !o.allowChanged) {
-        throw new GenpipeError(
-          'invalid_input',
-          `The plan of ${manifestPath} changed since run ${previous.runId} started; resume with --allow-changed to accept it, or start a new run.`,
-        );
-      }
-      runDir = resolve(resumeDir);
-      setWritingFolder(runDir);
-      runId = previous.runId;
-      stepSinkRecords = stepSinks(previous);
-      await assertSinksAsRecorded(plan, { id: runId, startedAt }, env, stepSinkRecords);
-      lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, o.overlap ?? 'skip', signal, lockOptions(o));
-    } else {
-      const root = resolve(
-        o.outDir ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'),
-      );
-      // Before anything is spent: what an earlier run of this pipeline already made, and the flag that reuses it.
-      if (!o.reuse) {
-        const hint = await reuseHint(join(root, plan.name), plan, catalog);
-        if (hint) err(hint);
-      }
-      // The lock first: a run refused for overlapping leaves nothing behind.
-      runId = newId;
-      setWritingFolder(join(root, plan.name));
-      lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, o.overlap ?? 'skip', signal, lockOptions(o));
-      stepSinkRecords = await sinkRecords(plan, { id: runId, startedAt }, env);
-      try {
-        ({ dir: runDir } = await createRunDir(
-          root,
-          plan,
-          resolve(manifestPath),
-          hash,
-          startedAt,
-          runId,
-          serviceRecord(config, embedded !== undefined),
-          stepSinkRecords,
-        ));
-      } catch (error) {
-        await lock.release();
-        throw error;
-      }
-      setWritingFolder(runDir);
-    }
-    // Ended at once (a second Ctrl-C): the lock is still marked released, synchronously.
-    const unhook = onHardExit(() => {
-      lock.releaseSync();
-      err(
-        `genpipe: the run in ${runDir} stopped at once: its journal is kept as written and its lock released; the report, outputs.csv and gallery were skipped (\`genpipe report ${runDir}\` writes them, \`genpipe resume ${runDir}\` continues the run).`,
-      );
-    });
-    const held = {
-      ...lock,
-      release: async () => {
-        unhook();
-        await lock.release();
-      },
-    };
-    await o.onRunDir?.(runDir);
-    if (lock.displaced) {
-      const { owner, reason } = lock.displaced;
-      const who = owner
-        ? `run ${owner.runId} (pid ${owner.pid} on ${owner.host}, since ${owner.startedAt})`
-        : 'a lock with no readable owner';
-      err(
-        reason === 'broken'
-          ? `warning: --break-lock took the pipeline's lock from ${who}, which was still live; it stops when it notices (exit 4).`
-          : `note: took over the stale lock of ${who}.`,
-      );
-      if (reason === 'broken') {
-        // Its heartbeat notices within a refresh period: until then it may still be journaling
-        // requests it had sent. Waited out, they are in the journal this run replays, and followed.
-        const waitMs = lockStaleMs(o) / 6 + 2_000;
-        err(`note: waiting ${Math.round(waitMs / 1000)} s for it to stop before sending anything.`);
-        await sleep(waitMs, signal);
-      }
-    }
-    try {
-      return await execute({
-        o,
-        plan,
-        client,
-        config,
-        runDir,
-        runId,
-        startedAt,
-        hash,
-        lock: held,
-        previous,
-        stepSinkRecords,
-        embedded,
-        catalog,
-        notifyTargets,
-        signal,
-        err,
-        out,
-      });
-    } finally {
-      unhook();
-    }
-  } finally {
-    await sources.close();
-    await client.close();
-    await embedded?.close();
+  // A resume plans from the inputs its run saved (CSV rows, presets), never from today's files.
+  const recordedInputs = previous && resumeDir ? await readRunInputs(resolve(resumeDir), previous.inputs) : undefined;
+  const only = o.only?.map(parseSelector);
+  const plan = await buildPlan(start.loaded, {
+    ...sources.options,
+    run,
+    select: previous ? recordedSelection(previous) : only !== undefined || o.limit !== undefined ? { only, limit: o.limit } : undefined,
+    fingerprint: true,
+    signal: start.signal,
+    onProgress: o.quiet || o.jsonLogs ? undefined : checkingProgress(start.err),
+    catalog: fetchCatalog && (async () => (catalog.value ??= await fetchCatalog())),
+    ...(recordedInputs ? { recorded: recordedInputs } : {}),
+    // Money guards (plan/guards.ts) need only the counts: they run before the instances are
+    // checked, so a plan of millions is refused at once, and before the lock, the run directory
+    // and any request that spends.
+    beforeInstances: (counted) => guardSpend(counted, o, previous !== undefined || service.embedded !== undefined),
+  });
+  // A raw model path is planned (instances, ids, prices) but cannot be run yet: refused before the
+  // run directory and any spending, not after the steps before it were paid for.
+  const unrunnable = plan.steps.find((step) => adapterFor(step.model) === undefined);
+  if (unrunnable) {
+    throw new GenpipeError(
+      'invalid_input',
+      `Step ${unrunnable.id} uses the raw model path ${unrunnable.model}, which genpipe can plan but not run yet; nothing was sent.`,
+    );
   }
+  return plan;
+}
+
+/**
+ * The budget needs every step priced, and a big spend without one is confirmed. `agreed`: the
+ * embedded emulator bills nothing, and a resume was agreed to when its run started.
+ */
+async function guardSpend(counted: Parameters<typeof budgetOf>[0], o: SessionOptions, agreed: boolean): Promise<void> {
+  const budgetGuard = budgetOf(counted, o.budgetUsd);
+  assertPricedUnderBudget(counted, budgetGuard);
+  if (agreed || o.yes) return;
+  const spend = spendToConfirm(counted, { budget: budgetGuard, confirmOverUsd: o.confirmOverUsd ?? DEFAULT_CONFIRM_OVER_USD });
+  if (spend) await (o.confirmSpend ?? ((big) => confirmSpend(big, {})))(spend);
+}
+
+/** A resume takes its run's directory and the pipeline's lock: the same pipeline, the same plan (unless --allow-changed), the same sinks. */
+async function claimResumed(start: Start, o: SessionOptions, plan: Plan, hash: string, startedAt: Date): Promise<Claimed> {
+  const previous = start.previous as PlanFile;
+  // --allow-changed accepts a changed plan of the same pipeline, never another pipeline's.
+  if (previous.pipeline !== plan.name) {
+    throw new GenpipeError(
+      'invalid_input',
+      `${start.manifestPath} is the pipeline ${plan.name}, but run ${previous.runId} is of the pipeline ${previous.pipeline}; resume a run with its own manifest.`,
+    );
+  }
+  if (previous.planHash !== hash && !o.allowChanged) {
+    throw new GenpipeError(
+      'invalid_input',
+      `The plan of ${start.manifestPath} changed since run ${previous.runId} started; resume with --allow-changed to accept it, or start a new run.`,
+    );
+  }
+  const runDir = resolve(start.resumeDir as string);
+  setWritingFolder(runDir);
+  const runId = previous.runId;
+  const stepSinkRecords = stepSinks(previous);
+  await assertSinksAsRecorded(plan, { id: runId, startedAt }, start.env, stepSinkRecords);
+  const lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, o.overlap ?? 'skip', start.signal, lockOptions(o));
+  return { runDir, runId, lock, stepSinkRecords };
+}
+
+/** A new run takes the pipeline's lock first (a run refused for overlapping leaves nothing behind), then makes its directory. */
+async function claimNew(
+  start: Start,
+  o: SessionOptions,
+  service: Service,
+  plan: Plan,
+  hash: string,
+  startedAt: Date,
+  runId: string,
+  catalog: OptionsCatalog | undefined,
+): Promise<Claimed> {
+  const { loaded } = start;
+  const root = resolve(
+    o.outDir ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'),
+  );
+  // Before anything is spent: what an earlier run of this pipeline already made, and the flag that reuses it.
+  if (!o.reuse) {
+    const hint = await reuseHint(join(root, plan.name), plan, catalog);
+    if (hint) start.err(hint);
+  }
+  setWritingFolder(join(root, plan.name));
+  const lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, o.overlap ?? 'skip', start.signal, lockOptions(o));
+  try {
+    const stepSinkRecords = await sinkRecords(plan, { id: runId, startedAt }, start.env);
+    const { dir: runDir } = await createRunDir(
+      root,
+      plan,
+      resolve(start.manifestPath),
+      hash,
+      startedAt,
+      runId,
+      serviceRecord(service.config, service.embedded !== undefined),
+      stepSinkRecords,
+    );
+    setWritingFolder(runDir);
+    return { runDir, runId, lock, stepSinkRecords };
+  } catch (error) {
+    await lock.release();
+    throw error;
+  }
+}
+
+/** Runs the claimed run: its lock released at once on a hard exit, a takeover said (and waited out), then `run`. */
+async function runClaimed(
+  start: Start,
+  o: SessionOptions,
+  claimed: Claimed,
+  run: (held: PipelineLock) => Promise<RunResult>,
+): Promise<RunResult> {
+  const { runDir, lock } = claimed;
+  // Ended at once (a second Ctrl-C): the lock is still marked released, synchronously.
+  const unhook = onHardExit(() => {
+    lock.releaseSync();
+    start.err(
+      `genpipe: the run in ${runDir} stopped at once: its journal is kept as written and its lock released; the report, outputs.csv and gallery were skipped (\`genpipe report ${runDir}\` writes them, \`genpipe resume ${runDir}\` continues the run).`,
+    );
+  });
+  const held = {
+    ...lock,
+    release: async () => {
+      unhook();
+      await lock.release();
+    },
+  };
+  try {
+    await o.onRunDir?.(runDir);
+    if (lock.displaced) await sayTakeover(lock.displaced, o, start);
+    return await run(held);
+  } finally {
+    unhook();
+  }
+}
+
+/** The lock was taken over: said, and a lock broken from a live run is waited out before anything is sent. */
+async function sayTakeover(displaced: NonNullable<PipelineLock['displaced']>, o: SessionOptions, start: Start): Promise<void> {
+  const { owner, reason } = displaced;
+  const who = owner ? `run ${owner.runId} (pid ${owner.pid} on ${owner.host}, since ${owner.startedAt})` : 'a lock with no readable owner';
+  start.err(
+    reason === 'broken'
+      ? `warning: --break-lock took the pipeline's lock from ${who}, which was still live; it stops when it notices (exit 4).`
+      : `note: took over the stale lock of ${who}.`,
+  );
+  if (reason !== 'broken') return;
+  // Its heartbeat notices within a refresh period: until then it may still be journaling
+  // requests it had sent. Waited out, they are in the journal this run replays, and followed.
+  const waitMs = lockStaleMs(o) / 6 + 2_000;
+  start.err(`note: waiting ${Math.round(waitMs / 1000)} s for it to stop before sending anything.`);
+  await sleep(waitMs, start.signal);
 }
 
 /**
@@ -439,36 +526,48 @@ interface Execution {
 }
 
 /** The run itself, once its directory and lock are held: the executor, the report, the notifications. */
+/** What a run opens besides its lock, each closed by the one teardown path (closeParts). */
+interface Parts {
+  sinks?: RunSinks | undefined;
+  webhook?: WebhookReceiver | undefined;
+  fleet?: Fleet | undefined;
+  /** Aborted with the sentence to exit 5 with when the fleet's Redis stops answering. */
+  readonly stall: AbortController;
+}
+
+/** The run itself, once its directory and lock are held: the executor, the report, the notifications. */
 async function execute(x: Execution): Promise<RunResult> {
-  const { o, plan, client, runDir, runId, lock, err, out } = x;
-  const progress = progressFor(
-    { out, err },
-    {
-      tty: o.tty === true,
-      jsonLogs: o.jsonLogs === true,
-      quiet: o.quiet === true,
-      budgetUsd: o.budgetUsd ?? plan.loaded.manifest.defaults?.budget_usd,
-      steps: plan.steps,
-      ...(o.progressIntervalMs === undefined ? {} : { intervalMs: o.progressIntervalMs }),
-    },
-  );
-  let webhook: WebhookReceiver | undefined;
-  let fleet: Fleet | undefined;
-  let sinks: RunSinks | undefined;
-  let summary: RunSummary;
-  // Aborted with the sentence to exit 5 with when the fleet's Redis stops answering.
-  const stall = new AbortController();
+  const progress = progressOf(x);
+  const parts: Parts = { stall: new AbortController() };
   const runStarted = Date.now();
-  const ended = (fields: Pick<RunEnd, 'outcome' | 'exitCode' | 'message'> & Partial<RunEnd>): RunEnd => ({
-    pipeline: plan.name,
-    runId,
-    runDir,
-    counts: emptyCounts(),
-    durationMs: Date.now() - runStarted,
-    ...fields,
-  });
-  const concurrency = o.concurrency ?? plan.loaded.manifest.defaults?.concurrency;
   let finished: Extract<RunEvent, { type: 'run_finished' }> | undefined;
+  let summary: RunSummary;
+  try {
+    await openParts(x, parts);
+    summary = await runPlan(
+      runOptionsOf(x, parts, await readPollPrior(x.runDir), (event) => {
+        // The summary line waits for the report: it says the report's net, on every way a run ends.
+        if (event.type === 'run_finished') finished = event;
+        else progress.listener(event);
+        x.o.onEvent?.(event);
+      }),
+    );
+  } catch (error) {
+    await closeParts(x, parts, progress);
+    // A new run stopped before its journal existed (its sinks or its fleet could not start) sent
+    // nothing: its directory goes, so no run is left that cannot be resumed.
+    if (x.previous === undefined && !(await exists(join(x.runDir, 'journal.jsonl')))) await rm(x.runDir, { recursive: true, force: true });
+    await x.lock.release();
+    // The run stopped on an error after its directory existed: the team hears of it too.
+    const told = diskRefusal(error) ?? error;
+    const code = told instanceof GenpipeError ? exitCodeFor(told.code) : EXIT.internal;
+    const message = redact(told instanceof Error ? told.message : String(told));
+    await notifyEnd(x, runStarted, { outcome: code === EXIT.interrupted ? 'aborted' : 'failed', exitCode: code, message }, undefined);
+    markNotified(error);
+    throw error;
+  }
+  await closeParts(x, parts, progress);
+  await x.lock.release();
   /** Prints the summary line, with the report's net when there is a report. */
   const sayEnd = (report: CostSummary | undefined): void => {
     if (!finished) return;
@@ -476,117 +575,25 @@ async function execute(x: Execution): Promise<RunResult> {
     const money = t ? { netUsd: t.netUsd, unknownUsd: t.unknownUsd, unpricedInstances: t.unpricedInstances } : undefined;
     progress.listener({ type: 'run_finished', summary: { ...finished.summary, money } });
   };
-  try {
-    // Storage sinks are checked before anything is spent: a missing bucket or refused
-    // credentials end the run here, exit 2, with nothing sent to the service. Without a sink in
-    // the manifest, the AWS SDK is never loaded.
-    sinks = await openSinks(plan, { id: runId, startedAt: x.startedAt }, o.env ?? process.env, x.signal);
-    for (const warning of sinks?.warnings ?? []) err(warning);
-    if (o.webhook) webhook = await WebhookReceiver.start(o.webhook);
-    if (o.fleet) {
-      const polling = plan.loaded.manifest.defaults?.polling;
-      const poll = polling ? { baseMs: polling.initial_ms, capMs: polling.max_ms, floorMs: polling.min_ms } : undefined;
-      const target = o.fleet.redis;
-      // Redis lost while the fleet's connections open (a restart, a kill) is exit 5 and one sentence, not an internal error.
-      fleet = await redisCommands(target, () =>
-        openFleet(
-          { redis: target, queue: o.fleet?.queue ?? DEFAULT_QUEUE, runId, say: err, poll, resumed: x.previous !== undefined },
-          o.fleet?.localWorker === false ? undefined : { client, concurrency: concurrency ?? 8, webhook },
-          o.env ?? process.env,
-        ),
-      );
-      // A Redis that stops answering mid-run stops the run (exit 5, resumable) instead of a silent hang.
-      void fleet.stalled.then((error) => stall.abort(error));
-    }
-    summary = await runPlan({
-      plan,
-      client,
-      runDir,
-      runId,
-      planHash: x.hash,
-      // A run that lost its lock (taken over, or its folder gone) stops as on Ctrl-C; see below.
-      signal: AbortSignal.any([x.signal, lock.signal, stall.signal]),
-      // The lock as a fence: checked before each spending request; once lost, nothing more is written.
-      fence: lock,
-      catalog: x.catalog,
-      concurrency: o.concurrency,
-      ratePerSecond: o.ratePerSecond,
-      budgetUsd: o.budgetUsd,
-      failFast: o.failFast,
-      resubmitUnknown: o.resubmitUnknown,
-      acceptCorrupt: o.acceptCorrupt,
-      serviceForgotten: x.previous?.service?.embedded_emulator === true && x.embedded !== undefined,
-      retry: o.retry,
-      retryBudget: o.retryBudget,
-      // The first polls aim at how long this pipeline's requests took in its earlier runs.
-      pollPrior: await readPollPrior(runDir),
-      // Recorded with the run: a resume reuses too, unless the run never did (run-options.ts).
-      reuse: o.reuse ? true : undefined,
-      confirmOverUsd: o.confirmOverUsd,
-      cancelOnAbort: o.cancelOnAbort,
-      // On a fleet the workers follow the requests (the coordinator's own worker with this receiver).
-      webhook: fleet ? undefined : webhook,
-      // The coordinator uploads, as it downloads: workers need no storage credentials.
-      sinks,
-      // Attempts go through the fleet's queue, else this process runs them.
-      executor: fleet?.executor,
-      // Review decisions come in as data, and the gallery is a view: run/ knows neither.
-      review: { approved: () => decidedIds(runDir, 'approved'), rejected: () => decisions(runDir, 'rejected') },
-      view: galleryView(runDir, plan, runId, x.stepSinkRecords),
-      onEvent: (event) => {
-        // The summary line waits for the report: it says the report's net, on every way a run ends.
-        if (event.type === 'run_finished') finished = event;
-        else progress.listener(event);
-        o.onEvent?.(event);
-      },
-    });
-  } catch (error) {
-    progress.stop();
-    await fleet?.close(stall.signal.aborted);
-    await webhook?.close();
-    sinks?.close();
-    // A new run stopped before its journal existed (its sinks or its fleet could not start) sent
-    // nothing: its directory goes, so no run is left that cannot be resumed.
-    if (x.previous === undefined && !(await exists(join(runDir, 'journal.jsonl')))) await rm(runDir, { recursive: true, force: true });
-    await lock.release();
-    // The run stopped on an error after its directory existed: the team hears of it too.
-    const told = diskRefusal(error) ?? error;
-    const code = told instanceof GenpipeError ? exitCodeFor(told.code) : EXIT.internal;
-    await notifyRunEnd(
-      x.notifyTargets,
-      ended({
-        outcome: code === EXIT.interrupted ? 'aborted' : 'failed',
-        exitCode: code,
-        message: redact(told instanceof Error ? told.message : String(told)),
-      }),
-      undefined,
-      { err, quiet: o.quiet },
-    );
-    markNotified(error);
-    throw error;
-  }
-  progress.stop();
-  await fleet?.close(stall.signal.aborted);
-  await webhook?.close();
-  sinks?.close();
-  await lock.release();
+  return endOf(x, parts, summary, runStarted, sayEnd);
+}
+
+/** How the run ended, told: Redis that stopped answering (exit 5), a lock taken over (exit 4), else the summary's own end. */
+async function endOf(
+  x: Execution,
+  parts: Parts,
+  summary: RunSummary,
+  runStarted: number,
+  sayEnd: (report: CostSummary | undefined) => void,
+): Promise<RunResult> {
+  const { runDir, runId, lock } = x;
+  const tally = { counts: summary.counts, durationMs: summary.durationMs };
   // Redis stopped answering: the run stopped as on Ctrl-C, resumable; exit 5 with its sentence.
-  if (stall.signal.aborted && !x.signal.aborted) {
-    const stalled = stall.signal.reason as GenpipeError;
+  if (parts.stall.signal.aborted && !x.signal.aborted) {
+    const stalled = parts.stall.signal.reason as GenpipeError;
     const report = await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
     sayEnd(report);
-    await notifyRunEnd(
-      x.notifyTargets,
-      ended({
-        outcome: 'stopped',
-        exitCode: EXIT.unavailable,
-        message: redact(stalled.message),
-        counts: summary.counts,
-        durationMs: summary.durationMs,
-      }),
-      report,
-      { err, quiet: o.quiet },
-    );
+    await notifyEnd(x, runStarted, { outcome: 'stopped', exitCode: EXIT.unavailable, message: redact(stalled.message), ...tally }, report);
     markNotified(stalled);
     throw stalled;
   }
@@ -603,37 +610,136 @@ async function execute(x: Execution): Promise<RunResult> {
       : await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
   sayEnd(report);
   if (lockLost) {
-    await notifyRunEnd(
-      x.notifyTargets,
-      ended({
-        outcome: 'stopped',
-        exitCode: EXIT.locked,
-        message: redact(lock.signal.reason instanceof Error ? lock.signal.reason.message : "The pipeline's lock was taken over."),
-        counts: summary.counts,
-        durationMs: summary.durationMs,
-      }),
-      report,
-      { err, quiet: o.quiet },
-    );
-    markNotified(lock.signal.reason);
-    throw lock.signal.reason;
+    const reason: unknown = lock.signal.reason;
+    const message = redact(reason instanceof Error ? reason.message : "The pipeline's lock was taken over.");
+    await notifyEnd(x, runStarted, { outcome: 'stopped', exitCode: EXIT.locked, message, ...tally }, report);
+    markNotified(reason);
+    throw reason;
   }
   if (!report) throw new GenpipeError('internal', 'The run ended without its report.');
   // A run that ends waiting on review says so, and names the commands.
   const waiting = summary.outcome === 'completed' ? await reviewWaitSentence(runDir) : undefined;
-  if (waiting) err(waiting);
+  if (waiting) x.err(waiting);
   const exitCode = exitCodeOf(summary);
   // A finished run resumed with nothing to do: told once already, so no one is told again.
   if (summary.unchanged) {
-    if (x.notifyTargets.length > 0) err(`Run ${runId} had ended ${summary.outcome} already and nothing changed: no one is notified again.`);
-  } else
-    await notifyRunEnd(
-      x.notifyTargets,
-      ended({ outcome: summary.outcome, exitCode, message: summary.message, counts: summary.counts, durationMs: summary.durationMs }),
-      report,
-      { err, quiet: o.quiet },
-    );
+    if (x.notifyTargets.length > 0)
+      x.err(`Run ${runId} had ended ${summary.outcome} already and nothing changed: no one is notified again.`);
+  } else await notifyEnd(x, runStarted, { outcome: summary.outcome, exitCode, message: summary.message, ...tally }, report);
   return { exitCode, runDir, runId, summary, report };
+}
+
+/** Tells the run's notify targets how it ended. */
+async function notifyEnd(
+  x: Execution,
+  runStarted: number,
+  fields: Pick<RunEnd, 'outcome' | 'exitCode' | 'message'> & Partial<RunEnd>,
+  report: CostSummary | undefined,
+): Promise<void> {
+  const end: RunEnd = {
+    pipeline: x.plan.name,
+    runId: x.runId,
+    runDir: x.runDir,
+    counts: emptyCounts(),
+    durationMs: Date.now() - runStarted,
+    ...fields,
+  };
+  await notifyRunEnd(x.notifyTargets, end, report, { err: x.err, quiet: x.o.quiet });
+}
+
+function progressOf(x: Execution): ReturnType<typeof progressFor> {
+  const { o, plan } = x;
+  return progressFor(
+    { out: x.out, err: x.err },
+    {
+      tty: o.tty === true,
+      jsonLogs: o.jsonLogs === true,
+      quiet: o.quiet === true,
+      budgetUsd: o.budgetUsd ?? plan.loaded.manifest.defaults?.budget_usd,
+      steps: plan.steps,
+      ...(o.progressIntervalMs === undefined ? {} : { intervalMs: o.progressIntervalMs }),
+    },
+  );
+}
+
+/**
+ * Opens what the run needs besides its lock, in `parts` as each opens (so a failure closes what
+ * opened). Storage sinks are checked before anything is spent: a missing bucket or refused
+ * credentials end the run here, exit 2, with nothing sent to the service. Without a sink in the
+ * manifest, the AWS SDK is never loaded.
+ */
+async function openParts(x: Execution, parts: Parts): Promise<void> {
+  const { o, plan } = x;
+  parts.sinks = await openSinks(plan, { id: x.runId, startedAt: x.startedAt }, o.env ?? process.env, x.signal);
+  for (const warning of parts.sinks?.warnings ?? []) x.err(warning);
+  if (o.webhook) parts.webhook = await WebhookReceiver.start(o.webhook);
+  if (!o.fleet) return;
+  const polling = plan.loaded.manifest.defaults?.polling;
+  const poll = polling ? { baseMs: polling.initial_ms, capMs: polling.max_ms, floorMs: polling.min_ms } : undefined;
+  const { redis, queue, localWorker } = o.fleet;
+  const concurrency = o.concurrency ?? plan.loaded.manifest.defaults?.concurrency ?? 8;
+  const webhook = parts.webhook;
+  // Redis lost while the fleet's connections open (a restart, a kill) is exit 5 and one sentence, not an internal error.
+  const fleet = await redisCommands(redis, () =>
+    openFleet(
+      { redis, queue: queue ?? DEFAULT_QUEUE, runId: x.runId, say: x.err, poll, resumed: x.previous !== undefined },
+      localWorker === false ? undefined : { client: x.client, concurrency, webhook },
+      o.env ?? process.env,
+    ),
+  );
+  parts.fleet = fleet;
+  // A Redis that stops answering mid-run stops the run (exit 5, resumable) instead of a silent hang.
+  void fleet.stalled.then((error) => parts.stall.abort(error));
+}
+
+/** The one teardown path, on every way a run ends: the progress view, the fleet, the webhook receiver, the sinks. */
+async function closeParts(x: Execution, parts: Parts, progress: ReturnType<typeof progressFor>): Promise<void> {
+  progress.stop();
+  await parts.fleet?.close(parts.stall.signal.aborted);
+  await parts.webhook?.close();
+  parts.sinks?.close();
+}
+
+/** The runner's options, resolved once from the session's. */
+function runOptionsOf(x: Execution, parts: Parts, pollPrior: Awaited<ReturnType<typeof readPollPrior>>, onEvent: RunListener): RunOptions {
+  const { o, plan, runDir, runId, lock } = x;
+  return {
+    plan,
+    client: x.client,
+    runDir,
+    runId,
+    planHash: x.hash,
+    // A run that lost its lock (taken over, or its folder gone) stops as on Ctrl-C; see endOf.
+    signal: AbortSignal.any([x.signal, lock.signal, parts.stall.signal]),
+    // The lock as a fence: checked before each spending request; once lost, nothing more is written.
+    fence: lock,
+    catalog: x.catalog,
+    concurrency: o.concurrency,
+    ratePerSecond: o.ratePerSecond,
+    budgetUsd: o.budgetUsd,
+    failFast: o.failFast,
+    resubmitUnknown: o.resubmitUnknown,
+    acceptCorrupt: o.acceptCorrupt,
+    serviceForgotten: x.previous?.service?.embedded_emulator === true && x.embedded !== undefined,
+    retry: o.retry,
+    retryBudget: o.retryBudget,
+    // The first polls aim at how long this pipeline's requests took in its earlier runs.
+    pollPrior,
+    // Recorded with the run: a resume reuses too, unless the run never did (run-options.ts).
+    reuse: o.reuse ? true : undefined,
+    confirmOverUsd: o.confirmOverUsd,
+    cancelOnAbort: o.cancelOnAbort,
+    // On a fleet the workers follow the requests (the coordinator's own worker with this receiver).
+    webhook: parts.fleet ? undefined : parts.webhook,
+    // The coordinator uploads, as it downloads: workers need no storage credentials.
+    sinks: parts.sinks,
+    // Attempts go through the fleet's queue, else this process runs them.
+    executor: parts.fleet?.executor,
+    // Review decisions come in as data, and the gallery is a view: run/ knows neither.
+    review: { approved: () => decidedIds(runDir, 'approved'), rejected: () => decisions(runDir, 'rejected') },
+    view: galleryView(runDir, plan, runId, x.stepSinkRecords),
+    onEvent,
+  };
 }
 
 /** The steps' sinks as the run's plan.json records them (the gallery links public outputs). */
