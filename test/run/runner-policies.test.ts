@@ -107,7 +107,7 @@ steps:
     });
   }, 60_000);
 
-  it('a second run of a pipeline while one holds its lock exits 4 and leaves nothing; --overlap wait runs after it', async () => {
+  it('a second run of a pipeline while one holds its lock exits 4 and leaves no run directory, only its record; --overlap wait runs after it', async () => {
     await withEmulator({ timeScale: 0.1 }, async (emu) => {
       const dir = tempDir();
       const path = join(dir, 'locked.yaml');
@@ -126,8 +126,15 @@ steps:
       const waiting = runCli(['run', path, '--base-url', emu.url, '--out', out, '--overlap', 'wait']);
       expect((await first).code).toBe(0);
       expect((await waiting).code).toBe(0);
-      // The refused run left no run directory; the first and the waiting one did.
-      expect(readdirSync(join(out, 'locked')).filter((n) => !n.startsWith('.'))).toHaveLength(2);
+      // The refused run left no run directory, only its line among the nights that did not run;
+      // the first and the waiting one left theirs.
+      const left = readdirSync(join(out, 'locked')).filter((n) => !n.startsWith('.'));
+      expect(left.filter((n) => n !== 'not-started.jsonl')).toHaveLength(2);
+      const skipped = readFileSync(join(out, 'locked', 'not-started.jsonl'), 'utf8')
+        .trim()
+        .split('\n');
+      expect(skipped).toHaveLength(1);
+      expect(JSON.parse(skipped[0] as string)).toMatchObject({ status: 'skipped', exit_code: 4 });
     });
   }, 60_000);
 });
