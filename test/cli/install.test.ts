@@ -19,7 +19,7 @@ describe('the package', () => {
   });
 
   it('ships the built CLI, the schemas and the example pipelines, so a global install runs from anywhere', () => {
-    expect(pkg.files).toEqual(['bin', 'dist', 'schemas', 'pipelines']);
+    expect(pkg.files).toEqual(['bin', 'dist', 'schemas', 'pipelines', 'docs']);
   });
 
   it('npm test builds only through build-if-stale (npm ci already built), and test:node exists', () => {
@@ -31,7 +31,7 @@ describe('the package', () => {
 
   it('npm test runs the typecheck, the lint, the format check and the cycle check before vitest; test:unit runs the quick half', () => {
     const steps = pkg.scripts.test?.split(' && ') ?? [];
-    expect(steps.slice(-2)).toEqual(['node scripts/checks.mjs typecheck lint format:check cycles', 'vitest run']); // .ci/run passes its reporters to vitest, the last step
+    expect(steps.slice(-2)).toEqual(['node scripts/checks.mjs typecheck lint format:check cycles complexity', 'vitest run']); // .ci/run passes its reporters to vitest, the last step
     for (const check of ['typecheck', 'lint', 'format:check', 'cycles']) expect(pkg.scripts[check]).toBeTruthy();
     expect(pkg.scripts['test:unit']).toBe('vitest run --config vitest.unit.config.ts');
   });

@@ -1,7 +1,7 @@
 // The fleet as users run it: `genpipe worker` processes, `genpipe queue`, and `genpipe run --redis`
 // as the coordinator, against a redis-server of the test's own and a real emulator. These run the
 // built binary (`npm test` builds first).
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -75,7 +75,8 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(run.stderr).toMatch(
       /^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ could not be reached \(ECONNREFUSED\); start it, or check --redis \/ GENPIPE_REDIS_URL\.\n$/,
     );
-    expect(existsSync(join(dir, 'runs'))).toBe(false);
+    // No run directory: only the line a night that did not run leaves (not-started.jsonl).
+    expect(readdirSync(join(dir, 'runs', 'fleet'))).toEqual(['not-started.jsonl']);
     expect(emu.requests.byId.size).toBe(0);
     const viaEnv = await runCli(['worker'], { env: { ...env(emu), GENPIPE_REDIS_URL: dead } });
     expect(viaEnv.code).toBe(5);
@@ -91,7 +92,13 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     });
     expect(viaConfig.code).toBe(5);
     expect(viaConfig.stderr).toMatch(/^genpipe: Redis at redis:\/\/127\.0\.0\.1:\d+ could not be reached/);
-    expect(existsSync(join(dir, 'runs'))).toBe(false);
+    // Still no run directory, and each run that did not start has its line.
+    expect(readdirSync(join(dir, 'runs', 'fleet'))).toEqual(['not-started.jsonl']);
+    expect(
+      readFileSync(join(dir, 'runs', 'fleet', 'not-started.jsonl'), 'utf8')
+        .trim()
+        .split('\n'),
+    ).toHaveLength(2);
   });
 
   it('genpipe worker refuses --webhook-url without --listen, and a --listen that is not HOST:PORT: exit 2, one sentence, nothing sent', async () => {

@@ -263,7 +263,7 @@ describe('nothing is paid twice or for nothing', () => {
     const report = reportOf(runDir);
     expect(report.total.netUsd).toBe(0);
     expect(report.total.estimatedUsd).toBe(0);
-    expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Net **$0.00**');
+    expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Net **US$0.00**');
     const runs = await runCli(['runs', '--out', out, '--json']);
     expect(runs.code, runs.stderr).toBe(0);
     const listed = JSON.parse(runs.stdout) as { netUsd: number }[];

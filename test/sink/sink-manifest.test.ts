@@ -228,7 +228,7 @@ describe("a sink's on_conflict and the prefix two runs can share", () => {
         line: 8,
         col: 47,
         path: 'defaults.output.sink.on_conflict',
-        message: expect.stringContaining('"fail"'),
+        message: expect.stringContaining('fail, skip, overwrite'),
       },
     ]);
     expect(problems(manifest('defaults:\n  output:\n    sink: {url: "s3://assets/x", read_back: sometimes}\n'))[0]).toMatchObject({
@@ -273,7 +273,13 @@ describe("a sink's on_conflict and the prefix two runs can share", () => {
     const path = join(dir, 'bad.yaml');
     writeFileSync(path, manifest('defaults:\n  output:\n    sink: {url: "s3://assets/x", on_conflict: replace}\n'));
     const stderr: string[] = [];
-    const io: CliIO = { out: () => {}, write: async () => {}, err: (t) => stderr.push(t), env: {}, signal: new AbortController().signal };
+    const io: CliIO = {
+      out: () => {},
+      write: async () => {},
+      err: (t) => stderr.push(t),
+      env: { TEAM: 'brand' },
+      signal: new AbortController().signal,
+    };
     expect(await main(['validate', path], io)).toBe(2);
     expect(stderr[0]).toMatch(
       new RegExp(`^genpipe: ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:8:47: defaults\\.output\\.sink\\.on_conflict: `),
