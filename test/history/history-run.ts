@@ -86,12 +86,14 @@ export function journalRecords(runDir: string): JournalRecord[] {
   }
 }
 
-/** Run directories under out/<pipeline>/, oldest first. */
+/** Run directories under out/<pipeline>/, oldest first (not-started.jsonl, the nights that did not run, is no run). */
 function runDirsOf(out: string): string[] {
   const root = join(out, PIPELINE);
   let names: string[];
   try {
-    names = readdirSync(root).filter((n) => !n.startsWith('.'));
+    names = readdirSync(root, { withFileTypes: true })
+      .filter((d) => d.isDirectory() && !d.name.startsWith('.'))
+      .map((d) => d.name);
   } catch {
     return [];
   }
