@@ -24,6 +24,13 @@ export interface AttemptWork {
   readonly script: InstanceScript;
 }
 
+/** A step's work for one attempt: its model, its adapter, and the replies its conversation sends (a new script each time). */
+export const workOf = (step: { model: string; step: { replies?: InstanceScript['replies'] } }, adapter: ModelAdapter): AttemptWork => ({
+  model: step.model,
+  adapter,
+  script: { replies: step.step.replies },
+});
+
 /** What an executor can say of an attempt besides the service's answer: nobody can tell whether it was sent. */
 export type ExecutorFate = FateOf<'unknown'>;
 

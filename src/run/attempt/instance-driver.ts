@@ -31,7 +31,7 @@ import { isFate, type AttemptFate, type Counted } from './fate.js';
 import { localExecutor } from './executor.js';
 import { followAttempt } from './follow-phase.js';
 import { mayRemake, nextStep, retryOf, type NextStep } from './next-step.js';
-import type { AttemptWork } from './executor.js';
+import { workOf, type AttemptWork } from './executor.js';
 import type { DriverHooks, PhaseDeps } from './phase-deps.js';
 import { holdsIntent, reclaimAttempt } from './reclaim-phase.js';
 import { rejectsCurrent, remakeRejected } from './remake.js';
@@ -202,7 +202,7 @@ export class InstanceDriver {
     const unlock = conversation === undefined ? undefined : await this.#conversations.lock(fx, conversation);
     try {
       const attempt = attemptOf(fx.options.runId, instance.id, fx.state.instances.get(instance.id));
-      const work: AttemptWork = { model: step.model, adapter, script: { replies: step.step.replies } };
+      const work = workOf(step, adapter);
       const sent =
         next.kind === 'follow'
           ? this.#followed(step, instance, next.submission)

@@ -8,15 +8,9 @@ import { GenpipeError } from '../../api/errors.js';
 import type { ModelAdapter, Submission } from '../../models/adapter.js';
 import type { StepPlan } from '../../plan/plan.js';
 import { attemptOf } from './attempt-ref.js';
-import type { AttemptWork } from './executor.js';
+import { workOf } from './executor.js';
 import { isFate, type AttemptFate } from './fate.js';
 import { adapterContext, type PhaseDeps } from './phase-deps.js';
-
-const workOf = (step: StepPlan, adapter: ModelAdapter): AttemptWork => ({
-  model: step.model,
-  adapter,
-  script: { replies: step.step.replies },
-});
 
 /** Whether the executor holds the attempt behind the instance's unanswered intent. */
 export async function holdsIntent(d: PhaseDeps, step: StepPlan, adapter: ModelAdapter, id: string): Promise<boolean> {
