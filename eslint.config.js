@@ -77,24 +77,54 @@ export default defineConfig(
     files: ['test/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
-  {
-    // settle() (src/run/attempt/settle.ts) is the ledger: the one place an attempt's reserved price
-    // is given back. Any other refund would settle money outside the table whose test holds each
-    // row to the money rules.
-    files: ['src/**/*.ts'],
-    ignores: ['src/run/attempt/settle.ts', 'src/run/attempt/spend.ts'],
-    rules: {
-      'no-restricted-syntax': [
-        'error',
-        {
-          selector: "CallExpression[callee.property.name='refund']",
-          message: 'Only settle() (src/run/attempt/settle.ts) refunds a reservation: return an AttemptFate and let it settle.',
-        },
-      ],
-    },
-  },
+  // Two syntax rules of the house, as data: a file gets the rules whose places it is not exempt from.
+  // ESLint keeps only the last no-restricted-syntax setting a file matches, so each set of places
+  // gets one block with exactly its rules.
+  ...syntaxRuleBlocks(),
   ...Object.entries(ABOVE).map(([layer, above]) => ({
     files: [`src/${layer}/**/*.ts`],
     rules: { 'no-restricted-imports': layerRule(layer, above) },
   })),
 );
+
+/**
+ * The house's no-restricted-syntax rules, each with the files exempt from it:
+ * - settle() (src/run/attempt/settle.ts) is the ledger: the one place an attempt's reserved price is
+ *   given back. Any other refund would settle money outside the table whose test holds each row to
+ *   the money rules.
+ * - A submission's kinds belong to the models (src/models/submission.ts answers what other code may
+ *   ask of one). The journal's shape check and the report's compact encoding read the stored
+ *   handle's shape, and the service's client and emulator define the kinds.
+ */
+function syntaxRuleBlocks() {
+  const rules = [
+    {
+      exempt: ['src/run/attempt/settle.ts', 'src/run/attempt/spend.ts'],
+      selector: "CallExpression[callee.property.name='refund']",
+      message: 'Only settle() (src/run/attempt/settle.ts) refunds a reservation: return an AttemptFate and let it settle.',
+    },
+    {
+      exempt: ['src/models/**', 'src/api/**', 'src/emulator/**', 'src/run/journal/journal-records.ts', 'src/report/instance-lines.ts'],
+      selector: "BinaryExpression[left.property.name='kind'][right.value=/^(request|job_set|agent_turn)$/]",
+      message: 'Ask a submission through src/models/submission.ts (submissionId, requestIdOf, sessionOf), not by its kind.',
+    },
+  ];
+  const places = [...new Set(rules.flatMap((r) => r.exempt))];
+  // One block for the files exempt from no rule, then one per exempt place with the rules it keeps.
+  return [
+    {
+      files: ['src/**/*.ts'],
+      ignores: places,
+      rules: { 'no-restricted-syntax': ['error', ...rules.map(({ selector, message }) => ({ selector, message }))] },
+    },
+    ...places.map((place) => ({
+      files: [place.endsWith('**') ? `${place}/*.ts` : place],
+      rules: {
+        'no-restricted-syntax': [
+          'error',
+          ...rules.filter((r) => !r.exempt.includes(place)).map(({ selector, message }) => ({ selector, message })),
+        ],
+      },
+    })),
+  ];
+}

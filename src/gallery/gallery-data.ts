@@ -8,6 +8,7 @@ import { sortedAxes, type AxisValues, type GridLayout } from './grid-layout.js';
 import { instanceAxes } from './instance-axes.js';
 import { redactEveryForm } from '../util/redact.js';
 import { publicUrl } from '../sink/sink-config.js';
+import { submissionId } from '../models/submission.js';
 
 /** `data-status` of a cell. */
 export type CellStatus = InstanceStatus;
@@ -270,10 +271,4 @@ function cellOf(id: string, entry: InstanceState, values: [string, string][], pr
   return cell;
 }
 
-function requestIdOf(entry: InstanceState): string | undefined {
-  const s = entry.submission;
-  if (!s) return undefined;
-  if (s.kind === 'request') return s.requestId;
-  if (s.kind === 'job_set') return s.jobSetId;
-  return s.messageId;
-}
+const requestIdOf = (entry: InstanceState): string | undefined => (entry.submission ? submissionId(entry.submission) : undefined);

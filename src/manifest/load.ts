@@ -12,6 +12,7 @@ import { clip, formatPath, knownKeysAt } from '../util/zod-issues.js';
 import { ManifestError, type ManifestProblem } from './errors.js';
 import { forEachStepOf, Manifest, MODEL_NAMES, type Sink, type Step } from './schema.js';
 import { Suggester } from '../util/suggest.js';
+import { definitionOf, MODEL_DEFINITIONS } from '../models/registry.js';
 import { compileTemplate, TemplateError, type CompiledTemplate, type TemplateRef } from './template.js';
 import { problemsFromZod } from './zod-locate.js';
 
@@ -227,12 +228,7 @@ export function checkManifestText(text: string, file: string): ManifestCheck {
   for (const [id, step] of Object.entries(manifest.steps)) {
     const base = ['steps', id];
     checkReferences(id, step, names, (path, message) => at([...base, ...path], message));
-    if (step.model !== 'agent') {
-      if (step.replies) at([...base, 'replies'], 'replies apply to agent steps only');
-      if (step.conversation) at([...base, 'conversation'], 'conversation applies to agent steps only');
-    }
-    if (step.model === 'agent' && typeof step.input?.content !== 'string')
-      at([...base, 'input'], 'an agent step needs input.content, the message to send');
+    checkConversation(step, (path, message) => at([...base, ...path], message));
     // Templates: syntax now, and every root they read must exist.
     const axes = new Set([...Object.keys(step.matrix ?? {}), ...(step.include ?? []).flatMap((e) => Object.keys(e))]);
     try {
@@ -417,6 +413,22 @@ interface Names {
   vars: readonly string[];
   env: ReadonlySet<string>;
   suggester: Suggester;
+}
+
+/** The models that speak in conversations, by name. */
+const CONVERSATIONAL: readonly string[] = MODEL_DEFINITIONS.filter((m) => m.conversation !== undefined).map((m) => m.name);
+
+/** A conversational model's keys (replies, conversation, its message field) against the step's model. */
+function checkConversation(step: Step, report: (path: (string | number)[], message: string) => void): void {
+  const conversation = definitionOf(step.model)?.conversation;
+  if (conversation === undefined) {
+    const models = CONVERSATIONAL.join(' or ');
+    if (step.replies) report(['replies'], `replies apply to ${models} steps only`);
+    if (step.conversation) report(['conversation'], `conversation applies to ${models} steps only`);
+    return;
+  }
+  if (typeof step.input?.[conversation.messageField] !== 'string')
+    report(['input'], `${step.model} steps need input.${conversation.messageField}, the message to send`);
 }
 
 function checkReferences(id: string, step: Step, names: Names, report: (path: (string | number)[], message: string) => void): void {

@@ -15,6 +15,7 @@ export const agent: ModelDefinition<'agent'> = {
     message_id: 'placeholder',
     answer: `answer of ${id}`,
   }),
+  conversation: { messageField: 'content' },
   adapter: agentAdapter,
   seeded: false,
 };

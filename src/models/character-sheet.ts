@@ -12,10 +12,7 @@ export const characterSheet: ModelDefinition<'character-sheet'> = {
   imageFields: [['image_url'], ['item_image_urls', '*']],
   listPriceUsd: CHARACTER_SHEET_PRICE_USD,
   placeholderOutputs: imageOutputs,
-  needsCatalog: (input) => {
-    const selection = (input as { selection?: unknown } | null)?.selection;
-    return selection !== null && typeof selection === 'object' && Object.keys(selection).length > 0;
-  },
+  catalogField: 'selection',
   adapter: requestAdapter({
     idempotentSubmit: true,
     submit: (body, idempotencyKey, ctx) =>

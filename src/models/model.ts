@@ -23,8 +23,17 @@ export interface ModelSpec {
   listPriceUsd?: number;
   /** Outputs as a downstream template sees them, with placeholder URLs, for plan-time checks. */
   placeholderOutputs(instanceId: string): Record<string, unknown>;
-  /** Whether the selection needs the live options catalog to be checked. */
-  needsCatalog?(input: unknown): boolean;
+  /**
+   * The input field checked against the live options catalog (§4.1): a step whose input sets it
+   * cannot be validated, nor planned, without the catalog.
+   */
+  catalogField?: string;
+  /**
+   * Set for a model that speaks in conversations (§4.6): a step may script `replies` and share a
+   * `conversation`, and its input must hold the message text at `messageField`. Other models
+   * refuse both keys.
+   */
+  conversation?: { messageField: string };
 }
 
 /** A model a manifest names and a run can run. */

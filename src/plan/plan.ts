@@ -433,6 +433,12 @@ function scopeOf(base: Scope, values: Record<string, unknown>, upstream?: unknow
   return scope;
 }
 
+/** The input field of a step that needs the live options catalog, when its model has one and the step sets it. */
+function catalogFieldOf(s: StepPlan): string | undefined {
+  const field = modelFor(s.model).catalogField;
+  return field !== undefined && s.step.input !== undefined && Object.hasOwn(s.step.input, field) ? field : undefined;
+}
+
 const resolvePath = (dir: string, path: string): string => (isAbsolute(path) ? path : resolve(dir, path));
 
 /** Splits `selection.hair[0]` back into segments, to locate an issue inside the input. */
@@ -632,15 +638,14 @@ export async function preparePlan(
   plan.selection = options.select;
   await options.beforeInstances?.(plan);
   let catalog: OptionsCatalog | undefined;
-  if (planned.some((s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection'))) {
+  const needing = planned.find((s) => catalogFieldOf(s) !== undefined);
+  if (needing) {
     if (!options.catalog) {
-      const step = planned.find(
-        (s) => s.model === 'character-sheet' && s.step.input && Object.hasOwn(s.step.input, 'selection'),
-      ) as StepPlan;
+      const field = catalogFieldOf(needing) as string;
       throw new ManifestError([
         {
-          location: source.locate(['steps', step.id, 'input', 'selection']),
-          path: `steps.${step.id}.input.selection`,
+          location: source.locate(['steps', needing.id, 'input', field]),
+          path: `steps.${needing.id}.input.${field}`,
           message: 'checking a selection needs the live options catalog: set --base-url (or GENPIPE_BASE_URL), or use --emulator',
         },
       ]);

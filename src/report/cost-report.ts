@@ -16,6 +16,7 @@ import { moneyOf } from '../run/attempt/attempt-money.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import { instanceStates, plainState, type PlainOutcome } from './instance-lines.js';
 import { jsonUsd } from '../util/format-usd.js';
+import { submissionId } from '../models/submission.js';
 
 export type ReportStatus = 'completed' | 'reused' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
 
@@ -85,11 +86,7 @@ function statusOf(entry: InstanceState): ReportStatus {
   return 'not_started';
 }
 
-function requestIdOf(entry: InstanceState): string {
-  const s = entry.submission;
-  if (!s) return '';
-  return s.kind === 'request' ? s.requestId : s.kind === 'job_set' ? s.jobSetId : s.messageId;
-}
+const requestIdOf = (entry: InstanceState): string => (entry.submission ? submissionId(entry.submission) : '');
 
 /** A group with nothing counted yet. */
 export function emptyGroup(name: string): GroupLine {

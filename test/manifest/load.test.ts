@@ -131,6 +131,18 @@ describe('loading a manifest', () => {
       'replies apply to agent steps only',
     );
   });
+
+  it('refuses a conversation on a step that is not an agent step', () => {
+    expect(problems(valid.replace('    model: dop\n', '    model: dop\n    conversation: talk\n'))[0]?.message).toBe(
+      'conversation applies to agent steps only',
+    );
+  });
+
+  it('refuses an agent step without the message it sends, and accepts one with it', () => {
+    const agentStep = (input: string) => `version: 1\nname: chat\nsteps:\n  ask:\n    model: agent\n    input: ${input}\n`;
+    expect(problems(agentStep('{ media_ids: [] }'))[0]?.message).toBe('agent steps need input.content, the message to send');
+    expect(() => loadManifestText(agentStep('{ content: "hello" }'), 'm.yaml')).not.toThrow();
+  });
 });
 
 describe('recursive YAML aliases', () => {

@@ -12,6 +12,7 @@
 import { GenpipeError } from '../../api/errors.js';
 import type { ModelAdapter, Submission } from '../../models/adapter.js';
 import { adapterFor } from '../../models/registry.js';
+import { sessionOf } from '../../models/submission.js';
 import type { PlannedInstance, StepPlan } from '../../plan/plan.js';
 import { formatUsd } from '../../util/format-usd.js';
 import type { OutputsCsv } from '../files/outputs-csv.js';
@@ -271,8 +272,9 @@ export class InstanceDriver {
     const sent = await submitAttempt(this.#d, { step, attempt, work, instance, key });
     if (isFate(sent)) return { fate: sent, reservation };
     const { submission } = sent;
-    if (conversation !== undefined && submission.kind === 'agent_turn' && fx.state.sessions.get(conversation) !== submission.sessionId) {
-      await fx.log({ type: 'agent_session', conversation, sessionId: submission.sessionId }, true);
+    const sessionId = sessionOf(submission);
+    if (conversation !== undefined && sessionId !== undefined && fx.state.sessions.get(conversation) !== sessionId) {
+      await fx.log({ type: 'agent_session', conversation, sessionId }, true);
       crashPoint('after_agent_session');
     }
     return { fate: { submission, submittedAt: Date.now(), sentBody: sent.body, reservation }, reservation };

@@ -11,6 +11,7 @@
  *   the sink's `public_base_url`, on the same condition).
  */
 import { csvRowOrigin } from '../../manifest/axes.js';
+import { submissionId, submissionIdColumn } from '../../models/submission.js';
 import type { Plan, StepPlan } from '../../plan/plan.js';
 import { instanceCostUsd, instanceStatus, type InstanceState } from '../journal/run-state.js';
 
@@ -97,9 +98,7 @@ export function outputRows(id: string, entry: InstanceState, facts: InstanceFact
   const error = entry.failed?.message ?? entry.final?.error;
   if (error !== undefined) base.error = error;
   const submission = entry.submission;
-  if (submission?.kind === 'job_set') base.job_set_id = submission.jobSetId;
-  else if (submission?.kind === 'request') base.request_id = submission.requestId;
-  else if (submission) base.request_id = submission.messageId;
+  if (submission) base[submissionIdColumn(submission)] = submissionId(submission);
   if (entry.rerollSeed !== undefined) base.reroll_seed = entry.rerollSeed;
   const cost = instanceCostUsd(entry, facts?.step?.priceUsd);
   if (cost !== undefined) base.cost_usd = cost;

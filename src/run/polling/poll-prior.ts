@@ -21,6 +21,7 @@ import { readdir } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { JOURNAL_RECORD_TYPES } from '../journal/journal-records.js';
 import { streamJournal } from '../journal/journal.js';
+import { requestIdOf } from '../../models/submission.js';
 import type { SeenDuration } from './poll-schedule.js';
 
 /** Earlier runs read, newest first. */
@@ -73,7 +74,7 @@ async function readRun(journal: string, prior: Map<string, SeenDuration[]>, perM
     if (record.type === 'intent') {
       modelOf.set(record.instance, record.model);
       models.add(record.model);
-    } else if (record.type === 'submitted' && record.at !== undefined && record.handle.kind === 'request')
+    } else if (record.type === 'submitted' && record.at !== undefined && requestIdOf(record.handle) !== undefined)
       submittedAt.set(record.instance, record.at);
     else if (record.type === 'status' && record.status === 'completed' && record.at !== undefined) {
       const start = submittedAt.get(record.instance);

@@ -8,6 +8,7 @@
  */
 import { abortError, sleep } from '../../api/sleep.js';
 import type { Submission } from '../../models/adapter.js';
+import { requestIdOf } from '../../models/submission.js';
 import type { WebhookReceiver } from './webhook-receiver.js';
 
 /** In webhook mode, how long to wait for a delivery before polling anyway. */
@@ -20,15 +21,13 @@ export async function waitForNews(
   deliverySpent: boolean,
   signal: AbortSignal,
 ): Promise<void> {
-  if (!receiver || submission.kind !== 'request' || deliverySpent) return sleep(delayMs, signal);
-  if (receiver.arrived(submission.requestId)) return;
+  const requestId = requestIdOf(submission);
+  if (!receiver || requestId === undefined || deliverySpent) return sleep(delayMs, signal);
+  if (receiver.arrived(requestId)) return;
   const done = new AbortController();
   const either = AbortSignal.any([signal, done.signal]);
   try {
-    await Promise.race([
-      sleep(Math.max(delayMs, WEBHOOK_FALLBACK_POLL_MS), either).catch(() => {}),
-      receiver.wait(submission.requestId, either),
-    ]);
+    await Promise.race([sleep(Math.max(delayMs, WEBHOOK_FALLBACK_POLL_MS), either).catch(() => {}), receiver.wait(requestId, either)]);
   } finally {
     done.abort();
   }
@@ -36,5 +35,7 @@ export async function waitForNews(
 }
 
 /** Whether the webhook for this submission has arrived (then the look it caused was exact, and any later one spends it). */
-export const deliveryArrived = (receiver: WebhookReceiver | undefined, submission: Submission): boolean =>
-  submission.kind === 'request' && receiver?.arrived(submission.requestId) === true;
+export const deliveryArrived = (receiver: WebhookReceiver | undefined, submission: Submission): boolean => {
+  const requestId = requestIdOf(submission);
+  return requestId !== undefined && receiver?.arrived(requestId) === true;
+};
