@@ -20,8 +20,8 @@ export const submissionIdColumn = (submission: Submission): 'request_id' | 'job_
  * The id of the one request behind a submission, or undefined for a job set or an agent turn. Only
  * such a request is named by a webhook delivery and timed from submit to completion.
  */
-export const requestIdOf = (submission: Submission): string | undefined =>
-  submission.kind === 'request' ? submission.requestId : undefined;
+export const requestIdOf = (submission: Submission | { readonly kind: string; readonly requestId?: unknown }): string | undefined =>
+  submission.kind === 'request' && typeof submission.requestId === 'string' ? submission.requestId : undefined;
 
 /** The agent session a conversation's submission belongs to, or undefined for a model without sessions. */
 export const sessionOf = (submission: Submission): string | undefined =>

@@ -190,6 +190,8 @@ interface StepTally {
 class Tally {
   readonly steps = new Map<string, StepTally>();
   spentUsd = 0;
+  /** The budget the run runs under, as its run_started event tells it (never guessed from the manifest here). */
+  budgetUsd: number | undefined = undefined;
   total = 0;
   /** When the first instance of the run was submitted. */
   startedAt: number | undefined;
@@ -197,6 +199,12 @@ class Tally {
   told: string | undefined;
 
   constructor(readonly now: () => number) {}
+
+  /** Committed, the budget's measure, and the budget beside it when the run has one: the same words in every progress view. */
+  committedText(): string {
+    const committed = `committed ${usd(this.spentUsd)}`;
+    return this.budgetUsd === undefined ? committed : `${committed} of ${usd(this.budgetUsd)} budget`;
+  }
 
   step(id: string): StepTally {
     let s = this.steps.get(id);
@@ -214,6 +222,7 @@ class Tally {
         return;
       case 'run_started':
         this.total = event.instances;
+        this.budgetUsd = event.budgetUsd;
         // A resume starts from where its journal stands, not from zero, so its count never runs backwards.
         if (event.already) {
           for (const [id, t] of Object.entries(event.already.steps))
@@ -334,7 +343,7 @@ export class LineProgress implements ProgressSink {
       before += s.before;
     }
     const eta = etaText(done + failed - before, this.#tally.total - before, this.#tally.startedAt, this.#tally.now());
-    return `progress: ${done + failed}/${this.#tally.total} done (${failed} failed), ${inFlight} in flight, committed ${usd(this.#tally.spentUsd)}, ETA ${eta}`;
+    return `progress: ${done + failed}/${this.#tally.total} done (${failed} failed), ${inFlight} in flight, ${this.#tally.committedText()}, ETA ${eta}`;
   }
 
   stop(): void {
@@ -374,7 +383,6 @@ export class TtyProgress implements ProgressSink {
     private readonly output: Output,
     private readonly options: {
       quiet: boolean;
-      budgetUsd?: number | undefined;
       steps: readonly { id: string; count: number }[];
       stream?: NodeJS.WritableStream;
       now?: () => number;
@@ -456,10 +464,7 @@ export class TtyProgress implements ProgressSink {
 
   /** Committed, the budget's measure: charged, in flight and unknown, not the report's net. */
   #spendText(): string {
-    const budget = this.options.budgetUsd;
-    return budget === undefined
-      ? `committed ${usd(this.#tally.spentUsd)}`
-      : `committed ${usd(this.#tally.spentUsd)} of ${usd(budget)} budget`;
+    return this.#tally.committedText();
   }
 
   /** Once: a second stop would move the cursor up over what was printed after the bars (the summary) and draw them there again. */
@@ -477,7 +482,6 @@ export function progressFor(
     tty: boolean;
     jsonLogs: boolean;
     quiet: boolean;
-    budgetUsd?: number | undefined;
     steps: readonly { id: string; count: number }[];
     intervalMs?: number;
   },

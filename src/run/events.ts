@@ -13,6 +13,8 @@ export type RunEvent =
       pipeline: string;
       instances: number;
       resumed: boolean;
+      /** The budget this start runs under (run-options.ts runSettings): what a view shows beside the money. */
+      budgetUsd: number | undefined;
       already?: JournaledProgress | undefined;
     }
   /** A resume changed options the run recorded (budget, reuse, retry...): one line each, "budget: US$1.00 → US$5.00". */

@@ -11,7 +11,7 @@ import { sleep } from '../api/sleep.js';
 import type { Plan, StepPlan } from '../plan/plan.js';
 import { emptyCounts, type RunCounts, type RunEvent, type StopReason } from './events.js';
 import type { JournalRecord, RecordedOptions } from './journal/journal-records.js';
-import type { RateLimiter, RetryStatus, RunOptions } from './run-options.js';
+import { runSettings, type RateLimiter, type RetryStatus, type RunOptions, type RunSettings } from './run-options.js';
 import type { ReuseIndex } from './attempt/reuse.js';
 import { Spend } from './attempt/spend.js';
 import { lostToThisRun } from './lock/lock.js';
@@ -21,6 +21,8 @@ import { TokenBucket } from './limits/token-bucket.js';
 
 export interface RunEffects {
   readonly options: RunOptions;
+  /** Every default of this start, applied once (run-options.ts runSettings). */
+  readonly settings: RunSettings;
   readonly plan: Plan;
   /** The replayed state, kept in step with every record written. */
   readonly state: RunState;
@@ -111,6 +113,8 @@ export class RunContext implements RunEffects {
   /** Waits on another part of the run, by what they wait for. */
   readonly waits = new Map<string, number>();
   readonly #retryBudget: number;
+  /** Every default of this start, applied once (run-options.ts runSettings). */
+  readonly settings: RunSettings;
   #retriesLeft: number;
   /** No more spending: the lock was lost. */
   #fencedOut = false;
@@ -124,11 +128,12 @@ export class RunContext implements RunEffects {
     readonly reuse: ReuseIndex | undefined,
     committedUsd: number,
   ) {
-    this.limiter = options.limiter ?? watchedBucket(options.ratePerSecond ?? 20);
+    this.settings = runSettings(options, recorded);
+    this.limiter = options.limiter ?? watchedBucket(this.settings.ratePerSecond);
     this.signal = AbortSignal.any([options.signal, this.halt.signal]);
-    this.#retryBudget = recorded.retryBudget ?? 200;
+    this.#retryBudget = this.settings.retryBudget;
     this.#retriesLeft = this.#retryBudget;
-    this.spend = new Spend(recorded.budgetUsd ?? options.plan.loaded.manifest.defaults?.budget_usd, committedUsd);
+    this.spend = new Spend(this.settings.budgetUsd, committedUsd);
     this.retry = new Set(recorded.retry);
     const fence = options.fence;
     if (fence) {

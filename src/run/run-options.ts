@@ -186,6 +186,48 @@ export interface RateLimiter {
   readonly waiting: number;
 }
 
+/** Instances in flight at once when neither the caller nor the manifest says. */
+export const DEFAULT_CONCURRENCY = 8;
+/** Submits per second when the caller does not say. */
+export const DEFAULT_RATE_PER_SECOND = 20;
+/** Transient errors tolerated over a run when neither the caller nor the run's record says. */
+export const DEFAULT_RETRY_BUDGET = 200;
+/** The largest output file, in bytes, when the caller does not say. */
+export const DEFAULT_MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024;
+/** How often the liveness watchdog looks, in ms, when the caller does not say. */
+export const DEFAULT_WATCHDOG_MS = 5_000;
+
+/**
+ * What one start of a run runs with, every default applied: resolved once (runSettings), then read
+ * by the runner's parts and told to the views (the run_started event carries the budget), so no
+ * part applies a default of its own and no view guesses one.
+ */
+export interface RunSettings {
+  /** The budget in US$ over the run's life: given, else recorded at its last start, else the manifest's. */
+  budgetUsd: number | undefined;
+  concurrency: number;
+  ratePerSecond: number;
+  retryBudget: number;
+  maxDownloadBytes: number;
+  watchdogMs: number;
+}
+
+/** How many instances a run keeps in flight: the caller's figure, else the manifest's, else the default. */
+export const concurrencyOf = (given: number | undefined, plan: Plan): number =>
+  given ?? plan.loaded.manifest.defaults?.concurrency ?? DEFAULT_CONCURRENCY;
+
+/** The settings of this start, from the options given and those the run recorded (resolveRecordedOptions). */
+export function runSettings(options: RunOptions, recorded: RecordedOptions): RunSettings {
+  return {
+    budgetUsd: recorded.budgetUsd ?? options.plan.loaded.manifest.defaults?.budget_usd,
+    concurrency: concurrencyOf(options.concurrency, options.plan),
+    ratePerSecond: options.ratePerSecond ?? DEFAULT_RATE_PER_SECOND,
+    retryBudget: recorded.retryBudget ?? DEFAULT_RETRY_BUDGET,
+    maxDownloadBytes: options.maxDownloadBytes ?? DEFAULT_MAX_DOWNLOAD_BYTES,
+    watchdogMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS,
+  };
+}
+
 /** The options a caller gives that the run records (RecordedOptions); undefined: not given, inherit. */
 export interface GivenRecordedOptions {
   budgetUsd?: number | undefined;

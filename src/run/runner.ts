@@ -16,7 +16,7 @@ import { OutputsCsv } from './files/outputs-csv.js';
 import { axisColumns } from './files/output-rows.js';
 import { RunContext } from './run-context.js';
 import { releaseUnsent } from './lock/unsent-notes.js';
-import { resolveRecordedOptions, type RunOptions } from './run-options.js';
+import { resolveRecordedOptions, runSettings, type RunOptions } from './run-options.js';
 import { ReuseIndex } from './attempt/reuse.js';
 import { committedByJournal } from './attempt/spend.js';
 import { instanceStatus, sentNotFinal, type RunState } from './journal/run-state.js';
@@ -94,6 +94,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     pipeline: options.plan.name,
     instances: options.plan.totalInstances,
     resumed: !store.created,
+    budgetUsd: fx.settings.budgetUsd,
     ...(already ? { already } : {}),
   });
   if (changes.length > 0) fx.emit({ type: 'options_changed', changes });
@@ -192,7 +193,7 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
     },
     store.state.options,
   );
-  const budget = recorded.budgetUsd ?? options.plan.loaded.manifest.defaults?.budget_usd;
+  const budget = runSettings(options, recorded).budgetUsd;
   const unpriced = options.plan.steps.filter((s) => s.priceUsd === undefined).map((s) => s.id);
   if (budget !== undefined && unpriced.length > 0) {
     // A budget is a promise about money: an instance of unknown price could break it unseen. The
@@ -280,7 +281,7 @@ function startWatchdog(fx: RunContext): { timer: NodeJS.Timeout; stuck: GenpipeE
     );
     fx.stopRun('stuck', watchdog.stuck.message);
     fx.halt.abort(watchdog.stuck);
-  }, fx.options.watchdogMs ?? 5_000);
+  }, fx.settings.watchdogMs);
   return watchdog;
 }
 

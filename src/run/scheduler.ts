@@ -25,7 +25,7 @@ export class Scheduler {
   constructor(fx: RunEffects, driver: InstanceDriver) {
     this.#fx = fx;
     this.#driver = driver;
-    this.#global = new Slots(fx.options.concurrency ?? fx.plan.loaded.manifest.defaults?.concurrency ?? 8);
+    this.#global = new Slots(fx.settings.concurrency);
   }
 
   /** Counts an instance this run will not drive as the journal left it: done earlier, unknown, sent, or not started. */

@@ -49,7 +49,7 @@ import { readPollPrior } from '../run/polling/poll-prior.js';
 import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile, type StepSinkRecord } from '../run/files/run-dir.js';
 import { readRunInputs } from '../run/files/run-inputs.js';
 import { runPlan, type RetryStatus } from '../run/runner.js';
-import type { RunOptions } from '../run/run-options.js';
+import { concurrencyOf, type RunOptions } from '../run/run-options.js';
 import { WebhookReceiver, type WebhookReceiverOptions } from '../run/polling/webhook-receiver.js';
 import { formatCount } from '../util/format-usd.js';
 import { redact } from '../util/redact.js';
@@ -655,7 +655,6 @@ function progressOf(x: Execution): ReturnType<typeof progressFor> {
       tty: o.tty === true,
       jsonLogs: o.jsonLogs === true,
       quiet: o.quiet === true,
-      budgetUsd: o.budgetUsd ?? plan.loaded.manifest.defaults?.budget_usd,
       steps: plan.steps,
       ...(o.progressIntervalMs === undefined ? {} : { intervalMs: o.progressIntervalMs }),
     },
@@ -677,7 +676,7 @@ async function openParts(x: Execution, parts: Parts): Promise<void> {
   const polling = plan.loaded.manifest.defaults?.polling;
   const poll = polling ? { baseMs: polling.initial_ms, capMs: polling.max_ms, floorMs: polling.min_ms } : undefined;
   const { redis, queue, localWorker } = o.fleet;
-  const concurrency = o.concurrency ?? plan.loaded.manifest.defaults?.concurrency ?? 8;
+  const concurrency = concurrencyOf(o.concurrency, plan);
   const webhook = parts.webhook;
   // Redis lost while the fleet's connections open (a restart, a kill) is exit 5 and one sentence, not an internal error.
   const fleet = await redisCommands(redis, () =>

@@ -12,7 +12,7 @@ const summary: RunSummary = {
   durationMs: 1234,
 };
 const events: RunEvent[] = [
-  { type: 'run_started', runId: summary.runId, runDir: summary.runDir, pipeline: 'p', instances: 3, resumed: false },
+  { type: 'run_started', runId: summary.runId, runDir: summary.runDir, pipeline: 'p', instances: 3, resumed: false, budgetUsd: undefined },
   { type: 'instance_submitted', step: 'a', instance: 'a[s=1]', model: 'character-sheet', estimatedUsd: 0.05 },
   { type: 'instance_submitted', step: 'a', instance: 'a[s=2]', model: 'character-sheet', estimatedUsd: 0.05 },
   { type: 'instance_finished', step: 'a', instance: 'a[s=1]', status: 'completed', estimatedUsd: 0.05 },
@@ -37,6 +37,7 @@ describe('progress outside a TTY', () => {
       pipeline: 'p',
       instances: 300,
       resumed: true,
+      budgetUsd: undefined,
       already: { steps: { a: { done: 240, failed: 3, inFlight: 2 } }, spentUsd: 12.25 },
     });
     expect(progress.line()).toBe('progress: 243/300 done (3 failed), 2 in flight, committed US$12.25, ETA --');
@@ -48,10 +49,18 @@ describe('progress outside a TTY', () => {
     expect(progress.line()).toBe('progress: 244/300 done (3 failed), 2 in flight, committed US$12.30, ETA 9m20s');
   });
 
+  it('shows the budget the run_started event tells, the one the run runs under', () => {
+    const s = sink();
+    const progress = new LineProgress(s.output, { quiet: false, intervalMs: 60_000, now: () => 0 });
+    progress.listener({ type: 'run_started', runId: 'r', runDir: 'd', pipeline: 'p', instances: 2, resumed: true, budgetUsd: 5 });
+    progress.listener({ type: 'instance_submitted', step: 'a', instance: 'a[s=1]', model: 'character-sheet', estimatedUsd: 0.05 });
+    expect(progress.line()).toBe('progress: 0/2 done (0 failed), 1 in flight, committed US$0.05 of US$5.00 budget, ETA --');
+  });
+
   it('a completed instance whose files failed (a sink upload pending, a download) is said, and counted done once, never also failed', () => {
     const s = sink();
     const progress = new LineProgress(s.output, { quiet: false, intervalMs: 60_000, now: () => 0 });
-    progress.listener({ type: 'run_started', runId: 'r', runDir: 'd', pipeline: 'p', instances: 3, resumed: false });
+    progress.listener({ type: 'run_started', runId: 'r', runDir: 'd', pipeline: 'p', instances: 3, resumed: false, budgetUsd: undefined });
     for (const n of [1, 2, 3]) {
       progress.listener({ type: 'instance_submitted', step: 'a', instance: `a[s=${n}]`, model: 'character-sheet', estimatedUsd: 0.05 });
       progress.listener({ type: 'instance_finished', step: 'a', instance: `a[s=${n}]`, status: 'completed', estimatedUsd: 0.05 });

@@ -33,8 +33,6 @@ export interface DownloadRequest {
   counted: Counted;
 }
 
-const DEFAULT_MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024;
-
 export async function downloadOutputs(d: PhaseDeps, r: DownloadRequest): Promise<true | AttemptFate> {
   const { fx } = d;
   const id = r.instance.id;
@@ -83,7 +81,7 @@ async function downloadOne(
           url: file.url,
           runDir: fx.options.runDir,
           relativePath,
-          maxBytes: fx.options.maxDownloadBytes ?? DEFAULT_MAX_DOWNLOAD_BYTES,
+          maxBytes: fx.settings.maxDownloadBytes,
           allowedContentTypes: accept.length > 0 ? [...accept] : ['*/*'],
           dispatcher: fx.options.client.transport.dispatcher,
           signal: fx.signal,
