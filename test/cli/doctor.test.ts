@@ -11,7 +11,7 @@ import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { startTestRedis, type TestRedis } from '../fleet/redis-server.js';
 import { receiver } from '../notify/receiver.js';
-import { cleanTemps, freePort, HF_KEY, KEY_ID, tempDir } from '../run/runner-helpers.js';
+import { cleanTemps, filesUnder, freePort, HF_KEY, KEY_ID, tempDir } from '../run/runner-helpers.js';
 import { startLoopbackS3, useStoreCredentials, type LoopbackS3 } from '../sink/s3-server.js';
 
 let emu: Emulator;
@@ -122,14 +122,20 @@ describe('genpipe doctor', () => {
     );
     expect(result.out).toMatch(/^ok +notify http:\/\/127\.0\.0\.1:\d+\/…: a valid URL; 127\.0\.0\.1 resolves; nothing was sent/m);
     expect(result.out).toMatch(/^note +legacy platform credentials: not checked: .*spends credits\.$/m);
+    // The sink's probe object was removed: nothing of it is left in the store.
+    expect(filesUnder(store.directory).filter((f) => f.includes('genpipe-probe'))).toEqual([]);
     // Nothing spent, nothing delivered without --send-test; the emulator saw reads only.
     expect(ledgerOf(emu)).toEqual(before);
     expect(emu.requests.inspect({})).toHaveLength(0);
     expect(hook.received).toHaveLength(0);
-    const routes = [...emu.stats.byRoute.keys()].sort();
-    expect(routes.length).toBeGreaterThan(0);
-    for (const route of routes) expect(route).not.toMatch(/submit|POST|cancel|message|upload/i);
-    expect(routes.join(' ')).toMatch(/status/);
+    // The requests the emulator got: the status of one random id, the two catalogs; each a GET.
+    const routes = [...emu.stats.byRoute.entries()].sort(([a], [b]) => a.localeCompare(b));
+    expect(routes.map(([route]) => route.split(' ')[0])).toEqual(['GET', 'GET', 'GET']);
+    expect(routes.map(([route, n]) => [route.replace(/^GET /, ''), n])).toEqual([
+      ['/marketing-studio/image/presets', 1],
+      [expect.stringMatching(/options$/), 1],
+      ['/requests/:id/status', 1],
+    ]);
   });
 
   it('--send-test delivers one test message per target; --json gives every check for scripts', { timeout: 60_000 }, async () => {
