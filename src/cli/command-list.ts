@@ -89,6 +89,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import('./commands/config.js')).configCommand,
   },
   {
+    name: 'doctor',
+    summary: 'check a setup before the night: credentials, addresses, catalogs, Redis, sinks, notify targets; spends nothing',
+    load: async () => (await import('./commands/doctor.js')).doctorCommand,
+  },
+  {
     name: 'emulator',
     summary: 'run the local Generation Service emulator (ledger, faults, no credits spent)',
     load: async () => (await import('./commands/emulator.js')).emulatorCommand,

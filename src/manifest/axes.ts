@@ -50,6 +50,8 @@ export interface AxisContext {
   presets?: PresetSource | undefined;
   /** What a run read for this axis when it started (its run directory keeps it): read instead of today's file or catalog. */
   recorded?: RecordedAxis | undefined;
+  /** A CSV axis: the lines of the rows set aside as invalid (`on_invalid: skip`), left out of the axis. */
+  skipLines?: ReadonlySet<number> | undefined;
 }
 
 /**
@@ -116,7 +118,7 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
       if (!columns.includes(column))
         throw new AxisError(`the CSV file ${display} has no column "${column}" (columns: ${columns.join(', ')})`);
     }
-    const kept = rows.filter((row) =>
+    let kept = rows.filter((row) =>
       where.every(([column, wanted]) => {
         const cell = row.values[column] ?? '';
         return Array.isArray(wanted) ? wanted.some((w) => String(w) === cell) : String(wanted) === cell;
@@ -124,6 +126,11 @@ export async function resolveAxis(name: string, axis: Axis, context: AxisContext
     );
     if (rows.length === 0) throw new AxisError(`the CSV file ${display} has no rows under its header`);
     if (kept.length === 0) throw new AxisError(`no row of ${display} matches the where filter`);
+    const skip = context.skipLines;
+    if (skip !== undefined && skip.size > 0) {
+      kept = kept.filter((row) => !skip.has(row.line));
+      if (kept.length === 0) throw new AxisError(`every row of ${display} has a problem, so none is left to run`);
+    }
     for (const row of kept) csvOrigins.set(row.values, { file: display, line: row.line, columns });
     const label = axis.key === undefined ? (i: number) => String(kept[i]?.line ?? i) : keyLabels(kept, axis.key, columns, display);
     return { name, length: kept.length, value: (i) => kept[i]?.values, label, columns, allowEmpty: axis.allow_empty ?? [] };

@@ -80,6 +80,16 @@ export const CsvAxis = z.strictObject({
     'The field separator, one character. Default ",".',
     ';',
   ).optional(),
+  /**
+   * A row with a bad cell (a bad URL, an empty cell a step reads, a value its model refuses):
+   * `refuse` the manifest, or `skip` the row and run the others. Problems of the file itself are
+   * never skipped.
+   */
+  on_invalid: doc(
+    z.enum(['refuse', 'skip']),
+    "A row with a bad cell: `refuse` the whole manifest (default), or `skip` that row and run the others. Only problems in one row's cells are skipped; a file that is not UTF-8, a missing column or a bad key are always refused.",
+    'skip',
+  ).optional(),
 });
 
 /** Marketing presets resolved live from the preset catalog at plan time: `{presets: {name: "Summer*", limit: 3}}`. */

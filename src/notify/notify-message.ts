@@ -29,6 +29,8 @@ export interface RunEnd {
   message?: string | undefined;
   counts: RunCounts;
   durationMs: number;
+  /** CSV rows set aside as invalid (`on_invalid: skip`): not run, so not in the counts. */
+  skippedRows?: number | undefined;
 }
 
 /** The event a run's end is: a clean finish, a failure or stop, the budget, or Ctrl-C / SIGTERM. */
@@ -55,6 +57,8 @@ export interface NotifySummary {
   /** The sentence that explains a stop, or says how a run finished: always present. */
   message: string;
   counts: RunCounts;
+  /** CSV rows set aside as invalid before the run (report.md lists them); present when there were some. */
+  skipped_rows?: number;
   /** `unknown`: attempts whose end is unknown, at their price; `unpriced_instances`: not in these sums. */
   spend_usd: { estimated: number; refunded: number; net: number; unknown: number; unpriced_instances: number };
   duration_s: number;
@@ -95,6 +99,7 @@ export function notifySummary(
     exit_code: end.exitCode,
     message: end.message ?? endSentence(end),
     counts: end.counts,
+    ...(end.skippedRows ? { skipped_rows: end.skippedRows } : {}),
     spend_usd: {
       estimated: jsonUsd(total?.estimatedUsd ?? 0),
       refunded: jsonUsd(total?.refundedUsd ?? 0),
@@ -137,7 +142,10 @@ function endSentence(end: RunEnd): string {
   const { completed, failed, reused } = end.counts;
   const instances = (n: number): string => `${n.toLocaleString('en-US')} instance${n === 1 ? '' : 's'}`;
   if (end.outcome === 'completed') {
-    return `All ${instances(completed)} completed${reused > 0 ? ` (${reused.toLocaleString('en-US')} reused from an earlier run)` : ''}.`;
+    const skipped = end.skippedRows
+      ? `; ${end.skippedRows.toLocaleString('en-US')} CSV row${end.skippedRows === 1 ? ' was' : 's were'} skipped as invalid`
+      : '';
+    return `All ${instances(completed)} completed${reused > 0 ? ` (${reused.toLocaleString('en-US')} reused from an earlier run)` : ''}${skipped}.`;
   }
   const how: Record<Exclude<RunOutcome, 'completed'>, string> = {
     failed: 'failed',
@@ -167,6 +175,11 @@ export function summaryText(s: NotifySummary): string {
     `genpipe: ${s.pipeline} run ${s.run_id} ${HEADLINE[s.event]} (exit ${s.exit_code}) after ${s.duration_s} s.`,
     s.message,
     `Instances: ${counts || 'none'}.`,
+    ...(s.skipped_rows
+      ? [
+          `Skipped: ${s.skipped_rows.toLocaleString('en-US')} CSV row${s.skipped_rows === 1 ? '' : 's'} set aside as invalid, not run (report.md lists them).`,
+        ]
+      : []),
     ...(s.sink ? [sinkLine(s.sink)] : []),
     `Spend: ${formatSpend({ netUsd: s.spend_usd.net, unknownUsd: s.spend_usd.unknown, unpricedInstances: s.spend_usd.unpriced_instances })} net (${formatSpend({ netUsd: s.spend_usd.estimated, unpricedInstances: s.spend_usd.unpriced_instances })} charged, ${usd(s.spend_usd.refunded)} refunded).`,
     // A chat reader is on another machine, where a path or file:// link opens nothing.

@@ -22,6 +22,7 @@ import { isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models
 import { clip, formatPath } from '../util/zod-issues.js';
 import { canonicalJson, downstreamId, idempotencyKey, instanceId, PlanFingerprint } from './instance.js';
 import { expandMatrix, MatrixError, productSize, type MatrixSpec } from './matrix.js';
+import { sortSkippedRows, type SkippedRow } from './skipped-rows.js';
 
 export interface PlanOptions {
   /** Fetches the options catalog; called only when a character-sheet step has a selection. */
@@ -74,6 +75,15 @@ export interface PlanOptions {
    * Default false: the first round of problems is thrown before any instance is rendered.
    */
   keepGoing?: boolean | undefined;
+  /**
+   * Every CSV axis sets its invalid rows aside, as `on_invalid: skip` does for one (`genpipe run
+   * --skip-invalid`). A row is set aside only when each of its problems is located in its own cells.
+   */
+  skipInvalid?: boolean | undefined;
+  /** The lines of the rows set aside, by `step\u0000axis` (buildPlan's second pass). */
+  skipLines?: ReadonlyMap<string, ReadonlySet<number>> | undefined;
+  /** buildPlan's second pass, which hands its instances to onInstance. */
+  settled?: boolean | undefined;
 }
 
 export const DEFAULT_MAX_INSTANCES = 10_000_000;
@@ -174,6 +184,8 @@ export class Plan {
   fingerprint: string | undefined;
   /** The subset this plan runs (`--only`, `--limit`), when it is one; set by buildPlan. */
   selection: Selection | undefined;
+  /** The CSV rows left out as invalid (`on_invalid: skip`), one entry per bad cell; set by buildPlan. */
+  skippedRows: SkippedRow[] = [];
 
   constructor(
     readonly loaded: LoadedManifest,
@@ -457,19 +469,23 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
   const { manifest, source } = loaded;
   // Validate every instance (a helper thread may take the plan's end: parallel-plan.ts).
   const maxProblems = options.maxProblems ?? 100;
-  // A fingerprint is of every instance, in order, in this thread: no helper then.
-  const helper = options.fingerprint ? undefined : options.helper?.(plan, catalog);
+  const skippable = skippableAxes(loaded, options.skipInvalid === true);
+  // A fingerprint is of every instance, in order, in this thread: no helper then; nor when rows may be set aside.
+  const helper = options.fingerprint || skippable ? undefined : options.helper?.(plan, catalog);
   const own = helper ? { from: 0, to: helper.from } : undefined;
   const fingerprint = options.fingerprint ? new PlanFingerprint(manifest) : undefined;
+  // With rows that may be set aside, the instances are handed on by the pass that knows which rows those are.
+  const handOn = skippable && !options.settled ? undefined : options.onInstance;
   let check: InstanceCheck;
   try {
-    check = await checkInstances(plan, catalog, { ...options, maxProblems, fingerprint }, own);
+    check = await checkInstances(plan, catalog, { ...options, onInstance: handOn, maxProblems, fingerprint, skippable }, own);
   } catch (error) {
     helper?.cancel();
     throw error;
   }
   if (helper) check = mergeChecks(check, await helper.check, maxProblems);
   const { seen, localFiles } = check;
+  const rows = check.rows ?? new Map<string, SkippedCell>();
   for (const [path, where] of localFiles) {
     try {
       await checkLocalImage(resolvePath(loaded.dir, path));
@@ -485,6 +501,10 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
       // From a CSV cell, a value that is neither a URL nor a file is a bad URL in that cell (a
       // typo such as htp:/...), not a file the manifest meant.
       const badUrl = missing === undefined ? undefined : where.cell;
+      if (badUrl && skippable?.(where.step, badUrl.axis)) {
+        for (const cell of [badUrl, ...(where.more ?? [])]) setAsideBadUrl(rows, where.step, cell);
+        continue;
+      }
       const problem: ManifestProblem = {
         location,
         path: `steps.${where.step}.input`,
@@ -506,9 +526,87 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
             ? { ...problem, also: { ...problem.also, instances: count } }
             : { ...problem, message: `${problem.message} (and ${count - 1} more instances)` },
       ),
+      // Refused anyway: the rows that would have been set aside are among the problems.
+      ...[...rows.values()].map((cell) => cell.problem),
     ]);
   }
+  if (rows.size > 0 || (handOn === undefined && options.onInstance !== undefined)) return planWithout(loaded, options, rows);
   plan.fingerprint = fingerprint?.digest();
+  return plan;
+}
+
+/** The CSV axes whose invalid rows are set aside: those with `on_invalid: skip`, or all with `skipInvalid`. */
+function skippableAxes(loaded: LoadedManifest, all: boolean): Skippable | undefined {
+  const csvAxis = (step: string, axis: string): CsvAxisSpec | undefined => {
+    const spec = loaded.manifest.steps[step]?.matrix?.[axis];
+    return spec !== undefined && !Array.isArray(spec) && 'csv' in spec ? spec : undefined;
+  };
+  const any = Object.keys(loaded.manifest.steps).some((step) =>
+    Object.keys(loaded.manifest.steps[step]?.matrix ?? {}).some((axis) => {
+      const spec = csvAxis(step, axis);
+      return spec !== undefined && (all || spec.on_invalid === 'skip');
+    }),
+  );
+  if (!any) return undefined;
+  return (step, axis) => {
+    const spec = csvAxis(step, axis);
+    return spec !== undefined && (all || spec.on_invalid === 'skip');
+  };
+}
+
+/** A CSV row's identity across runs: its `key` column's value when the axis has one, else its line. */
+export function csvRowKey(spec: unknown, values: unknown, line: number): string {
+  const key = spec !== null && typeof spec === 'object' && 'csv' in spec ? (spec as CsvAxisSpec).key : undefined;
+  if (key === undefined || values === null || typeof values !== 'object') return String(line);
+  return String((values as Record<string, unknown>)[key] ?? '').trim();
+}
+
+type CsvAxisSpec = Extract<NonNullable<Step['matrix']>[string], { csv: string }>;
+
+/** A CSV cell naming neither a URL nor an existing file, as a bad cell of its row. */
+function setAsideBadUrl(rows: Map<string, SkippedCell>, step: string, cell: LocalFileCell): void {
+  const key = `${step}\u0000${cell.axis}\u0000${cell.line}\u0000${cell.col}`;
+  if (rows.has(key)) return;
+  const reason = `a bad URL: ${JSON.stringify(clip(String(cell.value)))} is neither a URL (https://...) nor an existing file`;
+  rows.set(key, {
+    step,
+    axis: cell.axis,
+    file: cell.file,
+    row: cell.line,
+    key: cell.key,
+    column: cell.column,
+    col: cell.col,
+    reason,
+    problem: {
+      location: { file: cell.file, line: cell.line, col: Math.max(1, cell.col) },
+      path: `steps.${step}.matrix.${cell.axis}`,
+      message: `the CSV cell ${cell.where} holds ${JSON.stringify(clip(String(cell.value)))}, which is neither a URL (https://...) nor an existing file`,
+      code: 'csv',
+    },
+  });
+}
+
+/**
+ * The plan again without the rows set aside: every other instance was valid, so this pass only
+ * drops them (the money guards and onInstance saw the first pass already). A step left with no
+ * row is refused with the rows' problems.
+ */
+async function planWithout(loaded: LoadedManifest, options: PlanOptions, rows: ReadonlyMap<string, SkippedCell>): Promise<Plan> {
+  const skipLines = new Map<string, Set<number>>();
+  for (const [key, lines] of options.skipLines ?? []) skipLines.set(key, new Set(lines));
+  for (const cell of rows.values()) {
+    const key = `${cell.step}\u0000${cell.axis}`;
+    skipLines.set(key, (skipLines.get(key) ?? new Set()).add(cell.row));
+  }
+  let plan: Plan;
+  try {
+    plan = await buildPlan(loaded, { ...options, skipLines, beforeInstances: undefined, helper: undefined, settled: true });
+  } catch (error) {
+    if (error instanceof ManifestError) throw new ManifestError([...[...rows.values()].map((c) => c.problem), ...error.problems]);
+    throw error;
+  }
+  const own = [...rows.values()].map(({ problem: _, ...row }): SkippedRow => row);
+  plan.skippedRows = sortSkippedRows([...own, ...plan.skippedRows], loaded.order);
   return plan;
 }
 
@@ -555,7 +653,14 @@ export async function preparePlan(
     const axes: ResolvedAxis[] = [];
     for (const [name, axis] of Object.entries(step.matrix ?? {})) {
       try {
-        axes.push(await resolveAxis(name, axis, { dir: loaded.dir, presets: options.presets, recorded: options.recorded?.(id, name) }));
+        axes.push(
+          await resolveAxis(name, axis, {
+            dir: loaded.dir,
+            presets: options.presets,
+            recorded: options.recorded?.(id, name),
+            skipLines: options.skipLines?.get(`${id}\u0000${name}`),
+          }),
+        );
       } catch (error) {
         if (error instanceof CsvError && error.unreadable) {
           // Named where the manifest names it: the file itself has no line to point at.
@@ -680,13 +785,38 @@ function joinSeen(a: SeenProblem, b: SeenProblem): SeenProblem {
 export interface InstanceCheck {
   seen: Map<string, SeenProblem>;
   localFiles: Map<string, LocalFile>;
+  /** With a Skippable: the bad cells of rows to set aside, by step, axis, line and column. */
+  rows?: Map<string, SkippedCell> | undefined;
 }
 
 /** A local image file an instance names; `cell` is the CSV cell it came from, when one did. */
 export interface LocalFile {
   step: string;
   instance: string;
-  cell?: { where: string; value: unknown } | undefined;
+  cell?: LocalFileCell | undefined;
+  /** With rows to set aside: the other CSV cells naming the same file. */
+  more?: LocalFileCell[] | undefined;
+}
+
+/** The CSV cell a local file's name came from. */
+export interface LocalFileCell {
+  /** The row's identity (csvRowKey). */
+  key: string;
+  where: string;
+  value: unknown;
+  axis: string;
+  file: string;
+  line: number;
+  column: string;
+  col: number;
+}
+
+/** Whether the rows of a step's CSV axis are set aside when invalid, rather than refused. */
+export type Skippable = (step: string, axis: string) => boolean;
+
+/** A bad cell of a row to set aside, with the problem it is when the plan is refused anyway. */
+export interface SkippedCell extends SkippedRow {
+  problem: ManifestProblem;
 }
 
 /**
@@ -707,13 +837,18 @@ export interface PlanHelper {
 export async function checkInstances(
   plan: Plan,
   catalog: OptionsCatalog | undefined,
-  options: Pick<PlanOptions, 'signal' | 'onInstance' | 'onProgress'> & { maxProblems: number; fingerprint?: PlanFingerprint | undefined },
+  options: Pick<PlanOptions, 'signal' | 'onInstance' | 'onProgress'> & {
+    maxProblems: number;
+    fingerprint?: PlanFingerprint | undefined;
+    skippable?: Skippable | undefined;
+  },
   range?: StepWindow,
 ): Promise<InstanceCheck> {
   const { source } = plan.loaded;
-  const { maxProblems, fingerprint } = options;
+  const { maxProblems, fingerprint, skippable } = options;
   const seen = new Map<string, SeenProblem>();
   const localFiles = new Map<string, LocalFile>();
+  const rows = skippable ? new Map<string, SkippedCell>() : undefined;
   const total = plan.totalInstances;
   let checked = 0;
   let offset = 0;
@@ -736,6 +871,8 @@ export async function checkInstances(
       }
       if (entry instanceof InstanceError) {
         const error = entry;
+        // A problem of one row's cells only: the row is set aside, not the plan refused.
+        if (rows && skippable && setAside(plan, step, error, skippable, rows)) continue;
         for (const issue of error.issues) {
           const signature = `${step.id}\u0000${issue.path}\u0000${issue.message}`;
           const known = seen.get(signature);
@@ -790,18 +927,70 @@ export async function checkInstances(
       fingerprint?.add(entry.id, entry.canonical);
       options.onInstance?.(entry);
       mapImageFields(entry.body, step.spec.imageFields, (v, at) => {
-        if (isRemoteUrl(v) || localFiles.has(v)) return v;
+        if (isRemoteUrl(v)) return v;
+        const known = localFiles.get(v);
+        // Without rows to set aside, the first instance naming a file is enough to name it.
+        if (known && !rows) return v;
         const origin = sweepOrigin(plan, step, at, entry.values);
-        localFiles.set(v, {
-          step: step.id,
-          instance: entry.id,
-          cell: origin?.kind === 'csv' ? { where: origin.cell, value: origin.value } : undefined,
-        });
+        const cell: LocalFileCell | undefined =
+          origin?.kind === 'csv'
+            ? {
+                key: csvRowKey(step.step.matrix?.[origin.axis], entry.values[origin.axis], origin.line),
+                where: origin.cell,
+                value: origin.value,
+                axis: origin.axis,
+                file: origin.file,
+                line: origin.line,
+                column: origin.column,
+                col: origin.col,
+              }
+            : undefined;
+        if (known) {
+          if (cell) (known.more ??= []).push(cell);
+        } else localFiles.set(v, { step: step.id, instance: entry.id, cell });
         return v;
       });
     }
   }
-  return { seen, localFiles };
+  return { seen, localFiles, rows };
+}
+
+/**
+ * Records the bad cells of `error`'s row when every issue of it lies in one cell of a CSV row whose
+ * axis sets rows aside (`on_invalid: skip`); true when it did. Anything else (a problem of the
+ * template, of another axis, of the file name) stays a problem that refuses the plan.
+ */
+function setAside(plan: Plan, step: StepPlan, error: InstanceError, skippable: Skippable, rows: Map<string, SkippedCell>): boolean {
+  if (error.field.length !== 1 || error.field[0] !== 'input') return false;
+  const cells: SkippedCell[] = [];
+  for (const issue of error.issues) {
+    const origin = sweepOrigin(plan, step, error.at ?? segmentsOf(issue.path), error.values);
+    if (origin?.kind !== 'csv' || !skippable(step.id, origin.axis)) return false;
+    const reason = error.code === 'empty_cell' ? 'the cell is empty' : issue.message;
+    const location = { file: origin.file, line: origin.line, col: Math.max(1, origin.col) };
+    cells.push({
+      step: step.id,
+      axis: origin.axis,
+      file: origin.file,
+      row: origin.line,
+      key: csvRowKey(step.step.matrix?.[origin.axis], error.values?.[origin.axis], origin.line),
+      column: origin.column,
+      col: origin.col,
+      reason,
+      problem: {
+        location,
+        path: `steps.${step.id}.matrix.${origin.axis}`,
+        message: `${error.instance}: ${issue.message}`,
+        code: error.code,
+      },
+    });
+  }
+  if (cells.length === 0) return false;
+  for (const cell of cells) {
+    const key = `${cell.step}\u0000${cell.axis}\u0000${cell.row}\u0000${cell.col}`;
+    if (!rows.has(key)) rows.set(key, cell);
+  }
+  return true;
 }
 
 /**
@@ -817,7 +1006,8 @@ export function mergeChecks(first: InstanceCheck, rest: InstanceCheck, maxProble
   }
   const localFiles = new Map(first.localFiles);
   for (const [path, where] of rest.localFiles) if (!localFiles.has(path)) localFiles.set(path, where);
-  return { seen, localFiles };
+  const rows = first.rows || rest.rows ? new Map([...(first.rows ?? []), ...(rest.rows ?? [])]) : undefined;
+  return { seen, localFiles, rows };
 }
 
 /**
@@ -833,7 +1023,7 @@ export function sweepOrigin(
   values: Record<string, unknown> | undefined,
 ):
   | { kind: 'list'; path: (string | number)[]; value: unknown; whole: boolean }
-  | { kind: 'csv'; cell: string; line: number; column: string; file: string; value: unknown }
+  | { kind: 'csv'; cell: string; line: number; column: string; col: number; file: string; axis: string; value: unknown }
   | undefined {
   if (values === undefined) return undefined;
   const refs = plan.loaded.templates.get(step.id)?.refs ?? [];
@@ -855,7 +1045,9 @@ export function sweepOrigin(
       cell: `${origin.file} row ${origin.line}, column ${origin.columns.indexOf(column) + 1} ("${column}")`,
       line: origin.line,
       column,
+      col: origin.columns.indexOf(column) + 1,
       file: origin.file,
+      axis,
       value: (value as Record<string, unknown>)[column],
     };
   }

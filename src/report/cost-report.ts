@@ -17,6 +17,7 @@ import { stepOfInstanceId } from '../plan/instance.js';
 import { instanceStates, plainState, type PlainOutcome } from './instance-lines.js';
 import { jsonUsd } from '../util/format-usd.js';
 import { submissionId } from '../models/submission.js';
+import type { SkippedRow } from '../plan/skipped-rows.js';
 
 export type ReportStatus = 'completed' | 'reused' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
 
@@ -70,6 +71,8 @@ export interface CostReport {
   total: GroupLine;
   /** Present when a step of the run has a storage sink. */
   sink?: ReportSinks;
+  /** The CSV rows the run set aside as invalid (plan.json), one entry per bad cell; present when there were some. */
+  skippedRows?: SkippedRow[];
 }
 
 const STATUSES: readonly ReportStatus[] = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
@@ -267,6 +270,7 @@ export class CostTally {
       models: [...models.values()],
       total,
       ...(this.sink ? { sink: { ...this.sink, locations: [...locations.values()] } } : {}),
+      ...(plan.skipped_rows?.length ? { skippedRows: plan.skipped_rows } : {}),
     };
   }
 

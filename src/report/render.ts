@@ -3,6 +3,7 @@ import { csvCell, csvRow } from '../util/csv.js';
 import { formatMoney, formatSpend, jsonUsd, toCredits } from '../util/format-usd.js';
 import type { CostReport, CostSummary, GroupLine, InstanceLine, Money, ReportSinks } from './cost-report.js';
 import { formatBytes } from '../util/format-bytes.js';
+import { skippedRowsSentence } from '../plan/skipped-rows.js';
 
 const credits = toCredits;
 const round6 = jsonUsd;
@@ -51,7 +52,7 @@ export const JSON_FORMAT: ReportFormat = {
     )},\n${field(
       'models',
       r.models.map((g) => withCredits(g, r.creditsPerUsd)),
-    )},\n${field('total', withCredits(r.total, r.creditsPerUsd))}${r.sink ? `,\n${field('sink', r.sink)}` : ''}\n}\n`,
+    )},\n${field('total', withCredits(r.total, r.creditsPerUsd))}${r.sink ? `,\n${field('sink', r.sink)}` : ''}${r.skippedRows ? `,\n${field('skippedRows', r.skippedRows)}` : ''}\n}\n`,
 };
 
 function* partsOf(format: ReportFormat, report: CostReport): Generator<string> {
@@ -134,6 +135,22 @@ function sinkSentence(sink: ReportSinks): string {
 
 const files = (n: number): string => `${n.toLocaleString('en-US')} file${n === 1 ? '' : 's'}`;
 
+/** "## Skipped rows": the CSV rows the run set aside as invalid, one line per bad cell. */
+function skippedRowsSection(report: CostSummary): string[] {
+  const rows = report.skippedRows ?? [];
+  if (rows.length === 0) return [];
+  return [
+    '## Skipped rows',
+    '',
+    skippedRowsSentence(rows),
+    '',
+    '| file | row | column | reason |',
+    '|---|---:|---|---|',
+    ...rows.map((r) => `| ${cell(r.file)} | ${r.row} | ${cell(`${r.col} ("${r.column}")`)} | ${cell(r.reason)} |`),
+    '',
+  ];
+}
+
 function markdownHead(report: CostSummary): string {
   const rate = report.creditsPerUsd;
   const table = (title: string, groups: readonly GroupLine[]): string[] => [
@@ -174,6 +191,7 @@ function markdownHead(report: CostSummary): string {
         ]
       : []),
     '',
+    ...skippedRowsSection(report),
     ...table('By step', report.steps),
     ...table('By model', report.models),
     '## Instances',

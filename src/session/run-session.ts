@@ -47,7 +47,9 @@ import { sleep } from '../api/sleep.js';
 import { onHardExit } from '../util/exit-hooks.js';
 import { readPollPrior } from '../run/polling/poll-prior.js';
 import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile, type StepSinkRecord } from '../run/files/run-dir.js';
-import { readRunInputs } from '../run/files/run-inputs.js';
+import { readRunInputs, type RecordedAxes } from '../run/files/run-inputs.js';
+import { skippedRowCount, skippedRowsLines } from '../plan/skipped-rows.js';
+import { countNewRows, newRowsSentence } from './new-rows.js';
 import { runPlan, type RetryStatus } from '../run/runner.js';
 import { concurrencyOf, type RunOptions } from '../run/run-options.js';
 import { WebhookReceiver, type WebhookReceiverOptions } from '../run/polling/webhook-receiver.js';
@@ -121,6 +123,8 @@ export interface SessionOptions extends SessionIO {
   fleet?: { redis: RedisTarget; queue?: string | undefined; localWorker?: boolean | undefined } | undefined;
   /** A resume only: run this manifest, not the one the run recorded (`genpipe run M --resume DIR`). */
   manifest?: string | undefined;
+  /** A new run: every CSV axis sets its invalid rows aside, as `on_invalid: skip` does (`--skip-invalid`). */
+  skipInvalid?: boolean | undefined;
 }
 
 export interface RunResult {
@@ -333,11 +337,13 @@ async function planOf(
     onProgress: o.quiet || o.jsonLogs ? undefined : checkingProgress(start.err),
     catalog: fetchCatalog && (async () => (catalog.value ??= await fetchCatalog())),
     ...(recordedInputs ? { recorded: recordedInputs } : {}),
+    skipInvalid: o.skipInvalid,
     // Money guards (plan/guards.ts) need only the counts: they run before the instances are
     // checked, so a plan of millions is refused at once, and before the lock, the run directory
     // and any request that spends.
     beforeInstances: (counted) => guardSpend(counted, o, previous !== undefined || service.embedded !== undefined),
   });
+  await sayRows(plan, start, o, recordedInputs);
   // A raw model path is planned (instances, ids, prices) but cannot be run yet: refused before the
   // run directory and any spending, not after the steps before it were paid for.
   const unrunnable = plan.steps.find((step) => adapterFor(step.model) === undefined);
@@ -348,6 +354,19 @@ async function planOf(
     );
   }
   return plan;
+}
+
+/**
+ * Before anything is spent: the CSV rows a new run sets aside as invalid, one line each; for a
+ * resume, the rows its run set aside (plan.json) and how many rows the files have gained since.
+ */
+async function sayRows(plan: Plan, start: Start, o: SessionOptions, recorded: RecordedAxes | undefined): Promise<void> {
+  const { previous } = start;
+  if (previous) plan.skippedRows = previous.skipped_rows ?? [];
+  else if (!o.quiet) for (const line of skippedRowsLines(plan.skippedRows)) start.err(line);
+  if (!recorded) return;
+  const added = await countNewRows(plan, recorded, plan.skippedRows);
+  if (added > 0) start.err(newRowsSentence(added));
 }
 
 /**
@@ -574,6 +593,9 @@ async function execute(x: Execution): Promise<RunResult> {
     const t = report?.total;
     const money = t ? { netUsd: t.netUsd, unknownUsd: t.unknownUsd, unpricedInstances: t.unpricedInstances } : undefined;
     progress.listener({ type: 'run_finished', summary: { ...finished.summary, money } });
+    // The rows set aside, under the summary (beside it with --json-logs, whose stdout is events).
+    const say = x.o.jsonLogs ? x.err : x.out;
+    for (const line of skippedRowsLines(x.plan.skippedRows)) say(line);
   };
   return endOf(x, parts, summary, runStarted, sayEnd);
 }
@@ -620,7 +642,9 @@ async function endOf(
   // A run that ends waiting on review says so, and names the commands.
   const waiting = summary.outcome === 'completed' ? await reviewWaitSentence(runDir) : undefined;
   if (waiting) x.err(waiting);
-  const exitCode = exitCodeOf(summary);
+  const skipped = skippedRowCount(x.plan.skippedRows);
+  // Rows set aside are rows the run did not make: a run otherwise complete exits 1.
+  const exitCode = skipped > 0 && exitCodeOf(summary) === EXIT.ok ? EXIT.failed : exitCodeOf(summary);
   // A finished run resumed with nothing to do: told once already, so no one is told again.
   if (summary.unchanged) {
     if (x.notifyTargets.length > 0)
@@ -642,6 +666,7 @@ async function notifyEnd(
     runDir: x.runDir,
     counts: emptyCounts(),
     durationMs: Date.now() - runStarted,
+    skippedRows: skippedRowCount(x.plan.skippedRows),
     ...fields,
   };
   await notifyRunEnd(x.notifyTargets, end, report, { err: x.err, quiet: x.o.quiet });

@@ -20,6 +20,7 @@ import { formatUsd } from '../../util/format-usd.js';
 import { assertPricedUnderBudget, budgetOf, overBudgetWarning } from '../../plan/guards.js';
 import { sinkPrefixWarnings } from '../../sink/sink-config.js';
 import { oneLine } from '../../util/terminal-text.js';
+import { skippedRowsLines } from '../../plan/skipped-rows.js';
 
 const GROUPS = [
   {
@@ -143,6 +144,8 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
   io.out(`estimated total: ${formatUsd(estimate.knownUsd)}${unknown}`);
   const warning = overBudgetWarning(plan, budgetOf(plan));
   if (warning) io.out(warning);
+  if (plan.skippedRows.length > 0) io.out('');
+  for (const line of skippedRowsLines(plan.skippedRows, Number.POSITIVE_INFINITY)) io.out(line);
   for (const line of sinkPrefixWarnings(plan.loaded)) io.out(line);
 }
 
@@ -160,7 +163,7 @@ async function streamJson(plan: Plan, io: CliIO, parts: readonly string[]): Prom
   }));
   const estimate = plan.estimate();
   await io.write(
-    `{"name":${JSON.stringify(plan.name)},"steps":${JSON.stringify(steps)},"estimate":{"known_usd":${estimate.knownUsd},"unknown_instances":${estimate.unknownInstances}},"instances":[`,
+    `{"name":${JSON.stringify(plan.name)},"steps":${JSON.stringify(steps)},"estimate":{"known_usd":${estimate.knownUsd},"unknown_instances":${estimate.unknownInstances}},${plan.skippedRows.length > 0 ? `"skipped_rows":${JSON.stringify(plan.skippedRows)},` : ''}"instances":[`,
   );
   for (const part of parts) await copyText(part, (chunk) => writeBytes(io, chunk));
   await io.write('\n]}\n');

@@ -35,6 +35,10 @@ const RUN_OPTIONS = {
   },
   yes: { type: 'boolean', help: 'run without asking, whatever the estimate' },
   'fail-fast': { type: 'boolean', help: 'stop submitting at the first failure' },
+  'skip-invalid': {
+    type: 'boolean',
+    help: 'set aside the CSV rows with a bad cell (a bad URL, an empty cell a step reads, a value the model refuses) and run the others, as on_invalid: skip on every CSV axis; the rows are listed with their row, column and reason, and the run exits 1. A problem of the file itself (not UTF-8, a missing column) is still refused. A new run only',
+  },
   resume: {
     type: 'string',
     value: 'RUN_DIR',
@@ -126,7 +130,7 @@ export const runCommand = defineCommand({
 
 Runs every instance of the manifest and writes runs/<pipeline>/<run-id>/ with plan.json,
 journal.jsonl, outputs/, outputs.csv and the cost report (report.json, report.csv, report.md).
-Exit codes: 0 all succeeded, 1 some failed, 2 invalid input, 3 the budget stopped the run,
+Exit codes: 0 all succeeded, 1 some failed or CSV rows were skipped as invalid, 2 invalid input, 3 the budget stopped the run,
 4 another run holds the lock, 5 the service is unreachable or refused the credentials,
 130 interrupted (resume it).`,
   groups: RUN_GROUPS,
@@ -184,6 +188,11 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   } else {
     noExtraPositionals(positionals, 1, 'run');
   }
+  if (resumeDir !== undefined && values['skip-invalid'])
+    throw new GenpipeError(
+      'invalid_input',
+      '--skip-invalid chooses the rows of a new run; a resume runs the rows its run recorded (those it set aside stay aside).',
+    );
   const options: SessionOptions = {
     connection: connectionFlags(values),
     emulator: values.emulator === true,
@@ -209,6 +218,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     only: values.only,
     limit: numberFlag(values.limit, '--limit', { integer: true, min: 1 }),
     notify: values.notify,
+    skipInvalid: values['skip-invalid'],
     fleet: redis ? { redis, queue: values.queue, localWorker: !values['no-local-worker'] } : undefined,
     out: (t) => io.out(t),
     err: (t) => io.err(t),

@@ -2,6 +2,7 @@ import { GenpipeError } from '../../api/errors.js';
 import { ManifestError, type ManifestProblem } from '../../manifest/errors.js';
 import { checkManifestFile } from '../../manifest/load.js';
 import { buildPlan } from '../../plan/plan.js';
+import { skippedRowsLines } from '../../plan/skipped-rows.js';
 import { resolveNotifyTargets } from '../../notify/notify-targets.js';
 import { connectionFlags, noExtraPositionals, parse, positional } from '../args.js';
 import { defineCommand, tableOf } from '../options.js';
@@ -47,6 +48,7 @@ budget_usd is a warning (the run stops submitting there), not a refusal.`,
     const loaded = check.loaded;
     let summary: string | undefined;
     let warning: string | undefined;
+    let skipped: string[] = [];
     if (loaded) {
       try {
         collect(problems, 'notify', () => resolveNotifyTargets(loaded, [], io.env, { allowUnsetEnv: true }));
@@ -64,6 +66,8 @@ budget_usd is a warning (the run stops submitting there), not a refusal.`,
               `${file}: valid; ${plan.steps.length} step(s), ${formatCount(plan.totalInstances)} instance(s), estimated ${formatUsd(estimate.knownUsd)}` +
               (estimate.unknownInstances > 0 ? ` plus ${formatCount(estimate.unknownInstances)} instance(s) of unknown price` : '');
             warning = overBudgetWarning(plan, budget);
+            // Rows set aside by on_invalid: skip are not problems of the manifest; they are said.
+            skipped = skippedRowsLines(plan.skippedRows, Number.POSITIVE_INFINITY);
           }
         } finally {
           await sources.close();
@@ -80,11 +84,13 @@ budget_usd is a warning (the run stops submitting there), not a refusal.`,
     if (values.json) {
       await printJson(problems, io);
       if (problems.length === 0 && warning) io.err(warning);
+      if (problems.length === 0) for (const line of skipped) io.err(line);
       return problems.length > 0 ? EXIT.invalidInput : EXIT.ok;
     }
     if (problems.length > 0) throw new ManifestError(problems);
     io.out(summary ?? `${file}: valid`);
     if (warning) io.out(warning);
+    for (const line of skipped) io.out(line);
     return EXIT.ok;
   },
 });

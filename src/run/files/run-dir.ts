@@ -10,6 +10,7 @@ import type { Plan } from '../../plan/plan.js';
 import { saveHeadlines } from './run-headlines.js';
 import { saveRunInputs, type RunInputsRecord } from './run-inputs.js';
 import { clip, formatPath } from '../../util/zod-issues.js';
+import type { SkippedRow } from '../../plan/skipped-rows.js';
 
 /** A timestamp-based run id that sorts in time order: `20261122T051300Z-3fa2`. */
 export function newRunId(now: Date = new Date()): string {
@@ -46,6 +47,8 @@ export interface PlanFile {
   service?: RunService;
   /** The CSV rows and presets the run read (run-inputs.ts), hashed; absent in runs made before genpipe kept them. */
   inputs?: RunInputsRecord;
+  /** The CSV rows left out as invalid (`on_invalid: skip`, `--skip-invalid`), one entry per bad cell; absent when none was. */
+  skipped_rows?: SkippedRow[];
 }
 
 /**
@@ -164,6 +167,7 @@ export async function createRunDir(
         }
       : {}),
     inputs,
+    ...(plan.skippedRows.length > 0 ? { skipped_rows: plan.skippedRows } : {}),
   };
   await writeFile(join(dir, 'plan.json'), `${JSON.stringify(file, null, 2)}\n`, { flag: 'wx' });
   // The manifest as this run read it: `genpipe diff` re-plans it to show the inputs the run sent,
@@ -209,6 +213,20 @@ const PlanFileSchema = z.looseObject({
     }),
   ),
   estimate: z.looseObject({ known_usd: usd, unknown_instances: z.int().min(0) }),
+  skipped_rows: z
+    .array(
+      z.looseObject({
+        step: z.string(),
+        axis: z.string(),
+        file: z.string(),
+        row: z.int(),
+        key: z.string(),
+        column: z.string(),
+        col: z.int(),
+        reason: z.string(),
+      }),
+    )
+    .optional(),
 });
 
 export async function readPlanFile(dir: string): Promise<PlanFile> {
