@@ -301,8 +301,9 @@ async function connect(start: Start, o: SessionOptions): Promise<Service> {
       const moved = movedServiceWarning(previous.service, config, embedded !== undefined);
       if (moved) err(moved);
     }
-    // Unreachable at start: exit 5 with one sentence, before a run directory exists.
-    if (o.fleet) await checkRedis(o.fleet.redis);
+    // Unreachable at start: exit 5 with one sentence, before a run directory exists. Ctrl-C or
+    // SIGTERM while it waits: interrupted (exit 130) at once, the run's files untouched.
+    if (o.fleet) await checkRedis(o.fleet.redis, undefined, start.signal);
     return { flags, config, embedded };
   } catch (error) {
     await embedded?.close();
