@@ -52,7 +52,8 @@ export type RunEvent =
 
 /** Where a resumed run stands at its start, by step, from its journal (and what it committed so far). */
 export interface JournaledProgress {
-  steps: Record<string, { done: number; failed: number; inFlight: number }>;
+  /** `unknown`: submits whose fate is unknown, apart from failures (absent in older events: none). */
+  steps: Record<string, { done: number; failed: number; unknown?: number; inFlight: number }>;
   spentUsd: number;
 }
 

@@ -224,13 +224,15 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
 
 /** Where a resumed run stands, from its journal: progress and its ETA start from here, not from zero. */
 function journaledProgress(state: RunState, spentUsd: number): JournaledProgress {
-  const steps: Record<string, { done: number; failed: number; inFlight: number }> = {};
+  const steps: Record<string, { done: number; failed: number; unknown: number; inFlight: number }> = {};
   for (const [id, entry] of state.instances) {
     const step = stepOfInstanceId(id);
-    const tally = (steps[step] ??= { done: 0, failed: 0, inFlight: 0 });
+    const tally = (steps[step] ??= { done: 0, failed: 0, unknown: 0, inFlight: 0 });
     const status = instanceStatus(entry);
     if (status === 'completed' || status === 'reused') tally.done++;
     else if (status === 'in_flight') tally.inFlight++;
+    // An unanswered keyed intent is resent with its key this start, and counted when it ends.
+    else if (status === 'unknown') tally.unknown += entry.intent?.idempotencyKey == null ? 1 : 0;
     else if (status !== 'pending') tally.failed++;
   }
   return { steps, spentUsd };

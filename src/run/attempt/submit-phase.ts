@@ -91,11 +91,14 @@ async function sendOnce(d: PhaseDeps, r: SubmitRequest, body: unknown, bodyHash:
   fx.creditRetry();
   // Synced only where losing it would cost: a keyed submit lost in a crash is resent with its key
   // and the service answers with the same request; a keyless one would become unknown.
+  // Paid, and known only here when the journal refused the record (a full disk) or the run was
+  // taken over meanwhile (a displaced holder writes nothing): said, so `resume --adopt` finds it.
+  const unjournaled = (): void => fx.emit({ type: 'request_unjournaled', step: r.step.id, instance: id, id: handleId(answer), bodyHash });
   await fx.log({ type: 'submitted', instance: id, handle: answer }, r.key === undefined).catch((error: unknown) => {
-    // Paid, and known only here: said before the error ends the run, so `resume --adopt` finds it.
-    fx.emit({ type: 'request_unjournaled', step: r.step.id, instance: id, id: handleId(answer), bodyHash });
+    unjournaled();
     throw error;
   });
+  if (fx.displaced) unjournaled();
   fx.emit({ type: 'instance_submitted', step: r.step.id, instance: id, model: r.step.model, estimatedUsd: r.step.priceUsd });
   return { submission: answer, body };
 }
