@@ -81,6 +81,12 @@ export interface ModelAdapter {
    */
   lookDelay?(n: number, poll: TurnPollOptions | undefined): number;
   submit(body: unknown, options: { idempotencyKey?: string | undefined; script: InstanceScript }, ctx: AdapterContext): Promise<Submission>;
+  /**
+   * The submission behind an id the service gave a submit that the journal could not record
+   * (`resume --adopt INSTANCE=ID`), so it is followed instead of sent again. Absent: the model's
+   * submissions cannot be adopted (an agent turn is more than one id).
+   */
+  adopt?(id: string): Submission;
   /** Looks at a submission once. */
   track(submission: Submission, script: InstanceScript, ctx: AdapterContext): Promise<TrackResult>;
   /**

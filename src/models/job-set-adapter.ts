@@ -25,6 +25,7 @@ export function jobSetAdapter(
       const set = await submit(body, ctx);
       return { kind: 'job_set', jobSetId: set.id };
     },
+    adopt: (jobSetId) => ({ kind: 'job_set', jobSetId }),
     async track(submission, _script, ctx): Promise<TrackResult> {
       if (submission.kind !== 'job_set') throw new Error(`a job-set adapter cannot track a ${submission.kind}`);
       const set = await ctx.client.legacy.jobSet(submission.jobSetId, { signal: ctx.signal });

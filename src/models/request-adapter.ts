@@ -18,6 +18,7 @@ export function requestAdapter(options: {
       const response = await options.submit(body, idempotencyKey, ctx);
       return { kind: 'request', requestId: response.request_id };
     },
+    adopt: (requestId) => ({ kind: 'request', requestId }),
     async track(submission, _script, ctx): Promise<TrackResult> {
       if (submission.kind !== 'request') throw new Error(`a request adapter cannot track a ${submission.kind}`);
       const status = await ctx.client.requests.status(submission.requestId, { signal: ctx.signal });

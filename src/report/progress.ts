@@ -179,6 +179,10 @@ function wrapSummary(text: string, columns: SummaryColumns = stdoutColumns): str
 interface StepTally {
   done: number;
   failed: number;
+  /** Submits whose fate is unknown: apart from failures, as the report counts them. */
+  unknown: number;
+  /** Unknown ones the journal had at the start: the run tells each again (instance_unknown), counted once. */
+  unknownBefore: number;
   inFlight: number;
   /** Finished before this process started (a resume): not part of the pace the ETA goes by. */
   before: number;
@@ -209,7 +213,7 @@ class Tally {
   step(id: string): StepTally {
     let s = this.steps.get(id);
     if (!s) {
-      s = { done: 0, failed: 0, inFlight: 0, before: 0, startedAt: undefined };
+      s = { done: 0, failed: 0, unknown: 0, unknownBefore: 0, inFlight: 0, before: 0, startedAt: undefined };
       this.steps.set(id, s);
     }
     return s;
@@ -225,8 +229,17 @@ class Tally {
         this.budgetUsd = event.budgetUsd;
         // A resume starts from where its journal stands, not from zero, so its count never runs backwards.
         if (event.already) {
-          for (const [id, t] of Object.entries(event.already.steps))
-            Object.assign(this.step(id), { done: t.done, failed: t.failed, inFlight: t.inFlight, before: t.done + t.failed });
+          for (const [id, t] of Object.entries(event.already.steps)) {
+            const unknown = t.unknown ?? 0;
+            Object.assign(this.step(id), {
+              done: t.done,
+              failed: t.failed,
+              unknown,
+              unknownBefore: unknown,
+              inFlight: t.inFlight,
+              before: t.done + t.failed + unknown,
+            });
+          }
           this.spentUsd = event.already.spentUsd;
         }
         return;
@@ -264,9 +277,13 @@ class Tally {
         // already (instance_finished): it is said, not counted a second time as failed.
         if (event.completed !== true) this.step(event.step).failed++;
         break;
-      case 'instance_unknown':
-        this.step(event.step).failed++;
+      case 'instance_unknown': {
+        // Unknown at the start already: counted from the journal, not a second time.
+        const s = this.step(event.step);
+        if (s.unknownBefore > 0) s.unknownBefore--;
+        else s.unknown++;
         return;
+      }
       default:
         return;
     }
@@ -334,16 +351,20 @@ export class LineProgress implements ProgressSink {
   line(): string {
     let done = 0;
     let failed = 0;
+    let unknown = 0;
     let inFlight = 0;
     let before = 0;
     for (const s of this.#tally.steps.values()) {
       done += s.done;
       failed += s.failed;
+      unknown += s.unknown;
       inFlight += s.inFlight;
       before += s.before;
     }
-    const eta = etaText(done + failed - before, this.#tally.total - before, this.#tally.startedAt, this.#tally.now());
-    return `progress: ${done + failed}/${this.#tally.total} done (${failed} failed), ${inFlight} in flight, ${this.#tally.committedText()}, ETA ${eta}`;
+    const ended = done + failed + unknown;
+    const eta = etaText(ended - before, this.#tally.total - before, this.#tally.startedAt, this.#tally.now());
+    const unknownText = unknown === 0 ? '' : `, ${unknown} unknown`;
+    return `progress: ${ended}/${this.#tally.total} done (${failed} failed${unknownText}), ${inFlight} in flight, ${this.#tally.committedText()}, ETA ${eta}`;
   }
 
   stop(): void {
@@ -454,7 +475,7 @@ export class TtyProgress implements ProgressSink {
     const bar = this.#bars.get(stepId);
     const s = this.#tally.steps.get(stepId);
     if (!bar || !s) return;
-    const finished = s.done + s.failed;
+    const finished = s.done + s.failed + s.unknown;
     bar.update(finished, {
       failed: s.failed,
       inflight: s.inFlight,

@@ -40,6 +40,11 @@ export type RunEvent =
   | { type: 'instance_rerolled'; step: string; instance: string; attempt: number; seed: number; estimatedUsd: number | undefined }
   /** `--reuse`: an earlier run's result, linked in; nothing sent, US$0. */
   | { type: 'instance_reused'; step: string; instance: string; fromRunId: string }
+  /**
+   * The service took a submit (and charged it) but the journal could not record its answer: `id`
+   * is all that finds the paid result again (`genpipe resume --adopt INSTANCE=ID`).
+   */
+  | { type: 'request_unjournaled'; step: string; instance: string; id: string; bodyHash: string }
   | { type: 'run_stopping'; reason: StopReason; message: string }
   /** `--accept-corrupt`: a damaged journal line, and the instance it provably was (none: any instance). */
   | { type: 'journal_corrupt_accepted'; line: number; instance: string | undefined }
@@ -49,7 +54,8 @@ export type RunEvent =
 
 /** Where a resumed run stands at its start, by step, from its journal (and what it committed so far). */
 export interface JournaledProgress {
-  steps: Record<string, { done: number; failed: number; inFlight: number }>;
+  /** `unknown`: submits whose fate is unknown, apart from failures (absent in older events: none). */
+  steps: Record<string, { done: number; failed: number; unknown?: number; inFlight: number }>;
   spentUsd: number;
 }
 

@@ -120,6 +120,8 @@ export class RunContext implements RunEffects {
   #fencedOut = false;
   /** No more writing either: another process writes this run now. */
   #displaced = false;
+  /** The fencing check of the latest append: each append's check waits for the one before. */
+  #fenceChain: Promise<unknown> = Promise.resolve();
 
   constructor(
     readonly options: RunOptions,
@@ -174,8 +176,22 @@ export class RunContext implements RunEffects {
   log(record: JournalRecord, durable = false): Promise<void> {
     // One writer per run: a displaced holder appends nothing more (the new holder owns the journal).
     if (this.#displaced) return Promise.resolve();
+    if (!this.options.fence) return this.#append(record, durable);
+    // Fenced before every append, not only before a spend: a holder paused past the stale period
+    // and taken over (its heartbeat has not seen it yet) writes nothing once it wakes. The checks
+    // are chained, so records keep the order they were logged in; within the lock's lease a check
+    // answers from memory.
+    const fenced = this.#fenceChain.then(() => this.fenced());
+    this.#fenceChain = fenced.catch(() => undefined);
+    return this.op(async () => {
+      await fenced;
+      if (!this.#displaced) await this.#append(record, durable);
+    });
+  }
+
+  #append(record: JournalRecord, durable: boolean): Promise<void> {
     if ('instance' in record) this.instanceRecords++;
-    return this.op(() => this.store.append(record, durable));
+    return this.store.append(record, durable);
   }
 
   emit(event: RunEvent): void {

@@ -1,4 +1,5 @@
 /** The options of a run (see runPlan in runner.ts), with their defaults. */
+import type { Adoption } from './attempt/adopt.js';
 import type { GenerationClient } from '../api/client.js';
 import type { TurnPollOptions } from '../api/agent.js';
 import type { OptionsCatalog } from '../api/wire.js';
@@ -35,6 +36,11 @@ export interface RunOptions {
   failFast?: boolean | undefined;
   /** Resend submits whose fate is unknown (no key, no answer). Default false. */
   resubmitUnknown?: boolean | undefined;
+  /**
+   * Requests the service took whose ids the journal could not record (`resume --adopt`): checked
+   * before anything is written (exit 2), journaled as adopted, then followed, never sent again.
+   */
+  adopt?: readonly Adoption[] | undefined;
   /** On resume, start a new attempt (new key) of the instances that ended so. Default: the run's recorded round. */
   retry?: ReadonlySet<RetryStatus> | undefined;
   /**

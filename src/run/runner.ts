@@ -19,6 +19,9 @@ import { releaseUnsent } from './lock/unsent-notes.js';
 import { resolveRecordedOptions, runSettings, type RunOptions } from './run-options.js';
 import { ReuseIndex } from './attempt/reuse.js';
 import { committedByJournal } from './attempt/spend.js';
+import { checkAdoptions } from './attempt/adopt.js';
+import { settle } from './attempt/settle.js';
+import type { Submission } from '../models/adapter.js';
 import { instanceStatus, sentNotFinal, type RunState } from './journal/run-state.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import type { JournaledProgress } from './events.js';
@@ -53,7 +56,10 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   }
   let fx: RunContext;
   let changes: string[];
+  let adopted: ReadonlyMap<string, Submission> = new Map();
   try {
+    // `--adopt` pairs are checked before anything is written: a refusal is exit 2, nothing changed.
+    if (options.adopt?.length) adopted = checkAdoptions(options.plan, store.state, options.adopt);
     // Intents a displaced holder journaled and never sent are sent as new, not left unknown.
     if (!store.created && store.state.started)
       await releaseUnsent(options.runDir, store.state, (record, durable) => store.append(record, durable));
@@ -74,13 +80,16 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const galleryTimer = view ? setInterval(() => view.update(), GALLERY_EVERY_MS).unref() : undefined;
   const scheduler = new Scheduler(fx, driver);
   if (!store.created) await removePartialDownloads(join(options.runDir, 'outputs'));
-  const already = store.created ? undefined : journaledProgress(store.state, fx.spend.committedUsd);
   // How the last start ended, read before this one's record: a finished run resumed with nothing to do tells no one again.
   const endedBefore = store.state.lastOutcome;
   await fx.log(
     { type: 'run_started', runId: options.runId, pipeline: options.plan.name, planHash: options.planHash, options: fx.recorded },
     true,
   );
+  // Adopted requests are journaled as submitted (settle's `adopted` row), then followed as such.
+  for (const [instance, submission] of adopted)
+    await settle({ fx, step: options.plan.step(stepOfInstanceId(instance)), instance }, { kind: 'adopted', submission });
+  const already = store.created ? undefined : journaledProgress(store.state, fx.spend.committedUsd);
   if (options.serviceForgotten) {
     // What the dead service had in flight is unknown here, not something to follow: journaled, so
     // the run, its summary and the report read the same thing.
@@ -216,13 +225,15 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
 
 /** Where a resumed run stands, from its journal: progress and its ETA start from here, not from zero. */
 function journaledProgress(state: RunState, spentUsd: number): JournaledProgress {
-  const steps: Record<string, { done: number; failed: number; inFlight: number }> = {};
+  const steps: Record<string, { done: number; failed: number; unknown: number; inFlight: number }> = {};
   for (const [id, entry] of state.instances) {
     const step = stepOfInstanceId(id);
-    const tally = (steps[step] ??= { done: 0, failed: 0, inFlight: 0 });
+    const tally = (steps[step] ??= { done: 0, failed: 0, unknown: 0, inFlight: 0 });
     const status = instanceStatus(entry);
     if (status === 'completed' || status === 'reused') tally.done++;
     else if (status === 'in_flight') tally.inFlight++;
+    // An unanswered keyed intent is resent with its key this start, and counted when it ends.
+    else if (status === 'unknown') tally.unknown += entry.intent?.idempotencyKey == null ? 1 : 0;
     else if (status !== 'pending') tally.failed++;
   }
   return { steps, spentUsd };

@@ -46,6 +46,8 @@ import { acquirePipelineLock, lostToThisRun, type LockOptions, type PipelineLock
 import { sleep } from '../api/sleep.js';
 import { onHardExit } from '../util/exit-hooks.js';
 import { readPollPrior } from '../run/polling/poll-prior.js';
+import { unjournaledLine, type Adoption } from '../run/attempt/adopt.js';
+import { oneLine } from '../util/terminal-text.js';
 import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile, type StepSinkRecord } from '../run/files/run-dir.js';
 import { readRunInputs, type RecordedAxes } from '../run/files/run-inputs.js';
 import { skippedRowCount, skippedRowsLines } from '../plan/skipped-rows.js';
@@ -97,6 +99,8 @@ export interface SessionOptions extends SessionIO {
   budgetUsd?: number | undefined;
   failFast?: boolean | undefined;
   resubmitUnknown?: boolean | undefined;
+  /** `resume --adopt INSTANCE=ID`: requests the service took whose ids the journal could not record, followed, not sent again. */
+  adopt?: readonly Adoption[] | undefined;
   acceptCorrupt?: boolean | undefined;
   /** A resume: start new attempts of the instances that ended so (a new round). */
   retry?: ReadonlySet<RetryStatus> | undefined;
@@ -305,8 +309,9 @@ async function connect(start: Start, o: SessionOptions): Promise<Service> {
       const moved = movedServiceWarning(previous.service, config, embedded !== undefined);
       if (moved) err(moved);
     }
-    // Unreachable at start: exit 5 with one sentence, before a run directory exists.
-    if (o.fleet) await checkRedis(o.fleet.redis);
+    // Unreachable at start: exit 5 with one sentence, before a run directory exists. Ctrl-C or
+    // SIGTERM while it waits: interrupted (exit 130) at once, the run's files untouched.
+    if (o.fleet) await checkRedis(o.fleet.redis, undefined, start.signal);
     return { flags, config, embedded };
   } catch (error) {
     await embedded?.close();
@@ -568,6 +573,8 @@ async function execute(x: Execution): Promise<RunResult> {
         // The summary line waits for the report: it says the report's net, on every way a run ends.
         if (event.type === 'run_finished') finished = event;
         else progress.listener(event);
+        // A paid request the journal lost: on stderr whatever the output mode, for `resume --adopt`.
+        if (event.type === 'request_unjournaled') x.err(oneLine(unjournaledLine({ ...event, runDir: x.runDir })));
         x.o.onEvent?.(event);
       }),
     );
@@ -743,6 +750,7 @@ function runOptionsOf(x: Execution, parts: Parts, pollPrior: Awaited<ReturnType<
     budgetUsd: o.budgetUsd,
     failFast: o.failFast,
     resubmitUnknown: o.resubmitUnknown,
+    adopt: o.adopt,
     acceptCorrupt: o.acceptCorrupt,
     serviceForgotten: x.previous?.service?.embedded_emulator === true && x.embedded !== undefined,
     retry: o.retry,

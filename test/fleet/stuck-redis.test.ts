@@ -2,7 +2,9 @@
 // whatever Redis or the service does. A loopback TCP server of the test's own plays the stuck
 // Redis (and, for the service, a stuck HTTP server). Each child process has a hard limit: past it,
 // it is killed and its exit code is null, so "ends by itself" is what each assertion checks.
+import { readFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
@@ -261,4 +263,56 @@ describe('Ctrl-C and SIGTERM end any genpipe process within 5 s, whatever Redis 
       expect(resumed.stdout).toContain('2 completed');
     },
   );
+});
+
+/** The bound on obeying a signal while genpipe waits on a Redis that accepted the connection. */
+const CONNECT_WAIT_BOUND_MS = 2_000;
+
+describe('a signal while run, resume and worker wait on a Redis that accepted and never answers', () => {
+  // Each command against the stuck Redis, signalled once the stuck Redis has its connection.
+  const cases: Array<{ name: string; signal: NodeJS.Signals; argv: () => string[]; runDir?: () => string }> = [];
+  let resumeDir = '';
+  beforeAll(async () => {
+    const out = tempDir();
+    const local = await runCli(['run', sheetsManifest(tempDir(), 1, { name: 'waitresume' }), '--out', out, '--rate', '1000'], {
+      env: { GENPIPE_BASE_URL: emu.url },
+    });
+    expect(local.code, local.stderr).toBe(0);
+    resumeDir = findRunDir(out, 'waitresume');
+  });
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    cases.push(
+      {
+        name: 'run --redis',
+        signal,
+        argv: () => ['run', sheetsManifest(tempDir(), 2, { name: 'waitrun' }), '--out', tempDir(), '--redis', stuck.url('redis'), '--yes'],
+      },
+      { name: 'resume --redis', signal, argv: () => ['resume', resumeDir, '--redis', stuck.url('redis')], runDir: () => resumeDir },
+      { name: 'worker --redis', signal, argv: () => ['worker', '--redis', stuck.url('redis')] },
+    );
+  }
+  for (const c of cases) {
+    it(`${c.signal} to ${c.name}: exit 130 within 2 s, the journal untouched`, { timeout: 30_000 }, async () => {
+      const journal = c.runDir ? readFileSync(join(c.runDir(), 'journal.jsonl')) : undefined;
+      const seen = stuck.connections();
+      const whenConnected = (send: (signal: NodeJS.Signals) => void): void => {
+        const timer = setInterval(() => {
+          if (stuck.connections() === seen) return;
+          clearInterval(timer);
+          send(c.signal);
+        }, 20);
+        timer.unref();
+      };
+      const started = performance.now();
+      const result = await runCli(c.argv(), { env: { GENPIPE_BASE_URL: emu.url }, timeoutMs: 15_000, onSpawn: whenConnected });
+      expect(result.code, result.stderr).toBe(130);
+      expect(result.msAfterSignal).toBeLessThanOrEqual(CONNECT_WAIT_BOUND_MS);
+      // Obeyed, not a Redis failure that happened to come soon after: the check's own deadline is 3 s.
+      expect(performance.now() - started).toBeLessThan(3_000 + 2_000);
+      expect(result.stderr).toMatch(
+        /^genpipe: Interrupted while connecting to Redis at redis:\/\/127\.0\.0\.1:\d+; nothing was changed\.\n$/,
+      );
+      if (journal) expect(readFileSync(join(c.runDir!(), 'journal.jsonl')).equals(journal)).toBe(true);
+    });
+  }
 });

@@ -26,6 +26,28 @@ function sink(): { out: string[]; err: string[]; output: { out: (t: string) => v
 }
 
 describe('progress outside a TTY', () => {
+  it("counts unknown submits apart from failures, as the report does, and a resume tells the journal's unknown ones once", () => {
+    const s = sink();
+    const progress = new LineProgress(s.output, { quiet: true });
+    progress.listener({
+      type: 'run_started',
+      runId: 'r',
+      runDir: 'd',
+      pipeline: 'p',
+      instances: 4,
+      resumed: true,
+      budgetUsd: undefined,
+      already: { steps: { a: { done: 1, failed: 0, unknown: 1, inFlight: 0 } }, spentUsd: 0.06 },
+    });
+    expect(progress.line()).toMatch(/^progress: 2\/4 done \(0 failed, 1 unknown\)/);
+    // The resume tells the journal's unknown instance again: not a second one, and not a failure.
+    progress.listener({ type: 'instance_unknown', step: 'a', instance: 'a[s=2]', message: 'm' });
+    expect(progress.line()).toMatch(/^progress: 2\/4 done \(0 failed, 1 unknown\)/);
+    // One that became unknown in this start is counted.
+    progress.listener({ type: 'instance_unknown', step: 'a', instance: 'a[s=3]', message: 'm' });
+    expect(progress.line()).toMatch(/^progress: 3\/4 done \(0 failed, 2 unknown\)/);
+  });
+
   it('on a resume, starts from where the journal stands: counts, spend, and an ETA paced by this process alone', () => {
     const s = sink();
     let clock = 0;

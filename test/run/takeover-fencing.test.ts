@@ -6,7 +6,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { findRunDir, runCli, tempDir, type CliResult } from './runner-helpers.js';
+import { FAULT_PROFILES, NO_ROUTE_FAULTS } from '../../src/emulator/faults.js';
+import { findRunDir, journalOf, runCli, spentUsd, tempDir, type CliResult } from './runner-helpers.js';
 
 let emu: Emulator;
 beforeAll(async () => {
@@ -16,11 +17,11 @@ afterAll(async () => {
   await emu.close();
 });
 
-function images(dir: string, name: string): string {
+function images(dir: string, name: string, count = 40): string {
   const path = join(dir, `${name}.yaml`);
   writeFileSync(
     path,
-    `version: 1\nname: ${name}\nprices: { soul-standard: 0.03 }\nsteps:\n  p:\n    model: soul-standard\n    matrix: { n: { range: { from: 1, to: 40 } } }\n    input: { prompt: "Poster {{ n }}", aspect_ratio: "1:1", resolution: 1080p }\n`,
+    `version: 1\nname: ${name}\nprices: { soul-standard: 0.03 }\nsteps:\n  p:\n    model: soul-standard\n    matrix: { n: { range: { from: 1, to: ${count} } } }\n    input: { prompt: "Poster {{ n }}", aspect_ratio: "1:1", resolution: 1080p }\n`,
   );
   return path;
 }
@@ -106,3 +107,114 @@ async function firstPid(out: string): Promise<number | undefined> {
   }
   return undefined;
 }
+
+describe('a displaced holder writes nothing after the new holder starts', () => {
+  it(
+    'SIGSTOP past the stale period with submits in flight, a takeover, then SIGCONT: the old holder appends nothing after the new run_started, and no progress or summary claims a failure the report lacks',
+    { timeout: 120_000 },
+    async () => {
+      // Each submit waits 1.5 s before the service processes it: the pause catches some in flight,
+      // answered while the holder is stopped, and read by it when it wakes.
+      const slow = await startEmulator({
+        port: 0,
+        timeScale: 0,
+        log: () => {},
+        faults: {
+          ...FAULT_PROFILES.none,
+          name: 'slow-submits',
+          routes: { ...FAULT_PROFILES.none.routes, submit: { ...NO_ROUTE_FAULTS, latency_ms: 1_500 } },
+        },
+      });
+      try {
+        const dir = tempDir();
+        const out = join(dir, 'runs');
+        const env = { GENPIPE_BASE_URL: slow.url, GENPIPE_LOCK_STALE_MS: '6000' };
+        const manifest = images(dir, 'fenced', 12);
+        let pause: ((signal: NodeJS.Signals) => void) | undefined;
+        const first = runCli(['run', manifest, '--out', out, '--rate', '1000', '--concurrency', '4', '--progress-interval', '1'], {
+          env,
+          timeoutMs: 100_000,
+          onSpawn: (send) => (pause = send),
+        });
+        // Stopped once submits are journaled and on their way, before the service answers them.
+        const unansweredNow = (): boolean => {
+          try {
+            const records = journalOf(findRunDir(out, 'fenced')).records;
+            return records.filter((r) => r.type === 'intent').length > records.filter((r) => r.type === 'submitted').length;
+          } catch {
+            return false;
+          }
+        };
+        await until(unansweredNow, 30_000);
+        await new Promise((r) => setTimeout(r, 150));
+        pause?.('SIGSTOP');
+        const runDir = findRunDir(out, 'fenced');
+        await new Promise((r) => setTimeout(r, 7_000));
+        const second = runCli(['resume', runDir, '--progress-interval', '1'], { env, timeoutMs: 100_000 });
+        await until(() => journalOf(runDir).records.filter((r) => r.type === 'run_started').length >= 2, 30_000);
+        process.kill((await firstPid(out)) ?? 0, 'SIGCONT');
+        const [old, resumed] = await Promise.all([first, second]);
+        expect(old.code, old.stderr).toBe(4);
+        expect([0, 1]).toContain(resumed.code);
+
+        const records = journalOf(runDir).records;
+        const takeover = records.findLastIndex((r) => r.type === 'run_started');
+        const before = records.slice(0, takeover);
+        const after = records.slice(takeover + 1);
+        // The pause caught a submit the service took while the old holder was stopped.
+        const unanswered = new Set(before.filter((r) => r.type === 'intent').map((r) => r.instance));
+        for (const r of before) if (r.type === 'submitted' || r.type === 'status') unanswered.delete(r.instance);
+        expect(unanswered.size, records.map((r) => `${r.type} ${'instance' in r ? r.instance : ''}`).join('\n')).toBeGreaterThan(0);
+        // After the new holder's run_started, only its own records: none about a submit it did not
+        // make (the old holder's answers), one run_finished, no record twice.
+        const own = new Set(after.filter((r) => r.type === 'intent').map((r) => r.instance));
+        const foreign = after.filter((r) => r.type === 'submitted' && !own.has(r.instance));
+        expect(foreign).toEqual([]);
+        expect(after.filter((r) => r.type === 'run_finished')).toHaveLength(1);
+        const seen = after
+          .map((r) => `${r.type} ${'instance' in r ? r.instance : ''}`)
+          .filter((k) => !k.startsWith('intent') && !k.startsWith('run_'));
+        expect(seen.length).toBe(new Set(seen).size);
+        expect(old.stderr).not.toMatch(/internal error/);
+
+        // Progress and summary count failures as the report does.
+        const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as {
+          total: { counts: Record<string, number> };
+        };
+        const counts = report.total.counts;
+        const failedInReport = (counts.failed ?? 0) + (counts.nsfw ?? 0) + (counts.canceled ?? 0);
+        for (const [who, result] of [
+          ['resume', resumed],
+          ['old holder', old],
+        ] as const) {
+          for (const m of result.stderr.matchAll(/^progress: \d+\/\d+ done \((\d+) failed(?:, (\d+) unknown)?\)/gm))
+            expect(Number(m[1]), `${who}: ${m[0]}`).toBeLessThanOrEqual(failedInReport);
+          for (const m of result.stdout.matchAll(/; (\d+) completed, (\d+) failed, (\d+) nsfw, (\d+) canceled/g))
+            expect(Number(m[2]) + Number(m[3]) + Number(m[4]), `${who}: ${m[0]}`).toBeLessThanOrEqual(failedInReport);
+        }
+        // Unknown apart from failures, as the report counts them, and counted once.
+        const lastProgress = [...resumed.stderr.matchAll(/^progress: .*$/gm)].at(-1)?.[0] ?? '';
+        expect(lastProgress).toMatch(new RegExp(`\\(${failedInReport} failed, ${counts.unknown} unknown\\)`));
+        expect(resumed.stdout).toContain(`, ${counts.unknown} unknown;`);
+
+        // What the old holder was paid for and could not journal it said, pair by pair; adopted,
+        // they complete the run with no second POST, and the report is the ledger.
+        const pairs = [...old.stderr.matchAll(/--adopt '([^']+)'$/gm)].map((m) => m[1] as string);
+        expect(pairs.length).toBe(counts.unknown);
+        const posts = slow.requests.inspect({}).length;
+        const adopted = await runCli(['resume', runDir, ...pairs.flatMap((p) => ['--adopt', p])], { env, timeoutMs: 60_000 });
+        expect(adopted.code, adopted.stderr).toBe(0);
+        expect(slow.requests.inspect({}).length).toBe(posts);
+        expect(posts).toBe(12);
+        const final = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as {
+          total: { netUsd: number; unknownUsd: number; counts: Record<string, number> };
+        };
+        expect(final.total.counts.completed).toBe(12);
+        expect(final.total.unknownUsd).toBe(0);
+        expect(final.total.netUsd).toBeCloseTo(spentUsd(slow), 6);
+      } finally {
+        await slow.close();
+      }
+    },
+  );
+});

@@ -1,5 +1,6 @@
 import { GenpipeError } from '../../api/errors.js';
 import { RETRY_STATUSES, type RetryStatus } from '../../run/runner.js';
+import { parseAdoption } from '../../run/attempt/adopt.js';
 import { webhookFlags } from '../../run/polling/webhook-receiver.js';
 import { parseRedisUrl, redisUrlOf } from '../../fleet/redis.js';
 import { resumeRun, startRun, type SessionOptions } from '../../session/run-session.js';
@@ -45,6 +46,12 @@ const RUN_OPTIONS = {
     help: 'continue the run in RUN_DIR with this manifest (as genpipe resume does with the one it was started with)',
   },
   'resubmit-unknown': { type: 'boolean', help: 'on resume, resend submits whose fate is unknown (no key, no answer)' },
+  adopt: {
+    type: 'string',
+    value: 'INSTANCE=REQUEST_ID',
+    multiple: true,
+    help: 'on resume, follow a request the service took whose id the journal could not record (a full disk), as the run printed the pair on stderr: journaled as adopted, followed and downloaded, never sent again. Refused (exit 2, nothing sent) for an instance not in the plan, already final, or with a journaled request id',
+  },
   'accept-corrupt': {
     type: 'boolean',
     help: 'on resume, go past damaged journal lines (refused otherwise, exit 2): every instance such a line could belong to becomes unknown (see --retry unknown)',
@@ -193,6 +200,9 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
       'invalid_input',
       '--skip-invalid chooses the rows of a new run; a resume runs the rows its run recorded (those it set aside stay aside).',
     );
+  const adopt = values.adopt?.map(parseAdoption);
+  if (adopt !== undefined && resumeDir === undefined)
+    throw new GenpipeError('invalid_input', '--adopt follows a request of an earlier start: use it with genpipe resume RUN_DIR.');
   const options: SessionOptions = {
     connection: connectionFlags(values),
     emulator: values.emulator === true,
@@ -203,6 +213,7 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     budgetUsd: numberFlag(values.budget, '--budget', { min: 0 }),
     failFast: values['fail-fast'],
     resubmitUnknown: values['resubmit-unknown'],
+    adopt,
     acceptCorrupt: values['accept-corrupt'],
     retry: retryStatuses(values.retry),
     reuse: values.reuse,

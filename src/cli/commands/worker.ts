@@ -64,7 +64,7 @@ for up to --grace seconds, hands back the rest (another worker follows them) and
 within 5 s of the signal (past 4 s it is ended with 143, or 130 for Ctrl-C).`,
   groups: GROUPS,
   footer: `Exit codes: 0 stopped by a signal, 2 invalid input, 5 Redis unreachable at start, or not
-answering for 10 s once started.`,
+answering for 10 s once started, 130 a signal while it still waited on Redis at start.`,
   async run(argv, io) {
     const { values, positionals } = parse(argv, tableOf(GROUPS), 'worker');
     noExtraPositionals(positionals, 0, 'worker');
@@ -86,7 +86,8 @@ answering for 10 s once started.`,
     const client = openClient(connection, io);
     let webhook: WebhookReceiver | undefined;
     try {
-      await checkRedis(target);
+      // Ctrl-C or SIGTERM while it waits on Redis: interrupted (exit 130), nothing started.
+      await checkRedis(target, undefined, io.signal);
       if (listen) webhook = await WebhookReceiver.start(listen);
       const { startFleetWorker, defaultWorkerName } = await import('../../fleet/worker.js');
       const name = values.name ?? defaultWorkerName();

@@ -10,6 +10,7 @@
  */
 import type { StopReason } from '../events.js';
 import type { GenpipeError } from '../../api/errors.js';
+import type { Submission } from '../../models/adapter.js';
 
 /** How a finished instance is counted: made by this run, or reused from an earlier one. */
 export type Counted = 'completed' | 'reused';
@@ -53,6 +54,12 @@ export type AttemptFate =
   | { kind: 'files_missing'; counted: Counted; code: string; message: string; permanent: boolean }
   /** Completed, every file fetched, and its sink did not take them all: they wait on disk for a resume. `reusedFrom`: an earlier run's result. */
   | { kind: 'upload_pending'; counted: Counted; message: string; reusedFrom?: string | undefined }
+  /**
+   * `resume --adopt INSTANCE=ID`: a submit the service took (and charged) whose answer the journal
+   * could not record. Its submission is journaled (`submitted`, `adopted: true`) and followed; its
+   * price is already in what the journal committed (its intent), so it is charged once.
+   */
+  | { kind: 'adopted'; submission: Submission }
   /** An earlier run's result, linked in (`--reuse`): nothing sent, US$0. */
   | { kind: 'reused'; fromRunId: string }
   /** An earlier start failed it for good: counted again as failed. */
@@ -83,6 +90,7 @@ const KINDS = new Set<string>([
   'failed_here',
   'files_missing',
   'upload_pending',
+  'adopted',
   'reused',
   'failed_before',
   'ended_before',

@@ -158,6 +158,14 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
         : { type: 'instance_reused', step: s.step.id, instance: s.instance, fromRunId: fate.reusedFrom },
     then: (fate, s) => s.fx.uploadPending(s.step, s.instance, fate.message),
   },
+  // Charged when it was first sent, and counted since as its intent: kept, counted when it ends.
+  adopted: {
+    money: 'keep',
+    record: (fate, s) => ({
+      record: { type: 'submitted', instance: s.instance, handle: fate.submission, adopted: true },
+      durable: true,
+    }),
+  },
   reused: {
     money: 'keep',
     count: 'reused',

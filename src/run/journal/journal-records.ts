@@ -81,6 +81,10 @@ export const SubmissionHandle = z.discriminatedUnion('kind', [
 ]);
 export type SubmissionHandle = z.infer<typeof SubmissionHandle>;
 
+/**
+ * The service's answer to a submit. `adopted: true` (not in the schema's fields: a loose extra)
+ * marks one recorded by `resume --adopt`, after the journal of the start that sent it could not.
+ */
 export const SubmittedRecord = z.looseObject({
   type: z.literal('submitted'),
   at,

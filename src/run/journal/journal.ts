@@ -67,6 +67,17 @@ const PREFIX_LENGTH = 9; // 8 hex digits and a space
 /** About the largest single write, in characters; a batch is closed before it grows past it. */
 const MAX_BATCH_CHARS = 4 * 1024 * 1024;
 
+/**
+ * The code of a failed journal write: `internal` when the system refused it (ENOSPC, EROFS, EIO...),
+ * so that where the error leaves the command a disk's refusal is told as such (exit 6) and any
+ * other as the bug it is, whichever append met it, the first or a later one.
+ */
+function writeFailureCode(error: unknown): 'internal' | 'invalid_file' {
+  return typeof (error as NodeJS.ErrnoException | undefined)?.code === 'string' && !(error instanceof GenpipeError)
+    ? 'internal'
+    : 'invalid_file';
+}
+
 /** One JSON text as a journal line (checksum, space, JSON, newline); the checksum covers its UTF-8 bytes. */
 function lineText(json: string): string {
   return `${crc32(json).toString(16).padStart(8, '0')} ${json}\n`;
@@ -759,9 +770,13 @@ export class Journal {
 
   #assertWritable(): void {
     if (this.#failure !== undefined)
-      throw new JournalError('invalid_file', `The journal ${this.path} failed to write earlier; it accepts no more records.`, {
-        cause: this.#failure,
-      });
+      throw new JournalError(
+        writeFailureCode(this.#failure),
+        `The journal ${this.path} failed to write earlier; it accepts no more records.`,
+        {
+          cause: this.#failure,
+        },
+      );
     if (this.#closing) throw new JournalError('invalid_file', `The journal ${this.path} is closed.`);
   }
 
@@ -803,7 +818,7 @@ export class Journal {
         }
       } catch (error) {
         this.#failure = error;
-        const wrapped = new JournalError('invalid_file', `Could not write the journal ${this.path}.`, { cause: error });
+        const wrapped = new JournalError(writeFailureCode(error), `Could not write the journal ${this.path}.`, { cause: error });
         batch.reject(wrapped);
         for (const waiting of this.#batches.splice(0)) waiting.reject(wrapped);
         break;

@@ -44,6 +44,13 @@ const CASES: Record<FateKind, { fate: AttemptFate; money: 'keep' | 'refund'; why
     },
   ],
   upload_pending: [{ fate: { kind: 'upload_pending', counted: 'completed', message: 'm' }, money: 'keep', why: 'completed' }],
+  adopted: [
+    {
+      fate: { kind: 'adopted', submission: { kind: 'request', requestId: 'req-1' } },
+      money: 'keep',
+      why: 'charged when it was first sent, and counted since as its intent',
+    },
+  ],
   reused: [{ fate: { kind: 'reused', fromRunId: 'r' }, money: 'keep', why: 'nothing reserved, nothing to give back' }],
   failed_before: [{ fate: { kind: 'failed_before' }, money: 'keep', why: 'settled by an earlier start' }],
   ended_before: [{ fate: { kind: 'ended_before', status: 'nsfw' }, money: 'keep', why: 'settled by an earlier start' }],
@@ -121,6 +128,8 @@ describe('the settlement table', () => {
       [{ kind: 'refused', code: 'bad_request', message: 'm' }, []],
       [{ kind: 'failed_before' }, ['failed']],
       [{ kind: 'kept', reason: 'r' }, []],
+      // Counted once, when the adopted request ends.
+      [{ kind: 'adopted', submission: { kind: 'request', requestId: 'req-1' } }, []],
     ];
     for (const [fate, counts] of expected) {
       const { fx, seen } = recorder();

@@ -60,8 +60,9 @@ describe('an intent a displaced holder never sent', () => {
         try {
           run = await prepareRun(emu, posters(tempDir(), withNote ? 'noted' : 'unnoted', 3));
           const spentBefore = emu.ledger.netMicros(() => true) / 1e6;
-          // Check 1 comes before the first intent, check 2 right after it: lost there.
-          await runPlan({ ...runOf(run), signal: new AbortController().signal, concurrency: 1, fence: fenceFailingAfter(1) }).catch(
+          // Every append is fenced too: check 1 is run_started's, check 2 comes before the first
+          // intent, check 3 is the intent's append, check 4 right after it: lost there.
+          await runPlan({ ...runOf(run), signal: new AbortController().signal, concurrency: 1, fence: fenceFailingAfter(3) }).catch(
             () => undefined,
           );
           expect(requestsOf(run)).toBe(0);
