@@ -10,6 +10,7 @@ import { sleep } from '../../api/sleep.js';
 import { sha256Hex } from '../../api/transport.js';
 import type { Submission } from '../../models/adapter.js';
 import { isRemoteUrl, mapImageFields } from '../../models/registry.js';
+import { submissionId } from '../../models/submission.js';
 import type { PlannedInstance, StepPlan } from '../../plan/plan.js';
 import type { RunEffects } from '../run-context.js';
 import { noteUnsent } from '../lock/unsent-notes.js';
@@ -93,7 +94,7 @@ async function sendOnce(d: PhaseDeps, r: SubmitRequest, body: unknown, bodyHash:
   // and the service answers with the same request; a keyless one would become unknown.
   // Paid, and known only here when the journal refused the record (a full disk) or the run was
   // taken over meanwhile (a displaced holder writes nothing): said, so `resume --adopt` finds it.
-  const unjournaled = (): void => fx.emit({ type: 'request_unjournaled', step: r.step.id, instance: id, id: handleId(answer), bodyHash });
+  const unjournaled = (): void => fx.emit({ type: 'request_unjournaled', step: r.step.id, instance: id, id: submissionId(answer), bodyHash });
   await fx.log({ type: 'submitted', instance: id, handle: answer }, r.key === undefined).catch((error: unknown) => {
     unjournaled();
     throw error;
@@ -101,13 +102,6 @@ async function sendOnce(d: PhaseDeps, r: SubmitRequest, body: unknown, bodyHash:
   if (fx.displaced) unjournaled();
   fx.emit({ type: 'instance_submitted', step: r.step.id, instance: id, model: r.step.model, estimatedUsd: r.step.priceUsd });
   return { submission: answer, body };
-}
-
-/** The id a submission is found by again (`resume --adopt INSTANCE=ID`). */
-function handleId(submission: Submission): string {
-  if (submission.kind === 'request') return submission.requestId;
-  if (submission.kind === 'job_set') return submission.jobSetId;
-  return `${submission.sessionId}/${submission.messageId}`;
 }
 
 /** Uploads local image paths once per run (journaled, so a resume sends the same URL and body). */
