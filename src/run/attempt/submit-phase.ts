@@ -94,7 +94,8 @@ async function sendOnce(d: PhaseDeps, r: SubmitRequest, body: unknown, bodyHash:
   // and the service answers with the same request; a keyless one would become unknown.
   // Paid, and known only here when the journal refused the record (a full disk) or the run was
   // taken over meanwhile (a displaced holder writes nothing): said, so `resume --adopt` finds it.
-  const unjournaled = (): void => fx.emit({ type: 'request_unjournaled', step: r.step.id, instance: id, id: submissionId(answer), bodyHash });
+  const unjournaled = (): void =>
+    fx.emit({ type: 'request_unjournaled', step: r.step.id, instance: id, id: submissionId(answer), bodyHash });
   await fx.log({ type: 'submitted', instance: id, handle: answer }, r.key === undefined).catch((error: unknown) => {
     unjournaled();
     throw error;
