@@ -39,7 +39,7 @@ describe('progress output', () => {
     expect(result.stderr).toMatch(/^running quickstart: 6 instance\(s\) in /);
     // Any progress line (the run may end within the first second) is the plain one-line form.
     for (const line of result.stderr.split('\n').filter((l) => l.startsWith('progress: ')))
-      expect(line).toMatch(/^progress: \d+\/6 done \(\d+ failed\), \d+ in flight, committed US\$[\d.]+, ETA \S+$/);
+      expect(line).toMatch(/^progress: \d+\/6 done \(\d+ failed\), \d+ in flight, committed US\$[\d.]+( of US\$[\d.]+ budget)?, ETA \S+$/);
     expect(result.stderr + result.stdout).not.toContain('\u001b[');
     expect(result.stdout).toMatch(/^quickstart \S+: completed; 6 completed, 0 failed, 0 nsfw, 0 canceled; net US\$0\.30; [\d.]+ s; /);
   });
