@@ -6,8 +6,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CliIO } from '../../src/cli/io.js';
-import { main } from '../../src/cli/main.js';
+import { runInProcess } from '../cli/in-process.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { cleanTemps, HF_KEY, tempDir } from '../run/runner-helpers.js';
 import { launchChromium, watchPage } from './chromium.js';
@@ -35,16 +34,7 @@ steps:
 }
 
 async function cli(args: string[], base?: string): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIO = {
-    out: (t) => (out += `${t}\n`),
-    write: async (t) => void (out += t),
-    err: (t) => (err += `${t}\n`),
-    env: { ...(base ? { GENPIPE_BASE_URL: base } : {}), HF_KEY },
-    signal: new AbortController().signal,
-  };
-  return { code: await main(args, io), out, err };
+  return runInProcess(args, { ...(base ? { GENPIPE_BASE_URL: base } : {}), HF_KEY });
 }
 
 const runDirOf = (out: string): string => / instance\(s\) in (\S+)/.exec(out)?.[1] ?? '';

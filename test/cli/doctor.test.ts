@@ -6,8 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { CliIO } from '../../src/cli/io.js';
-import { main } from '../../src/cli/main.js';
+import { runInProcess } from './in-process.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { startTestRedis, type TestRedis } from '../fleet/redis-server.js';
 import { receiver } from '../notify/receiver.js';
@@ -45,16 +44,7 @@ interface Check {
 }
 
 async function doctor(args: string[], env: Record<string, string> = {}): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIO = {
-    out: (t) => (out += `${t}\n`),
-    write: async (t) => void (out += t),
-    err: (t) => (err += `${t}\n`),
-    env: { ...process.env, GENPIPE_BASE_URL: emu.url, HF_KEY, ...env },
-    signal: new AbortController().signal,
-  };
-  return { code: await main(['doctor', ...args], io), out, err };
+  return runInProcess(['doctor', ...args], { ...process.env, GENPIPE_BASE_URL: emu.url, HF_KEY, ...env });
 }
 
 function manifest(dir: string, hook: string): string {

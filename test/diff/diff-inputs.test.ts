@@ -7,8 +7,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CliIO } from '../../src/cli/io.js';
-import { main } from '../../src/cli/main.js';
+import { runInProcess } from '../cli/in-process.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { cleanTemps, HF_KEY, tempDir } from '../run/runner-helpers.js';
 
@@ -22,16 +21,7 @@ const writeCsv = (records: string[][]): void =>
   writeFileSync(join(dir, 'campaign.csv'), `id,headline\n${records.map((r) => r.join(',')).join('\n')}\n`);
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIO = {
-    out: (t) => (out += `${t}\n`),
-    write: async (t) => void (out += t),
-    err: (t) => (err += `${t}\n`),
-    env: { GENPIPE_BASE_URL: emulator.url, HF_KEY },
-    signal: new AbortController().signal,
-  };
-  return { code: await main(args, io), out, err };
+  return runInProcess(args, { GENPIPE_BASE_URL: emulator.url, HF_KEY });
 }
 
 const runDirOf = (out: string): string => / instance\(s\) in (\S+)/.exec(out)?.[1] ?? '';

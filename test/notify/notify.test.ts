@@ -7,8 +7,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { CliIO } from '../../src/cli/io.js';
-import { main } from '../../src/cli/main.js';
+import { runInProcess } from '../cli/in-process.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { deliverNotifications } from '../../src/notify/deliver.js';
 import { chatText, notifyBody, notifySummary, summaryText, type RunEnd } from '../../src/notify/notify-message.js';
@@ -64,17 +63,7 @@ async function run(
   signal = new AbortController().signal,
   base = emu.url,
 ): Promise<CliRun> {
-  let out = '';
-  let err = '';
-  const io: CliIO = {
-    out: (t) => (out += `${t}\n`),
-    write: async (t) => void (out += t),
-    err: (t) => (err += `${t}\n`),
-    env: { GENPIPE_BASE_URL: base, HF_KEY, ...env },
-    signal,
-  };
-  const code = await main(args, io);
-  return { code, out, err };
+  return runInProcess(args, { GENPIPE_BASE_URL: base, HF_KEY, ...env }, signal);
 }
 
 const target = (url: string): ResolvedTarget => ({ url, label: `${new URL(url).origin}/…`, events: new Set(['finish']), format: 'json' });

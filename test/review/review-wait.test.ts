@@ -5,8 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CliIO } from '../../src/cli/io.js';
-import { main } from '../../src/cli/main.js';
+import { runInProcess } from '../cli/in-process.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { reviewWaitSentence } from '../../src/review/review-wait.js';
 import { cleanTemps, findRunDir, HF_KEY, tempDir } from '../run/runner-helpers.js';
@@ -16,16 +15,7 @@ let manifest: string;
 let runDir: string;
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIO = {
-    out: (t) => (out += `${t}\n`),
-    write: async (t) => void (out += t),
-    err: (t) => (err += `${t}\n`),
-    env: { GENPIPE_BASE_URL: emu.url, HF_KEY },
-    signal: new AbortController().signal,
-  };
-  return { code: await main(args, io), out, err };
+  return runInProcess(args, { GENPIPE_BASE_URL: emu.url, HF_KEY });
 }
 
 const decision = (d: 'approved' | 'rejected') => ({ decision: d, starred: false, at: new Date().toISOString() });

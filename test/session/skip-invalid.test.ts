@@ -6,8 +6,7 @@
 import { readFileSync, writeFileSync, appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { CliIO } from '../../src/cli/io.js';
-import { main } from '../../src/cli/main.js';
+import { runInProcess } from '../cli/in-process.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { receiver } from '../notify/receiver.js';
 import { cleanTemps, emuRequests, findRunDir, HF_KEY, tempDir } from '../run/runner-helpers.js';
@@ -73,16 +72,7 @@ ${notify}steps:
 }
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const io: CliIO = {
-    out: (t) => (out += `${t}\n`),
-    write: async (t) => void (out += t),
-    err: (t) => (err += `${t}\n`),
-    env: { GENPIPE_BASE_URL: emu.url, HF_KEY },
-    signal: new AbortController().signal,
-  };
-  return { code: await main(args, io), out, err };
+  return runInProcess(args, { GENPIPE_BASE_URL: emu.url, HF_KEY });
 }
 
 /** Each bad cell's line in the text, in order. */
