@@ -11,7 +11,7 @@ import { sleep } from '../api/sleep.js';
 import type { Plan, StepPlan } from '../plan/plan.js';
 import { emptyCounts, type RunCounts, type RunEvent, type StopReason } from './events.js';
 import type { JournalRecord, RecordedOptions } from './journal/journal-records.js';
-import { runSettings, type RateLimiter, type RetryStatus, type RunOptions, type RunSettings } from './run-options.js';
+import type { RateLimiter, RetryStatus, RunOptions, RunSettings } from './run-options.js';
 import type { ReuseIndex } from './attempt/reuse.js';
 import { Spend } from './attempt/spend.js';
 import { lostToThisRun } from './lock/lock.js';
@@ -112,9 +112,6 @@ export class RunContext implements RunEffects {
   progress = 0;
   /** Waits on another part of the run, by what they wait for. */
   readonly waits = new Map<string, number>();
-  readonly #retryBudget: number;
-  /** Every default of this start, applied once (run-options.ts runSettings). */
-  readonly settings: RunSettings;
   #retriesLeft: number;
   /** No more spending: the lock was lost. */
   #fencedOut = false;
@@ -127,14 +124,14 @@ export class RunContext implements RunEffects {
     readonly options: RunOptions,
     readonly store: RunStore,
     readonly recorded: RecordedOptions,
+    /** Every default of this start, applied once (run-options.ts runSettings). */
+    readonly settings: RunSettings,
     readonly reuse: ReuseIndex | undefined,
     committedUsd: number,
   ) {
-    this.settings = runSettings(options, recorded);
     this.limiter = options.limiter ?? watchedBucket(this.settings.ratePerSecond);
     this.signal = AbortSignal.any([options.signal, this.halt.signal]);
-    this.#retryBudget = this.settings.retryBudget;
-    this.#retriesLeft = this.#retryBudget;
+    this.#retriesLeft = this.settings.retryBudget;
     this.spend = new Spend(this.settings.budgetUsd, committedUsd);
     this.retry = new Set(recorded.retry);
     const fence = options.fence;
@@ -232,7 +229,7 @@ export class RunContext implements RunEffects {
   }
 
   creditRetry(): void {
-    if (this.#retriesLeft < this.#retryBudget) this.#retriesLeft++;
+    if (this.#retriesLeft < this.settings.retryBudget) this.#retriesLeft++;
   }
 
   consumeRetry(): boolean {

@@ -202,7 +202,8 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
     },
     store.state.options,
   );
-  const budget = runSettings(options, recorded).budgetUsd;
+  const settings = runSettings(options, recorded);
+  const budget = settings.budgetUsd;
   const unpriced = options.plan.steps.filter((s) => s.priceUsd === undefined).map((s) => s.id);
   if (budget !== undefined && unpriced.length > 0) {
     // A budget is a promise about money: an instance of unknown price could break it unseen. The
@@ -220,7 +221,7 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
         : undefined;
   const prices = new Map(options.plan.steps.map((s) => [s.id, s.priceUsd]));
   const committed = committedByJournal(store.state, (step) => prices.get(step));
-  return { fx: new RunContext(options, store, recorded, reuse, committed), changes };
+  return { fx: new RunContext(options, store, recorded, settings, reuse, committed), changes };
 }
 
 /** Where a resumed run stands, from its journal: progress and its ETA start from here, not from zero. */
