@@ -541,17 +541,12 @@ function skippableAxes(loaded: LoadedManifest, all: boolean): Skippable | undefi
     const spec = loaded.manifest.steps[step]?.matrix?.[axis];
     return spec !== undefined && !Array.isArray(spec) && 'csv' in spec ? spec : undefined;
   };
-  const any = Object.keys(loaded.manifest.steps).some((step) =>
-    Object.keys(loaded.manifest.steps[step]?.matrix ?? {}).some((axis) => {
-      const spec = csvAxis(step, axis);
-      return spec !== undefined && (all || spec.on_invalid === 'skip');
-    }),
-  );
-  if (!any) return undefined;
-  return (step, axis) => {
+  const skips: Skippable = (step, axis) => {
     const spec = csvAxis(step, axis);
     return spec !== undefined && (all || spec.on_invalid === 'skip');
   };
+  const any = Object.entries(loaded.manifest.steps).some(([step, s]) => Object.keys(s.matrix ?? {}).some((axis) => skips(step, axis)));
+  return any ? skips : undefined;
 }
 
 /** A CSV row's identity across runs: its `key` column's value when the axis has one, else its line. */
