@@ -58,9 +58,35 @@ export function fencedBlocks(file: string, markdown: string): DocBlock[] {
   return blocks;
 }
 
+/**
+ * The kinds of block a test runs, by the first word after the language, in
+ * test/docs/doc-examples.test.ts. Two kinds run elsewhere: `library` (the library guide's script,
+ * run through the built package by test/session/readme-example.test.ts) and `registry`.
+ */
+export const KINDS = ['test', 'manifest', 'config', 'faults', 'accounts', 'review', 'ci'] as const;
+// `registry`: commands that fetch packages from the npm registry, which no test may reach (a test
+// talks to 127.0.0.1 only); test/docs/docs-package.test.ts packs what they install.
+const RUN_ELSEWHERE = ['library', 'registry'];
+
+/** Languages whose blocks a reader may copy and run: each such block needs a kind. `text` is prose. */
+const RUNNABLE = new Set(['sh', 'bash', 'yaml', 'yml', 'json', 'js', 'ts', 'cron', 'ini']);
+
+function allBlocks(): DocBlock[] {
+  return docPages().flatMap((file) => fencedBlocks(file, readFileSync(join(ROOT, file), 'utf8')));
+}
+
 /** The blocks a test runs or validates, over README.md and docs/. */
 export function testedBlocks(): DocBlock[] {
-  return docPages()
-    .flatMap((file) => fencedBlocks(file, readFileSync(join(ROOT, file), 'utf8')))
-    .filter((b) => b.tags[0] === 'test' || b.tags[0] === 'manifest');
+  return allBlocks().filter((b) => (KINDS as readonly string[]).includes(b.tags[0] ?? ''));
+}
+
+/** A block in a language that runs, which no test runs: shown only. */
+export function isShownOnly(block: DocBlock): boolean {
+  const kind = block.tags[0] ?? '';
+  return RUNNABLE.has(block.lang) && !(KINDS as readonly string[]).includes(kind) && !RUN_ELSEWHERE.includes(kind);
+}
+
+/** Every block that is shown and never run: none, once each example has its kind. */
+export function shownBlocks(): DocBlock[] {
+  return allBlocks().filter(isShownOnly);
 }

@@ -7,8 +7,11 @@ import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { ROOT, testedBlocks, type DocBlock } from './doc-blocks.js';
+import { readReview } from '../../src/review/review-store.js';
+import { startLoopbackS3 } from '../sink/s3-server.js';
+import { fencedBlocks, isShownOnly, ROOT, shownBlocks, testedBlocks, type DocBlock } from './doc-blocks.js';
 
 const BIN = join(ROOT, 'bin', 'genpipe.js');
 const HF_KEY = '00000000-0000-4000-8000-000000000000:emulator-secret';
@@ -26,10 +29,20 @@ afterAll(async () => {
 interface Sandbox {
   dir: string;
   home: string;
+  /** What the page's services add to each block's environment. */
+  env: Record<string, string>;
+  /** The page's fixed addresses and placeholders, made the sandbox's own. */
+  rewrite(text: string): string;
+  close(): Promise<void>;
 }
 
-/** The folders a page's examples name, made real under one temporary directory. */
-function sandbox(): Sandbox {
+/**
+ * The folders a page's examples name, made real under one temporary directory. A page with an
+ * `s3` block also gets an S3-compatible store on a free loopback port (s3rver) standing in for
+ * MinIO: its `127.0.0.1:9000` and its `<... access key>` placeholders become the store's, and
+ * `mc mb ALIAS/BUCKET` makes a bucket in it.
+ */
+async function sandbox(page: readonly DocBlock[]): Promise<Sandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'genpipe-docs-'));
   const home = join(dir, 'home');
   mkdirSync(home);
@@ -41,9 +54,28 @@ function sandbox(): Sandbox {
   mkdirSync(join(dir, 'var', 'log'), { recursive: true });
   const bin = join(dir, 'usr', 'local', 'bin');
   mkdirSync(bin, { recursive: true });
-  writeFileSync(join(bin, 'genpipe'), `#!/bin/sh\nexec "${process.execPath}" "${BIN}" "$@"\n`);
-  chmodSync(join(bin, 'genpipe'), 0o755);
-  return { dir, home };
+  const shim = (name: string, script: string): void => {
+    writeFileSync(join(bin, name), `#!/bin/sh\nexec "${process.execPath}" "${script}" "$@"\n`);
+    chmodSync(join(bin, name), 0o755);
+  };
+  shim('genpipe', BIN);
+  const box: Sandbox = { dir, home, env: { GENPIPE_DOC_ROOT: ROOT }, rewrite: (text) => text, close: async () => {} };
+  if (!page.some((b) => b.tags.includes('s3'))) return box;
+  const store = await startLoopbackS3({ buckets: [] });
+  shim('mc', join(ROOT, 'test', 'docs', 'mc-mb.mjs'));
+  box.env = {
+    ...box.env,
+    GENPIPE_DOC_S3_ENDPOINT: store.endpoint,
+    GENPIPE_DOC_S3_KEY: store.accessKeyId,
+    GENPIPE_DOC_S3_SECRET: store.secretAccessKey,
+  };
+  box.rewrite = (text) =>
+    text
+      .replaceAll('http://127.0.0.1:9000', store.endpoint)
+      .replace(/<[^<>\n]*secret[^<>\n]*>/gi, store.secretAccessKey)
+      .replace(/<[^<>\n]*access key[^<>\n]*>/gi, store.accessKeyId);
+  box.close = () => store.stop();
+  return box;
 }
 
 /** The host paths of the nightly examples, inside the sandbox. */
@@ -67,7 +99,14 @@ function blockEnv(block: DocBlock): Record<string, string> {
 }
 
 // `npx genpipe` inside the clone runs the package's own CLI: the shim on PATH, without npm's start-up.
-const PRELUDE = 'set -eo pipefail\nnpx() { if [ "$1" = genpipe ]; then shift; genpipe "$@"; else command npx "$@"; fi; }\n';
+// `npm install` and `npm ci` (the README's first steps) check that the clone is installed: the
+// test runs in a clone that .ci/run installed with `npm ci`, and must not reinstall it under itself.
+const PRELUDE = [
+  'set -eo pipefail',
+  'npx() { if [ "$1" = genpipe ]; then shift; genpipe "$@"; else command npx "$@"; fi; }',
+  'npm() { case "$1" in install|ci) [ -d "$GENPIPE_DOC_ROOT/node_modules/yaml" ] ;; *) command npm "$@" ;; esac; }',
+  '',
+].join('\n');
 
 interface Ran {
   code: number | null;
@@ -87,8 +126,13 @@ function bash(script: string, cwd: string, env: NodeJS.ProcessEnv): Promise<Ran>
   });
 }
 
-/** A command that serves: its first line names a loopback address that answers; Ctrl-C ends it. */
-function serve(command: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ first: string; status: number; code: number | null }> {
+/** A command that serves: its first line names a loopback address whose `path` answers; Ctrl-C ends it. */
+function serve(
+  command: string,
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+  path = '/',
+): Promise<{ first: string; status: number; code: number | null }> {
   return new Promise((resolve, reject) => {
     const child = spawn('bash', ['-c', `exec ${command.trim().replace(/^npx genpipe /, 'genpipe ')}`], {
       cwd,
@@ -107,7 +151,7 @@ function serve(command: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ 
       first = stdout.split('\n')[0] as string;
       const url = /^listening on (http:\/\/127\.0\.0\.1:\d+)$/.exec(first)?.[1];
       if (url === undefined) return void child.kill('SIGINT');
-      fetch(url).then(
+      fetch(url + path).then(
         (res) => ((status = res.status), child.kill('SIGINT')),
         () => child.kill('SIGINT'),
       );
@@ -122,74 +166,160 @@ function serve(command: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ 
 
 const where = (b: DocBlock): string => `${b.file}:${b.line}`;
 
+/** The value of a `word=value` tag of a block: `exit=3`, `file=minio.yaml`, `path=/_emulator/stats`. */
+function tagValue(block: DocBlock, word: string): string | undefined {
+  return block.tags.find((t) => t.startsWith(`${word}=`))?.slice(word.length + 1);
+}
+
+/** Two objects merged key by key, the second's values winning: a fragment laid over a manifest. */
+function overlay(base: unknown, over: unknown): unknown {
+  if (typeof base !== 'object' || base === null || Array.isArray(base)) return over;
+  if (typeof over !== 'object' || over === null || Array.isArray(over)) return over;
+  const merged: Record<string, unknown> = { ...(base as Record<string, unknown>) };
+  for (const [key, value] of Object.entries(over)) merged[key] = overlay(merged[key], value);
+  return merged;
+}
+
+type Runner = (block: DocBlock, text: string, box: Sandbox, env: NodeJS.ProcessEnv) => Promise<void>;
+
+/** `yaml manifest`: written to pipelines/ (as `file=NAME`, or laid `over=NAME` of pipelines/), then validated. */
+const manifest: Runner = async (block, text, box, env) => {
+  const over = tagValue(block, 'over');
+  const body =
+    over === undefined ? text : stringifyYaml(overlay(parseYaml(readFileSync(join(box.dir, 'pipelines', over), 'utf8')), parseYaml(text)));
+  const file = join(box.dir, 'pipelines', tagValue(block, 'file') ?? `example-${block.line}.yaml`);
+  writeFileSync(file, body);
+  const ran = await bash(`genpipe validate ${file} --emulator`, box.dir, env);
+  expect(ran.code, `${where(block)}: genpipe validate\n${ran.stdout}${ran.stderr}`).toBe(0);
+};
+
+/** `yaml config`: a config file, read by `genpipe config`, which refuses an unknown setting or a bad value. */
+const config: Runner = async (block, text, box, env) => {
+  const file = join(box.dir, `config-${block.line}.yaml`);
+  writeFileSync(file, text);
+  const ran = await bash(`genpipe config --config ${file}`, box.dir, env);
+  expect(ran.code, `${where(block)}: genpipe config\n${ran.stdout}${ran.stderr}`).toBe(0);
+};
+
+/** `yaml faults` and `yaml accounts`: an emulator's fault or accounts file, which it must start with. */
+const emulatorFile: Runner = async (block, text, box, env) => {
+  const file = join(box.dir, `${block.tags[0] as string}-${block.line}.yaml`);
+  writeFileSync(file, text);
+  const served = await serve(`genpipe emulator --port 0 --${block.tags[0] as string} ${file}`, box.dir, env, '/_emulator/stats');
+  expect(served.first, `${where(block)}: the emulator starts with it`).toMatch(/^listening on http:\/\/127\.0\.0\.1:\d+$/);
+  expect(served.status, where(block)).toBe(200);
+};
+
+/** `json review`: a run's review.json, read back as genpipe reads one. */
+const review: Runner = async (block, text, box) => {
+  const runDir = join(box.dir, `review-${block.line}`);
+  mkdirSync(runDir);
+  writeFileSync(join(runDir, 'review.json'), text);
+  const read = await readReview(runDir);
+  expect(Object.keys(read).length, `${where(block)}: its decisions`).toBe(Object.keys(JSON.parse(text) as object).length);
+};
+
+/** `ts test`: a module importing the repository's source (`./src/...`), run in this process. */
+const typescript: Runner = async (block, text, box) => {
+  const file = join(box.dir, `example-${block.line}.ts`);
+  writeFileSync(file, text.replace(/(['"])\.\/src\//g, `$1${ROOT}src/`));
+  await expect(import(file), where(block)).resolves.toBeDefined();
+};
+
+const sh: Runner = async (block, text, box, env) => {
+  if (block.tags.includes('serve')) {
+    const served = await serve(text, box.dir, env, tagValue(block, 'path'));
+    expect(served.first, where(block)).toMatch(/^listening on http:\/\/127\.0\.0\.1:\d+$/);
+    expect(served.status, `${where(block)}: the page it serves`).toBe(200);
+    expect([0, 130], `${where(block)}: exit code after Ctrl-C`).toContain(served.code);
+    return;
+  }
+  const ran = await bash(PRELUDE + text, box.dir, env);
+  expect(ran.code, `${where(block)}\n${ran.stdout}${ran.stderr}`).toBe(Number(tagValue(block, 'exit') ?? 0));
+};
+
+/** `sh ci`: the README's test command, which is what CI runs (.ci/run), in the same order. */
+const ci: Runner = async (block, text) => {
+  const commands = text.trim().split(/\s*&&\s*/);
+  const script = readFileSync(join(ROOT, '.ci', 'run'), 'utf8');
+  const at = commands.map((c) => script.search(new RegExp(`^\\s*(if ! )?${c.replace(/ /g, '\\s+')}\\b`, 'm')));
+  expect(
+    at.every((i) => i >= 0),
+    `${where(block)}: .ci/run runs ${commands.join(', ')}`,
+  ).toBe(true);
+  expect(
+    [...at].sort((x, y) => x - y),
+    `${where(block)}: in the README's order`,
+  ).toEqual(at);
+};
+
+const cron: Runner = async (block, text, box) => {
+  const entries = text.split('\n').filter((l) => l.trim() !== '' && !l.trim().startsWith('#'));
+  expect(entries.length, where(block)).toBeGreaterThan(0);
+  for (const entry of entries) {
+    const m = /^((?:[\d*,/-]+\s+){5})(.+)$/.exec(entry);
+    expect(m, `${where(block)}: five schedule fields, then the command`).not.toBeNull();
+    const ran = await bash((m as RegExpExecArray)[2] as string, box.home, bare(box));
+    expect(ran.code, `${where(block)}\n${ran.stdout}${ran.stderr}`).toBe(0);
+  }
+  const logs = readdirSync(join(box.dir, 'var', 'log')).map((f) => readFileSync(join(box.dir, 'var', 'log', f), 'utf8'));
+  expect(logs.join(''), `${where(block)}: the log the entry appends to`).toMatch(/: completed; /);
+};
+
+const systemd: Runner = async (block, text, box) => {
+  const units = unitsOf(text);
+  const service = [...units.entries()].find(([name]) => name.endsWith('.service'));
+  const timer = [...units.entries()].find(([name]) => name.endsWith('.timer'));
+  expect(service && timer, `${where(block)}: a .service and its .timer`).toBeTruthy();
+  const [serviceName, serviceUnit] = service as [string, Map<string, string>];
+  const [timerName, timerUnit] = timer as [string, Map<string, string>];
+  expect(timerName.replace(/\.timer$/, ''), where(block)).toBe(serviceName.replace(/\.service$/, ''));
+  expect(timerUnit.get('OnCalendar'), `${where(block)}: the timer's OnCalendar`).toBeTruthy();
+  expect(serviceUnit.get('Type'), where(block)).toBe('oneshot');
+  const cwd = serviceUnit.get('WorkingDirectory') as string;
+  const ran = await bash(serviceUnit.get('ExecStart') as string, cwd, bare(box));
+  expect(ran.code, `${where(block)}\n${ran.stdout}${ran.stderr}`).toBe(0);
+  const events = ran.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { type: string; summary?: { outcome: string } });
+  expect(events.at(-1), `${where(block)}: --json-logs ends with the run's summary`).toMatchObject({
+    type: 'run_finished',
+    summary: { outcome: 'completed' },
+  });
+};
+
+/** cron and systemd start a command with next to no environment: what the example names is all it gets. */
+function bare(box: Sandbox): NodeJS.ProcessEnv {
+  return { PATH: '/usr/bin:/bin', HOME: box.home };
+}
+
+/** Each kind of block (`LANG KIND` in its info string) and what runs it; docs/CONTRIBUTING.md says the same in words. */
+const RUNNERS: Record<string, Runner> = {
+  'yaml manifest': manifest,
+  'yaml config': config,
+  'yaml faults': emulatorFile,
+  'yaml accounts': emulatorFile,
+  'json review': review,
+  'ts test': typescript,
+  'sh test': sh,
+  'sh ci': ci,
+  'cron test': cron,
+  'ini test': systemd,
+};
+
 async function runBlock(block: DocBlock, box: Sandbox): Promise<void> {
   const env = {
     PATH: `${join(box.dir, 'usr', 'local', 'bin')}:${process.env.PATH ?? ''}`,
     HOME: box.home,
     GENPIPE_BASE_URL: emu.url,
     HF_KEY,
+    ...box.env,
     ...blockEnv(block),
   };
-  // cron and systemd start a command with next to no environment: what the example names is all it gets.
-  const bare = { PATH: '/usr/bin:/bin', HOME: box.home };
-  const text = runIds(hostPaths(block.text, box));
-  if (block.tags[0] === 'manifest') {
-    const file = join(box.dir, 'pipelines', `example-${block.line}.yaml`);
-    writeFileSync(file, text);
-    const ran = await bash(`genpipe validate ${file} --emulator`, box.dir, env);
-    expect(ran.code, `${where(block)}: genpipe validate\n${ran.stdout}${ran.stderr}`).toBe(0);
-    return;
-  }
-  if (block.lang === 'sh' && block.tags.includes('serve')) {
-    const served = await serve(text, box.dir, env);
-    expect(served.first, where(block)).toMatch(/^listening on http:\/\/127\.0\.0\.1:\d+$/);
-    expect(served.status, `${where(block)}: the page it serves`).toBe(200);
-    expect([0, 130], `${where(block)}: exit code after Ctrl-C`).toContain(served.code);
-    return;
-  }
-  if (block.lang === 'sh') {
-    const exit = Number(/^exit=(\d+)$/.exec(block.tags.find((t) => t.startsWith('exit=')) ?? '')?.[1] ?? 0);
-    const ran = await bash(PRELUDE + text, box.dir, env);
-    expect(ran.code, `${where(block)}\n${ran.stdout}${ran.stderr}`).toBe(exit);
-    return;
-  }
-  if (block.lang === 'cron') {
-    const entries = text.split('\n').filter((l) => l.trim() !== '' && !l.trim().startsWith('#'));
-    expect(entries.length, where(block)).toBeGreaterThan(0);
-    for (const entry of entries) {
-      const m = /^((?:[\d*,/-]+\s+){5})(.+)$/.exec(entry);
-      expect(m, `${where(block)}: five schedule fields, then the command`).not.toBeNull();
-      const ran = await bash((m as RegExpExecArray)[2] as string, box.home, bare);
-      expect(ran.code, `${where(block)}\n${ran.stdout}${ran.stderr}`).toBe(0);
-    }
-    const logs = readdirSync(join(box.dir, 'var', 'log')).map((f) => readFileSync(join(box.dir, 'var', 'log', f), 'utf8'));
-    expect(logs.join(''), `${where(block)}: the log the entry appends to`).toMatch(/: completed; /);
-    return;
-  }
-  if (block.lang === 'ini') {
-    const units = unitsOf(text);
-    const service = [...units.entries()].find(([name]) => name.endsWith('.service'));
-    const timer = [...units.entries()].find(([name]) => name.endsWith('.timer'));
-    expect(service && timer, `${where(block)}: a .service and its .timer`).toBeTruthy();
-    const [serviceName, serviceUnit] = service as [string, Map<string, string>];
-    const [timerName, timerUnit] = timer as [string, Map<string, string>];
-    expect(timerName.replace(/\.timer$/, ''), where(block)).toBe(serviceName.replace(/\.service$/, ''));
-    expect(timerUnit.get('OnCalendar'), `${where(block)}: the timer's OnCalendar`).toBeTruthy();
-    expect(serviceUnit.get('Type'), where(block)).toBe('oneshot');
-    const cwd = serviceUnit.get('WorkingDirectory') as string;
-    const ran = await bash(serviceUnit.get('ExecStart') as string, cwd, bare);
-    expect(ran.code, `${where(block)}\n${ran.stdout}${ran.stderr}`).toBe(0);
-    const events = ran.stdout
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as { type: string; summary?: { outcome: string } });
-    expect(events.at(-1), `${where(block)}: --json-logs ends with the run's summary`).toMatchObject({
-      type: 'run_finished',
-      summary: { outcome: 'completed' },
-    });
-    return;
-  }
-  throw new Error(`${where(block)}: no way to test a \`${block.lang} ${block.tags.join(' ')}\` block`);
+  const runner = RUNNERS[`${block.lang} ${block.tags[0] ?? ''}`];
+  if (runner === undefined) throw new Error(`${where(block)}: no way to test a \`${block.lang} ${block.tags.join(' ')}\` block`);
+  await runner(block, box.rewrite(runIds(hostPaths(block.text, box))), box, env);
 }
 
 /** systemd units of one block, each introduced by a `# /etc/systemd/system/NAME` comment. */
@@ -211,15 +341,31 @@ const pages = [...new Set(blocks.map((b) => b.file))];
 describe('the examples of README.md and docs/', () => {
   it('are there: the tour, the nightly jobs, manifests', () => {
     const kinds = new Set(blocks.map((b) => `${b.lang} ${b.tags[0]}`));
-    expect([...kinds].sort()).toEqual(['cron test', 'ini test', 'sh test', 'yaml manifest']);
+    expect([...kinds].sort()).toEqual(Object.keys(RUNNERS).sort());
     expect(blocks.filter((b) => b.file === 'README.md').length).toBeGreaterThanOrEqual(5);
+  });
+
+  it('are each run: a block in a language that runs has a kind, or is prose (`text`)', () => {
+    const shown = shownBlocks().map((b) => `${where(b)} \`${b.lang}\``);
+    expect(shown).toEqual([]);
+  });
+
+  it('refuse a block a test would not run', () => {
+    const page = '# A page\n\n```sh\ngenpipe run x.yaml\n```\n\n```sh test\ngenpipe --help\n```\n\n```text\nsynopsis\n```\n';
+    const found = fencedBlocks('docs/x.md', page);
+    expect(found.filter(isShownOnly).map((b) => b.line)).toEqual([3]);
   });
 
   // Pages run side by side: their commands mostly wait (polls, the agent's 2 s turns), not compute.
   for (const page of pages) {
     it.concurrent(`${page} runs as written`, { timeout: 240_000 }, async () => {
-      const box = sandbox();
-      for (const block of blocks.filter((b) => b.file === page)) await runBlock(block, box);
+      const own = blocks.filter((b) => b.file === page);
+      const box = await sandbox(own);
+      try {
+        for (const block of own) await runBlock(block, box);
+      } finally {
+        await box.close();
+      }
     });
   }
 });

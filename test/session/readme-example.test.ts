@@ -11,7 +11,7 @@ const ROOT = new URL('../..', import.meta.url).pathname;
 describe('the library guide example of the run session library', () => {
   it('runs the quick start from a 10-line script and reports what it paid', { timeout: 60_000 }, () => {
     const guide = readFileSync(join(ROOT, 'docs', 'guides', 'library.md'), 'utf8');
-    const example = /<!-- readme-example: library -->\n```js\n([\s\S]*?)```/.exec(guide)?.[1];
+    const example = /```js library\n([\s\S]*?)```/.exec(guide)?.[1];
     expect(example, 'the library guide has the example').toBeDefined();
     expect(example!.trim().split('\n').length).toBeLessThanOrEqual(10);
     // A folder that imports `genpipe` as an installed package would: node_modules/genpipe -> the repository.
