@@ -3,7 +3,7 @@ import { csvCell, csvRow } from '../util/csv.js';
 import { formatMoney, formatSpend, jsonUsd, toCredits } from '../util/format-usd.js';
 import type { CostReport, CostSummary, GroupLine, InstanceLine, Money, ReportSinks } from './cost-report.js';
 import { formatBytes } from '../util/format-bytes.js';
-import { skippedRowsSentence } from '../plan/skipped-rows.js';
+import { skippedCellWhere, skippedRowsSentence, type SkippedRow } from '../plan/skipped-rows.js';
 
 const credits = toCredits;
 const round6 = jsonUsd;
@@ -79,7 +79,17 @@ const money = (m: Money, rate: number): unknown[] => [
   m.unpricedInstances,
 ];
 
-/** report.csv: one row per instance, then one per step, per model and the total (`level` tells them apart). */
+/**
+ * A cell of a CSV row set aside as invalid: level `skipped_row`, where it is as `name`, the reason as
+ * its status, and no money (nothing was sent for it), so a spreadsheet of the report lists it too.
+ */
+const skippedCsvRow = (r: SkippedRow): string =>
+  csvRow(['skipped_row', skippedCellWhere(r), r.step, '', `skipped: ${r.reason}`, '', ...MONEY_HEADER.map(() => '')]);
+
+/**
+ * report.csv: one row per instance, then one per step, per model and the total, then one per cell
+ * of a CSV row set aside as invalid (`level` tells them apart).
+ */
 export const CSV_FORMAT: ReportFormat = {
   head: () => csvRow(['level', 'name', 'step', 'model', 'status', 'request_id', ...MONEY_HEADER]),
   // csvRow(['instance', line.instance, line.step, line.model, line.status, line.requestId, ...money(line, rate)]),
@@ -88,7 +98,12 @@ export const CSV_FORMAT: ReportFormat = {
     `instance,${csvCell(l.instance)},${csvCell(l.step)},${csvCell(l.model)},${l.status},${csvCell(l.requestId)},${String(csvSum(l.estimatedUsd, l))},${l.actualUsd === null ? '' : String(l.actualUsd)},${String(l.refundedUsd)},${String(csvSum(l.netUsd, l))},${String(csvSum(credits(l.netUsd, rate), l))},${String(l.unknownUsd)},${String(l.unpricedInstances)}\r\n`,
   tail: (r) => {
     const group = (level: string, g: GroupLine): string => csvRow([level, g.name, '', '', countsText(g), '', ...money(g, r.creditsPerUsd)]);
-    return [...r.steps.map((g) => group('step', g)), ...r.models.map((g) => group('model', g)), group('total', r.total)].join('');
+    return [
+      ...r.steps.map((g) => group('step', g)),
+      ...r.models.map((g) => group('model', g)),
+      group('total', r.total),
+      ...(r.skippedRows ?? []).map(skippedCsvRow),
+    ].join('');
   },
 };
 

@@ -146,6 +146,17 @@ describe('bad CSV rows', () => {
       };
       expectRecords(reportJson.skippedRows);
       expect(reportJson.instances).toHaveLength(25);
+      // report.csv: one `skipped_row` line per bad cell, where it is and why, with no money.
+      const csvLines = readFileSync(join(runDir, 'report.csv'), 'utf8').split('\r\n');
+      const skippedLines = csvLines.filter((l) => l.startsWith('skipped_row,'));
+      expect(skippedLines).toHaveLength(BAD.length);
+      for (const bad of BAD)
+        expect(
+          skippedLines.some(
+            (l) => l.includes(`products.csv row ${bad.row}, column ${bad.col} (""${bad.column}"")`) && /,"?skipped: \S/.test(l),
+          ),
+        ).toBe(true);
+      expect(skippedLines.every((l) => l.endsWith(',,,,,,,'))).toBe(true);
       const md = readFileSync(join(runDir, 'report.md'), 'utf8');
       expect(md).toContain('## Skipped rows');
       for (const bad of BAD)
