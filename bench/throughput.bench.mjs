@@ -49,24 +49,15 @@ steps:
   return path;
 }
 
-async function genpipeRun(path, instances, concurrency) {
+async function genpipeRun(path, instances, concurrency, nodeArgs = []) {
   const emulator = await startEmulatorProcess(['--time-scale', '0']);
   try {
     const out = mkdtempSync(join(dir, 'runs-'));
-    const result = await runGenpipe([
-      'run',
-      path,
-      '--base-url',
-      emulator.url,
-      '--concurrency',
-      String(concurrency),
-      '--rate',
-      '100000',
-      '--quiet',
-      '--yes',
-      '--out',
-      out,
-    ]);
+    const result = await runGenpipe(
+      ['run', path, '--base-url', emulator.url, '--concurrency', String(concurrency), '--rate', '100000', '--quiet', '--yes', '--out', out],
+      {},
+      { nodeArgs },
+    );
     if (result.code !== 0) throw new Error(`genpipe run failed (exit ${result.code}): ${result.stderr.slice(-800)}`);
     const files = readdirSync(join(out, path.match(/([^/]+)\.yaml$/)[1]), { recursive: true }).filter((f) =>
       String(f).endsWith('.png'),
@@ -80,13 +71,14 @@ async function genpipeRun(path, instances, concurrency) {
 
 // Timed as genpipe is, from spawn to exit of a process of its own (until 2026-11-26 it ran inside
 // this process: warm from the rounds before, its start-up and module loading not counted).
-async function minimalRun(instances, concurrency, journal = false) {
+async function minimalRun(instances, concurrency, journal = false, nodeArgs = []) {
   const emulator = await startEmulatorProcess(['--time-scale', '0']);
   try {
     const started = process.hrtime.bigint();
     const child = spawn(
       process.execPath,
       [
+        ...nodeArgs,
         join(here, 'lib', 'minimal-client-cli.mjs'),
         emulator.url,
         mkdtempSync(join(dir, 'minimal-')),
@@ -94,14 +86,16 @@ async function minimalRun(instances, concurrency, journal = false) {
         String(concurrency),
         ...(journal ? ['journal'] : []),
       ],
-      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HF_KEY } },
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, HF_KEY } },
     );
     let stderr = '';
+    let stdout = '';
     child.stderr.on('data', (c) => (stderr += c));
+    child.stdout.on('data', (c) => (stdout += c));
     const [code] = await once(child, 'exit');
     const perSecond = instances / (Number(process.hrtime.bigint() - started) / 1e9);
     if (code !== 0) throw new Error(`the minimal client failed (exit ${code}): ${stderr.slice(-800)}`);
-    return { perSecond, cpu: cpuOfMeasure(measuredIn(stderr) ?? {}), emulatorCpu: emulator.cpu() };
+    return { perSecond, cpu: cpuOfMeasure(measuredIn(stderr) ?? {}), emulatorCpu: emulator.cpu(), stdout };
   } finally {
     await emulator.stop();
   }
@@ -155,6 +149,24 @@ const results = {
       ]),
   ),
 };
+// Bytes allocated on the JavaScript heap per instance: V8's GC trace gives, at each collection, the
+// bytes allocated since the one before; their sum is (to the last partial cycle) all it allocated.
+// A round of its own, since tracing costs time: genpipe and the durable minimal client alike.
+const TRACE_GC = ['--trace-gc-nvp'];
+const allocatedMb = (text) => [...text.matchAll(/\ballocated=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0) / 1e6;
+const tracedGenpipe = await genpipeRun(ten, 10_000, 256, TRACE_GC);
+const tracedMinimal = await minimalRun(10_000, 256, true, TRACE_GC);
+results.allocation = {
+  genpipe_kb_per_instance: Number(((allocatedMb(tracedGenpipe.stdout) * 1000) / 10_000).toFixed(1)),
+  minimal_with_journal_kb_per_instance: Number(((allocatedMb(tracedMinimal.stdout) * 1000) / 10_000).toFixed(1)),
+};
+results.allocation.ratio = Number(
+  (results.allocation.genpipe_kb_per_instance / results.allocation.minimal_with_journal_kb_per_instance).toFixed(3),
+);
+results.user_cpu_ratio_to_minimal_with_journal = Number((results.cpu_s.genpipe.user / results.cpu_s.minimal_with_journal.user).toFixed(3));
+// Targets since the attempt's redesign: user CPU and allocation at most 1.5x the durable minimal
+// client's, throughput at least 0.8x it, and a 100,000-instance run's peak RSS at most 260 MB.
+results.targets = { user_cpu_ratio: 1.5, allocation_ratio: 1.5, ratio_to_minimal_client_with_journal: 0.8, peak_rss_mb: 260 };
 if (process.env.BENCH_SKIP_MEMORY !== '1') {
   const big = await genpipeRun(manifest('memory', 1000, 100), 100_000, 256);
   results.memory = {
@@ -174,6 +186,8 @@ console.table({
   'minimal client with a durable journal': `${results.minimal_client_with_journal_median_instances_per_s} instances/s`,
   'genpipe / minimal client with a durable journal': results.ratio_to_minimal_client_with_journal,
   'genpipe / 1,000 target': results.ratio_to_target,
+  'user CPU, genpipe / minimal with journal': results.user_cpu_ratio_to_minimal_with_journal,
+  'allocated KB per instance, genpipe / minimal with journal': `${results.allocation.genpipe_kb_per_instance} / ${results.allocation.minimal_with_journal_kb_per_instance} (${results.allocation.ratio}x)`,
   ...Object.fromEntries(
     Object.entries(results.cpu_s).map(([who, c]) => [`CPU s, ${who.replaceAll('_', ' ')} (user + system)`, `${c.user} + ${c.system}`]),
   ),

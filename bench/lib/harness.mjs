@@ -50,9 +50,9 @@ export function startEmulatorProcess(args = []) {
  * to a file: collected into a string here, 300 MB of report cost this process (on the same two
  * cores) more than genpipe took to write it.
  */
-export function runGenpipe(args, env = {}, { discardStdout = false } = {}) {
+export function runGenpipe(args, env = {}, { discardStdout = false, nodeArgs = [] } = {}) {
   const started = process.hrtime.bigint();
-  const child = spawn(process.execPath, [join(here, 'lib', 'measure-cli.mjs'), ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, join(here, 'lib', 'measure-cli.mjs'), ...args], {
     stdio: ['ignore', discardStdout ? 'ignore' : 'pipe', 'pipe'],
     env: { ...process.env, HF_KEY, ...env },
   });
