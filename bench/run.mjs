@@ -39,4 +39,9 @@ try {
   if (process.env.BENCH_KEEP) console.log(`kept ${scratch}`);
   else rmSync(scratch, { recursive: true, force: true });
 }
+// A full run ends by making the table of docs/benchmarks.md from what it measured.
+if (filter === '') {
+  const table = spawnSync(process.execPath, [join(here, 'table.mjs')], { stdio: 'inherit' });
+  if (table.status !== 0) failed++;
+}
 process.exit(failed === 0 ? 0 : 1);

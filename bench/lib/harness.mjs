@@ -1,6 +1,6 @@
 // Shared pieces of the benchmarks: child processes for the emulator and genpipe, a bare node:http
 // baseline, medians. Everything listens on and talks to 127.0.0.1 only; every loop is bounded.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -151,9 +151,10 @@ export function scratchDir(name) {
 
 export function writeResults(name, results) {
   mkdirSync(join(here, 'results'), { recursive: true });
+  const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout?.trim() || undefined;
   writeFileSync(
     join(here, 'results', `${name}.json`),
-    `${JSON.stringify({ benchmark: name, node: process.version, measured_at: new Date().toISOString(), ...results }, null, 2)}\n`,
+    `${JSON.stringify({ benchmark: name, node: process.version, commit, measured_at: new Date().toISOString(), ...results }, null, 2)}\n`,
   );
 }
 
