@@ -127,7 +127,8 @@ for (const instances of (process.env.BENCH_SIZES ?? '100000,1000000').split(',')
     median_peak_rss_mb: median(rss),
     bare_reader_median_wall_s: median(bareWalls),
     ratio_to_bare_reader: Number((median(walls) / median(bareWalls)).toFixed(3)),
-    target_ratio_to_bare_reader: instances === 1_000_000 ? 1.2 : null,
+    // 1.2x for a million (its second round); 1.5x for 100,000, whose report also rewrites the gallery.
+    target_ratio_to_bare_reader: instances === 1_000_000 ? 1.2 : 1.5,
     target_wall_s: instances === 1_000_000 ? 10 : null,
     target_peak_rss_mb: instances === 1_000_000 ? 300 : null,
   });
