@@ -93,6 +93,9 @@ async function runDir(instances) {
       path: `outputs/sheets/${id}.min.png`,
       sha256: hex(i, 64),
       size: 120_000,
+      // As a run journals an image since it records sizes at download: the emulator's sheets are 160x90.
+      width: 160,
+      height: 90,
       at: at + 3100,
     });
   }

@@ -43,6 +43,8 @@ export interface GallerySource {
   plan: Pick<PlanFile, 'pipeline' | 'runId' | 'steps'>;
   /** GalleryCells.withLive. */
   cells: ReadonlyMap<string, StepCells>;
+  /** What the journal says of its images' sizes (`downloaded` width and height): files it need not open. */
+  thumbnails?: ThumbnailMemo | undefined;
 }
 
 /**
@@ -170,7 +172,7 @@ async function buildGallery(
         const headline = options.headlines?.get(id);
         return headline === undefined ? cell : { ...cell, headline };
       });
-      await makeThumbnails(runDir, chunk, options.signal, options.thumbnails);
+      await makeThumbnails(runDir, chunk, options.signal, options.thumbnails ?? source.thumbnails);
       // The files quote the service (error text) and the manifest: secrets out.
       await put(file, redactEveryForm(dataFileText(stepAt, page, sig, chunk)));
       options.written?.set(file, known);
@@ -364,10 +366,15 @@ async function gallerySourceOf(runDir: string, max = MAX_GALLERY_INSTANCES, atLe
   if (plan.steps.reduce((n, s) => n + s.count, 0) > max && (await journalInstancesOver(journal, max))) return undefined;
   const publicBases = publicBasesOf(plan);
   const cells = new GalleryCells(pricesOf(plan), Math.min(MAX_GALLERY_CELLS, max), publicBases);
+  const thumbnails: ThumbnailMemo = new Map();
   // A public sink's uploads are read too: a cell links the files the bucket holds with its bytes.
-  for await (const [id, entry] of instanceStates(journal, { gallery: true, sinks: publicBases.size > 0 })) cells.add(id, entry);
+  for await (const [id, entry] of instanceStates(journal, { gallery: true, sinks: publicBases.size > 0 })) {
+    for (const d of entry.downloads?.values() ?? [])
+      if (d.width && d.height) noteDownloadedImage(thumbnails, d.path, { width: d.width, height: d.height });
+    cells.add(id, entry);
+  }
   if (cells.seen > max) return undefined;
-  return { plan, cells: cells.withLive([]) };
+  return { plan, cells: cells.withLive([]), thumbnails };
 }
 
 const INSTANCE_FIELD = Buffer.from('"instance":"');

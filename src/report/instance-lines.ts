@@ -47,7 +47,17 @@ type FactsText = string;
 function galleryFactOf(record: JournalRecord): Fact {
   switch (record.type) {
     case 'downloaded':
-      return ['x', { type: 'downloaded', output: record.output, path: record.path, sha256: '', size: 0 }];
+      return [
+        'x',
+        {
+          type: 'downloaded',
+          output: record.output,
+          path: record.path,
+          sha256: '',
+          size: 0,
+          ...(record.width && record.height ? { width: record.width, height: record.height } : {}),
+        },
+      ];
     case 'failed':
       return ['x', { type: 'failed', code: record.code, message: record.message }];
     case 'status': {

@@ -128,7 +128,8 @@ describe('a sink in the manifest', () => {
 
   it("the storage guide's R2 and MinIO examples are valid sinks", () => {
     const guide = readFileSync(new URL('../../docs/guides/storage.md', import.meta.url), 'utf8');
-    const examples = [...guide.matchAll(/```yaml\n(defaults:[\s\S]*?)```/g)]
+    // The fragments laid over an example manifest (`yaml manifest over=...`): their `defaults:` part.
+    const examples = [...guide.matchAll(/```yaml manifest over=[^\n]*\n(?:(?!```)[\s\S])*?(defaults:[\s\S]*?)```/g)]
       .map((m) => m[1] as string)
       .filter((text) => !text.includes('steps:'));
     expect(examples).toHaveLength(2);

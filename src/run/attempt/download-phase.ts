@@ -42,7 +42,15 @@ export async function downloadOutputs(d: PhaseDeps, r: DownloadRequest): Promise
     if (!('relativePath' in result)) return result;
     crashPoint('mid_rename');
     d.hooks.onDownloaded?.(result.relativePath, result.imageSize);
-    await fx.log({ type: 'downloaded', instance: id, output: index, path: result.relativePath, sha256: result.sha256, size: result.size });
+    await fx.log({
+      type: 'downloaded',
+      instance: id,
+      output: index,
+      path: result.relativePath,
+      sha256: result.sha256,
+      size: result.size,
+      ...(result.imageSize ? { width: result.imageSize.width, height: result.imageSize.height } : {}),
+    });
   }
   if (r.answer === undefined || r.entry?.downloads?.has(r.files.length)) return true;
   const text = r.answer.endsWith('\n') ? r.answer : `${r.answer}\n`;

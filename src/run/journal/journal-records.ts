@@ -200,6 +200,12 @@ export const DownloadedRecord = z.looseObject({
   path: z.string().min(1).refine(relativeInside, 'must be a relative path inside the run directory'),
   sha256: z.string().regex(SHA256_HEX),
   size: z.number().int().nonnegative(),
+  /**
+   * An image's pixels, read from its first bytes as it was downloaded (absent for other files, and
+   * in journals written before): a gallery made from the journal need not open the file to learn it.
+   */
+  width: z.number().int().positive().optional(),
+  height: z.number().int().positive().optional(),
 });
 
 /**
@@ -481,7 +487,15 @@ export function surelyValidRecord(record: unknown): boolean {
         optionalCount(r.durationMs)
       );
     case 'downloaded':
-      return optionalCount(r.output) && nonEmpty(r.path) && relativeInside(r.path) && isHash(r.sha256) && count(r.size);
+      return (
+        optionalCount(r.output) &&
+        nonEmpty(r.path) &&
+        relativeInside(r.path) &&
+        isHash(r.sha256) &&
+        count(r.size) &&
+        optionalPositive(r.width) &&
+        optionalPositive(r.height)
+      );
     default:
       return false;
   }
@@ -492,6 +506,7 @@ const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length 
 const isHash = (v: unknown): boolean => typeof v === 'string' && SHA256_HEX.test(v);
 const count = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
 const optionalCount = (v: unknown): boolean => v === undefined || count(v);
+const optionalPositive = (v: unknown): boolean => v === undefined || (count(v) && (v as number) > 0);
 /** An object literal or JSON.parse's: the prototype Object's, string keys only. */
 const plainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && Object.getPrototypeOf(v) === Object.prototype && Object.getOwnPropertySymbols(v).length === 0;
