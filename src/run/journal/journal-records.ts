@@ -487,18 +487,22 @@ export function surelyValidRecord(record: unknown): boolean {
         optionalCount(r.durationMs)
       );
     case 'downloaded':
-      return (
-        optionalCount(r.output) &&
-        nonEmpty(r.path) &&
-        relativeInside(r.path) &&
-        isHash(r.sha256) &&
-        count(r.size) &&
-        optionalPositive(r.width) &&
-        optionalPositive(r.height)
-      );
+      return surelyValidDownload(r);
     default:
       return false;
   }
+}
+
+function surelyValidDownload(r: Record<string, unknown>): boolean {
+  return (
+    optionalCount(r.output) &&
+    nonEmpty(r.path) &&
+    relativeInside(r.path) &&
+    isHash(r.sha256) &&
+    count(r.size) &&
+    optionalPositive(r.width) &&
+    optionalPositive(r.height)
+  );
 }
 
 const TERMINAL = new Set<unknown>(TERMINAL_STATUSES);
