@@ -79,9 +79,20 @@ export interface NotifySummary {
     uploaded_bytes: number;
     pending_files: number;
     pending_bytes: number;
+    /** Outputs another object at their key kept out (nothing overwritten: the run exits 1), and those kept out on purpose (`on_conflict: skip`). */
+    conflict_files: number;
+    skipped_files: number;
+    /** Uploads whose bytes in the store could not be checked. */
+    unverified_files: number;
+    /** The first NAMED of each: the object and why (report.md lists more, report.json every one). */
+    conflicts: { instance: string; uri: string; reason: string }[];
+    unverified: { instance: string; uri: string; reason: string }[];
     locations: { uri: string; public_url?: string }[];
   };
 }
+
+/** Conflicts and unverified uploads a notification names, of each kind. */
+const NAMED = 10;
 
 export function notifySummary(
   end: RunEnd,
@@ -119,6 +130,11 @@ export function notifySummary(
             uploaded_bytes: sink.uploadedBytes,
             pending_files: sink.pendingFiles,
             pending_bytes: sink.pendingBytes,
+            conflict_files: sink.conflictFiles,
+            skipped_files: sink.skippedFiles,
+            unverified_files: sink.unverifiedFiles,
+            conflicts: sink.conflicts.slice(0, NAMED),
+            unverified: sink.unverified.slice(0, NAMED),
             locations: sink.locations.map((l) => (l.public_url === undefined ? { uri: l.uri } : { uri: l.uri, public_url: l.public_url })),
           },
         }
@@ -134,7 +150,21 @@ function sinkLine(sink: NonNullable<NotifySummary['sink']>): string {
     sink.pending_files === 0
       ? ''
       : `; ${n(sink.pending_files)} (${formatBytes(sink.pending_bytes)}) pending upload (genpipe resume uploads them)`;
-  return `Outputs: ${n(sink.uploaded_files)} (${formatBytes(sink.uploaded_bytes)}) in ${where}${pending}.`;
+  return [
+    `Outputs: ${n(sink.uploaded_files)} (${formatBytes(sink.uploaded_bytes)}) in ${where}${pending}.`,
+    ...noteLine(
+      `Not uploaded, another object at the key (not overwritten): ${n(sink.conflict_files + sink.skipped_files)}`,
+      sink.conflicts,
+    ),
+    ...noteLine(`Unverified uploads: ${n(sink.unverified_files)}`, sink.unverified),
+  ].join('\n');
+}
+
+/** A line naming the first few objects of a kind, or none when there are none. */
+function noteLine(head: string, notes: NonNullable<NotifySummary['sink']>['conflicts']): string[] {
+  if (notes.length === 0) return [];
+  const shown = notes.slice(0, 5).map((note) => `${note.uri} (${note.reason})`);
+  return [`${head}: ${shown.join('; ')}${notes.length > shown.length ? '; report.md lists the others' : ''}.`];
 }
 
 /** A run's end in one sentence when the runner gave none (a clean finish, mostly). */

@@ -10,7 +10,7 @@
  */
 import { join } from 'node:path';
 import { readPlanFile, type PlanFile, type StepSinkRecord } from '../run/files/run-dir.js';
-import { absorbSinkTotals, addSinkEntry, emptySinkTotals, type SinkTotals } from '../sink/sink-totals.js';
+import { absorbSinkTotals, addSinkEntry, emptySinkTotals, sinkNotes, type SinkTotals } from '../sink/sink-totals.js';
 import type { InstanceState } from '../run/journal/run-state.js';
 import { moneyOf } from '../run/attempt/attempt-money.js';
 import { stepOfInstanceId } from '../plan/instance.js';
@@ -44,6 +44,10 @@ export interface InstanceLine extends Money {
   requestId: string;
   /** nsfw attempts re-rolled before the last one (each refunded in full). */
   rerolls: number;
+  /** Objects another object at their key kept out of the sink (nothing overwritten): present when some did. */
+  uploadConflicts?: { uri: string; reason: string }[];
+  /** Uploads whose bytes in the store could not be checked: present when some were. */
+  unverifiedUploads?: { uri: string; reason: string }[];
 }
 
 export interface GroupLine extends Money {
@@ -135,7 +139,8 @@ export function lineOf(id: string, entry: InstanceState, stepInfo: ReadonlyMap<s
   const money = moneyOf(entry, price);
   const actual = entry.final?.actualCostUsd;
   const actualUsd = actual === undefined ? null : round(actual);
-  return {
+  const notes = info?.sink && (entry.sinkConflicts?.size || entry.sinkUnverified?.size) ? sinkNotes(id, entry) : undefined;
+  const line: InstanceLine = {
     instance: id,
     step,
     model,
@@ -149,6 +154,9 @@ export function lineOf(id: string, entry: InstanceState, stepInfo: ReadonlyMap<s
     unknownUsd: round(money.unknownUsd),
     unpricedInstances: money.unpricedAttempts > 0 ? 1 : 0,
   };
+  if (notes?.conflicts.length) line.uploadConflicts = notes.conflicts.map(({ uri, reason }) => ({ uri, reason }));
+  if (notes?.unverified.length) line.unverifiedUploads = notes.unverified.map(({ uri, reason }) => ({ uri, reason }));
+  return line;
 }
 
 /** The report without its instance lines: what a summary, a notification or `genpipe runs` needs. */
@@ -232,7 +240,7 @@ export class CostTally {
     add(this.#group(this.steps, line.step), line);
     add(this.#group(this.models, line.model), line);
     add(this.total, line);
-    if (entry && this.sink && this.stepInfo.get(line.step)?.sink) addSinkEntry(this.sink, entry);
+    if (entry && this.sink && this.stepInfo.get(line.step)?.sink) addSinkEntry(this.sink, entry, line.instance);
     return line;
   }
 

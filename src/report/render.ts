@@ -3,6 +3,7 @@ import { csvCell, csvRow } from '../util/csv.js';
 import { formatMoney, formatSpend, jsonUsd, toCredits } from '../util/format-usd.js';
 import type { CostReport, CostSummary, GroupLine, InstanceLine, Money, ReportSinks } from './cost-report.js';
 import { formatBytes } from '../util/format-bytes.js';
+import type { SinkNote, SinkTotals } from '../sink/sink-totals.js';
 import { skippedCellWhere, skippedRowsSentence, type SkippedRow } from '../plan/skipped-rows.js';
 
 const credits = toCredits;
@@ -37,7 +38,13 @@ const num = (n: number): string => (Number.isFinite(n) ? String(n) : 'null');
  * report's formatting (render.test.ts compares the two).
  */
 export function instanceJson(l: InstanceLine, rate: number): string {
-  return `{"instance":${JSON.stringify(l.instance)},"step":${JSON.stringify(l.step)},"model":${JSON.stringify(l.model)},"status":${JSON.stringify(l.status)},"requestId":${JSON.stringify(l.requestId)},"rerolls":${num(l.rerolls)},"estimatedUsd":${num(l.estimatedUsd)},"actualUsd":${l.actualUsd === null ? 'null' : num(l.actualUsd)},"refundedUsd":${num(l.refundedUsd)},"netUsd":${num(l.netUsd)},"unknownUsd":${num(l.unknownUsd)},"unpricedInstances":${num(l.unpricedInstances)},"netCredits":${num(credits(l.netUsd, rate))},"refundedCredits":${num(credits(l.refundedUsd, rate))}}`;
+  return `{"instance":${JSON.stringify(l.instance)},"step":${JSON.stringify(l.step)},"model":${JSON.stringify(l.model)},"status":${JSON.stringify(l.status)},"requestId":${JSON.stringify(l.requestId)},"rerolls":${num(l.rerolls)},"estimatedUsd":${num(l.estimatedUsd)},"actualUsd":${l.actualUsd === null ? 'null' : num(l.actualUsd)},"refundedUsd":${num(l.refundedUsd)},"netUsd":${num(l.netUsd)},"unknownUsd":${num(l.unknownUsd)},"unpricedInstances":${num(l.unpricedInstances)}${notesJson(l)},"netCredits":${num(credits(l.netUsd, rate))},"refundedCredits":${num(credits(l.refundedUsd, rate))}}`;
+}
+
+/** A line's sink notes, as JSON.stringify writes them after `unpricedInstances` (none: nothing). */
+function notesJson(l: InstanceLine): string {
+  const conflicts = l.uploadConflicts === undefined ? '' : `,"uploadConflicts":${JSON.stringify(l.uploadConflicts)}`;
+  return l.unverifiedUploads === undefined ? conflicts : `${conflicts},"unverifiedUploads":${JSON.stringify(l.unverifiedUploads)}`;
 }
 
 /** report.json: an instance per line, the groups indented as `JSON.stringify(…, null, 2)` would. */
@@ -87,6 +94,20 @@ const skippedCsvRow = (r: SkippedRow): string =>
   csvRow(['skipped_row', skippedCellWhere(r), r.step, '', `skipped: ${r.reason}`, '', ...MONEY_HEADER.map(() => '')]);
 
 /**
+ * The rows after an instance's row naming its sink notes, no money (its row has it): level
+ * `upload_conflict` (another object kept at the key) or `upload_unverified`, the instance as
+ * `name`, and the object and the reason as its status.
+ */
+function notesCsv(l: InstanceLine): string {
+  const row = (level: string, n: { uri: string; reason: string }): string =>
+    csvRow([level, l.instance, l.step, l.model, `${n.uri}: ${n.reason}`, '', ...MONEY_HEADER.map(() => '')]);
+  return [
+    ...(l.uploadConflicts ?? []).map((n) => row('upload_conflict', n)),
+    ...(l.unverifiedUploads ?? []).map((n) => row('upload_unverified', n)),
+  ].join('');
+}
+
+/**
  * report.csv: one row per instance, then one per step, per model and the total, then one per cell
  * of a CSV row set aside as invalid (`level` tells them apart).
  */
@@ -95,7 +116,7 @@ export const CSV_FORMAT: ReportFormat = {
   // csvRow(['instance', line.instance, line.step, line.model, line.status, line.requestId, ...money(line, rate)]),
   // without the array: a number's cell is its text, and a status is a plain word (render.test.ts compares).
   instance: (l, _index, rate) =>
-    `instance,${csvCell(l.instance)},${csvCell(l.step)},${csvCell(l.model)},${l.status},${csvCell(l.requestId)},${String(csvSum(l.estimatedUsd, l))},${l.actualUsd === null ? '' : String(l.actualUsd)},${String(l.refundedUsd)},${String(csvSum(l.netUsd, l))},${String(csvSum(credits(l.netUsd, rate), l))},${String(l.unknownUsd)},${String(l.unpricedInstances)}\r\n`,
+    `instance,${csvCell(l.instance)},${csvCell(l.step)},${csvCell(l.model)},${l.status},${csvCell(l.requestId)},${String(csvSum(l.estimatedUsd, l))},${l.actualUsd === null ? '' : String(l.actualUsd)},${String(l.refundedUsd)},${String(csvSum(l.netUsd, l))},${String(csvSum(credits(l.netUsd, rate), l))},${String(l.unknownUsd)},${String(l.unpricedInstances)}\r\n${l.uploadConflicts || l.unverifiedUploads ? notesCsv(l) : ''}`,
   tail: (r) => {
     const group = (level: string, g: GroupLine): string => csvRow([level, g.name, '', '', countsText(g), '', ...money(g, r.creditsPerUsd)]);
     return [
@@ -144,8 +165,40 @@ function sinkSentence(sink: ReportSinks): string {
     .map((l) => `${cell(l.uri)}${l.public_url === undefined ? '' : ` (public at ${cell(l.public_url)})`}`)
     .join(', ');
   const uploaded = `${files(sink.uploadedFiles)} (${formatBytes(sink.uploadedBytes)}) uploaded to ${where}`;
-  if (sink.pendingFiles === 0) return `Storage sinks: ${uploaded}; none pending.`;
-  return `Storage sinks: ${uploaded}; **${files(sink.pendingFiles)} (${formatBytes(sink.pendingBytes)}) of ${sink.pendingInstances} instance(s) pending**: \`genpipe resume\` uploads them without sending anything to the service.`;
+  if (sink.pendingFiles === 0) return `Storage sinks: ${uploaded}; none pending.${conflictsText(sink)}`;
+  return `Storage sinks: ${uploaded}; **${files(sink.pendingFiles)} (${formatBytes(sink.pendingBytes)}) of ${sink.pendingInstances} instance(s) pending**: \`genpipe resume\` uploads them without sending anything to the service.${conflictsText(sink)}`;
+}
+
+/** What a report says of conflicts and unverified uploads after its sink sentence: the counts, in words. */
+function conflictsText(sink: ReportSinks): string {
+  const parts: string[] = [];
+  if (sink.conflictFiles > 0)
+    parts.push(
+      ` **${files(sink.conflictFiles)} not uploaded: another object with other bytes is at the key**, not overwritten (the sink's \`on_conflict\` decides: \`overwrite\` or \`skip\`).`,
+    );
+  if (sink.skippedFiles > 0)
+    parts.push(` ${files(sink.skippedFiles)} left out on purpose: another object is at the key (\`on_conflict: skip\`).`);
+  if (sink.unverifiedFiles > 0)
+    parts.push(` ${files(sink.unverifiedFiles)} uploaded **unverified**: the store's bytes could not be checked.`);
+  return parts.join('');
+}
+
+/** "## Storage sink: objects to check": each conflict and unverified upload the totals list, with how many more there are. */
+function notesSection(sink: ReportSinks | undefined): string[] {
+  if (!sink || (sink.conflicts.length === 0 && sink.unverified.length === 0)) return [];
+  const more = (listed: number, all: number): string[] =>
+    all > listed ? [`| … | ${all - listed} more | report.json names each in its instance lines |`] : [];
+  return [
+    '## Storage sink: objects to check',
+    '',
+    '| instance | object | what |',
+    '|---|---|---|',
+    ...sink.conflicts.map((n) => `| ${cell(n.instance)} | ${cell(n.uri)} | conflict: ${cell(n.reason)} |`),
+    ...more(sink.conflicts.length, sink.conflictFiles + sink.skippedFiles),
+    ...sink.unverified.map((n) => `| ${cell(n.instance)} | ${cell(n.uri)} | unverified: ${cell(n.reason)} |`),
+    ...more(sink.unverified.length, sink.unverifiedFiles),
+    '',
+  ];
 }
 
 const files = (n: number): string => `${n.toLocaleString('en-US')} file${n === 1 ? '' : 's'}`;
@@ -207,6 +260,7 @@ function markdownHead(report: CostSummary): string {
       : []),
     '',
     ...skippedRowsSection(report),
+    ...notesSection(report.sink),
     ...table('By step', report.steps),
     ...table('By model', report.models),
     '## Instances',
@@ -221,10 +275,31 @@ function markdownHead(report: CostSummary): string {
 export const MARKDOWN_FORMAT: ReportFormat = {
   head: markdownHead,
   instance: (l) =>
-    `| ${cell(l.instance)} | ${l.status} | ${cell(l.requestId)} | ${l.unpricedInstances > 0 ? 'unpriced' : usdOf(l.netUsd)}${l.unknownUsd > 0 ? ` (+ up to ${usdOf(l.unknownUsd)} unknown)` : ''} |\n`,
+    `| ${cell(l.instance)} | ${l.status}${l.uploadConflicts ? ', upload conflict' : ''}${l.unverifiedUploads ? ', unverified upload' : ''} | ${cell(l.requestId)} | ${l.unpricedInstances > 0 ? 'unpriced' : usdOf(l.netUsd)}${l.unknownUsd > 0 ? ` (+ up to ${usdOf(l.unknownUsd)} unknown)` : ''} |\n`,
   tail: () => '',
 };
 
 export const reportMarkdownParts = (report: CostReport): Generator<string> => partsOf(MARKDOWN_FORMAT, report);
 
 export const reportMarkdown = (report: CostReport): string => [...reportMarkdownParts(report)].join('');
+
+/** Objects named under a run's summary line, of each kind; report.md lists up to LISTED_NOTES, report.json every one. */
+const SUMMARY_NOTES = 10;
+
+/**
+ * The lines under a run's summary naming its sink's conflicts and unverified uploads: one per
+ * object (the first few of each kind), and how many more there are.
+ */
+export function sinkNoteLines(sink: SinkTotals | undefined): string[] {
+  if (!sink) return [];
+  const lines = (word: string, notes: readonly SinkNote[], all: number): string[] => [
+    ...notes.slice(0, SUMMARY_NOTES).map((n) => `${word}: ${n.uri} (${n.instance}): ${n.reason}.`),
+    ...(all > Math.min(notes.length, SUMMARY_NOTES)
+      ? [`${word}: ${all - Math.min(notes.length, SUMMARY_NOTES)} more; report.md and report.json list them.`]
+      : []),
+  ];
+  return [
+    ...lines('Upload conflict', sink.conflicts, sink.conflictFiles + sink.skippedFiles),
+    ...lines('Unverified upload', sink.unverified, sink.unverifiedFiles),
+  ];
+}

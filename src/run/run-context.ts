@@ -77,6 +77,11 @@ export interface RunEffects {
   filesMissing(step: StepPlan, id: string, code: string, message: string, permanent: boolean): void;
   /** A completed instance's files could not all be uploaded to its sink: they stay on disk, pending (told, counted). */
   uploadPending(step: StepPlan, id: string, message: string): void;
+  /**
+   * A completed instance's files met other objects at their keys in its sink (`on_conflict: fail`):
+   * nothing overwritten, the files stay on disk (told, counted apart; the run exits 1).
+   */
+  uploadConflict(step: StepPlan, id: string, keys: readonly string[]): void;
   /** Why an upload failed for good in this run, once one did. */
   readonly uploadProblem: string | undefined;
   /** True when this start resumes a run (its journal had records before). */
@@ -101,6 +106,8 @@ export class RunContext implements RunEffects {
   /** Completed instances whose files are not all in their sink, and the first reason. */
   uploadsPending = 0;
   uploadProblem: string | undefined;
+  /** Objects in a sink with other bytes than an output of this run, at its key: none overwritten. */
+  uploadConflicts = 0;
   /** Why and how the run stopped early, when it did. */
   stopReason: StopReason | undefined;
   stopMessage: string | undefined;
@@ -290,6 +297,18 @@ export class RunContext implements RunEffects {
       instance: id,
       code: 'upload_pending',
       message: `${message} (the files stay on disk; \`genpipe resume\` uploads them)`,
+      completed: true,
+    });
+  }
+
+  uploadConflict(step: StepPlan, id: string, keys: readonly string[]): void {
+    this.uploadConflicts += keys.length;
+    this.emit({
+      type: 'instance_failed',
+      step: step.id,
+      instance: id,
+      code: 'upload_conflict',
+      message: `another object is at ${keys.join(', ')}, with other bytes: not overwritten (the file stays on disk)`,
       completed: true,
     });
   }

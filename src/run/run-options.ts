@@ -142,6 +142,8 @@ export interface StepOutputSink {
     /** Keys uploaded whose bytes in the store could not be checked (journaled `sink_unverified`). */
     unverified: readonly string[];
   }>;
+  /** `s3://BUCKET/KEY` of an object key of this sink (a conflict's, told with its instance). */
+  uriOfKey(key: string): string;
   /** The public URL of an uploaded file (outputs.csv sink_url), when the sink has one. */
   url(runRelativePath: string): string | undefined;
   /** The store it uploads to, shared by the steps with the same one: a store that keeps failing is given up on, not the others. */

@@ -170,7 +170,7 @@ function summaryOf(fx: RunContext, started: number, endedBefore: RunState['lastO
     runDir: options.runDir,
     pipeline: options.plan.name,
     outcome: outcomeOf(fx),
-    message: fx.stopMessage ?? missingFilesSentence(fx) ?? uploadsPendingSentence(fx),
+    message: fx.stopMessage ?? missingFilesSentence(fx) ?? uploadConflictsSentence(fx) ?? uploadsPendingSentence(fx),
     stopReason: fx.stopReason,
     counts: { ...fx.counts },
     estimatedUsd: fx.spend.committedUsd,
@@ -254,12 +254,22 @@ function uploadsPendingSentence(fx: RunContext): string | undefined {
   return `${n} completed instance${n === 1 ? ' is' : 's are'} not in the storage sink yet (${(fx.uploadProblem ?? 'the store refused').replace(/[.]$/, '')}); the files are on disk, and \`genpipe resume\` uploads them without generating anything.`;
 }
 
+/** What a run whose outputs met other objects at their keys says at its end: how many, and the setting that decides. */
+function uploadConflictsSentence(fx: RunContext): string | undefined {
+  const n = fx.uploadConflicts;
+  if (n === 0) return undefined;
+  return `${n} output${n === 1 ? ' was' : 's were'} not uploaded because another object with other bytes is at ${n === 1 ? 'its key' : 'their keys'} in the storage sink (nothing was overwritten; the files are on disk): set the sink's on_conflict to overwrite to replace ${n === 1 ? 'it' : 'them'}, or to skip to keep ${n === 1 ? 'it' : 'them'}.`;
+}
+
 function outcomeOf(fx: RunContext): RunOutcome {
   if (fx.options.signal.aborted) return 'aborted';
   if (fx.stopReason === 'budget') return 'budget';
   if (fx.stopReason !== undefined || fx.refused !== undefined) return 'stopped';
   const c = fx.counts;
-  return c.failed + c.nsfw + c.canceled + c.unknown + c.pending === 0 && fx.missingFiles === 0 && fx.uploadsPending === 0
+  return c.failed + c.nsfw + c.canceled + c.unknown + c.pending === 0 &&
+    fx.missingFiles === 0 &&
+    fx.uploadsPending === 0 &&
+    fx.uploadConflicts === 0
     ? 'completed'
     : 'failed';
 }

@@ -37,6 +37,7 @@ import { buildPlan, type Plan } from '../plan/plan.js';
 import { parseSelector, type Selector } from '../plan/selection.js';
 import type { CostSummary } from '../report/cost-report.js';
 import { progressFor } from '../report/progress.js';
+import { sinkNoteLines } from '../report/render.js';
 import { writeCostReport } from '../report/write-report.js';
 import { reviewWaitSentence } from '../review/review-wait.js';
 import { decidedIds, decisions } from '../review/review-store.js';
@@ -603,6 +604,8 @@ async function execute(x: Execution): Promise<RunResult> {
     // The rows set aside, under the summary (beside it with --json-logs, whose stdout is events).
     const say = x.o.jsonLogs ? x.err : x.out;
     for (const line of skippedRowsLines(x.plan.skippedRows)) say(line);
+    // The objects a sink could not deliver or vouch for, each named.
+    for (const line of sinkNoteLines(report?.sink)) say(line);
   };
   return endOf(x, parts, summary, runStarted, sayEnd);
 }

@@ -43,6 +43,11 @@ export class StepSink {
     return sinkUri(this.config, this.key(runRelativePath));
   }
 
+  /** `s3://BUCKET/KEY` of an object key of this sink. */
+  uriOfKey(key: string): string {
+    return sinkUri(this.config, key);
+  }
+
   /** Its public URL (`sink_url`), when the sink has `public_base_url`. */
   url(runRelativePath: string): string | undefined {
     return publicUrl(this.config, runRelativePath);

@@ -407,6 +407,11 @@ describe('notify: bad targets are refused before anything is sent (exit 2)', () 
         pendingFiles: 1,
         pendingBytes: 2_000_000,
         pendingInstances: 1,
+        conflictFiles: 0,
+        skippedFiles: 0,
+        unverifiedFiles: 0,
+        conflicts: [],
+        unverified: [],
         locations: [{ uri: 's3://media/drop', public_url: 'https://cdn.example.com/drop' }, { uri: 's3://raw' }],
       },
     });
@@ -415,11 +420,48 @@ describe('notify: bad targets are refused before anything is sent (exit 2)', () 
       uploaded_bytes: 1_500,
       pending_files: 1,
       pending_bytes: 2_000_000,
+      conflict_files: 0,
+      skipped_files: 0,
+      unverified_files: 0,
+      conflicts: [],
+      unverified: [],
       locations: [{ uri: 's3://media/drop', public_url: 'https://cdn.example.com/drop' }, { uri: 's3://raw' }],
     });
     expect(summaryText(summary)).toContain(
       'Outputs: 3 files (1.5 kB) in s3://media/drop, public at https://cdn.example.com/drop; s3://raw; 1 file (2 MB) pending upload (genpipe resume uploads them).',
     );
+    expect(summaryText(summary)).not.toContain('Not uploaded');
+    expect(summaryText(summary)).not.toContain('Unverified');
+  });
+
+  it('a run with upload conflicts and unverified uploads: the summary and the chat text name each object and why', () => {
+    const notes = (n: number, what: string) =>
+      Array.from({ length: n }, (_, i) => ({ instance: `s[seed=${i + 1}]`, uri: `s3://media/drop/s/${i + 1}.png`, reason: what }));
+    const summary = notifySummary(end, {
+      total: emptyGroup('total'),
+      sink: {
+        uploadedFiles: 1,
+        uploadedBytes: 10,
+        pendingFiles: 12,
+        pendingBytes: 120,
+        pendingInstances: 12,
+        conflictFiles: 12,
+        skippedFiles: 0,
+        unverifiedFiles: 1,
+        conflicts: notes(12, 'another object (5 B) is at the key; not overwritten'),
+        unverified: [{ instance: 's[seed=13]', uri: 's3://media/drop/s/13.png', reason: 'no MD5 ETag' }],
+        locations: [{ uri: 's3://media/drop' }],
+      },
+    });
+    expect(summary.sink?.conflict_files).toBe(12);
+    expect(summary.sink?.conflicts).toHaveLength(10);
+    expect(summary.sink?.unverified).toEqual([{ instance: 's[seed=13]', uri: 's3://media/drop/s/13.png', reason: 'no MD5 ETag' }]);
+    const text = summaryText(summary);
+    expect(text).toContain(
+      'Not uploaded, another object at the key (not overwritten): 12 files: s3://media/drop/s/1.png (another object (5 B) is at the key; not overwritten);',
+    );
+    expect(text).toContain('; report.md lists the others.');
+    expect(text).toContain('Unverified uploads: 1 file: s3://media/drop/s/13.png (no MD5 ETag).');
   });
 
   it('Discord messages stay under its 2,000-character limit', () => {

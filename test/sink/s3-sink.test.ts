@@ -393,6 +393,11 @@ describe('a storage sink on a real S3-compatible store', () => {
       pendingFiles: 2,
       pendingBytes: 40_000,
       pendingInstances: 1,
+      conflictFiles: 0,
+      skippedFiles: 0,
+      unverifiedFiles: 0,
+      conflicts: [],
+      unverified: [],
     });
 
     const journal: SinkRecord[] = [];

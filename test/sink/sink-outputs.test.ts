@@ -55,12 +55,12 @@ describe('outputs of a run with a sink', () => {
     await csv.write([]);
     const text = await readFile(join(runDir, 'outputs.csv'), 'utf8');
     expect(text.split('\r\n')[0]).toBe(
-      'instance,step,seed,status,error,request_id,job_set_id,reroll_seed,role,file,sha256,cost_usd,sink_uri,sink_url',
+      'instance,step,seed,status,error,request_id,job_set_id,reroll_seed,role,file,sha256,cost_usd,sink_uri,sink_url,sink_status',
     );
     const rows = parseCsv(text, { columns: true }) as Record<string, string>[];
-    expect(rows.map((r) => [r.file, r.sink_uri, r.sink_url])).toEqual([
-      ['outputs/a/1+0.png', 's3://assets/spring/a/1+0.png', 'https://cdn.example.com/spring/a/1%2B0.png'],
-      ['outputs/a/1+1.png', '', ''],
+    expect(rows.map((r) => [r.file, r.sink_uri, r.sink_url, r.sink_status])).toEqual([
+      ['outputs/a/1+0.png', 's3://assets/spring/a/1+0.png', 'https://cdn.example.com/spring/a/1%2B0.png', 'uploaded'],
+      ['outputs/a/1+1.png', '', '', 'pending'],
     ]);
     const jsonl = (await readFile(join(runDir, 'outputs.jsonl'), 'utf8'))
       .trim()

@@ -145,7 +145,7 @@ describe('a run with a storage sink', () => {
         expect(sha(stored.get(key) as Buffer), key).toBe(sha(readFileSync(file)));
       }
       const csv = readFileSync(join(runDir, 'outputs.csv'), 'utf8');
-      expect(csv.split(/\r?\n/)[0]).toMatch(/,sink_uri,sink_url$/);
+      expect(csv.split(/\r?\n/)[0]).toMatch(/,sink_uri,sink_url,sink_status$/);
       expect(csv).toContain('s3://media/drop/s/');
       expect(csv).toContain('https://cdn.example.com/drop/s/');
       // The report counts what is in the bucket and what is still owed.
@@ -157,6 +157,11 @@ describe('a run with a storage sink', () => {
         pendingFiles: 0,
         pendingBytes: 0,
         pendingInstances: 0,
+        conflictFiles: 0,
+        skippedFiles: 0,
+        unverifiedFiles: 0,
+        conflicts: [],
+        unverified: [],
         locations,
       });
       expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain('Storage sinks: 4 files (');
@@ -169,7 +174,7 @@ describe('a run with a storage sink', () => {
         .split(/\r?\n/)
         .slice(1)
         .filter((l) => l !== '')
-        .map((l) => l.split(',').at(-1) as string)
+        .map((l) => l.split(',').at(-2) as string)
         .sort();
       expect(expected).toHaveLength(4);
       expect(expected.every((u) => u.startsWith('https://cdn.example.com/drop/s/'))).toBe(true);
@@ -184,6 +189,11 @@ describe('a run with a storage sink', () => {
         uploaded_bytes: bytes,
         pending_files: 0,
         pending_bytes: 0,
+        conflict_files: 0,
+        skipped_files: 0,
+        unverified_files: 0,
+        conflicts: [],
+        unverified: [],
         locations,
       });
       for (const file of filesOf(runDir)) expect(readFileSync(file).includes(store.secretAccessKey), file).toBe(false);

@@ -3,7 +3,11 @@
  * storage sink, if it has one. Each upload is journaled (`sink_uploaded`) and retried under the
  * run's retry budget; one the store refuses for good leaves the instance "completed, upload
  * pending": its files stay on disk and `genpipe resume` uploads them without asking anything of
- * the service. It returns the attempt's fate (completed, or upload pending); settle() does the rest.
+ * the service. Another object with other bytes at a key (`on_conflict: fail`) is not overwritten:
+ * the instance is "completed, upload conflict" and the run exits 1; a resume looks again (the
+ * object may have been moved) and never writes over it. An upload whose bytes the store could not
+ * be made to vouch for is delivered, journaled `sink_unverified`, and named by the report. It
+ * returns the attempt's fate (completed, upload pending, upload conflict); settle() does the rest.
  */
 import type { StepPlan } from '../../plan/plan.js';
 import type { Counted, FateOf } from './fate.js';
@@ -27,7 +31,7 @@ export class Delivery {
     id: string,
     checkExisting: boolean,
     counted: Counted,
-  ): Promise<FateOf<'completed'> | FateOf<'upload_pending'>> {
+  ): Promise<FateOf<'completed'> | FateOf<'upload_pending'> | FateOf<'upload_conflict'>> {
     const { fx } = this.d;
     const completed = { kind: 'completed', counted } as const;
     const sink = fx.options.sinks?.forStep(step.id);
@@ -49,10 +53,13 @@ export class Delivery {
         (record) => fx.log(record, true),
       ),
     );
-    if (!result.failed) return completed;
     // A store that kept failing is given up on for the run; a file it refused (one changed since
     // its download, say) concerns that file alone.
-    if (result.failed.transient !== false) this.#storesDown.set(sink.store, result.failed.message);
+    if (result.failed && result.failed.transient !== false) this.#storesDown.set(sink.store, result.failed.message);
+    // `on_conflict: skip` left the other object there on purpose: delivered as the user chose.
+    const keys = result.conflicts.filter((c) => c.action === 'failed').map((c) => sink.uriOfKey(c.key));
+    if (keys.length > 0) return { kind: 'upload_conflict', counted, keys, pending: result.failed?.message };
+    if (!result.failed) return completed;
     return { kind: 'upload_pending', counted, message: result.failed.message };
   }
 }

@@ -55,6 +55,12 @@ export type AttemptFate =
   /** Completed, every file fetched, and its sink did not take them all: they wait on disk for a resume. `reusedFrom`: an earlier run's result. */
   | { kind: 'upload_pending'; counted: Counted; message: string; reusedFrom?: string | undefined }
   /**
+   * Completed, every file fetched, and another object with other bytes at a key of its sink
+   * (`on_conflict: fail`): nothing overwritten, the file stays on disk, the run exits 1. `keys`:
+   * those objects (`s3://BUCKET/KEY`); `pending`: why another of its files waits for a resume too.
+   */
+  | { kind: 'upload_conflict'; counted: Counted; keys: string[]; pending?: string | undefined; reusedFrom?: string | undefined }
+  /**
    * `resume --adopt INSTANCE=ID`: a submit the service took (and charged) whose answer the journal
    * could not record. Its submission is journaled (`submitted`, `adopted: true`) and followed; its
    * price is already in what the journal committed (its intent), so it is charged once.
@@ -90,6 +96,7 @@ const KINDS = new Set<string>([
   'failed_here',
   'files_missing',
   'upload_pending',
+  'upload_conflict',
   'adopted',
   'reused',
   'failed_before',

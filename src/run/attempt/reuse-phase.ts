@@ -12,7 +12,7 @@ import type { PhaseDeps } from './phase-deps.js';
 import { linkEarlierFile } from './reuse.js';
 
 export interface Reused {
-  fate: FateOf<'reused'> | FateOf<'upload_pending'>;
+  fate: FateOf<'reused'> | FateOf<'upload_pending'> | FateOf<'upload_conflict'>;
   outputs: Record<string, unknown>;
 }
 
@@ -55,6 +55,6 @@ export async function reuseEarlier(
   }
   const delivered = await delivery.deliver(step, instance.id, true, 'reused');
   const fate =
-    delivered.kind === 'upload_pending' ? { ...delivered, reusedFrom: found.runId } : ({ kind: 'reused', fromRunId: found.runId } as const);
+    delivered.kind === 'completed' ? ({ kind: 'reused', fromRunId: found.runId } as const) : { ...delivered, reusedFrom: found.runId };
   return { fate, outputs: found.result ?? {} };
 }

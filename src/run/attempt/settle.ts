@@ -40,6 +40,12 @@ interface Row<K extends FateKind> {
   then?: (fate: FateOf<K>, s: Settling) => void;
 }
 
+/** A reused result's event, told with a fate that says more of it (an upload pending, a conflict). */
+const reusedEvent = (fate: { reusedFrom?: string | undefined }, s: Settling): RunEvent | undefined =>
+  fate.reusedFrom === undefined
+    ? undefined
+    : { type: 'instance_reused', step: s.step.id, instance: s.instance, fromRunId: fate.reusedFrom };
+
 const leftForResume = (message: string): string => `${message} (left for a resume)`;
 
 /** Where the journal leaves an instance that stopped on its way: so the summary's counts add up, and agree with the report's. */
@@ -152,11 +158,18 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
   upload_pending: {
     money: 'keep',
     count: (fate) => fate.counted,
-    event: (fate, s) =>
-      fate.reusedFrom === undefined
-        ? undefined
-        : { type: 'instance_reused', step: s.step.id, instance: s.instance, fromRunId: fate.reusedFrom },
+    event: reusedEvent,
     then: (fate, s) => s.fx.uploadPending(s.step, s.instance, fate.message),
+  },
+  // Completed and paid for: the object another run left at the key is kept, counted apart (exit 1).
+  upload_conflict: {
+    money: 'keep',
+    count: (fate) => fate.counted,
+    event: reusedEvent,
+    then: (fate, s) => {
+      s.fx.uploadConflict(s.step, s.instance, fate.keys);
+      if (fate.pending !== undefined) s.fx.uploadPending(s.step, s.instance, fate.pending);
+    },
   },
   // Charged when it was first sent, and counted since as its intent: kept, counted when it ends.
   adopted: {

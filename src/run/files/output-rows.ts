@@ -8,7 +8,9 @@
  *   actually sent, the output's role (`image-0`, `video`, `answer`…), the file, its sha256 and the cost.
  * - A run with a storage sink adds `sink_uri` (`s3://BUCKET/KEY`, once the file is in the
  *   bucket: its `sink_uploaded` record has the file's sha256) and `sink_url` (its public URL, from
- *   the sink's `public_base_url`, on the same condition).
+ *   the sink's `public_base_url`, on the same condition), and `sink_status`: `uploaded`,
+ *   `unverified: <why>` (uploaded, its bytes in the store unchecked), `conflict: <object>…` (another
+ *   object at the key, not overwritten), `skipped: <object>…` (`on_conflict: skip`) or `pending`.
  */
 import { csvRowOrigin } from '../../manifest/axes.js';
 import { submissionId, submissionIdColumn } from '../../models/submission.js';
@@ -30,6 +32,7 @@ export interface OutputRow {
   cost_usd?: number | undefined;
   sink_uri?: string | undefined;
   sink_url?: string | undefined;
+  sink_status?: string | undefined;
 }
 
 export const LEADING_COLUMNS = ['instance', 'step'] as const;
@@ -45,7 +48,7 @@ export const TRAILING_COLUMNS = [
   'cost_usd',
 ] as const;
 /** After the trailing columns, in the outputs.csv of a run with a storage sink only. */
-export const SINK_COLUMNS = ['sink_uri', 'sink_url'] as const;
+export const SINK_COLUMNS = ['sink_uri', 'sink_url', 'sink_status'] as const;
 
 /** The axis columns of a plan, in step and axis order, each once; a for_each step brings its upstream's first. */
 export function axisColumns(plan: Plan): string[] {
@@ -122,6 +125,19 @@ export function outputRows(id: string, entry: InstanceState, facts: InstanceFact
         const url = facts?.sink?.url(d.path);
         if (url !== undefined) row.sink_url = url;
       }
+      if (facts?.sink) row.sink_status = sinkStatus(entry, index, d.sha256);
       return row;
     });
+}
+
+/** Where an output stands in its sink, in outputs.csv's words (see the file comment). */
+function sinkStatus(entry: InstanceState, output: number, sha256: string): string {
+  if (entry.sinkUploads?.get(output)?.sha256 === sha256) {
+    const unverified = entry.sinkUnverified?.get(output);
+    return unverified?.sha256 === sha256 ? `unverified: ${unverified.reason}` : 'uploaded';
+  }
+  const conflict = entry.sinkConflicts?.get(output);
+  if (conflict?.sha256 !== sha256) return 'pending';
+  const where = `another object is at s3://${conflict.bucket}/${conflict.key}`;
+  return conflict.action === 'skipped' ? `skipped: ${where} (on_conflict: skip)` : `conflict: ${where}, not overwritten`;
 }

@@ -22,7 +22,7 @@ import { streamLinesOfFile } from '../../util/read-lines.js';
 import { LEADING_COLUMNS, SINK_COLUMNS, TRAILING_COLUMNS, type OutputRow } from './output-rows.js';
 import { redactingReplacer } from '../../util/redact.js';
 
-/** The header of outputs.csv for these axis columns; `sink`: the run has a storage sink (sink_uri, sink_url). */
+/** The header of outputs.csv for these axis columns; `sink`: the run has a storage sink (sink_uri, sink_url, sink_status). */
 export const outputsCsvHeader = (axisColumns: readonly string[], sink = false): string =>
   csvRow([...LEADING_COLUMNS, ...axisColumns, ...TRAILING_COLUMNS, ...(sink ? SINK_COLUMNS : [])]);
 
@@ -41,7 +41,7 @@ function csvLine(row: OutputRow, axisColumns: readonly string[], sink: boolean):
     row.sha256 ?? '',
     row.cost_usd ?? '',
   ];
-  if (sink) cells.push(row.sink_uri ?? '', row.sink_url ?? '');
+  if (sink) cells.push(row.sink_uri ?? '', row.sink_url ?? '', row.sink_status ?? '');
   return csvRow(cells);
 }
 
@@ -86,7 +86,7 @@ export class OutputsCsv {
   /**
    * `axisColumns`: the plan's axis columns (output-rows.ts axisColumns); `sortChunk`: instances
    * sorted in memory at once; `sink`: the run has a storage sink, so outputs.csv ends with
-   * sink_uri and sink_url (outputs.jsonl carries them on the rows that have them either way).
+   * sink_uri, sink_url and sink_status (outputs.jsonl carries them on the rows that have them either way).
    */
   static async open(
     runDir: string,

@@ -44,6 +44,13 @@ const CASES: Record<FateKind, { fate: AttemptFate; money: 'keep' | 'refund'; why
     },
   ],
   upload_pending: [{ fate: { kind: 'upload_pending', counted: 'completed', message: 'm' }, money: 'keep', why: 'completed' }],
+  upload_conflict: [
+    {
+      fate: { kind: 'upload_conflict', counted: 'completed', keys: ['s3://b/k'] },
+      money: 'keep',
+      why: 'completed: the file was made and paid for, only its delivery to that key was refused',
+    },
+  ],
   adopted: [
     {
       fate: { kind: 'adopted', submission: { kind: 'request', requestId: 'req-1' } },
@@ -85,6 +92,7 @@ function recorder(entry: InstanceState | undefined = undefined) {
     fail: () => seen.calls.push('fail'),
     filesMissing: () => seen.calls.push('filesMissing'),
     uploadPending: () => seen.calls.push('uploadPending'),
+    uploadConflict: (_step: unknown, _id: string, keys: readonly string[]) => seen.calls.push(`uploadConflict:${keys.join(',')}`),
     stopRun: (reason: string) => seen.calls.push(`stop:${reason}`),
     credentialsRefused: () => {
       seen.calls.push('credentials');
@@ -118,6 +126,8 @@ describe('the settlement table', () => {
   it('counts each fate once, where the summary and the report count it', async () => {
     const expected: [AttemptFate, (keyof RunCounts)[]][] = [
       [{ kind: 'completed', counted: 'reused' }, ['reused']],
+      // Completed: counted as its status; the conflict is counted apart (RunEffects.uploadConflict).
+      [{ kind: 'upload_conflict', counted: 'completed', keys: ['s3://b/k'] }, ['completed']],
       [{ kind: 'refunded', status: 'nsfw' }, ['nsfw']],
       [{ kind: 'rerolled', attempt: 1, seed: 9 }, ['rerolled']],
       [{ kind: 'unknown', message: 'm' }, ['unknown']],
@@ -183,6 +193,9 @@ describe('the settlement table', () => {
       [{ kind: 'failed_here', code: 'not_found', message: 'm' }, ['fail']],
       [{ kind: 'files_missing', counted: 'completed', code: 'c', message: 'm', permanent: true }, ['filesMissing']],
       [{ kind: 'upload_pending', counted: 'completed', message: 'm' }, ['uploadPending']],
+      [{ kind: 'upload_conflict', counted: 'completed', keys: ['s3://b/k1', 's3://b/k2'] }, ['uploadConflict:s3://b/k1,s3://b/k2']],
+      // A conflict and another file left pending: both told, each counted apart.
+      [{ kind: 'upload_conflict', counted: 'reused', keys: ['s3://b/k'], pending: 'm' }, ['uploadConflict:s3://b/k', 'uploadPending']],
       [{ kind: 'not_sent', stop: { reason: 'budget', message: 'm' } }, ['stop:budget']],
       [{ kind: 'in_flight', counted: 'pending', credentials: new GenpipeError('unauthorized', 'no') }, ['credentials']],
       [{ kind: 'completed', counted: 'completed' }, []],
