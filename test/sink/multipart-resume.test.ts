@@ -98,8 +98,31 @@ describe('a multipart upload killed midway', () => {
     );
     const args = [manifest, runDir, journal, 'film'];
 
+    /** The part numbers a process sent, from the proxy's log since `from`. */
+    const partsSent = (from: number): number[] =>
+      proxy.seen
+        .slice(from)
+        .filter((r) => r.method === 'PUT' && r.url.includes('partNumber'))
+        .map((r) => Number(new URL(r.url, 'http://x').searchParams.get('partNumber')));
+    /** The part numbers the journal holds so far. */
+    const journaledParts = (): Set<number> =>
+      new Set(
+        records(journal)
+          .filter((r) => r.type === 'sink_part')
+          .map((r) => r.part as number),
+      );
+    /** Runs a process and checks it sent no part an earlier one journaled. */
+    const resumeOnce = async (killAfterParts?: number): Promise<{ killed: boolean; out: string }> => {
+      const before = journaledParts();
+      const from = proxy.seen.length;
+      const ran = await child(args, journal, killAfterParts);
+      const again = partsSent(from).filter((n) => before.has(n));
+      expect(again, `parts journaled before this process and sent again: ${again.join(', ')}`).toEqual([]);
+      return ran;
+    };
+
     for (const parts of [1, 2, 3]) {
-      const { killed, out } = await child(args, journal, parts);
+      const { killed, out } = await resumeOnce(parts);
       expect(killed, out).toBe(true);
       // Killed midway: the upload is in the store, unfinished, and its id in the journal.
       expect(uploadsLeft()).toHaveLength(1);
@@ -109,7 +132,11 @@ describe('a multipart upload killed midway', () => {
     const uploadId = started[0]?.uploadId;
     expect(uploadsLeft()).toEqual([uploadId]);
 
-    const last = await child(args, journal);
+    const journaledBeforeLast = journaledParts().size;
+    const seenBeforeLast = proxy.seen.length;
+    const last = await resumeOnce();
+    // The last process sent exactly the parts not journaled yet.
+    expect(partsSent(seenBeforeLast)).toHaveLength(5 - journaledBeforeLast);
     expect(JSON.parse(last.out.trim().split('\n').pop() as string)).toEqual({ uploaded: 1, failed: null });
     const all = records(journal);
     for (const record of all) expect(JournalRecord.safeParse(record).success).toBe(true);
