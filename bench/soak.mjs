@@ -69,6 +69,9 @@ await build({
 // Bare imports (ioredis, zod…) resolve from the repository's node_modules: link it beside the bundle.
 const { symlinkSync } = await import('node:fs');
 symlinkSync(join(root, 'node_modules'), join(scratch, 'node_modules'));
+// A history with a storage sink starts s3rver from a child script beside its module (test/sink/s3-server.ts).
+const { copyFileSync } = await import('node:fs');
+copyFileSync(join(root, 'test/sink/s3rver-child.mjs'), join(scratch, 's3rver-child.mjs'));
 const { generateHistory, describeHistory, runHistory } = await import(bundle);
 const bin = join(root, 'bin/genpipe.js');
 

@@ -57,6 +57,11 @@ export interface World {
   /** Injected faults on submits and status reads (rates), or none. */
   faults: { submit: Record<string, number>; status: Record<string, number> } | null;
   timeScale: number;
+  /**
+   * A storage sink (a loopback s3rver) every run of the history writes, at one prefix with no
+   * `{{ run.id }}`: later runs meet earlier runs' objects, and kills land during uploads.
+   */
+  sink: boolean;
 }
 
 export interface History {
@@ -106,6 +111,8 @@ export function generateHistory(seed: number, executor: Executor, options: { bre
     nsfwRate: pick(r, [0, 0, 0.1, 0.25]),
     faults,
     timeScale: pick(r, [0.002, 0.005, 0.01]),
+    // Drawn apart, so that a seed draws the same history as before sinks were added, with or without one.
+    sink: prng(seed * 104_729 + 17)() < 0.5,
   };
   const killOf = (): Kill => {
     const x = r();
@@ -175,7 +182,7 @@ export function describeHistory(h: History): string {
   const w = h.world;
   const lines = [
     `seed ${h.seed} on the ${h.executor} executor (replay: ${h.breakLock ? '' : `GENPIPE_HISTORY_SEED=${h.seed} in CI, or `}npm run soak -- --histories 1 --executor ${h.executor} --seed ${h.seed}${h.breakLock ? ' --break-lock' : ''})`,
-    `world: ${w.sheets} sheets${w.posters ? ` + ${w.posters} keyless posters` : ''}, concurrency ${w.concurrency}, on_nsfw ${w.onNsfw}, manifest budget ${w.manifestBudget ?? 'none'}, failure ${w.failureRate}, nsfw ${w.nsfwRate}, time scale ${w.timeScale}, faults ${w.faults ? JSON.stringify(w.faults) : 'none'}`,
+    `world: ${w.sheets} sheets${w.posters ? ` + ${w.posters} keyless posters` : ''}, concurrency ${w.concurrency}, on_nsfw ${w.onNsfw}, manifest budget ${w.manifestBudget ?? 'none'}, failure ${w.failureRate}, nsfw ${w.nsfwRate}, time scale ${w.timeScale}${w.sink ? ', a sink shared by every run' : ''}, faults ${w.faults ? JSON.stringify(w.faults) : 'none'}`,
   ];
   h.ops.forEach((op, i) => {
     const n = `${i + 1}.`;

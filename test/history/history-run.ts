@@ -4,6 +4,7 @@
  * worker` of the history's own), then settles it (a plain resume of each run, `genpipe report
  * --json`) and checks the invariants (history-invariants.ts). Used by the CI test and the soak.
  */
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,8 @@ import { ReviewStore } from '../../src/review/review-store.js';
 import { parseJournal } from '../../src/run/journal/journal.js';
 import type { JournalRecord } from '../../src/run/journal/journal-records.js';
 import { checkInvariants, type CommandLog, type RunTotals } from './history-invariants.js';
+import { checkSinkInvariants } from './sink-invariants.js';
+import { startLoopbackS3, type LoopbackS3 } from '../sink/s3-server.js';
 import { POSTER_PRICE, type FleetEvent, type History } from './history-model.js';
 import { runCli, startRedis, startWorker, stopWorker, type CliResult, type RedisHandle, type WorkerHandle } from './processes.js';
 
@@ -26,6 +29,8 @@ export interface HistoryOutcome {
   netUsd: number;
   unknownUsd: number;
   requests: number;
+  /** Objects in the history's storage sink at its end (undefined: the world has none). */
+  sinkObjects?: number | undefined;
   ms: number;
 }
 
@@ -37,8 +42,16 @@ export interface RunHistoryOptions {
 }
 
 const PIPELINE = 'history';
+const SINK_BUCKET = 'history';
 
-function manifestText(h: History): string {
+/**
+ * With a sink, each new run of the history has a manifest of its own (its run directory records
+ * which), the same but for the sheets' body colour: so a later run's sheets have other bytes at
+ * the keys an earlier run's took, and meet them as conflicts.
+ */
+const COLOURS = ['#cc2200', '#0022cc', '#22aa00', '#aa00aa', '#00aaaa', '#aaaa00', '#555555'];
+
+function manifestText(h: History, sinkEndpoint: string | undefined, run = 0): string {
   const w = h.world;
   const lines = [
     'version: 1',
@@ -49,11 +62,15 @@ function manifestText(h: History): string {
     `  on_nsfw: ${w.onNsfw}`,
     '  polling: { initial_ms: 100, min_ms: 20, max_ms: 400 }',
     ...(w.manifestBudget === null ? [] : [`  budget_usd: ${w.manifestBudget}`]),
+    // One prefix for every run, on purpose: no `{{ run.id }}`.
+    ...(sinkEndpoint === undefined ? [] : ['  output:', `    sink: { url: "s3://${SINK_BUCKET}/shared", endpoint: "${sinkEndpoint}" }`]),
     'steps:',
     '  sheets:',
     '    model: character-sheet',
     `    matrix: { seed: { range: { from: 1, to: ${w.sheets} } } }`,
-    '    input: { tier: cats, seed: "{{ seed }}", brief: "A mascot" }',
+    sinkEndpoint === undefined
+      ? '    input: { tier: cats, seed: "{{ seed }}", brief: "A mascot" }'
+      : `    input: { tier: cats, seed: "{{ seed }}", brief: "A mascot", body_color: "${COLOURS[run % COLOURS.length] as string}" }`,
   ];
   if (w.posters > 0) {
     lines.push(
@@ -107,9 +124,20 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
   const boundMs = options.boundMs ?? 90_000;
   const dir = mkdtempSync(join(tmpdir(), `genpipe-history-${h.seed}-`));
   const out = join(dir, 'runs');
-  const manifest = join(dir, `${PIPELINE}.yaml`);
-  writeFileSync(manifest, manifestText(h));
+  let manifest = join(dir, `${PIPELINE}.yaml`);
   const w = h.world;
+  const store = w.sink ? await startLoopbackS3({ buckets: [SINK_BUCKET] }) : undefined;
+  writeFileSync(manifest, manifestText(h, store?.endpoint));
+  let runs = 0;
+  /** The manifest of the history's next new run: with a sink, one of its own (manifestText). */
+  const nextManifest = (): string => {
+    if (store && runs > 0) {
+      manifest = join(dir, `${PIPELINE}-${runs}.yaml`);
+      writeFileSync(manifest, manifestText(h, store.endpoint, runs));
+    }
+    runs++;
+    return manifest;
+  };
   const emu: Emulator = await startEmulator({
     port: 0,
     timeScale: w.timeScale,
@@ -130,6 +158,7 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
   const env: Record<string, string> = {
     GENPIPE_BASE_URL: emu.url,
     ...(process.env.GENPIPE_DEBUG ? { GENPIPE_DEBUG: process.env.GENPIPE_DEBUG } : {}),
+    ...(store ? { AWS_ACCESS_KEY_ID: store.accessKeyId, AWS_SECRET_ACCESS_KEY: store.secretAccessKey, AWS_REGION: 'us-east-1' } : {}),
   };
   try {
     if (h.executor === 'fleet') redis = await startRedis();
@@ -232,7 +261,7 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
         if (op.kind === 'run') {
           const before = new Set(runDirsOf(out));
           const spent = spentNow();
-          await command(label, ['run', manifest, '--out', out, '--yes', '--quiet', '--rate', '1000', ...op.flags, ...fleetFlags()], {
+          await command(label, ['run', nextManifest(), '--out', out, '--yes', '--quiet', '--rate', '1000', ...op.flags, ...fleetFlags()], {
             ...kill,
             during: op.during,
           });
@@ -248,7 +277,7 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
             const spent = spentNow();
             await command(
               `${label} (as a run)`,
-              ['run', manifest, '--out', out, '--yes', '--quiet', '--rate', '1000', ...flags, ...fleetFlags()],
+              ['run', nextManifest(), '--out', out, '--yes', '--quiet', '--rate', '1000', ...flags, ...fleetFlags()],
               { ...kill, during: op.during },
             );
             for (const d of runDirsOf(out)) addBudget(d, flags, spent);
@@ -323,20 +352,30 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
       commands,
       concurrency: w.concurrency,
     });
+    const stored = store ? await storedObjects(store) : undefined;
+    const sinkViolations = stored ? checkSinkInvariants(totals, stored) : [];
+    if (stored) {
+      const count = (type: string): number => totals.reduce((n, t) => n + t.records.filter((r) => r.type === type).length, 0);
+      notes.push(
+        `sink: ${stored.size} objects; ${count('sink_uploaded')} sink_uploaded, ${count('sink_conflict')} sink_conflict, ${count('sink_overwrite')} sink_overwrite journaled`,
+      );
+    }
     return {
       history: h,
-      violations: checked.violations,
+      violations: [...checked.violations, ...sinkViolations],
       notes,
       commands,
       ledgerUsd: checked.ledgerUsd,
       netUsd: checked.netUsd,
       unknownUsd: checked.unknownUsd,
       requests: emu.requests.byId.size,
+      sinkObjects: stored?.size,
       ms: Date.now() - started,
     };
   } finally {
     await stopWorker(worker);
     await redis?.dispose();
+    await store?.stop();
     // GENPIPE_HISTORY_KEEP=1: the run directories and the emulator's requests and ledger stay, to read a failure.
     if (process.env.GENPIPE_HISTORY_KEEP === '1') {
       writeFileSync(
@@ -346,6 +385,33 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
       process.stderr.write(`history ${h.seed} (${h.executor}) kept in ${dir}\n`);
     } else rmSync(dir, { recursive: true, force: true });
     await emu.close();
+  }
+}
+
+/** Every object of the history's bucket: key → sha256 of its bytes (read back through the SDK, as a user would). */
+async function storedObjects(store: LoopbackS3): Promise<Map<string, string>> {
+  const { S3Client, ListObjectsV2Command, GetObjectCommand } = await import('@aws-sdk/client-s3');
+  const client = new S3Client({
+    endpoint: store.endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey },
+  });
+  try {
+    const found = new Map<string, string>();
+    let token: string | undefined;
+    do {
+      const listed = await client.send(new ListObjectsV2Command({ Bucket: SINK_BUCKET, ContinuationToken: token }));
+      for (const item of listed.Contents ?? []) {
+        const got = await client.send(new GetObjectCommand({ Bucket: SINK_BUCKET, Key: item.Key }));
+        const bytes = await (got.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray();
+        found.set(item.Key as string, createHash('sha256').update(bytes).digest('hex'));
+      }
+      token = listed.NextContinuationToken;
+    } while (token !== undefined);
+    return found;
+  } finally {
+    client.destroy();
   }
 }
 

@@ -2,7 +2,9 @@
 // kills (kill -9 at a named crash point or after a delay), resumes with random flags, review
 // decisions, and on the fleet worker kills and Redis restarts, against a real emulator, on both
 // executors; after each, invariants A and B, one charge per attempt, the budget and the exit codes
-// hold (history-invariants.ts). CI runs a small fixed set of seeds; `npm run soak` runs many more.
+// hold (history-invariants.ts). About half the seeds (3 of the CI set) add a storage sink (s3rver)
+// at one prefix every run shares, each new run with other bytes: kills land during uploads, later
+// runs meet earlier runs' objects, and no object may be lost or overwritten (sink-invariants.ts). CI runs a small fixed set of seeds; `npm run soak` runs many more.
 // A failing history prints its seed and operations; GENPIPE_HISTORY_SEED=n replays seed n alone.
 //
 // Seeds the soak found bugs with, kept out of the CI set (`npm run soak -- --seed S --histories 1
@@ -36,5 +38,8 @@ describe.concurrent.each(EXECUTORS)('random histories on the %s executor', (exec
     // The history ran: it sent something and every command reported back.
     expect(outcome.requests).toBeGreaterThan(0);
     expect(outcome.commands.some((c) => c.label.startsWith('report') && c.code === 0)).toBe(true);
+    // A world with a sink delivered something to it.
+    if (history.world.sink) expect(outcome.sinkObjects, outcome.notes.join('; ')).toBeGreaterThan(0);
+    if (process.env.GENPIPE_HISTORY_NOTES === '1') console.log(describeHistory(history), '\n', outcome.notes.join('\n'));
   });
 });
