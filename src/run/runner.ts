@@ -258,7 +258,7 @@ function uploadsPendingSentence(fx: RunContext): string | undefined {
 function uploadConflictsSentence(fx: RunContext): string | undefined {
   const n = fx.uploadConflicts;
   if (n === 0) return undefined;
-  return `${n} output${n === 1 ? ' was' : 's were'} not uploaded because another object with other bytes is at ${n === 1 ? 'its key' : 'their keys'} in the storage sink (nothing was overwritten; the files are on disk): set the sink's on_conflict to overwrite to replace ${n === 1 ? 'it' : 'them'}, or to skip to keep ${n === 1 ? 'it' : 'them'}.`;
+  return `${n} output${n === 1 ? ' was' : 's were'} not uploaded because another object with other bytes is at ${n === 1 ? 'its key' : 'their keys'} in the storage sink (nothing was overwritten; the files are on disk): set the sink's on_conflict to overwrite to replace ${n === 1 ? 'it' : 'them'}, or to skip to keep ${n === 1 ? 'it' : 'them'}, and \`genpipe resume --allow-changed\`.`;
 }
 
 function outcomeOf(fx: RunContext): RunOutcome {

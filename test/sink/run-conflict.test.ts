@@ -121,7 +121,7 @@ describe('two runs into one prefix', () => {
       const all = second.out + second.err;
       expect(second.code, all).toBe(1);
       expect(all).toContain(
-        "2 outputs were not uploaded because another object with other bytes is at their keys in the storage sink (nothing was overwritten; the files are on disk): set the sink's on_conflict to overwrite to replace them, or to skip to keep them.",
+        "2 outputs were not uploaded because another object with other bytes is at their keys in the storage sink (nothing was overwritten; the files are on disk): set the sink's on_conflict to overwrite to replace them, or to skip to keep them, and `genpipe resume --allow-changed`.",
       );
       const runDir = runDirOf(all);
 
@@ -177,6 +177,14 @@ describe('two runs into one prefix', () => {
       const records = journalOf(runDir).records;
       const overThem = records.filter((r) => (r.type === 'sink_uploaded' || r.type === 'sink_overwrite') && theirs.has(r.key));
       expect(overThem).toEqual([]);
+
+      // The sentence's advice: with on_conflict: skip, a resume --allow-changed keeps their objects and ends 0.
+      manifest(dir, 'b.yaml', 'share', 3, '#0022cc', `{ url: "s3://media/shared", endpoint: "${store.endpoint}", on_conflict: skip }`);
+      const skipped = await runInProcess(['resume', runDir, '--allow-changed'], env());
+      expect(skipped.code, skipped.out + skipped.err).toBe(0);
+      for (const [key, bytes] of theirs) expect((await objects('shared')).get(key)?.equals(bytes), key).toBe(true);
+      expect(reportOf(runDir).sink).toMatchObject({ conflictFiles: 0, skippedFiles: 2 });
+      expect(ledgerUsd()).toBe(ledgerBefore);
     },
   );
 
