@@ -144,11 +144,15 @@ export class InstanceDriver {
       return;
     }
     if (!rejected || !mayRemake(entry, fx.retry) || !rejectsCurrent(rejected, planned.id, entry, round)) return;
-    // Remade, or kept as it was (then finished as it stands, and said).
-    await settle(
-      { fx, step, instance: planned.id },
-      await remakeRejected(fx, this.#seeds, step, planned, entry, adapter.conversational === true),
-    );
+    // Remade, or kept as it was (then finished as it stands). A kept one is said by the start that
+    // asked for the remakes, not again by each plain resume that inherits the round.
+    const fate = await remakeRejected(fx, this.#seeds, step, planned, entry, adapter.conversational === true);
+    if (fate.kind === 'remade' || this.#askedRemakes()) await settle({ fx, step, instance: planned.id }, fate);
+  }
+
+  /** This very start was given `--retry rejected` (not only inheriting it from the run's last start). */
+  #askedRemakes(): boolean {
+    return this.#fx.options.retry?.has('rejected') === true;
   }
 
   #rejections(): Promise<ReadonlyMap<string, string | undefined>> {
@@ -162,7 +166,7 @@ export class InstanceDriver {
    */
   readonly walked = async (): Promise<void> => {
     const fx = this.#fx;
-    if (!fx.retry.has('rejected') || fx.stopping) return;
+    if (!this.#askedRemakes() || fx.stopping) return;
     for (const id of (await this.#rejections()).keys()) {
       if (this.#rejectedMet.has(id)) continue;
       fx.notRemade++;

@@ -169,6 +169,12 @@ describe('--retry rejected where a remake cannot be made', () => {
       const runs = await genpipe('runs', '--out', out);
       expect(runs.stdout).toMatch(/failed/);
       expect(runs.stdout).toMatch(/1\/1/);
+
+      // Said by the start that asked: a plain resume, inheriting the round, finishes quietly.
+      const plain = await genpipe('resume', runDir, '--quiet');
+      expect(plain.code, plain.stderr).toBe(0);
+      expect(plain.stderr).not.toMatch(/rejected in review/);
+      expect(posts()).toBe(before);
     },
   );
 });
