@@ -157,7 +157,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
         submittedHere = true;
       } catch (error) {
         if (!(error instanceof GenpipeError)) throw error;
-        if (error instanceof IndeterminateSubmissionError) return { kind: 'unknown', message: error.message };
+        if (error instanceof IndeterminateSubmissionError)
+          return { kind: 'unknown', message: error.message, ...(error.protocol ? { protocol: true as const } : {}) };
         if (error.code === 'rate_limited') {
           // Refused before processing, never charged (§7): the intent is withdrawn, and the whole
           // queue waits out the Retry-After before any worker takes a job again.

@@ -115,7 +115,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const unwire = wireTransport(fx, options);
   const watchdog = startWatchdog(fx);
   try {
-    await untilHalted(fx, scheduler.walk());
+    await untilHalted(fx, scheduler.walk().then(driver.walked));
   } finally {
     clearInterval(watchdog.timer);
     unwire();
@@ -170,7 +170,7 @@ function summaryOf(fx: RunContext, started: number, endedBefore: RunState['lastO
     runDir: options.runDir,
     pipeline: options.plan.name,
     outcome: outcomeOf(fx),
-    message: fx.stopMessage ?? missingFilesSentence(fx) ?? uploadsPendingSentence(fx),
+    message: fx.stopMessage ?? missingFilesSentence(fx) ?? uploadsPendingSentence(fx) ?? notRemadeSentence(fx),
     stopReason: fx.stopReason,
     counts: { ...fx.counts },
     estimatedUsd: fx.spend.committedUsd,
@@ -254,14 +254,21 @@ function uploadsPendingSentence(fx: RunContext): string | undefined {
   return `${n} completed instance${n === 1 ? ' is' : 's are'} not in the storage sink yet (${(fx.uploadProblem ?? 'the store refused').replace(/[.]$/, '')}); the files are on disk, and \`genpipe resume\` uploads them without generating anything.`;
 }
 
+/** What a start that could not remake every rejected instance says at its end. */
+function notRemadeSentence(fx: RunContext): string | undefined {
+  const n = fx.notRemade;
+  if (n === 0) return undefined;
+  return `${n} rejected instance${n === 1 ? '' : 's'} could not be made again (each is named above); nothing was sent for ${n === 1 ? 'it' : 'them'}.`;
+}
+
 function outcomeOf(fx: RunContext): RunOutcome {
   if (fx.options.signal.aborted) return 'aborted';
   if (fx.stopReason === 'budget') return 'budget';
   if (fx.stopReason !== undefined || fx.refused !== undefined) return 'stopped';
   const c = fx.counts;
-  return c.failed + c.nsfw + c.canceled + c.unknown + c.pending === 0 && fx.missingFiles === 0 && fx.uploadsPending === 0
-    ? 'completed'
-    : 'failed';
+  // Files missing or waiting for a sink, and rejected instances that could not be made again, fail it too.
+  const left = fx.missingFiles + fx.uploadsPending + fx.notRemade;
+  return c.failed + c.nsfw + c.canceled + c.unknown + c.pending + left === 0 ? 'completed' : 'failed';
 }
 
 /**
