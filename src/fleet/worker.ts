@@ -29,12 +29,11 @@ import { pauseBeforeIntent, writeIntent } from './intent-write.js';
 import { submissionOf, type InstanceJobData, type InstanceJobResult, type JobPolling, type SubmittedProgress } from './instance-job.js';
 import { commandOptions, DISCONNECT_MS, reportConnection, type RedisTarget } from './redis.js';
 import { within } from '../util/within.js';
-import { workerKey, type WorkerHeartbeat } from './queue-admin.js';
+import { HEARTBEAT_MS, LOCK_MS, WORKER_RECORD_TTL_MS, workerKey, type WorkerHeartbeat } from './queue-admin.js';
 
-/** How long a worker's lock on a job lasts unless renewed, and how often stalled jobs are looked for. */
-export const LOCK_MS = 10_000;
+/** How long a worker's lock on a job lasts unless renewed (queue-admin.ts), and how often stalled jobs are looked for. */
+export { LOCK_MS };
 export const STALLED_CHECK_MS = 5_000;
-const HEARTBEAT_MS = 5_000;
 
 export interface FleetWorkerOptions {
   redis: RedisTarget;
@@ -50,6 +49,30 @@ export interface FleetWorkerOptions {
    * over from another worker was submitted with that worker's URL, so it is polled.
    */
   webhook?: WebhookReceiver | undefined;
+  /** Called once per job this worker ends (or gives up), for its log line (genpipe worker). */
+  onJob?: ((job: JobLog) => void) | undefined;
+}
+
+/** One job as a worker's log tells it: which, when, how it ended. */
+export interface JobLog {
+  runId: string;
+  instance: string;
+  model: string;
+  /** `completed`, `failed`, `nsfw` (a final status), or `submit_error`, `track_error`, `unknown`, `withdrawn`, `handed_back` (to the queue, for another worker), `lock_lost`, `error`. */
+  outcome: string;
+  startedAt: string;
+  endedAt: string;
+  durationMs: number;
+}
+
+/** Thrown for a job whose lock this worker lost: BullMQ leaves a DelayedError's job alone (another worker holds it). */
+class LostLock extends DelayedError {}
+
+/** What a job's end is called in the log. */
+function outcomeOf(result: InstanceJobResult | undefined, error: unknown): string {
+  if (result) return result.kind === 'final' ? result.result.status : result.kind;
+  if (error instanceof LostLock) return 'lock_lost';
+  return error instanceof DelayedError ? 'handed_back' : 'error';
 }
 
 export interface FleetWorker {
@@ -93,11 +116,11 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
   let done = 0;
   // A job whose lock this worker lost (BullMQ could not renew it: another worker may hold it now) is
   // left alone: nothing more is sent or written for it here, and BullMQ does not touch it either.
-  const lostJob = (job: Job<InstanceJobData, InstanceJobResult>): DelayedError => {
+  const lostJob = (job: Job<InstanceJobData, InstanceJobResult>): LostLock => {
     o.say(
       `warning: worker ${o.name}: lost the lock of the job of ${job.data.instance}; another worker takes it, nothing was sent from here after that.`,
     );
-    return new DelayedError();
+    return new LostLock();
   };
   const processor = async (
     job: Job<InstanceJobData, InstanceJobResult>,
@@ -106,11 +129,29 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     lockLost?: AbortSignal,
   ): Promise<InstanceJobResult> => {
     active++;
+    const started = Date.now();
+    let result: InstanceJobResult | undefined;
+    let failure: unknown;
     try {
-      return await runJob(job, token, lockLost ?? new AbortController().signal);
+      result = await runJob(job, token, lockLost ?? new AbortController().signal);
+      return result;
+    } catch (error) {
+      failure = error;
+      throw error;
     } finally {
       active--;
       done++;
+      const ended = Date.now();
+      const d = job.data;
+      o.onJob?.({
+        runId: d.runId,
+        instance: d.instance,
+        model: d.model,
+        outcome: outcomeOf(result, failure),
+        startedAt: new Date(started).toISOString(),
+        endedAt: new Date(ended).toISOString(),
+        durationMs: ended - started,
+      });
     }
   };
   const runJob = async (
@@ -247,7 +288,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       concurrency: o.concurrency,
     };
     try {
-      await heartbeat.set(workerKey(o.queue, o.name), JSON.stringify(record), 'PX', HEARTBEAT_MS * 4);
+      // Kept past the worker's death for WORKER_RECORD_TTL_MS, so queue status can call it lost.
+      await heartbeat.set(workerKey(o.queue, o.name), JSON.stringify(record), 'PX', WORKER_RECORD_TTL_MS);
       status.ready();
     } catch {
       // Said once by the queue's error listener; the next beat tries again.
