@@ -22,13 +22,22 @@ afterEach(async () => {
   cleanTemps();
 });
 
-/** One keyless image (Soul: no Idempotency-Key), priced so the ledger moves. */
-function poster(dir: string, name: string): string {
+const POLLING = 'defaults:\n  polling: { initial_ms: 100, min_ms: 50, max_ms: 400 }\n';
+/** One instance `p[n=1]`: a keyless image (Soul: no Idempotency-Key) or a keyed character sheet, each priced so the ledger moves. */
+const MODELS = {
+  keyless: {
+    price: 0.03,
+    steps: `prices: { soul-standard: 0.03 }\n${POLLING}steps:\n  p:\n    model: soul-standard\n    matrix: { n: [1] }\n    input: { prompt: "Poster {{ n }}", aspect_ratio: "1:1", resolution: 1080p }\n`,
+  },
+  keyed: {
+    price: 0.05,
+    steps: `${POLLING}steps:\n  p:\n    model: character-sheet\n    matrix: { n: [1] }\n    input: { tier: cats, seed: "{{ n }}", brief: A mascot }\n`,
+  },
+} as const;
+
+function manifest(dir: string, name: string, kind: keyof typeof MODELS): string {
   const path = join(dir, `${name}.yaml`);
-  writeFileSync(
-    path,
-    `version: 1\nname: ${name}\nprices: { soul-standard: 0.03 }\ndefaults:\n  polling: { initial_ms: 100, min_ms: 50, max_ms: 400 }\nsteps:\n  p:\n    model: soul-standard\n    matrix: { n: [1] }\n    input: { prompt: "Poster {{ n }}", aspect_ratio: "1:1", resolution: 1080p }\n`,
-  );
+  writeFileSync(path, `version: 1\nname: ${name}\n${MODELS[kind].steps}`);
   return path;
 }
 
@@ -48,10 +57,10 @@ async function until(what: () => boolean, ms: number, label: string): Promise<vo
 }
 
 describe('a worker paused past its lock lease', () => {
-  it(
-    'writes no intent and sends nothing once another worker took its job: one POST, one intent, report = ledger',
+  it.each(['keyless', 'keyed'] as const)(
+    '%s: writes no intent and sends nothing once another worker took its job: one POST, one intent, report = ledger',
     { timeout: 90_000 },
-    async () => {
+    async (kind) => {
       emu = await startEmulator({ port: 0, timeScale: 1, log: () => {} });
       const service = emu;
       const dir = tempDir();
@@ -62,10 +71,13 @@ describe('a worker paused past its lock lease', () => {
       });
       workers.push(a);
       const pid = a.child.pid as number;
-      const run = runCli(['run', poster(dir, 'lost'), '--out', out, '--redis', redis.url, '--queue', queue, '--no-local-worker', '--yes'], {
-        env: { GENPIPE_BASE_URL: service.url },
-        timeoutMs: 80_000,
-      });
+      const run = runCli(
+        ['run', manifest(dir, 'lost', kind), '--out', out, '--redis', redis.url, '--queue', queue, '--no-local-worker', '--yes'],
+        {
+          env: { GENPIPE_BASE_URL: service.url },
+          timeoutMs: 80_000,
+        },
+      );
       // A took the job and stopped itself just before its intent write.
       await until(() => stateOf(pid) === 'T', 20_000, 'worker A stopped before its intent');
       const b = await startWorkerProcess(redis.url, service.url, 'lock-b', ['--queue', queue, '--concurrency', '1']);
@@ -91,7 +103,7 @@ describe('a worker paused past its lock lease', () => {
       expect(report.total.counts.completed).toBe(1);
       expect(report.total.unknownUsd).toBe(0);
       expect(report.total.netUsd).toBeCloseTo(spentUsd(service), 6);
-      expect(report.total.netUsd).toBeCloseTo(0.03, 6);
+      expect(report.total.netUsd).toBeCloseTo(MODELS[kind].price, 6);
       expect(a.output()).not.toMatch(/internal error|at .*\.js:\d+/);
     },
   );
