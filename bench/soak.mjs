@@ -5,11 +5,13 @@
 // (test/history/*.ts) is bundled with esbuild for this run; the CLI under test is the built one
 // (bin/genpipe.js -> dist/: run `npm run build` first).
 //
-//   npm run soak -- --histories 500 [--executor local|fleet|both] [--seed S] [--minutes M] [--parallel P] [--break-lock]
+//   npm run soak -- --histories 500 [--executor local|fleet|both] [--seed S] [--minutes M] [--parallel P] [--break-lock] [--partitions]
 //
 // --parallel runs P histories of each executor at once (default 1): a history spends most of its time
 // waiting (crash points, lock deadlines, follow intervals), each has its own emulator, redis-server and
 // worker, and its seed alone decides its operations, so the seeds run are the same in any order.
+// --partitions draws fleet histories whose commands meet cuts of the worker's link to Redis (a
+// loopback proxy that drops or stalls it, then heals; a quarter outlast the worker's lock lease).
 // --minutes stops each executor after M minutes even if fewer histories ran. Prints the figures and
 // writes them to bench/results/soak-<date>.json; every failing history is printed with its seed and
 // operations (replay one in CI with GENPIPE_HISTORY_SEED=n).
@@ -28,6 +30,7 @@ const { values } = parseArgs({
     minutes: { type: 'string' },
     parallel: { type: 'string', default: '1' },
     'break-lock': { type: 'boolean', default: false },
+    partitions: { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
   },
 });
@@ -96,7 +99,7 @@ async function soak(executor) {
     for (let i = next++; i < histories && Date.now() < end; i = next++) await one(firstSeed + i);
   };
   const one = async (seed) => {
-    const history = generateHistory(seed, executor, { breakLock: values['break-lock'] });
+    const history = generateHistory(seed, executor, { breakLock: values['break-lock'], partitions: values.partitions });
     let outcome;
     try {
       outcome = await runHistory(history, { bin, boundMs: 120_000 });

@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'unauthorized' // 401: missing or invalid credentials
   | 'insufficient_credits' // 402: agent message reserve
   | 'forbidden' // 403: agent API not enabled
+  | 'model_access' // 403 whose detail names model access: the account may not use the model (service spec §5)
   | 'not_found' // 404: request or session missing or owned by another account
   | 'model_unavailable' // 404 on the options catalog: model hidden or unavailable
   | 'session_busy' // 409 on agent messages
@@ -29,6 +30,7 @@ export type ErrorCode =
   | 'aborted' // the caller's AbortSignal fired
   | 'indeterminate_submission' // a credit-spending POST may or may not have been processed
   | 'invalid_response' // the service answered with a body that breaks the spec
+  | 'protocol' // a 2xx answer whose body is not the API's shape: likely not the Generation Service at all (a wrong base URL)
   | 'mismatch' // a followed request's answer is about another request (a resume must not take it as its own)
   // Local problems, found before anything is sent.
   | 'invalid_input' // a request body breaks a rule of the spec
@@ -109,6 +111,8 @@ export class IndeterminateSubmissionError extends GenpipeError {
   readonly bodyHash: string;
   readonly method: string;
   readonly path: string;
+  /** The answer was a 2xx whose body is not the API's shape (a protocol error): likely not the service at all. */
+  readonly protocol: boolean;
 
   constructor(args: {
     method: string;
@@ -117,20 +121,28 @@ export class IndeterminateSubmissionError extends GenpipeError {
     bodyHash: string;
     status?: number | undefined;
     cause: unknown;
+    protocol?: boolean | undefined;
   }) {
     super(
       'indeterminate_submission',
-      `The submission to ${args.method} ${args.path} may or may not have been accepted by the service` +
-        (args.status === undefined ? '' : ` (it answered ${args.status})`) +
-        '; it was not resent, to avoid paying twice.',
+      args.protocol === true
+        ? `${notTheService(args.method, args.path, args.status)}; it may still have been charged, so it was not resent, to avoid paying twice.`
+        : `The submission to ${args.method} ${args.path} may or may not have been accepted by the service` +
+            (args.status === undefined ? '' : ` (it answered ${args.status})`) +
+            '; it was not resent, to avoid paying twice.',
       { status: args.status, cause: args.cause },
     );
+    this.protocol = args.protocol === true;
     this.idempotencyKey = args.idempotencyKey;
     this.bodyHash = args.bodyHash;
     this.method = args.method;
     this.path = args.path;
   }
 }
+
+/** The start of a protocol error's sentence: the answer was not the Generation Service's. */
+export const notTheService = (method: string, path: string, status: number | undefined): string =>
+  `${method} ${path} got an answer${status === undefined ? '' : ` (${status})`} that is not the Generation Service's (check the base URL)`;
 
 /**
  * A connection was refused before it was made: the host name resolves to an address inside the
@@ -233,8 +245,11 @@ export function errorFromStatus(
   detail = detail === undefined ? undefined : redact(detail);
   let code: ErrorCode = STATUS_CODES[status] ?? (status >= 500 ? 'server_error' : 'http_error');
   if (status === 404 && context.endpoint === 'options-catalog') code = 'model_unavailable';
+  // Service spec §5 names model access and gives no status: a 403 whose detail says so.
+  if (status === 403 && /model access/i.test(detail ?? '')) code = 'model_access';
   if (status === 409 && (context.endpoint === 'agent-messages' || detail?.includes('session_busy'))) code = 'session_busy';
   if (status === 422 && context.endpoint === 'idempotent-submit' && /idempot/i.test(detail ?? '')) code = 'idempotency_mismatch';
+  if (code === 'model_access') return modelAccessError(detail, context.requestId);
   const sentence =
     code === 'model_unavailable'
       ? 'The character-sheet model is hidden or unavailable (the options catalog answered 404)'
@@ -246,6 +261,21 @@ export function errorFromStatus(
     requestId: context.requestId,
     retryAfterMs: context.retryAfterMs,
   });
+}
+
+/** The model a model-access refusal names (`... may not use the character-sheet model`), when it names one. */
+export function modelOfRefusal(detail: string | undefined): string | undefined {
+  return /\b(?:use|to) (?:the )?([a-z0-9][a-z0-9._-]*) model\b/i.exec(detail ?? '')?.[1];
+}
+
+/** A 403 for model access: one sentence that names the model, not the agent API. */
+function modelAccessError(detail: string | undefined, requestId: string | undefined): GenpipeError {
+  const model = modelOfRefusal(detail);
+  const message =
+    model === undefined
+      ? `The account has no access to the model it asked for (the service answered 403${detail ? `: ${oneLine(detail)}` : ''}).`
+      : `The account has no access to the ${model} model (the service answered 403).`;
+  return new GenpipeError('model_access', message, { status: 403, detail, requestId });
 }
 
 function oneLine(text: string): string {

@@ -8,7 +8,7 @@ import { request, type Dispatcher } from 'undici';
 import type * as z from 'zod';
 import type { ClientConfig } from './config.js';
 import { createGuardedAgent } from './connect-guard.js';
-import { errorFromStatus, GenpipeError, IndeterminateSubmissionError } from './errors.js';
+import { errorFromStatus, GenpipeError, IndeterminateSubmissionError, notTheService } from './errors.js';
 import {
   backoffDelay,
   classifyTransportError,
@@ -194,15 +194,19 @@ export class Transport {
           try {
             data = this.#parseSuccess(text, options, path);
           } catch (error) {
-            // The service accepted a credit-spending POST, but its answer is unreadable: what it created is unknown.
-            if (safety.kind !== 'spends') throw error;
+            // A 2xx whose body is not the API's shape: a protocol error, most likely another server at
+            // the base URL. A keyless credit-spending POST may still have been charged: unknown. A keyed
+            // one can be resent with its key, and a call that spends nothing is said as such.
+            const keyed = safety.kind !== 'spends' || safety.idempotencyKey !== undefined;
+            if (keyed) throw protocolError(error, options.method, path, status, safety.kind === 'spends' ? 'keyed' : 'safe');
             throw new IndeterminateSubmissionError({
               method: options.method,
               path,
-              idempotencyKey: safety.idempotencyKey,
+              idempotencyKey: undefined,
               bodyHash: sha256Hex(body ?? ''),
               status,
               cause: error,
+              protocol: true,
             });
           }
           return { status, data, headers: response.headers };
@@ -279,6 +283,15 @@ export class Transport {
   #report(event: ExchangeEvent): void {
     this.#options.onExchange?.(event);
   }
+}
+
+/** A 2xx answer that is not the API's shape, said as a protocol error (code `protocol`), the reason kept. */
+function protocolError(error: unknown, method: string, path: string, status: number, call: 'keyed' | 'safe'): GenpipeError {
+  const why =
+    error instanceof GenpipeError ? error.message.replace(/^\S+ \S+ answered with /, '').replace(/[.]$/, '') : 'an unreadable body';
+  const resend =
+    call === 'keyed' ? '; it carries an Idempotency-Key, so it can be resent safely' : '; it spends nothing, so it can be resent safely';
+  return new GenpipeError('protocol', `${notTheService(method, path, status)}: ${why}${resend}.`, { status, cause: error });
 }
 
 async function readText(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string> {

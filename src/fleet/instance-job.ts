@@ -54,7 +54,8 @@ export type InstanceJobResult =
       status?: number | undefined;
       retryAfterMs?: number | undefined;
     }
-  | { kind: 'unknown'; message: string }
+  /** `protocol`: a keyless submit's 2xx answer was not the service's (a wrong base URL); it may still have spent. */
+  | { kind: 'unknown'; message: string; protocol?: true | undefined }
   | { kind: 'track_error'; submission: Submission; code: ErrorCode; message: string }
   /** Its coordinator withdrew it (withdrawnKey) before this worker sent it: nothing was sent. */
   | { kind: 'withdrawn' };

@@ -8,7 +8,17 @@ import { Redis } from 'ioredis';
 import type { InstanceJobData } from './instance-job.js';
 import { closeQueue, commandOptions, redisCommands, type RedisTarget } from './redis.js';
 
-/** A worker's heartbeat, written every few seconds with an expiry (a dead worker's goes away). */
+/** How long a worker's lock on a job lasts unless renewed: a heartbeat older than that is a lost worker's. */
+export const LOCK_MS = 10_000;
+/** How often a worker writes its heartbeat. */
+export const HEARTBEAT_MS = 5_000;
+/**
+ * How long a worker's heartbeat record lasts after its last beat: a worker that died (kill -9, a
+ * lost host) is listed as lost for this long, then its record goes (docs/guides/fleet.md).
+ */
+export const WORKER_RECORD_TTL_MS = 5 * 60_000;
+
+/** A worker's heartbeat, written every few seconds with an expiry of WORKER_RECORD_TTL_MS. */
 export interface WorkerHeartbeat {
   name: string;
   host: string;
@@ -64,12 +74,23 @@ type State = (typeof STATES)[number];
 /** At most this many jobs per state are read to count them by run. */
 const SCAN_PER_STATE = 10_000;
 
+/** A worker as queue status lists it: its heartbeat, and whether it is lost. */
+export interface WorkerSeen extends WorkerHeartbeat {
+  /** Its heartbeat is older than the lock lease (LOCK_MS): it died or lost Redis, and its jobs go to other workers. */
+  lost: boolean;
+  /** Seconds since its last heartbeat, when status was read. */
+  lastSeenS: number;
+}
+
 export interface QueueStatus {
   queue: string;
   limits: QueueLimits;
+  /** BullMQ's counts of the queue's jobs. */
   totals: Record<State, number>;
+  /** The live (not lost) workers' own counts, summed from their heartbeats (each up to HEARTBEAT_MS old). */
+  liveWorkers: { count: number; active: number; concurrency: number };
   runs: { runId: string; counts: Record<State, number> }[];
-  workers: WorkerHeartbeat[];
+  workers: WorkerSeen[];
   /** True when a state held more jobs than were read to count them by run. */
   runsTruncated: boolean;
 }
@@ -99,23 +120,30 @@ export async function queueStatus(redis: RedisTarget, queueName: string): Promis
         }
       }
       await client.connect();
-      const workers: WorkerHeartbeat[] = [];
+      const workers: WorkerSeen[] = [];
+      const now = Date.now();
       let cursor = '0';
       for (let rounds = 0; rounds < 1_000; rounds++) {
         const [next, keys] = await client.scan(cursor, 'MATCH', workerKey(queueName, '*'), 'COUNT', 200);
         for (const key of keys) {
           const value = await client.get(key);
-          if (value) workers.push(JSON.parse(value) as WorkerHeartbeat);
+          if (value) workers.push(seen(JSON.parse(value) as WorkerHeartbeat, now));
         }
         cursor = next;
         if (cursor === '0') break;
       }
       workers.sort((a, b) => a.name.localeCompare(b.name));
       failed = false;
+      const live = workers.filter((w) => !w.lost);
       return {
         queue: queueName,
         limits: await limitsOf(queue),
         totals,
+        liveWorkers: {
+          count: live.length,
+          active: live.reduce((sum, w) => sum + w.active, 0),
+          concurrency: live.reduce((sum, w) => sum + w.concurrency, 0),
+        },
         runs: [...byRun].map(([runId, counts]) => ({ runId, counts })).sort((a, b) => a.runId.localeCompare(b.runId)),
         workers,
         runsTruncated,
@@ -125,4 +153,9 @@ export async function queueStatus(redis: RedisTarget, queueName: string): Promis
     client.disconnect();
     await closeQueue(queue, failed);
   }
+}
+
+function seen(beat: WorkerHeartbeat, now: number): WorkerSeen {
+  const age = now - Date.parse(beat.at);
+  return { ...beat, lost: !(age <= LOCK_MS), lastSeenS: Math.max(0, Math.round(age / 1000)) };
 }

@@ -259,7 +259,8 @@ export class QueueExecutor implements Executor {
       if (result.kind === 'withdrawn' && round < 100) continue;
       if (result.kind === 'withdrawn') throw new GenpipeError('internal', 'The fleet job was withdrawn again and again; nothing was sent.');
       // The worker's own sentence: it saw the submit's fate stay unknown.
-      if (result.kind === 'unknown') return { kind: 'unknown', message: result.message };
+      if (result.kind === 'unknown')
+        return result.protocol ? { kind: 'protocol', keyed: false, message: result.message } : { kind: 'unknown', message: result.message };
       throw refusalOf(result);
     }
   }

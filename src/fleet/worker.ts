@@ -5,8 +5,8 @@
  * BullMQ's global concurrency and rate limit hold across every worker on every host, and a 429
  * anywhere pauses the whole queue.
  *
- * Paying once across hosts: before its POST a worker writes the intent into the job (Redis); after
- * it, the submission. A job taken over from a dead worker (BullMQ's stalled-job recovery) is
+ * Paying once across hosts: before its POST a worker writes the intent into the job (Redis), only
+ * while the job's lock holds this worker's token (intent-write.ts); after it, the submission. A job taken over from a dead worker (BullMQ's stalled-job recovery) is
  * followed from its submission if there is one; otherwise a keyed submit is resent with the same
  * Idempotency-Key (the service answers with the same request) and a keyless one becomes *unknown*,
  * never resent. That needs the intent to survive a Redis crash too: see the README (appendfsync).
@@ -25,22 +25,15 @@ import { localExecutor, type AttemptWork } from '../run/attempt/executor.js';
 import { resumeAction } from '../run/journal/run-state.js';
 import { PollScheduler } from '../run/polling/poll-schedule.js';
 import type { WebhookReceiver } from '../run/polling/webhook-receiver.js';
-import {
-  submissionOf,
-  withdrawnKey,
-  type InstanceJobData,
-  type InstanceJobResult,
-  type JobPolling,
-  type SubmittedProgress,
-} from './instance-job.js';
+import { pauseBeforeIntent, writeIntent } from './intent-write.js';
+import { submissionOf, type InstanceJobData, type InstanceJobResult, type JobPolling, type SubmittedProgress } from './instance-job.js';
 import { commandOptions, DISCONNECT_MS, reportConnection, type RedisTarget } from './redis.js';
 import { within } from '../util/within.js';
-import { workerKey, type WorkerHeartbeat } from './queue-admin.js';
+import { HEARTBEAT_MS, LOCK_MS, WORKER_RECORD_TTL_MS, workerKey, type WorkerHeartbeat } from './queue-admin.js';
 
-/** How long a worker's lock on a job lasts unless renewed, and how often stalled jobs are looked for. */
-export const LOCK_MS = 10_000;
+/** How long a worker's lock on a job lasts unless renewed (queue-admin.ts), and how often stalled jobs are looked for. */
+export { LOCK_MS };
 export const STALLED_CHECK_MS = 5_000;
-const HEARTBEAT_MS = 5_000;
 
 export interface FleetWorkerOptions {
   redis: RedisTarget;
@@ -56,6 +49,30 @@ export interface FleetWorkerOptions {
    * over from another worker was submitted with that worker's URL, so it is polled.
    */
   webhook?: WebhookReceiver | undefined;
+  /** Called once per job this worker ends (or gives up), for its log line (genpipe worker). */
+  onJob?: ((job: JobLog) => void) | undefined;
+}
+
+/** One job as a worker's log tells it: which, when, how it ended. */
+export interface JobLog {
+  runId: string;
+  instance: string;
+  model: string;
+  /** `completed`, `failed`, `nsfw` (a final status), or `submit_error`, `track_error`, `unknown`, `withdrawn`, `handed_back` (to the queue, for another worker), `lock_lost`, `error`. */
+  outcome: string;
+  startedAt: string;
+  endedAt: string;
+  durationMs: number;
+}
+
+/** Thrown for a job whose lock this worker lost: BullMQ leaves a DelayedError's job alone (another worker holds it). */
+class LostLock extends DelayedError {}
+
+/** What a job's end is called in the log. */
+function outcomeOf(result: InstanceJobResult | undefined, error: unknown): string {
+  if (result) return result.kind === 'final' ? result.result.status : result.kind;
+  if (error instanceof LostLock) return 'lock_lost';
+  return error instanceof DelayedError ? 'handed_back' : 'error';
 }
 
 export interface FleetWorker {
@@ -97,16 +114,51 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
   heartbeat.on('error', () => {});
   let active = 0;
   let done = 0;
-  const processor = async (job: Job<InstanceJobData, InstanceJobResult>, token?: string): Promise<InstanceJobResult> => {
+  // A job whose lock this worker lost (BullMQ could not renew it: another worker may hold it now) is
+  // left alone: nothing more is sent or written for it here, and BullMQ does not touch it either.
+  const lostJob = (job: Job<InstanceJobData, InstanceJobResult>): LostLock => {
+    o.say(
+      `warning: worker ${o.name}: lost the lock of the job of ${job.data.instance}; another worker takes it, nothing was sent from here after that.`,
+    );
+    return new LostLock();
+  };
+  const processor = async (
+    job: Job<InstanceJobData, InstanceJobResult>,
+    token?: string,
+    // Declared, so BullMQ hands each job a signal (it looks at the processor's arity).
+    lockLost?: AbortSignal,
+  ): Promise<InstanceJobResult> => {
     active++;
+    const started = Date.now();
+    let result: InstanceJobResult | undefined;
+    let failure: unknown;
     try {
-      return await runJob(job, token);
+      result = await runJob(job, token, lockLost ?? new AbortController().signal);
+      return result;
+    } catch (error) {
+      failure = error;
+      throw error;
     } finally {
       active--;
       done++;
+      const ended = Date.now();
+      const d = job.data;
+      o.onJob?.({
+        runId: d.runId,
+        instance: d.instance,
+        model: d.model,
+        outcome: outcomeOf(result, failure),
+        startedAt: new Date(started).toISOString(),
+        endedAt: new Date(ended).toISOString(),
+        durationMs: ended - started,
+      });
     }
   };
-  const runJob = async (job: Job<InstanceJobData, InstanceJobResult>, token?: string): Promise<InstanceJobResult> => {
+  const runJob = async (
+    job: Job<InstanceJobData, InstanceJobResult>,
+    token: string | undefined,
+    lockLost: AbortSignal,
+  ): Promise<InstanceJobResult> => {
     const data = job.data;
     const adapter = adapterFor(data.model);
     if (!adapter)
@@ -137,15 +189,16 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
             'a fleet worker died while submitting this keyless request: it may or may not have reached the service, so it was not resent (`genpipe resume --retry unknown` resends it)',
         };
       }
-      const intentAt = Date.now();
-      // The intent reaches Redis before the POST (see the file comment).
-      await job.updateData({ ...data, intentAt });
+      if (token === undefined || lockLost.aborted) throw lostJob(job);
+      pauseBeforeIntent();
+      // The intent reaches Redis before the POST (see the file comment), in one script that writes
+      // it only while this worker's lock token holds the job (intent-write.ts): a worker that lost
+      // the job while paused or cut off writes nothing and sends nothing.
+      const written = await writeIntent(queue, job, token, Date.now());
       // Withdrawn by its coordinator (its run stopped while the job waited): nothing is sent, and the
       // coordinator, which saw it waiting, journals it as not sent (instance-job.ts withdrawnKey).
-      if ((await (await queue.getBackend().client).get(withdrawnKey(queue, job.id ?? ''))) !== null) {
-        await job.updateData({ ...data, intentAt: undefined });
-        return { kind: 'withdrawn' };
-      }
+      if (written === 'withdrawn') return { kind: 'withdrawn' };
+      if (written !== 'written') throw lostJob(job);
       try {
         const answer = await localExecutor.submit(attempt, work, data.body, data.idempotencyKey ?? undefined, {
           ...ctx,
@@ -157,11 +210,12 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
         submittedHere = true;
       } catch (error) {
         if (!(error instanceof GenpipeError)) throw error;
-        if (error instanceof IndeterminateSubmissionError) return { kind: 'unknown', message: error.message };
+        if (error instanceof IndeterminateSubmissionError)
+          return { kind: 'unknown', message: error.message, ...(error.protocol ? { protocol: true as const } : {}) };
         if (error.code === 'rate_limited') {
           // Refused before processing, never charged (§7): the intent is withdrawn, and the whole
           // queue waits out the Retry-After before any worker takes a job again.
-          await job.updateData({ ...data, intentAt: undefined });
+          await job.updateData({ ...job.data, intentAt: undefined });
           await queue.rateLimit(error.retryAfterMs ?? 1_000);
           throw Worker.RateLimitError();
         }
@@ -189,10 +243,11 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
         work,
         followed,
         { ...ctx, sentBody: data.body },
-        { signal: handBack.signal, timer, webhook, mayRetry: () => true },
+        { signal: AbortSignal.any([handBack.signal, lockLost]), timer, webhook, mayRetry: () => true },
       );
       return { kind: 'final', submission: done.submission, result: done.result, durationMs: done.durationMs };
     } catch (error) {
+      if (lockLost.aborted) throw lostJob(job);
       if (handBack.signal.aborted && token !== undefined) {
         // Shutting down: another worker follows the submission (it is in the job's data).
         await job.moveToDelayed(Date.now(), token);
@@ -216,6 +271,10 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     autorun: false,
   });
   reportConnection(worker, o.redis, o.say, `worker ${o.name}`);
+  // A lock BullMQ could not renew is lost: the job's processing stops before any further request.
+  worker.on('lockRenewalFailed', (jobIds) => {
+    for (const id of jobIds) worker.cancelJob(id, 'lock lost');
+  });
   worker.on('failed', (job, error) => {
     if (job && !(error instanceof DelayedError)) o.say(`warning: worker ${o.name}: job of ${job.data.instance} failed: ${error.message}`);
   });
@@ -230,7 +289,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       concurrency: o.concurrency,
     };
     try {
-      await heartbeat.set(workerKey(o.queue, o.name), JSON.stringify(record), 'PX', HEARTBEAT_MS * 4);
+      // Kept past the worker's death for WORKER_RECORD_TTL_MS, so queue status can call it lost.
+      await heartbeat.set(workerKey(o.queue, o.name), JSON.stringify(record), 'PX', WORKER_RECORD_TTL_MS);
       status.ready();
     } catch {
       // Said once by the queue's error listener; the next beat tries again.

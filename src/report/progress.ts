@@ -303,6 +303,7 @@ function errorLine(event: RunEvent): string | undefined {
 function errorText(event: RunEvent): string | undefined {
   if (event.type === 'instance_failed') return `${event.instance}: ${event.message}`;
   if (event.type === 'instance_unknown') return `${event.instance}: unknown: ${event.message}`;
+  if (event.type === 'instance_skipped') return `${event.instance}: ${event.reason}`;
   if (event.type === 'run_stopping') return event.message;
   if (event.type === 'throttled')
     return `throttled by the service: waiting ${Math.max(1, Math.round(event.waitMs / 1000))} s; retry budget ${event.retriesLeft} left`;

@@ -60,7 +60,7 @@ export interface JournaledProgress {
 }
 
 export type StopReason =
-  'budget' | 'fail_fast' | 'max_failures' | 'insufficient_credits' | 'retry_budget' | 'unreachable' | 'stuck' | 'aborted';
+  'budget' | 'fail_fast' | 'max_failures' | 'insufficient_credits' | 'retry_budget' | 'unreachable' | 'protocol' | 'stuck' | 'aborted';
 
 export type RunOutcome = 'completed' | 'failed' | 'budget' | 'aborted' | 'stopped';
 

@@ -43,6 +43,8 @@ export interface RunEffects {
   readonly reuse: ReuseIndex | undefined;
   /** Failures so far, for `max_failures`. */
   failures: number;
+  /** Rejected instances `--retry rejected` could not make again (an agent turn, no such instance): the run ends failed (exit 1). */
+  notRemade: number;
   /** Journals a record (synced when `durable`) and applies it to the state. */
   log(record: JournalRecord, durable?: boolean): Promise<void>;
   emit(event: RunEvent): void;
@@ -61,6 +63,10 @@ export interface RunEffects {
   creditRetry(): void;
   /** Retries left in the run's budget. */
   readonly retriesLeft: number;
+  /** A submit's 2xx answer was not the service's (a protocol error): three in a row stop the run (exit 5). */
+  protocolAnswer(): void;
+  /** A submit the service answered in its own shape: the run of protocol errors starts again from zero. */
+  serviceAnswered(): void;
   /** A 401: the run stops, resumable, and ends with this sentence; true when it handled the error. */
   credentialsRefused(error: GenpipeError): boolean;
   /** Counts `n` instances (default one) as having ended so, or one nsfw attempt as re-rolled: the one place counts change. */
@@ -88,6 +94,9 @@ export interface RunEffects {
   readonly resumed: boolean;
 }
 
+/** Submit answers in a row that are not the service's after which the run stops (a wrong base URL, most likely). */
+export const PROTOCOL_ANSWERS_TO_STOP = 3;
+
 /** The local backend's effects: a journal on disk, in-process limits and counters. */
 export class RunContext implements RunEffects {
   readonly counts: RunCounts = emptyCounts();
@@ -98,6 +107,7 @@ export class RunContext implements RunEffects {
   readonly spend: Spend;
   readonly retry: ReadonlySet<RetryStatus>;
   failures = 0;
+  notRemade = 0;
   /** Records about an instance this start wrote: none means it changed nothing. */
   instanceRecords = 0;
   /** Completed instances whose files could not all be fetched, and the first reason. */
@@ -120,6 +130,8 @@ export class RunContext implements RunEffects {
   /** Waits on another part of the run, by what they wait for. */
   readonly waits = new Map<string, number>();
   #retriesLeft: number;
+  /** Submit answers in a row that were not the service's. */
+  #protocolAnswers = 0;
   /** No more spending: the lock was lost. */
   #fencedOut = false;
   /** No more writing either: another process writes this run now. */
@@ -249,6 +261,18 @@ export class RunContext implements RunEffects {
     }
     this.#retriesLeft--;
     return true;
+  }
+
+  protocolAnswer(): void {
+    if (++this.#protocolAnswers < PROTOCOL_ANSWERS_TO_STOP) return;
+    this.stopRun(
+      'protocol',
+      `${PROTOCOL_ANSWERS_TO_STOP} submits in a row got answers that are not the Generation Service's, so the run stopped sending: check the base URL (GENPIPE_BASE_URL, or base_url in the config), then \`genpipe resume\`.`,
+    );
+  }
+
+  serviceAnswered(): void {
+    this.#protocolAnswers = 0;
   }
 
   credentialsRefused(error: GenpipeError): boolean {

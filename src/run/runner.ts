@@ -115,7 +115,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const unwire = wireTransport(fx, options);
   const watchdog = startWatchdog(fx);
   try {
-    await untilHalted(fx, scheduler.walk());
+    await untilHalted(fx, scheduler.walk().then(driver.walked));
   } finally {
     clearInterval(watchdog.timer);
     unwire();
@@ -170,7 +170,8 @@ function summaryOf(fx: RunContext, started: number, endedBefore: RunState['lastO
     runDir: options.runDir,
     pipeline: options.plan.name,
     outcome: outcomeOf(fx),
-    message: fx.stopMessage ?? missingFilesSentence(fx) ?? uploadConflictsSentence(fx) ?? uploadsPendingSentence(fx),
+    message:
+      fx.stopMessage ?? missingFilesSentence(fx) ?? uploadConflictsSentence(fx) ?? uploadsPendingSentence(fx) ?? notRemadeSentence(fx),
     stopReason: fx.stopReason,
     counts: { ...fx.counts },
     estimatedUsd: fx.spend.committedUsd,
@@ -261,17 +262,22 @@ function uploadConflictsSentence(fx: RunContext): string | undefined {
   return `${n} output${n === 1 ? ' was' : 's were'} not uploaded because another object with other bytes is at ${n === 1 ? 'its key' : 'their keys'} in the storage sink (nothing was overwritten; the files are on disk): set the sink's on_conflict to overwrite to replace ${n === 1 ? 'it' : 'them'}, or to skip to keep ${n === 1 ? 'it' : 'them'}, and \`genpipe resume --allow-changed\`.`;
 }
 
+/** What a start that could not remake every rejected instance says at its end. */
+function notRemadeSentence(fx: RunContext): string | undefined {
+  const n = fx.notRemade;
+  if (n === 0) return undefined;
+  return `${n} rejected instance${n === 1 ? '' : 's'} could not be made again (each is named above); nothing was sent for ${n === 1 ? 'it' : 'them'}.`;
+}
+
 function outcomeOf(fx: RunContext): RunOutcome {
   if (fx.options.signal.aborted) return 'aborted';
   if (fx.stopReason === 'budget') return 'budget';
   if (fx.stopReason !== undefined || fx.refused !== undefined) return 'stopped';
   const c = fx.counts;
-  return c.failed + c.nsfw + c.canceled + c.unknown + c.pending === 0 &&
-    fx.missingFiles === 0 &&
-    fx.uploadsPending === 0 &&
-    fx.uploadConflicts === 0
-    ? 'completed'
-    : 'failed';
+  // Files missing, waiting for a sink or kept out by an object at their key fail it too, as do
+  // rejected instances that could not be made again.
+  const left = fx.missingFiles + fx.uploadsPending + fx.uploadConflicts + fx.notRemade;
+  return c.failed + c.nsfw + c.canceled + c.unknown + c.pending + left === 0 ? 'completed' : 'failed';
 }
 
 /**

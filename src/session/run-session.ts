@@ -936,7 +936,9 @@ async function openFleet(
 /** A run's exit code from its summary (cli/exit-codes.ts). */
 export function exitCodeOf(summary: RunSummary): number {
   // The service could not be reached, or kept failing until the retry budget ran out.
-  if (summary.stopReason === 'unreachable' || summary.stopReason === 'retry_budget') return EXIT.unavailable;
+  // Or answered in a shape that is not the service's, submit after submit (a wrong base URL).
+  if (summary.stopReason === 'unreachable' || summary.stopReason === 'retry_budget' || summary.stopReason === 'protocol')
+    return EXIT.unavailable;
   switch (summary.outcome) {
     case 'completed':
       return EXIT.ok;

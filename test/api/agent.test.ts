@@ -105,13 +105,13 @@ describe('§4.6 agent endpoints', () => {
     expect(calls()[0]?.body ?? null).toBeNull();
   });
 
-  it('a message with created_at lacking milliseconds breaks the spec (invalid_response)', async () => {
+  it('a message with created_at lacking milliseconds breaks the spec (a protocol error)', async () => {
     const { agent, client } = harness();
     agent
       .get(BASE)
       .intercept({ path: messagesPath })
       .reply(200, { status: 'idle', messages: [{ ...user('m-1', 'completed'), created_at: '2025-03-01T12:00:00Z' }] });
-    expect((await rejection(client.agent.listMessages(SESSION_ID))).code).toBe('invalid_response');
+    expect((await rejection(client.agent.listMessages(SESSION_ID))).code).toBe('protocol');
   });
 });
 

@@ -34,6 +34,23 @@ describe('errorFromStatus (§7), pure', () => {
     expect(errorFromStatus(404, undefined, { endpoint: 'other' }).code).toBe('not_found');
   });
 
+  it('403 whose detail names model access is model_access, one sentence naming the model (not the agent API)', () => {
+    const error = errorFromStatus(403, 'no model access: this account may not use the character-sheet model', { endpoint: 'other' });
+    expect(error.code).toBe('model_access');
+    expect(error.status).toBe(403);
+    expect(error.message).toBe('The account has no access to the character-sheet model (the service answered 403).');
+    expect(error.message).not.toMatch(/agent API/);
+    // A detail that does not name the model is quoted instead.
+    const vague = errorFromStatus(403, 'Model access denied', { endpoint: 'other' });
+    expect(vague.code).toBe('model_access');
+    expect(vague.message).toMatch(
+      /^The account has no access to the model it asked for \(the service answered 403: Model access denied\)\.$/,
+    );
+    // Any other 403 is still the agent API's.
+    expect(errorFromStatus(403, 'Agent API is not enabled', { endpoint: 'other' }).code).toBe('forbidden');
+    expect(errorFromStatus(403, undefined, { endpoint: 'other' }).code).toBe('forbidden');
+  });
+
   it('409 on agent messages is session_busy; 409 elsewhere is conflict', () => {
     expect(errorFromStatus(409, 'busy', { endpoint: 'agent-messages' }).code).toBe('session_busy');
     expect(errorFromStatus(409, 'in flight', { endpoint: 'idempotent-submit' }).code).toBe('conflict');

@@ -150,14 +150,14 @@ describe('§4.7 legacy platform endpoints (hf-api-key + hf-secret)', () => {
     expect((await client.legacy.jobSet(JOB_SET_ID)).type).toBe('speak');
   });
 
-  it('a job set without its jobs breaks the spec (invalid_response)', async () => {
+  it('a job set without its jobs breaks the spec (a protocol error)', async () => {
     const { agent, client } = harness();
     const { jobs: _jobs, ...withoutJobs } = jobSet('image2video');
     agent
       .get(PLATFORM)
       .intercept({ path: `/v1/job-sets/${JOB_SET_ID}` })
       .reply(200, withoutJobs);
-    expect((await rejection(client.legacy.jobSet(JOB_SET_ID))).code).toBe('invalid_response');
+    expect((await rejection(client.legacy.jobSet(JOB_SET_ID))).code).toBe('protocol');
   });
 });
 

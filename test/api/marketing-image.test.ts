@@ -192,12 +192,12 @@ describe('§4.5 preset catalog: every page, following cursor', () => {
     expect(calls()).toHaveLength(2);
   });
 
-  it('an item that is not a usable preset (type other than ads) is invalid_response', async () => {
+  it('an item that is not a usable preset (type other than ads) is a protocol error', async () => {
     const { agent, client } = harness();
     agent
       .get(BASE)
       .intercept({ path: '/marketing-studio/image/presets', query: { size: '50' } })
       .reply(200, { total: 1, cursor: null, items: [{ ...preset(1), type: 'video' }] });
-    expect((await rejection(client.marketingImage.presetPage())).code).toBe('invalid_response');
+    expect((await rejection(client.marketingImage.presetPage())).code).toBe('protocol');
   });
 });

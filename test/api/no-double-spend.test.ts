@@ -114,6 +114,26 @@ describe('no double spend: a credit-spending POST without an Idempotency-Key', (
     expect(error.status).toBe(200);
     expect((error as IndeterminateSubmissionError).bodyHash).toBe(sha256(calls()[0]?.body as string));
     expect(calls()).toHaveLength(1);
+    // A protocol error: the answer was not the service's; it may have spent, so it is not resent.
+    expect((error as IndeterminateSubmissionError).protocol).toBe(true);
+    expect(error.message).toMatch(/not the Generation Service's \(check the base URL\).*may still have been charged/);
+  });
+
+  it('a 2xx that is not JSON at all is the same protocol error: indeterminate, one request', async () => {
+    const { agent, client, calls } = harness();
+    agent.get(BASE).intercept({ path: '/marketing-studio/image/sunburst', method: 'POST' }).reply(200, 'ok').persist();
+    const error = await rejection(client.marketingImage.submit({ prompt: 'x' }));
+    expect(error).toBeInstanceOf(IndeterminateSubmissionError);
+    expect((error as IndeterminateSubmissionError).protocol).toBe(true);
+    expect(calls()).toHaveLength(1);
+  });
+
+  it('a refusal the service words is not a protocol error (indeterminate only for the usual reasons)', async () => {
+    const { agent, client } = harness();
+    agent.get(BASE).intercept({ path: '/marketing-studio/image/sunburst', method: 'POST' }).reply(422, { detail: 'prompt: empty' });
+    const error = await rejection(client.marketingImage.submit({ prompt: 'x' }));
+    expect(error.code).toBe('unprocessable');
+    expect(error).not.toBeInstanceOf(IndeterminateSubmissionError);
   });
 
   it('429 without a key is not resent (and is a plain rate_limited refusal)', async () => {
@@ -126,6 +146,18 @@ describe('no double spend: a credit-spending POST without an Idempotency-Key', (
 });
 
 describe('a credit-spending POST with an Idempotency-Key (character sheet)', () => {
+  it("a 2xx that is not the API's shape is a protocol error that says it can be resent safely, not indeterminate", async () => {
+    const { agent, client, calls } = harness();
+    agent.get(BASE).intercept({ path: '/vendor/ai-influencer', method: 'POST' }).reply(200, {}).persist();
+    const error = await rejection(
+      client.characterSheet.submit({ tier: 'cats', seed: 42, variation_index: 3 }, { idempotencyKey: 'step-abc-v3' }),
+    );
+    expect(error.code).toBe('protocol');
+    expect(error).not.toBeInstanceOf(IndeterminateSubmissionError);
+    expect(error.message).toMatch(/not the Generation Service's \(check the base URL\).*can be resent safely/);
+    expect(calls()).toHaveLength(1);
+  });
+
   it.each(AMBIGUOUS)('is retried after $name with the same key and an identical body', async (failure) => {
     const { agent, client, calls } = harness();
     const pool = agent.get(BASE);

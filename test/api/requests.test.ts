@@ -32,22 +32,22 @@ describe('§4.1 request status: GET {base_url}/requests/{request_id}/status', ()
     expect(await client.requests.status(REQUEST_ID)).toMatchObject({ status: 'failed', error: 'content policy' });
   });
 
-  it('MediaOutput has no additional properties: an extra member breaks the spec (invalid_response)', async () => {
+  it('MediaOutput has no additional properties: an extra member breaks the spec (a protocol error)', async () => {
     const { agent, client } = harness();
     agent
       .get(BASE)
       .intercept({ path: `/requests/${REQUEST_ID}/status` })
       .reply(200, status({ images: [{ url: 'https://cdn.test/a.png', width: 10 } as never] }));
-    expect((await rejection(client.requests.status(REQUEST_ID))).code).toBe('invalid_response');
+    expect((await rejection(client.requests.status(REQUEST_ID))).code).toBe('protocol');
   });
 
-  it('an unknown status value breaks the spec (invalid_response)', async () => {
+  it('an unknown status value breaks the spec (a protocol error)', async () => {
     const { agent, client } = harness();
     agent
       .get(BASE)
       .intercept({ path: `/requests/${REQUEST_ID}/status` })
       .reply(200, { status: 'done', request_id: REQUEST_ID });
-    expect((await rejection(client.requests.status(REQUEST_ID))).code).toBe('invalid_response');
+    expect((await rejection(client.requests.status(REQUEST_ID))).code).toBe('protocol');
   });
 
   it('the request id is a path segment: it is encoded', async () => {

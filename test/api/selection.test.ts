@@ -239,13 +239,13 @@ describe('§4.3 options catalog: GET {base_url}/models/{vendor}/ai-influencer/op
     expect(result.normalized).toEqual({ hair: ['short', 'curly'] });
   });
 
-  it('a malformed catalog is invalid_response', async () => {
+  it('a malformed catalog is a protocol error', async () => {
     const { agent, client } = harness();
     agent
       .get(BASE)
       .intercept({ path: '/models/vendor/ai-influencer/options' })
       .reply(200, { config_revision: 'x', categories: [{ key: 'hair' }] });
-    expect((await rejection(client.options.fetch())).code).toBe('invalid_response');
+    expect((await rejection(client.options.fetch())).code).toBe('protocol');
   });
 
   it('InvalidInputError is the shape used for selection refusals', () => {

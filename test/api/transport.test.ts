@@ -43,22 +43,22 @@ describe('Transport', () => {
     expect(header(calls()[0], 'accept')).toBe('application/json');
   });
 
-  it('a success body that breaks the schema is invalid_response, naming the field', async () => {
+  it('a success body that breaks the schema is a protocol error, naming the field', async () => {
     const { pool, transport } = transportHarness();
     pool.intercept({ path: '/thing' }).reply(200, { ok: 'yes' });
     const error = await rejection(
       transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } }),
     );
-    expect(error.code).toBe('invalid_response');
+    expect(error.code).toBe('protocol');
     expect(error.message).toContain('ok');
   });
 
-  it('a success body that is not JSON is invalid_response', async () => {
+  it('a success body that is not JSON is a protocol error', async () => {
     const { pool, transport } = transportHarness();
     pool.intercept({ path: '/thing' }).reply(200, '<html>');
     expect(
       (await rejection(transport.call({ method: 'GET', url: `${BASE}/thing`, auth: 'key', schema: Ok, safety: { kind: 'safe' } }))).code,
-    ).toBe('invalid_response');
+    ).toBe('protocol');
   });
 
   it('an authenticated call without credentials fails with code credentials and sends nothing', async () => {

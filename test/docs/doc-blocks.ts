@@ -61,12 +61,13 @@ export function fencedBlocks(file: string, markdown: string): DocBlock[] {
 /**
  * The kinds of block a test runs, by the first word after the language, in
  * test/docs/doc-examples.test.ts. Two kinds run elsewhere: `library` (the library guide's script,
- * run through the built package by test/session/readme-example.test.ts) and `registry`.
+ * run through the built package by test/session/readme-example.test.ts), `fleet` and `registry`.
  */
-export const KINDS = ['test', 'manifest', 'config', 'faults', 'accounts', 'review', 'ci'] as const;
+export const KINDS = ['test', 'manifest', 'config', 'faults', 'accounts', 'review', 'ci', 'hosts'] as const;
 // `registry`: commands that fetch packages from the npm registry, which no test may reach (a test
 // talks to 127.0.0.1 only); test/docs/docs-package.test.ts packs what they install.
-const RUN_ELSEWHERE = ['library', 'registry'];
+// `fleet`: the README's local fleet, run by test/docs/fleet-recipe.test.ts.
+const RUN_ELSEWHERE = ['library', 'registry', 'fleet'];
 
 /** Languages whose blocks a reader may copy and run: each such block needs a kind. `text` is prose. */
 const RUNNABLE = new Set(['sh', 'bash', 'yaml', 'yml', 'json', 'js', 'ts', 'cron', 'ini']);

@@ -2,7 +2,7 @@
 // before a reader meets it. A page's tested blocks run in order in one sandbox of their own: a
 // copy of pipelines/ (also as /srv/pipelines), a fake HOME, `genpipe` and `npx genpipe` the built
 // CLI, and an emulator as the configured service. docs/CONTRIBUTING.md lists the kinds of block.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { readReview } from '../../src/review/review-store.js';
+import { freePort } from '../free-port.js';
 import { startLoopbackS3 } from '../sink/s3-server.js';
 import { fencedBlocks, isShownOnly, ROOT, shownBlocks, testedBlocks, type DocBlock } from './doc-blocks.js';
 
@@ -33,6 +34,8 @@ interface Sandbox {
   env: Record<string, string>;
   /** The page's fixed addresses and placeholders, made the sandbox's own. */
   rewrite(text: string): string;
+  /** Commands that serve (redis-server, `genpipe worker`), started by the page's `sh hosts` blocks and stopped at its end. */
+  serving: ChildProcess[];
   close(): Promise<void>;
 }
 
@@ -59,7 +62,31 @@ async function sandbox(page: readonly DocBlock[]): Promise<Sandbox> {
     chmodSync(join(bin, name), 0o755);
   };
   shim('genpipe', BIN);
-  const box: Sandbox = { dir, home, env: { GENPIPE_DOC_ROOT: ROOT }, rewrite: (text) => text, close: async () => {} };
+  const box: Sandbox = { dir, home, env: { GENPIPE_DOC_ROOT: ROOT }, rewrite: (text) => text, serving: [], close: async () => {} };
+  const stopServing = async (): Promise<void> => {
+    await Promise.all(
+      box.serving.map(
+        (child) =>
+          new Promise<void>((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) return resolve();
+            child.once('close', () => resolve());
+            child.kill('SIGKILL');
+          }),
+      ),
+    );
+  };
+  if (page.some((b) => b.tags[0] === 'hosts')) {
+    // The hosts' Redis, `redis.internal:6379`, is a redis-server of the page's own on a free loopback port.
+    const port = await freePort();
+    const data = join(dir, 'redis');
+    mkdirSync(data);
+    box.rewrite = (text) =>
+      text
+        .replaceAll('redis://redis.internal:6379', `redis://127.0.0.1:${port}`)
+        .replace(/^redis-server\b(.*)$/m, `redis-server$1 --port ${port} --bind 127.0.0.1 --dir ${data} --save ''`);
+    box.close = stopServing;
+    return box;
+  }
   if (!page.some((b) => b.tags.includes('s3'))) return box;
   const store = await startLoopbackS3({ buckets: [] });
   shim('mc', join(ROOT, 'test', 'docs', 'mc-mb.mjs'));
@@ -238,6 +265,39 @@ const sh: Runner = async (block, text, box, env) => {
   expect(ran.code, `${where(block)}\n${ran.stdout}${ran.stderr}`).toBe(Number(tagValue(block, 'exit') ?? 0));
 };
 
+/** A command that serves, as a deployment runs it on its host: redis-server, or a `genpipe worker`. */
+const SERVES = /^(redis-server|genpipe worker)\b/;
+
+/**
+ * `sh hosts`: commands that each run on a host of a deployment, in order. Those that serve are
+ * started and waited for (redis-server answers PING, a worker prints `ready`), and run on until
+ * the page ends; every other one must exit 0.
+ */
+const hosts: Runner = async (block, text, box, env) => {
+  const cwd = join(box.dir, 'srv', 'pipelines');
+  const lines = text
+    .split('\n')
+    .map((l) => l.replace(/\s+#.*$/, '').trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
+  for (const line of lines) {
+    if (!SERVES.test(line)) {
+      const ran = await bash(PRELUDE + line, cwd, env);
+      expect(ran.code, `${where(block)}: ${line}\n${ran.stdout}${ran.stderr}`).toBe(0);
+      continue;
+    }
+    const child = spawn('bash', ['-c', `exec ${line}`], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    box.serving.push(child);
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const ready = line.startsWith('redis-server') ? /Ready to accept connections/ : /^ready\b/m;
+    const end = Date.now() + COMMAND_MS;
+    // Bounded by the deadline, and by the command's end.
+    while (!ready.test(output) && Date.now() < end && child.exitCode === null) await new Promise((r) => setTimeout(r, 50));
+    expect(ready.test(output), `${where(block)}: ${line} serves\n${output}`).toBe(true);
+  }
+};
+
 /** `sh ci`: the README's test command, which is what CI runs (.ci/run), in the same order. */
 const ci: Runner = async (block, text) => {
   const commands = text.trim().split(/\s*&&\s*/);
@@ -304,6 +364,7 @@ const RUNNERS: Record<string, Runner> = {
   'ts test': typescript,
   'sh test': sh,
   'sh ci': ci,
+  'sh hosts': hosts,
   'cron test': cron,
   'ini test': systemd,
 };

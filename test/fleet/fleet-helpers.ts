@@ -83,7 +83,7 @@ export async function startWorkerProcess(
   const ready = new Promise<void>((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
-      if (/^ready\b/m.test(stdout)) resolve();
+      if (/^ready\b|^\{"time":"[^"]+","type":"worker_ready"/m.test(stdout)) resolve();
     });
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     void exited.then((code) => reject(new Error(`worker ${name} exited (${code}) before it was ready:\n${stdout}${stderr}`)));

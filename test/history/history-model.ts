@@ -33,7 +33,11 @@ export type Kill =
   | { type: 'sigint'; afterMs: number; twice: boolean };
 
 /** Something done to the fleet while a command runs. */
-export type FleetEvent = { type: 'kill-worker'; afterMs: number } | { type: 'restart-redis'; afterMs: number; downMs: number };
+export type FleetEvent =
+  | { type: 'kill-worker'; afterMs: number }
+  | { type: 'restart-redis'; afterMs: number; downMs: number }
+  /** The worker's link to Redis cut (a proxy between them) for `downMs`, then healed; the coordinator keeps its own link. */
+  | { type: 'partition-worker'; afterMs: number; downMs: number; mode: 'drop' | 'stall' };
 
 export type Op =
   | { kind: 'run'; flags: string[]; kill: Kill; during?: FleetEvent | undefined }
@@ -69,6 +73,8 @@ export interface History {
   executor: Executor;
   /** Drawn with the break-lock race allowed (the soak's --break-lock): part of what the seed draws. */
   breakLock: boolean;
+  /** Drawn with worker–Redis partitions (the soak's --partitions): part of what the seed draws. */
+  partitions?: boolean | undefined;
   world: World;
   ops: Op[];
 }
@@ -80,8 +86,12 @@ const pick = <T>(r: () => number, items: readonly T[]): T => items[Math.floor(r(
 const int = (r: () => number, lo: number, hi: number): number => lo + Math.floor(r() * (hi - lo + 1));
 const cents = (usd: number): number => Math.round(usd * 100) / 100;
 
-/** The history a seed draws. `breakLock`: allow the slow break-lock race (it waits out a heartbeat). */
-export function generateHistory(seed: number, executor: Executor, options: { breakLock?: boolean } = {}): History {
+/**
+ * The history a seed draws. `breakLock`: allow the slow break-lock race (it waits out a heartbeat).
+ * `partitions`: on the fleet, most commands meet a cut of the worker's link to Redis instead of
+ * the other fleet events (a quarter of the cuts outlast the worker's lock lease).
+ */
+export function generateHistory(seed: number, executor: Executor, options: { breakLock?: boolean; partitions?: boolean } = {}): History {
   const r = prng(seed * 7919 + (executor === 'fleet' ? 1 : 0));
   const sheets = int(r, 4, 16);
   const posters = r() < 0.5 ? int(r, 2, 6) : 0;
@@ -122,6 +132,16 @@ export function generateHistory(seed: number, executor: Executor, options: { bre
     return { type: 'sigint', afterMs: int(r, 0, 800), twice: r() < 0.4 };
   };
   const duringOf = (): FleetEvent | undefined => {
+    if (executor === 'fleet' && options.partitions) {
+      if (r() < 0.3) return undefined;
+      const mode = r() < 0.5 ? 'drop' : 'stall';
+      return {
+        type: 'partition-worker',
+        mode,
+        afterMs: int(r, 100, 1_500),
+        downMs: r() < 0.25 ? int(r, 11_000, 13_000) : int(r, 300, 3_000),
+      };
+    }
     if (executor !== 'fleet' || r() < 0.6) return undefined;
     return r() < 0.5
       ? { type: 'kill-worker', afterMs: int(r, 100, 1_200) }
@@ -161,7 +181,7 @@ export function generateHistory(seed: number, executor: Executor, options: { bre
       ops.push({ kind: 'break-lock-race', afterMs: int(r, 200, 900), force: r() < 0.5 });
     }
   }
-  return { seed, executor, breakLock: options.breakLock === true, world, ops };
+  return { seed, executor, breakLock: options.breakLock === true, ...(options.partitions ? { partitions: true } : {}), world, ops };
 }
 
 const killText = (k: Kill): string => {
@@ -175,13 +195,15 @@ const duringText = (d: FleetEvent | undefined): string =>
     ? ''
     : d.type === 'kill-worker'
       ? ` [kill worker after ${d.afterMs} ms]`
-      : ` [restart Redis after ${d.afterMs} ms, down ${d.downMs} ms]`;
+      : d.type === 'partition-worker'
+        ? ` [${d.mode === 'drop' ? 'drop' : 'stall'} the worker's link to Redis after ${d.afterMs} ms, for ${d.downMs} ms]`
+        : ` [restart Redis after ${d.afterMs} ms, down ${d.downMs} ms]`;
 
 /** The history as lines a person can read and replay. */
 export function describeHistory(h: History): string {
   const w = h.world;
   const lines = [
-    `seed ${h.seed} on the ${h.executor} executor (replay: ${h.breakLock ? '' : `GENPIPE_HISTORY_SEED=${h.seed} in CI, or `}npm run soak -- --histories 1 --executor ${h.executor} --seed ${h.seed}${h.breakLock ? ' --break-lock' : ''})`,
+    `seed ${h.seed} on the ${h.executor} executor${h.partitions ? ' with partitions' : ''} (replay: ${h.breakLock ? '' : `GENPIPE_HISTORY_SEED=${h.seed} in CI, or `}npm run soak -- --histories 1 --executor ${h.executor} --seed ${h.seed}${h.breakLock ? ' --break-lock' : ''}${h.partitions ? ' --partitions' : ''})`,
     `world: ${w.sheets} sheets${w.posters ? ` + ${w.posters} keyless posters` : ''}, concurrency ${w.concurrency}, on_nsfw ${w.onNsfw}, manifest budget ${w.manifestBudget ?? 'none'}, failure ${w.failureRate}, nsfw ${w.nsfwRate}, time scale ${w.timeScale}${w.sink ? ', a sink shared by every run' : ''}, faults ${w.faults ? JSON.stringify(w.faults) : 'none'}`,
   ];
   h.ops.forEach((op, i) => {

@@ -18,6 +18,7 @@ import { checkSinkInvariants } from './sink-invariants.js';
 import { startLoopbackS3, type LoopbackS3 } from '../sink/s3-server.js';
 import { POSTER_PRICE, type FleetEvent, type History } from './history-model.js';
 import { runCli, startRedis, startWorker, stopWorker, type CliResult, type RedisHandle, type WorkerHandle } from './processes.js';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 export interface HistoryOutcome {
   history: History;
@@ -151,6 +152,8 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
   const notes: string[] = [];
   const budgets = new Map<string, GivenBudget[]>();
   let redis: RedisHandle | undefined;
+  // The worker reaches Redis through it, so a partition cuts the worker alone (tcp-proxy.ts).
+  let proxy: TcpProxy | undefined;
   let worker: WorkerHandle | undefined;
   let workers = 0;
   const queue = `history-${h.seed}`;
@@ -161,12 +164,15 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
     ...(store ? { AWS_ACCESS_KEY_ID: store.accessKeyId, AWS_SECRET_ACCESS_KEY: store.secretAccessKey, AWS_REGION: 'us-east-1' } : {}),
   };
   try {
-    if (h.executor === 'fleet') redis = await startRedis();
+    if (h.executor === 'fleet') {
+      redis = await startRedis();
+      proxy = await startTcpProxy(redis.port);
+    }
     const ensureWorker = async (): Promise<void> => {
       if (!redis) return;
       if (worker && worker.child.exitCode === null && worker.child.signalCode === null) return;
       if (worker) notes.push(`worker ${workers} had ended: ${worker.output().trim().split('\n').slice(-1)[0] ?? ''}`);
-      worker = await startWorker(options.bin, redis.url, queue, emu.url, `w${++workers}`);
+      worker = await startWorker(options.bin, proxy?.url ?? redis.url, queue, emu.url, `w${++workers}`);
     };
     const fleetFlags = (): string[] => (redis ? ['--redis', redis.url, '--queue', queue] : []);
 
@@ -176,6 +182,13 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
       notes.push(`${label}: ${event.type} at ${event.afterMs} ms`);
       if (event.type === 'kill-worker') {
         await stopWorker(worker);
+        await ensureWorker();
+      } else if (event.type === 'partition-worker') {
+        proxy?.cut(event.mode);
+        await sleep(event.downMs);
+        proxy?.heal();
+        // A cut past the worker's Redis deadline ends it (exit 5): another is started, as a supervisor would.
+        await sleep(200);
         await ensureWorker();
       } else if (redis) {
         await redis.stop();
@@ -374,6 +387,7 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
     };
   } finally {
     await stopWorker(worker);
+    await proxy?.close();
     await redis?.dispose();
     await store?.stop();
     // GENPIPE_HISTORY_KEEP=1: the run directories and the emulator's requests and ledger stay, to read a failure.

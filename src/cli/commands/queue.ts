@@ -31,8 +31,9 @@ export const queueCommand = defineCommand({
 limits: the account-wide caps of a fleet queue, shared by every worker and every run on it:
 instances in flight at once (--concurrency) and started per second (--rate). Prints the limits
 in force. A 429 anywhere pauses the whole queue for its Retry-After.
-status: waiting, active, delayed, completed and failed jobs per run; the workers with host, pid
-and last heartbeat; the limits in force.`,
+status: waiting, active, delayed, completed and failed jobs per run; the jobs active in the
+queue beside the live workers' own count; the workers with host, pid and last heartbeat, a
+worker silent for longer than its lock lease (10 s) shown as lost; the limits in force.`,
   groups: GROUPS,
   footer: 'Exit codes: 0 done, 2 invalid input, 5 Redis unreachable.',
   async run(argv, io) {
@@ -79,9 +80,14 @@ and last heartbeat; the limits in force.`,
       );
     }
     if (status.runsTruncated) io.out('  (runs counted from the first 10,000 jobs of each state)');
-    io.out(status.workers.length === 0 ? 'workers: none' : `workers: ${status.workers.length}`);
+    const live = status.liveWorkers;
+    io.out(`active: ${t.active} in the queue, ${live.active} by the live workers' own count (of ${live.concurrency} they run at once)`);
+    const lost = status.workers.length - live.count;
+    io.out(status.workers.length === 0 ? 'workers: none' : `workers: ${live.count} live${lost > 0 ? `, ${lost} lost` : ''}`);
     for (const w of status.workers)
-      io.out(`  ${w.name}: host ${w.host}, pid ${w.pid}, ${w.active} active of ${w.concurrency}, ${w.done} done, last heartbeat ${w.at}`);
+      io.out(
+        `  ${w.name}: ${w.lost ? `lost (last seen ${w.lastSeenS} s ago), ` : ''}host ${w.host}, pid ${w.pid}, ${w.active} active of ${w.concurrency}, ${w.done} done, last heartbeat ${w.at}`,
+      );
     return EXIT.ok;
   },
 });

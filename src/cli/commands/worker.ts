@@ -7,6 +7,7 @@ import { openClient } from '../open-client.js';
 import { wholeNumber } from '../number-flag.js';
 import { webhookFlags, WebhookReceiver } from '../../run/polling/webhook-receiver.js';
 import type { CliIO } from '../io.js';
+import { workerLog } from '../worker-log.js';
 import type { RedisTarget } from '../../fleet/redis.js';
 import type { RunTaker } from '../../fleet/run-taker.js';
 import type { SessionOptions } from '../../session/run-session.js';
@@ -45,6 +46,10 @@ const GROUPS = [
         help: "with --listen, follow this worker's requests by webhook: the service reaches the receiver at URL (a random token is appended); polling stays on as a slow fallback, and jobs taken over from another worker are polled",
       },
       listen: { type: 'string', value: 'HOST:PORT', help: 'with --webhook-url, where the webhook receiver listens' },
+      'json-logs': {
+        type: 'boolean',
+        help: 'one JSON event per line on stdout (worker_ready, job_finished, worker_message), for log shippers',
+      },
     },
   },
   CONNECTION,
@@ -53,12 +58,13 @@ const GROUPS = [
 export const workerCommand = defineCommand({
   name: 'worker',
   usage: `Usage: genpipe worker --redis URL [--queue NAME] [--concurrency N] [--name ID] [--grace S] [--runs]
-                      [--webhook-url URL --listen HOST:PORT]
+                      [--webhook-url URL --listen HOST:PORT] [--json-logs]
 
 A fleet worker: takes instance jobs from the queue (any run's), submits each with its
 Idempotency-Key, follows it to its end and hands the final status and output URLs back to the
 run's coordinator. It needs the service's credentials (HF_KEY, or the config file), no shared
-disk. The first line printed starts with "ready". The queue's limits (genpipe queue limits)
+disk. The first line printed starts with "ready" (with --json-logs, a worker_ready event); then
+one line per job it ends: instance, run, outcome, duration, start and end. The queue's limits (genpipe queue limits)
 hold across every worker. SIGTERM or Ctrl-C: it stops taking jobs, lets those in flight finish
 for up to --grace seconds, hands back the rest (another worker follows them) and exits 0, all
 within 5 s of the signal (past 4 s it is ended with 143, or 130 for Ctrl-C).`,
@@ -92,10 +98,21 @@ answering for 10 s once started, 130 a signal while it still waited on Redis at 
       const { startFleetWorker, defaultWorkerName } = await import('../../fleet/worker.js');
       const name = values.name ?? defaultWorkerName();
       const queue = values.queue ?? DEFAULT_QUEUE;
-      const worker = await startFleetWorker({ redis: target, queue, client, concurrency, name, say: (line) => io.err(line), webhook });
+      const log = workerLog(io, name, values['json-logs'] === true);
+      const worker = await startFleetWorker({
+        redis: target,
+        queue,
+        client,
+        concurrency,
+        name,
+        say: (line) => log.say(line),
+        webhook,
+        onJob: (job) => log.job(job),
+      });
       const runs = values.runs ? await startRuns(connection, target, queue, name, io) : undefined;
-      io.out(
+      log.ready(
         `ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once${webhook ? `, webhooks on ${listen?.host}:${webhook.port}` : ''}${runs ? ', taking scheduled runs' : ''}`,
+        { queue, redis: target.shown, concurrency, ...(webhook ? { webhookPort: webhook.port } : {}), runs: runs !== undefined },
       );
       // A Redis that stops answering mid-way ends the worker (exit 5) instead of a silent hang.
       const { watchRedis, redisStallMs } = await import('../../fleet/redis-watch.js');
@@ -113,10 +130,10 @@ answering for 10 s once started, 130 a signal while it still waited on Redis at 
         await worker.disconnect();
         throw stalled;
       }
-      io.err(`worker ${name}: stopping; jobs in flight have ${graceS} s to finish, then go back to the queue.`);
+      log.say(`worker ${name}: stopping; jobs in flight have ${graceS} s to finish, then go back to the queue.`);
       await runs?.close();
       await worker.close(graceS * 1000);
-      io.err(`worker ${name}: stopped.`);
+      log.say(`worker ${name}: stopped.`);
       return EXIT.ok;
     } finally {
       await webhook?.close();

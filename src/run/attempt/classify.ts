@@ -21,6 +21,7 @@ export const TRANSIENT: ReadonlySet<string> = new Set([
   'rate_limited',
   'conflict',
   'invalid_response',
+  'protocol',
 ]);
 
 export interface RetryPolicy extends BackoffOptions {
@@ -95,7 +96,12 @@ export function classify(phase: Phase, error: unknown, ctx: PhaseContext): Decis
 function classifySubmit(error: GenpipeError, ctx: PhaseContext): Decision {
   // Stopped before it was sent (a fleet job withdrawn from the queue): nothing was created or charged.
   if (error.code === 'aborted') return fate({ kind: 'interrupted', neverSent: error.neverSent });
-  if (error instanceof IndeterminateSubmissionError) return fate({ kind: 'unknown', message: error.message });
+  // A 2xx answer that is not the service's: unknown only when it may have spent (a keyless submit).
+  if (error instanceof IndeterminateSubmissionError)
+    return fate(error.protocol ? { kind: 'protocol', keyed: false, message: error.message } : { kind: 'unknown', message: error.message });
+  if (error.code === 'protocol') return fate({ kind: 'protocol', keyed: true, message: error.message });
+  // The account may not use the model (service spec §5): nothing was created; the step sends no more.
+  if (error.code === 'model_access') return fate({ kind: 'no_model_access', sent: true });
   if (error.code === 'unauthorized') return fate({ kind: 'not_sent', refused: error.code, credentials: error });
   if (error.code === 'insufficient_credits')
     return fate({

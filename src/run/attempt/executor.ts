@@ -31,8 +31,11 @@ export const workOf = (step: { model: string; step: { replies?: InstanceScript['
   script: { replies: step.step.replies },
 });
 
-/** What an executor can say of an attempt besides the service's answer: nobody can tell whether it was sent. */
-export type ExecutorFate = FateOf<'unknown'>;
+/**
+ * What an executor can say of an attempt besides the service's answer: nobody can tell whether it
+ * was sent, or (a fleet worker's keyless submit) an answer that was not the service's came back.
+ */
+export type ExecutorFate = FateOf<'unknown'> | FateOf<'protocol'>;
 
 export interface Executor {
   readonly name: 'local' | 'redis';
@@ -71,7 +74,7 @@ export const localExecutor: Executor = {
 };
 
 /** The fate of an attempt whose submit cannot be learnt: it may or may not have reached the service. */
-export function unreclaimable(model: string, why: string): ExecutorFate {
+export function unreclaimable(model: string, why: string): FateOf<'unknown'> {
   return {
     kind: 'unknown',
     message: `The submission of ${model} may or may not have been accepted by the service (${why}); it was not resent, to avoid paying twice.`,

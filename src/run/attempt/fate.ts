@@ -46,6 +46,17 @@ export type AttemptFate =
   | { kind: 'left_for_resume'; code: string; message: string }
   /** Sent and not final, and this process stops following it: a resume follows it. */
   | { kind: 'in_flight'; counted: 'pending' | 'inFlight'; failure?: { code: string; message: string }; credentials?: GenpipeError }
+  /**
+   * A 2xx answer whose body is not the API's shape (likely another server at the base URL). A keyed
+   * submit can be resent safely: nothing is counted, and a resume sends it again with its key. A
+   * keyless one may have spent: unknown, its price kept. Three in a row stop the run.
+   */
+  | { kind: 'protocol'; keyed: boolean; message: string }
+  /**
+   * The account may not use the step's model (a 403 naming model access): nothing was charged, and
+   * the step sends no more. `sent`: the submit the service refused; the others were not sent.
+   */
+  | { kind: 'no_model_access'; sent: boolean }
   /** The service refused the submit for good (a 400, a 422): nothing was charged, the instance failed. */
   | { kind: 'refused'; code: string; message: string }
   /** Sent, then failed here (its status could not be read for good): its price stays counted. */
@@ -72,7 +83,7 @@ export type AttemptFate =
   | { kind: 'failed_before' }
   /** An earlier start saw it end failed, nsfw or canceled at the service: counted as that again. */
   | { kind: 'ended_before'; status: 'failed' | 'nsfw' | 'canceled' }
-  /** A rejected result that cannot be made again (the model takes no seed): kept as it was. */
+  /** A rejected result that cannot be made again (an agent turn): kept as it was, said, and the run ends failed. */
   | { kind: 'kept'; reason: string }
   /**
    * Stopped on its way (Ctrl-C, a lost lock): counted as where the journal leaves it. `neverSent`:
@@ -92,6 +103,8 @@ const KINDS = new Set<string>([
   'not_sent',
   'left_for_resume',
   'in_flight',
+  'protocol',
+  'no_model_access',
   'refused',
   'failed_here',
   'files_missing',

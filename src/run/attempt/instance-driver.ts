@@ -13,6 +13,7 @@ import { GenpipeError } from '../../api/errors.js';
 import type { ModelAdapter, Submission } from '../../models/adapter.js';
 import { adapterFor } from '../../models/registry.js';
 import { sessionOf } from '../../models/submission.js';
+import { stepOfInstanceId } from '../../plan/instance.js';
 import type { PlannedInstance, StepPlan } from '../../plan/plan.js';
 import { formatUsd } from '../../util/format-usd.js';
 import type { OutputsCsv } from '../files/outputs-csv.js';
@@ -29,6 +30,7 @@ import { ConversationLocks } from './conversation-lock.js';
 import { Delivery } from './deliver-phase.js';
 import { downloadOutputs } from './download-phase.js';
 import { isFate, type AttemptFate, type Counted } from './fate.js';
+import { FirstAnswerGate } from './first-answer-gate.js';
 import { localExecutor } from './executor.js';
 import { followAttempt } from './follow-phase.js';
 import { mayRemake, nextStep, retryOf, type NextStep } from './next-step.js';
@@ -57,6 +59,8 @@ type AttemptEnd = Final | { reroll: PlannedInstance } | undefined;
 
 const MAX_REROLLS = 3;
 
+const NOT_IN_PLAN = 'rejected in review, but this run has no such instance, so nothing was made for it';
+
 interface InstanceRecord {
   step: StepPlan;
   values: Record<string, unknown>;
@@ -71,7 +75,12 @@ export class InstanceDriver {
   readonly #seeds: RerollSeeds;
   readonly #conversations: ConversationLocks;
   readonly #records = new Map<string, InstanceRecord>();
+  readonly #gate = new FirstAnswerGate();
+  /** Steps closed this start: the account may not use their model. */
+  readonly #closed = new Set<string>();
   #rejected: Promise<ReadonlyMap<string, string | undefined>> | undefined;
+  /** Rejected ids an instance of the plan has (the rest are said at the end: no such instance). */
+  readonly #rejectedMet = new Set<string>();
 
   /** `outputs`: outputs.csv; a finished instance's rows go there at once (spilled to disk), and the run forgets it. */
   constructor(fx: RunEffects, outputs: OutputsCsv, hooks: DriverHooks = {}) {
@@ -104,7 +113,7 @@ export class InstanceDriver {
       return;
     }
     try {
-      if (!(await this.#startRound(step, adapter, planned))) return;
+      await this.#startRound(step, adapter, planned);
       const entry = this.#fx.state.instances.get(planned.id);
       const final = await this.#drive(step, adapter, instanceNow(step, planned, entry));
       if (final?.status === 'completed' && completions) completions.push({ instance: planned, outputs: final.outputs });
@@ -118,27 +127,52 @@ export class InstanceDriver {
 
   /**
    * A `--retry` round's new attempt (journaled as a `retry`; the attempt left behind keeps its
-   * money) or a rejected result's remake, when this start makes one. False when the instance is
-   * settled here (a rejected result kept as it was).
+   * money) or a rejected result's remake, when this start makes one. A rejected result that cannot
+   * be made again is kept, said, and then finished as it stands.
    */
-  async #startRound(step: StepPlan, adapter: ModelAdapter, planned: PlannedInstance): Promise<boolean> {
+  async #startRound(step: StepPlan, adapter: ModelAdapter, planned: PlannedInstance): Promise<void> {
     const fx = this.#fx;
     const entry = fx.state.instances.get(planned.id);
     const round = fx.recorded.retryRound;
     const action = resumeAction(entry, adapter.idempotentSubmit, fx.state.suspectAll);
     const retrying = retryOf(action, entry, fx.retry, round);
+    const rejected = fx.retry.has('rejected') ? await this.#rejections() : undefined;
+    if (rejected?.has(planned.id)) this.#rejectedMet.add(planned.id);
     // An unknown whose job an earlier coordinator left in Redis is not unknown: #drive learns it.
     if (retrying !== undefined && !(retrying === 'unknown' && (await holdsIntent(this.#d, step, adapter, planned.id)))) {
       await fx.log({ type: 'retry', instance: planned.id, attempt: (entry?.retries ?? 0) + 1, previous: retrying, round }, true);
-      return true;
+      return;
     }
-    if (!mayRemake(entry, fx.retry)) return true;
-    this.#rejected ??= fx.options.review?.rejected() ?? Promise.resolve(new Map<string, string | undefined>());
-    if (!rejectsCurrent(await this.#rejected, planned.id, entry, round)) return true;
+    if (!rejected || !mayRemake(entry, fx.retry) || !rejectsCurrent(rejected, planned.id, entry, round)) return;
+    // Remade, or kept as it was (then finished as it stands). A kept one is said by the start that
+    // asked for the remakes, not again by each plain resume that inherits the round.
     const fate = await remakeRejected(fx, this.#seeds, step, planned, entry, adapter.conversational === true);
-    await settle({ fx, step, instance: planned.id }, fate);
-    return fate.kind === 'remade';
+    if (fate.kind === 'remade' || this.#askedRemakes()) await settle({ fx, step, instance: planned.id }, fate);
   }
+
+  /** This very start was given `--retry rejected` (not only inheriting it from the run's last start). */
+  #askedRemakes(): boolean {
+    return this.#fx.options.retry?.has('rejected') === true;
+  }
+
+  #rejections(): Promise<ReadonlyMap<string, string | undefined>> {
+    this.#rejected ??= this.#fx.options.review?.rejected() ?? Promise.resolve(new Map<string, string | undefined>());
+    return this.#rejected;
+  }
+
+  /**
+   * The walk is over. `--retry rejected`: a rejected id in review.json that no instance of this
+   * start's plan has cannot be made again; each is said in one line, and the run ends failed.
+   */
+  readonly walked = async (): Promise<void> => {
+    const fx = this.#fx;
+    if (!this.#askedRemakes() || fx.stopping) return;
+    for (const id of (await this.#rejections()).keys()) {
+      if (this.#rejectedMet.has(id)) continue;
+      fx.notRemade++;
+      fx.emit({ type: 'instance_skipped', step: stepOfInstanceId(id), instance: id, reason: NOT_IN_PLAN });
+    }
+  };
 
   /** Runs an instance to a final status (or gives up on it), an attempt at a time; returns the final result, if any. */
   async #drive(step: StepPlan, adapter: ModelAdapter, first: PlannedInstance): Promise<Final | undefined> {
@@ -204,14 +238,21 @@ export class InstanceDriver {
     try {
       const attempt = attemptOf(fx.options.runId, instance.id, fx.state.instances.get(instance.id));
       const work = workOf(step, adapter);
-      const sent =
+      const sent: { fate: Sending | AttemptFate; reservation?: Reservation | undefined; done?: (answered: boolean) => void } =
         next.kind === 'follow'
           ? this.#followed(step, instance, next.submission)
           : await this.#send(step, attempt, work, instance, next, conversation);
       if (isFate(sent.fate)) {
-        await settle({ fx, step, instance: instance.id, reservation: sent.reservation }, sent.fate);
+        // The step's turn ends once the fate is settled, so a fate that stops the run (three protocol
+        // errors) or closes the step is in force before the next instance of the step is sent.
+        try {
+          await settle({ fx, step, instance: instance.id, reservation: sent.reservation }, sent.fate);
+        } finally {
+          sent.done?.(false);
+        }
         return undefined;
       }
+      sent.done?.(true);
       const { submission, submittedAt, sentBody, reservation } = sent.fate;
       const result = await followAttempt(this.#d, { step, attempt, work, instance, submission, submittedAt, sentBody });
       const settling = { fx, step, instance: instance.id, reservation };
@@ -250,8 +291,37 @@ export class InstanceDriver {
     return { fate: { submission, submittedAt, sentBody: sentBodyOf(fx, step, instance), reservation }, reservation };
   }
 
-  /** Reserves the attempt's price (an attempt an earlier process sent with this key is adopted) and submits it. */
+  /**
+   * Sends the attempt in its step's turn (first-answer-gate.ts), which `done` ends (the caller calls
+   * it once the attempt's fate is settled). A step whose model the account may not use is closed at
+   * its first refusal: its other instances are not sent.
+   */
   async #send(
+    step: StepPlan,
+    attempt: AttemptRef,
+    work: AttemptWork,
+    instance: PlannedInstance,
+    next: Extract<NextStep, { kind: 'send' }>,
+    conversation: string | undefined,
+  ): Promise<{ fate: Sending | AttemptFate; reservation?: Reservation | undefined; done?: (answered: boolean) => void }> {
+    const fx = this.#fx;
+    if (fx.stopping) return { fate: { kind: 'not_sent' } };
+    if (this.#closed.has(step.id)) return { fate: { kind: 'no_model_access', sent: false } };
+    const done = await this.#gate.enter(fx, step.id);
+    try {
+      if (fx.stopping) return { fate: { kind: 'not_sent' }, done };
+      if (this.#closed.has(step.id)) return { fate: { kind: 'no_model_access', sent: false }, done };
+      const sent = await this.#sendNow(step, attempt, work, instance, next, conversation);
+      if (isFate(sent.fate) && sent.fate.kind === 'no_model_access') this.#closed.add(step.id);
+      return { ...sent, done };
+    } catch (error) {
+      done(false);
+      throw error;
+    }
+  }
+
+  /** Reserves the attempt's price (an attempt an earlier process sent with this key is adopted) and submits it. */
+  async #sendNow(
     step: StepPlan,
     attempt: AttemptRef,
     work: AttemptWork,
@@ -260,7 +330,6 @@ export class InstanceDriver {
     conversation: string | undefined,
   ): Promise<{ fate: Sending | AttemptFate; reservation?: Reservation | undefined }> {
     const fx = this.#fx;
-    if (fx.stopping) return { fate: { kind: 'not_sent' } };
     const price = step.priceUsd ?? 0;
     const reservation = next.key !== undefined ? fx.spend.adopt(price) : fx.spend.reserve(price);
     if (!reservation) {

@@ -47,7 +47,8 @@ export async function remakeRejected(
   if (conversational)
     return {
       kind: 'kept',
-      reason: `rejected in review, but an agent turn cannot be made again without its whole conversation; it is kept as it was`,
+      reason:
+        'rejected in review, but an agent turn cannot be made again without its whole conversation, so it is kept as it was and nothing was sent',
     };
   const attempt = entry.rerolls + entry.retries + 1;
   const seed = seeds.next(step, planned, entry.rerolls + 1);

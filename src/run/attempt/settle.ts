@@ -19,6 +19,7 @@ import type { InstanceState } from '../journal/run-state.js';
 import type { RunEffects } from '../run-context.js';
 import type { AttemptFate, FateKind, FateOf } from './fate.js';
 import type { Reservation } from './spend.js';
+import { noModelAccessSentence } from './step-refusals.js';
 
 /** The attempt being settled: its instance, and the price it holds (none before it reserved one). */
 export interface Settling {
@@ -146,6 +147,36 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
       if (fate.credentials) s.fx.credentialsRefused(fate.credentials);
     },
   },
+  // Keyed: nothing is counted, and the refused record has a resume send it again with its key.
+  // Keyless: it may have spent, so it is unknown, its price kept. Either way it counts towards the
+  // run's stop after three such answers in a row.
+  protocol: {
+    money: (fate) => (fate.keyed ? 'refund' : 'keep'),
+    count: (fate) => (fate.keyed ? 'pending' : 'unknown'),
+    record: (fate, s) => (fate.keyed ? { record: { type: 'refused', instance: s.instance, code: 'protocol' }, durable: true } : undefined),
+    event: (fate, s) =>
+      fate.keyed
+        ? { type: 'instance_failed', step: s.step.id, instance: s.instance, code: 'protocol', message: leftForResume(fate.message) }
+        : { type: 'instance_unknown', step: s.step.id, instance: s.instance, message: fate.message },
+    then: (_fate, s) => s.fx.protocolAnswer(),
+  },
+  // Never charged; pending, so a resume sends the step once the account has the model. Said once.
+  no_model_access: {
+    money: 'refund',
+    count: 'pending',
+    record: (fate, s) =>
+      fate.sent ? { record: { type: 'refused', instance: s.instance, code: 'model_access' }, durable: true } : undefined,
+    event: (fate, s) =>
+      fate.sent
+        ? {
+            type: 'instance_failed',
+            step: s.step.id,
+            instance: s.instance,
+            code: 'model_access',
+            message: noModelAccessSentence(s.fx, s.step),
+          }
+        : undefined,
+  },
   // fail() counts, journals and tells the failure, and applies the failure policies.
   refused: { money: 'refund', then: (fate, s) => s.fx.fail(s.step, s.instance, fate.code, fate.message) },
   failed_here: { money: 'keep', then: (fate, s) => s.fx.fail(s.step, s.instance, fate.code, fate.message) },
@@ -192,9 +223,13 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
     },
   },
   ended_before: { money: 'keep', count: (fate) => fate.status },
+  // Counted where it stands (the driver finishes it as it was); the run ends failed, one line each.
   kept: {
     money: 'keep',
     event: (fate, s) => ({ type: 'instance_skipped', step: s.step.id, instance: s.instance, reason: fate.reason }),
+    then: (_fate, s) => {
+      s.fx.notRemade++;
+    },
   },
   interrupted: {
     money: (fate) => (fate.neverSent || fate.canceled !== undefined ? 'refund' : 'keep'),

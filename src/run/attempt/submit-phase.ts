@@ -90,6 +90,7 @@ async function sendOnce(d: PhaseDeps, r: SubmitRequest, body: unknown, bodyHash:
   if (isFate(answer)) return answer;
   crashPoint('after_post');
   fx.creditRetry();
+  fx.serviceAnswered();
   // Synced only where losing it would cost: a keyed submit lost in a crash is resent with its key
   // and the service answers with the same request; a keyless one would become unknown.
   // Paid, and known only here when the journal refused the record (a full disk) or the run was

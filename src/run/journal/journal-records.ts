@@ -354,7 +354,9 @@ export const RefusedRecord = z.looseObject({
   instance,
   /**
    * The error code: `unauthorized`, `insufficient_credits`, `rate_limited` or `session_busy` (refusals
-   * the run stopped retrying), or `not_sent` (no attempt reached the service: connection refused, DNS).
+   * the run stopped retrying), `not_sent` (no attempt reached the service: connection refused, DNS),
+   * `model_access` (the account may not use the model), or `protocol` (a keyed submit's answer was not
+   * the service's: resent with its key, it is charged at most once).
    */
   code: z.string().min(1),
 });

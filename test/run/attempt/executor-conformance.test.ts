@@ -4,6 +4,8 @@
 // has no fleet branch, so a scenario that passes on one and fails on the other is an executor bug.
 // Each scenario checks money the same way: report.json's net equals the emulator's ledger.
 import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../../src/cli/io.js';
@@ -34,10 +36,15 @@ type ExecutorName = (typeof EXECUTORS)[number];
 let queues = 0;
 
 /** `genpipe ARGS` in this process; on the redis executor with a queue of its own per run. */
-async function genpipe(executor: ExecutorName, argv: readonly string[], signal = new AbortController().signal): Promise<Run> {
+async function genpipe(
+  executor: ExecutorName,
+  argv: readonly string[],
+  signal = new AbortController().signal,
+  baseUrl = emu.url,
+): Promise<Run> {
   const stdout: string[] = [];
   const stderr: string[] = [];
-  const env = { GENPIPE_BASE_URL: emu.url, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}`, GENPIPE_LOCK_STALE_MS: '3000' };
+  const env = { GENPIPE_BASE_URL: baseUrl, HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}`, GENPIPE_LOCK_STALE_MS: '3000' };
   const io: CliIO = { out: (t) => stdout.push(t), write: async (t) => void stdout.push(t), err: (t) => stderr.push(t), env, signal };
   const fleet = executor === 'redis' ? ['--redis', redis.url, '--queue', `conformance-${++queues}`] : [];
   const code = await main([...argv, ...fleet, '--quiet'], io);
@@ -71,7 +78,52 @@ const sheets = (dir: string, name: string, count: number, extra = ''): string =>
     extra,
   );
 
+/** A server that is not the service: `200 ok` (text) to everything; counts the POSTs it gets. */
+async function impostor(): Promise<{ url: string; posts: () => number; close: () => Promise<void> }> {
+  let posts = 0;
+  const server = createServer((req, res) => {
+    if (req.method === 'POST') posts++;
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok'));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    posts: () => posts,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
 describe.each(EXECUTORS)('executor conformance: %s', (executor) => {
+  it(
+    'protocol errors: a base URL that is not the service stops the run after 3 submits (exit 5); keyed ones cost nothing, keyless ones are unknown',
+    { timeout: 60_000 },
+    async () => {
+      const fake = await impostor();
+      try {
+        const dir = tempDir();
+        const out = join(dir, 'runs');
+        const keyed = await genpipe(executor, ['run', sheets(dir, `impostor-${executor}`, 8), '--out', out], undefined, fake.url);
+        expect(keyed.code, keyed.stderr).toBe(5);
+        expect(fake.posts()).toBe(3);
+        expect(keyed.stderr).toMatch(/^3 submits in a row got answers that are not the Generation Service's/m);
+        expect(totalOf(findRunDir(out, `impostor-${executor}`))).toMatchObject({ netUsd: 0, unknownUsd: 0 });
+        const images = manifest(
+          dir,
+          `impostor-ads-${executor}`,
+          '  a:\n    model: marketing-image\n    matrix: { n: [1, 2, 3, 4, 5] }\n    input: { prompt: "Ad {{ n }}", resolution: 1k, quality: low }\n',
+          'prices: { marketing-image: 0.01 }\n',
+        );
+        const keyless = await genpipe(executor, ['run', images, '--out', out], undefined, fake.url);
+        expect(keyless.code, keyless.stderr).toBe(5);
+        expect(fake.posts()).toBe(6);
+        expect(totalOf(findRunDir(out, `impostor-ads-${executor}`))).toMatchObject({ unknownUsd: 0.03, counts: { unknown: 3 } });
+      } finally {
+        await fake.close();
+      }
+    },
+  );
+
   it(
     'budget: the run stops before going over, a plain resume keeps the budget, a larger one finishes; the report is the ledger',
     { timeout: 60_000 },

@@ -34,6 +34,14 @@ const CASES: Record<FateKind, { fate: AttemptFate; money: 'keep' | 'refund'; why
   ],
   left_for_resume: [{ fate: { kind: 'left_for_resume', code: 'network', message: 'm' }, money: 'keep', why: 'it may have arrived' }],
   in_flight: [{ fate: { kind: 'in_flight', counted: 'pending' }, money: 'keep', why: 'sent, not final' }],
+  protocol: [
+    { fate: { kind: 'protocol', keyed: true, message: 'm' }, money: 'refund', why: 'a keyed submit is resent with its key, paying once' },
+    { fate: { kind: 'protocol', keyed: false, message: 'm' }, money: 'keep', why: 'a keyless submit may have been charged' },
+  ],
+  no_model_access: [
+    { fate: { kind: 'no_model_access', sent: true }, money: 'refund', why: 'refused before anything was created' },
+    { fate: { kind: 'no_model_access', sent: false }, money: 'refund', why: 'never sent' },
+  ],
   refused: [{ fate: { kind: 'refused', code: 'bad_request', message: 'm' }, money: 'refund', why: 'refused before processing' }],
   failed_here: [{ fate: { kind: 'failed_here', code: 'not_found', message: 'm' }, money: 'keep', why: 'sent, and charged' }],
   files_missing: [
@@ -94,6 +102,8 @@ function recorder(entry: InstanceState | undefined = undefined) {
     uploadPending: () => seen.calls.push('uploadPending'),
     uploadConflict: (_step: unknown, _id: string, keys: readonly string[]) => seen.calls.push(`uploadConflict:${keys.join(',')}`),
     stopRun: (reason: string) => seen.calls.push(`stop:${reason}`),
+    protocolAnswer: () => seen.calls.push('protocolAnswer'),
+    plan: { loaded: { source: { locate: () => ({ file: 'm.yaml', line: 5, col: 12 }) } } },
     credentialsRefused: () => {
       seen.calls.push('credentials');
       return true;
@@ -138,6 +148,12 @@ describe('the settlement table', () => {
       [{ kind: 'refused', code: 'bad_request', message: 'm' }, []],
       [{ kind: 'failed_before' }, ['failed']],
       [{ kind: 'kept', reason: 'r' }, []],
+      // A keyed protocol error is left for a resume (sent again with its key); a keyless one is unknown.
+      [{ kind: 'protocol', keyed: true, message: 'm' }, ['pending']],
+      [{ kind: 'protocol', keyed: false, message: 'm' }, ['unknown']],
+      // Never charged, and sent by a resume once the account has the model.
+      [{ kind: 'no_model_access', sent: true }, ['pending']],
+      [{ kind: 'no_model_access', sent: false }, ['pending']],
       // Counted once, when the adopted request ends.
       [{ kind: 'adopted', submission: { kind: 'request', requestId: 'req-1' } }, []],
     ];
@@ -173,6 +189,11 @@ describe('the settlement table', () => {
       [{ kind: 'interrupted', neverSent: true }, 'refused', true],
       [{ kind: 'interrupted', canceled: 'c' }, 'status', true],
       [{ kind: 'unknown', message: 'm' }, undefined, false],
+      // Answered as refused, so a resume sends it again, as new (a keyed one with the same key).
+      [{ kind: 'protocol', keyed: true, message: 'm' }, 'refused', true],
+      [{ kind: 'protocol', keyed: false, message: 'm' }, undefined, false],
+      [{ kind: 'no_model_access', sent: true }, 'refused', true],
+      [{ kind: 'no_model_access', sent: false }, undefined, false],
       [{ kind: 'completed', counted: 'completed' }, undefined, false],
     ];
     for (const [fate, type, durable] of cases) {
@@ -198,6 +219,8 @@ describe('the settlement table', () => {
       [{ kind: 'upload_conflict', counted: 'reused', keys: ['s3://b/k'], pending: 'm' }, ['uploadConflict:s3://b/k', 'uploadPending']],
       [{ kind: 'not_sent', stop: { reason: 'budget', message: 'm' } }, ['stop:budget']],
       [{ kind: 'in_flight', counted: 'pending', credentials: new GenpipeError('unauthorized', 'no') }, ['credentials']],
+      [{ kind: 'protocol', keyed: true, message: 'm' }, ['protocolAnswer']],
+      [{ kind: 'protocol', keyed: false, message: 'm' }, ['protocolAnswer']],
       [{ kind: 'completed', counted: 'completed' }, []],
     ];
     for (const [fate, calls] of cases) {
