@@ -125,7 +125,7 @@ function usdOf(n: number): string {
 
 /** "Waited 3.2 s on throttling in all: ...". */
 export const throttledSentence = (ms: number): string =>
-  `Waited ${(ms / 1000).toFixed(1)} s on throttling in all: the time during which at least one request waited for a 429's Retry-After or its slowed route.`;
+  `Waited ${(ms / 1000).toFixed(1)} s on throttling in all: the time during which at least one request refused with 429 waited out its Retry-After.`;
 
 /** "Storage sinks: 40 files (12.3 MB) uploaded to s3://…, public at https://…; 2 files (1.1 MB) of 1 instance pending." */
 function sinkSentence(sink: ReportSinks): string {

@@ -115,8 +115,8 @@ export interface RunSummary {
   money?: SpendFigures | undefined;
   durationMs: number;
   /**
-   * Wall-clock ms of this start during which at least one request waited on throttling (a 429's
-   * Retry-After, or its throttled route): route-limiter.ts throttledWallMs.
+   * Wall-clock ms of this start during which at least one request refused with 429 waited out its
+   * Retry-After: route-limiter.ts throttledWallMs.
    */
   throttledMs?: number | undefined;
   /**

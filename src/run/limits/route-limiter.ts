@@ -6,19 +6,21 @@
  * The rules are pure functions of a route's state and the clock, so each is tested on its own:
  * - `throttledRoute` (a 429): the route's rate gives back a modest share (`giveBack`, a tenth) of
  *   the lower of its current rate and what the service let through of it over the last second (the
- *   requests sent minus those refused). 429s within `cooldownMs` of the last decrease count once:
- *   they answer requests sent at the old rate. Under a true rate limit what was let through is the
+ *   more of the requests it accepted and of those sent and not refused). 429s within `cooldownMs` of the last decrease give back no second share:
+ *   they answer requests sent at the old rate (they correct what was let through, up or down). Under a true rate limit what was let through is the
  *   limit, so one decrease backs the route off as far as it takes; a burst that goes on decreases
  *   it again, cooldown after cooldown, down to `minRate` (never a halt).
  * - `routeRate` (recovery, additive increase): each `stepMs` without a 429 the rate climbs back,
  *   fast (`fastShare` of the ceiling a step) up to the ceiling, what the service let through when it
- *   throttled; above it by steps that grow (`slowShare`, then twice, three times that...), so a true
- *   limit is probed gently and a ceiling measured while the run sent little is left behind within seconds.
+ *   throttled; it stays there `holdMs`, then goes above by steps that grow (`slowShare`, then twice,
+ *   three times that...), so a true limit is probed gently and a ceiling measured while the run sent
+ *   little is left behind within seconds.
  * - `forgotten`: a route whose rate is back to `forgetRatio` times its ceiling is no longer limited.
  * - The throttled request itself is retried no earlier than its Retry-After (`admit`'s `waitMs`).
  *
  * `throttledWallMs` says how long the run waited on throttling in all: the wall-clock time during
- * which at least one request waited for a Retry-After or for its throttled route.
+ * which at least one refused request waited out its Retry-After. A slowed route's pacing is not
+ * counted: a request waiting its turn there is sent at the route's rate, it is not held back.
  */
 import { abortError, sleep } from '../../api/sleep.js';
 import type { RoutePacer } from '../../api/transport.js';
@@ -32,6 +34,8 @@ export const ROUTE_RULES = {
   stepMs: 250,
   /** Below the ceiling: this share of the ceiling a step. */
   fastShare: 0.05,
+  /** At the ceiling: this long before probing above it (a true limit sits there). */
+  holdMs: 2_000,
   /** Above the ceiling: the n-th step adds n times this share of the ceiling. */
   slowShare: 0.005,
   /** Requests per second a throttled route never goes below. */
@@ -51,12 +55,16 @@ export interface RouteState {
   since: number;
   /** What the service let through of the route per second when it last throttled (at least `rate`). */
   ceiling: number;
+  /** The rate in force when the last decrease came. */
+  from: number;
 }
 
 /** What the route did over the last window, for a decrease. */
 export interface RouteWindow {
   /** Requests sent in the last second. */
   sent: number;
+  /** Requests the service accepted (answered 2xx) in the last second. */
+  accepted: number;
   /** Requests answered 429 in the last second. */
   throttled: number;
 }
@@ -67,7 +75,8 @@ export function routeRate(state: RouteState, now: number, rules: RouteRules = RO
   const fast = rules.fastShare * state.ceiling;
   const toCeiling = Math.max(0, Math.ceil((state.ceiling - state.rate) / fast));
   if (steps <= toCeiling) return Math.min(state.ceiling, state.rate + steps * fast);
-  const above = steps - toCeiling;
+  const above = steps - toCeiling - Math.floor(rules.holdMs / rules.stepMs);
+  if (above <= 0) return state.ceiling;
   return state.ceiling * (1 + (rules.slowShare * above * (above + 1)) / 2);
 }
 
@@ -78,14 +87,19 @@ export function throttledRoute(
   window: RouteWindow,
   rules: RouteRules = ROUTE_RULES,
 ): RouteState {
-  if (state !== undefined && now - state.since < rules.cooldownMs) return state;
-  const current = state === undefined ? Math.max(rules.minRate, window.sent) : routeRate(state, now, rules);
-  // What the service let through: the limit, when it is one. Nothing sent in the window (an answer
+  const cooling = state !== undefined && now - state.since < rules.cooldownMs;
+  // Within the cooldown the decrease is the same one, measured again: no second share is given
+  // back, and the rest of a burst's answers (acceptances and refusals) correct what was let through.
+  const from = cooling ? state.from : state === undefined ? Math.max(rules.minRate, window.sent) : routeRate(state, now, rules);
+  // What the service let through (half a request of benefit of the doubt: the window is the
+  // client's, not the service's): the limit, when it is one. Nothing sent in the window (an answer
   // slower than the window): no new evidence of how much, only that the current rate is too much.
-  const through = window.sent > 0 ? Math.max(0, window.sent - window.throttled) : current;
-  const ceiling = Math.min(current, through);
+  // Counted both ways, for either can fall short: answers lag the sends at the start of a burst, and
+  // the sends of a burst leave the window before the refusals they got.
+  const through = window.sent > 0 ? Math.max(window.accepted, window.sent - window.throttled) + 0.5 : from;
+  const ceiling = Math.min(from, through);
   const rate = Math.max(rules.minRate, (1 - rules.giveBack) * ceiling);
-  return { rate, since: now, ceiling: Math.max(rate, ceiling) };
+  return { rate, since: cooling ? state.since : now, ceiling: Math.max(rate, ceiling), from };
 }
 
 /** True once a throttled route has climbed back far enough to be no longer limited. */
@@ -154,6 +168,7 @@ interface Waiter {
 interface Route {
   state: RouteState | undefined;
   sent: WindowCount;
+  accepted: WindowCount;
   throttled: WindowCount;
   queue: Waiter[];
   /** When the next request of a throttled route may go (clock ms). */
@@ -241,7 +256,6 @@ export class RouteLimiter implements RoutePacer {
         onAbort: () => {
           const at = route.queue.indexOf(waiter);
           if (at !== -1) route.queue.splice(at, 1);
-          this.#note(waiter.queuedAt, this.#now());
           reject(abortError(signal));
         },
       };
@@ -256,10 +270,12 @@ export class RouteLimiter implements RoutePacer {
     const now = this.#now();
     const route = this.#routes.get(key) ?? this.#route(key);
     if (status >= 200 && status < 300) {
+      route.accepted.add(now);
       if (route.state !== undefined && forgotten(route.state, now, this.#rules) && route.queue.length === 0) route.state = undefined;
     } else if (status === 429) {
       route.throttled.add(now);
-      route.state = throttledRoute(route.state, now, { sent: route.sent.count(now), throttled: route.throttled.count(now) }, this.#rules);
+      const window = { sent: route.sent.count(now), accepted: route.accepted.count(now), throttled: route.throttled.count(now) };
+      route.state = throttledRoute(route.state, now, window, this.#rules);
       route.nextAt = Math.max(route.nextAt, now);
     }
   }
@@ -277,6 +293,7 @@ export class RouteLimiter implements RoutePacer {
     const route: Route = {
       state: undefined,
       sent: new WindowCount(this.#rules.windowMs),
+      accepted: new WindowCount(this.#rules.windowMs),
       throttled: new WindowCount(this.#rules.windowMs),
       queue: [],
       nextAt: 0,
@@ -309,7 +326,6 @@ export class RouteLimiter implements RoutePacer {
       if (route.state !== undefined) route.nextAt = Math.max(route.nextAt, now) + 1000 / routeRate(route.state, now, this.#rules);
       route.sent.add(now);
       waiter.signal?.removeEventListener('abort', waiter.onAbort);
-      if (now > waiter.queuedAt) this.#note(waiter.queuedAt, now);
       waiter.resolve();
     }
   }

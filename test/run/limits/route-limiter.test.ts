@@ -15,32 +15,46 @@ const R = ROUTE_RULES;
 
 describe('the per-route rules', () => {
   it('a 429 gives back a modest share of the rate (a tenth), not half', () => {
-    const state = throttledRoute(undefined, 1_000, { sent: 21, throttled: 1 });
-    expect(state.rate).toBeCloseTo(18);
+    const state = throttledRoute(undefined, 1_000, { sent: 20, accepted: 19, throttled: 1 });
+    expect(state.rate).toBeCloseTo(17.55);
     expect(state.rate).toBeGreaterThan(10);
-    expect(state.ceiling).toBe(20);
+    expect(state.ceiling).toBe(19.5);
   });
 
-  it('429s within the cooldown count once: they answer requests sent at the old rate', () => {
-    const first = throttledRoute(undefined, 1_000, { sent: 21, throttled: 1 });
-    expect(throttledRoute(first, 1_000 + R.cooldownMs - 1, { sent: 20, throttled: 5 })).toBe(first);
-    expect(throttledRoute(first, 1_000 + R.cooldownMs, { sent: 20, throttled: 5 }).rate).toBeLessThan(first.rate);
+  it('429s within the cooldown give back no second share: they answer requests sent at the old rate', () => {
+    const first = throttledRoute(undefined, 1_000, { sent: 20, accepted: 19, throttled: 1 });
+    expect(throttledRoute(first, 1_000 + R.cooldownMs - 1, { sent: 20, accepted: 19, throttled: 1 })).toEqual(first);
+    expect(throttledRoute(first, 1_000 + R.cooldownMs, { sent: 20, accepted: 17, throttled: 3 }).rate).toBeLessThan(first.rate);
+    // The rest of a burst's answers within the cooldown correct what was let through, down or up,
+    // never above the rate before the decrease.
+    const burst = throttledRoute(first, 1_000 + 50, { sent: 20, accepted: 10, throttled: 10 });
+    expect(burst.ceiling).toBe(10.5);
+    expect(burst.rate).toBeCloseTo(9.45);
+    expect(burst.since).toBe(first.since);
+    expect(throttledRoute(burst, 1_000 + 60, { sent: 20, accepted: 14, throttled: 6 }).ceiling).toBe(14.5);
+    expect(throttledRoute(burst, 1_000 + 60, { sent: 40, accepted: 40, throttled: 0 }).ceiling).toBe(20);
   });
 
   it('under a true limit the route drops at once to what the service accepts', () => {
     // Sent 20 in the last second, 10 refused: the limit is near 10.
-    const state = throttledRoute(undefined, 0, { sent: 20, throttled: 10 });
-    expect(state.rate).toBeCloseTo(9);
-    expect(state.ceiling).toBe(10);
+    const state = throttledRoute(undefined, 0, { sent: 20, accepted: 10, throttled: 10 });
+    expect(state.rate).toBeCloseTo(9.45);
+    expect(state.ceiling).toBe(10.5);
     // A limit far below what was sent: one decrease backs off that far.
-    expect(throttledRoute(undefined, 0, { sent: 40, throttled: 38 }).rate).toBeCloseTo(1.8);
+    expect(throttledRoute(undefined, 0, { sent: 40, accepted: 2, throttled: 38 }).rate).toBeCloseTo(2.25);
+    // Either count can fall short, and the larger is taken: early in a burst few answers are in
+    // (the sends say more), late in one its sends have left the window (the answers say more).
+    expect(throttledRoute(undefined, 0, { sent: 20, accepted: 2, throttled: 1 }).ceiling).toBe(19.5);
+    expect(throttledRoute(undefined, 0, { sent: 1, accepted: 10, throttled: 11 }).ceiling).toBe(1);
+    const late = throttledRoute(undefined, 0, { sent: 20, accepted: 10, throttled: 10 });
+    expect(throttledRoute(late, 900, { sent: 1, accepted: 10, throttled: 11 }).ceiling).toBe(10.5);
   });
 
   it('a burst of 429s backs the route off as far as it takes, never to a halt', () => {
     let state: RouteState | undefined;
     let now = 0;
     // Every request refused: down to the floor, and no lower.
-    for (let i = 0; i < 200; i++, now += R.cooldownMs) state = throttledRoute(state, now, { sent: 10, throttled: 10 });
+    for (let i = 0; i < 200; i++, now += R.cooldownMs) state = throttledRoute(state, now, { sent: 10, accepted: 0, throttled: 10 });
     expect(state!.rate).toBe(R.minRate);
     expect(routeRate(state!, now)).toBeGreaterThan(0);
     // A burst that goes on (most of each second's requests refused) decreases it second after second.
@@ -48,33 +62,35 @@ describe('the per-route rules', () => {
     const rates: number[] = [];
     for (let i = 0, t = 0; i < 5; i++, t += R.cooldownMs) {
       const sent = Math.ceil(burst === undefined ? 100 : routeRate(burst, t));
-      burst = throttledRoute(burst, t, { sent, throttled: Math.ceil(sent / 2) });
+      burst = throttledRoute(burst, t, { sent, accepted: Math.floor(sent / 2), throttled: Math.ceil(sent / 2) });
       rates.push(burst.rate);
     }
     for (let i = 1; i < rates.length; i++) expect(rates[i]).toBeLessThan(rates[i - 1]!);
     expect(rates[4]).toBeLessThan(10);
     // Sparse 429s at a steady rate (one a second of 20 sent) keep it near that rate: a tenth off, climbed back.
     let sparse: RouteState | undefined;
-    for (let t = 0; t < 30_000; t += R.cooldownMs) sparse = throttledRoute(sparse, t, { sent: 20, throttled: 1 });
+    for (let t = 0; t < 30_000; t += R.cooldownMs) sparse = throttledRoute(sparse, t, { sent: 20, accepted: 19, throttled: 1 });
     expect(sparse!.rate).toBeGreaterThan(15);
     expect(routeRate(sparse!, 29_000 + R.cooldownMs - 1)).toBeGreaterThanOrEqual(19);
   });
 
   it('recovers quickly: back to the ceiling within a few short steps, then probes above it, gently at first', () => {
-    const state = throttledRoute(undefined, 0, { sent: 21, throttled: 1 });
+    const state = throttledRoute(undefined, 0, { sent: 20, accepted: 19.5, throttled: 0.5 });
     expect(routeRate(state, R.stepMs - 1)).toBeCloseTo(18);
     expect(routeRate(state, 2 * R.stepMs)).toBe(20);
-    const oneSecondAbove = routeRate(state, 2 * R.stepMs + 1_000);
+    // It stays at the ceiling a while (a true limit sits there), then probes above it.
+    expect(routeRate(state, 2 * R.stepMs + R.holdMs)).toBe(20);
+    const oneSecondAbove = routeRate(state, 2 * R.stepMs + R.holdMs + 1_000);
     expect(oneSecondAbove).toBeGreaterThan(20);
     expect(oneSecondAbove).toBeLessThan(22);
     // Steps above grow: a ceiling measured while the run sent little is left behind within seconds.
-    expect(routeRate(state, 2 * R.stepMs + 5_000)).toBeGreaterThan(40);
-    expect(forgotten(state, 2 * R.stepMs + 2_000)).toBe(false);
-    expect(forgotten(state, 2 * R.stepMs + 10_000)).toBe(true);
+    expect(routeRate(state, 2 * R.stepMs + R.holdMs + 5_000)).toBeGreaterThan(40);
+    expect(forgotten(state, 2 * R.stepMs + R.holdMs + 2_000)).toBe(false);
+    expect(forgotten(state, 2 * R.stepMs + R.holdMs + 10_000)).toBe(true);
   });
 
   it('the rate only rises between decreases', () => {
-    const state = throttledRoute(undefined, 0, { sent: 7, throttled: 4 });
+    const state = throttledRoute(undefined, 0, { sent: 7, accepted: 3, throttled: 4 });
     let last = 0;
     for (let t = 0; t < 20_000; t += 50) {
       const rate = routeRate(state, t);
@@ -146,6 +162,8 @@ describe('RouteLimiter', () => {
     expect(next).toBeInstanceOf(Promise);
     expect(limiter.sleeping).toBe(true);
     await next;
+    // Waiting a turn on a slowed route is pacing, not a wait on throttling.
+    expect(limiter.waitedMs).toBe(0);
     limiter.close();
     expect(limiter.sleeping).toBe(false);
   });
