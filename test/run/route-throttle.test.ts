@@ -14,7 +14,7 @@ import type { RunSummary } from '../../src/run/events.js';
 import { summaryLine } from '../../src/report/progress.js';
 import { writeCostReport } from '../../src/report/write-report.js';
 import { closeRun, isSubmit, MARKETING_SUBMIT, prepareRun, type Exchange, type InProcessRun, runOf } from './pin-helpers.js';
-import { cleanTemps, marketingManifest, sheetsManifest, tempDir } from './runner-helpers.js';
+import { cleanTemps, marketingManifest, sheetsManifest, spentUsd, tempDir } from './runner-helpers.js';
 
 afterAll(cleanTemps);
 
@@ -62,8 +62,15 @@ async function throttledRun(
     });
     expect(summary.outcome).toBe('completed');
     expect(summary.counts.completed).toBe(o.instances);
-    // A 429 is never charged and never creates anything: one request an instance, whatever was refused.
+    // A 429 is never charged and never creates anything: one request an instance, whatever was
+    // refused, and the report's money is the emulator ledger's.
     expect(emu.requests.byId.size).toBe(o.instances);
+    // (The marketing manifest has no price: its report says unpriced instead.)
+    const report = await writeCostReport(run.runDir, { throttledMs: summary.throttledMs });
+    if (model === 'character-sheet') {
+      expect(report.total.netUsd).toBeCloseTo(spentUsd(emu), 6);
+      expect(spentUsd(emu)).toBeCloseTo(o.instances * 0.05, 6);
+    } else expect(report.total.unpricedInstances).toBe(o.instances);
     const intents = (await readJournal(join(run.runDir, 'journal.jsonl'))).records.filter(
       (r): r is JournalRecordOf<'intent'> => r.type === 'intent',
     );
