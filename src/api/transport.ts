@@ -72,6 +72,17 @@ export interface RetryAsked {
 }
 export type RetryGate = (retry: RetryAsked) => boolean;
 
+/**
+ * Paces requests route by route (run/limits/route-limiter.ts is the real one): asked before every
+ * attempt, told every answer. `admit` returns undefined when the request may go at once.
+ */
+export interface RoutePacer {
+  /** Resolves when a request of this method and path may be sent, and not before `waitMs` from now (a 429's Retry-After). */
+  admit(method: string, path: string, signal: AbortSignal | undefined, waitMs?: number): Promise<void> | undefined;
+  /** An attempt of this method and path was answered with `status`. */
+  answered(method: string, path: string, status: number): void;
+}
+
 export interface TransportOptions {
   config: Pick<ClientConfig, 'credentials' | 'timeouts' | 'retry'>;
   dispatcher?: Dispatcher;
@@ -103,6 +114,7 @@ export class Transport {
   readonly #now: () => number;
   readonly #throttleListeners = new Set<(retryAfterMs: number | undefined) => void>();
   readonly #retryGates = new Set<RetryGate>();
+  #pacer: RoutePacer | undefined;
 
   constructor(options: TransportOptions) {
     this.#options = options;
@@ -114,8 +126,7 @@ export class Transport {
 
   /**
    * Calls `listener` on every 429 any request meets, the ones this transport retries by itself
-   * included, with its Retry-After in ms: a runner slows its whole submit rate, not only the one
-   * request that was told to wait. Returns the unsubscribe function.
+   * included, with its Retry-After in ms. Returns the unsubscribe function.
    */
   onThrottle(listener: (retryAfterMs: number | undefined) => void): () => void {
     this.#throttleListeners.add(listener);
@@ -131,6 +142,18 @@ export class Transport {
   retryGate(gate: RetryGate): () => void {
     this.#retryGates.add(gate);
     return () => this.#retryGates.delete(gate);
+  }
+
+  /**
+   * Paces every request through `pacer`: a 429 slows its own route, and the throttled request's
+   * retry waits for the pacer (which waits out its Retry-After) instead of sleeping here. One pacer
+   * at a time; returns the function that removes it.
+   */
+  pace(pacer: RoutePacer): () => void {
+    this.#pacer = pacer;
+    return () => {
+      if (this.#pacer === pacer) this.#pacer = undefined;
+    };
   }
 
   #mayRetry(retry: RetryAsked): boolean {
@@ -170,8 +193,13 @@ export class Transport {
     // Whether any attempt may have reached the service; a failure of a request none of whose attempts
     // left is marked neverSent, so the runner can say that nothing was created or charged.
     let mayHaveArrived = false;
+    // A throttled attempt's retry waits this long first (its Retry-After), when a pacer waits for it.
+    let throttledFor: number | undefined;
     for (let attempt = 0; ; attempt++) {
       if (options.signal?.aborted) throw abortError(options.signal);
+      const pacer = this.#pacer;
+      const admitted = pacer?.admit(options.method, path, options.signal, throttledFor);
+      if (admitted !== undefined) await admitted;
       const started = this.#now();
       let outcome: AttemptOutcome;
       let failure: GenpipeError;
@@ -188,6 +216,7 @@ export class Transport {
         });
         const text = await readText(response.body, MAX_JSON_BYTES);
         const status = response.statusCode;
+        pacer?.answered(options.method, path, status);
         this.#report({ method: options.method, url: options.url, attempt, status, durationMs: this.#now() - started });
         if (status >= 200 && status < 300) {
           let data: T;
@@ -240,7 +269,8 @@ export class Transport {
       if (decision.retry && attempt + 1 < config.retry.maxAttempts) {
         const delay = retryAfterMs ?? backoffDelay(attempt, config.retry, this.#random);
         if (this.#mayRetry({ code: failure.code, delayMs: delay })) {
-          await sleep(delay, options.signal);
+          throttledFor = pacer !== undefined && outcome.kind === 'status' && outcome.status === 429 ? delay : undefined;
+          if (throttledFor === undefined) await sleep(delay, options.signal);
           continue;
         }
       }

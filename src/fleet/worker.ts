@@ -2,8 +2,8 @@
  * A fleet worker: takes instance jobs from the queue and runs each one's submit and tracking
  * against the service with its own credentials, then hands the final status and output URLs back
  * to the run's coordinator (which journals, downloads and reports). Limits are the queue's:
- * BullMQ's global concurrency and rate limit hold across every worker on every host, and a 429
- * anywhere pauses the whole queue.
+ * BullMQ's global concurrency and rate limit hold across every worker on every host. A 429 slows
+ * the route it came from in this worker (run/limits/route-limiter.ts, as in a run), not the queue.
  *
  * Paying once across hosts: before its POST a worker writes the intent into the job (Redis), only
  * while the job's lock holds this worker's token (intent-write.ts); after it, the submission. A job taken over from a dead worker (BullMQ's stalled-job recovery) is
@@ -29,6 +29,7 @@ import { pauseBeforeIntent, writeIntent } from './intent-write.js';
 import { submissionOf, type InstanceJobData, type InstanceJobResult, type JobPolling, type SubmittedProgress } from './instance-job.js';
 import { commandOptions, DISCONNECT_MS, reportConnection, type RedisTarget } from './redis.js';
 import { within } from '../util/within.js';
+import { RouteLimiter } from '../run/limits/route-limiter.js';
 import { HEARTBEAT_MS, LOCK_MS, WORKER_RECORD_TTL_MS, workerKey, type WorkerHeartbeat } from './queue-admin.js';
 
 /** How long a worker's lock on a job lasts unless renewed (queue-admin.ts), and how often stalled jobs are looked for. */
@@ -212,12 +213,12 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
         if (!(error instanceof GenpipeError)) throw error;
         if (error instanceof IndeterminateSubmissionError)
           return { kind: 'unknown', message: error.message, ...(error.protocol ? { protocol: true as const } : {}) };
-        if (error.code === 'rate_limited') {
-          // Refused before processing, never charged (§7): the intent is withdrawn, and the whole
-          // queue waits out the Retry-After before any worker takes a job again.
+        if (error.code === 'rate_limited' && token !== undefined) {
+          // Refused before processing, never charged (§7): the intent is withdrawn, and the job
+          // comes back no earlier than its Retry-After; the queue goes on.
           await job.updateData({ ...job.data, intentAt: undefined });
-          await queue.rateLimit(error.retryAfterMs ?? 1_000);
-          throw Worker.RateLimitError();
+          await job.moveToDelayed(Date.now() + (error.retryAfterMs ?? 1_000), token);
+          throw new DelayedError();
         }
         return {
           kind: 'submit_error',
@@ -265,8 +266,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     stalledInterval: STALLED_CHECK_MS,
     // A job is taken over after a worker dies as often as that happens; it never fails for it.
     maxStalledCount: 1_000,
-    // BullMQ honours a manual rate limit (a 429's, queue.rateLimit) only where some limiter is set:
-    // this one never binds by itself, and the queue's own (genpipe queue limits --rate) wins over it.
+    // Never binds by itself; the queue's own (genpipe queue limits --rate) wins over it.
     limiter: { max: 1_000_000, duration: 1_000 },
     autorun: false,
   });
@@ -296,8 +296,13 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
       // Said once by the queue's error listener; the next beat tries again.
     }
   };
-  // A 429 the transport met (and retried by itself) slows the whole queue, not just this worker.
-  const unsubscribe = o.client.transport.onThrottle((retryAfterMs) => void queue.rateLimit(retryAfterMs ?? 1_000).catch(() => {}));
+  // Every request of this worker goes through one per-route limiter: a 429 slows its own route.
+  const routes = new RouteLimiter();
+  const unpace = o.client.transport.pace(routes);
+  const unsubscribe = (): void => {
+    unpace();
+    routes.close();
+  };
   await heartbeat.connect();
   await beat();
   const beating = setInterval(() => void beat(), HEARTBEAT_MS);

@@ -77,6 +77,8 @@ export interface CostReport {
   sink?: ReportSinks;
   /** The CSV rows the run set aside as invalid (plan.json), one entry per bad cell; present when there were some. */
   skippedRows?: SkippedRow[];
+  /** How long the start that wrote the report waited on throttling in all, in ms (RunSummary.throttledMs); present when it did. */
+  throttledMs?: number;
 }
 
 const STATUSES: readonly ReportStatus[] = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];

@@ -43,7 +43,9 @@ export function summaryLine(s: RunSummary, told?: string): string {
   if (c.pending) parts.push(`${c.pending} not started`);
   const spend = s.money ? `net ${formatSpend(s.money)}` : `committed ${usd(s.estimatedUsd)}`;
   const message = s.message !== undefined && s.message !== told ? `\n${oneLine(s.message)}` : '';
-  return `${s.pipeline} ${s.runId}: ${outcomeWord(s.outcome)}; ${parts.join(', ')}; ${spend}; ${(s.durationMs / 1000).toFixed(1)} s; ${s.runDir}${message}`;
+  const throttled =
+    s.throttledMs !== undefined && s.throttledMs > 0 ? ` (${(s.throttledMs / 1000).toFixed(1)} s waited on throttling)` : '';
+  return `${s.pipeline} ${s.runId}: ${outcomeWord(s.outcome)}; ${parts.join(', ')}; ${spend}; ${(s.durationMs / 1000).toFixed(1)} s${throttled}; ${s.runDir}${message}`;
 }
 
 /** `42s`, `3m07s`, `2h05m`. */

@@ -59,7 +59,7 @@ export const JSON_FORMAT: ReportFormat = {
     )},\n${field(
       'models',
       r.models.map((g) => withCredits(g, r.creditsPerUsd)),
-    )},\n${field('total', withCredits(r.total, r.creditsPerUsd))}${r.sink ? `,\n${field('sink', r.sink)}` : ''}${r.skippedRows ? `,\n${field('skippedRows', r.skippedRows)}` : ''}\n}\n`,
+    )},\n${field('total', withCredits(r.total, r.creditsPerUsd))}${r.sink ? `,\n${field('sink', r.sink)}` : ''}${r.skippedRows ? `,\n${field('skippedRows', r.skippedRows)}` : ''}${r.throttledMs !== undefined ? `,\n${field('throttledMs', r.throttledMs)}` : ''}\n}\n`,
 };
 
 function* partsOf(format: ReportFormat, report: CostReport): Generator<string> {
@@ -159,6 +159,10 @@ function usdOf(n: number): string {
   return text;
 }
 
+/** "Waited 3.2 s on throttling in all: ...". */
+export const throttledSentence = (ms: number): string =>
+  `Waited ${(ms / 1000).toFixed(1)} s on throttling in all: the time during which at least one request refused with 429 waited out its Retry-After.`;
+
 /** "Storage sinks: 40 files (12.3 MB) uploaded to s3://…, public at https://…; 2 files (1.1 MB) of 1 instance pending." */
 function sinkSentence(sink: ReportSinks): string {
   const where = sink.locations
@@ -251,6 +255,7 @@ function markdownHead(report: CostSummary): string {
         ]
       : []),
     ...(report.sink ? ['', sinkSentence(report.sink)] : []),
+    ...(report.throttledMs !== undefined ? ['', throttledSentence(report.throttledMs)] : []),
     ...(t.counts.reused > 0 ? ['', `${t.counts.reused} instance(s) reused an earlier run's result: nothing was sent for them, US$0.`] : []),
     ...(t.rerolls > 0
       ? [

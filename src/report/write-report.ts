@@ -40,7 +40,12 @@ export interface WrittenReport extends CostSummary {
  */
 export async function writeCostReport(
   runDir: string,
-  options: { creditsPerUsd?: number; threads?: Pick<StatesOptions, 'worker' | 'parallelMinBytes' | 'evenSplit'> } = {},
+  options: {
+    creditsPerUsd?: number;
+    /** The writing start's time waited on throttling (RunSummary.throttledMs): said when above 0. */
+    throttledMs?: number | undefined;
+    threads?: Pick<StatesOptions, 'worker' | 'parallelMinBytes' | 'evenSplit'>;
+  } = {},
 ): Promise<WrittenReport> {
   const plan = await readPlanFile(runDir);
   const rate = options.creditsPerUsd ?? 100;
@@ -82,7 +87,11 @@ export async function writeCostReport(
       tally.absorb(answer.groups);
       index += answer.count;
     }
-    const summary = tally.summary(options.creditsPerUsd);
+    const throttled = options.throttledMs;
+    const summary: CostSummary = {
+      ...tally.summary(options.creditsPerUsd),
+      ...(throttled !== undefined && throttled > 0 ? { throttledMs: Math.round(throttled) } : {}),
+    };
     // Each file is finished on its own, all at once: the copies of the worker's parts (hundreds of
     // megabytes for a million instances) then run on several threads of the pool. A format whose
     // head needs the totals is written whole here from its head, this thread's lines and the

@@ -115,6 +115,11 @@ export interface RunSummary {
   money?: SpendFigures | undefined;
   durationMs: number;
   /**
+   * Wall-clock ms of this start during which at least one request refused with 429 waited out its
+   * Retry-After: route-limiter.ts throttledWallMs.
+   */
+  throttledMs?: number | undefined;
+  /**
    * True when this start changed nothing (no instance record written) and the run had ended the
    * same way before: a resume of a finished run, which tells no one again.
    */

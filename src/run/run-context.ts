@@ -18,6 +18,7 @@ import { lostToThisRun } from './lock/lock.js';
 import type { RunStore } from './journal/run-store.js';
 import type { RunState } from './journal/run-state.js';
 import { TokenBucket } from './limits/token-bucket.js';
+import { RouteLimiter } from './limits/route-limiter.js';
 
 export interface RunEffects {
   readonly options: RunOptions;
@@ -31,6 +32,8 @@ export interface RunEffects {
   /** What every wait and request of the run listens to: Ctrl-C, or the watchdog's halt. */
   readonly signal: AbortSignal;
   readonly limiter: RateLimiter;
+  /** The per-route limiter every request of the run goes through: a 429 slows its own route (route-limiter.ts). */
+  readonly routes: RouteLimiter;
   /** True once the run stops submitting (a policy, the credentials, an abort). */
   readonly stopping: boolean;
   /** The run's money: what is committed over its whole life, and its budget (spend.ts). */
@@ -101,6 +104,7 @@ export const PROTOCOL_ANSWERS_TO_STOP = 3;
 export class RunContext implements RunEffects {
   readonly counts: RunCounts = emptyCounts();
   readonly limiter: RateLimiter;
+  readonly routes = new RouteLimiter();
   readonly signal: AbortSignal;
   /** Aborted when the watchdog finds the run stuck: every wait of the run ends, as on Ctrl-C. */
   readonly halt = new AbortController();
@@ -357,7 +361,6 @@ function watchedBucket(ratePerSecond: number): RateLimiter {
   });
   return {
     take: (signal) => bucket.take(signal),
-    slowDown: (retryAfterMs) => bucket.slowDown(retryAfterMs),
     get sleeping() {
       return sleeps > 0;
     },

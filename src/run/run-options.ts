@@ -186,8 +186,6 @@ export interface RunView {
 /** What the runner needs of a rate limiter (TokenBucket is the real one). */
 export interface RateLimiter {
   take(signal?: AbortSignal): Promise<void>;
-  /** The service throttled (429): slow the whole run down. */
-  slowDown(retryAfterMs?: number): void;
   /** True while the limiter has a timer pending that will serve its waiters. */
   readonly sleeping: boolean;
   /** Callers waiting for a token. */

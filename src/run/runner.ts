@@ -141,12 +141,12 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
 }
 
 /**
- * The run's transport, told of the run: a 429 anywhere (a submit the transport retries by itself
- * included) slows the whole run, and the transport's own retries draw from the run's one retry
- * budget. Returns the undoing of both.
+ * The run's transport, told of the run: every request goes through the run's per-route limiter (a
+ * 429 slows its own route), and the transport's own retries draw from the run's one retry budget.
+ * Returns the undoing of both.
  */
 function wireTransport(fx: RunContext, options: RunOptions): () => void {
-  const unsubscribe = options.client.transport.onThrottle((retryAfterMs) => fx.limiter.slowDown(retryAfterMs));
+  const unpace = options.client.transport.pace(fx.routes);
   let throttleSaid = 0;
   const ungate = options.client.transport.retryGate(({ code, delayMs }) => {
     if (!fx.consumeRetry()) return false;
@@ -157,8 +157,9 @@ function wireTransport(fx: RunContext, options: RunOptions): () => void {
     return true;
   });
   return () => {
-    unsubscribe();
+    unpace();
     ungate();
+    fx.routes.close();
   };
 }
 
@@ -176,6 +177,7 @@ function summaryOf(fx: RunContext, started: number, endedBefore: RunState['lastO
     counts: { ...fx.counts },
     estimatedUsd: fx.spend.committedUsd,
     durationMs: Date.now() - started,
+    throttledMs: fx.routes.waitedMs,
     unchanged: fx.instanceRecords === 0 && endedBefore === outcomeOf(fx),
   };
 }
@@ -295,7 +297,7 @@ function startWatchdog(fx: RunContext): { timer: NodeJS.Timeout; stuck: GenpipeE
   let seen = fx.progress;
   let idleLooks = 0;
   watchdog.timer = setInterval(() => {
-    if (fx.busy > 0 || fx.limiter.sleeping || fx.progress !== seen) {
+    if (fx.busy > 0 || fx.limiter.sleeping || fx.routes.sleeping || fx.progress !== seen) {
       seen = fx.progress;
       idleLooks = 0;
       return;

@@ -623,7 +623,7 @@ async function endOf(
   // Redis stopped answering: the run stopped as on Ctrl-C, resumable; exit 5 with its sentence.
   if (parts.stall.signal.aborted && !x.signal.aborted) {
     const stalled = parts.stall.signal.reason as GenpipeError;
-    const report = await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
+    const report = await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd, throttledMs: summary.throttledMs });
     sayEnd(report);
     await notifyEnd(x, runStarted, { outcome: 'stopped', exitCode: EXIT.unavailable, message: redact(stalled.message), ...tally }, report);
     markNotified(stalled);
@@ -639,7 +639,7 @@ async function endOf(
   const report =
     lockLost && lostToThisRun(lock.signal.reason, runId)
       ? undefined
-      : await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd });
+      : await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd, throttledMs: summary.throttledMs });
   sayEnd(report);
   if (lockLost) {
     const reason: unknown = lock.signal.reason;

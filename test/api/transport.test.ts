@@ -111,6 +111,36 @@ describe('Transport', () => {
     expect(calls()).toHaveLength(2);
   });
 
+  it('with a pacer: every attempt is admitted by it, told its answer, and a 429 hands its Retry-After to the pacer instead of sleeping', async () => {
+    const { pool, transport, calls } = transportHarness({ retry: SLOW_BACKOFF }, { random: nearlyOne });
+    pool.intercept({ path: '/thing/7f3a' }).reply(429, { detail: 'slow down' }, { headers: { 'retry-after': '30' } });
+    pool.intercept({ path: '/thing/7f3a' }).reply(200, { ok: true });
+    const admitted: (number | undefined)[] = [];
+    const answers: number[] = [];
+    const unpace = transport.pace({
+      admit: (method, path, _signal, waitMs) => {
+        expect([method, path]).toEqual(['GET', '/thing/7f3a']);
+        admitted.push(waitMs);
+        return undefined;
+      },
+      answered: (_method, _path, status) => void answers.push(status),
+    });
+    const started = Date.now();
+    expect(
+      (await transport.call({ method: 'GET', url: `${BASE}/thing/7f3a`, auth: 'key', schema: Ok, safety: { kind: 'safe' } })).data,
+    ).toEqual({ ok: true });
+    // The transport did not wait the 30 s itself: the pacer was told to (and here let it go at once).
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(admitted).toEqual([undefined, 30_000]);
+    expect(answers).toEqual([429, 200]);
+    expect(calls()).toHaveLength(2);
+    // Removed: calls are no longer paced.
+    unpace();
+    pool.intercept({ path: '/thing/7f3a' }).reply(200, { ok: true });
+    await transport.call({ method: 'GET', url: `${BASE}/thing/7f3a`, auth: 'key', schema: Ok, safety: { kind: 'safe' } });
+    expect(admitted).toHaveLength(2);
+  });
+
   it('Retry-After as an HTTP date is honoured relative to now', async () => {
     const date = 'Sat, 01 Mar 2025 12:00:30 GMT';
     const now = (): number => Date.parse(date) - 15; // the date is 15 ms ahead

@@ -281,9 +281,9 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(emu.requests.byId.size).toBe(before);
   }, 180_000);
 
-  it('a 429 storm slows the submits of the whole fleet, measured at the service across three worker processes, and the run still completes paying once', async () => {
-    // No queue cap: without the queue-wide pause the workers would keep taking new jobs between
-    // refusals. Sheets of 0.17 s or more, 12 slots across the fleet.
+  it('a 429 storm slows the submits of every worker, not to a halt, measured at the service across three worker processes, and the run still completes paying once', async () => {
+    // No queue cap: without each worker's route limiter the workers would keep sending new jobs
+    // between refusals. Sheets of 0.17 s or more, 12 slots across the fleet.
     const emu = await emulator(0.02);
     const dir = tempDir();
     const queue = 'storm';
@@ -332,8 +332,10 @@ describe('genpipe on a fleet (BullMQ on Redis)', () => {
     expect(spentUsd(emu)).toBeCloseTo(400 * 0.05, 6);
     expect(emu.faults.injected['submit.rate_429'] ?? 0).toBeGreaterThan(0);
     expect(before).toBeGreaterThan(10);
-    // Measured here: about 0.4x the rate before the storm; without the queue-wide pause about 1.05x.
-    expect(during).toBeLessThan(before / 2);
+    // Measured here: about 0.5x the rate before the storm (each worker's submit route slowed);
+    // without any limiter about 0.8x (the refused jobs' own waits). Not a halt: submits go on.
+    expect(during).toBeLessThan(before * 0.7);
+    expect(during).toBeGreaterThan(0);
   }, 180_000);
 
   it('kill -9 of a worker mid-run: its jobs finish on the others (the first within 20 s), nothing is charged twice, and SIGTERM stops a worker with exit 0', async () => {

@@ -75,7 +75,7 @@ describe('a run always ends', () => {
         const run = await prepareRun(emu, manifest);
         const { plan, hash, runId, runDir, client } = run;
         // The shape of the TokenBucket hang: waiters queued, no timer pending, nobody ever served.
-        const broken: RateLimiter = { take: () => new Promise<void>(() => {}), slowDown: () => {}, sleeping: false, waiting: 0 };
+        const broken: RateLimiter = { take: () => new Promise<void>(() => {}), sleeping: false, waiting: 0 };
         try {
           const error = await runPlan({
             plan,
@@ -117,7 +117,6 @@ describe('a run always ends', () => {
           sleeping++;
           return new Promise<void>((resolve) => setTimeout(resolve, 300)).finally(() => sleeping--);
         },
-        slowDown: () => {},
         get sleeping() {
           return sleeping > 0;
         },

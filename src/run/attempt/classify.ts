@@ -66,7 +66,7 @@ export type Decision =
       delayMs: number;
       /** False for a refusal before processing (429, 409 busy): it does not count as one of the phase's tries. */
       counts: boolean;
-      /** A 429: the run's submit rate slows down, to this Retry-After when the service gave one. */
+      /** A 429: the retry waits `delayMs`, its Retry-After (or the submit policy's base when it gave none). */
       throttled?: { retryAfterMs: number | undefined } | undefined;
       /** A 409: the session is busy with a turn (the next wait grows). */
       busy?: boolean | undefined;
@@ -110,7 +110,7 @@ function classifySubmit(error: GenpipeError, ctx: PhaseContext): Decision {
       stop: { reason: 'insufficient_credits', message: `${error.message} Top up the account, then resume the run.` },
     });
   // Refusals before processing, never charged (service spec §7): a 409 waits for the running turn,
-  // a 429 slows the whole run down. Either way the retry draws from the run's budget, so a service
+  // a 429 is retried no earlier than its Retry-After. Either way the retry draws from the run's budget, so a service
   // that never stops refusing ends the run (exit 5) instead of looping forever.
   if (error.code === 'session_busy')
     return {
@@ -123,7 +123,7 @@ function classifySubmit(error: GenpipeError, ctx: PhaseContext): Decision {
   if (error.code === 'rate_limited')
     return {
       kind: 'retry',
-      delayMs: 0,
+      delayMs: error.retryAfterMs ?? RETRY_POLICIES.submit.baseMs,
       counts: false,
       throttled: { retryAfterMs: error.retryAfterMs },
       orElse: { kind: 'not_sent', refused: error.code },

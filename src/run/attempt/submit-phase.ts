@@ -56,11 +56,13 @@ export async function submitAttempt(d: PhaseDeps, r: SubmitRequest): Promise<Sen
     if (error instanceof GenpipeError && !error.neverSent) mayHaveArrived = true;
     if (decision.kind === 'throw') throw error;
     if (decision.kind === 'fate') return decision.fate;
-    if (decision.throttled) fx.limiter.slowDown(decision.throttled.retryAfterMs);
     if (!fx.consumeRetry()) return decision.orElse;
     if (decision.busy) busyWaits++;
     if (decision.counts) tries++;
-    if (decision.delayMs > 0) await fx.op(() => sleep(decision.delayMs, fx.signal));
+    // A 429: this instance waits out its Retry-After (counted as time waited on throttling); its
+    // route was slowed by the transport's pacer, the rest of the run goes on.
+    if (decision.throttled) await fx.op(() => fx.routes.hold(decision.delayMs, fx.signal));
+    else if (decision.delayMs > 0) await fx.op(() => sleep(decision.delayMs, fx.signal));
   }
 }
 

@@ -1,6 +1,6 @@
 /**
- * A requests-per-second token bucket shared by the whole run, which slows down when the service
- * throttles: one 429 slows every request of the run, not only the one that got it.
+ * A requests-per-second token bucket: the run's `--rate` cap on submits. A run no longer slows it
+ * on a 429 (route-limiter.ts slows the throttled route alone); it can still slow itself:
  *
  * - Tokens refill at the current rate up to `burst`; `take` waits for one, first come first served.
  * - `slowDown(retryAfterMs)` (call it on a 429): no token until Retry-After has passed, with the

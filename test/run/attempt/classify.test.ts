@@ -53,10 +53,13 @@ describe('classify', () => {
       const throttled = submit(err('rate_limited', { retryAfterMs: 1_500 }), { tries: 99 });
       expect(throttled).toMatchObject({
         kind: 'retry',
+        // Retried no earlier than its Retry-After; without one, after the submit policy's base.
+        delayMs: 1_500,
         counts: false,
         throttled: { retryAfterMs: 1_500 },
         orElse: { kind: 'not_sent', refused: 'rate_limited' },
       });
+      expect(submit(err('rate_limited'), {})).toMatchObject({ kind: 'retry', delayMs: RETRY_POLICIES.submit.baseMs });
       const busy = submit(err('session_busy'), { busyWaits: 2 });
       expect(busy).toMatchObject({
         kind: 'retry',
