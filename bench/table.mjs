@@ -231,6 +231,21 @@ export const ROWS = [
     met: (r) => yes(r.ratio >= 0.8),
   },
   {
+    bench: 'throttle',
+    what: '240 sheets with 2% of submits answered 429 (`Retry-After: 1`), against the same run without faults',
+    result: (r) => `${x(r.sparse_429.ratio)} the makespan (${s(r.sparse_429.with_faults_s)} against ${s(r.sparse_429.without_faults_s)})`,
+    target: '1.3x',
+    met: (r) => yes(r.sparse_429.ratio <= 1.3),
+  },
+  {
+    bench: 'throttle',
+    what: 'the same under a true rate limit of 10 submits/s (429 above it)',
+    result: (r) =>
+      `${r.rate_limit.genpipe.sustained_per_s}/s sustained (the limit ${x(r.rate_limit.limit_over_sustained)} that); ${r.rate_limit.genpipe.per100} 429s per 100 submits, the official client ${r.rate_limit.official_client.per100} at ${r.rate_limit.official_client.sustained_per_s}/s`,
+    target: 'within 1.1x of 10/s; no more 429s per 100 submits than the official client',
+    met: (r) => yes(r.rate_limit.limit_over_sustained <= 1.1 && r.rate_limit.genpipe.per100 <= r.rate_limit.official_client.per100),
+  },
+  {
     bench: 'true-sizes',
     what: 'true sizes: 2,000 sheets at 2048x1152, against the durable minimal client making the same downloads',
     result: (r) =>
