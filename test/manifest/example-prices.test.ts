@@ -1,0 +1,69 @@
+// The example manifests' prices are what the emulator charges at submit for their configurations:
+// each example runs against an in-process emulator, and every instance's planned price is set
+// against the ledger's charges for its request, within US$0.01.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse as parseCsv } from 'csv-parse/sync';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CliIO } from '../../src/cli/io.js';
+import { main } from '../../src/cli/main.js';
+import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { cleanTemps, findRunDir, tempDir } from '../run/runner-helpers.js';
+
+const pipelines = new URL('../../pipelines', import.meta.url).pathname;
+let emu: Emulator;
+beforeAll(async () => {
+  emu = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
+});
+afterAll(async () => {
+  await emu.close();
+  cleanTemps();
+});
+
+/** Each instance's planned price against the ledger's charges at submit for its request. */
+async function pricesAgainstLedger(name: string): Promise<{ instance: string; priced: number; charged: number }[]> {
+  const out = tempDir();
+  const stderr: string[] = [];
+  const io: CliIO = {
+    out: () => {},
+    write: async () => {},
+    err: (t) => stderr.push(t),
+    env: { HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` },
+    signal: new AbortController().signal,
+  };
+  const args = ['run', join(pipelines, `${name}.yaml`), '--base-url', emu.url, '--out', out, '--quiet', '--yes'];
+  expect(await main(args, io), stderr.join('\n')).toBe(0);
+  const runDir = findRunDir(out, name);
+  const plan = JSON.parse(readFileSync(join(runDir, 'plan.json'), 'utf8')) as { steps: { id: string; price_usd: number | null }[] };
+  const priceOf = new Map(plan.steps.map((s) => [s.id, s.price_usd]));
+  const rows = parseCsv(readFileSync(join(runDir, 'outputs.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
+  const seen = new Set<string>();
+  const lines: { instance: string; priced: number; charged: number }[] = [];
+  for (const row of rows) {
+    const id = row.request_id as string;
+    if (!id || seen.has(id)) continue;
+    seen.add(id);
+    const charged = emu.ledger.entries.filter((e) => e.request_id === id && e.kind === 'charge').reduce((sum, e) => sum + e.usd, 0);
+    lines.push({ instance: row.instance as string, priced: priceOf.get(row.step as string) ?? Number.NaN, charged });
+  }
+  expect(lines.length).toBeGreaterThan(0);
+  return lines;
+}
+
+const off = (lines: { instance: string; priced: number; charged: number }[]): string[] =>
+  lines.filter((l) => !(Math.abs(l.priced - l.charged) <= 0.01 + 1e-9)).map((l) => `${l.instance}: ${l.priced} vs ${l.charged}`);
+
+describe('example prices equal what the emulator charges at submit', () => {
+  it('quickstart: every sheet at the list price', { timeout: 30_000 }, async () => {
+    const lines = await pricesAgainstLedger('quickstart');
+    expect(off(lines)).toEqual([]);
+    for (const l of lines) expect(l.charged).toBe(0.05);
+  });
+
+  it('campaign: every marketing-image configuration it uses', { timeout: 60_000 }, async () => {
+    const lines = await pricesAgainstLedger('campaign');
+    expect(off(lines)).toEqual([]);
+    // Each configuration the example uses is here: enhanced, direct at 2k and at 4k.
+    expect(new Set(lines.map((l) => l.instance.replace(/\[.*$/, '')))).toEqual(new Set(['enhanced', 'direct', 'direct-4k']));
+  });
+});
