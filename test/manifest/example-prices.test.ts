@@ -21,7 +21,7 @@ afterAll(async () => {
 });
 
 /** Each instance's planned price against the ledger's charges at submit for its request. */
-async function pricesAgainstLedger(name: string): Promise<{ instance: string; priced: number; charged: number }[]> {
+async function pricesAgainstLedger(name: string): Promise<{ instance: string; priced: number; charged: number; runDir: string }[]> {
   const out = tempDir();
   const stderr: string[] = [];
   const io: CliIO = {
@@ -38,19 +38,19 @@ async function pricesAgainstLedger(name: string): Promise<{ instance: string; pr
   const priceOf = new Map(plan.steps.map((s) => [s.id, s.price_usd]));
   const rows = parseCsv(readFileSync(join(runDir, 'outputs.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
   const seen = new Set<string>();
-  const lines: { instance: string; priced: number; charged: number }[] = [];
+  const lines: { instance: string; priced: number; charged: number; runDir: string }[] = [];
   for (const row of rows) {
     const id = row.request_id as string;
     if (!id || seen.has(id)) continue;
     seen.add(id);
     const charged = emu.ledger.entries.filter((e) => e.request_id === id && e.kind === 'charge').reduce((sum, e) => sum + e.usd, 0);
-    lines.push({ instance: row.instance as string, priced: priceOf.get(row.step as string) ?? Number.NaN, charged });
+    lines.push({ instance: row.instance as string, priced: priceOf.get(row.step as string) ?? Number.NaN, charged, runDir });
   }
   expect(lines.length).toBeGreaterThan(0);
   return lines;
 }
 
-const off = (lines: { instance: string; priced: number; charged: number }[]): string[] =>
+const off = (lines: readonly { instance: string; priced: number; charged: number }[]): string[] =>
   lines.filter((l) => !(Math.abs(l.priced - l.charged) <= 0.01 + 1e-9)).map((l) => `${l.instance}: ${l.priced} vs ${l.charged}`);
 
 describe('example prices equal what the emulator charges at submit', () => {
@@ -58,6 +58,8 @@ describe('example prices equal what the emulator charges at submit', () => {
     const lines = await pricesAgainstLedger('quickstart');
     expect(off(lines)).toEqual([]);
     for (const l of lines) expect(l.charged).toBe(0.05);
+    // A sheet is not token-priced: nothing in its report is provisional.
+    expect(readFileSync(join((lines[0] as { runDir: string }).runDir, 'report.md'), 'utf8')).not.toContain('Provisional');
   });
 
   it('campaign: every marketing-image configuration it uses', { timeout: 60_000 }, async () => {
@@ -65,5 +67,13 @@ describe('example prices equal what the emulator charges at submit', () => {
     expect(off(lines)).toEqual([]);
     // Each configuration the example uses is here: enhanced, direct at 2k and at 4k.
     expect(new Set(lines.map((l) => l.instance.replace(/\[.*$/, '')))).toEqual(new Set(['enhanced', 'direct', 'direct-4k']));
+    // The report's charged equals the ledger's charges at submit to the cent, and says what it cannot see.
+    const runDir = (lines[0] as { runDir: string }).runDir;
+    const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { estimatedUsd: number } };
+    const ledgerCharged = lines.reduce((sum, l) => sum + l.charged, 0);
+    expect(Math.round(report.total.estimatedUsd * 100)).toBe(Math.round(ledgerCharged * 100));
+    expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain(
+      'Provisional: the marketing-image figures are the charges at submit, as priced; the service reconciles them later to actual token usage, and the refunds of that reconciliation are not visible to this report.',
+    );
   });
 });
