@@ -156,8 +156,11 @@ function skippedRowsSection(report: CostSummary): string[] {
  * A token-priced model's figures are provisional: the charge at submit, which the service later
  * reconciles to actual token usage; that reconciliation's refunds are not in the journal.
  */
+export const provisionalModels = (report: Pick<CostSummary, 'models'>): string[] =>
+  report.models.filter((g) => modelFor(g.name).tokenPriced === true && g.estimatedUsd > 0).map((g) => g.name);
+
 function provisionalLines(report: CostSummary): string[] {
-  const models = report.models.filter((g) => modelFor(g.name).tokenPriced === true && g.estimatedUsd > 0).map((g) => g.name);
+  const models = provisionalModels(report);
   if (models.length === 0) return [];
   return [
     '',

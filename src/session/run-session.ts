@@ -9,6 +9,7 @@
  * Expected failures are thrown as GenpipeError (the CLI maps their codes to exit codes); a run that
  * ends resolves with its exit code (cli/exit-codes.ts), its summary and its report.
  */
+import { provisionalModels } from '../report/render.js';
 import { diskRefusal, setWritingFolder } from './disk-refusal.js';
 import { rm, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
@@ -618,7 +619,8 @@ async function execute(x: Execution): Promise<RunResult> {
   const sayEnd = (report: CostSummary | undefined): void => {
     if (!finished) return;
     const t = report?.total;
-    const money = t ? { netUsd: t.netUsd, unknownUsd: t.unknownUsd, unpricedInstances: t.unpricedInstances } : undefined;
+    const provisional = report !== undefined && provisionalModels(report).length > 0;
+    const money = t ? { netUsd: t.netUsd, unknownUsd: t.unknownUsd, unpricedInstances: t.unpricedInstances, provisional } : undefined;
     progress.listener({ type: 'run_finished', summary: { ...finished.summary, money } });
     // The rows set aside, under the summary (beside it with --json-logs, whose stdout is events).
     const say = x.o.jsonLogs ? x.err : x.out;

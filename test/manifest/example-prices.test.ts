@@ -12,6 +12,8 @@ import { cleanTemps, findRunDir, tempDir } from '../run/runner-helpers.js';
 
 const pipelines = new URL('../../pipelines', import.meta.url).pathname;
 let emu: Emulator;
+/** What each example's run printed (its summary line). */
+const said = new Map<string, string>();
 beforeAll(async () => {
   emu = await startEmulator({ port: 0, timeScale: 0, log: () => {} });
 });
@@ -24,15 +26,17 @@ afterAll(async () => {
 async function pricesAgainstLedger(name: string): Promise<{ instance: string; priced: number; charged: number; runDir: string }[]> {
   const out = tempDir();
   const stderr: string[] = [];
+  const stdout: string[] = [];
   const io: CliIO = {
-    out: () => {},
+    out: (t) => stdout.push(t),
     write: async () => {},
     err: (t) => stderr.push(t),
     env: { HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` },
     signal: new AbortController().signal,
   };
-  const args = ['run', join(pipelines, `${name}.yaml`), '--base-url', emu.url, '--out', out, '--quiet', '--yes'];
+  const args = ['run', join(pipelines, `${name}.yaml`), '--base-url', emu.url, '--out', out, '--yes'];
   expect(await main(args, io), stderr.join('\n')).toBe(0);
+  said.set(name, [...stdout, ...stderr].join('\n'));
   const runDir = findRunDir(out, name);
   const plan = JSON.parse(readFileSync(join(runDir, 'plan.json'), 'utf8')) as { steps: { id: string; price_usd: number | null }[] };
   const priceOf = new Map(plan.steps.map((s) => [s.id, s.price_usd]));
@@ -58,7 +62,8 @@ describe('example prices equal what the emulator charges at submit', () => {
     const lines = await pricesAgainstLedger('quickstart');
     expect(off(lines)).toEqual([]);
     for (const l of lines) expect(l.charged).toBe(0.05);
-    // A sheet is not token-priced: nothing in its report is provisional.
+    // A sheet is not token-priced: nothing in its report or summary is provisional.
+    expect(said.get('quickstart')).toMatch(/; net US\$0\.30; /);
     expect(readFileSync(join((lines[0] as { runDir: string }).runDir, 'report.md'), 'utf8')).not.toContain('Provisional');
   });
 
@@ -72,6 +77,8 @@ describe('example prices equal what the emulator charges at submit', () => {
     const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { estimatedUsd: number } };
     const ledgerCharged = lines.reduce((sum, l) => sum + l.charged, 0);
     expect(Math.round(report.total.estimatedUsd * 100)).toBe(Math.round(ledgerCharged * 100));
+    // The summary line marks its net provisional.
+    expect(said.get('campaign')).toMatch(/; net US\$0\.\d\d \(provisional\); /);
     expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain(
       'Provisional: the marketing-image figures are the charges at submit, as priced; the service reconciles them later to actual token usage, and the refunds of that reconciliation are not visible to this report.',
     );
