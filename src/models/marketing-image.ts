@@ -6,6 +6,7 @@ import { requestAdapter } from './request-adapter.js';
 
 export const marketingImage: ModelDefinition<'marketing-image'> = {
   name: 'marketing-image',
+  tokenPriced: true,
   summary: 'a marketing image, direct or enhanced with a preset',
   inputSchema: MarketingImageRequest,
   build: (input) => buildMarketingImageRequest(input),

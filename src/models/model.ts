@@ -21,6 +21,11 @@ export interface ModelSpec {
   imageFields: readonly ImageField[];
   /** Listed price per instance in US$, when the spec states one. */
   listPriceUsd?: number;
+  /**
+   * Priced by tokens (§8 rule 2): the charge at submit is the service's estimate, reconciled later to
+   * actual token usage, so any price a manifest gives it is provisional.
+   */
+  tokenPriced?: true;
   /** Outputs as a downstream template sees them, with placeholder URLs, for plan-time checks. */
   placeholderOutputs(instanceId: string): Record<string, unknown>;
   /**

@@ -72,6 +72,8 @@ export interface BigSpend {
   instances: number;
   unknownInstances: number;
   confirmOverUsd: number;
+  /** What an earlier run of the pipeline already completed, and the flag that reuses it (session/reuse-hint.ts). */
+  reuseHint?: string | undefined;
 }
 
 /**

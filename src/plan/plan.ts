@@ -4,6 +4,7 @@
  * key. Building the plan validates every instance against its model's request rules, the
  * character-sheet selection against the live options catalog included, before anything runs.
  */
+import { stepPrice, type StepPrice } from './price.js';
 import { isAbsolute, resolve } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { GenpipeError, InvalidInputError, type InputIssue } from '../api/errors.js';
@@ -104,6 +105,8 @@ export interface StepPlan {
   count: number;
   /** US$ per instance, or undefined when no price is known. */
   priceUsd: number | undefined;
+  /** Where `priceUsd` comes from, and whether the model is token-priced (price.ts). */
+  price: StepPrice;
   /** True when the input reads upstream outputs, so the final body (and key) is known only at run time. */
   readsUpstreamOutputs: boolean;
   /** A subset run (`--only`, `--limit`, see selection.ts): which of the step's combinations run, and how many at most. */
@@ -693,7 +696,8 @@ export async function preparePlan(
       }
     const forEach = forEachStepOf(step);
     const upstream = forEach ? steps.find((s) => s.id === forEach) : undefined;
-    const priceUsd = step.price_usd ?? prices[step.model] ?? spec.listPriceUsd;
+    const price = stepPrice(step.price_usd, prices, step.model, spec);
+    const priceUsd = price.usd;
     const readsUpstreamOutputs = (loaded.templates.get(id)?.refs ?? []).some(
       (r) => r.segments[0] === 'upstream' && r.segments[1] === 'outputs',
     );
@@ -708,6 +712,7 @@ export async function preparePlan(
       matrix,
       count: combos * (upstream ? upstream.count : 1),
       priceUsd,
+      price,
       readsUpstreamOutputs,
       filledCells,
     });

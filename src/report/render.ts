@@ -1,4 +1,5 @@
 /** The cost report as JSON, CSV (RFC 4180, formula-safe) and Markdown. */
+import { modelFor } from '../models/registry.js';
 import { csvCell, csvRow } from '../util/csv.js';
 import { formatMoney, formatSpend, jsonUsd, toCredits } from '../util/format-usd.js';
 import type { CostReport, CostSummary, GroupLine, InstanceLine, Money, ReportSinks } from './cost-report.js';
@@ -223,6 +224,22 @@ function skippedRowsSection(report: CostSummary): string[] {
   ];
 }
 
+/**
+ * A token-priced model's figures are provisional: the charge at submit, which the service later
+ * reconciles to actual token usage; that reconciliation's refunds are not in the journal.
+ */
+export const provisionalModels = (report: Pick<CostSummary, 'models'>): string[] =>
+  report.models.filter((g) => modelFor(g.name).tokenPriced === true && g.estimatedUsd > 0).map((g) => g.name);
+
+function provisionalLines(report: CostSummary): string[] {
+  const models = provisionalModels(report);
+  if (models.length === 0) return [];
+  return [
+    '',
+    `Provisional: the ${models.join(', ')} figures are the charges at submit, as priced; the service reconciles them later to actual token usage, and the refunds of that reconciliation are not visible to this report.`,
+  ];
+}
+
 function markdownHead(report: CostSummary): string {
   const rate = report.creditsPerUsd;
   const table = (title: string, groups: readonly GroupLine[]): string[] => [
@@ -254,6 +271,7 @@ function markdownHead(report: CostSummary): string {
           `${t.unpricedInstances} submitted instance(s) are unpriced (no price in the manifest, none reported by the service): what they cost is not in these sums.`,
         ]
       : []),
+    ...provisionalLines(report),
     ...(report.sink ? ['', sinkSentence(report.sink)] : []),
     ...(report.throttledMs !== undefined ? ['', throttledSentence(report.throttledMs)] : []),
     ...(t.counts.reused > 0 ? ['', `${t.counts.reused} instance(s) reused an earlier run's result: nothing was sent for them, US$0.`] : []),

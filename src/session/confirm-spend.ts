@@ -13,10 +13,13 @@ export async function confirmSpend(spend: BigSpend, io: { prompt?: ((question: s
     throw new GenpipeError(
       'invalid_input',
       `${what}, over the --confirm-over limit of ${formatUsd(spend.confirmOverUsd)}, and there is no terminal to confirm it on: ` +
-        'pass --yes to run it anyway, or set a budget (budget_usd in the manifest, or --budget USD) to cap what it spends.',
+        'pass --yes to run it anyway, or set a budget (budget_usd in the manifest, or --budget USD) to cap what it spends.' +
+        (spend.reuseHint ? ` ${spend.reuseHint}` : ''),
     );
   }
-  const answer = await io.prompt(`${what}. Continue? [y/N]`);
+  // A repeat: the question says what --reuse would not pay for again.
+  const reuse = spend.reuseHint ? ` ${spend.reuseHint}` : '';
+  const answer = await io.prompt(`${what}.${reuse} Continue? [y/N]`);
   if (!/^\s*y(es)?\s*$/i.test(answer)) {
     throw new GenpipeError(
       'invalid_input',

@@ -9,6 +9,7 @@
  * Expected failures are thrown as GenpipeError (the CLI maps their codes to exit codes); a run that
  * ends resolves with its exit code (cli/exit-codes.ts), its summary and its report.
  */
+import { provisionalModels } from '../report/render.js';
 import { diskRefusal, setWritingFolder } from './disk-refusal.js';
 import { rm, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
@@ -201,6 +202,8 @@ interface Start {
   out: Say;
   env: NodeJS.ProcessEnv;
   signal: AbortSignal;
+  /** The reuse hint, once the confirm question has said it: not printed a second time. */
+  reuseHintSaid?: boolean;
 }
 
 /** The service a start talks to: its connection flags, its config, and the embedded emulator when it is one. */
@@ -347,7 +350,14 @@ async function planOf(
     // Money guards (plan/guards.ts) need only the counts: they run before the instances are
     // checked, so a plan of millions is refused at once, and before the lock, the run directory
     // and any request that spends.
-    beforeInstances: (counted) => guardSpend(counted, o, previous !== undefined || service.embedded !== undefined),
+    beforeInstances: (counted) =>
+      guardSpend(counted, o, previous !== undefined || service.embedded !== undefined, async () => {
+        // A new run's question says what an earlier run already made, and the flag that reuses it.
+        if (previous || o.reuse) return undefined;
+        const hint = await reuseHint(join(outputRoot(start, o), counted.name), counted, catalog.value);
+        if (hint) start.reuseHintSaid = true;
+        return hint;
+      }),
   });
   await sayRows(plan, start, o, recordedInputs);
   // A raw model path is planned (instances, ids, prices) but cannot be run yet: refused before the
@@ -379,12 +389,25 @@ async function sayRows(plan: Plan, start: Start, o: SessionOptions, recorded: Re
  * The budget needs every step priced, and a big spend without one is confirmed. `agreed`: the
  * embedded emulator bills nothing, and a resume was agreed to when its run started.
  */
-async function guardSpend(counted: Parameters<typeof budgetOf>[0], o: SessionOptions, agreed: boolean): Promise<void> {
+async function guardSpend(
+  counted: Parameters<typeof budgetOf>[0],
+  o: SessionOptions,
+  agreed: boolean,
+  hint: () => Promise<string | undefined>,
+): Promise<void> {
   const budgetGuard = budgetOf(counted, o.budgetUsd);
   assertPricedUnderBudget(counted, budgetGuard);
   if (agreed || o.yes) return;
   const spend = spendToConfirm(counted, { budget: budgetGuard, confirmOverUsd: o.confirmOverUsd ?? DEFAULT_CONFIRM_OVER_USD });
-  if (spend) await (o.confirmSpend ?? ((big) => confirmSpend(big, {})))(spend);
+  if (!spend) return;
+  const reuse = await hint();
+  await (o.confirmSpend ?? ((big) => confirmSpend(big, {})))(reuse ? { ...spend, reuseHint: reuse } : spend);
+}
+
+/** The folder a new run's pipeline folder is made in: --out, the manifest's output dir, or ./runs. */
+function outputRoot(start: Start, o: SessionOptions): string {
+  const dir = start.loaded.manifest.defaults?.output?.dir;
+  return resolve(o.outDir ?? (dir ? resolve(start.loaded.dir, dir) : 'runs'));
 }
 
 /** A resume takes its run's directory and the pipeline's lock: the same pipeline, the same plan (unless --allow-changed), the same sinks. */
@@ -423,12 +446,10 @@ async function claimNew(
   runId: string,
   catalog: OptionsCatalog | undefined,
 ): Promise<Claimed> {
-  const { loaded } = start;
-  const root = resolve(
-    o.outDir ?? (loaded.manifest.defaults?.output?.dir ? resolve(loaded.dir, loaded.manifest.defaults.output.dir) : 'runs'),
-  );
-  // Before anything is spent: what an earlier run of this pipeline already made, and the flag that reuses it.
-  if (!o.reuse) {
+  const root = outputRoot(start, o);
+  // Before anything is spent: what an earlier run of this pipeline already made, and the flag that
+  // reuses it (unless the confirm question said it already).
+  if (!o.reuse && !start.reuseHintSaid) {
     const hint = await reuseHint(join(root, plan.name), plan, catalog);
     if (hint) start.err(hint);
   }
@@ -599,7 +620,8 @@ async function execute(x: Execution): Promise<RunResult> {
   const sayEnd = (report: CostSummary | undefined): void => {
     if (!finished) return;
     const t = report?.total;
-    const money = t ? { netUsd: t.netUsd, unknownUsd: t.unknownUsd, unpricedInstances: t.unpricedInstances } : undefined;
+    const provisional = report !== undefined && provisionalModels(report).length > 0;
+    const money = t ? { netUsd: t.netUsd, unknownUsd: t.unknownUsd, unpricedInstances: t.unpricedInstances, provisional } : undefined;
     progress.listener({ type: 'run_finished', summary: { ...finished.summary, money } });
     // The rows set aside, under the summary (beside it with --json-logs, whose stdout is events).
     const say = x.o.jsonLogs ? x.err : x.out;

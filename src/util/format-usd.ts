@@ -82,6 +82,8 @@ export interface SpendFigures {
   netUsd: number;
   unknownUsd?: number | undefined;
   unpricedInstances?: number | undefined;
+  /** Some of it rests on a token-priced charge at submit, which the service reconciles later. */
+  provisional?: boolean | undefined;
 }
 
 /**
@@ -99,5 +101,5 @@ export function formatSpend(money: SpendFigures, unit: MoneyUnit = 'usd', credit
   ];
   if (unpriced > 0 && money.netUsd !== 0) parts.push(`${formatCount(unpriced)} unpriced`);
   if (unknown > 0) parts.push(`up to ${amount(unknown)} unknown`);
-  return parts.join(' + ');
+  return `${parts.join(' + ')}${money.provisional ? ' (provisional)' : ''}`;
 }

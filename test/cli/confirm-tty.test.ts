@@ -78,6 +78,26 @@ describe('confirming a big run on a terminal', () => {
     expect(emulator.stats.total).toBe(0);
   });
 
+  it('a repeat: the question names the earlier run and --reuse, once', { timeout: 90_000 }, async () => {
+    const out = join(dir, 'out-repeat');
+    expect((await inTerminal(out, 'y\n')).code).toBe(0);
+    const sent = emulator.requests.inspect({}).length;
+    const { code, screen } = await inTerminal(out, 'n\n');
+    expect(code, screen).toBe(2);
+    const flat = screen.replace(/\s+/g, ' ');
+    expect(flat).toMatch(
+      /This run is estimated at US\$0\.15 \(3 instances\)\. 3 of 3 instances of this plan already completed in run \S+: run with --reuse to link them in and send nothing for them\. Continue\? \[y\/N\] n/,
+    );
+    expect(flat.split('already completed')).toHaveLength(2);
+    expect(emulator.requests.inspect({}).length).toBe(sent);
+  });
+
+  it('a first run: the question says nothing of reuse', { timeout: 90_000 }, async () => {
+    const { screen } = await inTerminal(join(dir, 'out-first'), 'n\n');
+    expect(screen).toContain('Continue? [y/N]');
+    expect(screen).not.toContain('already completed');
+  });
+
   it('Ctrl-C at the question: interrupted (exit 130), nothing sent, no run directory', { timeout: 90_000 }, async () => {
     const out = join(dir, 'out-ctrl-c');
     const { code, screen } = await inTerminal(out, '\u0003');

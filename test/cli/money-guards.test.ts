@@ -129,7 +129,11 @@ describe('a budget with a step of unknown price', () => {
     const path = manifest(unpricedText.replace('steps:\n', 'prices: { marketing-image: 0.04 }\nsteps:\n'));
     const io = capture(env);
     expect(await main(['validate', path], io)).toBe(0);
-    expect(io.stdout).toEqual([`${path}: valid; 2 step(s), 3 instance(s), estimated US$0.14`]);
+    expect(io.stdout).toEqual([
+      `${path}: valid; 2 step(s), 3 instance(s), estimated US$0.14`,
+      "price of sheets: US$0.05 each, from the service's list price",
+      "price of ads: US$0.04 each, from the manifest's prices table (a flat guess); token-priced, so provisional: the service charges an estimate at submit and reconciles it to actual token usage later, which genpipe cannot see",
+    ]);
   });
 });
 
@@ -140,11 +144,12 @@ describe('validate and an estimate over the budget', () => {
     expect(await main(['validate', path], io)).toBe(0);
     expect(io.stdout).toEqual([
       `${path}: valid; 1 step(s), 30 instance(s), estimated US$1.50`,
+      "price of s: US$0.05 each, from the service's list price",
       `warning: the estimate of US$1.50 is over the budget of US$1.00 (budget_usd 1 at ${path}:3:25); a run stops submitting before going over it`,
     ]);
     const within = capture(env);
     expect(await main(['validate', sheets(20, 'within', 'defaults: { budget_usd: 1 }\n')], within)).toBe(0);
-    expect(within.stdout).toHaveLength(1);
+    expect(within.stdout).toHaveLength(2);
   });
 });
 

@@ -31,7 +31,39 @@ describe('genpipe validate', () => {
   it('exits 0 with a summary and the estimate for a valid manifest', async () => {
     const io = capture();
     expect(await main(['validate', quickstart], io)).toBe(0);
-    expect(io.stdout).toEqual([`${quickstart}: valid; 1 step(s), 6 instance(s), estimated US$0.30`]);
+    expect(io.stdout).toEqual([
+      `${quickstart}: valid; 1 step(s), 6 instance(s), estimated US$0.30`,
+      "price of cats: US$0.05 each, from the service's list price",
+    ]);
+  });
+
+  it('says where each price comes from, and flags a token-priced model and a flat guess for it', async () => {
+    const path = manifest(
+      'token.yaml',
+      'version: 1\nname: token\nprices: { marketing-image: 0.04 }\nsteps:\n  ads:\n    model: marketing-image\n    input: { prompt: hi }\n' +
+        '  own:\n    model: character-sheet\n    price_usd: 0.07\n    input: { tier: cats, seed: 1 }\n' +
+        '  clip:\n    model: dop\n    input: { prompt: hi }\n',
+    );
+    const io = capture();
+    expect(await main(['validate', path], io), io.stderr.join('\n')).toBe(0);
+    expect(io.stdout.slice(1)).toEqual([
+      "price of ads: US$0.04 each, from the manifest's prices table (a flat guess); token-priced, so provisional: the service charges an estimate at submit and reconciles it to actual token usage later, which genpipe cannot see",
+      "price of own: US$0.07 each, from the step's price_usd",
+      'price of clip: no price: unpriced',
+    ]);
+    const json = capture();
+    expect(await main(['plan', path, '--json'], json)).toBe(0);
+    const steps = (JSON.parse(json.stdout.join('')) as { steps: { id: string; price_source: string; token_priced: boolean }[] }).steps;
+    expect(steps.map((s) => [s.id, s.price_source, s.token_priced])).toEqual([
+      ['ads', 'manifest', true],
+      ['own', 'step', false],
+      ['clip', 'none', false],
+    ]);
+    const human = capture();
+    expect(await main(['plan', path], human)).toBe(0);
+    expect(human.stdout).toContain(
+      "price of ads: US$0.04 each, from the manifest's prices table (a flat guess); token-priced, so provisional: the service charges an estimate at submit and reconciles it to actual token usage later, which genpipe cannot see",
+    );
   });
 
   it('exits 2 listing every problem with file:line:col, and no stack trace', async () => {

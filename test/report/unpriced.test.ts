@@ -153,3 +153,36 @@ describe('unpriced is never zero', () => {
     expect(summaryText(summary)).toContain('Spend: US$0.10 + 2 unpriced net (US$0.10 + 2 unpriced charged, US$0.00 refunded).');
   });
 });
+
+describe('a run with no priced step at all', () => {
+  it(
+    'its total reads unpriced in report.md, report.csv, the summary line and genpipe runs, never US$0.00',
+    { timeout: 60_000 },
+    async () => {
+      const path = join(dir, 'none.yaml');
+      writeFileSync(
+        path,
+        'version: 1\nname: none\ndefaults:\n  polling: { initial_ms: 100, min_ms: 20, max_ms: 200 }\nsteps:\n  ads:\n    model: marketing-image\n    matrix: { n: [1, 2] }\n    input: { prompt: "banner {{ n }}" }\n',
+      );
+      const noneOut = join(dir, 'none-runs');
+      said.length = 0;
+      expect(await cli(['run', path, '--out', noneOut, '--quiet']), said.join('\n')).toBe(0);
+      expect(said.join('\n')).toMatch(/^none \S+: completed; 2 completed, .*; net unpriced \(2 instances\); /m);
+      const noneDir = findRunDir(noneOut, 'none');
+      const md = readFileSync(join(noneDir, 'report.md'), 'utf8');
+      expect(md).toContain('Net **unpriced (2 instances)**');
+      expect(md).toContain('charged unpriced (2 instances),');
+      const rows = parseCsv(readFileSync(join(noneDir, 'report.csv'), 'utf8'));
+      const header = rows[0] as string[];
+      const total = rows.find((r) => r[0] === 'total') as string[];
+      expect(total[header.indexOf('net_usd')]).toBe('unpriced');
+      expect(total[header.indexOf('estimated_usd')]).toBe('unpriced');
+      expect(total[header.indexOf('unpriced_instances')]).toBe('2');
+      said.length = 0;
+      expect(await cli(['runs', '--out', noneOut])).toBe(0);
+      const listed = said.join('\n');
+      expect(listed).toContain('unpriced (2 instances)');
+      expect(listed).not.toContain('US$0.00');
+    },
+  );
+});

@@ -1,3 +1,4 @@
+import { priceLine } from '../../plan/price.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -141,6 +142,8 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
   const estimate = plan.estimate();
   const unknown = estimate.unknownInstances > 0 ? ` + unknown for ${estimate.unknownInstances} instance(s)` : '';
   io.out('');
+  // Where each step's price comes from, and which are token-priced (provisional).
+  for (const step of plan.steps) io.out(`price of ${priceLine(step.id, step.price)}`);
   io.out(`estimated total: ${formatUsd(estimate.knownUsd)}${unknown}`);
   const warning = overBudgetWarning(plan, budgetOf(plan));
   if (warning) io.out(warning);
@@ -159,6 +162,8 @@ async function streamJson(plan: Plan, io: CliIO, parts: readonly string[]): Prom
     for_each: s.forEach ?? null,
     ...(s.forEachOnly ? { for_each_only: s.forEachOnly } : {}),
     price_usd: s.priceUsd ?? null,
+    price_source: s.price.source,
+    token_priced: s.price.tokenPriced,
     cost_usd: s.priceUsd === undefined ? null : Math.round(s.priceUsd * s.count * 1e6) / 1e6,
   }));
   const estimate = plan.estimate();

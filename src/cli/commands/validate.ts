@@ -1,3 +1,4 @@
+import { priceLine } from '../../plan/price.js';
 import { GenpipeError } from '../../api/errors.js';
 import { ManifestError, type ManifestProblem } from '../../manifest/errors.js';
 import { checkManifestFile } from '../../manifest/load.js';
@@ -49,6 +50,7 @@ budget_usd is a warning (the run stops submitting there), not a refusal.`,
     let summary: string | undefined;
     let warning: string | undefined;
     let skipped: string[] = [];
+    let prices: string[] = [];
     if (loaded) {
       try {
         collect(problems, 'notify', () => resolveNotifyTargets(loaded, [], io.env, { allowUnsetEnv: true }));
@@ -65,6 +67,8 @@ budget_usd is a warning (the run stops submitting there), not a refusal.`,
             summary =
               `${file}: valid; ${plan.steps.length} step(s), ${formatCount(plan.totalInstances)} instance(s), estimated ${formatUsd(estimate.knownUsd)}` +
               (estimate.unknownInstances > 0 ? ` plus ${formatCount(estimate.unknownInstances)} instance(s) of unknown price` : '');
+            // Where each step's price comes from, and which are token-priced (provisional).
+            prices = plan.steps.map((step) => `price of ${priceLine(step.id, step.price)}`);
             warning = overBudgetWarning(plan, budget);
             // Rows set aside by on_invalid: skip are not problems of the manifest; they are said.
             skipped = skippedRowsLines(plan.skippedRows, Number.POSITIVE_INFINITY);
@@ -89,6 +93,7 @@ budget_usd is a warning (the run stops submitting there), not a refusal.`,
     }
     if (problems.length > 0) throw new ManifestError(problems);
     io.out(summary ?? `${file}: valid`);
+    for (const line of prices) io.out(line);
     if (warning) io.out(warning);
     for (const line of skipped) io.out(line);
     return EXIT.ok;
