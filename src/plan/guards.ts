@@ -4,7 +4,7 @@
  * sends anything.
  */
 import { ManifestError } from '../manifest/errors.js';
-import { formatCount, formatUsd } from '../util/format-usd.js';
+import { formatCount, formatSpend, formatUsd } from '../util/format-usd.js';
 import { formatLocation, type SourceLocation } from '../util/yaml-source.js';
 import type { Plan, StepPlan } from './plan.js';
 
@@ -94,8 +94,13 @@ export function spendToConfirm(plan: Plan, options: { budget: Budget | undefined
 
 const instances = (n: number): string => `${formatCount(n)} instance${n === 1 ? '' : 's'}`;
 
-/** `This run is estimated at US$250,000.00 (5,000,000 instances)`. */
+/**
+ * `This run is estimated at US$250,000.00 (5,000,000 instances)`; with instances of unknown price,
+ * `US$100.05 + 1 unpriced`, or `unpriced: 5 instances of unknown price` when none is priced: never US$0.00 alone.
+ */
 export function describeSpend(spend: BigSpend): string {
-  const unknown = spend.unknownInstances > 0 ? ` plus ${instances(spend.unknownInstances)} of unknown price` : '';
-  return `This run is estimated at ${formatUsd(spend.estimateUsd)}${unknown} (${instances(spend.instances)})`;
+  if (spend.estimateUsd === 0 && spend.unknownInstances > 0)
+    return `This run is unpriced: ${instances(spend.unknownInstances)} of unknown price (${instances(spend.instances)})`;
+  const estimate = formatSpend({ netUsd: spend.estimateUsd, unpricedInstances: spend.unknownInstances });
+  return `This run is estimated at ${estimate} (${instances(spend.instances)})`;
 }

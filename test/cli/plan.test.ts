@@ -46,6 +46,8 @@ describe('genpipe validate', () => {
     );
     const io = capture();
     expect(await main(['validate', path], io), io.stderr.join('\n')).toBe(0);
+    // The summary's estimate names the unpriced instance beside the priced sum.
+    expect(io.stdout[0]).toMatch(/estimated US\$0\.11 \+ 1 unpriced$/);
     expect(io.stdout.slice(1)).toEqual([
       "price of ads: US$0.04 each, from the manifest's prices table (a flat guess); token-priced, so provisional: the service charges an estimate at submit and reconciles it to actual token usage later, which genpipe cannot see",
       "price of own: US$0.07 each, from the step's price_usd",
@@ -64,6 +66,14 @@ describe('genpipe validate', () => {
     expect(human.stdout).toContain(
       "price of ads: US$0.04 each, from the manifest's prices table (a flat guess); token-priced, so provisional: the service charges an estimate at submit and reconciles it to actual token usage later, which genpipe cannot see",
     );
+  });
+
+  it('never estimates a manifest whose every instance is unpriced at US$0.00', async () => {
+    const path = manifest('unpriced.yaml', 'version: 1\nname: unpriced\nsteps:\n  clip:\n    model: dop\n    input: { prompt: hi }\n');
+    const io = capture();
+    expect(await main(['validate', path], io), io.stderr.join('\n')).toBe(0);
+    expect(io.stdout[0]).toMatch(/estimated unpriced \(1 instance\)$/);
+    expect(io.stdout[0]).not.toContain('US$0.00');
   });
 
   it('exits 2 listing every problem with file:line:col, and no stack trace', async () => {

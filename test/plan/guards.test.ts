@@ -111,6 +111,12 @@ describe('big spends to confirm', () => {
     const p = await plan(sheets(2001).replace('steps:\n', 'steps:\n  ads:\n    model: marketing-image\n    input: { prompt: shoes }\n'));
     const spend = spendToConfirm(p, { budget: undefined, confirmOverUsd: 100 });
     expect(spend).toBeDefined();
-    expect(describeSpend(spend!)).toBe('This run is estimated at US$100.05 plus 1 instance of unknown price (2,002 instances)');
+    expect(describeSpend(spend!)).toBe('This run is estimated at US$100.05 + 1 unpriced (2,002 instances)');
+  });
+
+  it('never says US$0.00 for a spend whose every instance is unpriced', () => {
+    expect(describeSpend({ estimateUsd: 0, instances: 5, unknownInstances: 5, confirmOverUsd: 100 })).toBe(
+      'This run is unpriced: 5 instances of unknown price (5 instances)',
+    );
   });
 });

@@ -12,7 +12,7 @@ import type { CliIO } from '../io.js';
 import { EXIT, exitCodeFor } from '../../session/exit-codes.js';
 import { startEmbeddedEmulator } from '../../session/embedded-emulator.js';
 import { planSources } from '../../session/plan-sources.js';
-import { formatCount, formatUsd } from '../../util/format-usd.js';
+import { formatCount, formatSpend } from '../../util/format-usd.js';
 import { budgetOf, overBudgetWarning, unpricedUnderBudget } from '../../plan/guards.js';
 
 const GROUPS = [
@@ -65,8 +65,8 @@ budget_usd is a warning (the run stops submitting there), not a refusal.`,
             if (refusal) problems.push(...refusal.problems.map((p) => ({ ...p, code: p.code ?? 'budget' })));
             const estimate = plan.estimate();
             summary =
-              `${file}: valid; ${plan.steps.length} step(s), ${formatCount(plan.totalInstances)} instance(s), estimated ${formatUsd(estimate.knownUsd)}` +
-              (estimate.unknownInstances > 0 ? ` plus ${formatCount(estimate.unknownInstances)} instance(s) of unknown price` : '');
+              `${file}: valid; ${plan.steps.length} step(s), ${formatCount(plan.totalInstances)} instance(s), ` +
+              `estimated ${formatSpend({ netUsd: estimate.knownUsd, unpricedInstances: estimate.unknownInstances })}`;
             // Where each step's price comes from, and which are token-priced (provisional).
             prices = plan.steps.map((step) => `price of ${priceLine(step.id, step.price)}`);
             warning = overBudgetWarning(plan, budget);
