@@ -214,10 +214,12 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
         if (error instanceof IndeterminateSubmissionError)
           return { kind: 'unknown', message: error.message, ...(error.protocol ? { protocol: true as const } : {}) };
         if (error.code === 'rate_limited' && token !== undefined) {
-          // Refused before processing, never charged (§7): the intent is withdrawn, and the job
-          // comes back no earlier than its Retry-After; the queue goes on.
-          await job.updateData({ ...job.data, intentAt: undefined });
+          // Refused before processing, never charged (§7): the job comes back no earlier than its
+          // Retry-After, and the queue goes on. It is moved first, which checks this worker's lock
+          // token, and only then is its intent withdrawn: a worker that lost the job clears nothing
+          // another holder wrote.
           await job.moveToDelayed(Date.now() + (error.retryAfterMs ?? 1_000), token);
+          await job.updateData({ ...job.data, intentAt: undefined });
           throw new DelayedError();
         }
         return {
