@@ -4,7 +4,7 @@
 // Pool, keep-alive), the same concurrency and the same duration. Each server runs in its own child
 // process; the load generator runs here. Median of 3 rounds, alternating servers.
 // Targets: emulator >= 25% of the bare server, and >= 5,000 requests per second.
-import { fork } from 'node:child_process';
+import { fork, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
@@ -109,6 +109,8 @@ async function measureAll() {
     name: 'emulator-status',
     date: new Date().toISOString(),
     node: process.version,
+    // The commit measured, as bench/lib/harness.mjs writeResults records it for the others.
+    commit: spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: here, encoding: 'utf8' }).stdout?.trim() || undefined,
     concurrency: CONCURRENCY,
     duration_ms: DURATION_MS,
     rounds: ROUNDS,

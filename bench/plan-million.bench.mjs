@@ -82,5 +82,5 @@ console.table(
 mkdirSync(join(here, 'results'), { recursive: true });
 writeFileSync(
   join(here, 'results/plan-million.json'),
-  `${JSON.stringify({ benchmark: 'plan-million', node: process.version, measured_at: new Date().toISOString(), results: summary }, null, 2)}\n`,
+  `${JSON.stringify({ benchmark: 'plan-million', node: process.version, commit: spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: dirname(fileURLToPath(import.meta.url)), encoding: 'utf8' }).stdout?.trim() || undefined, measured_at: new Date().toISOString(), results: summary }, null, 2)}\n`,
 );
