@@ -43,7 +43,8 @@ interface Sandbox {
  * The folders a page's examples name, made real under one temporary directory. A page with an
  * `s3` block also gets an S3-compatible store on a free loopback port (s3rver) standing in for
  * MinIO: its `127.0.0.1:9000` and its `<... access key>` placeholders become the store's, and
- * `mc mb ALIAS/BUCKET` makes a bucket in it.
+ * `mc mb ALIAS/BUCKET` makes a bucket in it. A page with `sh hosts` blocks gets a free loopback
+ * port for its `redis.internal:6379`, which its `redis-server` line serves.
  */
 async function sandbox(page: readonly DocBlock[]): Promise<Sandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'genpipe-docs-'));
