@@ -12,6 +12,7 @@ import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { readReview } from '../../src/review/review-store.js';
 import { freePort } from '../free-port.js';
 import { startLoopbackS3 } from '../sink/s3-server.js';
+import { start, stopAll, until } from './processes.js';
 import { fencedBlocks, isShownOnly, ROOT, shownBlocks, testedBlocks, type DocBlock } from './doc-blocks.js';
 
 const BIN = join(ROOT, 'bin', 'genpipe.js');
@@ -64,18 +65,6 @@ async function sandbox(page: readonly DocBlock[]): Promise<Sandbox> {
   };
   shim('genpipe', BIN);
   const box: Sandbox = { dir, home, env: { GENPIPE_DOC_ROOT: ROOT }, rewrite: (text) => text, serving: [], close: async () => {} };
-  const stopServing = async (): Promise<void> => {
-    await Promise.all(
-      box.serving.map(
-        (child) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            child.once('close', () => resolve());
-            child.kill('SIGKILL');
-          }),
-      ),
-    );
-  };
   if (page.some((b) => b.tags[0] === 'hosts')) {
     // The hosts' Redis, `redis.internal:6379`, is a redis-server of the page's own on a free loopback port.
     const port = await freePort();
@@ -85,7 +74,7 @@ async function sandbox(page: readonly DocBlock[]): Promise<Sandbox> {
       text
         .replaceAll('redis://redis.internal:6379', `redis://127.0.0.1:${port}`)
         .replace(/^redis-server\b(.*)$/m, `redis-server$1 --port ${port} --bind 127.0.0.1 --dir ${data} --save ''`);
-    box.close = stopServing;
+    box.close = () => stopAll(box.serving);
     return box;
   }
   if (!page.some((b) => b.tags.includes('s3'))) return box;
@@ -286,16 +275,11 @@ const hosts: Runner = async (block, text, box, env) => {
       expect(ran.code, `${where(block)}: ${line}\n${ran.stdout}${ran.stderr}`).toBe(0);
       continue;
     }
-    const child = spawn('bash', ['-c', `exec ${line}`], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    box.serving.push(child);
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const served = start(line, cwd, env, box.serving);
     const ready = line.startsWith('redis-server') ? /Ready to accept connections/ : /^ready\b/m;
-    const end = Date.now() + COMMAND_MS;
-    // Bounded by the deadline, and by the command's end.
-    while (!ready.test(output) && Date.now() < end && child.exitCode === null) await new Promise((r) => setTimeout(r, 50));
-    expect(ready.test(output), `${where(block)}: ${line} serves\n${output}`).toBe(true);
+    // Until it answers, or ends (then the expectation below says why).
+    await until(() => ready.test(served.output()) || served.child.exitCode !== null, COMMAND_MS, `${where(block)}: ${line}`);
+    expect(ready.test(served.output()), `${where(block)}: ${line} serves\n${served.output()}`).toBe(true);
   }
 };
 

@@ -3,7 +3,7 @@
 // (the emulator, redis-server, two workers) and is waited for until it answers; the last, the
 // coordinator, must exit 0 with the run completed by the workers. The two ports of the block are
 // swapped for free ones (other tests may hold the written ones); nothing else is changed.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,45 +11,16 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../free-port.js';
 import { fencedBlocks, ROOT } from './doc-blocks.js';
+import { start, stopAll, until } from './processes.js';
 
 const BIN = join(ROOT, 'bin', 'genpipe.js');
 const children: ChildProcess[] = [];
 const dirs: string[] = [];
 
 afterEach(async () => {
-  for (const child of children.splice(0)) {
-    if (child.exitCode !== null || child.signalCode !== null) continue;
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGKILL');
-    await exited;
-  }
+  await stopAll(children);
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
-
-interface Proc {
-  child: ChildProcess;
-  output(): string;
-  exited: Promise<number | null>;
-}
-
-function start(command: string, cwd: string, env: NodeJS.ProcessEnv): Proc {
-  const child = spawn('bash', ['-c', `exec ${command}`], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  return { child, output: () => out, exited };
-}
-
-async function until(what: () => boolean | Promise<boolean>, ms: number, label: string): Promise<void> {
-  const end = Date.now() + ms;
-  // Bounded by the deadline.
-  while (!(await what())) {
-    if (Date.now() > end) throw new Error(`not within ${ms} ms: ${label}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const pings = async (port: number): Promise<boolean> => {
   const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
@@ -89,19 +60,19 @@ describe("the README's local fleet", () => {
     const env = { PATH: `${bin}:${process.env.PATH ?? ''}`, HOME: join(dir, 'home'), HF_KEY: key };
 
     const [emulatorLine, redisLine, w1Line, w2Line, runLine] = commands as [string, string, string, string, string];
-    const emulator = start(emulatorLine, dir, env);
+    const emulator = start(emulatorLine, dir, env, children);
     await until(
       () => emulator.output().includes(`listening on http://127.0.0.1:${servicePort}`),
       15_000,
       `the emulator:\n${emulator.output()}`,
     );
-    start(redisLine, dir, env);
+    start(redisLine, dir, env, children);
     await until(() => pings(redisPort), 15_000, 'redis-server');
-    const w1 = start(w1Line, dir, env);
-    const w2 = start(w2Line, dir, env);
+    const w1 = start(w1Line, dir, env, children);
+    const w2 = start(w2Line, dir, env, children);
     await until(() => /^ready: worker w1/m.test(w1.output()) && /^ready: worker w2/m.test(w2.output()), 15_000, 'both workers');
 
-    const run = start(runLine, dir, env);
+    const run = start(runLine, dir, env, children);
     const bound = setTimeout(() => run.child.kill('SIGKILL'), 90_000);
     const code = await run.exited;
     clearTimeout(bound);
@@ -114,7 +85,7 @@ describe("the README's local fleet", () => {
     );
 
     // The status line the README names, against the same Redis.
-    const status = start(`npx genpipe queue status --redis redis://127.0.0.1:${redisPort}`, dir, env);
+    const status = start(`npx genpipe queue status --redis redis://127.0.0.1:${redisPort}`, dir, env, children);
     expect(await status.exited, status.output()).toBe(0);
     expect(status.output()).toContain('workers: 2 live');
   });
