@@ -305,12 +305,15 @@ export class InstanceDriver {
     conversation: string | undefined,
   ): Promise<{ fate: Sending | AttemptFate; reservation?: Reservation | undefined; done?: (answered: boolean) => void }> {
     const fx = this.#fx;
-    if (fx.stopping) return { fate: { kind: 'not_sent' } };
-    if (this.#closed.has(step.id)) return { fate: { kind: 'no_model_access', sent: false } };
+    // Asked before the step's turn and again once it comes: the run may stop, or the step close, meanwhile.
+    const withheld = (): AttemptFate | undefined =>
+      fx.stopping ? { kind: 'not_sent' } : this.#closed.has(step.id) ? { kind: 'no_model_access', sent: false } : undefined;
+    const before = withheld();
+    if (before) return { fate: before };
     const done = await this.#gate.enter(fx, step.id);
     try {
-      if (fx.stopping) return { fate: { kind: 'not_sent' }, done };
-      if (this.#closed.has(step.id)) return { fate: { kind: 'no_model_access', sent: false }, done };
+      const after = withheld();
+      if (after) return { fate: after, done };
       const sent = await this.#sendNow(step, attempt, work, instance, next, conversation);
       if (isFate(sent.fate) && sent.fate.kind === 'no_model_access') this.#closed.add(step.id);
       return { ...sent, done };
