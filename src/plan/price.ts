@@ -51,3 +51,12 @@ export function priceLine(stepId: string, price: StepPrice): string {
   const guess = price.usd === undefined ? '' : ' (a flat guess)';
   return `${line}${guess}; token-priced, so provisional: the service charges an estimate at submit and reconciles it to actual token usage later, which genpipe cannot see`;
 }
+
+/**
+ * What one attempt of an instance costs, from the instance's rendered input: the price the run
+ * reserves against its budget and journals in the attempt's intent. Every money fold reads it
+ * there, so a price edited between two starts changes nothing already sent. Undefined: unpriced.
+ */
+export function attemptPriceUsd(step: { readonly priceUsd: number | undefined }, _input: unknown): number | undefined {
+  return step.priceUsd;
+}

@@ -215,7 +215,8 @@ export class CostTally {
    */
   plainLine(id: string, plain: PlainOutcome): InstanceLine {
     const step = stepOfInstanceId(id);
-    const key = `${step}\n${plain.model}\n${plain.status}`;
+    // Instances of one step may differ in price (a price table): the price is part of the likeness.
+    const key = `${step}\n${plain.model}\n${plain.status}\n${String(plain.priceUsd)}`;
     let like = this.#plain.get(key);
     if (!like) this.#plain.set(key, (like = lineOf(id, plainState(id, plain), this.stepInfo)));
     return this.#count(

@@ -89,7 +89,8 @@ function sinkFactOf(record: JournalRecord, base: (record: JournalRecord) => Fact
 function factOf(record: JournalRecord): Fact {
   switch (record.type) {
     case 'intent':
-      return ['i', record.model];
+      // Its price, when journaled, is the attempt's money (attempt-money.ts attemptPrice).
+      return record.priceUsd === undefined ? ['i', record.model] : ['i', record.model, record.priceUsd];
     case 'submitted':
       // A request's handle is its id (the commonest, and shortest to spill); others are kept whole.
       return record.handle.kind === 'request' && Object.keys(record.handle).length === 2
@@ -169,6 +170,8 @@ const MODEL = Buffer.from('","model":"');
 const KEY = Buffer.from('","idempotencyKey":');
 const NULL = Buffer.from('null');
 const BODY_HASH = Buffer.from(',"bodyHash":"');
+const PRICE = Buffer.from(',"priceUsd":');
+const NUMBER_BYTES = new Set([...'0123456789.eE+-'].map((c) => c.charCodeAt(0)));
 const SUBMITTED = Buffer.from('{"type":"submitted","instance":"');
 const REQUEST = Buffer.from('","handle":{"kind":"request","requestId":"');
 const REQUEST_END = Buffer.from('"}');
@@ -188,8 +191,27 @@ function projectIntent(json: Buffer): ProjectedFact | undefined {
   // The key is null or a string with no escape: past it.
   const keyEnd = keyStart < 0 ? -1 : json[keyStart] === 0x22 ? past(plain(json, keyStart + 1)) : literal(json, keyStart, NULL);
   const hashEnd = hex(json, literal(json, keyEnd, BODY_HASH), 64);
-  if (hashEnd < 0 || json[hashEnd] !== 0x22 || !endsWithAt(json, hashEnd + 1)) return undefined;
-  return new ProjectedFact(json.toString('utf8', INTENT.length, idEnd), `["i",${json.toString('utf8', modelStart - 1, modelEnd + 1)}]`);
+  if (hashEnd < 0 || json[hashEnd] !== 0x22) return undefined;
+  // The attempt's price, when journaled: a number or null, copied as its JSON text.
+  const priceStart = literal(json, hashEnd + 1, PRICE);
+  const priceEnd = priceStart < 0 ? hashEnd + 1 : priceText(json, priceStart);
+  if (priceEnd < 0 || !endsWithAt(json, priceEnd)) return undefined;
+  const price = priceStart < 0 ? '' : `,${json.toString('latin1', priceStart, priceEnd)}`;
+  return new ProjectedFact(
+    json.toString('utf8', INTENT.length, idEnd),
+    `["i",${json.toString('utf8', modelStart - 1, modelEnd + 1)}${price}]`,
+  );
+}
+
+/** `null`, or a JSON number at least 0, from `at`: where it ends, or -1. */
+function priceText(json: Buffer, at: number): number {
+  const afterNull = literal(json, at, NULL);
+  if (afterNull >= 0) return afterNull;
+  let i = at;
+  // Bounded by the line's length: digits, a point and an exponent.
+  while (i < json.length && NUMBER_BYTES.has(json[i] as number)) i++;
+  const value = Number(json.toString('latin1', at, i));
+  return i > at && Number.isFinite(value) && value >= 0 ? i : -1;
 }
 
 /** `{"type":"submitted","instance":…,"handle":{"kind":"request","requestId":…}[,"at":n]}` */
@@ -236,7 +258,16 @@ export function projectFact(json: Buffer): ProjectedFact | undefined {
 function recordOf(id: string, fact: Fact): JournalRecord {
   switch (fact[0]) {
     case 'i':
-      return { type: 'intent', instance: id, model: fact[1] as string, idempotencyKey: null, bodyHash: '' };
+      return fact[2] === undefined
+        ? { type: 'intent', instance: id, model: fact[1] as string, idempotencyKey: null, bodyHash: '' }
+        : {
+            type: 'intent',
+            instance: id,
+            model: fact[1] as string,
+            idempotencyKey: null,
+            bodyHash: '',
+            priceUsd: fact[2] as number | null,
+          };
     case 'r':
       return { type: 'submitted', instance: id, handle: { kind: 'request', requestId: fact[1] as string } };
     case 's':
@@ -424,11 +455,15 @@ export class PlainOutcome {
     readonly model: string,
     readonly requestId: string,
     readonly status: JournalRecordOf<'status'>['status'],
+    /** The price its intent journaled (null: unpriced); undefined in a journal written before prices were. */
+    readonly priceUsd?: number | null | undefined,
   ) {}
 }
 
 /** A plain outcome's facts as their JSON text: neither string has an escape, so each is itself. */
-const PLAIN = new RegExp(`^\\[\\["i","([^"\\\\]+)"\\],\\["r","([^"\\\\]+)"\\],\\["S","(${TERMINAL_STATUSES.join('|')})"\\]\\]$`);
+const PLAIN = new RegExp(
+  `^\\[\\["i","([^"\\\\]+)"(?:,(null|[0-9.eE+-]+))?\\],\\["r","([^"\\\\]+)"\\],\\["S","(${TERMINAL_STATUSES.join('|')})"\\]\\]$`,
+);
 
 /** As statesOf, but an instance whose facts are plain comes as a PlainOutcome, not replayed (the report's lines). */
 export async function* outcomesOf(
@@ -437,14 +472,20 @@ export async function* outcomesOf(
 ): AsyncGenerator<[string, InstanceState | PlainOutcome]> {
   for await (const [id, texts] of factsOf(gathered, range)) {
     const m = texts.length === 1 ? PLAIN.exec(texts[0] as string) : null;
-    yield [id, m ? new PlainOutcome(m[1] as string, m[2] as string, m[3] as PlainOutcome['status']) : stateOfTexts(id, texts)];
+    yield [id, m ? plainOutcome(m) : stateOfTexts(id, texts)];
   }
+}
+
+/** The plain outcome PLAIN matched: model, price (its JSON text, if journaled), request id and status. */
+function plainOutcome(m: RegExpExecArray): PlainOutcome {
+  const price = m[2] === undefined ? undefined : (JSON.parse(m[2]) as number | null);
+  return new PlainOutcome(m[1] as string, m[3] as string, m[4] as PlainOutcome['status'], price);
 }
 
 /** A plain outcome's state, replayed from its facts as any other's. */
 export function plainState(id: string, plain: PlainOutcome): InstanceState {
   return stateOf(id, [
-    ['i', plain.model],
+    plain.priceUsd === undefined ? ['i', plain.model] : ['i', plain.model, plain.priceUsd],
     ['r', plain.requestId],
     ['S', plain.status],
   ]);

@@ -175,7 +175,7 @@ describe('instanceStates', () => {
           case 8:
             return { type: 'reroll', instance, attempt: 1, seed: 7 } as JournalRecord;
           case 9:
-            return { type: 'intent', instance, model: 'soul', idempotencyKey: 'k1', bodyHash: HASH };
+            return { type: 'intent', instance, model: 'soul', idempotencyKey: 'k1', bodyHash: HASH, priceUsd: cost ?? null };
           default:
             return { type: 'retry', instance, attempt: 1, previous: 'failed' };
         }
@@ -211,6 +211,10 @@ describe('instanceStates', () => {
     };
     expect(read(intent)).toEqual(['sheets[seed=1]', '["i","character-sheet"]']);
     expect(read({ ...intent, idempotencyKey: null })).toEqual(['sheets[seed=1]', '["i","character-sheet"]']);
+    // The attempt's price, when journaled, is part of the fact, as its JSON text.
+    expect(read({ ...intent, priceUsd: 0.0865 })).toEqual(['sheets[seed=1]', '["i","character-sheet",0.0865]']);
+    expect(read({ ...intent, priceUsd: null })).toEqual(['sheets[seed=1]', '["i","character-sheet",null]']);
+    expect(read({ ...intent, priceUsd: 1e-7 })).toEqual(['sheets[seed=1]', '["i","character-sheet",1e-7]']);
     // Its text is the fact's JSON as it stands: a non-ASCII id or model is decoded as UTF-8.
     expect(read({ ...intent, instance: 'chat[name=é]', model: 'sóul' })).toEqual(['chat[name=é]', '["i","sóul"]']);
     const submitted: JournalRecordOf<'submitted'> = {
@@ -234,6 +238,11 @@ describe('instanceStates', () => {
       expect(read({ ...status, instance })).toBeUndefined();
     }
     expect(read({ ...intent, model: 'a"b' })).toBeUndefined();
+    // a price that is not a number at least 0, or not where the layout has it;
+    for (const price of ['-1', '"0.05"', 'nul', '1.2.3x', ''])
+      expect(
+        read(`{"type":"intent","instance":"a","model":"m","idempotencyKey":null,"bodyHash":"${HASH}","priceUsd":${price},"at":7}`),
+      ).toBeUndefined();
     expect(read(`{"type":"intent","instance":"","model":"m","idempotencyKey":null,"bodyHash":"${HASH}","at":7}`)).toBeUndefined();
     expect(read({ ...intent, idempotencyKey: 'k\\1' })).toBeUndefined();
     expect(read({ ...submitted, handle: { kind: 'request', requestId: 'r"1' } })).toBeUndefined();

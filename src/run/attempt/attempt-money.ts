@@ -23,14 +23,24 @@ export interface AttemptState {
   earlier?: EarlierAttempts | undefined;
 }
 
-/** What the attempts an instance left behind cost. */
+/**
+ * What the attempts an instance left behind cost. An attempt whose intent journaled its price is
+ * summed at that price; one from a journal written before prices were journaled is counted, and
+ * priced at the step's price when the money is read (moneyOf).
+ */
 export interface EarlierAttempts {
-  /** Attempts that ended completed, with no cost reported by the service: each costs the step's price. */
+  /** Attempts that ended completed, with no cost reported and no price journaled: each costs the step's price. */
   charged: number;
   /** Costs the service reported for earlier completed attempts (agent turns), in US$. */
   actualUsd: number;
-  /** Attempts whose end is not known: each may have cost up to the step's price. */
+  /** Attempts whose end is not known, with no price journaled: each may have cost up to the step's price. */
   unknown: number;
+  /** Completed attempts at the price their intent journaled, in US$. */
+  pricedChargedUsd?: number | undefined;
+  /** Attempts whose end is not known, at the price their intent journaled, in US$. */
+  pricedUnknownUsd?: number | undefined;
+  /** Attempts charged or unknown whose intent journaled no price (unpriced when sent). */
+  unpriced?: number | undefined;
 }
 
 export type AttemptFate =
@@ -54,18 +64,30 @@ export function fateOf(entry: AttemptState): AttemptFate {
   return { fate: 'none' };
 }
 
+/**
+ * The price an attempt was sent at: what its intent journaled (null: unpriced), else, for a journal
+ * written before prices were journaled or an attempt with no intent, `fallback` (the step's price).
+ */
+export function attemptPrice(entry: Pick<AttemptState, 'intent'> | undefined, fallback: number | null | undefined): number | null {
+  const journaled = entry?.intent?.priceUsd;
+  return journaled === undefined ? (fallback ?? null) : journaled;
+}
+
 /** Folds the current attempt into the instance's earlier attempts, before a re-roll or retry starts over. */
 export function settleAttempt(entry: AttemptState): void {
   const fate = fateOf(entry);
   if (fate.fate === 'none' || fate.fate === 'refunded') return;
   const earlier = (entry.earlier ??= { charged: 0, actualUsd: 0, unknown: 0 });
-  if (fate.fate === 'charged') {
-    if (fate.actualUsd === undefined) earlier.charged++;
-    else earlier.actualUsd += fate.actualUsd;
-  }
+  const journaled = entry.intent?.priceUsd;
+  if (fate.fate === 'charged' && fate.actualUsd !== undefined) earlier.actualUsd += fate.actualUsd;
+  else if (journaled === null) earlier.unpriced = (earlier.unpriced ?? 0) + 1;
   // Unknown, or still in flight when it was left behind (its end never seen: charged at submit,
   // and it may yet be refunded): unknown either way.
-  else earlier.unknown++;
+  else if (fate.fate === 'charged') {
+    if (journaled === undefined) earlier.charged++;
+    else earlier.pricedChargedUsd = (earlier.pricedChargedUsd ?? 0) + journaled;
+  } else if (journaled === undefined) earlier.unknown++;
+  else earlier.pricedUnknownUsd = (earlier.pricedUnknownUsd ?? 0) + journaled;
 }
 
 /** An instance's money over all its attempts. `priceUsd` null: the step has no known price. */
@@ -82,20 +104,16 @@ export interface InstanceMoney {
   unpricedAttempts: number;
 }
 
+/**
+ * An instance's money over all its attempts, each at the price its intent journaled; `priceUsd`
+ * (the step's price, null when it has none) stands in for an attempt whose intent journaled none.
+ */
 export function moneyOf(entry: AttemptState, priceUsd: number | null | undefined): InstanceMoney {
-  const price = priceUsd ?? null;
+  const fallback = priceUsd ?? null;
   const money: InstanceMoney = { estimatedUsd: 0, chargedUsd: 0, refundedUsd: 0, unknownUsd: 0, unpricedAttempts: 0 };
-  const earlier = entry.earlier;
-  if (earlier) {
-    money.chargedUsd += earlier.actualUsd;
-    if (price === null) money.unpricedAttempts += earlier.charged + earlier.unknown;
-    else {
-      money.chargedUsd += earlier.charged * price;
-      money.unknownUsd += earlier.unknown * price;
-      money.estimatedUsd += (earlier.charged + earlier.unknown) * price;
-    }
-  }
+  if (entry.earlier) addEarlier(money, entry.earlier, fallback);
   const fate = fateOf(entry);
+  const price = attemptPrice(entry, fallback);
   if (fate.fate !== 'none') money.estimatedUsd += price ?? 0;
   switch (fate.fate) {
     case 'charged':
@@ -117,4 +135,18 @@ export function moneyOf(entry: AttemptState, priceUsd: number | null | undefined
       break;
   }
   return money;
+}
+
+/** The attempts an instance left behind, added to its money. */
+function addEarlier(money: InstanceMoney, earlier: EarlierAttempts, fallback: number | null): void {
+  money.chargedUsd += earlier.actualUsd + (earlier.pricedChargedUsd ?? 0);
+  money.unknownUsd += earlier.pricedUnknownUsd ?? 0;
+  money.estimatedUsd += (earlier.pricedChargedUsd ?? 0) + (earlier.pricedUnknownUsd ?? 0);
+  money.unpricedAttempts += earlier.unpriced ?? 0;
+  if (fallback === null) money.unpricedAttempts += earlier.charged + earlier.unknown;
+  else {
+    money.chargedUsd += earlier.charged * fallback;
+    money.unknownUsd += earlier.unknown * fallback;
+    money.estimatedUsd += (earlier.charged + earlier.unknown) * fallback;
+  }
 }

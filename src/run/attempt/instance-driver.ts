@@ -15,6 +15,7 @@ import { adapterFor } from '../../models/registry.js';
 import { sessionOf } from '../../models/submission.js';
 import { stepOfInstanceId } from '../../plan/instance.js';
 import type { PlannedInstance, StepPlan } from '../../plan/plan.js';
+import { attemptPriceUsd } from '../../plan/price.js';
 import { formatUsd } from '../../util/format-usd.js';
 import type { OutputsCsv } from '../files/outputs-csv.js';
 import { outputRows, type OutputRow } from '../files/output-rows.js';
@@ -24,6 +25,7 @@ import type { AsyncQueue } from '../limits/slots.js';
 import type { FinalTrack } from '../polling/follow.js';
 import { PollScheduler } from '../polling/poll-schedule.js';
 import type { RunEffects } from '../run-context.js';
+import { attemptPrice } from './attempt-money.js';
 import { attemptKey, attemptOf, type AttemptRef } from './attempt-ref.js';
 import { crashPoint } from './crash-points.js';
 import { ConversationLocks } from './conversation-lock.js';
@@ -286,7 +288,7 @@ export class InstanceDriver {
   /** A submission an earlier process sent, followed again: its money is already in what the journal committed. */
   #followed(step: StepPlan, instance: PlannedInstance, submission: Submission): { fate: Sending; reservation: Reservation } {
     const fx = this.#fx;
-    const reservation = fx.spend.adopt(step.priceUsd ?? 0);
+    const reservation = fx.spend.adopt(attemptPrice(fx.state.instances.get(instance.id), step.priceUsd) ?? 0);
     const submittedAt = fx.state.instances.get(instance.id)?.submittedAt ?? Date.now();
     return { fate: { submission, submittedAt, sentBody: sentBodyOf(fx, step, instance), reservation }, reservation };
   }
@@ -333,15 +335,18 @@ export class InstanceDriver {
     conversation: string | undefined,
   ): Promise<{ fate: Sending | AttemptFate; reservation?: Reservation | undefined }> {
     const fx = this.#fx;
-    const price = step.priceUsd ?? 0;
-    const reservation = next.key !== undefined ? fx.spend.adopt(price) : fx.spend.reserve(price);
+    // Priced from the input it sends; an attempt an earlier process sent with this key keeps the
+    // price its intent journaled, which is what the journal committed.
+    const priced = attemptPriceUsd(step, instance.body) ?? null;
+    const price = next.key !== undefined ? attemptPrice(fx.state.instances.get(instance.id), priced) : priced;
+    const reservation = next.key !== undefined ? fx.spend.adopt(price ?? 0) : fx.spend.reserve(price ?? 0);
     if (!reservation) {
       const message = `Stopped before going over the budget of ${formatUsd(fx.spend.budgetUsd ?? 0)} (${formatUsd(fx.spend.committedUsd)} committed over the run's life).`;
       return { fate: { kind: 'not_sent', stop: { reason: 'budget', message } } };
     }
     if (conversation !== undefined) work.script.sessionId = fx.state.sessions.get(conversation);
     const key = next.key ?? attemptKey(attempt, work.adapter.idempotentSubmit ? instance.key : undefined);
-    const sent = await submitAttempt(this.#d, { step, attempt, work, instance, key });
+    const sent = await submitAttempt(this.#d, { step, attempt, work, instance, key, priceUsd: price });
     if (isFate(sent)) return { fate: sent, reservation };
     const { submission } = sent;
     const sessionId = sessionOf(submission);
@@ -383,7 +388,7 @@ export class InstanceDriver {
       step: step.id,
       instance: instance.id,
       status: result.status,
-      estimatedUsd: step.priceUsd,
+      estimatedUsd: attemptPrice(this.#fx.state.instances.get(instance.id), step.priceUsd) ?? undefined,
       actualCostUsd: result.actualCostUsd,
       error: result.error,
     });

@@ -7,6 +7,7 @@
 import { GenpipeError } from '../../api/errors.js';
 import type { ModelAdapter, Submission } from '../../models/adapter.js';
 import type { StepPlan } from '../../plan/plan.js';
+import { attemptPrice } from './attempt-money.js';
 import { attemptOf } from './attempt-ref.js';
 import { workOf } from './executor.js';
 import { isFate, type AttemptFate } from './fate.js';
@@ -40,6 +41,12 @@ export async function reclaimAttempt(d: PhaseDeps, step: StepPlan, adapter: Mode
   }
   if (isFate(answer)) return answer;
   await fx.log({ type: 'submitted', instance: id, handle: answer }, true);
-  fx.emit({ type: 'instance_submitted', step: step.id, instance: id, model: step.model, estimatedUsd: step.priceUsd });
+  fx.emit({
+    type: 'instance_submitted',
+    step: step.id,
+    instance: id,
+    model: step.model,
+    estimatedUsd: attemptPrice(fx.state.instances.get(id), step.priceUsd) ?? undefined,
+  });
   return answer;
 }

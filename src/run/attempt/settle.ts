@@ -18,6 +18,7 @@ import type { JournalRecord } from '../journal/journal-records.js';
 import type { InstanceState } from '../journal/run-state.js';
 import type { RunEffects } from '../run-context.js';
 import type { AttemptFate, FateKind, FateOf } from './fate.js';
+import { attemptPrice } from './attempt-money.js';
 import type { Reservation } from './spend.js';
 import { noModelAccessSentence } from './step-refusals.js';
 
@@ -40,6 +41,10 @@ interface Row<K extends FateKind> {
   /** A policy the fate sets off: failure counting, a stop of the run. */
   then?: (fate: FateOf<K>, s: Settling) => void;
 }
+
+/** The attempt's price: what it reserved, else what its intent journaled (attempt-money.ts attemptPrice). */
+const priceHeld = (s: Settling): number | undefined =>
+  s.reservation?.priceUsd ?? attemptPrice(s.fx.state.instances.get(s.instance), s.step.priceUsd) ?? undefined;
 
 /** A reused result's event, told with a fate that says more of it (an upload pending, a conflict). */
 const reusedEvent = (fate: { reusedFrom?: string | undefined }, s: Settling): RunEvent | undefined =>
@@ -76,7 +81,7 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
       instance: s.instance,
       attempt: fate.attempt,
       seed: fate.seed,
-      estimatedUsd: s.step.priceUsd,
+      estimatedUsd: priceHeld(s),
     }),
   },
   // The completed attempt stays paid for: the remake is a new attempt with its own price.
@@ -250,7 +255,7 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
             step: s.step.id,
             instance: s.instance,
             status: 'canceled',
-            estimatedUsd: s.step.priceUsd,
+            estimatedUsd: priceHeld(s),
             error: fate.canceled,
           },
   },

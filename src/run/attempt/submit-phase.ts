@@ -27,6 +27,8 @@ export interface SubmitRequest {
   instance: PlannedInstance;
   /** The Idempotency-Key it sends (undefined for a keyless model). */
   key: string | undefined;
+  /** The attempt's price, journaled in its intent (null: unpriced); what it reserved against the budget. */
+  priceUsd: number | null;
 }
 
 export interface Sent {
@@ -73,7 +75,7 @@ async function sendOnce(d: PhaseDeps, r: SubmitRequest, body: unknown, bodyHash:
   // (paused, then taken over) writes and sends nothing more.
   if (!(await fx.fenced())) return { kind: 'not_sent' };
   crashPoint('before_intent_sync');
-  await fx.log({ type: 'intent', instance: id, model: r.step.model, idempotencyKey: r.key ?? null, bodyHash }, true);
+  await fx.log({ type: 'intent', instance: id, model: r.step.model, idempotencyKey: r.key ?? null, bodyHash, priceUsd: r.priceUsd }, true);
   crashPoint('after_intent_sync');
   if (!(await fx.fenced())) {
     // Journaled, never sent: the note tells the new holder so (unsent-notes.ts), and it sends the
@@ -104,7 +106,7 @@ async function sendOnce(d: PhaseDeps, r: SubmitRequest, body: unknown, bodyHash:
     throw error;
   });
   if (fx.displaced) unjournaled();
-  fx.emit({ type: 'instance_submitted', step: r.step.id, instance: id, model: r.step.model, estimatedUsd: r.step.priceUsd });
+  fx.emit({ type: 'instance_submitted', step: r.step.id, instance: id, model: r.step.model, estimatedUsd: r.priceUsd ?? undefined });
   return { submission: answer, body };
 }
 

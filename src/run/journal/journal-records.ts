@@ -63,6 +63,13 @@ export const IntentRecord = z.looseObject({
   idempotencyKey: z.string().min(1).nullable(),
   /** sha256 hex of the exact request body sent, so a retry can prove it sends the same body. */
   bodyHash: z.string().regex(SHA256_HEX),
+  /**
+   * The price this attempt was reserved at, in US$ (plan/price.ts attemptPriceUsd); null when it
+   * had none (unpriced). Every money fold reads it here, so a price edited between two starts
+   * changes nothing already sent. Absent from journals written before prices were journaled: the
+   * step's price then stands in.
+   */
+  priceUsd: z.number().nonnegative().nullable().optional(),
 });
 
 /** How a submitted instance is tracked; one shape per kind of handle the service gives back. */
@@ -459,6 +466,9 @@ export const JOURNAL_RECORD_TYPES: ReadonlySet<string> = new Set<JournalRecordTy
   'sink_multipart_aborted',
 ]);
 
+/** An intent's price: absent, null (unpriced) or a finite number at least 0. */
+const optionalPrice = (v: unknown): boolean => v === undefined || v === null || (typeof v === 'number' && Number.isFinite(v) && v >= 0);
+
 /**
  * True when `record` is certainly valid against JournalRecord; false means "ask the schema", not
  * "invalid". A run writes four records per instance (intent, submitted, status, downloaded), and
@@ -473,7 +483,9 @@ export function surelyValidRecord(record: unknown): boolean {
   if (!optionalCount(r.at) || !nonEmpty(r.instance)) return false;
   switch (r.type) {
     case 'intent':
-      return nonEmpty(r.model) && (r.idempotencyKey === null || nonEmpty(r.idempotencyKey)) && isHash(r.bodyHash);
+      return (
+        nonEmpty(r.model) && (r.idempotencyKey === null || nonEmpty(r.idempotencyKey)) && isHash(r.bodyHash) && optionalPrice(r.priceUsd)
+      );
     case 'submitted': {
       const handle = r.handle as Record<string, unknown> | undefined;
       return plainObject(handle) && handle.kind === 'request' && nonEmpty(handle.requestId);

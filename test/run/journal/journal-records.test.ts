@@ -7,8 +7,17 @@ import { JournalRecord, surelyValidRecord } from '../../../src/run/journal/journ
 
 const HASH = 'a'.repeat(64);
 const valid: Record<string, Record<string, unknown>> = {
-  intent: { type: 'intent', instance: 's[seed=1]', model: 'character-sheet', idempotencyKey: 'gp2-1', bodyHash: HASH, at: 5 },
-  keyless: { type: 'intent', instance: 's[seed=1]', model: 'speak', idempotencyKey: null, bodyHash: HASH },
+  intent: {
+    type: 'intent',
+    instance: 's[seed=1]',
+    model: 'character-sheet',
+    idempotencyKey: 'gp2-1',
+    bodyHash: HASH,
+    priceUsd: 0.05,
+    at: 5,
+  },
+  keyless: { type: 'intent', instance: 's[seed=1]', model: 'speak', idempotencyKey: null, bodyHash: HASH, priceUsd: null },
+  olderJournal: { type: 'intent', instance: 's[seed=1]', model: 'speak', idempotencyKey: null, bodyHash: HASH },
   submitted: { type: 'submitted', instance: 's[seed=1]', handle: { kind: 'request', requestId: 'r-1' }, at: 6 },
   status: {
     type: 'status',
