@@ -97,6 +97,14 @@ function statusOf(entry: InstanceState): ReportStatus {
 
 const requestIdOf = (entry: InstanceState): string => (entry.submission ? submissionId(entry.submission) : '');
 
+/**
+ * Committed, the budget's measure (spend.ts committedByJournal): what is charged or in flight,
+ * plus the unknown. The same sum of every attempt's money as the budget a resume starts from.
+ */
+export function committedUsd(money: Pick<Money, 'netUsd' | 'unknownUsd'>): number {
+  return round(money.netUsd + money.unknownUsd);
+}
+
 /** A group with nothing counted yet. */
 export function emptyGroup(name: string): GroupLine {
   return {

@@ -25,7 +25,7 @@ import type { Submission } from '../models/adapter.js';
 import { instanceStatus, sentNotFinal, type RunState } from './journal/run-state.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import type { JournaledProgress } from './events.js';
-import { openJournalStore, type RunStore } from './journal/run-store.js';
+import { openJournalStore, type OpenRunStoreOptions, type RunStore } from './journal/run-store.js';
 import { Scheduler } from './scheduler.js';
 
 export { RETRY_STATUSES, type RateLimiter, type RetryStatus, type RunOptions } from './run-options.js';
@@ -46,10 +46,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const outputs = await OutputsCsv.open(options.runDir, axisColumns(options.plan), { sink: options.sinks !== undefined });
   let store: RunStore;
   try {
-    store = await openJournalStore(options.runDir, {
-      acceptCorrupt: options.acceptCorrupt,
-      onCorrupt: (corrupt) => options.onEvent?.({ type: 'journal_corrupt_accepted', line: corrupt.line, instance: corrupt.instance }),
-    });
+    store = await openJournalStore(options.runDir, storeOptions(options));
   } catch (error) {
     await outputs.abandon();
     throw error;
@@ -140,6 +137,15 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   return summary;
 }
 
+/** How the run's journal is opened: past damaged lines when accepted (each said), its syncs timed for metrics. */
+function storeOptions(options: RunOptions): OpenRunStoreOptions {
+  return {
+    acceptCorrupt: options.acceptCorrupt,
+    onCorrupt: (corrupt) => options.onEvent?.({ type: 'journal_corrupt_accepted', line: corrupt.line, instance: corrupt.instance }),
+    onSync: options.observer?.journalSync?.bind(options.observer),
+  };
+}
+
 /**
  * The run's transport, told of the run: every request goes through the run's per-route limiter (a
  * 429 slows its own route), and the transport's own retries draw from the run's one retry budget.
@@ -147,6 +153,12 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
  */
 function wireTransport(fx: RunContext, options: RunOptions): () => void {
   const unpace = options.client.transport.pace(fx.routes);
+  // Metrics: each answer and the run's throttling, told to the observer (observer.ts).
+  const observer = options.observer;
+  observer?.throttling?.(fx.routes);
+  const unobserve = observer
+    ? options.client.transport.onExchange((e) => observer.exchange?.(e.method, new URL(e.url).pathname, e.status))
+    : () => {};
   let throttleSaid = 0;
   const ungate = options.client.transport.retryGate(({ code, delayMs }) => {
     if (!fx.consumeRetry()) return false;
@@ -158,6 +170,7 @@ function wireTransport(fx: RunContext, options: RunOptions): () => void {
   });
   return () => {
     unpace();
+    unobserve();
     ungate();
     fx.routes.close();
   };

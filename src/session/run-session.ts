@@ -55,6 +55,7 @@ import { readRunInputs, type RecordedAxes } from '../run/files/run-inputs.js';
 import { skippedRowCount, skippedRowsLines } from '../plan/skipped-rows.js';
 import { countNewRows, newRowsSentence } from './new-rows.js';
 import { runPlan, type RetryStatus } from '../run/runner.js';
+import type { RunObserver } from '../run/observer.js';
 import { concurrencyOf, type RunOptions } from '../run/run-options.js';
 import { WebhookReceiver, type WebhookReceiverOptions } from '../run/polling/webhook-receiver.js';
 import { formatCount } from '../util/format-usd.js';
@@ -81,6 +82,8 @@ export interface SessionIO {
   onRunDir?: ((runDir: string) => Promise<void>) | undefined;
   /** Every run event, besides the progress view. */
   onEvent?: RunListener | undefined;
+  /** Told each request's answer, journal sync and the throttling, for metrics (run/observer.ts). */
+  observer?: RunObserver | undefined;
   /**
    * A big spend with no budget (over confirmOverUsd): resolve to go on, throw to refuse. Default:
    * refused (exit 2), as nobody can be asked.
@@ -796,6 +799,7 @@ function runOptionsOf(x: Execution, parts: Parts, pollPrior: Awaited<ReturnType<
     review: { approved: () => decidedIds(runDir, 'approved'), rejected: () => decisions(runDir, 'rejected') },
     view: galleryView(runDir, plan, runId, x.stepSinkRecords),
     onEvent,
+    observer: o.observer,
   };
 }
 

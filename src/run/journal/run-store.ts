@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import type { JournalRecord } from './journal-records.js';
-import { Journal, type CorruptLine } from './journal.js';
+import { Journal, type CorruptLine, type JournalFile } from './journal.js';
 import { applyRecord, emptyRunState, markCorrupt, type RunState } from './run-state.js';
 
 export interface RunStore {
@@ -22,6 +22,8 @@ export interface OpenRunStoreOptions {
   /** Go past damaged lines (see Journal.open); each one makes the instances it could be unknown. */
   acceptCorrupt?: boolean | undefined;
   onCorrupt?: ((corrupt: CorruptLine) => void) | undefined;
+  /** Told how long each fsync of the journal took, in ms (a run's metrics). */
+  onSync?: ((ms: number) => void) | undefined;
 }
 
 /** Opens (or creates) the journal of `runDir`, replaying it as it is read, never holding its records. */
@@ -35,6 +37,7 @@ export async function openJournalStore(runDir: string, options: OpenRunStoreOpti
       markCorrupt(state, corrupt.instance);
       options.onCorrupt?.(corrupt);
     },
+    ...(options.onSync ? { wrapFile: (file: JournalFile) => timedSyncs(file, options.onSync as (ms: number) => void) } : {}),
   });
   return {
     state,
@@ -44,5 +47,18 @@ export async function openJournalStore(runDir: string, options: OpenRunStoreOpti
       return journal.append(record, { durable });
     },
     close: () => journal.close(),
+  };
+}
+
+/** The file, each of its syncs timed: `onSync` is told how long each one that succeeded took. */
+function timedSyncs(file: JournalFile, onSync: (ms: number) => void): JournalFile {
+  return {
+    write: (data) => file.write(data),
+    close: () => file.close(),
+    sync: async () => {
+      const started = performance.now();
+      await file.sync();
+      onSync(performance.now() - started);
+    },
   };
 }
