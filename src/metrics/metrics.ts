@@ -14,10 +14,12 @@
  * MAX_ROUTES of them), queue, state and worker name. No instance or request id, no secret: a route
  * is a method and a path, never a query or a header.
  */
+import { stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { join } from 'node:path';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { committedUsd, type CostSummary, type GroupLine, type ReportStatus } from '../report/cost-report.js';
-import { listRuns, type RunListing } from '../report/run-list.js';
+import { listRuns, runListing, type OnRunSummary, type RunListing } from '../report/run-list.js';
 import type { RunObserver } from '../run/observer.js';
 import { routeOf } from '../run/limits/route-limiter.js';
 import { jsonUsd } from '../util/format-usd.js';
@@ -177,15 +179,69 @@ export class RunFigures {
 /** The first word of a status (`skipped: overlap with run X` → `skipped`): a bounded label. */
 export const statusWord = (status: string): string => (status.split(':')[0] ?? status).trim();
 
-/** The runs under each folder, each with its cost summary: what `genpipe runs` lists. */
-export async function readRuns(runDirs: readonly string[]): Promise<{ listing: RunListing; summary?: CostSummary | undefined }[]> {
-  const out: { listing: RunListing; summary?: CostSummary | undefined }[] = [];
-  for (const root of runDirs) {
-    const summaries = new Map<string, CostSummary>();
-    const listings = await listRuns(root, undefined, (listing, summary) => summaries.set(listing.dir, summary));
-    for (const listing of listings) out.push({ listing, summary: summaries.get(listing.dir) });
+/** The listing of a run whose files could not be read: counted among the runs, with no figures. */
+const UNREADABLE = { status: 'unreadable', completed: 0, made: 0, reused: 0, instances: 0, netUsd: 0, unknownUsd: 0, unpricedInstances: 0 };
+
+/** A run as it was read, and the sizes and times of its files then. */
+interface ReadRun {
+  stamp: string;
+  listing: RunListing;
+  summary: CostSummary;
+}
+
+/**
+ * Reads runs as `genpipe runs` lists them (runListing), each again only when its journal or
+ * plan.json changed since the last reading: a scrape of a folder of finished runs reads nothing.
+ */
+export class RunReader {
+  #seen = new Map<string, ReadRun>();
+
+  async read(runDirs: readonly string[]): Promise<{ listing: RunListing; summary?: CostSummary | undefined }[]> {
+    const seen = new Map<string, ReadRun>();
+    const out: { listing: RunListing; summary?: CostSummary | undefined }[] = [];
+    const listOne = async (root: string, pipeline: string, runId: string, onSummary?: OnRunSummary): Promise<RunListing | undefined> => {
+      const dir = join(root, pipeline, runId);
+      const stamp = await stampOf(dir);
+      const before = this.#seen.get(dir);
+      if (before && stamp !== undefined && before.stamp === stamp) {
+        seen.set(dir, before);
+        onSummary?.(before.listing, before.summary);
+        return before.listing;
+      }
+      try {
+        return await runListing(root, pipeline, runId, (listing, summary) => {
+          if (stamp !== undefined) seen.set(dir, { stamp, listing, summary });
+          onSummary?.(listing, summary);
+        });
+      } catch {
+        // One damaged run (a plan.json that is not one) is counted as unreadable; the scrape goes on.
+        return { ...UNREADABLE, pipeline, runId, dir };
+      }
+    };
+    for (const root of runDirs) {
+      const summaries = new Map<string, CostSummary>();
+      const listings = await listRuns(root, undefined, { listOne, onSummary: (listing, summary) => summaries.set(listing.dir, summary) });
+      for (const listing of listings) out.push({ listing, summary: summaries.get(listing.dir) });
+    }
+    // Runs gone from the folders are forgotten.
+    this.#seen = seen;
+    return out;
   }
-  return out;
+}
+
+/** The size and modification time of a run's journal and plan.json, or undefined when one cannot be read. */
+async function stampOf(dir: string): Promise<string | undefined> {
+  try {
+    const files = await Promise.all(['journal.jsonl', 'plan.json'].map((name) => stat(join(dir, name))));
+    return files.map((f) => `${f.size}:${f.mtimeMs}`).join(',');
+  } catch {
+    return undefined;
+  }
+}
+
+/** The runs under each folder, each with its cost summary: what `genpipe runs` lists. */
+export function readRuns(runDirs: readonly string[]): Promise<{ listing: RunListing; summary?: CostSummary | undefined }[]> {
+  return new RunReader().read(runDirs);
 }
 
 /** The queue's job counts and its workers' heartbeats, read from Redis at each scrape. */
@@ -287,6 +343,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   }
   const observer = new LiveFigures(registry);
   const runs = new RunFigures(registry);
+  const reader = new RunReader();
   const redis = options.redis;
   const target = typeof redis?.target === 'string' ? parseRedisUrl(redis.target) : redis?.target;
   const fleet = target ? new FleetFigures(registry, target, redis?.queue ?? DEFAULT_QUEUE) : undefined;
@@ -294,7 +351,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const render = (): Promise<string> =>
     (reading ??= (async () => {
       try {
-        runs.set(await readRuns(options.runDirs));
+        runs.set(await reader.read(options.runDirs));
         await fleet?.read();
         return await registry.metrics();
       } finally {

@@ -75,11 +75,18 @@ export async function runListing(root: string, pipeline: string, runId: string, 
   return listing;
 }
 
-export async function listRuns(root: string, pipeline?: string, onSummary?: OnRunSummary): Promise<RunListing[]> {
+export interface ListRunsOptions {
+  onSummary?: OnRunSummary | undefined;
+  /** Lists one run: runListing, or one that answers from what it read before (metrics/metrics.ts). */
+  listOne?: typeof runListing | undefined;
+}
+
+export async function listRuns(root: string, pipeline?: string, options: ListRunsOptions = {}): Promise<RunListing[]> {
   const out: RunListing[] = [];
+  const listOne = options.listOne ?? runListing;
   for (const name of pipeline === undefined ? await folders(root) : [pipeline]) {
     for (const runId of await folders(join(root, name))) {
-      const listing = await runListing(root, name, runId, onSummary);
+      const listing = await listOne(root, name, runId, options.onSummary);
       if (listing) out.push(listing);
     }
   }

@@ -1,12 +1,14 @@
 // The rules that keep the figures' labels bounded and the worker's server on loopback by default,
 // each on its own.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
-import { LiveFigures, MAX_ROUTES, RunFigures, readRuns, statusWord } from '../../src/metrics/metrics.js';
+import { LiveFigures, MAX_ROUTES, RunFigures, RunReader, readRuns, statusWord } from '../../src/metrics/metrics.js';
+import { startEmulator } from '../../src/emulator/index.js';
 import { parseMetricsAddress } from '../../src/metrics/serve.js';
-import { cleanTemps, tempDir } from '../run/runner-helpers.js';
+import { cleanTemps, findRunDir, runCli, sheetsManifest, tempDir } from '../run/runner-helpers.js';
+import { FAST_POLLING } from '../fleet/fleet-helpers.js';
 
 afterEach(() => cleanTemps());
 
@@ -56,4 +58,34 @@ describe('metrics labels', () => {
     expect(() => parseMetricsAddress('localhost')).toThrow(/PORT or HOST:PORT/);
     expect(() => parseMetricsAddress('1.2.3.4:70000')).toThrow(/PORT or HOST:PORT/);
   });
+
+  it('a scrape reads a run again only when its journal or plan changed', async () => {
+    const emu = await startEmulator({ port: 0, timeScale: 0.001, log: () => {} });
+    try {
+      const dir = tempDir('genpipe-metrics-reader-');
+      const out = join(dir, 'runs');
+      const run = await runCli(['run', sheetsManifest(dir, 2, { name: 'cached', extra: FAST_POLLING }), '--out', out, '--quiet'], {
+        env: { GENPIPE_BASE_URL: emu.url },
+      });
+      expect(run.code, run.stderr).toBe(0);
+      const plan = join(findRunDir(out, 'cached'), 'plan.json');
+      const { atime, mtime, size } = statSync(plan);
+      // Whole milliseconds, as utimes sets them.
+      utimesSync(plan, atime, mtime);
+      const reader = new RunReader();
+      const netOf = async (): Promise<number | undefined> => (await reader.read([out]))[0]?.summary?.total.netUsd;
+      const net = await netOf();
+      expect(net).toBeGreaterThan(0);
+      // plan.json's bytes changed, but not its size or time: the reading before stands (nothing is read).
+      writeFileSync(plan, 'x'.repeat(size));
+      utimesSync(plan, atime, mtime);
+      expect(await netOf()).toBe(net);
+      // Its time changed: read again, and a plan.json that is not one makes the run unreadable, not the scrape.
+      utimesSync(plan, atime, new Date(mtime.getTime() + 1_000));
+      const again = await reader.read([out]);
+      expect(again.map((r) => [r.listing.status, r.summary])).toEqual([['unreadable', undefined]]);
+    } finally {
+      await emu.close();
+    }
+  }, 60_000);
 });
