@@ -25,7 +25,7 @@ import type { AsyncQueue } from '../limits/slots.js';
 import type { FinalTrack } from '../polling/follow.js';
 import { PollScheduler } from '../polling/poll-schedule.js';
 import type { RunEffects } from '../run-context.js';
-import { attemptPrice } from './attempt-money.js';
+import { attemptPrice, toldPrice } from './attempt-money.js';
 import { attemptKey, attemptOf, type AttemptRef } from './attempt-ref.js';
 import { crashPoint } from './crash-points.js';
 import { ConversationLocks } from './conversation-lock.js';
@@ -288,7 +288,7 @@ export class InstanceDriver {
   /** A submission an earlier process sent, followed again: its money is already in what the journal committed. */
   #followed(step: StepPlan, instance: PlannedInstance, submission: Submission): { fate: Sending; reservation: Reservation } {
     const fx = this.#fx;
-    const reservation = fx.spend.adopt(attemptPrice(fx.state.instances.get(instance.id), step.priceUsd) ?? 0);
+    const reservation = fx.spend.adopt(toldPrice(fx.state.instances, instance.id, step) ?? 0);
     const submittedAt = fx.state.instances.get(instance.id)?.submittedAt ?? Date.now();
     return { fate: { submission, submittedAt, sentBody: sentBodyOf(fx, step, instance), reservation }, reservation };
   }
@@ -388,7 +388,7 @@ export class InstanceDriver {
       step: step.id,
       instance: instance.id,
       status: result.status,
-      estimatedUsd: attemptPrice(this.#fx.state.instances.get(instance.id), step.priceUsd) ?? undefined,
+      estimatedUsd: toldPrice(this.#fx.state.instances, instance.id, step),
       actualCostUsd: result.actualCostUsd,
       error: result.error,
     });
