@@ -6,6 +6,7 @@ import { streamJournal } from '../run/journal/journal.js';
 import { summarizeCostReport } from './cost-report.js';
 import { outcomeWord } from '../run/events.js';
 import { notStartedStatus, readNotStarted } from './not-started-list.js';
+import { runFile } from '../run/files/run-layout.js';
 
 export interface RunListing {
   pipeline: string;
@@ -44,11 +45,11 @@ export async function listRuns(root: string, pipeline?: string): Promise<RunList
   for (const name of pipeline === undefined ? await folders(root) : [pipeline]) {
     for (const runId of await folders(join(root, name))) {
       const dir = join(root, name, runId);
-      if (!(await stat(join(dir, 'plan.json')).catch(() => undefined))) continue;
+      if (!(await stat(runFile(dir, 'plan')).catch(() => undefined))) continue;
       let status = 'not started';
       // Streamed: a journal of a large run is never read into memory whole.
       try {
-        for await (const record of streamJournal(join(dir, 'journal.jsonl'), { skipTypes: NOT_RUN_RECORDS })) {
+        for await (const record of streamJournal(runFile(dir, 'journal'), { skipTypes: NOT_RUN_RECORDS })) {
           if (record.type === 'run_started') status = 'interrupted';
           if (record.type === 'run_finished') status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
         }
