@@ -24,6 +24,7 @@ import type { RunObserver } from '../run/observer.js';
 import { routeOf } from '../run/limits/route-limiter.js';
 import { jsonUsd } from '../util/format-usd.js';
 import { redact } from '../util/redact.js';
+import { runFile } from '../run/files/run-layout.js';
 import { DEFAULT_QUEUE, parseRedisUrl, type RedisTarget } from '../fleet/redis.js';
 
 /** Distinct routes counted by name; any further one is counted as `other` (a path with an id that has no digit). */
@@ -232,7 +233,7 @@ export class RunReader {
 /** The size and modification time of a run's journal and plan.json, or undefined when one cannot be read. */
 async function stampOf(dir: string): Promise<string | undefined> {
   try {
-    const files = await Promise.all(['journal.jsonl', 'plan.json'].map((name) => stat(join(dir, name))));
+    const files = await Promise.all((['journal', 'plan'] as const).map((file) => stat(runFile(dir, file))));
     return files.map((f) => `${f.size}:${f.mtimeMs}`).join(',');
   } catch {
     return undefined;

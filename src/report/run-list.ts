@@ -6,6 +6,7 @@ import { streamJournal } from '../run/journal/journal.js';
 import { summarizeCostReport, type CostSummary } from './cost-report.js';
 import { outcomeWord } from '../run/events.js';
 import { notStartedStatus, readNotStarted } from './not-started-list.js';
+import { runFile } from '../run/files/run-layout.js';
 
 export interface RunListing {
   pipeline: string;
@@ -45,11 +46,11 @@ export type OnRunSummary = (listing: RunListing, summary: CostSummary) => void;
 /** The listing of one run directory (`root/<pipeline>/<run-id>/`), or undefined when it has no plan.json. */
 export async function runListing(root: string, pipeline: string, runId: string, onSummary?: OnRunSummary): Promise<RunListing | undefined> {
   const dir = join(root, pipeline, runId);
-  if (!(await stat(join(dir, 'plan.json')).catch(() => undefined))) return undefined;
+  if (!(await stat(runFile(dir, 'plan')).catch(() => undefined))) return undefined;
   let status = 'not started';
   // Streamed: a journal of a large run is never read into memory whole.
   try {
-    for await (const record of streamJournal(join(dir, 'journal.jsonl'), { skipTypes: NOT_RUN_RECORDS })) {
+    for await (const record of streamJournal(runFile(dir, 'journal'), { skipTypes: NOT_RUN_RECORDS })) {
       if (record.type === 'run_started') status = 'interrupted';
       if (record.type === 'run_finished') status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
     }

@@ -27,6 +27,7 @@ import { stepOfInstanceId } from '../plan/instance.js';
 import type { JournaledProgress } from './events.js';
 import { openJournalStore, type OpenRunStoreOptions, type RunStore } from './journal/run-store.js';
 import { Scheduler } from './scheduler.js';
+import { runFile } from './files/run-layout.js';
 
 export { RETRY_STATUSES, type RateLimiter, type RetryStatus, type RunOptions } from './run-options.js';
 
@@ -76,7 +77,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   // What is finished so far, now and then (a view: it never holds the run up).
   const galleryTimer = view ? setInterval(() => view.update(), GALLERY_EVERY_MS).unref() : undefined;
   const scheduler = new Scheduler(fx, driver);
-  if (!store.created) await removePartialDownloads(join(options.runDir, 'outputs'));
+  if (!store.created) await removePartialDownloads(runFile(options.runDir, 'outputs'));
   // How the last start ended, read before this one's record: a finished run resumed with nothing to do tells no one again.
   const endedBefore = store.state.lastOutcome;
   await fx.log(
@@ -204,7 +205,7 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
   if (!store.created && !store.state.started) {
     throw new GenpipeError(
       'invalid_file',
-      `${join(options.runDir, 'journal.jsonl')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`,
+      `${runFile(options.runDir, 'journal')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`,
     );
   }
   const { options: recorded, changes } = resolveRecordedOptions(

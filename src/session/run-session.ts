@@ -61,6 +61,7 @@ import { WebhookReceiver, type WebhookReceiverOptions } from '../run/polling/web
 import { formatCount } from '../util/format-usd.js';
 import { redact } from '../util/redact.js';
 import { embeddedRunSentence, movedServiceWarning, resumeFlags, serviceRecord } from './run-service.js';
+import { runFile } from '../run/files/run-layout.js';
 
 /** Where a session writes for people, and what it is told from outside. */
 export interface SessionIO {
@@ -543,7 +544,7 @@ function lockOptions(o: SessionOptions): LockOptions {
 /** A resume needs the run's journal: without it, genpipe cannot tell what the run already paid for. */
 async function assertResumable(runDir: string): Promise<void> {
   const { stat } = await import('node:fs/promises');
-  const journal = join(runDir, 'journal.jsonl');
+  const journal = runFile(runDir, 'journal');
   const found = await stat(journal).catch(() => undefined);
   if (!found)
     throw new GenpipeError(
@@ -607,7 +608,7 @@ async function execute(x: Execution): Promise<RunResult> {
     await closeParts(x, parts, progress);
     // A new run stopped before its journal existed (its sinks or its fleet could not start) sent
     // nothing: its directory goes, so no run is left that cannot be resumed.
-    if (x.previous === undefined && !(await exists(join(x.runDir, 'journal.jsonl')))) await rm(x.runDir, { recursive: true, force: true });
+    if (x.previous === undefined && !(await exists(runFile(x.runDir, 'journal')))) await rm(x.runDir, { recursive: true, force: true });
     await x.lock.release();
     // The run stopped on an error after its directory existed: the team hears of it too.
     const told = diskRefusal(error) ?? error;

@@ -4,10 +4,10 @@
  * fleet coordinator keeps the same journal, so the store is one interface with one implementation
  * today.
  */
-import { join } from 'node:path';
 import type { JournalRecord } from './journal-records.js';
 import { Journal, type CorruptLine, type JournalFile } from './journal.js';
 import { applyRecord, emptyRunState, markCorrupt, type RunState } from './run-state.js';
+import { runFile } from '../files/run-layout.js';
 
 export interface RunStore {
   readonly state: RunState;
@@ -29,7 +29,7 @@ export interface OpenRunStoreOptions {
 /** Opens (or creates) the journal of `runDir`, replaying it as it is read, never holding its records. */
 export async function openJournalStore(runDir: string, options: OpenRunStoreOptions = {}): Promise<RunStore> {
   const state = emptyRunState();
-  const journal = await Journal.open(join(runDir, 'journal.jsonl'), {
+  const journal = await Journal.open(runFile(runDir, 'journal'), {
     onRecord: (record) => applyRecord(state, record),
     // Refused unless accepted; accepted, the instance a corrupt line may have been is unknown, never fresh.
     acceptCorrupt: options.acceptCorrupt === true,
