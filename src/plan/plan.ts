@@ -216,7 +216,8 @@ export class Plan {
 
   /**
    * The sum of the instances' prices. A step priced per instance counts the prices its instances
-   * were checked at; before the validation pass has priced them, it counts as unknown.
+   * were checked at; before the validation pass has priced them (the money guards that need only
+   * the counts), a table counts each at its dearest row, and a formula as unknown.
    */
   estimate(): CostEstimate {
     let knownUsd = 0;
@@ -226,7 +227,8 @@ export class Plan {
       if (step.price.of && priced) {
         knownUsd += priced.sumUsd;
         unknownInstances += Math.max(0, step.count - priced.count);
-      } else if (step.priceUsd === undefined) unknownInstances += step.count;
+      } else if (step.price.of && step.price.boundUsd !== undefined) knownUsd += step.price.boundUsd * step.count;
+      else if (step.priceUsd === undefined) unknownInstances += step.count;
       else knownUsd += step.priceUsd * step.count;
     }
     return { knownUsd: Math.round(knownUsd * 1e6) / 1e6, unknownInstances };

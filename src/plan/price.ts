@@ -31,6 +31,8 @@ export interface StepPrice {
   at?: readonly PathSegment[] | undefined;
   /** The request fields the per-instance rule reads, for `plan` and `validate`. */
   fields?: readonly string[] | undefined;
+  /** A table's dearest row: what an instance costs at most, for the estimate before the instances are priced. */
+  boundUsd?: number | undefined;
   /** Summed over the plan's instances by its validation pass (per-instance prices only). */
   instances?: InstancePrices | undefined;
 }
@@ -74,7 +76,16 @@ export function stepPrice(
   const entry = prices[model];
   if (typeof entry === 'number') return { usd: entry, source: 'manifest', tokenPriced };
   if (entry !== undefined) {
-    return { usd: undefined, source: 'table', tokenPriced, of: tableRule(entry), at: ['prices', model], fields: tableFields(entry) };
+    const boundUsd = Math.max(...entry.map((row) => row.usd));
+    return {
+      usd: undefined,
+      source: 'table',
+      tokenPriced,
+      of: tableRule(entry),
+      at: ['prices', model],
+      fields: tableFields(entry),
+      boundUsd,
+    };
   }
   if (spec.listPriceUsd !== undefined) return { usd: spec.listPriceUsd, source: 'list', tokenPriced };
   return { usd: undefined, source: 'none', tokenPriced };

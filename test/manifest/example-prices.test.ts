@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { pageIndex } from '../gallery/read-gallery.js';
 import { cleanTemps, findRunDir, journalOf, tempDir } from '../run/runner-helpers.js';
 
 const pipelines = new URL('../../pipelines', import.meta.url).pathname;
@@ -81,6 +82,10 @@ async function pricesAgainstLedger(name: string): Promise<Line[]> {
   return lines;
 }
 
+/** Which of a run's gallery steps the page marks provisional. */
+const galleryProvisional = (runDir: string): Record<string, boolean> =>
+  Object.fromEntries(pageIndex(readFileSync(join(runDir, 'gallery.html'), 'utf8')).steps.map((s) => [s.id, s.provisional === true]));
+
 const off = (lines: readonly Line[], within = 0.01): string[] =>
   lines.filter((l) => !(Math.abs(l.priced - l.charged) <= within + 1e-9)).map((l) => `${l.instance}: ${l.priced} vs ${l.charged}`);
 
@@ -92,6 +97,7 @@ describe('example prices equal what the emulator charges at submit', () => {
     // A sheet is not token-priced: nothing in its report or summary is provisional.
     expect(said.get('quickstart')).toMatch(/; net US\$0\.30; /);
     expect(readFileSync(join((lines[0] as Line).runDir, 'report.md'), 'utf8')).not.toContain('Provisional');
+    expect(galleryProvisional((lines[0] as Line).runDir)).toEqual({ cats: false });
   });
 
   it('campaign: every marketing-image configuration it uses', { timeout: 60_000 }, async () => {
@@ -117,6 +123,8 @@ describe('example prices equal what the emulator charges at submit', () => {
     expect(readFileSync(join(runDir, 'report.md'), 'utf8')).toContain(
       'Provisional: the marketing-image figures are the charges at submit, as priced; the service reconciles them later to actual token usage, and the refunds of that reconciliation are not visible to this report.',
     );
+    // The gallery marks the steps whose cost rests on those charges, with the same word.
+    expect(galleryProvisional(runDir)).toEqual({ enhanced: true, direct: true });
   });
 
   it('nightly: sheets, clips, the agent turn and the banner', { timeout: 60_000 }, async () => {
