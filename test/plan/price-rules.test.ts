@@ -1,12 +1,18 @@
 // Prices that follow an instance's configuration: a prices entry that is a table of rows keyed by
 // the request's fields, a price_usd that is a formula over the request. The plan prices every
 // instance as it checks it; a request nothing prices is refused, located where the price is written.
-import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { formatProblem, ManifestError } from '../../src/manifest/errors.js';
 import { loadManifestText } from '../../src/manifest/load.js';
 import { buildPlan, type Plan } from '../../src/plan/plan.js';
 import { attemptPriceUsd, priceLine } from '../../src/plan/price.js';
 import { formulaRule, PriceFormulaError, tableRule } from '../../src/plan/price-rules.js';
+import { BIN, cleanTemps, tempDir } from '../run/runner-helpers.js';
+
+afterAll(cleanTemps);
 
 const FILE = '/pipelines/m.yaml';
 const plan = (text: string): Promise<Plan> => buildPlan(loadManifestText(text, FILE));
@@ -124,5 +130,42 @@ describe('a price_usd formula', () => {
     expect(formatProblem(bad.problems[0] as never)).toMatch(
       new RegExp(`^${FILE}:16:16: steps.ads.price_usd: "eval" is not input.FIELD or a function`),
     );
+  });
+});
+
+describe('the estimate before and after the instances are priced', () => {
+  it('counts a table at its dearest row before the validation pass, and each instance at its own price after', async () => {
+    let before: number | undefined;
+    const p = await buildPlan(loadManifestText(images('2k, 4k'), FILE), {
+      beforeInstances: (counted) => {
+        before = counted.estimate().knownUsd;
+      },
+    });
+    expect(before).toBe(0.1696);
+    expect(p.estimate().knownUsd).toBe(0.1286);
+  });
+
+  it("is the same when a second thread prices the plan's last instances", () => {
+    const dir = tempDir('genpipe-price-rules-');
+    const path = join(dir, 'images.yaml');
+    writeFileSync(
+      path,
+      images(
+        '1k, 2k, 4k',
+        '',
+        '    - { when: { resolution: 1k }, usd: 0.0221 }\n    - { when: { resolution: 2k }, usd: 0.0438 }\n    - { usd: 0.0848 }\n',
+      ),
+    );
+    const planJson = (parallel: boolean): { estimate: unknown; steps: unknown[] } => {
+      const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...(parallel ? { GENPIPE_PLAN_PARALLEL_MIN: '1' } : {}) };
+      const result = spawnSync(process.execPath, [BIN, 'plan', path, '--json'], { env, encoding: 'utf8', timeout: 60_000 });
+      expect(result.status, result.stderr).toBe(0);
+      return JSON.parse(result.stdout) as { estimate: unknown; steps: unknown[] };
+    };
+    const one = planJson(false);
+    const two = planJson(true);
+    expect(one.estimate).toEqual({ known_usd: 0.1507, unknown_instances: 0 });
+    expect(two.estimate).toEqual(one.estimate);
+    expect(two.steps).toEqual([expect.objectContaining({ price_usd: null, price_source: 'table', token_priced: true, cost_usd: 0.1507 })]);
   });
 });
