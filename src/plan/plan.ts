@@ -149,7 +149,7 @@ export class PlannedInstance {
     readonly priceUsd?: number | undefined,
   ) {}
 
-  /** The same instance with another body (an nsfw re-roll), hence another key. */
+  /** The same instance with another body (an nsfw re-roll), hence another key, and a price its step works out from that body. */
   withBody(body: unknown): PlannedInstance {
     return new PlannedInstance(
       this.id,
@@ -161,7 +161,6 @@ export class PlannedInstance {
       true,
       this.fileStem,
       this.upstreamValues,
-      this.priceUsd,
     );
   }
 
