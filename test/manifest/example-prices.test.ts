@@ -47,7 +47,7 @@ function chargedAtSubmit(handle: Record<string, unknown>): number {
 }
 
 /** Each instance's journaled price against the ledger's charges at submit for its request. */
-async function pricesAgainstLedger(name: string): Promise<Line[]> {
+async function pricesAgainstLedger(name: string, extra: readonly string[] = []): Promise<Line[]> {
   const out = tempDir();
   const stderr: string[] = [];
   const stdout: string[] = [];
@@ -58,7 +58,7 @@ async function pricesAgainstLedger(name: string): Promise<Line[]> {
     env: { HF_KEY: `${DEFAULT_KEY_ID}:${DEFAULT_SECRET}` },
     signal: new AbortController().signal,
   };
-  const args = ['run', join(pipelines, `${name}.yaml`), '--base-url', emu.url, '--out', out, '--yes'];
+  const args = ['run', join(pipelines, `${name}.yaml`), '--base-url', emu.url, '--out', out, '--yes', ...extra];
   expect(await main(args, io), stderr.join('\n')).toBe(0);
   said.set(name, [...stdout, ...stderr].join('\n'));
   const runDir = findRunDir(out, name);
@@ -125,6 +125,12 @@ describe('example prices equal what the emulator charges at submit', () => {
     );
     // The gallery marks the steps whose cost rests on those charges, with the same word.
     expect(galleryProvisional(runDir)).toEqual({ enhanced: true, direct: true });
+  });
+
+  it('bulk-characters: its sheets at the list price (a few of each step: one configuration)', { timeout: 60_000 }, async () => {
+    const lines = await pricesAgainstLedger('bulk-characters', ['--limit', '3']);
+    expect(off(lines, 0)).toEqual([]);
+    expect(new Set(lines.map((l) => l.step))).toEqual(new Set(['animals', 'beetles']));
   });
 
   it('nightly: sheets, clips, the agent turn and the banner', { timeout: 60_000 }, async () => {
