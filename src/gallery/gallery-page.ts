@@ -13,6 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Cell, GalleryData, GalleryStep } from './gallery-data.js';
+import { modelFor } from '../models/registry.js';
 import { PAGE_SCRIPT } from './page-script.js';
 import { RUN_FILES } from '../run/files/run-layout.js';
 
@@ -130,6 +131,8 @@ export function galleryPageHtml(data: PageData, options: { review?: boolean } = 
       count: s.count,
       spendUsd: s.spendUsd,
       unpriced: s.unpriced,
+      // A token-priced model's cost is its charge at submit, which the service reconciles later.
+      provisional: modelFor(s.fields.model).tokenPriced === true && s.spendUsd > 0,
       pages: s.pages,
       index: s.index,
     })),

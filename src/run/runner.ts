@@ -24,6 +24,7 @@ import { settle } from './attempt/settle.js';
 import type { Submission } from '../models/adapter.js';
 import { instanceStatus, sentNotFinal, type RunState } from './journal/run-state.js';
 import { stepOfInstanceId } from '../plan/instance.js';
+import { isPriced } from '../plan/price.js';
 import type { JournaledProgress } from './events.js';
 import { openJournalStore, type OpenRunStoreOptions, type RunStore } from './journal/run-store.js';
 import { Scheduler } from './scheduler.js';
@@ -221,7 +222,7 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
   );
   const settings = runSettings(options, recorded);
   const budget = settings.budgetUsd;
-  const unpriced = options.plan.steps.filter((s) => s.priceUsd === undefined).map((s) => s.id);
+  const unpriced = options.plan.steps.filter((s) => !isPriced(s.price)).map((s) => s.id);
   if (budget !== undefined && unpriced.length > 0) {
     // A budget is a promise about money: an instance of unknown price could break it unseen. The
     // CLI refuses such a manifest first (plan/guards.ts); a library caller meets it here.

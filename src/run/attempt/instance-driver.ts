@@ -280,7 +280,7 @@ export class InstanceDriver {
     const fx = this.#fx;
     // Priced from the input it sends; an attempt an earlier process sent with this key keeps the
     // price its intent journaled, which is what the journal committed.
-    const priced = attemptPriceUsd(step, instance.body) ?? null;
+    const priced = attemptPriceUsd(step, instance) ?? null;
     const price = next.key !== undefined ? attemptPrice(fx.state.instances.get(instance.id), priced) : priced;
     const reservation = next.key !== undefined ? fx.spend.adopt(price ?? 0) : fx.spend.reserve(price ?? 0);
     if (!reservation) {
