@@ -48,14 +48,15 @@ import { acquirePipelineLock, lostToThisRun, type LockOptions, type PipelineLock
 import { sleep } from '../api/sleep.js';
 import { onHardExit } from '../util/exit-hooks.js';
 import { readPollPrior } from '../run/polling/poll-prior.js';
-import { unjournaledLine, type Adoption } from '../run/attempt/adopt.js';
+import { unjournaledLine } from '../run/attempt/adopt.js';
 import { oneLine } from '../util/terminal-text.js';
 import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile, type StepSinkRecord } from '../run/files/run-dir.js';
 import { readRunInputs, type RecordedAxes } from '../run/files/run-inputs.js';
 import { skippedRowCount, skippedRowsLines } from '../plan/skipped-rows.js';
 import { countNewRows, newRowsSentence } from './new-rows.js';
-import { runPlan, type RetryStatus } from '../run/runner.js';
-import { concurrencyOf, type RunOptions } from '../run/run-options.js';
+import { runPlan } from '../run/runner.js';
+import { givenRunOptions, type GivenRunOptions, type RunOptions } from '../run/run-options.js';
+import { concurrencyOf } from '../run/resolved-options.js';
 import { WebhookReceiver, type WebhookReceiverOptions } from '../run/polling/webhook-receiver.js';
 import { formatCount } from '../util/format-usd.js';
 import { redact } from '../util/redact.js';
@@ -89,36 +90,25 @@ export interface SessionIO {
   confirmSpend?: ((spend: BigSpend) => Promise<void>) | undefined;
 }
 
-export interface SessionOptions extends SessionIO {
+/**
+ * A session's options: its IO, the run's given options (run-options.ts GivenRunOptions: budget,
+ * concurrency, retries...), and what only a session does (the service, the lock, the run directory).
+ */
+export interface SessionOptions extends SessionIO, Omit<GivenRunOptions, 'maxDownloadBytes' | 'watchdogMs'> {
   /** Service addresses and credentials files, as the connection flags give them. */
   connection?: ConfigFlags | undefined;
   /** Start the emulator in-process and use it (no credentials, nothing billed). */
   emulator?: boolean | undefined;
   /** Where run directories go (default: the manifest's output.dir, else `runs`). A new run only. */
   outDir?: string | undefined;
-  concurrency?: number | undefined;
-  ratePerSecond?: number | undefined;
-  /** US$ over the run's whole life. A resume inherits the run's unless given. */
-  budgetUsd?: number | undefined;
-  failFast?: boolean | undefined;
-  resubmitUnknown?: boolean | undefined;
-  /** `resume --adopt INSTANCE=ID`: requests the service took whose ids the journal could not record, followed, not sent again. */
-  adopt?: readonly Adoption[] | undefined;
-  acceptCorrupt?: boolean | undefined;
-  /** A resume: start new attempts of the instances that ended so (a new round). */
-  retry?: ReadonlySet<RetryStatus> | undefined;
-  reuse?: boolean | undefined;
-  retryBudget?: number | undefined;
   /** A resume: accept a manifest whose plan changed. */
   allowChanged?: boolean | undefined;
   breakLock?: boolean | undefined;
   /** With breakLock, take the lock from a run alive on this host too (refused otherwise, with its pid). */
   force?: boolean | undefined;
-  cancelOnAbort?: boolean | undefined;
   /** Track by webhook: a receiver on host:port, reached by the service at publicUrl (webhookFlags). */
   webhook?: WebhookReceiverOptions | undefined;
   overlap?: 'skip' | 'wait' | 'allow' | undefined;
-  confirmOverUsd?: number | undefined;
   /** Run without asking, whatever the estimate. */
   yes?: boolean | undefined;
   /** A new run: only these instances (`--only`), at most this many per step (`--limit`). */
@@ -856,10 +846,12 @@ async function closeParts(held: Held): Promise<void> {
   parts?.sinks?.close();
 }
 
-/** The runner's options, resolved once from the session's. */
+/** The runner's options: the given ones as the session holds them, and what the session opened for the run. */
 function runOptionsOf(x: Execution, parts: Parts, pollPrior: Awaited<ReturnType<typeof readPollPrior>>, onEvent: RunListener): RunOptions {
   const { o, plan, runDir, runId, lock } = x;
   return {
+    // Resolved once, by the runner, over what the run recorded (resolved-options.ts).
+    ...givenRunOptions(o),
     plan,
     client: x.client,
     runDir,
@@ -870,22 +862,9 @@ function runOptionsOf(x: Execution, parts: Parts, pollPrior: Awaited<ReturnType<
     // The lock as a fence: checked before each spending request; once lost, nothing more is written.
     fence: lock,
     catalog: x.catalog,
-    concurrency: o.concurrency,
-    ratePerSecond: o.ratePerSecond,
-    budgetUsd: o.budgetUsd,
-    failFast: o.failFast,
-    resubmitUnknown: o.resubmitUnknown,
-    adopt: o.adopt,
-    acceptCorrupt: o.acceptCorrupt,
     serviceForgotten: x.previous?.service?.embedded_emulator === true && x.embedded !== undefined,
-    retry: o.retry,
-    retryBudget: o.retryBudget,
     // The first polls aim at how long this pipeline's requests took in its earlier runs.
     pollPrior,
-    // Recorded with the run: a resume reuses too, unless the run never did (run-options.ts).
-    reuse: o.reuse ? true : undefined,
-    confirmOverUsd: o.confirmOverUsd,
-    cancelOnAbort: o.cancelOnAbort,
     // On a fleet the workers follow the requests (the coordinator's own worker with this receiver).
     webhook: parts.fleet ? undefined : parts.webhook,
     // The coordinator uploads, as it downloads: workers need no storage credentials.
