@@ -13,7 +13,7 @@ export type RunEvent =
       pipeline: string;
       instances: number;
       resumed: boolean;
-      /** The budget this start runs under (run-options.ts runSettings): what a view shows beside the money. */
+      /** The budget this start runs under (resolved-options.ts): what a view shows beside the money. */
       budgetUsd: number | undefined;
       already?: JournaledProgress | undefined;
     }

@@ -11,7 +11,8 @@ import { sleep } from '../api/sleep.js';
 import type { Plan, StepPlan } from '../plan/plan.js';
 import { emptyCounts, type RunCounts, type RunEvent, type StopReason } from './events.js';
 import type { JournalRecord, RecordedOptions } from './journal/journal-records.js';
-import type { RateLimiter, RetryStatus, RunOptions, RunSettings } from './run-options.js';
+import type { RateLimiter, RetryStatus, RunOptions } from './run-options.js';
+import type { ResolvedRunOptions } from './resolved-options.js';
 import type { ReuseIndex } from './attempt/reuse.js';
 import { Spend } from './attempt/spend.js';
 import { lostToThisRun } from './lock/lock.js';
@@ -22,8 +23,8 @@ import { RouteLimiter } from './limits/route-limiter.js';
 
 export interface RunEffects {
   readonly options: RunOptions;
-  /** Every default of this start, applied once (run-options.ts runSettings). */
-  readonly settings: RunSettings;
+  /** The options of this start, every default applied once (resolved-options.ts). */
+  readonly settings: ResolvedRunOptions;
   readonly plan: Plan;
   /** The replayed state, kept in step with every record written. */
   readonly state: RunState;
@@ -38,7 +39,7 @@ export interface RunEffects {
   readonly stopping: boolean;
   /** The run's money: what is committed over its whole life, and its budget (spend.ts). */
   readonly spend: Spend;
-  /** The options this start runs with: given, else recorded by the run's last start (run-options.ts). */
+  /** What this start records of its options, and a resume inherits (settings.recorded). */
   readonly recorded: RecordedOptions;
   /** `--retry` selection in force (given, or inherited with its round). */
   readonly retry: ReadonlySet<RetryStatus>;
@@ -109,6 +110,7 @@ export class RunContext implements RunEffects {
   /** Aborted when the watchdog finds the run stuck: every wait of the run ends, as on Ctrl-C. */
   readonly halt = new AbortController();
   readonly spend: Spend;
+  readonly recorded: RecordedOptions;
   readonly retry: ReadonlySet<RetryStatus>;
   failures = 0;
   notRemade = 0;
@@ -146,9 +148,8 @@ export class RunContext implements RunEffects {
   constructor(
     readonly options: RunOptions,
     readonly store: RunStore,
-    readonly recorded: RecordedOptions,
-    /** Every default of this start, applied once (run-options.ts runSettings). */
-    readonly settings: RunSettings,
+    /** The options of this start, every default applied once (resolved-options.ts). */
+    readonly settings: ResolvedRunOptions,
     readonly reuse: ReuseIndex | undefined,
     committedUsd: number,
   ) {
@@ -156,7 +157,8 @@ export class RunContext implements RunEffects {
     this.signal = AbortSignal.any([options.signal, this.halt.signal]);
     this.#retriesLeft = this.settings.retryBudget;
     this.spend = new Spend(this.settings.budgetUsd, committedUsd);
-    this.retry = new Set(recorded.retry);
+    this.recorded = settings.recorded;
+    this.retry = settings.retry;
     const fence = options.fence;
     if (fence) {
       if (fence.signal.aborted) this.#lostLock(fence.signal.reason);
@@ -296,8 +298,8 @@ export class RunContext implements RunEffects {
   noteFailure(step: StepPlan, id: string): void {
     this.failures++;
     const defaults = this.plan.loaded.manifest.defaults;
-    const failFast = this.options.failFast ?? (step.step.on_failure ?? defaults?.on_failure) === 'stop';
-    if (failFast) this.stopRun('fail_fast', `Stopped at the first failure (${id}); resume after fixing it.`);
+    if (this.settings.failFastSteps.has(step.id))
+      this.stopRun('fail_fast', `Stopped at the first failure (${id}); resume after fixing it.`);
     const max = defaults?.max_failures;
     if (max !== undefined && this.failures >= max)
       this.stopRun('max_failures', `Stopped after ${this.failures} failures (max_failures ${max}).`);

@@ -1,4 +1,4 @@
-/** The options of a run (see runPlan in runner.ts), with their defaults. */
+/** The options of a run (see runPlan in runner.ts): what a caller gives; resolved-options.ts applies the defaults, once. */
 import type { Adoption } from './attempt/adopt.js';
 import type { GenerationClient } from '../api/client.js';
 import type { TurnPollOptions } from '../api/agent.js';
@@ -8,22 +8,17 @@ import type { RunListener } from './events.js';
 import type { RunObserver } from './observer.js';
 import type { Executor } from './attempt/executor.js';
 import type { PollScheduleOptions, SeenDuration } from './polling/poll-schedule.js';
-import type { ReuseIndex } from './attempt/reuse.js';
 import type { WebhookReceiver } from './polling/webhook-receiver.js';
-import type { JournalRecordOf, RecordedOptions } from './journal/journal-records.js';
+import type { JournalRecordOf } from './journal/journal-records.js';
 import type { InstanceState, RunState } from './journal/run-state.js';
 import type { ImageSize } from '../util/image-size.js';
-import { formatUsd } from '../util/format-usd.js';
 
-export interface RunOptions {
-  plan: Plan;
-  client: GenerationClient;
-  /** The run directory (created by createRunDir, or an existing one to resume). */
-  runDir: string;
-  runId: string;
-  planHash: string;
-  signal: AbortSignal;
-  catalog?: OptionsCatalog | undefined;
+/**
+ * What a caller may give a run besides its wiring: the flags of `genpipe run` and `resume`, and the
+ * library's tunables. Undefined is "not given": resolveRunOptions (resolved-options.ts) applies
+ * what the run recorded, the manifest's or the default, once.
+ */
+export interface GivenRunOptions {
   /** Instances in flight at once, over the whole run. Default: the manifest's, else 8. */
   concurrency?: number | undefined;
   /** Submits per second (token bucket). Default 20. */
@@ -50,17 +45,56 @@ export interface RunOptions {
    */
   acceptCorrupt?: boolean | undefined;
   /**
+   * Reuse earlier runs' completed results instead of generating (`--reuse`). Default: what the run
+   * recorded (a resume of a `--reuse` run reuses too).
+   */
+  reuse?: boolean | undefined;
+  /** `--confirm-over`: a run without a budget estimated over this many US$ is confirmed first. Recorded with the run. */
+  confirmOverUsd?: number | undefined;
+  /** On abort, cancel requests that are still queued. Default false. */
+  cancelOnAbort?: boolean | undefined;
+  /** Transient errors tolerated over the whole run before it stops, resumable. Default: recorded, else 200. */
+  retryBudget?: number | undefined;
+  /** Largest output file, in bytes. Default 256 MiB. */
+  maxDownloadBytes?: number | undefined;
+  /** How often the liveness watchdog looks, in ms; two looks without progress end a stuck run. Default 5,000. */
+  watchdogMs?: number | undefined;
+}
+
+/** The given options of `o`, and nothing else of it (a session's options carry its IO besides). */
+export function givenRunOptions(o: GivenRunOptions): GivenRunOptions {
+  return {
+    concurrency: o.concurrency,
+    ratePerSecond: o.ratePerSecond,
+    budgetUsd: o.budgetUsd,
+    failFast: o.failFast,
+    resubmitUnknown: o.resubmitUnknown,
+    adopt: o.adopt,
+    retry: o.retry,
+    acceptCorrupt: o.acceptCorrupt,
+    reuse: o.reuse,
+    confirmOverUsd: o.confirmOverUsd,
+    cancelOnAbort: o.cancelOnAbort,
+    retryBudget: o.retryBudget,
+    maxDownloadBytes: o.maxDownloadBytes,
+    watchdogMs: o.watchdogMs,
+  };
+}
+
+export interface RunOptions extends GivenRunOptions {
+  plan: Plan;
+  client: GenerationClient;
+  /** The run directory (created by createRunDir, or an existing one to resume). */
+  runDir: string;
+  runId: string;
+  planHash: string;
+  signal: AbortSignal;
+  catalog?: OptionsCatalog | undefined;
+  /**
    * The service the run used is gone with everything it knew (a run made on an embedded emulator,
    * resumed on a fresh one): what was in flight there is unknown, not something to follow.
    */
   serviceForgotten?: boolean | undefined;
-  /**
-   * Reuse earlier runs' completed results instead of generating (`--reuse`): true, or an index
-   * already built. Default: what the run recorded (a resume of a `--reuse` run reuses too).
-   */
-  reuse?: boolean | ReuseIndex | undefined;
-  /** `--confirm-over`, recorded with the run. */
-  confirmOverUsd?: number | undefined;
   /**
    * Where attempts are submitted and followed (executor.ts): this process (default) or a fleet's
    * queue (fleet/queue-executor.ts). Its name is recorded with the run.
@@ -68,12 +102,6 @@ export interface RunOptions {
   executor?: Executor | undefined;
   /** Told of each request's answer, each journal sync and the run's throttling, for metrics (observer.ts). */
   observer?: RunObserver | undefined;
-  /** On abort, cancel requests that are still queued. Default false. */
-  cancelOnAbort?: boolean | undefined;
-  /** Transient errors tolerated over the whole run before it stops, resumable. Default: recorded, else 200. */
-  retryBudget?: number | undefined;
-  /** Largest output file, in bytes. Default 256 MiB. */
-  maxDownloadBytes?: number | undefined;
   poll?: Partial<PollScheduleOptions> | undefined;
   /**
    * Durations per model known before the run, each as the interval its polls saw it end in
@@ -107,8 +135,6 @@ export interface RunOptions {
   random?: () => number;
   /** The run's submit-rate limiter. Default: a TokenBucket at `ratePerSecond`. Injected by tests. */
   limiter?: RateLimiter | undefined;
-  /** How often the liveness watchdog looks, in ms; two looks without progress end a stuck run. Default 5,000. */
-  watchdogMs?: number | undefined;
 }
 
 /** A run's storage sinks as the driver uses them (sink/run-sinks.ts implements it). */
@@ -193,91 +219,4 @@ export interface RateLimiter {
   readonly sleeping: boolean;
   /** Callers waiting for a token. */
   readonly waiting: number;
-}
-
-/** Instances in flight at once when neither the caller nor the manifest says. */
-export const DEFAULT_CONCURRENCY = 8;
-/** Submits per second when the caller does not say. */
-export const DEFAULT_RATE_PER_SECOND = 20;
-/** Transient errors tolerated over a run when neither the caller nor the run's record says. */
-export const DEFAULT_RETRY_BUDGET = 200;
-/** The largest output file, in bytes, when the caller does not say. */
-export const DEFAULT_MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024;
-/** How often the liveness watchdog looks, in ms, when the caller does not say. */
-export const DEFAULT_WATCHDOG_MS = 5_000;
-
-/**
- * What one start of a run runs with, every default applied: resolved once (runSettings), then read
- * by the runner's parts and told to the views (the run_started event carries the budget), so no
- * part applies a default of its own and no view guesses one.
- */
-export interface RunSettings {
-  /** The budget in US$ over the run's life: given, else recorded at its last start, else the manifest's. */
-  budgetUsd: number | undefined;
-  concurrency: number;
-  ratePerSecond: number;
-  retryBudget: number;
-  maxDownloadBytes: number;
-  watchdogMs: number;
-}
-
-/** How many instances a run keeps in flight: the caller's figure, else the manifest's, else the default. */
-export const concurrencyOf = (given: number | undefined, plan: Plan): number =>
-  given ?? plan.loaded.manifest.defaults?.concurrency ?? DEFAULT_CONCURRENCY;
-
-/** The settings of this start, from the options given and those the run recorded (resolveRecordedOptions). */
-export function runSettings(options: RunOptions, recorded: RecordedOptions): RunSettings {
-  return {
-    budgetUsd: recorded.budgetUsd ?? options.plan.loaded.manifest.defaults?.budget_usd,
-    concurrency: concurrencyOf(options.concurrency, options.plan),
-    ratePerSecond: options.ratePerSecond ?? DEFAULT_RATE_PER_SECOND,
-    retryBudget: recorded.retryBudget ?? DEFAULT_RETRY_BUDGET,
-    maxDownloadBytes: options.maxDownloadBytes ?? DEFAULT_MAX_DOWNLOAD_BYTES,
-    watchdogMs: options.watchdogMs ?? DEFAULT_WATCHDOG_MS,
-  };
-}
-
-/** The options a caller gives that the run records (RecordedOptions); undefined: not given, inherit. */
-export interface GivenRecordedOptions {
-  budgetUsd?: number | undefined;
-  reuse?: boolean | undefined;
-  retryBudget?: number | undefined;
-  confirmOverUsd?: number | undefined;
-  retry?: ReadonlySet<RetryStatus> | undefined;
-  executor?: string | undefined;
-}
-
-/**
- * What a start of the run runs with: what it was given, else what its last start recorded, else the
- * defaults; and, for a resume, the lines that say what a flag changed ("budget: US$1.00 → US$5.00").
- * A `--retry` given starts a new round, so an instance is retried at most once per `--retry` given,
- * however often the run is resumed after it.
- */
-export function resolveRecordedOptions(
-  given: GivenRecordedOptions,
-  recorded: RecordedOptions | undefined,
-): { options: RecordedOptions; changes: string[] } {
-  const options: RecordedOptions = {
-    budgetUsd: given.budgetUsd ?? recorded?.budgetUsd ?? null,
-    reuse: given.reuse === true || recorded?.reuse === true,
-    retryBudget: given.retryBudget ?? recorded?.retryBudget ?? null,
-    confirmOverUsd: given.confirmOverUsd ?? recorded?.confirmOverUsd ?? null,
-    retry: given.retry ? [...given.retry] : (recorded?.retry ?? []),
-    retryRound: given.retry ? (recorded?.retryRound ?? 0) + 1 : (recorded?.retryRound ?? 0),
-    executor: given.executor ?? recorded?.executor ?? 'local',
-  };
-  const changes: string[] = [];
-  if (recorded) {
-    const usd = (v: number | null): string => (v === null ? 'none' : formatUsd(v));
-    const whole = (v: number | null): string => (v === null ? 'default' : String(v));
-    if (options.budgetUsd !== recorded.budgetUsd) changes.push(`budget: ${usd(recorded.budgetUsd)} → ${usd(options.budgetUsd)}`);
-    if (options.reuse !== recorded.reuse) changes.push('reuse: off → on');
-    if (options.retryBudget !== recorded.retryBudget)
-      changes.push(`retry budget: ${whole(recorded.retryBudget)} → ${whole(options.retryBudget)}`);
-    if (options.confirmOverUsd !== recorded.confirmOverUsd)
-      changes.push(`confirm over: ${usd(recorded.confirmOverUsd)} → ${usd(options.confirmOverUsd)}`);
-    if (given.retry) changes.push(`retry: ${given.retry.size === 0 ? 'none' : [...given.retry].join(', ')} (round ${options.retryRound})`);
-    if (options.executor !== recorded.executor) changes.push(`executor: ${recorded.executor} → ${options.executor}`);
-  }
-  return { options, changes };
 }

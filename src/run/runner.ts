@@ -16,7 +16,8 @@ import { OutputsCsv } from './files/outputs-csv.js';
 import { axisColumns } from './files/output-rows.js';
 import { RunContext } from './run-context.js';
 import { releaseUnsent } from './lock/unsent-notes.js';
-import { resolveRecordedOptions, runSettings, type RunOptions } from './run-options.js';
+import type { RunOptions } from './run-options.js';
+import { resolveRunOptions } from './resolved-options.js';
 import { ReuseIndex } from './attempt/reuse.js';
 import { committedByJournal } from './attempt/spend.js';
 import { checkAdoptions } from './attempt/adopt.js';
@@ -89,7 +90,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   for (const [instance, submission] of adopted)
     await settle({ fx, step: options.plan.step(stepOfInstanceId(instance)), instance }, { kind: 'adopted', submission });
   const already = store.created ? undefined : journaledProgress(store.state, fx.spend.committedUsd);
-  if (options.serviceForgotten) {
+  if (fx.settings.serviceForgotten) {
     // What the dead service had in flight is unknown here, not something to follow: journaled, so
     // the run, its summary and the report read the same thing.
     const forgotten = sentNotFinal(store.state);
@@ -209,18 +210,12 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
       `${runFile(options.runDir, 'journal')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`,
     );
   }
-  const { options: recorded, changes } = resolveRecordedOptions(
-    {
-      budgetUsd: options.budgetUsd,
-      reuse: options.reuse === undefined ? undefined : options.reuse !== false,
-      retryBudget: options.retryBudget,
-      confirmOverUsd: options.confirmOverUsd,
-      retry: options.retry,
-      executor: options.executor?.name,
-    },
+  const { options: settings, changes } = resolveRunOptions(
+    options,
+    options.plan,
+    { executor: options.executor?.name, serviceForgotten: options.serviceForgotten === true },
     store.state.options,
   );
-  const settings = runSettings(options, recorded);
   const budget = settings.budgetUsd;
   const unpriced = options.plan.steps.filter((s) => !isPriced(s.price)).map((s) => s.id);
   if (budget !== undefined && unpriced.length > 0) {
@@ -231,15 +226,10 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
       `With a budget, every step needs a price; ${unpriced.join(', ')} ${unpriced.length === 1 ? 'has' : 'have'} none: add it to the manifest's prices (or price_usd on the step).`,
     );
   }
-  const reuse =
-    typeof options.reuse === 'object'
-      ? options.reuse
-      : recorded.reuse
-        ? await ReuseIndex.build(dirname(options.runDir), options.runDir)
-        : undefined;
+  const reuse = settings.reuse ? await ReuseIndex.build(dirname(options.runDir), options.runDir) : undefined;
   const prices = new Map(options.plan.steps.map((s) => [s.id, s.priceUsd]));
   const committed = committedByJournal(store.state, (step) => prices.get(step));
-  return { fx: new RunContext(options, store, recorded, settings, reuse, committed), changes };
+  return { fx: new RunContext(options, store, settings, reuse, committed), changes };
 }
 
 /** Where a resumed run stands, from its journal: progress and its ETA start from here, not from zero. */
@@ -338,7 +328,7 @@ async function untilHalted(fx: RunContext, walk: Promise<void>): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const ended = new Promise<void>((resolve) => {
     const onAbort = (): void => {
-      timer = setTimeout(resolve, fx.options.cancelOnAbort ? CANCEL_TIMEOUT_MS + HALT_GRACE_MS : HALT_GRACE_MS);
+      timer = setTimeout(resolve, fx.settings.cancelOnAbort ? CANCEL_TIMEOUT_MS + HALT_GRACE_MS : HALT_GRACE_MS);
     };
     if (fx.signal.aborted) onAbort();
     else fx.signal.addEventListener('abort', onAbort, { once: true });

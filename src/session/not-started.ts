@@ -22,12 +22,6 @@ import { EXIT, exitCodeFor } from './exit-codes.js';
 
 const NOT_STARTED_CODES: ReadonlySet<number> = new Set([EXIT.invalidInput, EXIT.locked, EXIT.unavailable]);
 
-/** Errors the session already told the targets about (the run had started): not told twice. */
-const told = new WeakSet<object>();
-export function markNotified(error: unknown): void {
-  if (typeof error === 'object' && error !== null) told.add(error);
-}
-
 interface ManifestView {
   name: string;
   notify: unknown[];
@@ -91,7 +85,6 @@ export async function tellNotStarted(
   where: { manifestPath: string | undefined; resumeDir: string | undefined; outDir: string | undefined },
   options: { notify?: readonly string[] | undefined; env: NodeJS.ProcessEnv; err: (line: string) => void; quiet?: boolean | undefined },
 ): Promise<void> {
-  if (told.has(error as object)) return;
   const exitCode = error instanceof GenpipeError ? exitCodeFor(error.code) : EXIT.internal;
   if (!NOT_STARTED_CODES.has(exitCode)) return;
   try {

@@ -31,7 +31,7 @@ import type { FleetWorker } from '../fleet/worker.js';
 import { loadManifestFile } from '../manifest/load.js';
 import type { RunEnd } from '../notify/notify-message.js';
 import { notifyRunEnd } from '../notify/notify-run.js';
-import { markNotified, tellNotStarted } from './not-started.js';
+import { tellNotStarted } from './not-started.js';
 import { resolveNotifyTargets } from '../notify/notify-targets.js';
 import { assertPricedUnderBudget, budgetOf, DEFAULT_CONFIRM_OVER_USD, spendToConfirm, type BigSpend } from '../plan/guards.js';
 import { buildPlan, type Plan } from '../plan/plan.js';
@@ -48,15 +48,16 @@ import { acquirePipelineLock, lostToThisRun, type LockOptions, type PipelineLock
 import { sleep } from '../api/sleep.js';
 import { onHardExit } from '../util/exit-hooks.js';
 import { readPollPrior } from '../run/polling/poll-prior.js';
-import { unjournaledLine, type Adoption } from '../run/attempt/adopt.js';
+import { unjournaledLine } from '../run/attempt/adopt.js';
 import { oneLine } from '../util/terminal-text.js';
 import { createRunDir, newRunId, planHash, readPlanFile, type PlanFile, type StepSinkRecord } from '../run/files/run-dir.js';
 import { readRunInputs, type RecordedAxes } from '../run/files/run-inputs.js';
 import { skippedRowCount, skippedRowsLines } from '../plan/skipped-rows.js';
 import { countNewRows, newRowsSentence } from './new-rows.js';
-import { runPlan, type RetryStatus } from '../run/runner.js';
+import { runPlan } from '../run/runner.js';
 import type { RunObserver } from '../run/observer.js';
-import { concurrencyOf, type RunOptions } from '../run/run-options.js';
+import { givenRunOptions, type GivenRunOptions, type RunOptions } from '../run/run-options.js';
+import { concurrencyOf } from '../run/resolved-options.js';
 import { WebhookReceiver, type WebhookReceiverOptions } from '../run/polling/webhook-receiver.js';
 import { formatCount } from '../util/format-usd.js';
 import { redact } from '../util/redact.js';
@@ -92,36 +93,25 @@ export interface SessionIO {
   confirmSpend?: ((spend: BigSpend) => Promise<void>) | undefined;
 }
 
-export interface SessionOptions extends SessionIO {
+/**
+ * A session's options: its IO, the run's given options (run-options.ts GivenRunOptions: budget,
+ * concurrency, retries...), and what only a session does (the service, the lock, the run directory).
+ */
+export interface SessionOptions extends SessionIO, Omit<GivenRunOptions, 'maxDownloadBytes' | 'watchdogMs'> {
   /** Service addresses and credentials files, as the connection flags give them. */
   connection?: ConfigFlags | undefined;
   /** Start the emulator in-process and use it (no credentials, nothing billed). */
   emulator?: boolean | undefined;
   /** Where run directories go (default: the manifest's output.dir, else `runs`). A new run only. */
   outDir?: string | undefined;
-  concurrency?: number | undefined;
-  ratePerSecond?: number | undefined;
-  /** US$ over the run's whole life. A resume inherits the run's unless given. */
-  budgetUsd?: number | undefined;
-  failFast?: boolean | undefined;
-  resubmitUnknown?: boolean | undefined;
-  /** `resume --adopt INSTANCE=ID`: requests the service took whose ids the journal could not record, followed, not sent again. */
-  adopt?: readonly Adoption[] | undefined;
-  acceptCorrupt?: boolean | undefined;
-  /** A resume: start new attempts of the instances that ended so (a new round). */
-  retry?: ReadonlySet<RetryStatus> | undefined;
-  reuse?: boolean | undefined;
-  retryBudget?: number | undefined;
   /** A resume: accept a manifest whose plan changed. */
   allowChanged?: boolean | undefined;
   breakLock?: boolean | undefined;
   /** With breakLock, take the lock from a run alive on this host too (refused otherwise, with its pid). */
   force?: boolean | undefined;
-  cancelOnAbort?: boolean | undefined;
   /** Track by webhook: a receiver on host:port, reached by the service at publicUrl (webhookFlags). */
   webhook?: WebhookReceiverOptions | undefined;
   overlap?: 'skip' | 'wait' | 'allow' | undefined;
-  confirmOverUsd?: number | undefined;
   /** Run without asking, whatever the estimate. */
   yes?: boolean | undefined;
   /** A new run: only these instances (`--only`), at most this many per step (`--limit`). */
@@ -148,29 +138,12 @@ export interface RunResult {
 
 /** Starts a new run of the manifest at `manifestPath`. */
 export function startRun(manifestPath: string, options: SessionOptions = {}): Promise<RunResult> {
-  return toldIfNotStarted({ manifestPath, resumeDir: undefined }, options);
+  return session({ manifestPath, resumeDir: undefined }, options);
 }
 
 /** Resumes the run in `runDir`: the options it recorded, the service it recorded, unless told otherwise. */
 export async function resumeRun(runDir: string, options: SessionOptions = {}): Promise<RunResult> {
-  return toldIfNotStarted({ manifestPath: options.manifest, resumeDir: runDir }, options);
-}
-
-/** A run that does not start still notifies, and leaves its record (not-started.ts). */
-async function toldIfNotStarted(
-  target: { manifestPath: string | undefined; resumeDir: string | undefined },
-  o: SessionOptions,
-): Promise<RunResult> {
-  try {
-    return await session(target, o);
-  } catch (error) {
-    await tellNotStarted(
-      error,
-      { ...target, outDir: o.outDir },
-      { notify: o.notify, env: o.env ?? process.env, err: o.err ?? (() => {}), quiet: o.quiet },
-    );
-    throw error;
-  }
+  return session({ manifestPath: options.manifest, resumeDir: runDir }, options);
 }
 
 /** A line now and then while a huge plan is checked before anything is spent (after 2 s, then every 10 s). */
@@ -226,48 +199,138 @@ interface Claimed {
   stepSinkRecords: ReadonlyMap<string, StepSinkRecord> | undefined;
 }
 
+/**
+ * What a session holds as it goes, so that its one teardown (endSession) undoes and tells all of it
+ * once, whichever way the session ends: completed, stopped by the budget, interrupted, failed,
+ * refused before it started, or refused the lock.
+ */
+interface Held {
+  /** Closed last, in reverse order: the embedded emulator, the client, the plan's sources. */
+  closers: (() => Promise<void>)[];
+  /** The pipeline's lock once taken; released by releaseLock, once. */
+  lock?: PipelineLock | undefined;
+  /** Removes the hook that marks the lock released on a hard exit. */
+  unhook?: (() => void) | undefined;
+  /** Set once the run's directory and lock are held: from then on its end is told as the run's. */
+  x?: Execution | undefined;
+  parts?: Parts | undefined;
+  progress?: ReturnType<typeof progressFor> | undefined;
+  /** The runner's last event: the summary line waits for the report, to say its net. */
+  finished?: Extract<RunEvent, { type: 'run_finished' }> | undefined;
+}
+
+/** How the session's work ended, before its teardown: the runner's summary, or what was thrown. */
+type Ended = { summary: RunSummary } | { error: unknown };
+
 async function session(target: Target, o: SessionOptions): Promise<RunResult> {
+  const held: Held = { closers: [] };
+  let ended: Ended;
+  try {
+    ended = { summary: await runSession(target, o, held) };
+  } catch (error) {
+    ended = { error };
+  }
+  return endSession(held, target, o, ended);
+}
+
+/** Everything up to the runner's summary; what it opens or takes goes into `held`, for endSession. */
+async function runSession(target: Target, o: SessionOptions, held: Held): Promise<RunSummary> {
   const start = await readStart(target, o);
   const service = await connect(start, o);
+  held.closers.push(async () => service.embedded?.close());
   const client = new GenerationClient(service.config);
+  held.closers.push(() => client.close());
   const sources = planSources(service.flags, { env: start.env, signal: start.signal }, service.embedded, client);
+  held.closers.push(() => sources.close());
   // The run's id and start are known before the plan: templates may read them (`{{ run.date }}`),
   // and a resume renders them as the run first did.
   const startedAt = start.previous ? new Date(start.previous.createdAt) : new Date();
   const newId = newRunId(startedAt);
   const catalog: { value?: OptionsCatalog | undefined } = {};
+  const plan = await planOf(start, o, service, sources, { id: start.previous?.runId ?? newId, startedAt }, catalog);
+  const hash = planHash(plan);
+  const claimed = start.previous
+    ? await claimResumed(start, o, plan, hash, startedAt, held)
+    : await claimNew(start, o, { service, plan, hash, startedAt, runId: newId, catalog: catalog.value }, held);
+  held.x = {
+    o,
+    plan,
+    client,
+    config: service.config,
+    runDir: claimed.runDir,
+    runId: claimed.runId,
+    startedAt,
+    hash,
+    lock: claimed.lock,
+    previous: start.previous,
+    stepSinkRecords: claimed.stepSinkRecords,
+    embedded: service.embedded,
+    catalog: catalog.value,
+    notifyTargets: start.notifyTargets,
+    signal: start.signal,
+    err: start.err,
+    out: start.out,
+    runStarted: Date.now(),
+  };
+  return runClaimed(start, held.x, held);
+}
+
+/**
+ * The one teardown path of a session, on every way it ends: the run's parts closed, the lock
+ * released once, the report written once (when the run has a journal to report), the summary line
+ * printed, the notify targets told once, the service closed. A session that never held a run
+ * directory tells of a run that did not start instead (not-started.ts).
+ */
+async function endSession(held: Held, target: Target, o: SessionOptions, ended: Ended): Promise<RunResult> {
+  const { x } = held;
+  let concluded: Concluded;
   try {
-    const plan = await planOf(start, o, service, sources, { id: start.previous?.runId ?? newId, startedAt }, catalog);
-    const hash = planHash(plan);
-    const claimed = start.previous
-      ? await claimResumed(start, o, plan, hash, startedAt)
-      : await claimNew(start, o, service, plan, hash, startedAt, newId, catalog.value);
-    return await runClaimed(start, o, claimed, (held) =>
-      execute({
-        o,
-        plan,
-        client,
-        config: service.config,
-        runDir: claimed.runDir,
-        runId: claimed.runId,
-        startedAt,
-        hash,
-        lock: held,
-        previous: start.previous,
-        stepSinkRecords: claimed.stepSinkRecords,
-        embedded: service.embedded,
-        catalog: catalog.value,
-        notifyTargets: start.notifyTargets,
-        signal: start.signal,
-        err: start.err,
-        out: start.out,
-      }),
-    );
-  } finally {
-    await sources.close();
-    await client.close();
-    await service.embedded?.close();
+    await closeParts(held);
+    concluded = x ? await concludeRun(x, held, ended) : { result: { error: 'error' in ended ? ended.error : notStarted() } };
+  } catch (error) {
+    // A step of the teardown itself failed: it is what the session says, and the rest is still done.
+    concluded = { result: { error }, ending: x && endingOfError(error, false, x) };
   }
+  try {
+    // Held through the report (no other holder writes the run's files meanwhile), not through the
+    // notifications: a slow webhook must not hold the next run back.
+    await releaseLock(held);
+    if (x && concluded.ending) await notifyEnd(x, concluded.ending, concluded.report);
+    else if (!x) await tellNotStarted(errorOf(concluded.result), { ...target, outDir: o.outDir }, notStartedIO(o));
+  } finally {
+    for (const close of held.closers.reverse()) await close();
+  }
+  if ('value' in concluded.result) return concluded.result.value;
+  throw concluded.result.error;
+}
+
+/** What the teardown concluded before it tells anyone: the session's result, and the run's ending and report when it had a run. */
+interface Concluded {
+  result: { value: RunResult } | { error: unknown };
+  ending?: RunEnding | undefined;
+  report?: CostSummary | undefined;
+}
+
+const errorOf = (result: Concluded['result']): unknown => ('error' in result ? result.error : undefined);
+
+const notStartedIO = (o: SessionOptions): Parameters<typeof tellNotStarted>[2] => ({
+  notify: o.notify,
+  env: o.env ?? process.env,
+  err: o.err ?? (() => {}),
+  quiet: o.quiet,
+});
+
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
+const notStarted = (): GenpipeError => new GenpipeError('internal', 'The session ended before its run started, without an error.');
+
+/** Releases the pipeline's lock, if this session holds it: once, whoever asks again. */
+async function releaseLock(held: Held): Promise<void> {
+  const lock = held.lock;
+  held.lock = undefined;
+  held.unhook?.();
+  held.unhook = undefined;
+  await lock?.release();
 }
 
 /** The flags a start may not combine, the run it resumes and its manifest; nothing is sent yet. */
@@ -415,7 +478,7 @@ function outputRoot(start: Start, o: SessionOptions): string {
 }
 
 /** A resume takes its run's directory and the pipeline's lock: the same pipeline, the same plan (unless --allow-changed), the same sinks. */
-async function claimResumed(start: Start, o: SessionOptions, plan: Plan, hash: string, startedAt: Date): Promise<Claimed> {
+async function claimResumed(start: Start, o: SessionOptions, plan: Plan, hash: string, startedAt: Date, held: Held): Promise<Claimed> {
   const previous = start.previous as PlanFile;
   // --allow-changed accepts a changed plan of the same pipeline, never another pipeline's.
   if (previous.pipeline !== plan.name) {
@@ -436,6 +499,7 @@ async function claimResumed(start: Start, o: SessionOptions, plan: Plan, hash: s
   const stepSinkRecords = stepSinks(previous);
   await assertSinksAsRecorded(plan, { id: runId, startedAt }, start.env, stepSinkRecords);
   const lock = await acquirePipelineLock(join(dirname(runDir), '.lock'), runId, o.overlap ?? 'skip', start.signal, lockOptions(o));
+  held.lock = lock;
   return { runDir, runId, lock, stepSinkRecords };
 }
 
@@ -443,71 +507,49 @@ async function claimResumed(start: Start, o: SessionOptions, plan: Plan, hash: s
 async function claimNew(
   start: Start,
   o: SessionOptions,
-  service: Service,
-  plan: Plan,
-  hash: string,
-  startedAt: Date,
-  runId: string,
-  catalog: OptionsCatalog | undefined,
+  run: { service: Service; plan: Plan; hash: string; startedAt: Date; runId: string; catalog: OptionsCatalog | undefined },
+  held: Held,
 ): Promise<Claimed> {
+  const { service, plan, hash, startedAt, runId } = run;
   const root = outputRoot(start, o);
   // Before anything is spent: what an earlier run of this pipeline already made, and the flag that
   // reuses it (unless the confirm question said it already).
   if (!o.reuse && !start.reuseHintSaid) {
-    const hint = await reuseHint(join(root, plan.name), plan, catalog);
+    const hint = await reuseHint(join(root, plan.name), plan, run.catalog);
     if (hint) start.err(hint);
   }
   setWritingFolder(join(root, plan.name));
+  // Held from here: a run directory that cannot be made releases it in endSession.
   const lock = await acquirePipelineLock(join(root, plan.name, '.lock'), runId, o.overlap ?? 'skip', start.signal, lockOptions(o));
-  try {
-    const stepSinkRecords = await sinkRecords(plan, { id: runId, startedAt }, start.env);
-    const { dir: runDir } = await createRunDir(
-      root,
-      plan,
-      resolve(start.manifestPath),
-      hash,
-      startedAt,
-      runId,
-      serviceRecord(service.config, service.embedded !== undefined),
-      stepSinkRecords,
-    );
-    setWritingFolder(runDir);
-    return { runDir, runId, lock, stepSinkRecords };
-  } catch (error) {
-    await lock.release();
-    throw error;
-  }
+  held.lock = lock;
+  const stepSinkRecords = await sinkRecords(plan, { id: runId, startedAt }, start.env);
+  const { dir: runDir } = await createRunDir(
+    root,
+    plan,
+    resolve(start.manifestPath),
+    hash,
+    startedAt,
+    runId,
+    serviceRecord(service.config, service.embedded !== undefined),
+    stepSinkRecords,
+  );
+  setWritingFolder(runDir);
+  return { runDir, runId, lock, stepSinkRecords };
 }
 
-/** Runs the claimed run: its lock released at once on a hard exit, a takeover said (and waited out), then `run`. */
-async function runClaimed(
-  start: Start,
-  o: SessionOptions,
-  claimed: Claimed,
-  run: (held: PipelineLock) => Promise<RunResult>,
-): Promise<RunResult> {
-  const { runDir, lock } = claimed;
+/** Runs the claimed run: its lock released at once on a hard exit, a takeover said (and waited out), then the runner. */
+async function runClaimed(start: Start, x: Execution, held: Held): Promise<RunSummary> {
+  const { runDir, lock, o } = x;
   // Ended at once (a second Ctrl-C): the lock is still marked released, synchronously.
-  const unhook = onHardExit(() => {
+  held.unhook = onHardExit(() => {
     lock.releaseSync();
     start.err(
       `genpipe: the run in ${runDir} stopped at once: its journal is kept as written and its lock released; the report, outputs.csv and gallery were skipped (\`genpipe report ${runDir}\` writes them, \`genpipe resume ${runDir}\` continues the run).`,
     );
   });
-  const held = {
-    ...lock,
-    release: async () => {
-      unhook();
-      await lock.release();
-    },
-  };
-  try {
-    await o.onRunDir?.(runDir);
-    if (lock.displaced) await sayTakeover(lock.displaced, o, start);
-    return await run(held);
-  } finally {
-    unhook();
-  }
+  await o.onRunDir?.(runDir);
+  if (lock.displaced) await sayTakeover(lock.displaced, o, start);
+  return execute(x, held);
 }
 
 /** The lock was taken over: said, and a lock broken from a live run is waited out before anything is sent. */
@@ -573,10 +615,11 @@ interface Execution {
   signal: AbortSignal;
   err: (text: string) => void;
   out: (text: string) => void;
+  /** When this start took the run (Date.now()): a failure's notification says how long it went. */
+  runStarted: number;
 }
 
-/** The run itself, once its directory and lock are held: the executor, the report, the notifications. */
-/** What a run opens besides its lock, each closed by the one teardown path (closeParts). */
+/** What a run opens besides its lock, each closed by the one teardown path (endSession, closeParts). */
 interface Parts {
   sinks?: RunSinks | undefined;
   webhook?: WebhookReceiver | undefined;
@@ -585,125 +628,170 @@ interface Parts {
   readonly stall: AbortController;
 }
 
-/** The run itself, once its directory and lock are held: the executor, the report, the notifications. */
-async function execute(x: Execution): Promise<RunResult> {
+/** The run itself, once its directory and lock are held: its parts opened, then the runner. */
+async function execute(x: Execution, held: Held): Promise<RunSummary> {
   const progress = progressOf(x);
+  held.progress = progress;
   const parts: Parts = { stall: new AbortController() };
-  const runStarted = Date.now();
-  let finished: Extract<RunEvent, { type: 'run_finished' }> | undefined;
-  let summary: RunSummary;
-  try {
-    await openParts(x, parts);
-    summary = await runPlan(
-      runOptionsOf(x, parts, await readPollPrior(x.runDir), (event) => {
-        // The summary line waits for the report: it says the report's net, on every way a run ends.
-        if (event.type === 'run_finished') finished = event;
-        else progress.listener(event);
-        // A paid request the journal lost: on stderr whatever the output mode, for `resume --adopt`.
-        if (event.type === 'request_unjournaled') x.err(oneLine(unjournaledLine({ ...event, runDir: x.runDir })));
-        x.o.onEvent?.(event);
-      }),
-    );
-  } catch (error) {
-    await closeParts(x, parts, progress);
-    // A new run stopped before its journal existed (its sinks or its fleet could not start) sent
-    // nothing: its directory goes, so no run is left that cannot be resumed.
-    if (x.previous === undefined && !(await exists(runFile(x.runDir, 'journal')))) await rm(x.runDir, { recursive: true, force: true });
-    await x.lock.release();
-    // The run stopped on an error after its directory existed: the team hears of it too.
-    const told = diskRefusal(error) ?? error;
-    const code = told instanceof GenpipeError ? exitCodeFor(told.code) : EXIT.internal;
-    const message = redact(told instanceof Error ? told.message : String(told));
-    await notifyEnd(x, runStarted, { outcome: code === EXIT.interrupted ? 'aborted' : 'failed', exitCode: code, message }, undefined);
-    markNotified(error);
-    throw error;
-  }
-  await closeParts(x, parts, progress);
-  await x.lock.release();
-  /** Prints the summary line, with the report's net when there is a report. */
-  const sayEnd = (report: CostSummary | undefined): void => {
-    if (!finished) return;
-    const t = report?.total;
-    const provisional = report !== undefined && provisionalModels(report).length > 0;
-    const money = t ? { netUsd: t.netUsd, unknownUsd: t.unknownUsd, unpricedInstances: t.unpricedInstances, provisional } : undefined;
-    progress.listener({ type: 'run_finished', summary: { ...finished.summary, money } });
-    // The rows set aside, under the summary (beside it with --json-logs, whose stdout is events).
-    const say = x.o.jsonLogs ? x.err : x.out;
-    for (const line of skippedRowsLines(x.plan.skippedRows)) say(line);
-    // The objects a sink could not deliver or vouch for, each named.
-    for (const line of sinkNoteLines(report?.sink)) say(line);
-  };
-  return endOf(x, parts, summary, runStarted, sayEnd);
+  held.parts = parts;
+  await openParts(x, parts);
+  return runPlan(
+    runOptionsOf(x, parts, await readPollPrior(x.runDir), (event) => {
+      // The summary line waits for the report: it says the report's net, on every way a run ends.
+      if (event.type === 'run_finished') held.finished = event;
+      else progress.listener(event);
+      // A paid request the journal lost: on stderr whatever the output mode, for `resume --adopt`.
+      if (event.type === 'request_unjournaled') x.err(oneLine(unjournaledLine({ ...event, runDir: x.runDir })));
+      x.o.onEvent?.(event);
+    }),
+  );
 }
 
-/** How the run ended, told: Redis that stopped answering (exit 5), a lock taken over (exit 4), else the summary's own end. */
-async function endOf(
-  x: Execution,
-  parts: Parts,
-  summary: RunSummary,
-  runStarted: number,
-  sayEnd: (report: CostSummary | undefined) => void,
-): Promise<RunResult> {
-  const { runDir, runId, lock } = x;
+/** How a run ended, decided once: what its targets are told, what is thrown after, and whether its report is written. */
+interface RunEnding {
+  outcome: RunEnd['outcome'];
+  exitCode: number;
+  message: string | undefined;
+  /** The counts and duration of the runner's summary, when it gave one. */
+  tally?: Pick<RunEnd, 'counts' | 'durationMs'> | undefined;
+  writeReport: boolean;
+  /** Thrown once told (the CLI prints it as an error); absent: the run's result is returned. */
+  error?: { thrown: unknown } | undefined;
+  /** A finished run resumed with nothing to do: told once already, so no one is told again. */
+  unchanged?: boolean | undefined;
+  /** A run that ends waiting on review says so under its summary, and names the commands. */
+  waiting?: string | undefined;
+}
+
+/**
+ * The run's share of the teardown (endSession), while its lock is still held: its directory (gone
+ * when a new run never journaled), a last look at the lock, how it ended, its report, and the
+ * summary line.
+ */
+async function concludeRun(x: Execution, held: Held, ended: Ended): Promise<Concluded> {
+  const journaled = await exists(runFile(x.runDir, 'journal'));
+  // A new run stopped before its journal existed (its sinks or its fleet could not start) sent
+  // nothing: its directory goes, so no run is left that cannot be resumed.
+  if ('error' in ended && x.previous === undefined && !journaled) await rm(x.runDir, { recursive: true, force: true });
+  // Checked once more while still held: a holder displaced while it finished (it has not noticed
+  // yet) must not write the run's files over the new holder's. A fresh look, not the fence's lease.
+  if ('summary' in ended && !x.lock.signal.aborted) await x.lock.check({ fresh: true });
+  let ending = 'summary' in ended ? await endingOf(x, held.parts, ended.summary) : endingOfError(ended.error, journaled, x);
+  let report: CostSummary | undefined;
+  try {
+    const throttledMs = 'summary' in ended ? ended.summary.throttledMs : 0;
+    if (ending.writeReport) report = await writeCostReport(x.runDir, { creditsPerUsd: x.config.creditsPerUsd, throttledMs });
+    sayEnd(x, held, report);
+    if (ending.waiting) x.err(ending.waiting);
+  } catch (error) {
+    // After a failure, the failure is what the run says; after a summary, the report's own error is.
+    if ('error' in ended) x.err(redact(`warning: the run's report could not be written: ${messageOf(error)}`));
+    else ending = endingOfError(error, false, x);
+  }
+  if (ending.error) return { result: { error: ending.error.thrown }, ending, report };
+  if (!report || !('summary' in ended)) throw new GenpipeError('internal', 'The run ended without its report.');
+  const value = { exitCode: ending.exitCode, runDir: x.runDir, runId: x.runId, summary: ended.summary, report };
+  return { result: { value }, ending, report };
+}
+
+/** How a run the runner summed up ended: Redis that stopped answering (exit 5), a lock taken over (exit 4), else the summary's own end. */
+async function endingOf(x: Execution, parts: Parts | undefined, summary: RunSummary): Promise<RunEnding> {
   const tally = { counts: summary.counts, durationMs: summary.durationMs };
   // Redis stopped answering: the run stopped as on Ctrl-C, resumable; exit 5 with its sentence.
-  if (parts.stall.signal.aborted && !x.signal.aborted) {
+  if (parts?.stall.signal.aborted && !x.signal.aborted) {
     const stalled = parts.stall.signal.reason as GenpipeError;
-    const report = await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd, throttledMs: summary.throttledMs });
-    sayEnd(report);
-    await notifyEnd(x, runStarted, { outcome: 'stopped', exitCode: EXIT.unavailable, message: redact(stalled.message), ...tally }, report);
-    markNotified(stalled);
-    throw stalled;
+    return {
+      outcome: 'stopped',
+      exitCode: EXIT.unavailable,
+      message: redact(stalled.message),
+      tally,
+      writeReport: true,
+      error: { thrown: stalled },
+    };
   }
   // Another process took the lock over: this run stopped, resumable; exit 4 with its sentence. It
-  // leaves the run's files (report, gallery) to the process that holds the run now.
-  // Checked once more: a holder displaced while it finished (it has not noticed yet) must not
-  // write the run's files over the new holder's. A fresh look, not the fence's lease: once a run.
-  if (!lock.signal.aborted) await lock.check({ fresh: true });
-  const lockLost = lock.signal.aborted && !x.signal.aborted;
-  // Taken over by a resume of this very run: its files are the new holder's to write.
-  const report =
-    lockLost && lostToThisRun(lock.signal.reason, runId)
-      ? undefined
-      : await writeCostReport(runDir, { creditsPerUsd: x.config.creditsPerUsd, throttledMs: summary.throttledMs });
-  sayEnd(report);
-  if (lockLost) {
+  // leaves the run's files (report, gallery) to the process that holds the run now when that is a
+  // resume of this very run.
+  const { lock, runId } = x;
+  if (lock.signal.aborted && !x.signal.aborted) {
     const reason: unknown = lock.signal.reason;
     const message = redact(reason instanceof Error ? reason.message : "The pipeline's lock was taken over.");
-    await notifyEnd(x, runStarted, { outcome: 'stopped', exitCode: EXIT.locked, message, ...tally }, report);
-    markNotified(reason);
-    throw reason;
+    return {
+      outcome: 'stopped',
+      exitCode: EXIT.locked,
+      message,
+      tally,
+      writeReport: !lostToThisRun(reason, runId),
+      error: { thrown: reason },
+    };
   }
-  if (!report) throw new GenpipeError('internal', 'The run ended without its report.');
   // A run that ends waiting on review says so, and names the commands.
-  const waiting = summary.outcome === 'completed' ? await reviewWaitSentence(runDir) : undefined;
-  if (waiting) x.err(waiting);
+  const waiting = summary.outcome === 'completed' ? await reviewWaitSentence(x.runDir) : undefined;
   const skipped = skippedRowCount(x.plan.skippedRows);
   // Rows set aside are rows the run did not make: a run otherwise complete exits 1.
   const exitCode = skipped > 0 && exitCodeOf(summary) === EXIT.ok ? EXIT.failed : exitCodeOf(summary);
-  // A finished run resumed with nothing to do: told once already, so no one is told again.
-  if (summary.unchanged) {
-    if (x.notifyTargets.length > 0)
-      x.err(`Run ${runId} had ended ${summary.outcome} already and nothing changed: no one is notified again.`);
-  } else await notifyEnd(x, runStarted, { outcome: summary.outcome, exitCode, message: summary.message, ...tally }, report);
-  return { exitCode, runDir, runId, summary, report };
+  return {
+    outcome: summary.outcome,
+    exitCode,
+    message: summary.message,
+    tally,
+    writeReport: true,
+    unchanged: summary.unchanged,
+    waiting,
+  };
 }
 
-/** Tells the run's notify targets how it ended. */
-async function notifyEnd(
-  x: Execution,
-  runStarted: number,
-  fields: Pick<RunEnd, 'outcome' | 'exitCode' | 'message'> & Partial<RunEnd>,
-  report: CostSummary | undefined,
-): Promise<void> {
+/**
+ * How a run that threw ended (its sinks or fleet could not start, the disk refused, a bug): told as
+ * failed (interrupted for exit 130), with the report when its journal can be read for one: not after
+ * a refused input or a full disk, and not when the lock went to another holder.
+ */
+function endingOfError(error: unknown, journaled: boolean, x: Execution): RunEnding {
+  const told = diskRefusal(error) ?? error;
+  const exitCode = told instanceof GenpipeError ? exitCodeFor(told.code) : EXIT.internal;
+  const message = redact(told instanceof Error ? told.message : String(told));
+  const reportable = journaled && exitCode !== EXIT.invalidInput && exitCode !== EXIT.disk && !x.lock.signal.aborted;
+  return {
+    outcome: exitCode === EXIT.interrupted ? 'aborted' : 'failed',
+    exitCode,
+    message,
+    writeReport: reportable,
+    error: { thrown: error },
+  };
+}
+
+/** Prints the summary line, with the report's net when there is a report, and the notes under it. */
+function sayEnd(x: Execution, held: Held, report: CostSummary | undefined): void {
+  const finished = held.finished;
+  if (!finished || !held.progress) return;
+  const t = report?.total;
+  const provisional = report !== undefined && provisionalModels(report).length > 0;
+  const money = t ? { netUsd: t.netUsd, unknownUsd: t.unknownUsd, unpricedInstances: t.unpricedInstances, provisional } : undefined;
+  held.progress.listener({ type: 'run_finished', summary: { ...finished.summary, money } });
+  // The rows set aside, under the summary (beside it with --json-logs, whose stdout is events).
+  const say = x.o.jsonLogs ? x.err : x.out;
+  for (const line of skippedRowsLines(x.plan.skippedRows)) say(line);
+  // The objects a sink could not deliver or vouch for, each named.
+  for (const line of sinkNoteLines(report?.sink)) say(line);
+}
+
+/** Tells the run's notify targets how it ended; a finished run resumed with nothing to do was told already, so no one is told again. */
+async function notifyEnd(x: Execution, ending: RunEnding, report: CostSummary | undefined): Promise<void> {
+  if (ending.unchanged) {
+    if (x.notifyTargets.length > 0)
+      x.err(`Run ${x.runId} had ended ${ending.outcome} already and nothing changed: no one is notified again.`);
+    return;
+  }
   const end: RunEnd = {
     pipeline: x.plan.name,
     runId: x.runId,
     runDir: x.runDir,
-    counts: emptyCounts(),
-    durationMs: Date.now() - runStarted,
+    outcome: ending.outcome,
+    exitCode: ending.exitCode,
+    message: ending.message,
+    counts: ending.tally?.counts ?? emptyCounts(),
+    durationMs: ending.tally?.durationMs ?? Date.now() - x.runStarted,
     skippedRows: skippedRowCount(x.plan.skippedRows),
-    ...fields,
   };
   await notifyRunEnd(x.notifyTargets, end, report, { err: x.err, quiet: x.o.quiet });
 }
@@ -752,44 +840,34 @@ async function openParts(x: Execution, parts: Parts): Promise<void> {
   void fleet.stalled.then((error) => parts.stall.abort(error));
 }
 
-/** The one teardown path, on every way a run ends: the progress view, the fleet, the webhook receiver, the sinks. */
-async function closeParts(x: Execution, parts: Parts, progress: ReturnType<typeof progressFor>): Promise<void> {
-  progress.stop();
-  await parts.fleet?.close(parts.stall.signal.aborted);
-  await parts.webhook?.close();
-  parts.sinks?.close();
+/** What the run opened besides its lock, closed (endRun): the progress view, the fleet, the webhook receiver, the sinks. */
+async function closeParts(held: Held): Promise<void> {
+  const { parts } = held;
+  held.progress?.stop();
+  await parts?.fleet?.close(parts.stall.signal.aborted);
+  await parts?.webhook?.close();
+  parts?.sinks?.close();
 }
 
-/** The runner's options, resolved once from the session's. */
+/** The runner's options: the given ones as the session holds them, and what the session opened for the run. */
 function runOptionsOf(x: Execution, parts: Parts, pollPrior: Awaited<ReturnType<typeof readPollPrior>>, onEvent: RunListener): RunOptions {
   const { o, plan, runDir, runId, lock } = x;
   return {
+    // Resolved once, by the runner, over what the run recorded (resolved-options.ts).
+    ...givenRunOptions(o),
     plan,
     client: x.client,
     runDir,
     runId,
     planHash: x.hash,
-    // A run that lost its lock (taken over, or its folder gone) stops as on Ctrl-C; see endOf.
+    // A run that lost its lock (taken over, or its folder gone) stops as on Ctrl-C; see endingOf.
     signal: AbortSignal.any([x.signal, lock.signal, parts.stall.signal]),
     // The lock as a fence: checked before each spending request; once lost, nothing more is written.
     fence: lock,
     catalog: x.catalog,
-    concurrency: o.concurrency,
-    ratePerSecond: o.ratePerSecond,
-    budgetUsd: o.budgetUsd,
-    failFast: o.failFast,
-    resubmitUnknown: o.resubmitUnknown,
-    adopt: o.adopt,
-    acceptCorrupt: o.acceptCorrupt,
     serviceForgotten: x.previous?.service?.embedded_emulator === true && x.embedded !== undefined,
-    retry: o.retry,
-    retryBudget: o.retryBudget,
     // The first polls aim at how long this pipeline's requests took in its earlier runs.
     pollPrior,
-    // Recorded with the run: a resume reuses too, unless the run never did (run-options.ts).
-    reuse: o.reuse ? true : undefined,
-    confirmOverUsd: o.confirmOverUsd,
-    cancelOnAbort: o.cancelOnAbort,
     // On a fleet the workers follow the requests (the coordinator's own worker with this receiver).
     webhook: parts.fleet ? undefined : parts.webhook,
     // The coordinator uploads, as it downloads: workers need no storage credentials.
