@@ -189,7 +189,9 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
     }
     case 'failed': {
       const entry = instanceOf(state, record.instance);
-      if (!entry.final) entry.failed = record;
+      // After a completed status, a failure is its files' (fetched for good in vain): the instance
+      // is failed (instanceStatus), its money still charged (attempt-money.ts reads the status).
+      if (!entry.final || entry.final.status === 'completed') entry.failed = record;
       return;
     }
     case 'refused': {
@@ -370,12 +372,16 @@ function shared<T extends object>(cache: Map<string, T>, key: string, make: () =
   return value;
 }
 
-/** What an instance is, as the journal tells it: the status outputs.csv and the gallery show. */
+/**
+ * What an instance is, as the journal tells it: the one reading outputs.csv, the gallery and the
+ * report show (the report's statusOf in run-fold.ts is this, `pending` named `not_started`).
+ */
 export type InstanceStatus = TerminalStatus | 'reused' | 'unknown' | 'in_flight' | 'pending';
 
 export function instanceStatus(entry: InstanceState): InstanceStatus {
   if (entry.reusedFrom !== undefined) return 'reused';
-  // Completed at the service but a file could not be fetched: the run failed it.
+  // Completed at the service but a file could not be fetched for good: the files the team paid
+  // for are missing, so the run failed it (charged all the same).
   if (entry.final && !(entry.final.status === 'completed' && entry.failed)) return entry.final.status;
   if (entry.failed) return 'failed';
   if (entry.submission) return 'in_flight';
