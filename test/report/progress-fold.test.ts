@@ -49,7 +49,7 @@ function expectSameAsReport(fold: RunFold, report: CostReport): void {
 
 describe('RunFold over a journal', () => {
   const steps: PlannedStep[] = [
-    { id: 'a', count: 11, priceUsd: 0.05 },
+    { id: 'a', count: 12, priceUsd: 0.05 },
     { id: 'b', count: 1, priceUsd: null },
     { id: 'c', count: 3, priceUsd: 0.1 },
   ];
@@ -92,10 +92,15 @@ describe('RunFold over a journal', () => {
     status('a[n=3]', 'completed'),
     // A keyless intent never answered: unknown.
     intent('a[n=4]', 0.05, null),
-    // Completed, and its files failed for good: failed, still charged.
+    // Completed, and its files failed for good: completed (terminal states are final), charged.
     ...sent('a[n=5]'),
     status('a[n=5]', 'completed'),
     { type: 'failed', instance: 'a[n=5]', code: 'not_found', message: 'the file is gone' },
+    // Failed here (its status could not be read), then its completed status came after all:
+    // completed too, in the report and in outputs.csv alike.
+    ...sent('a[n=11]'),
+    { type: 'failed', instance: 'a[n=11]', code: 'network', message: 'no answer' },
+    status('a[n=11]', 'completed'),
     // Refused before anything was made: as if never started.
     intent('a[n=6]'),
     { type: 'refused', instance: 'a[n=6]', code: 'model_access' },
@@ -149,16 +154,17 @@ describe('RunFold over a journal', () => {
     expectSameAsReport(fold, report);
     // The cases the journal was written for, as the report reads them.
     expect(report.total.counts).toEqual({
-      completed: 4,
+      completed: 6,
       reused: 1,
-      failed: 3,
+      failed: 2,
       nsfw: 0,
       canceled: 0,
       unknown: 2,
       in_flight: 2,
       not_started: 3,
     });
-    expect(fold.status('a[n=5]')).toBe('failed');
+    expect(fold.status('a[n=5]')).toBe('completed');
+    expect(fold.status('a[n=11]')).toBe('completed');
     expect(fold.money().unpricedInstances).toBe(1);
   });
 
@@ -177,14 +183,15 @@ describe('RunFold over a journal', () => {
     expect(again.money()).toEqual(seed.money());
   });
 
-  it('the report, outputs.csv and the gallery read one status: a completed instance whose files failed for good is failed', () => {
+  it('the report, outputs.csv and the gallery read one status: a completed instance is completed, whatever the run recorded around it', () => {
     const state = emptyRunState();
     for (const record of records) applyRecord(state, record);
     for (const [id, entry] of state.instances) {
       const csv = instanceStatus(entry);
       expect(statusOf(entry), id).toBe(csv === 'pending' ? 'not_started' : csv);
     }
-    expect(instanceStatus(state.instances.get('a[n=5]')!)).toBe('failed');
+    expect(instanceStatus(state.instances.get('a[n=5]')!)).toBe('completed');
+    expect(instanceStatus(state.instances.get('a[n=11]')!)).toBe('completed');
   });
 });
 

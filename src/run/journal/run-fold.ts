@@ -29,8 +29,8 @@ export const REPORT_STATUSES: readonly ReportStatus[] = [
 
 /**
  * An instance's status in the report, from the one reading of its state that outputs.csv and the
- * gallery show too (run-state.ts instanceStatus): a completed instance whose files failed for good
- * is failed everywhere, its money still charged (moneyOf reads the service's end, not ours).
+ * gallery show too (run-state.ts instanceStatus): the service's final status once there is one,
+ * so a completed instance whose files could not be fetched is completed everywhere.
  */
 export function statusOf(entry: InstanceState): ReportStatus {
   const status = instanceStatus(entry);

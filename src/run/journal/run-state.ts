@@ -189,9 +189,7 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
     }
     case 'failed': {
       const entry = instanceOf(state, record.instance);
-      // After a completed status, a failure is its files' (fetched for good in vain): the instance
-      // is failed (instanceStatus), its money still charged (attempt-money.ts reads the status).
-      if (!entry.final || entry.final.status === 'completed') entry.failed = record;
+      if (!entry.final) entry.failed = record;
       return;
     }
     case 'refused': {
@@ -380,9 +378,11 @@ export type InstanceStatus = TerminalStatus | 'reused' | 'unknown' | 'in_flight'
 
 export function instanceStatus(entry: InstanceState): InstanceStatus {
   if (entry.reusedFrom !== undefined) return 'reused';
-  // Completed at the service but a file could not be fetched for good: the files the team paid
-  // for are missing, so the run failed it (charged all the same).
-  if (entry.final && !(entry.final.status === 'completed' && entry.failed)) return entry.final.status;
+  // The service's final status, whatever the run recorded around it (terminal states are final):
+  // a completed instance whose files could not be fetched is completed, and paid for; the run says
+  // its missing files apart (the summary, exit 1) and a resume fetches them, as `--retry failed`
+  // never sends a completed instance again.
+  if (entry.final) return entry.final.status;
   if (entry.failed) return 'failed';
   if (entry.submission) return 'in_flight';
   return entry.intent ? 'unknown' : 'pending';
