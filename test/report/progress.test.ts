@@ -304,6 +304,18 @@ describe('--json-logs', () => {
     expect(parsed.every((p) => !Number.isNaN(Date.parse(p.time)))).toBe(true);
   });
 
+  it("prints no journaled record (journal.jsonl holds them), and a resume's run_started says where its journal stands, not its instances", () => {
+    const s = sink();
+    const logs = new JsonLogs(s.output, { quiet: false });
+    logs.listener(resumed(3, [intent('a[s=1]'), submitted('a[s=1]'), status('a[s=1]', 'completed')]));
+    logs.listener(journaled(intent('a[s=2]')));
+    expect(s.out).toHaveLength(1);
+    const line = JSON.parse(s.out[0]!) as { already: { steps: Record<string, Record<string, number>>; money: Record<string, number> } };
+    expect(line.already.steps.a).toMatchObject({ completed: 1, not_started: 2 });
+    expect(line.already.money).toMatchObject({ netUsd: 0.05, committedUsd: 0.05 });
+    expect(s.out[0]).not.toContain('req-a[s=1]');
+  });
+
   it('with --quiet, only failures and the summary', () => {
     const s = sink();
     const logs = new JsonLogs(s.output, { quiet: true });

@@ -56,7 +56,7 @@ export interface FoldMoney {
   committedUsd: number;
 }
 
-/** One instance's part of the sums, as its last record left it. */
+/** One instance's part of the sums, as a record leaves it. */
 interface Line {
   status: ReportStatus;
   estimatedUsd: number;
@@ -105,7 +105,6 @@ interface StepSums {
 export class RunFold {
   /** The replayed state of the instances, kept lean: only what status and money read. */
   readonly #state: RunState = emptyRunState();
-  readonly #lines = new Map<string, Line>();
   readonly #steps = new Map<string, StepSums>();
   readonly #prices = new Map<string, number | null | undefined>();
   readonly #total = emptyMoney();
@@ -137,8 +136,11 @@ export class RunFold {
   }
 
   static #into(fold: RunFold, state: RunState): RunFold {
-    for (const [id, entry] of state.instances) fold.#state.instances.set(id, leanCopy(entry));
-    for (const id of fold.#state.instances.keys()) fold.#reread(id);
+    for (const [id, entry] of state.instances) {
+      const copy = leanCopy(entry);
+      fold.#state.instances.set(id, copy);
+      fold.#count(id, undefined, copy);
+    }
     return fold;
   }
 
@@ -146,13 +148,17 @@ export class RunFold {
   apply(record: JournalRecord): void {
     const instance = (record as { instance?: unknown }).instance;
     if (!FOLDED.has(record.type) || typeof instance !== 'string') return;
+    const entry = this.#state.instances.get(instance);
+    // What the instance added to the sums before the record, read before the record changes it.
+    const before = entry && this.#lineOf(instance, entry);
     applyRecord(this.#state, record);
-    this.#reread(instance);
+    this.#count(instance, before, this.#state.instances.get(instance));
   }
 
   /** An instance's status as the report says it; not_started for one no record names. */
   status(id: string): ReportStatus {
-    return this.#lines.get(id)?.status ?? 'not_started';
+    const entry = this.#state.instances.get(id);
+    return entry ? statusOf(entry) : 'not_started';
   }
 
   /** Counts by status, of a step or of the run, with the plan's instances no record names counted not started. */
@@ -188,23 +194,23 @@ export class RunFold {
     return sums;
   }
 
-  /** Reads an instance's status and money again, and puts them in the sums in place of the old ones. */
-  #reread(id: string): void {
-    const entry = this.#state.instances.get(id);
+  #lineOf(id: string, entry: InstanceState): Line {
+    return lineOf(entry, this.#prices.get(stepOfInstanceId(id)));
+  }
+
+  /** Puts an instance's status and money in the sums in place of what it added `before` (nothing: new to the fold). */
+  #count(id: string, before: Line | undefined, entry: InstanceState | undefined): void {
     if (!entry) return;
-    const step = stepOfInstanceId(id);
-    const line = lineOf(entry, this.#prices.get(step));
-    const sums = this.#sums(step);
-    const old = this.#lines.get(id);
-    if (old) {
-      sums.counts[old.status]--;
-      addLine(sums.money, old, -1);
-      addLine(this.#total, old, -1);
+    const line = this.#lineOf(id, entry);
+    const sums = this.#sums(stepOfInstanceId(id));
+    if (before) {
+      sums.counts[before.status]--;
+      addLine(sums.money, before, -1);
+      addLine(this.#total, before, -1);
     } else sums.seen++;
     sums.counts[line.status]++;
     addLine(sums.money, line, 1);
     addLine(this.#total, line, 1);
-    this.#lines.set(id, line);
   }
 }
 
