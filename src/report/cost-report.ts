@@ -18,8 +18,9 @@ import { jsonUsd } from '../util/format-usd.js';
 import { submissionId } from '../models/submission.js';
 import type { SkippedRow } from '../plan/skipped-rows.js';
 import { runFile } from '../run/files/run-layout.js';
+import { statusOf, type ReportStatus } from '../run/journal/run-fold.js';
 
-export type ReportStatus = 'completed' | 'reused' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
+export type { ReportStatus };
 
 export interface Money {
   /** Sum of the estimates of the instances submitted. */
@@ -85,15 +86,6 @@ const STATUSES: readonly ReportStatus[] = ['completed', 'reused', 'failed', 'nsf
 
 /** Rounds to a millionth of a dollar, so sums of cents stay exact in JSON. */
 const round = jsonUsd;
-
-function statusOf(entry: InstanceState): ReportStatus {
-  if (entry.reusedFrom !== undefined) return 'reused';
-  if (entry.final) return entry.final.status;
-  if (entry.failed) return 'failed';
-  if (entry.submission) return 'in_flight';
-  if (entry.intent) return 'unknown';
-  return 'not_started';
-}
 
 const requestIdOf = (entry: InstanceState): string => (entry.submission ? submissionId(entry.submission) : '');
 

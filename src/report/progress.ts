@@ -13,6 +13,7 @@ import { outcomeWord } from '../run/events.js';
 import { formatSpend, formatUsd, jsonUsd } from '../util/format-usd.js';
 import { oneLine } from '../util/terminal-text.js';
 import { redactingReplacer } from '../util/redact.js';
+import { RunFold } from '../run/journal/run-fold.js';
 
 export interface ProgressSink {
   listener: RunListener;
@@ -178,47 +179,77 @@ function wrapSummary(text: string, columns: SummaryColumns = stdoutColumns): str
   return width === undefined ? text : wrapWords(text, width);
 }
 
+/** One step's counts, as a progress view says them. */
 interface StepTally {
+  /** Completed and reused. */
   done: number;
+  /** Failed, nsfw and canceled. */
   failed: number;
   /** Submits whose fate is unknown: apart from failures, as the report counts them. */
   unknown: number;
-  /** Unknown ones the journal had at the start: the run tells each again (instance_unknown), counted once. */
-  unknownBefore: number;
   inFlight: number;
-  /** Finished before this process started (a resume): not part of the pace the ETA goes by. */
+  /** Ended before this process started (a resume): not part of the pace the ETA goes by. */
   before: number;
-  /** When its first instance was submitted. */
+  /** When its first instance was sent in this process. */
   startedAt: number | undefined;
 }
 
-/** Counts that both progress views keep. */
+/** Ended, as the bars count: done, failed or unknown. */
+const ended = (s: Pick<StepTally, 'done' | 'failed' | 'unknown'>): number => s.done + s.failed + s.unknown;
+
+/**
+ * What both progress views read: the run's journal folded by the fold the report reads
+ * (run-fold.ts), fed the records the run journals (`instance_journaled`), so the counts and money a
+ * view shows are the report's. A live run knows one thing its journal does not: an intent just
+ * journaled is being sent, so it is shown in flight, not unknown, until the service answers or
+ * the run says it is unknown.
+ */
 class Tally {
-  readonly steps = new Map<string, StepTally>();
-  spentUsd = 0;
+  /** Undefined until run_started: records journaled before it are in the fold it brings. */
+  #fold: RunFold | undefined;
+  /** Instances being sent (an intent journaled by this process, no answer yet), by instance: their step. */
+  readonly #sending = new Map<string, string>();
+  readonly #sendingBySteps = new Map<string, number>();
+  /** Ended by step when this process started (a resume). */
+  readonly #before = new Map<string, number>();
+  readonly #startedAt = new Map<string, number>();
   /** The budget the run runs under, as its run_started event tells it (never guessed from the manifest here). */
   budgetUsd: number | undefined = undefined;
   total = 0;
-  /** When the first instance of the run was submitted. */
+  /** When the first instance of the run was sent by this process. */
   startedAt: number | undefined;
   /** The stop's sentence, once printed as it happened (run_stopping): the summary does not repeat it. */
   told: string | undefined;
 
   constructor(readonly now: () => number) {}
 
+  /** The run's fold as far as this view has seen it. */
+  get fold(): RunFold {
+    return (this.#fold ??= new RunFold());
+  }
+
   /** Committed, the budget's measure, and the budget beside it when the run has one: the same words in every progress view. */
   committedText(): string {
-    const committed = `committed ${usd(this.spentUsd)}`;
+    const committed = `committed ${usd(this.fold.money().committedUsd)}`;
     return this.budgetUsd === undefined ? committed : `${committed} of ${usd(this.budgetUsd)} budget`;
   }
 
+  /** The steps with counts: the plan's, and any a record named. */
+  stepIds(): string[] {
+    return this.fold.steps();
+  }
+
   step(id: string): StepTally {
-    let s = this.steps.get(id);
-    if (!s) {
-      s = { done: 0, failed: 0, unknown: 0, unknownBefore: 0, inFlight: 0, before: 0, startedAt: undefined };
-      this.steps.set(id, s);
-    }
-    return s;
+    const c = this.fold.counts(id);
+    const sending = this.#sendingBySteps.get(id) ?? 0;
+    return {
+      done: c.completed + c.reused,
+      failed: c.failed + c.nsfw + c.canceled,
+      unknown: Math.max(0, c.unknown - sending),
+      inFlight: c.in_flight + sending,
+      before: this.#before.get(id) ?? 0,
+      startedAt: this.#startedAt.get(id),
+    };
   }
 
   on(event: RunEvent): void {
@@ -230,65 +261,45 @@ class Tally {
         this.total = event.instances;
         this.budgetUsd = event.budgetUsd;
         // A resume starts from where its journal stands, not from zero, so its count never runs backwards.
-        if (event.already) {
-          for (const [id, t] of Object.entries(event.already.steps)) {
-            const unknown = t.unknown ?? 0;
-            Object.assign(this.step(id), {
-              done: t.done,
-              failed: t.failed,
-              unknown,
-              unknownBefore: unknown,
-              inFlight: t.inFlight,
-              before: t.done + t.failed + unknown,
-            });
-          }
-          this.spentUsd = event.already.spentUsd;
-        }
+        this.#fold = event.already ? event.already.copy() : new RunFold(event.steps);
+        for (const id of this.#fold.steps()) this.#before.set(id, ended(this.step(id)));
         return;
-      case 'instance_submitted': {
-        const s = this.step(event.step);
-        s.inFlight++;
-        s.startedAt ??= this.now();
-        this.startedAt ??= s.startedAt;
-        this.spentUsd += event.estimatedUsd ?? 0;
+      case 'instance_journaled':
+        this.#journaled(event);
         return;
-      }
-      case 'instance_finished': {
-        const s = this.step(event.step);
-        s.inFlight = Math.max(0, s.inFlight - 1);
-        if (event.status === 'completed') s.done++;
-        else {
-          s.failed++;
-          // Failed, nsfw and canceled requests are refunded (§8): spent is what the account pays.
-          this.spentUsd -= event.estimatedUsd ?? 0;
-        }
-        return;
-      }
-      case 'instance_rerolled': {
-        // The nsfw attempt is refunded and the instance goes on: it is neither done nor failed.
-        const s = this.step(event.step);
-        s.inFlight = Math.max(0, s.inFlight - 1);
-        this.spentUsd -= event.estimatedUsd ?? 0;
-        return;
-      }
-      case 'instance_reused':
-        this.step(event.step).done++;
+      case 'instance_unknown':
+        this.#answered(event.instance);
         return;
       case 'instance_failed':
-        // A completed instance whose files wait for a sink upload, or a download, is counted done
-        // already (instance_finished): it is said, not counted a second time as failed.
-        if (event.completed !== true) this.step(event.step).failed++;
-        break;
-      case 'instance_unknown': {
-        // Unknown at the start already: counted from the journal, not a second time.
-        const s = this.step(event.step);
-        if (s.unknownBefore > 0) s.unknownBefore--;
-        else s.unknown++;
+        // Left for a resume or failed here: no longer being sent. A completed one's files are said apart.
+        if (event.completed !== true) this.#answered(event.instance);
         return;
-      }
       default:
         return;
     }
+  }
+
+  #journaled(event: Extract<RunEvent, { type: 'instance_journaled' }>): void {
+    // Before run_started: the fold that event brings holds it already.
+    if (!this.#fold) return;
+    this.#fold.apply(event.record);
+    if (event.record.type !== 'intent') {
+      this.#answered(event.instance);
+      return;
+    }
+    if (!this.#sending.has(event.instance)) {
+      this.#sending.set(event.instance, event.step);
+      this.#sendingBySteps.set(event.step, (this.#sendingBySteps.get(event.step) ?? 0) + 1);
+    }
+    if (!this.#startedAt.has(event.step)) this.#startedAt.set(event.step, this.now());
+    this.startedAt ??= this.now();
+  }
+
+  #answered(instance: string): void {
+    const step = this.#sending.get(instance);
+    if (step === undefined) return;
+    this.#sending.delete(instance);
+    this.#sendingBySteps.set(step, (this.#sendingBySteps.get(step) ?? 1) - 1);
   }
 }
 
@@ -350,6 +361,11 @@ export class LineProgress implements ProgressSink {
     if (line) this.output.err(line);
   };
 
+  /** The run's journal as this view folded it: its counts and money are the report's. */
+  get fold(): RunFold {
+    return this.#tally.fold;
+  }
+
   /** `progress: 120/500 done (3 failed), 20 in flight, committed US$6.00, ETA 2m10s` */
   line(): string {
     let done = 0;
@@ -357,17 +373,18 @@ export class LineProgress implements ProgressSink {
     let unknown = 0;
     let inFlight = 0;
     let before = 0;
-    for (const s of this.#tally.steps.values()) {
+    for (const id of this.#tally.stepIds()) {
+      const s = this.#tally.step(id);
       done += s.done;
       failed += s.failed;
       unknown += s.unknown;
       inFlight += s.inFlight;
       before += s.before;
     }
-    const ended = done + failed + unknown;
-    const eta = etaText(ended - before, this.#tally.total - before, this.#tally.startedAt, this.#tally.now());
+    const finished = done + failed + unknown;
+    const eta = etaText(finished - before, this.#tally.total - before, this.#tally.startedAt, this.#tally.now());
     const unknownText = unknown === 0 ? '' : `, ${unknown} unknown`;
-    return `progress: ${ended}/${this.#tally.total} done (${failed} failed${unknownText}), ${inFlight} in flight, ${this.#tally.committedText()}, ETA ${eta}`;
+    return `progress: ${finished}/${this.#tally.total} done (${failed} failed${unknownText}), ${inFlight} in flight, ${this.#tally.committedText()}, ETA ${eta}`;
   }
 
   stop(): void {
@@ -387,6 +404,8 @@ export class JsonLogs implements ProgressSink {
   ) {}
 
   readonly listener: RunListener = (event) => {
+    // The journal holds those records already: a log of them would say each a second time.
+    if (event.type === 'instance_journaled') return;
     if (this.options.quiet && event.type !== 'run_finished' && errorLine(event) === undefined) return;
     // Each string redacted before it is encoded: a secret quoted inside quoted JSON changes spelling.
     this.output.out(JSON.stringify({ time: new Date().toISOString(), ...event }, jsonLogReplacer));
@@ -470,15 +489,20 @@ export class TtyProgress implements ProgressSink {
     this.#spend.update({ spend: this.#spendText() });
   };
 
+  /** The run's journal as this view folded it: its counts and money are the report's. */
+  get fold(): RunFold {
+    return this.#tally.fold;
+  }
+
   #columns(): number {
     return (this.options.stream as { columns?: number } | undefined)?.columns ?? process.stderr.columns ?? 80;
   }
 
   #render(stepId: string): void {
     const bar = this.#bars.get(stepId);
-    const s = this.#tally.steps.get(stepId);
-    if (!bar || !s) return;
-    const finished = s.done + s.failed + s.unknown;
+    if (!bar) return;
+    const s = this.#tally.step(stepId);
+    const finished = ended(s);
     bar.update(finished, {
       failed: s.failed,
       inflight: s.inFlight,

@@ -2,7 +2,8 @@
  * Typed run events. The runner emits them and knows nothing of who listens: progress bars, log
  * lines and JSON logs are subscribers (report layer).
  */
-import type { TerminalStatus } from './journal/journal-records.js';
+import type { JournalRecord, TerminalStatus } from './journal/journal-records.js';
+import type { PlannedStep, RunFold } from './journal/run-fold.js';
 import type { SpendFigures } from '../util/format-usd.js';
 
 export type RunEvent =
@@ -15,8 +16,19 @@ export type RunEvent =
       resumed: boolean;
       /** The budget this start runs under (resolved-options.ts): what a view shows beside the money. */
       budgetUsd: number | undefined;
-      already?: JournaledProgress | undefined;
+      /** The plan's steps: their instance counts (so instances never started count) and prices. */
+      steps: PlannedStep[];
+      /**
+       * A resume's journal as this start found it, folded: a view copies it (RunFold.copy) and feeds
+       * its copy the records this start journals (`instance_journaled`). In JSON, its counts and money.
+       */
+      already?: RunFold | undefined;
     }
+  /**
+   * A record about an instance reached the journal: a view folds it (run-fold.ts) and so says what
+   * the report of the journal will say. Sent after the record is written, in the journal's order.
+   */
+  | { type: 'instance_journaled'; step: string; instance: string; record: JournalRecord }
   /** A resume changed options the run recorded (budget, reuse, retry...): one line each, "budget: US$1.00 → US$5.00". */
   | { type: 'options_changed'; changes: string[] }
   /** The service answered 429: the run waits `waitMs` before the retry, which drew from its budget. */
@@ -51,13 +63,6 @@ export type RunEvent =
   /** gallery.html could not be written (a view only: the run goes on). */
   | { type: 'gallery_failed'; message: string }
   | { type: 'run_finished'; summary: RunSummary };
-
-/** Where a resumed run stands at its start, by step, from its journal (and what it committed so far). */
-export interface JournaledProgress {
-  /** `unknown`: submits whose fate is unknown, apart from failures (absent in older events: none). */
-  steps: Record<string, { done: number; failed: number; unknown?: number; inFlight: number }>;
-  spentUsd: number;
-}
 
 export type StopReason =
   'budget' | 'fail_fast' | 'max_failures' | 'insufficient_credits' | 'retry_budget' | 'unreachable' | 'protocol' | 'stuck' | 'aborted';

@@ -20,6 +20,7 @@ import type { RunStore } from './journal/run-store.js';
 import type { RunState } from './journal/run-state.js';
 import { TokenBucket } from './limits/token-bucket.js';
 import { RouteLimiter } from './limits/route-limiter.js';
+import { stepOfInstanceId } from '../plan/instance.js';
 
 export interface RunEffects {
   readonly options: RunOptions;
@@ -212,8 +213,13 @@ export class RunContext implements RunEffects {
   }
 
   #append(record: JournalRecord, durable: boolean): Promise<void> {
-    if ('instance' in record) this.instanceRecords++;
-    return this.store.append(record, durable);
+    const instance = (record as { instance?: unknown }).instance;
+    if (typeof instance !== 'string') return this.store.append(record, durable);
+    this.instanceRecords++;
+    // Once written, the record is told: the views fold what the journal holds, never more.
+    return this.store.append(record, durable).then(() => {
+      this.emit({ type: 'instance_journaled', step: stepOfInstanceId(instance), instance, record });
+    });
   }
 
   emit(event: RunEvent): void {

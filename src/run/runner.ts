@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { readdir, unlink } from 'node:fs/promises';
 import { setMaxListeners } from 'node:events';
 import { GenpipeError } from '../api/errors.js';
-import type { RunOutcome, RunSummary } from './events.js';
+import type { RunEvent, RunOutcome, RunSummary } from './events.js';
 import { CANCEL_TIMEOUT_MS, InstanceDriver } from './attempt/instance-driver.js';
 import { OutputsCsv } from './files/outputs-csv.js';
 import { axisColumns } from './files/output-rows.js';
@@ -23,10 +23,10 @@ import { committedByJournal } from './attempt/spend.js';
 import { checkAdoptions } from './attempt/adopt.js';
 import { settle } from './attempt/settle.js';
 import type { Submission } from '../models/adapter.js';
-import { instanceStatus, sentNotFinal, type RunState } from './journal/run-state.js';
+import { sentNotFinal, type RunState } from './journal/run-state.js';
+import { RunFold } from './journal/run-fold.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import { isPriced } from '../plan/price.js';
-import type { JournaledProgress } from './events.js';
 import { openJournalStore, type OpenRunStoreOptions, type RunStore } from './journal/run-store.js';
 import { Scheduler } from './scheduler.js';
 import { runFile } from './files/run-layout.js';
@@ -89,23 +89,13 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   // Adopted requests are journaled as submitted (settle's `adopted` row), then followed as such.
   for (const [instance, submission] of adopted)
     await settle({ fx, step: options.plan.step(stepOfInstanceId(instance)), instance }, { kind: 'adopted', submission });
-  const already = store.created ? undefined : journaledProgress(store.state, fx.spend.committedUsd);
   if (fx.settings.serviceForgotten) {
     // What the dead service had in flight is unknown here, not something to follow: journaled, so
     // the run, its summary and the report read the same thing.
     const forgotten = sentNotFinal(store.state);
     for (const [i, instance] of forgotten.entries()) await fx.log({ type: 'forgotten', instance }, i === forgotten.length - 1);
   }
-  fx.emit({
-    type: 'run_started',
-    runId: options.runId,
-    runDir: options.runDir,
-    pipeline: options.plan.name,
-    instances: options.plan.totalInstances,
-    resumed: !store.created,
-    budgetUsd: fx.settings.budgetUsd,
-    ...(already ? { already } : {}),
-  });
+  fx.emit(startedEvent(fx, store));
   if (changes.length > 0) fx.emit({ type: 'options_changed', changes });
   const onAbort = (): void =>
     fx.stopRun('aborted', 'Interrupted: stopped submitting; the journal is flushed and `genpipe resume` continues the run.');
@@ -146,6 +136,23 @@ function storeOptions(options: RunOptions): OpenRunStoreOptions {
     acceptCorrupt: options.acceptCorrupt,
     onCorrupt: (corrupt) => options.onEvent?.({ type: 'journal_corrupt_accepted', line: corrupt.line, instance: corrupt.instance }),
     onSync: options.observer?.journalSync?.bind(options.observer),
+  };
+}
+
+/** What the run tells its views at the start: the plan's steps, and for a resume its journal folded as it stands now (they go on from there). */
+function startedEvent(fx: RunContext, store: RunStore): RunEvent {
+  const options = fx.options;
+  const steps = options.plan.steps.map((s) => ({ id: s.id, count: s.count, priceUsd: s.priceUsd }));
+  return {
+    type: 'run_started',
+    runId: options.runId,
+    runDir: options.runDir,
+    pipeline: options.plan.name,
+    instances: options.plan.totalInstances,
+    resumed: !store.created,
+    budgetUsd: fx.settings.budgetUsd,
+    steps,
+    ...(store.created ? {} : { already: RunFold.of(store.state, steps) }),
   };
 }
 
@@ -230,22 +237,6 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
   const prices = new Map(options.plan.steps.map((s) => [s.id, s.priceUsd]));
   const committed = committedByJournal(store.state, (step) => prices.get(step));
   return { fx: new RunContext(options, store, settings, reuse, committed), changes };
-}
-
-/** Where a resumed run stands, from its journal: progress and its ETA start from here, not from zero. */
-function journaledProgress(state: RunState, spentUsd: number): JournaledProgress {
-  const steps: Record<string, { done: number; failed: number; unknown: number; inFlight: number }> = {};
-  for (const [id, entry] of state.instances) {
-    const step = stepOfInstanceId(id);
-    const tally = (steps[step] ??= { done: 0, failed: 0, unknown: 0, inFlight: 0 });
-    const status = instanceStatus(entry);
-    if (status === 'completed' || status === 'reused') tally.done++;
-    else if (status === 'in_flight') tally.inFlight++;
-    // An unanswered keyed intent is resent with its key this start, and counted when it ends.
-    else if (status === 'unknown') tally.unknown += entry.intent?.idempotencyKey == null ? 1 : 0;
-    else if (status !== 'pending') tally.failed++;
-  }
-  return { steps, spentUsd };
 }
 
 /** What a run whose completed instances lack files says at its end: how many, why, and what to do. */

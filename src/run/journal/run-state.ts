@@ -370,13 +370,19 @@ function shared<T extends object>(cache: Map<string, T>, key: string, make: () =
   return value;
 }
 
-/** What an instance is, as the journal tells it: the status outputs.csv and the gallery show. */
+/**
+ * What an instance is, as the journal tells it: the one reading outputs.csv, the gallery and the
+ * report show (the report's statusOf in run-fold.ts is this, `pending` named `not_started`).
+ */
 export type InstanceStatus = TerminalStatus | 'reused' | 'unknown' | 'in_flight' | 'pending';
 
 export function instanceStatus(entry: InstanceState): InstanceStatus {
   if (entry.reusedFrom !== undefined) return 'reused';
-  // Completed at the service but a file could not be fetched: the run failed it.
-  if (entry.final && !(entry.final.status === 'completed' && entry.failed)) return entry.final.status;
+  // The service's final status, whatever the run recorded around it (terminal states are final):
+  // a completed instance whose files could not be fetched is completed, and paid for; the run says
+  // its missing files apart (the summary, exit 1) and a resume fetches them, as `--retry failed`
+  // never sends a completed instance again.
+  if (entry.final) return entry.final.status;
   if (entry.failed) return 'failed';
   if (entry.submission) return 'in_flight';
   return entry.intent ? 'unknown' : 'pending';

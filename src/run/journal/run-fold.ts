@@ -1,0 +1,247 @@
+/**
+ * The one fold of a run's journal that its views read: each instance's status and money, and
+ * their sums by step and in total. `genpipe report` reads the same statusOf and moneyOf over a
+ * finished journal (report/cost-report.ts); a live run feeds a RunFold the records it journals
+ * (the `instance_journaled` event), so progress says what the report will say.
+ *
+ * Each record costs O(1): the instance's state is replayed as the journal replays it (applyRecord),
+ * and its status and money are read again (statusOf, moneyOf) and put in the sums in place of
+ * what they were.
+ */
+import type { JournalRecord, JournalRecordType } from './journal-records.js';
+import { applyRecord, emptyRunState, instanceStatus, type InstanceState, type RunState } from './run-state.js';
+import { moneyOf } from '../attempt/attempt-money.js';
+import { stepOfInstanceId } from '../../plan/instance.js';
+import { jsonUsd } from '../../util/format-usd.js';
+
+export type ReportStatus = 'completed' | 'reused' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
+
+export const REPORT_STATUSES: readonly ReportStatus[] = [
+  'completed',
+  'reused',
+  'failed',
+  'nsfw',
+  'canceled',
+  'unknown',
+  'in_flight',
+  'not_started',
+];
+
+/**
+ * An instance's status in the report, from the one reading of its state that outputs.csv and the
+ * gallery show too (run-state.ts instanceStatus): the service's final status once there is one,
+ * so a completed instance whose files could not be fetched is completed everywhere.
+ */
+export function statusOf(entry: InstanceState): ReportStatus {
+  const status = instanceStatus(entry);
+  return status === 'pending' ? 'not_started' : status;
+}
+
+/** A step of the plan, as a fold needs it: how many instances it has, and its price (for attempts whose intent journaled none). */
+export interface PlannedStep {
+  id: string;
+  count: number;
+  priceUsd?: number | null | undefined;
+}
+
+/** The money of a set of instances, in the report's words (cost-report.ts Money). */
+export interface FoldMoney {
+  estimatedUsd: number;
+  refundedUsd: number;
+  /** What the account pays for the attempts whose end is known: the report's net. */
+  netUsd: number;
+  unknownUsd: number;
+  unpricedInstances: number;
+  /** Net and unknown: what the run may have spent, the budget's measure (spend.ts). */
+  committedUsd: number;
+}
+
+/** One instance's part of the sums, as a record leaves it. */
+interface Line {
+  status: ReportStatus;
+  estimatedUsd: number;
+  refundedUsd: number;
+  netUsd: number;
+  unknownUsd: number;
+  unpriced: 0 | 1;
+}
+
+/** The records that can change an instance's status or money; the others (files, uploads, sinks) are not folded. */
+const FOLDED: ReadonlySet<JournalRecordType> = new Set<JournalRecordType>([
+  'intent',
+  'submitted',
+  'status',
+  'failed',
+  'refused',
+  'forgotten',
+  'reroll',
+  'retry',
+  'reused',
+]);
+
+const emptyCounts = (): Record<ReportStatus, number> =>
+  Object.fromEntries(REPORT_STATUSES.map((s) => [s, 0])) as Record<ReportStatus, number>;
+
+const emptyMoney = (): FoldMoney => ({ estimatedUsd: 0, refundedUsd: 0, netUsd: 0, unknownUsd: 0, unpricedInstances: 0, committedUsd: 0 });
+
+/** Adds (`sign` 1) or takes away (-1) a line's money from a sum, each figure rounded to a millionth as the report's sums are. */
+function addLine(money: FoldMoney, line: Line, sign: 1 | -1): void {
+  money.estimatedUsd = jsonUsd(money.estimatedUsd + sign * line.estimatedUsd);
+  money.refundedUsd = jsonUsd(money.refundedUsd + sign * line.refundedUsd);
+  money.netUsd = jsonUsd(money.netUsd + sign * line.netUsd);
+  money.unknownUsd = jsonUsd(money.unknownUsd + sign * line.unknownUsd);
+  money.unpricedInstances += sign * line.unpriced;
+  money.committedUsd = jsonUsd(money.netUsd + money.unknownUsd);
+}
+
+interface StepSums {
+  planned: number;
+  /** Instances the journal names, by status. */
+  counts: Record<ReportStatus, number>;
+  seen: number;
+  money: FoldMoney;
+}
+
+export class RunFold {
+  /** The replayed state of the instances, kept lean: only what status and money read. */
+  readonly #state: RunState = emptyRunState();
+  readonly #steps = new Map<string, StepSums>();
+  readonly #prices = new Map<string, number | null | undefined>();
+  readonly #total = emptyMoney();
+
+  /** `steps`: the plan's (tellStarted), so that instances never started are counted. */
+  constructor(steps: readonly PlannedStep[] = []) {
+    this.tellStarted(steps);
+  }
+
+  /** The plan's steps: their instance counts (not started until a record names them) and their prices. */
+  tellStarted(steps: readonly PlannedStep[]): void {
+    for (const step of steps) {
+      this.#sums(step.id).planned = step.count;
+      this.#prices.set(step.id, step.priceUsd);
+    }
+  }
+
+  /** The fold of a replayed state (a resume's journal as it stands), its own copy: later records change it alone. */
+  static of(state: RunState, steps: readonly PlannedStep[] = []): RunFold {
+    return RunFold.#into(new RunFold(steps), state);
+  }
+
+  /** Another fold that starts where this one stands (each reader of a run's events feeds its own). */
+  copy(): RunFold {
+    const fold = new RunFold();
+    for (const [id, sums] of this.#steps) fold.#sums(id).planned = sums.planned;
+    for (const [id, price] of this.#prices) fold.#prices.set(id, price);
+    return RunFold.#into(fold, this.#state);
+  }
+
+  static #into(fold: RunFold, state: RunState): RunFold {
+    for (const [id, entry] of state.instances) {
+      const copy = leanCopy(entry);
+      fold.#state.instances.set(id, copy);
+      fold.#count(id, undefined, copy);
+    }
+    return fold;
+  }
+
+  /** Folds one record in: O(1). */
+  apply(record: JournalRecord): void {
+    const instance = (record as { instance?: unknown }).instance;
+    if (!FOLDED.has(record.type) || typeof instance !== 'string') return;
+    const entry = this.#state.instances.get(instance);
+    // What the instance added to the sums before the record, read before the record changes it.
+    const before = entry && this.#lineOf(instance, entry);
+    applyRecord(this.#state, record);
+    this.#count(instance, before, this.#state.instances.get(instance));
+  }
+
+  /** An instance's status as the report says it; not_started for one no record names. */
+  status(id: string): ReportStatus {
+    const entry = this.#state.instances.get(id);
+    return entry ? statusOf(entry) : 'not_started';
+  }
+
+  /** Counts by status, of a step or of the run, with the plan's instances no record names counted not started. */
+  counts(step?: string): Record<ReportStatus, number> {
+    const out = emptyCounts();
+    for (const [id, sums] of this.#steps) {
+      if (step !== undefined && id !== step) continue;
+      for (const s of REPORT_STATUSES) out[s] += sums.counts[s];
+      out.not_started += Math.max(0, sums.planned - sums.seen);
+    }
+    return out;
+  }
+
+  /** The steps the fold knows: the plan's, and any a record named. */
+  steps(): string[] {
+    return [...this.#steps.keys()];
+  }
+
+  /** The money of a step, or of the run. */
+  money(step?: string): FoldMoney {
+    const money = step === undefined ? this.#total : this.#steps.get(step)?.money;
+    return { ...(money ?? emptyMoney()) };
+  }
+
+  /** In JSON (a `--json-logs` line): where each step stands, and the money, never the instances. */
+  toJSON(): { steps: Record<string, Record<ReportStatus, number>>; money: FoldMoney } {
+    return { steps: Object.fromEntries(this.steps().map((id) => [id, this.counts(id)])), money: this.money() };
+  }
+
+  #sums(step: string): StepSums {
+    let sums = this.#steps.get(step);
+    if (!sums) this.#steps.set(step, (sums = { planned: 0, counts: emptyCounts(), seen: 0, money: emptyMoney() }));
+    return sums;
+  }
+
+  #lineOf(id: string, entry: InstanceState): Line {
+    return lineOf(entry, this.#prices.get(stepOfInstanceId(id)));
+  }
+
+  /** Puts an instance's status and money in the sums in place of what it added `before` (nothing: new to the fold). */
+  #count(id: string, before: Line | undefined, entry: InstanceState | undefined): void {
+    if (!entry) return;
+    const line = this.#lineOf(id, entry);
+    const sums = this.#sums(stepOfInstanceId(id));
+    if (before) {
+      sums.counts[before.status]--;
+      addLine(sums.money, before, -1);
+      addLine(this.#total, before, -1);
+    } else sums.seen++;
+    sums.counts[line.status]++;
+    addLine(sums.money, line, 1);
+    addLine(this.#total, line, 1);
+  }
+}
+
+/** An instance's part of the sums: the figures of its report line (cost-report.ts lineOf). */
+function lineOf(entry: InstanceState, priceUsd: number | null | undefined): Line {
+  const money = moneyOf(entry, priceUsd);
+  return {
+    status: statusOf(entry),
+    estimatedUsd: jsonUsd(money.estimatedUsd),
+    refundedUsd: jsonUsd(money.refundedUsd),
+    netUsd: jsonUsd(money.chargedUsd),
+    unknownUsd: jsonUsd(money.unknownUsd),
+    unpriced: money.unpricedAttempts > 0 ? 1 : 0,
+  };
+}
+
+/**
+ * What a fold keeps of a replayed instance: its own object (later records change it, never the
+ * original), without the files and uploads status and money never read. Records are shared: a fold
+ * replaces them, never changes them.
+ */
+function leanCopy(entry: InstanceState): InstanceState {
+  return {
+    intent: entry.intent,
+    submission: entry.submission,
+    final: entry.final,
+    failed: entry.failed,
+    rerolls: entry.rerolls,
+    retries: entry.retries,
+    reusedFrom: entry.reusedFrom,
+    suspect: entry.suspect,
+    earlier: entry.earlier && { ...entry.earlier },
+  };
+}
