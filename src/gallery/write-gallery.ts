@@ -14,6 +14,7 @@ import { mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readPlanFile, type PlanFile } from '../run/files/run-dir.js';
 import { instanceStates } from '../report/instance-lines.js';
+import { InstanceOrder } from '../plan/instance-order.js';
 import type { RunState } from '../run/journal/run-state.js';
 import { streamJournalBatches } from '../run/journal/journal.js';
 import { cellLists, GalleryCells, MAX_GALLERY_CELLS, type Cell, type PackedCell, type StepCells } from './gallery-data.js';
@@ -77,7 +78,9 @@ interface BuildOptions {
 
 /** The cells of a replayed run state (`genpipe report`, `genpipe review`, `genpipe diff`), sorted. */
 export function cellsOfState(plan: Pick<PlanFile, 'steps'>, state: RunState): Map<string, Cell[]> {
-  return cellLists(new GalleryCells(pricesOf(plan), undefined, publicBasesOf(plan)).withLive(state.instances));
+  return cellLists(
+    new GalleryCells(pricesOf(plan), undefined, publicBasesOf(plan), new InstanceOrder(plan.steps)).withLive(state.instances),
+  );
 }
 
 export const pricesOf = (plan: Pick<PlanFile, 'steps'>): Map<string, number | null> => new Map(plan.steps.map((s) => [s.id, s.price_usd]));
@@ -365,7 +368,7 @@ async function gallerySourceOf(runDir: string, max = MAX_GALLERY_INSTANCES, atLe
   const journal = join(runDir, 'journal.jsonl');
   if (plan.steps.reduce((n, s) => n + s.count, 0) > max && (await journalInstancesOver(journal, max))) return undefined;
   const publicBases = publicBasesOf(plan);
-  const cells = new GalleryCells(pricesOf(plan), Math.min(MAX_GALLERY_CELLS, max), publicBases);
+  const cells = new GalleryCells(pricesOf(plan), Math.min(MAX_GALLERY_CELLS, max), publicBases, new InstanceOrder(plan.steps));
   const thumbnails: ThumbnailMemo = new Map();
   // A public sink's uploads are read too: a cell links the files the bucket holds with its bytes.
   for await (const [id, entry] of instanceStates(journal, { gallery: true, sinks: publicBases.size > 0 })) {
