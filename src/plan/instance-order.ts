@@ -59,9 +59,22 @@ function negative(text: string): string {
 
 const NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?$/;
 
+/** Digits with no leading zero, short enough to be their number's shortest text: the commonest label (a seed, a row). */
+function plainInteger(label: string): boolean {
+  const n = label.length;
+  if (n === 0 || n > 15 || (n > 1 && label.charCodeAt(0) === 0x30)) return false;
+  for (let i = 0; i < n; i++) {
+    const c = label.charCodeAt(i);
+    if (c < 0x30 || c > 0x39) return false;
+  }
+  return true;
+}
+
 /** The component of one value: its recorded position, a number, or text. */
 function valueKey(label: string, position: number | undefined): string {
   if (position !== undefined) return `a${positive(String(position))} `;
+  // What positive() gives, without parsing the number.
+  if (plainInteger(label)) return `c${String.fromCharCode(0x40 + label.length)}${label} `;
   const text = unquote(label);
   if (NUMBER.test(text)) {
     const value = Number(text);
@@ -143,7 +156,8 @@ export class InstanceOrder {
       }
     }
     if (rest === '') return key;
-    for (const part of splitLabel(rest)) {
+    // A label with no quote splits at every comma.
+    for (const part of rest.includes('"') ? splitLabel(rest) : rest.split(',')) {
       const eq = part.indexOf('=');
       const label = part.slice(eq + 1);
       key += valueKey(label, eq > 0 ? this.#position(step, part.slice(0, eq), label) : undefined);
@@ -165,6 +179,9 @@ export class InstanceOrder {
 export const idOfSortKey = (key: string): string => key.slice(key.indexOf(SEP) + 1);
 
 export const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Two values of an axis plan.json did not record, as instances are ordered by them: numbers by value, then text. */
+export const compareValues = (a: string, b: string): number => byCodeUnits(valueKey(a, undefined), valueKey(b, undefined));
 
 /**
  * Where the leading upstream id of a for_each id's brackets ends (`sheets[tier=cats],motion=2`:

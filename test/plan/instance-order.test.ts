@@ -3,7 +3,8 @@
 // keys are compared as strings (what the report's external sort does).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { byCodeUnits, idOfSortKey, InstanceOrder, type OrderStep } from '../../src/plan/instance-order.js';
+import { byCodeUnits, compareValues, idOfSortKey, InstanceOrder, type OrderStep } from '../../src/plan/instance-order.js';
+import { inManifestOrder } from '../../src/gallery/write-gallery.js';
 
 const STEPS: OrderStep[] = [
   // Written first, so listed first, though `sheets` sorts after `clips` as text.
@@ -83,5 +84,13 @@ describe('InstanceOrder', () => {
   it('a shorter id of a step (an include with fewer axes) sorts before the longer ones it starts like', () => {
     const ids = ['sheets[tier=normal]', 'sheets[tier=normal,row=zeta]', 'sheets[tier=frogs]'];
     expect(byKeys(order, [...ids].reverse())).toEqual(ids);
+  });
+
+  it("the gallery's selector lists values plan.json did not record as cells are ordered: numbers by value, then text", () => {
+    expect(['10', 'x', '9', '-1.5', '2'].sort(compareValues)).toEqual(['-1.5', '2', '9', '10', 'x']);
+    const step = { id: 's', model: 'm', count: 5, needs: [], for_each: null, price_usd: null };
+    expect(inManifestOrder([{ name: 'seed', values: ['10', '9', '-2'] }], step, [step])).toEqual([
+      { name: 'seed', values: ['-2', '9', '10'] },
+    ]);
   });
 });
