@@ -14,6 +14,7 @@
 import { createHash } from 'node:crypto';
 import type { Cell, GalleryData, GalleryStep } from './gallery-data.js';
 import { PAGE_SCRIPT } from './page-script.js';
+import { RUN_FILES } from '../run/files/run-layout.js';
 
 const STYLE = `
 :root { color-scheme: light dark; --line: #8884; --muted: #888; --ok: #2e7d32; --bad: #c62828; --warn: #ef6c00; }
@@ -182,7 +183,7 @@ export function galleryFiles(data: GalleryData, options: { review?: boolean } = 
     }
     return { fields, count: cells.length, spendUsd, unpriced, index: builder.index, pages };
   });
-  files.set('gallery.html', galleryPageHtml({ ...data, statuses, steps }, options));
+  files.set(RUN_FILES.gallery, galleryPageHtml({ ...data, statuses, steps }, options));
   return files;
 }
 

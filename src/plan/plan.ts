@@ -19,7 +19,7 @@ import { TemplateError, type CompiledTemplate, type PathSegment, type Scope, typ
 import { isWindowsDevice, sanitizeStem, utf8Bytes } from '../util/file-stem.js';
 import { nearest, Suggester } from '../util/suggest.js';
 import { labelMatcher, type Selection, type Selector } from './selection.js';
-import { isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models/registry.js';
+import { catalogFieldSet, isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models/registry.js';
 import { clip, formatPath } from '../util/zod-issues.js';
 import { canonicalJson, downstreamId, idempotencyKey, instanceId, PlanFingerprint } from './instance.js';
 import { expandMatrix, MatrixError, productSize, type MatrixSpec } from './matrix.js';
@@ -448,11 +448,8 @@ function scopeOf(base: Scope, values: Record<string, unknown>, upstream?: unknow
   return scope;
 }
 
-/** The input field of a step that needs the live options catalog, when its model has one and the step sets it. */
-function catalogFieldOf(s: StepPlan): string | undefined {
-  const field = modelFor(s.model).catalogField;
-  return field !== undefined && s.step.input !== undefined && Object.hasOwn(s.step.input, field) ? field : undefined;
-}
+/** The input field of a step that needs the live options catalog (models/registry.ts). */
+const catalogFieldOf = (s: StepPlan): string | undefined => catalogFieldSet(s.model, s.step.input);
 
 const resolvePath = (dir: string, path: string): string => (isAbsolute(path) ? path : resolve(dir, path));
 

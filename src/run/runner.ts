@@ -26,8 +26,9 @@ import type { Submission } from '../models/adapter.js';
 import { instanceStatus, sentNotFinal, type RunState } from './journal/run-state.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import type { JournaledProgress } from './events.js';
-import { openJournalStore, type RunStore } from './journal/run-store.js';
+import { openJournalStore, type OpenRunStoreOptions, type RunStore } from './journal/run-store.js';
 import { Scheduler } from './scheduler.js';
+import { runFile } from './files/run-layout.js';
 
 export { RETRY_STATUSES, type RateLimiter, type RetryStatus, type RunOptions } from './run-options.js';
 
@@ -51,10 +52,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const outputs = await openOutputs(options);
   let store: RunStore;
   try {
-    store = await openJournalStore(options.runDir, {
-      acceptCorrupt: options.acceptCorrupt,
-      onCorrupt: (corrupt) => options.onEvent?.({ type: 'journal_corrupt_accepted', line: corrupt.line, instance: corrupt.instance }),
-    });
+    store = await openJournalStore(options.runDir, storeOptions(options));
   } catch (error) {
     await outputs.abandon();
     throw error;
@@ -84,7 +82,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   // What is finished so far, now and then (a view: it never holds the run up).
   const galleryTimer = view ? setInterval(() => view.update(), GALLERY_EVERY_MS).unref() : undefined;
   const scheduler = new Scheduler(fx, driver);
-  if (!store.created) await removePartialDownloads(join(options.runDir, 'outputs'));
+  if (!store.created) await removePartialDownloads(runFile(options.runDir, 'outputs'));
   // How the last start ended, read before this one's record: a finished run resumed with nothing to do tells no one again.
   const endedBefore = store.state.lastOutcome;
   await fx.log(
@@ -145,6 +143,15 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   return summary;
 }
 
+/** How the run's journal is opened: past damaged lines when accepted (each said), its syncs timed for metrics. */
+function storeOptions(options: RunOptions): OpenRunStoreOptions {
+  return {
+    acceptCorrupt: options.acceptCorrupt,
+    onCorrupt: (corrupt) => options.onEvent?.({ type: 'journal_corrupt_accepted', line: corrupt.line, instance: corrupt.instance }),
+    onSync: options.observer?.journalSync?.bind(options.observer),
+  };
+}
+
 /**
  * The run's transport, told of the run: every request goes through the run's per-route limiter (a
  * 429 slows its own route), and the transport's own retries draw from the run's one retry budget.
@@ -152,6 +159,12 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
  */
 function wireTransport(fx: RunContext, options: RunOptions): () => void {
   const unpace = options.client.transport.pace(fx.routes);
+  // Metrics: each answer and the run's throttling, told to the observer (observer.ts).
+  const observer = options.observer;
+  observer?.throttling?.(fx.routes);
+  const unobserve = observer
+    ? options.client.transport.onExchange((e) => observer.exchange?.(e.method, new URL(e.url).pathname, e.status))
+    : () => {};
   let throttleSaid = 0;
   const ungate = options.client.transport.retryGate(({ code, delayMs }) => {
     if (!fx.consumeRetry()) return false;
@@ -163,6 +176,7 @@ function wireTransport(fx: RunContext, options: RunOptions): () => void {
   });
   return () => {
     unpace();
+    unobserve();
     ungate();
     fx.routes.close();
   };
@@ -196,7 +210,7 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
   if (!store.created && !store.state.started) {
     throw new GenpipeError(
       'invalid_file',
-      `${join(options.runDir, 'journal.jsonl')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`,
+      `${runFile(options.runDir, 'journal')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`,
     );
   }
   const { options: recorded, changes } = resolveRecordedOptions(

@@ -73,6 +73,15 @@ export function attemptPrice(entry: Pick<AttemptState, 'intent'> | undefined, fa
   return journaled === undefined ? (fallback ?? null) : journaled;
 }
 
+/** The price an attempt's events and settlement tell: its journaled price, else the step's; undefined when unpriced. */
+export function toldPrice(
+  instances: ReadonlyMap<string, Pick<AttemptState, 'intent'>>,
+  id: string,
+  step: { readonly priceUsd: number | undefined },
+): number | undefined {
+  return attemptPrice(instances.get(id), step.priceUsd) ?? undefined;
+}
+
 /** Folds the current attempt into the instance's earlier attempts, before a re-roll or retry starts over. */
 export function settleAttempt(entry: AttemptState): void {
   const fate = fateOf(entry);

@@ -7,7 +7,7 @@
 import { GenpipeError } from '../../api/errors.js';
 import type { ModelAdapter, Submission } from '../../models/adapter.js';
 import type { StepPlan } from '../../plan/plan.js';
-import { attemptPrice } from './attempt-money.js';
+import { toldPrice } from './attempt-money.js';
 import { attemptOf } from './attempt-ref.js';
 import { workOf } from './executor.js';
 import { isFate, type AttemptFate } from './fate.js';
@@ -46,7 +46,7 @@ export async function reclaimAttempt(d: PhaseDeps, step: StepPlan, adapter: Mode
     step: step.id,
     instance: id,
     model: step.model,
-    estimatedUsd: attemptPrice(fx.state.instances.get(id), step.priceUsd) ?? undefined,
+    estimatedUsd: toldPrice(fx.state.instances, id, step),
   });
   return answer;
 }

@@ -18,7 +18,7 @@ import type { JournalRecord } from '../journal/journal-records.js';
 import type { InstanceState } from '../journal/run-state.js';
 import type { RunEffects } from '../run-context.js';
 import type { AttemptFate, FateKind, FateOf } from './fate.js';
-import { attemptPrice } from './attempt-money.js';
+import { toldPrice } from './attempt-money.js';
 import type { Reservation } from './spend.js';
 import { noModelAccessSentence } from './step-refusals.js';
 
@@ -42,9 +42,8 @@ interface Row<K extends FateKind> {
   then?: (fate: FateOf<K>, s: Settling) => void;
 }
 
-/** The attempt's price: what it reserved, else what its intent journaled (attempt-money.ts attemptPrice). */
-const priceHeld = (s: Settling): number | undefined =>
-  s.reservation?.priceUsd ?? attemptPrice(s.fx.state.instances.get(s.instance), s.step.priceUsd) ?? undefined;
+/** The attempt's price: what it reserved, else what its intent journaled (attempt-money.ts toldPrice). */
+const priceHeld = (s: Settling): number | undefined => s.reservation?.priceUsd ?? toldPrice(s.fx.state.instances, s.instance, s.step);
 
 /** A reused result's event, told with a fate that says more of it (an upload pending, a conflict). */
 const reusedEvent = (fate: { reusedFrom?: string | undefined }, s: Settling): RunEvent | undefined =>
