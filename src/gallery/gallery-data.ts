@@ -3,7 +3,7 @@
  * plan.json: per step, its axes and grid, and per instance one cell that tells the truth about it.
  */
 import { instanceCostUsd, instanceStatus, instanceUnpriced, type InstanceState, type InstanceStatus } from '../run/journal/run-state.js';
-import { naturalCompare } from '../util/natural-compare.js';
+import { InstanceOrder } from '../plan/instance-order.js';
 import { sortedAxes, type AxisValues, type GridLayout } from './grid-layout.js';
 import { instanceAxes } from './instance-axes.js';
 import { redactEveryForm } from '../util/redact.js';
@@ -112,6 +112,8 @@ export class GalleryCells {
     private readonly max = MAX_GALLERY_CELLS,
     /** Per step with a public storage sink, its prefix's public URL (write-gallery.ts publicBasesOf). */
     private readonly publicBases: ReadonlyMap<string, string> = new Map(),
+    /** The views' order (plan/instance-order.ts), from plan.json's steps: report.md and outputs.csv list instances in it too. */
+    private readonly order: InstanceOrder = new InstanceOrder(),
   ) {}
 
   /** Sets (or replaces) the cell of an instance from its state. */
@@ -138,7 +140,7 @@ export class GalleryCells {
 
   /**
    * These cells, with those of `live` instances (still in a run's state) laid over them, per step:
-   * the ids in natural order, the axes, and each id's cell made on demand. Read it at once, before
+   * the ids in the views' order, the axes, and each id's cell made on demand. Read it at once, before
    * the run moves on.
    */
   withLive(live: Iterable<[string, InstanceState]>): Map<string, StepCells> {
@@ -153,9 +155,9 @@ export class GalleryCells {
     for (const step of new Set([...this.#byStep.keys(), ...liveByStep.keys()])) {
       const stored = this.#byStep.get(step) ?? new Map<string, string>();
       const liveCells = liveByStep.get(step) ?? new Map<string, Cell>();
-      const ids = [...stored.keys()];
-      for (const id of liveCells.keys()) if (!stored.has(id) && ids.length < this.max) ids.push(id);
-      ids.sort(naturalCompare);
+      const unsorted = [...stored.keys()];
+      for (const id of liveCells.keys()) if (!stored.has(id) && unsorted.length < this.max) unsorted.push(id);
+      const ids = this.order.sort(unsorted);
       const labels = new Map([...(this.#labels.get(step) ?? [])].map(([axis, set]) => [axis, new Set(set)]));
       for (const cell of liveCells.values()) {
         for (const [axis, label] of Object.entries(cell.values)) {
@@ -178,7 +180,7 @@ export class GalleryCells {
 
 /** A step's cells, sorted, without making them all at once. */
 export interface StepCells {
-  /** In natural order. */
+  /** In the views' order (InstanceOrder). */
   ids: string[];
   axes: AxisValues[];
   cell(id: string): Cell;

@@ -8,6 +8,7 @@ import { planFileSteps, type StepSinkRecord } from '../run/files/run-dir.js';
 import type { RunView, ViewedRun } from '../run/run-options.js';
 import { GalleryCells } from './gallery-data.js';
 import { GalleryWriter, pricesOf, publicBasesOf } from './write-gallery.js';
+import { InstanceOrder } from '../plan/instance-order.js';
 
 export function galleryView(
   runDir: string,
@@ -17,7 +18,7 @@ export function galleryView(
 ): (run: ViewedRun) => RunView {
   return (run) => {
     const steps = planFileSteps(plan, sinks);
-    const cells = new GalleryCells(pricesOf({ steps }), undefined, publicBasesOf({ steps }));
+    const cells = new GalleryCells(pricesOf({ steps }), undefined, publicBasesOf({ steps }), new InstanceOrder(steps));
     const gallery = new GalleryWriter(
       runDir,
       () => ({ plan: { pipeline: plan.name, runId, steps }, cells: cells.withLive(run.state.instances) }),

@@ -14,6 +14,7 @@ import { mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readPlanFile, type PlanFile } from '../run/files/run-dir.js';
 import { instanceStates } from '../report/instance-lines.js';
+import { compareValues, InstanceOrder } from '../plan/instance-order.js';
 import type { RunState } from '../run/journal/run-state.js';
 import { streamJournalBatches } from '../run/journal/journal.js';
 import { cellLists, GalleryCells, MAX_GALLERY_CELLS, type Cell, type PackedCell, type StepCells } from './gallery-data.js';
@@ -29,7 +30,7 @@ import {
   type PageRef,
   type PageStep,
 } from './gallery-page.js';
-import { chooseLayout, naturalCompare, type AxisValues, type LayoutChoice } from './grid-layout.js';
+import { chooseLayout, type AxisValues, type LayoutChoice } from './grid-layout.js';
 import { instanceAxes } from './instance-axes.js';
 import { readHeadlines } from '../run/files/run-headlines.js';
 import { unquote } from '../plan/selection.js';
@@ -78,7 +79,9 @@ interface BuildOptions {
 
 /** The cells of a replayed run state (`genpipe report`, `genpipe review`, `genpipe diff`), sorted. */
 export function cellsOfState(plan: Pick<PlanFile, 'steps'>, state: RunState): Map<string, Cell[]> {
-  return cellLists(new GalleryCells(pricesOf(plan), undefined, publicBasesOf(plan)).withLive(state.instances));
+  return cellLists(
+    new GalleryCells(pricesOf(plan), undefined, publicBasesOf(plan), new InstanceOrder(plan.steps)).withLive(state.instances),
+  );
 }
 
 export const pricesOf = (plan: Pick<PlanFile, 'steps'>): Map<string, number | null> => new Map(plan.steps.map((s) => [s.id, s.price_usd]));
@@ -209,7 +212,7 @@ const NO_CELLS: StepCells = {
 /**
  * A step's axes with their values in the order plan.json recorded (list values as written, CSV rows
  * as in the file); a for_each step's upstream axes (`tier`, or `sheets.tier` when its own axes use
- * the name) in its upstream's order. Values it did not record keep natural order, after those.
+ * the name) in its upstream's order. Values it did not record come after those, numbers by value, then text (as cells are ordered).
  */
 export function inManifestOrder(axes: readonly AxisValues[], step: PlanFile['steps'][number], steps: PlanFile['steps']): AxisValues[] {
   const recordedOf = (name: string): readonly string[] | undefined => {
@@ -223,10 +226,10 @@ export function inManifestOrder(axes: readonly AxisValues[], step: PlanFile['ste
   };
   return axes.map((axis) => {
     const recorded = recordedOf(axis.name);
-    if (!recorded) return axis;
+    if (!recorded) return { name: axis.name, values: [...axis.values].sort(compareValues) };
     const rank = new Map(recorded.map((label, i) => [unquote(label), i]));
     const values = [...axis.values].sort(
-      (a, b) => (rank.get(a) ?? Number.MAX_SAFE_INTEGER) - (rank.get(b) ?? Number.MAX_SAFE_INTEGER) || naturalCompare(a, b),
+      (a, b) => (rank.get(a) ?? Number.MAX_SAFE_INTEGER) - (rank.get(b) ?? Number.MAX_SAFE_INTEGER) || compareValues(a, b),
     );
     return { name: axis.name, values };
   });
@@ -366,7 +369,7 @@ async function gallerySourceOf(runDir: string, max = MAX_GALLERY_INSTANCES, atLe
   const journal = runFile(runDir, 'journal');
   if (plan.steps.reduce((n, s) => n + s.count, 0) > max && (await journalInstancesOver(journal, max))) return undefined;
   const publicBases = publicBasesOf(plan);
-  const cells = new GalleryCells(pricesOf(plan), Math.min(MAX_GALLERY_CELLS, max), publicBases);
+  const cells = new GalleryCells(pricesOf(plan), Math.min(MAX_GALLERY_CELLS, max), publicBases, new InstanceOrder(plan.steps));
   const thumbnails: ThumbnailMemo = new Map();
   // A public sink's uploads are read too: a cell links the files the bucket holds with its bytes.
   for await (const [id, entry] of instanceStates(journal, { gallery: true, sinks: publicBases.size > 0 })) {

@@ -304,7 +304,7 @@ export async function summarizeCostReport(
   const plan = await readPlanFile(runDir);
   const tally = new CostTally(plan);
   const sinks = plan.steps.some((step) => step.sink !== undefined);
-  for await (const [id, entry] of instanceStates(runFile(runDir, 'journal'), { sinks })) {
+  for await (const [id, entry] of instanceStates(runFile(runDir, 'journal'), { sinks, order: plan.steps })) {
     const line = tally.line(id, entry);
     await onLine?.(line);
   }

@@ -2,7 +2,7 @@
  * Each instance's outcome, in instance-id order, read from a journal of any size in bounded memory
  * (a journal of 1,000,000 instances must not need a gigabyte). The journal streams by; the records of each instance are gathered (reduced to
  * what an outcome needs) for up to CHUNK_INSTANCES instances at a time. A run that fits one chunk
- * is sorted in memory. A larger one spills each chunk, sorted by id, to a temporary file, and the
+ * is sorted in memory. A larger one spills each chunk, sorted, to a temporary file, and the
  * files are merged: an instance whose records sit in several chunks (a resume, a retry much later)
  * gets them back in journal order. So a report of 10,000,000 instances needs no more memory than
  * one of CHUNK_INSTANCES (many files are merged in passes: external-sort.ts MAX_FAN_IN).
@@ -10,6 +10,9 @@
  * A journal of PARALLEL_MIN_BYTES or more is read by two threads: this one reads the first half,
  * a worker (report-worker.ts) the second, each spilling its own chunks; the merge takes the first
  * half's files before the second's, so records keep their journal order across the halves.
+ *
+ * The order is the views' order (plan/instance-order.ts): a spilled line starts with its
+ * instance's sort key, which holds the id, so the merge compares keys as strings.
  */
 import { mkdtemp, open, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -20,6 +23,7 @@ import { keyOfLine, mergeRuns, narrowRuns, sampleRun, writeLinesFile } from '../
 import { applyRecord, emptyRunState, type InstanceState } from '../run/journal/run-state.js';
 import { canStartWorker, startTaskWorker, type TaskWorker } from '../util/worker-task.js';
 import { bytesAt } from '../util/bytes-at.js';
+import { byCodeUnits, idOfSortKey, InstanceOrder, type OrderStep } from '../plan/instance-order.js';
 
 /** Instances gathered in memory before a chunk is spilled to disk. */
 export const CHUNK_INSTANCES = 25_000;
@@ -308,8 +312,6 @@ function stateOf(id: string, facts: readonly Fact[]): InstanceState {
   return entry;
 }
 
-const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-
 export interface StatesOptions {
   /** Instances gathered in memory before a chunk is spilled. Default CHUNK_INSTANCES. */
   chunk?: number | undefined;
@@ -319,6 +321,8 @@ export interface StatesOptions {
   sinks?: boolean | undefined;
   /** Parse and check every line in full (tests compare with the projected reading). */
   fullParse?: boolean | undefined;
+  /** The order of the instances (plan/instance-order.ts): plan.json's steps. Default: by id, code unit by code unit. */
+  order?: readonly OrderStep[] | undefined;
   /** Journals this big or bigger are read by two threads. Default PARALLEL_MIN_BYTES. */
   parallelMinBytes?: number | undefined;
   /** The second thread's module; default report-worker.js beside this one (tests of the sources name the built one). */
@@ -341,8 +345,9 @@ export const PARALLEL_MIN_BYTES = 64 * 2 ** 20;
 const WORKER = new URL('./report-worker.js', import.meta.url);
 
 /**
- * Yields `[instance id, state]` for every instance the journal names, sorted by id (UTF-16 code
- * units, like outputs.csv: the same order on every machine and locale). `fullParse` parses and
+ * Yields `[instance id, state]` for every instance the journal names, in `order` (steps, axes and
+ * values in manifest order, as outputs.csv and the gallery list them; the same on every machine
+ * and locale). `fullParse` parses and
  * checks every line rather than reading the common ones' facts from their text (tests compare).
  *
  * A big journal is read by two threads, each spilling its part's chunks: the first thread's
@@ -366,7 +371,10 @@ export async function* instanceStates(journalPath: string, options: StatesOption
  */
 export interface InstanceRuns {
   inMemory: Map<string, FactsText>;
+  /** Spill files of `sortKey<TAB>facts` lines, sorted by key. */
   runs: readonly string[];
+  /** The order the in-memory instances are sorted in (the runs were spilled in it). */
+  order?: InstanceOrder | undefined;
   helper: TaskWorker | undefined;
   dispose(): Promise<void>;
 }
@@ -381,6 +389,7 @@ export async function gatherInstanceRuns(journalPath: string, options: StatesOpt
     if (dir) await rm(dir, { recursive: true, force: true });
   };
   let helped: Promise<string[]> | undefined;
+  const order = new InstanceOrder(options.order);
   try {
     const size = await twoThreadSize(journalPath, options);
     // Two threads gather a quarter chunk each: each thread has its own heap, and on a million
@@ -401,6 +410,7 @@ export async function gatherInstanceRuns(journalPath: string, options: StatesOpt
           from: bound.end,
           dir: await spillDir(),
           chunk,
+          order: order.steps,
           gallery: options.gallery,
           sinks: options.sinks,
           fullParse: options.fullParse,
@@ -417,6 +427,7 @@ export async function gatherInstanceRuns(journalPath: string, options: StatesOpt
     const gathered = await gatherRuns(journalPath, {
       ...options,
       chunk,
+      order,
       bound,
       spillDir,
       spillAll: size !== undefined,
@@ -424,7 +435,7 @@ export async function gatherInstanceRuns(journalPath: string, options: StatesOpt
     });
     const { spills } = gathered;
     if (helped) spills.push(...(await helped));
-    return { inMemory: gathered.chunk, runs: narrowRuns(spills, byCodeUnits, decodeId), helper, dispose };
+    return { inMemory: gathered.chunk, runs: narrowRuns(spills, byCodeUnits, decodeKey), order, helper, dispose };
   } catch (error) {
     // A failed or stopped second thread: its answer no longer matters.
     await helped?.catch(() => {});
@@ -434,11 +445,11 @@ export async function gatherInstanceRuns(journalPath: string, options: StatesOpt
 }
 
 /**
- * The states of the gathered instances, sorted by id; with `range`, only those whose id is at or
+ * The states of the gathered instances, in order; with `range`, only those whose sort key is at or
  * after `from` and before `to` (the parts of a report written by two threads: write-report.ts).
  */
 export async function* statesOf(
-  gathered: Pick<InstanceRuns, 'inMemory' | 'runs'>,
+  gathered: Pick<InstanceRuns, 'inMemory' | 'runs' | 'order'>,
   range: { from?: string | undefined; to?: string | undefined } = {},
 ): AsyncGenerator<[string, InstanceState]> {
   for await (const [id, texts] of factsOf(gathered, range)) yield [id, stateOfTexts(id, texts)];
@@ -467,7 +478,7 @@ const PLAIN = new RegExp(
 
 /** As statesOf, but an instance whose facts are plain comes as a PlainOutcome, not replayed (the report's lines). */
 export async function* outcomesOf(
-  gathered: Pick<InstanceRuns, 'inMemory' | 'runs'>,
+  gathered: Pick<InstanceRuns, 'inMemory' | 'runs' | 'order'>,
   range: { from?: string | undefined; to?: string | undefined } = {},
 ): AsyncGenerator<[string, InstanceState | PlainOutcome]> {
   for await (const [id, texts] of factsOf(gathered, range)) {
@@ -501,18 +512,20 @@ function stateOfTexts(id: string, texts: readonly string[]): InstanceState {
  * that held some, in journal order); `range` as statesOf's.
  */
 async function* factsOf(
-  gathered: Pick<InstanceRuns, 'inMemory' | 'runs'>,
+  gathered: Pick<InstanceRuns, 'inMemory' | 'runs' | 'order'>,
   range: { from?: string | undefined; to?: string | undefined },
 ): AsyncGenerator<[string, string[]]> {
   const { inMemory } = gathered;
-  const inRange = (id: string): boolean => (range.from === undefined || id >= range.from) && (range.to === undefined || id < range.to);
+  const inRange = (key: string): boolean => (range.from === undefined || key >= range.from) && (range.to === undefined || key < range.to);
   if (gathered.runs.length === 0) {
-    const ids = [...inMemory.keys()].sort(byCodeUnits);
-    for (const id of ids) {
+    const order = gathered.order ?? new InstanceOrder();
+    const keys = [...inMemory.keys()].map((id) => order.sortKey(id)).sort(byCodeUnits);
+    for (const key of keys) {
+      const id = idOfSortKey(key);
       const facts = inMemory.get(id) as FactsText;
       // Each instance's facts give way to its state as it is yielded.
       inMemory.delete(id);
-      if (inRange(id)) yield [id, [`[${facts}]`]];
+      if (inRange(key)) yield [id, [`[${facts}]`]];
     }
     return;
   }
@@ -520,15 +533,15 @@ async function* factsOf(
 }
 
 /**
- * An id near the middle of the gathered instances (the median of the runs' middle ids), past the
- * first id, so that the instances before it and from it on both hold some; undefined when there
- * is no such id (all in memory, or too few).
+ * A sort key near the middle of the gathered instances (the median of the runs' middle keys), past
+ * the first key, so that the instances before it and from it on both hold some; undefined when
+ * there is no such key (all in memory, or too few).
  */
-export function middleId(gathered: Pick<InstanceRuns, 'runs'>): string | undefined {
+export function middleKey(gathered: Pick<InstanceRuns, 'runs'>): string | undefined {
   const middles: string[] = [];
   let first: string | undefined;
   for (const run of gathered.runs) {
-    const sample = sampleRun(run, decodeId);
+    const sample = sampleRun(run, decodeKey);
     if (sample.first !== undefined && (first === undefined || sample.first < first)) first = sample.first;
     if (sample.middle !== undefined) middles.push(sample.middle);
   }
@@ -584,6 +597,8 @@ export interface ReaderJob {
   from: number;
   dir: string;
   chunk: number | undefined;
+  /** plan.json's steps: the spills are sorted in their order (InstanceOrder). */
+  order: readonly OrderStep[];
   gallery: boolean | undefined;
   sinks: boolean | undefined;
   fullParse: boolean | undefined;
@@ -603,6 +618,7 @@ export interface ReaderAnswer {
 export async function gatherRuns(
   journalPath: string,
   options: Pick<StatesOptions, 'chunk' | 'gallery' | 'sinks' | 'fullParse'> & {
+    order: InstanceOrder;
     start?: number | undefined;
     bound?: ReadBound | undefined;
     spillDir: () => Promise<string>;
@@ -636,7 +652,7 @@ export async function gatherRuns(
       if (before !== undefined) chunk.set(id, `${before},${text}`);
       else {
         if (chunk.size >= limit) {
-          spills.push(spill(chunk, join(await options.spillDir(), `${options.prefix}-${spills.length}.jsonl`)));
+          spills.push(spill(chunk, options.order, join(await options.spillDir(), `${options.prefix}-${spills.length}.jsonl`)));
           chunk = new Map();
         }
         chunk.set(id, text);
@@ -644,39 +660,42 @@ export async function gatherRuns(
     }
   }
   if (chunk.size > 0 && (options.spillAll || spills.length > 0)) {
-    spills.push(spill(chunk, join(await options.spillDir(), `${options.prefix}-${spills.length}.jsonl`)));
+    spills.push(spill(chunk, options.order, join(await options.spillDir(), `${options.prefix}-${spills.length}.jsonl`)));
     chunk = new Map();
   }
   return { chunk, spills };
 }
 
-/** Writes a chunk sorted by id, a line per instance: its id (JSON), a tab, its facts (a JSON array); returns its path. */
-function spill(chunk: ReadonlyMap<string, FactsText>, path: string): string {
-  const ids = [...chunk.keys()].sort(byCodeUnits);
+/**
+ * Writes a chunk in `order`, a line per instance: its sort key (JSON; it ends with the id), a tab,
+ * its facts (a JSON array); returns its path.
+ */
+function spill(chunk: ReadonlyMap<string, FactsText>, order: InstanceOrder, path: string): string {
+  const keys = [...chunk.keys()].map((id) => order.sortKey(id)).sort(byCodeUnits);
   return writeLinesFile(
     path,
-    ids.map((id) => `${JSON.stringify(id)}\t[${chunk.get(id)}]`),
+    keys.map((key) => `${JSON.stringify(key)}\t[${chunk.get(idOfSortKey(key))}]`),
   );
 }
 
-/** A merge of sorted spill files (external-sort.ts), combining an id's facts in file order, so in journal order. */
+/** A merge of sorted spill files (external-sort.ts), combining an instance's facts in file order, so in journal order. */
 async function* merge(
   paths: readonly string[],
   range: { from?: string | undefined; to?: string | undefined },
 ): AsyncGenerator<[string, string[]]> {
-  let id: string | undefined;
+  let key: string | undefined;
   let texts: string[] = [];
   let count = 0;
-  for (const { key: next, line } of mergeRuns(paths, byCodeUnits, decodeId, { from: range.from })) {
+  for (const { key: next, line } of mergeRuns(paths, byCodeUnits, decodeKey, { from: range.from })) {
     // The merge reads synchronously: let signals and timers in now and then.
     if (++count % 20_000 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
     if (range.to !== undefined && next >= range.to) break;
-    if (id !== undefined && next !== id) yield [id, texts];
-    if (next !== id) texts = [];
-    id = next;
+    if (key !== undefined && next !== key) yield [idOfSortKey(key), texts];
+    if (next !== key) texts = [];
+    key = next;
     texts.push(line.slice(keyOfLine(line).length + 1));
   }
-  if (id !== undefined) yield [id, texts];
+  if (key !== undefined) yield [idOfSortKey(key), texts];
 }
 
-const decodeId = (raw: string): string => JSON.parse(raw) as string;
+const decodeKey = (raw: string): string => JSON.parse(raw) as string;

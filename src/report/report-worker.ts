@@ -6,6 +6,7 @@
  */
 import { serveTasks } from '../util/worker-task.js';
 import { gatherRuns, lineStartFrom, type ReaderAnswer, type ReaderJob } from './instance-lines.js';
+import { InstanceOrder } from '../plan/instance-order.js';
 import { writeTail, type TailAnswer, type TailJob } from './write-report.js';
 
 async function work(task: unknown): Promise<ReaderAnswer | TailAnswer> {
@@ -14,6 +15,7 @@ async function work(task: unknown): Promise<ReaderAnswer | TailAnswer> {
   const { spills } = await gatherRuns(job.journal, {
     start: await lineStartFrom(job.journal, job.from),
     chunk: job.chunk,
+    order: new InstanceOrder(job.order),
     gallery: job.gallery,
     sinks: job.sinks,
     fullParse: job.fullParse,

@@ -6,7 +6,7 @@ import type { InstanceState } from '../run/journal/run-state.js';
 import { ByteSink } from '../util/byte-sink.js';
 import { canStartWorker, startTaskWorker, type TaskWorker } from '../util/worker-task.js';
 import { CostTally, emptyGroup, type CostSummary, type TallyGroups } from './cost-report.js';
-import { gatherInstanceRuns, middleId, outcomesOf, PlainOutcome, type StatesOptions } from './instance-lines.js';
+import { gatherInstanceRuns, middleKey, outcomesOf, PlainOutcome, type StatesOptions } from './instance-lines.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
 import { RUN_FILES, runFile } from '../run/files/run-layout.js';
 
@@ -32,7 +32,7 @@ export interface WrittenReport extends CostSummary {
  * totals (Markdown) gets its instance lines in a section file, copied in after its head.
  *
  * A big journal is read by two threads (instance-lines.ts), and its instances' lines are written by
- * two as well: this thread writes those before the middle id, a worker (report-worker.ts) those from
+ * two as well: this thread writes those before the middle sort key, a worker (report-worker.ts) those from
  * it on, into part files copied in after this thread's lines, its sums added after this thread's
  * (CostTally.absorb). The files are byte for byte those one thread writes.
  *
@@ -65,7 +65,7 @@ export async function writeCostReport(
   const headFirst = new Set<ReportFormat>([JSON_FORMAT, CSV_FORMAT]);
   const sinks: ByteSink[] = [];
   const hasSink = plan.steps.some((step) => step.sink !== undefined);
-  const gathered = await gatherInstanceRuns(runFile(runDir, 'journal'), { ...options.threads, sinks: hasSink });
+  const gathered = await gatherInstanceRuns(runFile(runDir, 'journal'), { ...options.threads, sinks: hasSink, order: plan.steps });
   let tail: TailWriter | undefined;
   try {
     for (const [name, format] of FILES) {
@@ -74,7 +74,7 @@ export async function writeCostReport(
       if (headFirst.has(format)) sink.add(format.head(early));
     }
     const worker = options.threads?.worker ?? WORKER;
-    const middle = gathered.runs.length > 0 && canStartWorker(worker) ? middleId(gathered) : undefined;
+    const middle = gathered.runs.length > 0 && canStartWorker(worker) ? middleKey(gathered) : undefined;
     if (middle !== undefined) {
       const parts = FILES.map(([name]) => join(runDir, `${name}.part.${tmp}`));
       // The thread that read the journal's second part writes the last lines too; a journal one
@@ -172,7 +172,7 @@ export interface TailJob {
   kind: 'tail';
   /** The sorted runs of the gathered instances (instance-lines.ts InstanceRuns). */
   runs: readonly string[];
-  /** The first instance id the worker writes; the ids before are this thread's. */
+  /** The sort key (plan/instance-order.ts) of the first instance the worker writes; those before are this thread's. */
   from: string;
   runDir: string;
   creditsPerUsd: number;

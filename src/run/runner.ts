@@ -14,6 +14,7 @@ import type { RunEvent, RunOutcome, RunSummary } from './events.js';
 import { CANCEL_TIMEOUT_MS, InstanceDriver } from './attempt/instance-driver.js';
 import { OutputsCsv } from './files/outputs-csv.js';
 import { axisColumns } from './files/output-rows.js';
+import { planFileSteps } from './files/run-dir.js';
 import { RunContext } from './run-context.js';
 import { releaseUnsent } from './lock/unsent-notes.js';
 import type { RunOptions } from './run-options.js';
@@ -39,6 +40,10 @@ const THROTTLE_LINE_MS = 5_000;
 /** How often a running run rewrites gallery.html. */
 const GALLERY_EVERY_MS = 5_000;
 
+/** outputs.csv's writer, its rows in the order plan.json gives the report and the gallery. */
+const openOutputs = (options: RunOptions): Promise<OutputsCsv> =>
+  OutputsCsv.open(options.runDir, axisColumns(options.plan), { sink: options.sinks !== undefined, order: planFileSteps(options.plan) });
+
 /** After Ctrl-C or a halt, how long the walk may take to settle before the run ends without it. */
 const HALT_GRACE_MS = 1_500;
 
@@ -46,7 +51,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const started = Date.now();
   // Every instance in flight listens to the run's signal (sleeps, requests): no leak warning at high concurrency.
   setMaxListeners(0, options.signal);
-  const outputs = await OutputsCsv.open(options.runDir, axisColumns(options.plan), { sink: options.sinks !== undefined });
+  const outputs = await openOutputs(options);
   let store: RunStore;
   try {
     store = await openJournalStore(options.runDir, storeOptions(options));

@@ -1,6 +1,7 @@
 /**
  * outputs.csv and outputs.jsonl: one row (record) per downloaded file, or one per instance without
- * files (columns: output-rows.ts), sorted by instance id in natural order, written when the run ends.
+ * files (columns: output-rows.ts), in the views' order (plan/instance-order.ts: steps, axes and
+ * values in manifest order, as report.md and the gallery list them), written when the run ends.
  *
  * A finished instance's rows are not kept in memory until then: they are appended to a spill file
  * in the run directory as the instance finishes, so a run of millions of instances holds only the
@@ -17,7 +18,7 @@ import { open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises
 import { join } from 'node:path';
 import { csvRow } from '../../util/csv.js';
 import { keyOfLine, sortLines } from '../../util/external-sort.js';
-import { naturalCompare } from '../../util/natural-compare.js';
+import { byCodeUnits, InstanceOrder, type OrderStep } from '../../plan/instance-order.js';
 import { streamLinesOfFile } from '../../util/read-lines.js';
 import { LEADING_COLUMNS, SINK_COLUMNS, TRAILING_COLUMNS, type OutputRow } from './output-rows.js';
 import { redactingReplacer } from '../../util/redact.js';
@@ -71,12 +72,22 @@ export class OutputsCsv {
   readonly #columns: readonly string[];
   readonly #sortChunk: number;
   readonly #sink: boolean;
+  readonly #order: InstanceOrder;
   #buffer = '';
   /** The spill writes, in order; the first failure is kept and reported by `write`. */
   #writing: Promise<void> = Promise.resolve();
 
-  private constructor(runDir: string, name: string, spill: FileHandle, columns: readonly string[], sortChunk: number, sink: boolean) {
+  private constructor(
+    runDir: string,
+    name: string,
+    spill: FileHandle,
+    columns: readonly string[],
+    sortChunk: number,
+    sink: boolean,
+    order: InstanceOrder,
+  ) {
     this.#sink = sink;
+    this.#order = order;
     this.#spillName = name;
     this.#sortChunk = sortChunk;
     this.#runDir = runDir;
@@ -87,12 +98,13 @@ export class OutputsCsv {
   /**
    * `axisColumns`: the plan's axis columns (output-rows.ts axisColumns); `sortChunk`: instances
    * sorted in memory at once; `sink`: the run has a storage sink, so outputs.csv ends with
-   * sink_uri, sink_url and sink_status (outputs.jsonl carries them on the rows that have them either way).
+   * sink_uri, sink_url and sink_status (outputs.jsonl carries them on the rows that have them either way);
+   * `order`: plan.json's steps, whose order the rows follow (InstanceOrder; default: by id, code unit by code unit).
    */
   static async open(
     runDir: string,
     axisColumns: readonly string[] = [],
-    options: { sortChunk?: number; sink?: boolean } = {},
+    options: { sortChunk?: number; sink?: boolean; order?: readonly OrderStep[] } = {},
   ): Promise<OutputsCsv> {
     await removeDeadSpills(runDir);
     const name = spillName();
@@ -103,6 +115,7 @@ export class OutputsCsv {
       axisColumns,
       options.sortChunk ?? SORT_CHUNK,
       options.sink === true,
+      new InstanceOrder(options.order),
     );
   }
 
@@ -129,7 +142,7 @@ export class OutputsCsv {
 
   /**
    * Writes outputs.csv and outputs.jsonl from the spilled rows and `unfinished` (instances still in
-   * the run's state), sorted by id in natural order, then removes the spill file.
+   * the run's state), in the views' order, then removes the spill file.
    */
   async write(unfinished: Iterable<[string, readonly OutputRow[]]>): Promise<void> {
     this.#flush();
@@ -141,9 +154,10 @@ export class OutputsCsv {
     const spillPath = join(this.#runDir, this.#spillName);
     const unfinishedLines: string[] = [];
     for (const [id, rows] of unfinished) unfinishedLines.push(spillLine(id, rows).slice(0, -1));
-    const sorted = sortLines(concat(streamLinesOfFile(spillPath), unfinishedLines), naturalCompare, {
+    const order = this.#order;
+    const sorted = sortLines(concat(streamLinesOfFile(spillPath), unfinishedLines), byCodeUnits, {
       chunk: this.#sortChunk,
-      decode: (raw) => JSON.parse(raw) as string,
+      decode: (raw) => order.sortKey(JSON.parse(raw) as string),
     });
     await writeBoth(this.#runDir, outputsCsvHeader(this.#columns, this.#sink), sorted, (row) => csvLine(row, this.#columns, this.#sink));
     await unlink(spillPath).catch(() => undefined);

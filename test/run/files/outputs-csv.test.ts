@@ -26,7 +26,7 @@ const row = (id: string, seed: string, file?: string): OutputRow => ({
 });
 
 describe('outputs.csv', () => {
-  it('sorts spilled and unfinished instances together in natural order (seed=2 before seed=10) and keeps multi-file rows together', async () => {
+  it("sorts spilled and unfinished instances together in the views' order (seed=2 before seed=10, numbers before text) and keeps multi-file rows together", async () => {
     const csv = await OutputsCsv.open(runDir, ['seed']);
     csv.add('a[seed=2]', [row('a[seed=2]', '2', 'outputs/a/2+0.png'), row('a[seed=2]', '2', 'outputs/a/2+1.png')]);
     csv.add('a[seed=10]', [row('a[seed=10]', '10', 'outputs/a/10.png')]);
@@ -36,19 +36,19 @@ describe('outputs.csv', () => {
     expect(text.split('\r\n')[0]).toBe('instance,step,seed,status,error,request_id,job_set_id,reroll_seed,role,file,sha256,cost_usd');
     const rows = parseCsv(text, { columns: true }) as Record<string, string>[];
     expect(rows.map((r) => [r.instance, r.seed, r.file])).toEqual([
-      ['a["quote\n,line"]', 'x', ''],
       ['a[seed=1]', '1', ''],
       ['a[seed=2]', '2', 'outputs/a/2+0.png'],
       ['a[seed=2]', '2', 'outputs/a/2+1.png'],
       ['a[seed=10]', '10', 'outputs/a/10.png'],
+      ['a["quote\n,line"]', 'x', ''],
     ]);
-    expect(rows[2]).toMatchObject({ status: 'completed', request_id: 'req', role: 'image-0', sha256: 'ff', cost_usd: '0.05' });
+    expect(rows[1]).toMatchObject({ status: 'completed', request_id: 'req', role: 'image-0', sha256: 'ff', cost_usd: '0.05' });
     const jsonl = (await readFile(join(runDir, 'outputs.jsonl'), 'utf8'))
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as OutputRow);
     expect(jsonl.map((r) => r.instance)).toEqual(rows.map((r) => r.instance));
-    expect(jsonl[4]).toEqual(row('a[seed=10]', '10', 'outputs/a/10.png'));
+    expect(jsonl[3]).toEqual(row('a[seed=10]', '10', 'outputs/a/10.png'));
     expect((await readdir(runDir)).sort()).toEqual(['outputs.csv', 'outputs.jsonl']);
   });
 
