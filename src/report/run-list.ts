@@ -5,7 +5,7 @@ import { JOURNAL_RECORD_TYPES } from '../run/journal/journal-records.js';
 import { streamJournal } from '../run/journal/journal.js';
 import { summarizeCostReport } from './cost-report.js';
 import { outcomeWord } from '../run/events.js';
-import { notStartedStatus, readNotStarted } from './not-started-list.js';
+import { notStartedStatus, readNotStarted, type NotStartedRecord } from './not-started-list.js';
 
 export interface RunListing {
   pipeline: string;
@@ -25,6 +25,17 @@ export interface RunListing {
   unknownUsd: number;
   /** Instances whose price is unknown: their cost is not in netUsd. */
   unpricedInstances: number;
+  /** Instances that ended failed, nsfw or canceled. */
+  failed: number;
+  /** Instances whose end is unknown. */
+  unknown: number;
+  /** Charged: every attempt submitted at its price, which is also what the budget counts as committed (cost-report.ts). */
+  estimatedUsd: number;
+  /** The budget of the last start, when it had one. */
+  budgetUsd: number | null;
+  /** When the run first started and last finished, in ms since 1970 (journal times); null when it did not, or the journal has no time. */
+  startedAt: number | null;
+  finishedAt: number | null;
 }
 
 async function folders(path: string): Promise<string[]> {
@@ -39,54 +50,89 @@ async function folders(path: string): Promise<string[]> {
 /** The status needs only run_started and run_finished: every other line is passed over unparsed. */
 const NOT_RUN_RECORDS = [...JOURNAL_RECORD_TYPES].filter((type) => type !== 'run_started' && type !== 'run_finished');
 
+/** One run directory's listing: the same figures `genpipe runs` prints for it. */
+export async function listRun(dir: string, pipeline: string, runId: string): Promise<RunListing | undefined> {
+  if (!(await stat(join(dir, 'plan.json')).catch(() => undefined))) return undefined;
+  let status = 'not started';
+  let startedAt: number | null = null;
+  let finishedAt: number | null = null;
+  let budgetUsd: number | null = null;
+  // Streamed: a journal of a large run is never read into memory whole.
+  try {
+    for await (const record of streamJournal(join(dir, 'journal.jsonl'), { skipTypes: NOT_RUN_RECORDS })) {
+      if (record.type === 'run_started') {
+        status = 'interrupted';
+        startedAt ??= record.at ?? null;
+        finishedAt = null;
+        budgetUsd = record.options?.budgetUsd ?? null;
+      }
+      if (record.type === 'run_finished') {
+        status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
+        finishedAt = record.at ?? null;
+      }
+    }
+  } catch {
+    status = 'unreadable';
+  }
+  const report = await summarizeCostReport(dir);
+  const counts = report.total.counts;
+  return {
+    pipeline,
+    runId,
+    dir,
+    status,
+    completed: counts.completed + counts.reused,
+    made: counts.completed,
+    reused: counts.reused,
+    instances: Object.values(counts).reduce((a, b) => a + b, 0),
+    netUsd: report.total.netUsd,
+    unknownUsd: report.total.unknownUsd,
+    unpricedInstances: report.total.unpricedInstances,
+    failed: counts.failed + counts.nsfw + counts.canceled,
+    unknown: counts.unknown,
+    estimatedUsd: report.total.estimatedUsd,
+    budgetUsd,
+    startedAt,
+    finishedAt,
+  };
+}
+
+/** A tick that did not start, listed among the runs, with why. */
+export function notStartedListing(root: string, pipeline: string, record: NotStartedRecord): RunListing {
+  return {
+    pipeline,
+    runId: record.id,
+    dir: join(root, pipeline),
+    status: notStartedStatus(record),
+    completed: 0,
+    made: 0,
+    reused: 0,
+    instances: 0,
+    netUsd: 0,
+    unknownUsd: 0,
+    unpricedInstances: 0,
+    failed: 0,
+    unknown: 0,
+    estimatedUsd: 0,
+    budgetUsd: null,
+    startedAt: Date.parse(record.at) || null,
+    finishedAt: Date.parse(record.at) || null,
+  };
+}
+
+/** The pipeline folders under a runs folder. */
+export const pipelineFolders = folders;
+
 export async function listRuns(root: string, pipeline?: string): Promise<RunListing[]> {
   const out: RunListing[] = [];
   for (const name of pipeline === undefined ? await folders(root) : [pipeline]) {
     for (const runId of await folders(join(root, name))) {
-      const dir = join(root, name, runId);
-      if (!(await stat(join(dir, 'plan.json')).catch(() => undefined))) continue;
-      let status = 'not started';
-      // Streamed: a journal of a large run is never read into memory whole.
-      try {
-        for await (const record of streamJournal(join(dir, 'journal.jsonl'), { skipTypes: NOT_RUN_RECORDS })) {
-          if (record.type === 'run_started') status = 'interrupted';
-          if (record.type === 'run_finished') status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
-        }
-      } catch {
-        status = 'unreadable';
-      }
-      const report = await summarizeCostReport(dir);
-      const instances = Object.values(report.total.counts).reduce((a, b) => a + b, 0);
-      out.push({
-        pipeline: name,
-        runId,
-        dir,
-        status,
-        completed: report.total.counts.completed + report.total.counts.reused,
-        made: report.total.counts.completed,
-        reused: report.total.counts.reused,
-        instances,
-        netUsd: report.total.netUsd,
-        unknownUsd: report.total.unknownUsd,
-        unpricedInstances: report.total.unpricedInstances,
-      });
+      const listing = await listRun(join(root, name, runId), name, runId);
+      if (listing) out.push(listing);
     }
   }
   // Ticks that did not start are nights too: listed among the runs, with why.
   for (const name of pipeline === undefined ? await folders(root) : [pipeline])
-    for (const record of await readNotStarted(join(root, name)))
-      out.push({
-        pipeline: name,
-        runId: record.id,
-        dir: join(root, name),
-        status: notStartedStatus(record),
-        completed: 0,
-        made: 0,
-        reused: 0,
-        instances: 0,
-        netUsd: 0,
-        unknownUsd: 0,
-        unpricedInstances: 0,
-      });
+    for (const record of await readNotStarted(join(root, name))) out.push(notStartedListing(root, name, record));
   return out.sort((a, b) => b.runId.localeCompare(a.runId));
 }

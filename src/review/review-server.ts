@@ -136,7 +136,7 @@ export async function startReviewServer(runDir: string, options: { host: string;
  * The Host headers that name this server: its address and port, and localhost on its port when it
  * listens on a loopback address of the family localhost resolves to (either, in practice).
  */
-function allowedHosts(address: AddressInfo, asked: string): ReadonlySet<string> {
+export function allowedHosts(address: AddressInfo, asked: string): ReadonlySet<string> {
   const port = address.port;
   const own = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const out = new Set([`${own}:${port}`.toLowerCase()]);
@@ -145,7 +145,7 @@ function allowedHosts(address: AddressInfo, asked: string): ReadonlySet<string> 
   return out;
 }
 
-async function serveFile(root: string, pathname: string, res: ServerResponse): Promise<void> {
+export async function serveFile(root: string, pathname: string, res: ServerResponse): Promise<void> {
   let relative: string;
   try {
     relative = decodeURIComponent(pathname).replace(/^\/+/, '');
@@ -170,7 +170,13 @@ async function serveFile(root: string, pathname: string, res: ServerResponse): P
     .pipe(res);
 }
 
-function send(res: ServerResponse, status: number, type: string, body: string, headers: Record<string, string> = FRAMING_REFUSED): void {
+export function send(
+  res: ServerResponse,
+  status: number,
+  type: string,
+  body: string,
+  headers: Record<string, string> = FRAMING_REFUSED,
+): void {
   res.writeHead(status, { ...headers, 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
   res.end(body);
 }
