@@ -34,7 +34,7 @@ const SCRIPT = String.raw`
   function link(r) {
     if (r.status.startsWith('skipped') || r.status.startsWith('refused')) return r.runId;
     const a = document.createElement('a');
-    a.href = '/run/' + r.key.split('/').map(encodeURIComponent).join('/');
+    a.href = '/run/' + r.key.split('/').map(encodeURIComponent).join('/') + '/';
     a.textContent = r.runId;
     return a;
   }

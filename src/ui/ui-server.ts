@@ -13,21 +13,15 @@ import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { pageHeaders } from '../review/page-policy.js';
 import { send } from '../review/review-server.js';
-import { accessRules, TOKEN_COOKIE, type AccessRules } from './access.js';
+import { accessRules, TOKEN_COOKIE } from './access.js';
 import { runsPage } from './runs-page.js';
 import { RunWatch, type RunChanges } from './run-watch.js';
+import { runRoutes, type RunRoutesOptions } from './run-routes.js';
+import type { ExtraRoute, UiContext, UiRoute } from './ui-types.js';
+import { compareRoutes } from './compare-routes.js';
+import type { ConfigFlags } from '../api/config.js';
 
-/** A handler mounted beside the ui's routes: true when it answered the request. */
-export type ExtraRoute = (req: IncomingMessage, res: ServerResponse, url: URL) => boolean | Promise<boolean>;
-
-/** The ui's own routes beyond the runs list (a run's page, compare, fleet), added by later modules. */
-export type UiRoute = (req: IncomingMessage, res: ServerResponse, url: URL, context: UiContext) => boolean | Promise<boolean>;
-
-export interface UiContext {
-  readonly watch: RunWatch;
-  readonly roots: readonly string[];
-  readonly access: AccessRules;
-}
+export type { ExtraRoute } from './ui-types.js';
 
 export interface UiServerOptions {
   /** The folders of run directories (`runs/`): each holds `<pipeline>/<run-id>/`. */
@@ -37,7 +31,12 @@ export interface UiServerOptions {
   /** Fixes the token (tests); else a random one per start. */
   token?: string;
   extraRoutes?: readonly ExtraRoute[];
+  /** More pages of the ui (compare, fleet), asked after a run's pages. */
   routes?: readonly UiRoute[];
+  /** What a remake's `genpipe resume` is given: its environment and connection flags. Default: this process's environment. */
+  remake?: RunRoutesOptions;
+  /** Connection flags, for the compare page's catalog reads (a manifest with selections). */
+  flags?: ConfigFlags;
   /** How often the run folders are looked at while a page listens, in ms. Default 1,000. */
   watchIntervalMs?: number;
   /** Event streams open at once; one more is refused with 503. Default 32. */
@@ -66,6 +65,8 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
   const streams = new Set<ServerResponse>();
   const maxStreams = options.maxStreams ?? 32;
   const context: UiContext = { watch, roots, access };
+  const remake = options.remake ?? { env: process.env, connectionArgs: [] };
+  const routes: UiRoute[] = [runRoutes(remake), compareRoutes({ flags: options.flags ?? {}, env: remake.env }), ...(options.routes ?? [])];
   let origin = '';
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -88,7 +89,7 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     if (req.method === 'GET' && url.pathname === '/') return send(res, 200, 'text/html; charset=utf-8', page, headers);
     if (req.method === 'GET' && url.pathname === '/api/runs') return send(res, 200, 'application/json', JSON.stringify(await watch.runs()));
     if (req.method === 'GET' && url.pathname === '/api/events') return openStream(res);
-    for (const route of options.routes ?? []) if (await route(req, res, url, context)) return;
+    for (const route of routes) if (await route(req, res, url, context)) return;
     return send(res, req.method === 'GET' ? 404 : 405, TEXT, req.method === 'GET' ? 'not found' : 'method not allowed');
   }
 

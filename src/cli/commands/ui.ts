@@ -1,7 +1,7 @@
 import { GenpipeError } from '../../api/errors.js';
 import { configFilePath, readConfigFile } from '../../api/config.js';
 import { isLoopbackHost } from '../../util/loopback-host.js';
-import { noExtraPositionals, parse } from '../args.js';
+import { connectionFlags, noExtraPositionals, parse } from '../args.js';
 import { defineCommand, tableOf } from '../options.js';
 import { CONNECTION } from '../shared-options.js';
 import { EXIT } from '../../session/exit-codes.js';
@@ -65,7 +65,18 @@ stderr, and answers no request without it. Changes are taken only from its own p
       throw new GenpipeError('invalid_input', `--port takes a whole number from 0 to 65535, not "${values.port}".`);
     const runDirs = runDirsOf(values.out, values.config, io.env);
     const { startUiServer } = await import('../../ui/ui-server.js');
-    const server = await startUiServer({ runDirs, host, port });
+    // A remake's resume gets the connection flags the ui was given, and its environment.
+    const connectionArgs = Object.keys(CONNECTION.options).flatMap((name) => {
+      const value = (values as Record<string, unknown>)[name];
+      return value === true ? [`--${name}`] : typeof value === 'string' ? [`--${name}`, value] : [];
+    });
+    const server = await startUiServer({
+      runDirs,
+      host,
+      port,
+      remake: { env: { ...process.env, ...io.env }, connectionArgs },
+      flags: connectionFlags(values),
+    });
     io.out(`listening on ${server.url}`);
     if (!isLoopbackHost(host))
       io.err(`token: ${server.token} (every request needs it: open ${server.url}/?token=${server.token}; it is printed only now)`);
