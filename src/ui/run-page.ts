@@ -111,7 +111,7 @@ export function runPage(token: string, uplotStyle: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="genpipe-token" content="${token.replace(/[&<>"]/g, '')}"><link rel="icon" href="data:,">
 <title>genpipe ui: a run</title><style>${UI_STYLE}${uplotStyle}</style><script src="assets/uplot.js"></script></head>
-<body><header><h1 id="title">run</h1><nav><a href="/">runs</a> <a href="gallery/">gallery and review</a> <a href="/compare">compare</a></nav>
+<body><header><h1 id="title">run</h1><nav><a href="/">runs</a> <a href="gallery/">gallery and review</a> <a href="/compare">compare</a> <a href="/fleet">fleet</a></nav>
 <p><span id="status"></span>. <span id="money"></span> <span class="note" id="source"></span></p></header>
 <h2>Progress</h2><div id="progress"></div>
 <h2>Spend over time</h2><div id="chart"></div>

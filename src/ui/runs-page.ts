@@ -121,7 +121,7 @@ export function runsPage(token: string, dirs: readonly string[]): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="genpipe-token" content="${esc(token)}"><link rel="icon" href="data:,">
 <title>genpipe ui: runs</title><style>${UI_STYLE}</style></head>
-<body><header><h1>Runs</h1><nav><a href="/">runs</a> <a href="/compare">compare</a></nav><p class="note">Under ${dirs.map(esc).join(', ')}. The figures are genpipe's own, from each run's journal: the service keeps no ledger to read.</p></header>
+<body><header><h1>Runs</h1><nav><a href="/">runs</a> <a href="/compare">compare</a> <a href="/fleet">fleet</a></nav><p class="note">Under ${dirs.map(esc).join(', ')}. The figures are genpipe's own, from each run's journal: the service keeps no ledger to read.</p></header>
 <div class="filters">
 <label>pipeline <select id="f-pipeline"><option value="">all</option></select></label>
 <label>status <select id="f-status"><option value="">all</option></select></label>

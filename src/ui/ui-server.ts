@@ -19,6 +19,8 @@ import { RunWatch, type RunChanges } from './run-watch.js';
 import { runRoutes, type RunRoutesOptions } from './run-routes.js';
 import type { ExtraRoute, UiContext, UiRoute } from './ui-types.js';
 import { compareRoutes } from './compare-routes.js';
+import { fleetRoutes } from './fleet-routes.js';
+import type { RedisTarget } from '../fleet/redis.js';
 import type { ConfigFlags } from '../api/config.js';
 
 export type { ExtraRoute } from './ui-types.js';
@@ -35,6 +37,10 @@ export interface UiServerOptions {
   routes?: readonly UiRoute[];
   /** What a remake's `genpipe resume` is given: its environment and connection flags. Default: this process's environment. */
   remake?: RunRoutesOptions;
+  /** The fleet's Redis and queue, for the fleet page. */
+  redis?: { target: RedisTarget; shown: string; queue: string };
+  /** How often the fleet page's figures are read while a page follows them, in ms. Default 2,000. */
+  fleetIntervalMs?: number;
   /** Connection flags, for the compare page's catalog reads (a manifest with selections). */
   flags?: ConfigFlags;
   /** How often the run folders are looked at while a page listens, in ms. Default 1,000. */
@@ -66,7 +72,16 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
   const maxStreams = options.maxStreams ?? 32;
   const context: UiContext = { watch, roots, access };
   const remake = options.remake ?? { env: process.env, connectionArgs: [] };
-  const routes: UiRoute[] = [runRoutes(remake), compareRoutes({ flags: options.flags ?? {}, env: remake.env }), ...(options.routes ?? [])];
+  const fleet = fleetRoutes({
+    ...(options.redis ? { redis: options.redis } : {}),
+    ...(options.fleetIntervalMs ? { intervalMs: options.fleetIntervalMs } : {}),
+  });
+  const routes: UiRoute[] = [
+    runRoutes(remake),
+    compareRoutes({ flags: options.flags ?? {}, env: remake.env }),
+    fleet,
+    ...(options.routes ?? []),
+  ];
   let origin = '';
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -139,6 +154,7 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     close: () =>
       new Promise<void>((resolveClose) => {
         watch.close();
+        fleet.close();
         for (const stream of streams) stream.destroy();
         server.close(() => resolveClose());
         server.closeAllConnections();

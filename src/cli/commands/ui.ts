@@ -3,7 +3,7 @@ import { configFilePath, readConfigFile } from '../../api/config.js';
 import { isLoopbackHost } from '../../util/loopback-host.js';
 import { connectionFlags, noExtraPositionals, parse } from '../args.js';
 import { defineCommand, tableOf } from '../options.js';
-import { CONNECTION } from '../shared-options.js';
+import { CONNECTION, REDIS } from '../shared-options.js';
 import { EXIT } from '../../session/exit-codes.js';
 
 const GROUPS = [
@@ -17,12 +17,7 @@ const GROUPS = [
         defaultText: 'runs_dirs in the config file, else runs/',
         help: 'a folder of run directories (<pipeline>/<run-id>/) to show',
       },
-      redis: {
-        type: 'string',
-        value: 'URL',
-        env: 'GENPIPE_REDIS_URL',
-        help: "the fleet's Redis, for the fleet page; else redis_url in the config file",
-      },
+      ...REDIS,
       port: { type: 'string', value: 'N', defaultText: '0 (a free one)', help: 'port to listen on' },
       host: {
         type: 'string',
@@ -45,12 +40,14 @@ function runDirsOf(out: readonly string[] | undefined, configFlag: string | unde
 
 export const uiCommand = defineCommand({
   name: 'ui',
-  usage: `Usage: genpipe ui [--out DIR ...] [--redis URL] [--port N] [--host ADDR]
+  usage: `Usage: genpipe ui [--out DIR ...] [--redis URL [--queue NAME]] [--port N] [--host ADDR]
 
 A local web page over every run under the folders given (--out, repeatable; else runs_dirs in the
 config file; else runs/): each run and each tick that did not start, newest first, with status,
 counts, money against the budget, duration and host, filtered by pipeline, status and date, and
-updated as runs start and end. The first line printed is "listening on http://HOST:PORT"; Ctrl-C
+updated as runs start and end; a page per run (progress, spend chart, report tables, gallery
+with review, remake); two runs side by side; and with --redis, the fleet's workers, jobs and
+caps. The first line printed is "listening on http://HOST:PORT"; Ctrl-C
 stops it.
 
 It listens on loopback unless --host says otherwise. Then it makes a token, prints it once on
@@ -65,6 +62,10 @@ stderr, and answers no request without it. Changes are taken only from its own p
       throw new GenpipeError('invalid_input', `--port takes a whole number from 0 to 65535, not "${values.port}".`);
     const runDirs = runDirsOf(values.out, values.config, io.env);
     const { startUiServer } = await import('../../ui/ui-server.js');
+    const { parseRedisUrl, redisUrlOf, DEFAULT_QUEUE } = await import('../../fleet/redis.js');
+    const redisUrl = redisUrlOf(values.redis, io.env, values.config);
+    const parsed = redisUrl === undefined ? undefined : parseRedisUrl(redisUrl);
+    const redis = parsed === undefined ? undefined : { target: parsed, shown: parsed.shown, queue: values.queue ?? DEFAULT_QUEUE };
     // A remake's resume gets the connection flags the ui was given, and its environment.
     const connectionArgs = Object.keys(CONNECTION.options).flatMap((name) => {
       const value = (values as Record<string, unknown>)[name];
@@ -76,6 +77,7 @@ stderr, and answers no request without it. Changes are taken only from its own p
       port,
       remake: { env: { ...process.env, ...io.env }, connectionArgs },
       flags: connectionFlags(values),
+      ...(redis ? { redis } : {}),
     });
     io.out(`listening on ${server.url}`);
     if (!isLoopbackHost(host))
