@@ -57,6 +57,23 @@ describe('genpipe ui: compare', () => {
     expect(image.headers.get('content-type')).toBe('image/png');
   });
 
+  it('a remake shows its estimate, and starts only with the page token and a confirmation', async () => {
+    const base = `${server.url}/run/${runs[0]!.key}/`;
+    const estimate = (await (await fetch(`${base}api/estimate?selection=failed`)).json()) as { instances: string[]; text: string };
+    expect(estimate).toMatchObject({ instances: [], text: '0 instances: US$0.00' });
+    const post = (headers: Record<string, string>, body: unknown): Promise<Response> =>
+      fetch(`${base}api/remake`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', origin: server.url, ...headers },
+        body: JSON.stringify(body),
+      });
+    expect((await post({}, { selection: ['failed'], confirm: true })).status).toBe(403);
+    const unconfirmed = await post({ 'x-genpipe-token': server.token }, { selection: ['failed'] });
+    expect(unconfirmed.status).toBe(400);
+    expect(await unconfirmed.text()).toContain('confirm: true');
+    expect((await post({ 'x-genpipe-token': server.token }, { selection: ['everything'], confirm: true })).status).toBe(400);
+  });
+
   it('refuses a run it does not list', async () => {
     expect((await fetch(`${server.url}/compare/view?a=0/pair/nope&b=${encodeURIComponent(runs[0]!.key)}`)).status).toBe(404);
     expect((await fetch(`${server.url}/run/0/pair/..%2F..%2Fetc/`)).status).toBe(404);
