@@ -3,7 +3,8 @@
 //   - Chromium (/usr/bin/chromium), for the gallery and review pages in a real browser;
 //   - redis-server, which the fleet tests start on free loopback ports;
 //   - ffmpeg, which makes the gallery's video poster frames (a run without it shows a placeholder);
-//   - tmux, the pseudo-terminal in which the progress line is read as a terminal shows it.
+//   - tmux, the pseudo-terminal in which the progress line is read as a terminal shows it;
+//   - prometheus and promtool (one package), which scrape and check the metrics genpipe exposes.
 // On Debian, a missing one is installed with apt-get (as root, or through passwordless sudo).
 // When neither works, this exits 1 with one sentence saying what to install: the tests that need
 // these programs are never skipped, so a machine without them fails here, loudly and early.
@@ -16,6 +17,8 @@ const NEEDS = [
   { what: 'redis-server', pkg: 'redis-server', find: () => onPath('redis-server') },
   { what: 'ffmpeg', pkg: 'ffmpeg', find: () => executable('/usr/bin/ffmpeg') ?? onPath('ffmpeg') },
   { what: 'tmux', pkg: 'tmux', find: () => onPath('tmux') },
+  { what: 'prometheus', pkg: 'prometheus', find: () => onPath('prometheus') },
+  { what: 'promtool', pkg: 'prometheus', find: () => onPath('promtool') },
 ];
 
 function executable(path) {
@@ -47,7 +50,7 @@ function run(argv) {
 
 const missing = NEEDS.filter((need) => !need.find());
 if (missing.length > 0) {
-  const pkgs = missing.map((need) => need.pkg);
+  const pkgs = [...new Set(missing.map((need) => need.pkg))];
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   const prefix = isRoot ? [] : executable('/usr/bin/sudo') ? ['sudo', '-n'] : undefined;
   if (prefix && existsSync('/usr/bin/apt-get')) {
@@ -60,11 +63,12 @@ if (missing.length > 0) {
 }
 
 const still = NEEDS.filter((need) => !need.find());
+const stillPkgs = [...new Set(still.map((need) => need.pkg))];
 if (still.length > 0) {
   console.error(
     `The tests need ${still.map((need) => need.what).join(', ')}, which could not be found or installed: ` +
-      `install the Debian package${still.length > 1 ? 's' : ''} ${still.map((need) => need.pkg).join(' ')} ` +
-      `(apt-get install -y ${still.map((need) => need.pkg).join(' ')}) and run the tests again.`,
+      `install the Debian package${stillPkgs.length > 1 ? 's' : ''} ${stillPkgs.join(' ')} ` +
+      `(apt-get install -y ${stillPkgs.join(' ')}) and run the tests again.`,
   );
   process.exit(1);
 }

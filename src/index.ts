@@ -57,3 +57,5 @@ export { buildPlan, Plan, PlannedInstance, type PlanOptions, type StepPlan } fro
 export { startRun, resumeRun, exitCodeOf, type RunResult, type SessionIO, type SessionOptions } from './session/run-session.js';
 export { estimateRun, type RunEstimate } from './session/spend-guard.js';
 export type { RunEvent, RunListener, RunSummary } from './run/events.js';
+export { createMetrics, type Metrics, type MetricsOptions } from './metrics/metrics.js';
+export type { RunObserver } from './run/observer.js';

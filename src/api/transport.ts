@@ -114,6 +114,7 @@ export class Transport {
   readonly #now: () => number;
   readonly #throttleListeners = new Set<(retryAfterMs: number | undefined) => void>();
   readonly #retryGates = new Set<RetryGate>();
+  readonly #exchangeListeners = new Set<(event: ExchangeEvent) => void>();
   #pacer: RoutePacer | undefined;
 
   constructor(options: TransportOptions) {
@@ -131,6 +132,12 @@ export class Transport {
   onThrottle(listener: (retryAfterMs: number | undefined) => void): () => void {
     this.#throttleListeners.add(listener);
     return () => this.#throttleListeners.delete(listener);
+  }
+
+  /** Calls `listener` after every exchange ends, as `onExchange` is (a run's metrics). Returns the unsubscribe function. */
+  onExchange(listener: (event: ExchangeEvent) => void): () => void {
+    this.#exchangeListeners.add(listener);
+    return () => this.#exchangeListeners.delete(listener);
   }
 
   /**
@@ -312,6 +319,7 @@ export class Transport {
 
   #report(event: ExchangeEvent): void {
     this.#options.onExchange?.(event);
+    for (const listener of this.#exchangeListeners) listener(event);
   }
 }
 

@@ -95,7 +95,8 @@ export interface QueueStatus {
   runsTruncated: boolean;
 }
 
-export async function queueStatus(redis: RedisTarget, queueName: string): Promise<QueueStatus> {
+/** `byRun: false` leaves `runs` empty, reading no job (metrics read only the counts and the workers, on every scrape). */
+export async function queueStatus(redis: RedisTarget, queueName: string, options: { byRun?: boolean } = {}): Promise<QueueStatus> {
   const queue = new Queue<InstanceJobData>(queueName, { connection: commandOptions(redis) });
   const client = new Redis({ ...commandOptions(redis), lazyConnect: true });
   client.on('error', () => {});
@@ -106,7 +107,7 @@ export async function queueStatus(redis: RedisTarget, queueName: string): Promis
       const totals = (await queue.getJobCounts(...STATES)) as Record<State, number>;
       const byRun = new Map<string, Record<State, number>>();
       let runsTruncated = false;
-      for (const state of STATES) {
+      for (const state of options.byRun === false ? [] : STATES) {
         if ((totals[state] ?? 0) > SCAN_PER_STATE) runsTruncated = true;
         for (const job of await queue.getJobs([state], 0, SCAN_PER_STATE - 1)) {
           if (!job) continue;

@@ -30,6 +30,7 @@ import { submissionOf, type InstanceJobData, type InstanceJobResult, type JobPol
 import { commandOptions, DISCONNECT_MS, reportConnection, type RedisTarget } from './redis.js';
 import { within } from '../util/within.js';
 import { RouteLimiter } from '../run/limits/route-limiter.js';
+import type { RunObserver } from '../run/observer.js';
 import { HEARTBEAT_MS, LOCK_MS, WORKER_RECORD_TTL_MS, workerKey, type WorkerHeartbeat } from './queue-admin.js';
 
 /** How long a worker's lock on a job lasts unless renewed (queue-admin.ts), and how often stalled jobs are looked for. */
@@ -52,6 +53,8 @@ export interface FleetWorkerOptions {
   webhook?: WebhookReceiver | undefined;
   /** Called once per job this worker ends (or gives up), for its log line (genpipe worker). */
   onJob?: ((job: JobLog) => void) | undefined;
+  /** Told each request's answer and the worker's throttling, for `--metrics` (run/observer.ts). */
+  observer?: RunObserver | undefined;
 }
 
 /** One job as a worker's log tells it: which, when, how it ended. */
@@ -301,8 +304,14 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
   // Every request of this worker goes through one per-route limiter: a 429 slows its own route.
   const routes = new RouteLimiter();
   const unpace = o.client.transport.pace(routes);
+  const observer = o.observer;
+  observer?.throttling?.(routes);
+  const unobserve = observer
+    ? o.client.transport.onExchange((e) => observer.exchange?.(e.method, new URL(e.url).pathname, e.status))
+    : () => {};
   const unsubscribe = (): void => {
     unpace();
+    unobserve();
     routes.close();
   };
   await heartbeat.connect();

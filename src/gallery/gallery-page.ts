@@ -13,7 +13,9 @@
  */
 import { createHash } from 'node:crypto';
 import type { Cell, GalleryData, GalleryStep } from './gallery-data.js';
+import { modelFor } from '../models/registry.js';
 import { PAGE_SCRIPT } from './page-script.js';
+import { RUN_FILES } from '../run/files/run-layout.js';
 
 const STYLE = `
 :root { color-scheme: light dark; --line: #8884; --muted: #888; --ok: #2e7d32; --bad: #c62828; --warn: #ef6c00; }
@@ -129,6 +131,8 @@ export function galleryPageHtml(data: PageData, options: { review?: boolean } = 
       count: s.count,
       spendUsd: s.spendUsd,
       unpriced: s.unpriced,
+      // A token-priced model's cost is its charge at submit, which the service reconciles later.
+      provisional: modelFor(s.fields.model).tokenPriced === true && s.spendUsd > 0,
       pages: s.pages,
       index: s.index,
     })),
@@ -182,7 +186,7 @@ export function galleryFiles(data: GalleryData, options: { review?: boolean } = 
     }
     return { fields, count: cells.length, spendUsd, unpriced, index: builder.index, pages };
   });
-  files.set('gallery.html', galleryPageHtml({ ...data, statuses, steps }, options));
+  files.set(RUN_FILES.gallery, galleryPageHtml({ ...data, statuses, steps }, options));
   return files;
 }
 

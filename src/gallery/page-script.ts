@@ -68,7 +68,7 @@ export const PAGE_SCRIPT = String.raw`
     const parts = [unpriced > 0 && money.netUsd === 0 ? 'unpriced (' + count(unpriced) + ' instance' + (unpriced === 1 ? '' : 's') + ')' : formatMoney(money.netUsd, 'total', 'usd')];
     if (unpriced > 0 && money.netUsd !== 0) parts.push(count(unpriced) + ' unpriced');
     if (unknown > 0) parts.push('up to ' + formatMoney(unknown, 'total', 'usd') + ' unknown');
-    return parts.join(' + ');
+    return parts.join(' + ') + (money.provisional ? ' (provisional)' : '');
   };
   // money:end
   const usd = (n, kind) => (n === undefined ? '' : formatMoney(n, kind || 'total', 'usd'));
@@ -255,7 +255,8 @@ export const PAGE_SCRIPT = String.raw`
     const count = data.steps.reduce((sum, step) => sum + step.count, 0);
     line.dataset.usd = String(spent);
     line.dataset.unpriced = String(unpriced);
-    line.textContent = 'Net ' + formatSpend({ netUsd: spent, unpricedInstances: unpriced }) + ' on ' + count + ' instance' + (count === 1 ? '' : 's');
+    const provisional = data.steps.some((step) => step.provisional);
+    line.textContent = 'Net ' + formatSpend({ netUsd: spent, unpricedInstances: unpriced, provisional: provisional }) + ' on ' + count + ' instance' + (count === 1 ? '' : 's');
   }
 
   let renders = 0;
@@ -339,7 +340,7 @@ export const PAGE_SCRIPT = String.raw`
     const summary = Object.entries(counts).map(([s, n]) => n + ' ' + s.replace('_', ' ')).join(', ');
     const section = el('section', { className: 'step', 'data-step': step.id }, [
       el('h2', { text: step.id + ' (' + step.model + (step.forEach ? ', for each ' + step.forEach : '') + ')' }),
-      el('p', { className: 'counts', text: step.count + ' of ' + step.planned + ' instances' + (summary ? ': ' + summary : '') + '; ' + formatSpend({ netUsd: round6(step.spendUsd), unpricedInstances: step.unpriced }) }),
+      el('p', { className: 'counts', text: step.count + ' of ' + step.planned + ' instances' + (summary ? ': ' + summary : '') + '; ' + formatSpend({ netUsd: round6(step.spendUsd), unpricedInstances: step.unpriced, provisional: step.provisional }) }),
     ]);
     section.appendChild(controls(step, view));
     const rowName = (k) => (view.rows && k >= 0 ? view.rows + '=' + valuesOf(step, view.rows)[k] : '');

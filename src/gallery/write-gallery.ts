@@ -36,8 +36,9 @@ import { unquote } from '../plan/selection.js';
 import type { ImageSize } from '../util/image-size.js';
 import { makeThumbnails, noteDownloadedImage, type ThumbnailMemo } from './thumbnails.js';
 import { redactEveryForm } from '../util/redact.js';
+import { RUN_FILES, runFile } from '../run/files/run-layout.js';
 
-export const GALLERY_FILE = 'gallery.html';
+export const GALLERY_FILE = RUN_FILES.gallery;
 
 export interface GallerySource {
   plan: Pick<PlanFile, 'pipeline' | 'runId' | 'steps'>;
@@ -362,7 +363,7 @@ export const MAX_GALLERY_INSTANCES = 2 * MAX_GALLERY_CELLS;
 async function gallerySourceOf(runDir: string, max = MAX_GALLERY_INSTANCES, atLeast = 0): Promise<GallerySource | undefined> {
   if (atLeast > max) return undefined;
   const plan = await readPlanFile(runDir);
-  const journal = join(runDir, 'journal.jsonl');
+  const journal = runFile(runDir, 'journal');
   if (plan.steps.reduce((n, s) => n + s.count, 0) > max && (await journalInstancesOver(journal, max))) return undefined;
   const publicBases = publicBasesOf(plan);
   const cells = new GalleryCells(pricesOf(plan), Math.min(MAX_GALLERY_CELLS, max), publicBases);

@@ -21,8 +21,8 @@ export interface ManifestProblem {
  * The kinds of manifest problems `genpipe validate --json` names: YAML syntax, the schema, a
  * reference between parts (steps, templates, vars, env), a missing or unreadable file (manifest,
  * CSV, local image), a CSV file's contents, a sweep axis, an unset environment variable, one
- * instance's request, an empty CSV cell, a file-name clash, a budget rule, a notify target, a size
- * limit; "invalid" for the rest.
+ * instance's request, an empty CSV cell, a file-name clash, a price (a formula, or a request no
+ * price table row matches), a budget rule, a notify target, a size limit; "invalid" for the rest.
  */
 export const PROBLEM_CODES = [
   'yaml',
@@ -36,6 +36,7 @@ export const PROBLEM_CODES = [
   'instance',
   'empty_cell',
   'file_name',
+  'price',
   'budget',
   'notify',
   'too_large',

@@ -35,6 +35,20 @@ const identifier = (what: string) =>
 
 const scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 
+/**
+ * One row of a model's price table: `when` names request fields (as sent, defaults filled in) and
+ * the value each must have (or a list of values, any of them); no `when` matches every request.
+ */
+export const PriceRow = z.strictObject({
+  when: doc(
+    z.record(z.string().min(1), z.union([scalar, z.array(scalar).min(1)])),
+    'Request fields and the value each must have (a list: any of them). No `when`: the row matches every request.',
+    { resolution: '2k', quality: 'high' },
+  ).optional(),
+  usd: doc(z.number().min(0).max(10_000), 'The price in US$ of a request this row matches.', 0.0865, 'a number of US dollars'),
+});
+export type PriceRow = z.infer<typeof PriceRow>;
+
 /** An integer range, both ends included: `{range: {from: 1, to: 100, step: 1}}`. */
 export const RangeAxis = z.strictObject({
   range: z
@@ -318,12 +332,20 @@ export const Step = z.strictObject({
     'Agent steps: a templated conversation name; instances with the same value share one session.',
     '{{ row.sku }}',
   ).optional(),
-  /** Overrides the price table for this step, in US$ per instance. */
+  /**
+   * Overrides the price table for this step: US$ per instance, or a formula over the request it
+   * sends, in braces (plan/price-rules.ts): `"{{ 0.04 + len(input.image_urls) * 0.0028 }}"`.
+   */
   price_usd: doc(
-    z.number().min(0),
-    "This step's price in US$ per instance, over the price table.",
+    z.union([
+      z.number().min(0).max(10_000),
+      z
+        .string()
+        .regex(/^\s*\{\{[\s\S]*\}\}\s*$/, 'must be a number or a formula in braces, such as "{{ 0.04 + len(input.image_urls) * 0.0028 }}"'),
+    ]),
+    "This step's price in US$ per instance, over the price table: a number, or a formula over the request in braces (numbers, + - * /, parentheses, input.FIELD, len, ceil, floor, min, max).",
     0.05,
-    'a number of US dollars',
+    'a number of US dollars or a formula in braces',
   ).optional(),
   /**
    * How output files are named: `{filename: "{{ row.sku }}_{{ preset.name }}_{{ seed }}"}` (a
@@ -459,14 +481,21 @@ export const Manifest = z.strictObject({
       z.string().refine((key) => key.startsWith('/') || (MODEL_NAMES as readonly string[]).includes(key), {
         error: (issue) => `${String(issue.input)} is not a model: prices are keyed by ${MODEL_NAMES.join(', ')} or a raw model path (/...)`,
       }),
-      z
-        .number()
-        .min(0)
-        .max(10_000)
-        .meta({ expects: 'a number of US dollars', examples: [0.05] }),
+      z.union([
+        z
+          .number()
+          .min(0)
+          .max(10_000)
+          .meta({ expects: 'a number of US dollars', examples: [0.05] }),
+        doc(
+          z.array(PriceRow).min(1),
+          "Rows tried in order: the first whose `when` fields all equal the request's gives the price; a row without `when` is the default.",
+          [{ when: { resolution: '2k', quality: 'medium' }, usd: 0.0438 }, { usd: 0.0865 }],
+        ),
+      ]),
     ),
-    'US$ per instance, by model name or raw path, over the built-in price table.',
-    { 'marketing-image': 0.04 },
+    "US$ per instance, by model name or raw path, over the built-in price table: a number, or a table of rows keyed by the request's fields.",
+    { 'marketing-image': [{ when: { resolution: '2k', quality: 'medium' }, usd: 0.0438 }, { usd: 0.0865 }] },
   ).optional(),
   steps: doc(
     z.record(identifier('a step id'), Step).refine((steps) => Object.keys(steps).length > 0, 'a manifest needs at least one step'),

@@ -58,3 +58,12 @@ export function mapImageFields(
 
 /** True when a string is a URL the service can fetch (rather than a local path). */
 export const isRemoteUrl = (value: string): boolean => /^https?:\/\//i.test(value);
+
+/**
+ * The input field of a step that the live options catalog checks (§4.1), when the step's model has
+ * one and the step sets it: such a step is neither validated nor planned without the catalog.
+ */
+export function catalogFieldSet(model: string, input: Readonly<Record<string, unknown>> | undefined): string | undefined {
+  const field = modelFor(model).catalogField;
+  return field !== undefined && input !== undefined && Object.hasOwn(input, field) ? field : undefined;
+}

@@ -3,7 +3,6 @@
  * summary goes to every target that asked for this end's event; each delivery is journaled (after
  * run_finished) and one that failed is one warning line. Nothing here can change the run's exit code.
  */
-import { join } from 'node:path';
 import type { CostSummary } from '../report/cost-report.js';
 import { appendToClosedJournal } from '../run/journal/journal.js';
 import type { JournalRecordOf } from '../run/journal/journal-records.js';
@@ -11,6 +10,7 @@ import { redact } from '../util/redact.js';
 import { deliverNotifications, type DeliverOptions, type DeliveryResult } from './deliver.js';
 import { notifySummary, type RunEnd } from './notify-message.js';
 import type { ResolvedTarget } from './notify-targets.js';
+import { runFile } from '../run/files/run-layout.js';
 
 export interface NotifyIO {
   err: (line: string) => void;
@@ -34,7 +34,7 @@ export async function notifyRunEnd(
     return [];
   }
   try {
-    await appendToClosedJournal(join(end.runDir, 'journal.jsonl'), results.map(recordOf));
+    await appendToClosedJournal(runFile(end.runDir, 'journal'), results.map(recordOf));
   } catch (error) {
     io.err(
       redact(`warning: the notifications' deliveries could not be journaled: ${error instanceof Error ? error.message : String(error)}`),

@@ -7,6 +7,7 @@ import { ManifestError } from '../manifest/errors.js';
 import { formatCount, formatSpend, formatUsd } from '../util/format-usd.js';
 import { formatLocation, type SourceLocation } from '../util/yaml-source.js';
 import type { Plan, StepPlan } from './plan.js';
+import { isPriced } from './price.js';
 
 /** A run whose estimate is over this many US$, with no budget, is confirmed first (`--confirm-over`). */
 export const DEFAULT_CONFIRM_OVER_USD = 100;
@@ -38,7 +39,7 @@ const listOf = (items: readonly string[]): string =>
  */
 export function unpricedUnderBudget(plan: Plan, budget: Budget | undefined): ManifestError | undefined {
   if (budget === undefined) return undefined;
-  const unpriced = plan.steps.filter((s) => s.priceUsd === undefined);
+  const unpriced = plan.steps.filter((s) => !isPriced(s.price));
   const first = unpriced[0];
   if (first === undefined) return undefined;
   const named = listOf(unpriced.map((s: StepPlan) => `${s.id} (${s.model})`));

@@ -12,6 +12,7 @@
 import { GenpipeError } from '../api/errors.js';
 import type { OptionsCatalog, Preset } from '../api/wire.js';
 import { canStartWorker, startTask } from '../util/worker-task.js';
+import type { InstancePrices } from './price.js';
 import type { InstanceCheck, LocalFile, Plan, PlanHelper, PlanOptions, SeenProblem } from './plan.js';
 
 /** Plans smaller than this are checked by one thread. */
@@ -43,6 +44,8 @@ export interface HelperJob {
 export interface HelperAnswer {
   seen: [string, SeenProblem][];
   localFiles: [string, LocalFile][];
+  /** The prices of the instances it checked, by step (InstanceCheck.prices). */
+  prices?: [string, InstancePrices][] | undefined;
 }
 
 /** The worker's module: beside this one, in the build (dist/plan/ or dist/bundle/); absent when running from sources. */
@@ -110,7 +113,10 @@ function startHelper(module: URL, job: HelperJob, signal: AbortSignal): PlanHelp
     };
     signal.addEventListener('abort', onAbort, { once: true });
     task.answer
-      .then((answer) => resolve({ seen: new Map(answer.seen), localFiles: new Map(answer.localFiles) }), reject)
+      .then(
+        (answer) => resolve({ seen: new Map(answer.seen), localFiles: new Map(answer.localFiles), prices: new Map(answer.prices ?? []) }),
+        reject,
+      )
       .finally(() => signal.removeEventListener('abort', onAbort));
   });
   // Not awaited until this thread's part is checked: a failure waits for that, unreported till then.

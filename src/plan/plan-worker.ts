@@ -30,13 +30,13 @@ async function check(): Promise<HelperAnswer> {
     throw new Error(`the manifest now has ${plan.totalInstances} instances, not ${job.to}: was it changed?`);
   const spool = new InstanceSpool(job.spool, { continues: true });
   try {
-    const { seen, localFiles } = await checkInstances(
+    const { seen, localFiles, prices } = await checkInstances(
       plan,
       catalog,
       { maxProblems: job.maxProblems, onInstance: (instance) => spool.add(instance) },
       { from: job.from, to: job.to },
     );
-    return { seen: [...seen], localFiles: [...localFiles] };
+    return { seen: [...seen], localFiles: [...localFiles], prices: [...(prices ?? [])] };
   } finally {
     spool.close();
   }

@@ -4,7 +4,8 @@
  * key. Building the plan validates every instance against its model's request rules, the
  * character-sheet selection against the live options catalog included, before anything runs.
  */
-import { stepPrice, type StepPrice } from './price.js';
+import { addPrices, stepPrice, type InstancePrices, type PriceEntry, type StepPrice } from './price.js';
+import { PriceFormulaError } from './price-rules.js';
 import { isAbsolute, resolve } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { GenpipeError, InvalidInputError, type InputIssue } from '../api/errors.js';
@@ -19,7 +20,7 @@ import { TemplateError, type CompiledTemplate, type PathSegment, type Scope, typ
 import { isWindowsDevice, sanitizeStem, utf8Bytes } from '../util/file-stem.js';
 import { nearest, Suggester } from '../util/suggest.js';
 import { labelMatcher, type Selection, type Selector } from './selection.js';
-import { isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models/registry.js';
+import { catalogFieldSet, isRemoteUrl, mapImageFields, modelFor, type ModelSpec } from '../models/registry.js';
 import { clip, formatPath } from '../util/zod-issues.js';
 import { canonicalJson, downstreamId, idempotencyKey, instanceId, PlanFingerprint } from './instance.js';
 import { expandMatrix, MatrixError, productSize, type MatrixSpec } from './matrix.js';
@@ -103,7 +104,7 @@ export interface StepPlan {
   matrix: MatrixSpec;
   /** Instances of this step: its own combinations, times the upstream's instances for for_each. */
   count: number;
-  /** US$ per instance, or undefined when no price is known. */
+  /** US$ per instance when every instance costs the same; undefined when unpriced or priced per instance (see `price`). */
   priceUsd: number | undefined;
   /** Where `priceUsd` comes from, and whether the model is token-priced (price.ts). */
   price: StepPrice;
@@ -144,9 +145,11 @@ export class PlannedInstance {
     readonly fileStem?: string | undefined,
     /** A for_each instance: its upstream instance's sweep values (outputs.csv shows them). */
     readonly upstreamValues?: Record<string, unknown> | undefined,
+    /** Its price in US$, when its step is priced per instance (a table or a formula), from its body. */
+    readonly priceUsd?: number | undefined,
   ) {}
 
-  /** The same instance with another body (an nsfw re-roll), hence another key. */
+  /** The same instance with another body (an nsfw re-roll), hence another key, and a price its step works out from that body. */
   withBody(body: unknown): PlannedInstance {
     return new PlannedInstance(
       this.id,
@@ -210,11 +213,21 @@ export class Plan {
     return step;
   }
 
+  /**
+   * The sum of the instances' prices. A step priced per instance counts the prices its instances
+   * were checked at; before the validation pass has priced them (the money guards that need only
+   * the counts), a table counts each at its dearest row, and a formula as unknown.
+   */
   estimate(): CostEstimate {
     let knownUsd = 0;
     let unknownInstances = 0;
     for (const step of this.steps) {
-      if (step.priceUsd === undefined) unknownInstances += step.count;
+      const priced = step.price.instances;
+      if (step.price.of && priced) {
+        knownUsd += priced.sumUsd;
+        unknownInstances += Math.max(0, step.count - priced.count);
+      } else if (step.price.of && step.price.boundUsd !== undefined) knownUsd += step.price.boundUsd * step.count;
+      else if (step.priceUsd === undefined) unknownInstances += step.count;
       else knownUsd += step.priceUsd * step.count;
     }
     return { knownUsd: Math.round(knownUsd * 1e6) / 1e6, unknownInstances };
@@ -290,7 +303,13 @@ export class Plan {
         fileStem = stem;
       }
       const upstreamValues = (scope.upstream as { values?: Record<string, unknown> } | undefined)?.values;
-      return new PlannedInstance(id, step.id, values, upstream, body, this.name, keyed, fileStem, upstreamValues);
+      let priceUsd: number | undefined;
+      if (step.price.of) {
+        const priced = step.price.of(body);
+        if ('miss' in priced) return priceMiss(step, id, priced.miss);
+        priceUsd = priced.usd;
+      }
+      return new PlannedInstance(id, step.id, values, upstream, body, this.name, keyed, fileStem, upstreamValues, priceUsd);
     };
     return (id, values, scope, upstream) => {
       const made = make(id, values, scope, upstream);
@@ -388,9 +407,26 @@ export class InstanceError extends Error {
     readonly field: readonly PathSegment[] = ['input'],
     /** What kind of problem (`genpipe validate --json`). */
     readonly code: ProblemCode = 'instance',
+    /** Where in the manifest, from its top, when the problem is not in the step (the prices table). */
+    readonly located?: readonly PathSegment[],
   ) {
     super(`${instance}: ${issues.map((i) => `${i.path ? `${i.path}: ` : ''}${i.message}`).join('; ')}`);
   }
+}
+
+/** An instance its step's price table or formula gives no price, located where the price is written. */
+function priceMiss(step: StepPlan, id: string, message: string): InstanceError {
+  const at = step.price.at ?? ['steps', step.id, 'price_usd'];
+  const inStep = at[0] === 'steps' && at[1] === step.id;
+  return new InstanceError(
+    step.id,
+    id,
+    [{ path: '', message }],
+    [],
+    inStep ? at.slice(2) : ['price_usd'],
+    'price',
+    inStep ? undefined : at,
+  );
 }
 
 /**
@@ -448,11 +484,8 @@ function scopeOf(base: Scope, values: Record<string, unknown>, upstream?: unknow
   return scope;
 }
 
-/** The input field of a step that needs the live options catalog, when its model has one and the step sets it. */
-function catalogFieldOf(s: StepPlan): string | undefined {
-  const field = modelFor(s.model).catalogField;
-  return field !== undefined && s.step.input !== undefined && Object.hasOwn(s.step.input, field) ? field : undefined;
-}
+/** The input field of a step that needs the live options catalog (models/registry.ts). */
+const catalogFieldOf = (s: StepPlan): string | undefined => catalogFieldSet(s.model, s.step.input);
 
 const resolvePath = (dir: string, path: string): string => (isAbsolute(path) ? path : resolve(dir, path));
 
@@ -487,6 +520,11 @@ export async function buildPlan(loaded: LoadedManifest, options: PlanOptions = {
     throw error;
   }
   if (helper) check = mergeChecks(check, await helper.check, maxProblems);
+  // The estimate of a step priced per instance is the sum of its instances' prices.
+  for (const step of plan.steps) {
+    const priced = check.prices?.get(step.id);
+    if (step.price.of && priced) step.price.instances = priced;
+  }
   const { seen, localFiles } = check;
   const rows = check.rows ?? new Map<string, SkippedCell>();
   for (const [path, where] of localFiles) {
@@ -641,7 +679,7 @@ export async function preparePlan(
   const run = options.run ?? { id: 'preview', startedAt: new Date() };
   const startedAt = run.startedAt.toISOString();
   const scopeBase: Scope = { vars: manifest.vars ?? {}, env, run: { id: run.id, date: startedAt.slice(0, 10), started_at: startedAt } };
-  const prices: Record<string, number> = { ...manifest.prices };
+  const prices: Record<string, PriceEntry> = { ...manifest.prices };
 
   const steps: StepPlan[] = [];
   for (const id of loaded.order) {
@@ -696,7 +734,14 @@ export async function preparePlan(
       }
     const forEach = forEachStepOf(step);
     const upstream = forEach ? steps.find((s) => s.id === forEach) : undefined;
-    const price = stepPrice(step.price_usd, prices, step.model, spec);
+    let price: StepPrice;
+    try {
+      price = stepPrice(step.price_usd, prices, step.model, spec, id);
+    } catch (error) {
+      if (!(error instanceof PriceFormulaError)) throw error;
+      report(['steps', id, 'price_usd'], error.message, undefined, 'price');
+      price = { usd: undefined, source: 'none', tokenPriced: spec.tokenPriced === true };
+    }
     const priceUsd = price.usd;
     const readsUpstreamOutputs = (loaded.templates.get(id)?.refs ?? []).some(
       (r) => r.segments[0] === 'upstream' && r.segments[1] === 'outputs',
@@ -787,6 +832,8 @@ export interface InstanceCheck {
   localFiles: Map<string, LocalFile>;
   /** With a Skippable: the bad cells of rows to set aside, by step, axis, line and column. */
   rows?: Map<string, SkippedCell> | undefined;
+  /** The prices of the valid instances of each step priced per instance (a table or a formula), by step. */
+  prices?: Map<string, InstancePrices> | undefined;
 }
 
 /** A local image file an instance names; `cell` is the CSV cell it came from, when one did. */
@@ -849,6 +896,7 @@ export async function checkInstances(
   const seen = new Map<string, SeenProblem>();
   const localFiles = new Map<string, LocalFile>();
   const rows = skippable ? new Map<string, SkippedCell>() : undefined;
+  const prices = new Map<string, InstancePrices>();
   const total = plan.totalInstances;
   let checked = 0;
   let offset = 0;
@@ -880,10 +928,12 @@ export async function checkInstances(
           else if (known || seen.size < maxProblems) {
             const at = error.at ?? segmentsOf(issue.path);
             const field = formatPath(error.field);
-            const template = {
-              location: source.locate(['steps', step.id, ...error.field, ...at], issue.atKey === true),
-              path: `steps.${step.id}.${field}${issue.path ? `.${issue.path}` : ''}`,
-            };
+            const template = error.located
+              ? { location: source.locate(error.located), path: formatPath(error.located) }
+              : {
+                  location: source.locate(['steps', step.id, ...error.field, ...at], issue.atKey === true),
+                  path: `steps.${step.id}.${field}${issue.path ? `.${issue.path}` : ''}`,
+                };
             const origin = error.field.length === 1 && error.field[0] === 'input' ? sweepOrigin(plan, step, at, error.values) : undefined;
             const atTemplate: ManifestProblem = {
               ...template,
@@ -925,6 +975,10 @@ export async function checkInstances(
         }
       }
       fingerprint?.add(entry.id, entry.canonical);
+      if (entry.priceUsd !== undefined) {
+        const usd = entry.priceUsd;
+        prices.set(step.id, addPrices(prices.get(step.id), { count: 1, sumUsd: usd, minUsd: usd, maxUsd: usd }));
+      }
       options.onInstance?.(entry);
       mapImageFields(entry.body, step.spec.imageFields, (v, at) => {
         if (isRemoteUrl(v)) return v;
@@ -952,7 +1006,7 @@ export async function checkInstances(
       });
     }
   }
-  return { seen, localFiles, rows };
+  return { seen, localFiles, rows, prices };
 }
 
 /**
@@ -1007,7 +1061,9 @@ export function mergeChecks(first: InstanceCheck, rest: InstanceCheck, maxProble
   const localFiles = new Map(first.localFiles);
   for (const [path, where] of rest.localFiles) if (!localFiles.has(path)) localFiles.set(path, where);
   const rows = first.rows || rest.rows ? new Map([...(first.rows ?? []), ...(rest.rows ?? [])]) : undefined;
-  return { seen, localFiles, rows };
+  const prices = new Map(first.prices);
+  for (const [step, priced] of rest.prices ?? []) prices.set(step, addPrices(prices.get(step), priced));
+  return { seen, localFiles, rows, prices };
 }
 
 /**

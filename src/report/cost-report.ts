@@ -8,7 +8,6 @@
  * `--retry` keeps what it cost, and an attempt whose end is unknown is shown apart (`unknownUsd`),
  * never in the net: the service's ledger lies within [net, net + unknown].
  */
-import { join } from 'node:path';
 import { readPlanFile, type PlanFile, type StepSinkRecord } from '../run/files/run-dir.js';
 import { absorbSinkTotals, addSinkEntry, emptySinkTotals, sinkNotes, type SinkTotals } from '../sink/sink-totals.js';
 import type { InstanceState } from '../run/journal/run-state.js';
@@ -18,6 +17,7 @@ import { instanceStates, plainState, type PlainOutcome } from './instance-lines.
 import { jsonUsd } from '../util/format-usd.js';
 import { submissionId } from '../models/submission.js';
 import type { SkippedRow } from '../plan/skipped-rows.js';
+import { runFile } from '../run/files/run-layout.js';
 
 export type ReportStatus = 'completed' | 'reused' | 'failed' | 'nsfw' | 'canceled' | 'unknown' | 'in_flight' | 'not_started';
 
@@ -96,6 +96,14 @@ function statusOf(entry: InstanceState): ReportStatus {
 }
 
 const requestIdOf = (entry: InstanceState): string => (entry.submission ? submissionId(entry.submission) : '');
+
+/**
+ * Committed, the budget's measure (spend.ts committedByJournal): what is charged or in flight,
+ * plus the unknown. The same sum of every attempt's money as the budget a resume starts from.
+ */
+export function committedUsd(money: Pick<Money, 'netUsd' | 'unknownUsd'>): number {
+  return round(money.netUsd + money.unknownUsd);
+}
 
 /** A group with nothing counted yet. */
 export function emptyGroup(name: string): GroupLine {
@@ -304,7 +312,7 @@ export async function summarizeCostReport(
   const plan = await readPlanFile(runDir);
   const tally = new CostTally(plan);
   const sinks = plan.steps.some((step) => step.sink !== undefined);
-  for await (const [id, entry] of instanceStates(join(runDir, 'journal.jsonl'), { sinks })) {
+  for await (const [id, entry] of instanceStates(runFile(runDir, 'journal'), { sinks })) {
     const line = tally.line(id, entry);
     await onLine?.(line);
   }

@@ -4,8 +4,9 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { RUN_FILES } from '../run/files/run-layout.js';
 
-export const NOT_STARTED_FILE = 'not-started.jsonl';
+export const NOT_STARTED_FILE = RUN_FILES.notStarted;
 
 export interface NotStartedRecord {
   /** A run id of the moment (same form as a run's), so these sort among the runs. */

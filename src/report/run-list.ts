@@ -3,9 +3,10 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { JOURNAL_RECORD_TYPES } from '../run/journal/journal-records.js';
 import { streamJournal } from '../run/journal/journal.js';
-import { summarizeCostReport } from './cost-report.js';
+import { summarizeCostReport, type CostSummary } from './cost-report.js';
 import { outcomeWord } from '../run/events.js';
 import { notStartedStatus, readNotStarted, type NotStartedRecord } from './not-started-list.js';
+import { runFile } from '../run/files/run-layout.js';
 
 export interface RunListing {
   pipeline: string;
@@ -50,16 +51,20 @@ async function folders(path: string): Promise<string[]> {
 /** The status needs only run_started and run_finished: every other line is passed over unparsed. */
 const NOT_RUN_RECORDS = [...JOURNAL_RECORD_TYPES].filter((type) => type !== 'run_started' && type !== 'run_finished');
 
-/** One run directory's listing: the same figures `genpipe runs` prints for it. */
-export async function listRun(dir: string, pipeline: string, runId: string): Promise<RunListing | undefined> {
-  if (!(await stat(join(dir, 'plan.json')).catch(() => undefined))) return undefined;
+/** Told each run's cost summary as the list reads it (metrics/metrics.ts sums them by model). */
+export type OnRunSummary = (listing: RunListing, summary: CostSummary) => void;
+
+/** The listing of one run directory (`root/<pipeline>/<run-id>/`), or undefined when it has no plan.json. */
+export async function runListing(root: string, pipeline: string, runId: string, onSummary?: OnRunSummary): Promise<RunListing | undefined> {
+  const dir = join(root, pipeline, runId);
+  if (!(await stat(runFile(dir, 'plan')).catch(() => undefined))) return undefined;
   let status = 'not started';
   let startedAt: number | null = null;
   let finishedAt: number | null = null;
   let budgetUsd: number | null = null;
   // Streamed: a journal of a large run is never read into memory whole.
   try {
-    for await (const record of streamJournal(join(dir, 'journal.jsonl'), { skipTypes: NOT_RUN_RECORDS })) {
+    for await (const record of streamJournal(runFile(dir, 'journal'), { skipTypes: NOT_RUN_RECORDS })) {
       if (record.type === 'run_started') {
         status = 'interrupted';
         startedAt ??= record.at ?? null;
@@ -75,26 +80,28 @@ export async function listRun(dir: string, pipeline: string, runId: string): Pro
     status = 'unreadable';
   }
   const report = await summarizeCostReport(dir);
-  const counts = report.total.counts;
-  return {
+  const instances = Object.values(report.total.counts).reduce((a, b) => a + b, 0);
+  const listing: RunListing = {
     pipeline,
     runId,
     dir,
     status,
-    completed: counts.completed + counts.reused,
-    made: counts.completed,
-    reused: counts.reused,
-    instances: Object.values(counts).reduce((a, b) => a + b, 0),
+    completed: report.total.counts.completed + report.total.counts.reused,
+    made: report.total.counts.completed,
+    reused: report.total.counts.reused,
+    instances,
     netUsd: report.total.netUsd,
     unknownUsd: report.total.unknownUsd,
     unpricedInstances: report.total.unpricedInstances,
-    failed: counts.failed + counts.nsfw + counts.canceled,
-    unknown: counts.unknown,
+    failed: report.total.counts.failed + report.total.counts.nsfw + report.total.counts.canceled,
+    unknown: report.total.counts.unknown,
     estimatedUsd: report.total.estimatedUsd,
     budgetUsd,
     startedAt,
     finishedAt,
   };
+  onSummary?.(listing, report);
+  return listing;
 }
 
 /** A tick that did not start, listed among the runs, with why. */
@@ -120,14 +127,21 @@ export function notStartedListing(root: string, pipeline: string, record: NotSta
   };
 }
 
-/** The pipeline folders under a runs folder. */
+/** The pipeline folders under a runs folder (dot-names, such as `.lock`, left out). */
 export const pipelineFolders = folders;
 
-export async function listRuns(root: string, pipeline?: string): Promise<RunListing[]> {
+export interface ListRunsOptions {
+  onSummary?: OnRunSummary | undefined;
+  /** Lists one run: runListing, or one that answers from what it read before (metrics/metrics.ts). */
+  listOne?: typeof runListing | undefined;
+}
+
+export async function listRuns(root: string, pipeline?: string, options: ListRunsOptions = {}): Promise<RunListing[]> {
   const out: RunListing[] = [];
+  const listOne = options.listOne ?? runListing;
   for (const name of pipeline === undefined ? await folders(root) : [pipeline]) {
     for (const runId of await folders(join(root, name))) {
-      const listing = await listRun(join(root, name, runId), name, runId);
+      const listing = await listOne(root, name, runId, options.onSummary);
       if (listing) out.push(listing);
     }
   }

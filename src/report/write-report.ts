@@ -8,11 +8,12 @@ import { canStartWorker, startTaskWorker, type TaskWorker } from '../util/worker
 import { CostTally, emptyGroup, type CostSummary, type TallyGroups } from './cost-report.js';
 import { gatherInstanceRuns, middleId, outcomesOf, PlainOutcome, type StatesOptions } from './instance-lines.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
+import { RUN_FILES, runFile } from '../run/files/run-layout.js';
 
 const FILES: readonly (readonly [string, ReportFormat])[] = [
-  ['report.json', JSON_FORMAT],
-  ['report.csv', CSV_FORMAT],
-  ['report.md', MARKDOWN_FORMAT],
+  [RUN_FILES.reportJson, JSON_FORMAT],
+  [RUN_FILES.reportCsv, CSV_FORMAT],
+  [RUN_FILES.reportMd, MARKDOWN_FORMAT],
 ];
 
 /** The second thread's module (report-worker.ts): beside this one in the build; absent when running from sources. */
@@ -64,7 +65,7 @@ export async function writeCostReport(
   const headFirst = new Set<ReportFormat>([JSON_FORMAT, CSV_FORMAT]);
   const sinks: ByteSink[] = [];
   const hasSink = plan.steps.some((step) => step.sink !== undefined);
-  const gathered = await gatherInstanceRuns(join(runDir, 'journal.jsonl'), { ...options.threads, sinks: hasSink });
+  const gathered = await gatherInstanceRuns(runFile(runDir, 'journal'), { ...options.threads, sinks: hasSink });
   let tail: TailWriter | undefined;
   try {
     for (const [name, format] of FILES) {

@@ -12,8 +12,9 @@ import { join } from 'node:path';
 import * as z from 'zod';
 import { GenpipeError } from '../api/errors.js';
 import { outputsDigest, replayFile } from '../run/journal/run-state.js';
+import { RUN_FILES, runFile } from '../run/files/run-layout.js';
 
-export const REVIEW_FILE = 'review.json';
+export const REVIEW_FILE = RUN_FILES.review;
 
 export const Decision = z.enum(['approved', 'rejected']);
 export type Decision = z.infer<typeof Decision>;
@@ -118,7 +119,7 @@ export class ReviewStore {
 
 /** Reads the instances' current outputs from the run's journal (a run may still be adding to it). */
 async function currentDigests(runDir: string): Promise<Map<string, string | undefined>> {
-  const path = join(runDir, 'journal.jsonl');
+  const path = runFile(runDir, 'journal');
   const state = await replayFile(path).catch((error: unknown) => {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;

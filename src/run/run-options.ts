@@ -5,6 +5,7 @@ import type { TurnPollOptions } from '../api/agent.js';
 import type { OptionsCatalog } from '../api/wire.js';
 import type { Plan } from '../plan/plan.js';
 import type { RunListener } from './events.js';
+import type { RunObserver } from './observer.js';
 import type { Executor } from './attempt/executor.js';
 import type { PollScheduleOptions, SeenDuration } from './polling/poll-schedule.js';
 import type { ReuseIndex } from './attempt/reuse.js';
@@ -65,6 +66,8 @@ export interface RunOptions {
    * queue (fleet/queue-executor.ts). Its name is recorded with the run.
    */
   executor?: Executor | undefined;
+  /** Told of each request's answer, each journal sync and the run's throttling, for metrics (observer.ts). */
+  observer?: RunObserver | undefined;
   /** On abort, cancel requests that are still queued. Default false. */
   cancelOnAbort?: boolean | undefined;
   /** Transient errors tolerated over the whole run before it stops, resumable. Default: recorded, else 200. */

@@ -24,9 +24,11 @@ import { settle } from './attempt/settle.js';
 import type { Submission } from '../models/adapter.js';
 import { instanceStatus, sentNotFinal, type RunState } from './journal/run-state.js';
 import { stepOfInstanceId } from '../plan/instance.js';
+import { isPriced } from '../plan/price.js';
 import type { JournaledProgress } from './events.js';
-import { openJournalStore, type RunStore } from './journal/run-store.js';
+import { openJournalStore, type OpenRunStoreOptions, type RunStore } from './journal/run-store.js';
 import { Scheduler } from './scheduler.js';
+import { runFile } from './files/run-layout.js';
 
 export { RETRY_STATUSES, type RateLimiter, type RetryStatus, type RunOptions } from './run-options.js';
 
@@ -46,10 +48,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   const outputs = await OutputsCsv.open(options.runDir, axisColumns(options.plan), { sink: options.sinks !== undefined });
   let store: RunStore;
   try {
-    store = await openJournalStore(options.runDir, {
-      acceptCorrupt: options.acceptCorrupt,
-      onCorrupt: (corrupt) => options.onEvent?.({ type: 'journal_corrupt_accepted', line: corrupt.line, instance: corrupt.instance }),
-    });
+    store = await openJournalStore(options.runDir, storeOptions(options));
   } catch (error) {
     await outputs.abandon();
     throw error;
@@ -79,7 +78,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   // What is finished so far, now and then (a view: it never holds the run up).
   const galleryTimer = view ? setInterval(() => view.update(), GALLERY_EVERY_MS).unref() : undefined;
   const scheduler = new Scheduler(fx, driver);
-  if (!store.created) await removePartialDownloads(join(options.runDir, 'outputs'));
+  if (!store.created) await removePartialDownloads(runFile(options.runDir, 'outputs'));
   // How the last start ended, read before this one's record: a finished run resumed with nothing to do tells no one again.
   const endedBefore = store.state.lastOutcome;
   await fx.log(
@@ -140,6 +139,15 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   return summary;
 }
 
+/** How the run's journal is opened: past damaged lines when accepted (each said), its syncs timed for metrics. */
+function storeOptions(options: RunOptions): OpenRunStoreOptions {
+  return {
+    acceptCorrupt: options.acceptCorrupt,
+    onCorrupt: (corrupt) => options.onEvent?.({ type: 'journal_corrupt_accepted', line: corrupt.line, instance: corrupt.instance }),
+    onSync: options.observer?.journalSync?.bind(options.observer),
+  };
+}
+
 /**
  * The run's transport, told of the run: every request goes through the run's per-route limiter (a
  * 429 slows its own route), and the transport's own retries draw from the run's one retry budget.
@@ -147,6 +155,12 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
  */
 function wireTransport(fx: RunContext, options: RunOptions): () => void {
   const unpace = options.client.transport.pace(fx.routes);
+  // Metrics: each answer and the run's throttling, told to the observer (observer.ts).
+  const observer = options.observer;
+  observer?.throttling?.(fx.routes);
+  const unobserve = observer
+    ? options.client.transport.onExchange((e) => observer.exchange?.(e.method, new URL(e.url).pathname, e.status))
+    : () => {};
   let throttleSaid = 0;
   const ungate = options.client.transport.retryGate(({ code, delayMs }) => {
     if (!fx.consumeRetry()) return false;
@@ -158,6 +172,7 @@ function wireTransport(fx: RunContext, options: RunOptions): () => void {
   });
   return () => {
     unpace();
+    unobserve();
     ungate();
     fx.routes.close();
   };
@@ -191,7 +206,7 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
   if (!store.created && !store.state.started) {
     throw new GenpipeError(
       'invalid_file',
-      `${join(options.runDir, 'journal.jsonl')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`,
+      `${runFile(options.runDir, 'journal')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`,
     );
   }
   const { options: recorded, changes } = resolveRecordedOptions(
@@ -207,7 +222,7 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
   );
   const settings = runSettings(options, recorded);
   const budget = settings.budgetUsd;
-  const unpriced = options.plan.steps.filter((s) => s.priceUsd === undefined).map((s) => s.id);
+  const unpriced = options.plan.steps.filter((s) => !isPriced(s.price)).map((s) => s.id);
   if (budget !== undefined && unpriced.length > 0) {
     // A budget is a promise about money: an instance of unknown price could break it unseen. The
     // CLI refuses such a manifest first (plan/guards.ts); a library caller meets it here.

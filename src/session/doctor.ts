@@ -19,6 +19,7 @@ import { resolveConfig, type ClientConfig, type ConfigFlags } from '../api/confi
 import { GenpipeError } from '../api/errors.js';
 import type { RedisTarget } from '../fleet/redis.js';
 import type { LoadedManifest } from '../manifest/load.js';
+import { catalogFieldSet } from '../models/registry.js';
 import { resolveNotifyTargets, type ResolvedTarget } from '../notify/notify-targets.js';
 import { emptyCounts } from '../run/events.js';
 
@@ -174,7 +175,7 @@ async function reach(origin: string, signal: AbortSignal): Promise<{ message: st
 function catalogChecks(loaded: LoadedManifest, config: ClientConfig, input: DoctorInput): Planned[] {
   const steps = Object.values(loaded.manifest.steps);
   const checks: Planned[] = [];
-  if (steps.some((s) => s.model === 'character-sheet' && s.input !== undefined && Object.hasOwn(s.input, 'selection'))) {
+  if (steps.some((s) => catalogFieldSet(s.model, s.input) !== undefined)) {
     checks.push({
       name: 'catalog: character-sheet options',
       probe: async (signal) => {

@@ -55,11 +55,13 @@ import { readRunInputs, type RecordedAxes } from '../run/files/run-inputs.js';
 import { skippedRowCount, skippedRowsLines } from '../plan/skipped-rows.js';
 import { countNewRows, newRowsSentence } from './new-rows.js';
 import { runPlan, type RetryStatus } from '../run/runner.js';
+import type { RunObserver } from '../run/observer.js';
 import { concurrencyOf, type RunOptions } from '../run/run-options.js';
 import { WebhookReceiver, type WebhookReceiverOptions } from '../run/polling/webhook-receiver.js';
 import { formatCount } from '../util/format-usd.js';
 import { redact } from '../util/redact.js';
 import { embeddedRunSentence, movedServiceWarning, resumeFlags, serviceRecord } from './run-service.js';
+import { runFile } from '../run/files/run-layout.js';
 
 /** Where a session writes for people, and what it is told from outside. */
 export interface SessionIO {
@@ -81,6 +83,8 @@ export interface SessionIO {
   onRunDir?: ((runDir: string) => Promise<void>) | undefined;
   /** Every run event, besides the progress view. */
   onEvent?: RunListener | undefined;
+  /** Told each request's answer, journal sync and the throttling, for metrics (run/observer.ts). */
+  observer?: RunObserver | undefined;
   /**
    * A big spend with no budget (over confirmOverUsd): resolve to go on, throw to refuse. Default:
    * refused (exit 2), as nobody can be asked.
@@ -540,7 +544,7 @@ function lockOptions(o: SessionOptions): LockOptions {
 /** A resume needs the run's journal: without it, genpipe cannot tell what the run already paid for. */
 async function assertResumable(runDir: string): Promise<void> {
   const { stat } = await import('node:fs/promises');
-  const journal = join(runDir, 'journal.jsonl');
+  const journal = runFile(runDir, 'journal');
   const found = await stat(journal).catch(() => undefined);
   if (!found)
     throw new GenpipeError(
@@ -604,7 +608,7 @@ async function execute(x: Execution): Promise<RunResult> {
     await closeParts(x, parts, progress);
     // A new run stopped before its journal existed (its sinks or its fleet could not start) sent
     // nothing: its directory goes, so no run is left that cannot be resumed.
-    if (x.previous === undefined && !(await exists(join(x.runDir, 'journal.jsonl')))) await rm(x.runDir, { recursive: true, force: true });
+    if (x.previous === undefined && !(await exists(runFile(x.runDir, 'journal')))) await rm(x.runDir, { recursive: true, force: true });
     await x.lock.release();
     // The run stopped on an error after its directory existed: the team hears of it too.
     const told = diskRefusal(error) ?? error;
@@ -796,6 +800,7 @@ function runOptionsOf(x: Execution, parts: Parts, pollPrior: Awaited<ReturnType<
     review: { approved: () => decidedIds(runDir, 'approved'), rejected: () => decisions(runDir, 'rejected') },
     view: galleryView(runDir, plan, runId, x.stepSinkRecords),
     onEvent,
+    observer: o.observer,
   };
 }
 

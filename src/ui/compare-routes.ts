@@ -3,7 +3,7 @@
  * is `genpipe diff`'s page of the two (src/diff: the same data and the same page), with its images
  * served from each run's gallery routes (`/run/<key>/gallery/outputs/...`).
  */
-import { join } from 'node:path';
+import { runFile } from '../run/files/run-layout.js';
 import type { ConfigFlags } from '../api/config.js';
 import { diffData, type DiffRun } from '../diff/diff-data.js';
 import { diffHtml } from '../diff/diff-page.js';
@@ -64,7 +64,7 @@ export function compareRoutes(options: { flags: ConfigFlags; env: NodeJS.Process
           plan,
           // Not read from: the page's links to the run's files are made from it.
           runDir: `${VIRTUAL}/run/${run.key}/gallery`,
-          state: await replayFile(join(run.dir, 'journal.jsonl')),
+          state: await replayFile(runFile(run.dir, 'journal')),
           inputs: await runInputs(run.dir, plan, { catalog: sources.options.catalog, presets: sources.options.presets, env: options.env }),
         };
       };

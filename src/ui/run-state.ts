@@ -8,8 +8,8 @@
  * Spend over time is what the ui saw while it followed the run (a point per change, at most
  * MAX_POINTS, thinned by half when full): a run that ended before shows its start and its end.
  */
+import { runFile } from '../run/files/run-layout.js';
 import { readFile, stat } from 'node:fs/promises';
-import { join } from 'node:path';
 import { summarizeCostReport, type CostSummary, type GroupLine, type InstanceLine } from '../report/cost-report.js';
 import { readPlanFile } from '../run/files/run-dir.js';
 import { readReview } from '../review/review-store.js';
@@ -57,12 +57,12 @@ function row(group: GroupLine): MoneyRow {
 /** report.json without its instance lines, when it is there and newer than the journal. */
 async function readReport(dir: string): Promise<CostSummary | undefined> {
   const [report, journal] = await Promise.all([
-    stat(join(dir, 'report.json')).catch(() => undefined),
-    stat(join(dir, 'journal.jsonl')).catch(() => undefined),
+    stat(runFile(dir, 'reportJson')).catch(() => undefined),
+    stat(runFile(dir, 'journal')).catch(() => undefined),
   ]);
   if (report === undefined || (journal !== undefined && journal.mtimeMs > report.mtimeMs)) return undefined;
   try {
-    const parsed = JSON.parse(await readFile(join(dir, 'report.json'), 'utf8')) as CostSummary & { instances?: unknown };
+    const parsed = JSON.parse(await readFile(runFile(dir, 'reportJson'), 'utf8')) as CostSummary & { instances?: unknown };
     delete parsed.instances;
     return parsed.total === undefined ? undefined : parsed;
   } catch {

@@ -1,15 +1,16 @@
 /**
  * The runs `genpipe ui` lists, kept current by watching the run folders.
  *
- * Each run's figures are `genpipe runs`'s own (report/run-list.ts: listRun), worked out again only
+ * Each run's figures are `genpipe runs`'s own (report/run-list.ts: runListing), worked out again only
  * when its journal changes (size or mtime), so a page open on a thousand finished runs costs a stat
  * per run per tick. A run is `running` while its pipeline's lock is held for it; the lock's owner
  * names its host. The watch ticks only while someone listens (a page's event stream), and keeps
  * one entry per run directory: nothing grows while a page is open.
  */
+import { runFile } from '../run/files/run-layout.js';
 import { stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { listRun, notStartedListing, pipelineFolders, type RunListing } from '../report/run-list.js';
+import { notStartedListing, pipelineFolders, runListing, type RunListing } from '../report/run-list.js';
 import { NOT_STARTED_FILE, readNotStarted } from '../report/not-started-list.js';
 import { readPipelineLock } from '../run/lock/lock.js';
 import { formatDuration } from '../report/progress.js';
@@ -168,10 +169,10 @@ export class RunWatch {
     for (const runId of await pipelineFolders(pipelineDir)) {
       const dir = join(pipelineDir, runId);
       live.add(dir);
-      const signature = `${await signatureOf(join(dir, 'plan.json'))}|${await signatureOf(join(dir, 'journal.jsonl'))}`;
+      const signature = `${await signatureOf(runFile(dir, 'plan'))}|${await signatureOf(runFile(dir, 'journal'))}`;
       let entry = this.#entries.get(dir);
       if (entry?.signature !== signature) {
-        const listing = await listRun(dir, pipeline, runId).catch(() => undefined);
+        const listing = await runListing(dirname(pipelineDir), pipeline, runId).catch(() => undefined);
         if (listing === undefined) {
           this.#entries.delete(dir);
           continue;

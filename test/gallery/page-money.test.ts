@@ -39,10 +39,13 @@ describe("the gallery's money", () => {
     const page = pageMoney().formatSpend;
     for (const netUsd of [0, 0.05, 1.839963, 1234.5])
       for (const unpricedInstances of [0, 1, 2, 1500])
-        for (const unknownUsd of [0, 0.09]) {
-          const money = { netUsd, unpricedInstances, unknownUsd };
-          expect(page(money), JSON.stringify(money)).toBe(formatSpend(money));
-        }
+        for (const unknownUsd of [0, 0.09])
+          for (const provisional of [false, true]) {
+            const money = { netUsd, unpricedInstances, unknownUsd, provisional };
+            expect(page(money), JSON.stringify(money)).toBe(formatSpend(money));
+          }
     expect(page({ netUsd: 0, unpricedInstances: 2 })).toBe('unpriced (2 instances)');
+    // A figure resting on a token-priced charge at submit is marked with the word the docs define.
+    expect(page({ netUsd: 0.56, provisional: true })).toBe('US$0.56 (provisional)');
   });
 });

@@ -19,6 +19,8 @@ export interface ReadStep {
   count: number;
   spendUsd: number;
   unpriced: number;
+  /** Its cost rests on a token-priced charge at submit: the page writes it `(provisional)`. */
+  provisional?: boolean;
   index: number[];
   pages: PageRef[];
   /** Every cell, from the data files, with its values from the index. */

@@ -15,6 +15,7 @@ import { EXIT } from '../../session/exit-codes.js';
 import type { CliIO } from '../io.js';
 import { planSources, type PlanSources } from '../../session/plan-sources.js';
 import { redactEveryForm } from '../../util/redact.js';
+import { runFile } from '../../run/files/run-layout.js';
 
 const GROUPS = [
   {
@@ -52,13 +53,13 @@ the catalog). A reused result counts as completed. Prints the page's path and a 
       const a: DiffRun = {
         plan: planA,
         runDir: dirA,
-        state: await replayFile(join(dirA, 'journal.jsonl')),
+        state: await replayFile(runFile(dirA, 'journal')),
         inputs: await runInputs(dirA, planA, inputOptions(sources, io)),
       };
       const b: DiffRun = {
         plan: planB,
         runDir: dirB,
-        state: await replayFile(join(dirB, 'journal.jsonl')),
+        state: await replayFile(runFile(dirB, 'journal')),
         inputs: await runInputs(dirB, planB, inputOptions(sources, io)),
       };
       const data = diffData(a, b);

@@ -1,4 +1,4 @@
-import { priceLine } from '../../plan/price.js';
+import { eachPrice, priceLine, stepCostUsd } from '../../plan/price.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -116,7 +116,10 @@ function parallelMin(env: NodeJS.ProcessEnv): number | undefined {
   return value !== undefined && /^\d+$/.test(value) ? Number(value) : undefined;
 }
 
-const stepCost = (step: StepPlan): string => (step.priceUsd === undefined ? 'unknown' : formatUsd(step.priceUsd * step.count));
+const stepCost = (step: StepPlan): string => {
+  const usd = stepCostUsd(step);
+  return usd === undefined ? 'unknown' : formatUsd(usd);
+};
 
 function printSummary(plan: Plan, io: CliIO, samples: number): void {
   io.out(`pipeline ${plan.name}: ${plan.steps.length} step(s), ${plan.totalInstances} instance(s)`);
@@ -127,7 +130,7 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
         ? [`for each ${step.forEach}${step.forEachOnly ? `, only: ${step.forEachOnly} (after \`genpipe review\`)` : ''}`]
         : []),
     ];
-    const price = step.priceUsd === undefined ? 'price unknown' : `${formatUsd(step.priceUsd, 'each')} each`;
+    const price = eachPrice(step.price);
     io.out('');
     io.out(
       `${step.id} (${step.model}): ${step.count} instance(s), ${price}, ${stepCost(step)}${deps.length ? `; ${deps.join(', ')}` : ''}`,
@@ -152,6 +155,11 @@ function printSummary(plan: Plan, io: CliIO, samples: number): void {
   for (const line of sinkPrefixWarnings(plan.loaded)) io.out(line);
 }
 
+const cost = (step: StepPlan): number | null => {
+  const usd = stepCostUsd(step);
+  return usd === undefined ? null : Math.round(usd * 1e6) / 1e6;
+};
+
 /** One JSON document: the steps and estimate, then the spooled instances (`parts`, in order), streamed in chunks. */
 async function streamJson(plan: Plan, io: CliIO, parts: readonly string[]): Promise<void> {
   const steps = plan.steps.map((s) => ({
@@ -164,7 +172,7 @@ async function streamJson(plan: Plan, io: CliIO, parts: readonly string[]): Prom
     price_usd: s.priceUsd ?? null,
     price_source: s.price.source,
     token_priced: s.price.tokenPriced,
-    cost_usd: s.priceUsd === undefined ? null : Math.round(s.priceUsd * s.count * 1e6) / 1e6,
+    cost_usd: cost(s),
   }));
   const estimate = plan.estimate();
   await io.write(

@@ -1,7 +1,7 @@
 import { setWritingFolder } from '../../session/disk-refusal.js';
 import { configFilePath, readConfigFile } from '../../api/config.js';
 import { GenpipeError } from '../../api/errors.js';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { writeCostReport } from '../../report/write-report.js';
 import { copyText } from '../../util/copy-text.js';
 import { MAX_GALLERY_INSTANCES, rewriteGallery } from '../../gallery/write-gallery.js';
@@ -11,6 +11,7 @@ import { defineCommand, tableOf } from '../options.js';
 import { CONNECTION } from '../shared-options.js';
 import { EXIT } from '../../session/exit-codes.js';
 import { writeBytes } from '../io.js';
+import { runFile } from '../../run/files/run-layout.js';
 
 const GROUPS = [
   {
@@ -55,7 +56,7 @@ the journal, and says when a \`for_each: {step, only: approved}\` step waits on 
     const waiting = await reviewWaitSentence(runDir);
     if (waiting) io.err(waiting);
     // What was just written, streamed: a report of any size is never held as one string.
-    await copyText(join(runDir, values.json ? 'report.json' : values.csv ? 'report.csv' : 'report.md'), (chunk) => writeBytes(io, chunk));
+    await copyText(runFile(runDir, values.json ? 'reportJson' : values.csv ? 'reportCsv' : 'reportMd'), (chunk) => writeBytes(io, chunk));
     return EXIT.ok;
   },
 });

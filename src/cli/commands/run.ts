@@ -10,6 +10,8 @@ import { CONNECTION, EMULATOR, REDIS } from '../shared-options.js';
 import { confirmSpend } from '../../session/confirm-spend.js';
 import { numberFlag } from '../number-flag.js';
 import type { CliIO } from '../io.js';
+import { EXIT, exitCodeFor } from '../../session/exit-codes.js';
+import { diskRefusal } from '../../session/disk-refusal.js';
 
 const RUN_OPTIONS = {
   out: { type: 'string', value: 'DIR', defaultText: 'runs/', help: 'where run directories go: DIR/<pipeline>/<run-id>/' },
@@ -117,6 +119,11 @@ const RUN_OPTIONS = {
   'no-local-worker': { type: 'boolean', help: "with --redis, leave every job to the fleet's workers" },
   quiet: { type: 'boolean', help: 'print only errors and the summary' },
   'json-logs': { type: 'boolean', help: 'one JSON event per line on stdout, for log shippers' },
+  'metrics-file': {
+    type: 'string',
+    value: 'PATH',
+    help: "when the run ends, however it ends, write its figures to PATH in the Prometheus text format, for node_exporter's textfile collector (a cron job's metrics): runs, instances and money by model, requests by route and status, 429s, throttling, journal fsync latency, the exit code. Written to a temporary file, then renamed",
+  },
   'progress-interval': {
     type: 'string',
     value: 'S',
@@ -203,6 +210,10 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
   const adopt = values.adopt?.map(parseAdoption);
   if (adopt !== undefined && resumeDir === undefined)
     throw new GenpipeError('invalid_input', '--adopt follows a request of an earlier start: use it with genpipe resume RUN_DIR.');
+  // `--metrics-file`: the run's figures, written on every way it ends (textfile.ts).
+  const metricsFile = values['metrics-file'];
+  const metrics = metricsFile === undefined ? undefined : new (await import('../../metrics/textfile.js')).RunMetrics();
+  let runDir: string | undefined;
   const options: SessionOptions = {
     connection: connectionFlags(values),
     emulator: values.emulator === true,
@@ -239,17 +250,49 @@ async function runOrResume(argv: readonly string[], io: CliIO, command: 'run' | 
     quiet: values.quiet,
     jsonLogs: values['json-logs'],
     progressIntervalMs: progressIntervalMs(values['progress-interval']),
-    onRunDir: io.onRunDir,
+    onRunDir: async (dir) => {
+      runDir = dir;
+      await io.onRunDir?.(dir);
+    },
+    observer: metrics?.observer,
     confirmSpend: (spend) => confirmSpend(spend, io),
   };
-  if (resumeDir === undefined) return (await startRun(positional(positionals, 0, 'a manifest file', 'run'), options)).exitCode;
-  // `genpipe run M --resume DIR` runs M; `genpipe resume DIR` the manifest the run was started with.
-  return (
-    await resumeRun(resumeDir, {
-      ...options,
-      manifest: command === 'run' ? positional(positionals, 0, 'a manifest file', 'run') : undefined,
-    })
-  ).exitCode;
+  const session = async (): Promise<number> => {
+    if (resumeDir === undefined) return (await startRun(positional(positionals, 0, 'a manifest file', 'run'), options)).exitCode;
+    // `genpipe run M --resume DIR` runs M; `genpipe resume DIR` the manifest the run was started with.
+    return (
+      await resumeRun(resumeDir, {
+        ...options,
+        manifest: command === 'run' ? positional(positionals, 0, 'a manifest file', 'run') : undefined,
+      })
+    ).exitCode;
+  };
+  if (!metrics || metricsFile === undefined) return session();
+  let exitCode: number = EXIT.internal;
+  try {
+    exitCode = await session();
+    return exitCode;
+  } catch (error) {
+    exitCode = exitCodeOfError(error);
+    throw error;
+  } finally {
+    await writeMetricsFile(metricsFile, () => metrics.write(metricsFile, { runDir: runDir ?? resumeDir, exitCode }), io);
+  }
+}
+
+/** The exit code a failure ends genpipe with (report-error.ts says it; this only needs the number). */
+function exitCodeOfError(error: unknown): number {
+  const told = diskRefusal(error) ?? error;
+  return told instanceof GenpipeError ? exitCodeFor(told.code) : EXIT.internal;
+}
+
+/** A metrics file that cannot be written is a warning: the run's own exit code stands. */
+async function writeMetricsFile(path: string, write: () => Promise<void>, io: CliIO): Promise<void> {
+  try {
+    await write();
+  } catch (error) {
+    io.err(`warning: could not write the metrics file ${path}: ${error instanceof Error ? error.message : String(error)}`);
+  }
 }
 
 function progressIntervalMs(value: string | undefined): number | undefined {

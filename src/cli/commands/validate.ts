@@ -21,7 +21,7 @@ const GROUPS = [
     options: {
       json: {
         type: 'boolean',
-        help: 'print the problems on stdout as one JSON array of {file, line, col, code, message} ([] when the manifest is valid; line and col are 0 for a problem about a whole file, such as a missing one; a problem with a sweep value adds also: {file, line, col, path}, the template that reads it). Exit codes as without --json. Codes: yaml, schema, reference, missing_file, unreadable_file, csv, axis, env, instance, empty_cell, file_name, budget, notify, too_large, invalid.',
+        help: 'print the problems on stdout as one JSON array of {file, line, col, code, message} ([] when the manifest is valid; line and col are 0 for a problem about a whole file, such as a missing one; a problem with a sweep value adds also: {file, line, col, path}, the template that reads it). Exit codes as without --json. Codes: yaml, schema, reference, missing_file, unreadable_file, csv, axis, env, instance, empty_cell, file_name, price, budget, notify, too_large, invalid.',
       },
       ...EMULATOR,
     },

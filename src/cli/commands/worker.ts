@@ -12,6 +12,8 @@ import type { RedisTarget } from '../../fleet/redis.js';
 import type { RunTaker } from '../../fleet/run-taker.js';
 import type { SessionOptions } from '../../session/run-session.js';
 import type { ConfigFlags } from '../../api/config.js';
+import type { RunObserver } from '../../run/observer.js';
+import { parseMetricsAddress, type MetricsServer } from '../../metrics/serve.js';
 
 /**
  * After SIGTERM, how long jobs in flight may take before they are handed back to the queue. A
@@ -50,6 +52,11 @@ const GROUPS = [
         type: 'boolean',
         help: 'one JSON event per line on stdout (worker_ready, job_finished, worker_message), for log shippers',
       },
+      metrics: {
+        type: 'string',
+        value: 'HOST:PORT',
+        help: "serve /metrics in the Prometheus text format at HOST:PORT (a bare PORT listens on 127.0.0.1; another host must be named, such as 0.0.0.0:9464): this worker's requests, 429s and throttling, the queue's jobs and the workers' heartbeats",
+      },
     },
   },
   CONNECTION,
@@ -58,7 +65,7 @@ const GROUPS = [
 export const workerCommand = defineCommand({
   name: 'worker',
   usage: `Usage: genpipe worker --redis URL [--queue NAME] [--concurrency N] [--name ID] [--grace S] [--runs]
-                      [--webhook-url URL --listen HOST:PORT] [--json-logs]
+                      [--webhook-url URL --listen HOST:PORT] [--json-logs] [--metrics HOST:PORT]
 
 A fleet worker: takes instance jobs from the queue (any run's), submits each with its
 Idempotency-Key, follows it to its end and hands the final status and output URLs back to the
@@ -87,10 +94,12 @@ answering for 10 s once started, 130 a signal while it still waited on Redis at 
         `--grace ${graceS} is over ${MAX_GRACE_S} s: a genpipe process ends within 5 s of SIGTERM, so jobs still in flight after ${MAX_GRACE_S} s are handed back to the queue (another worker follows them from their submission).`,
       );
     const listen = webhookFlags(values['webhook-url'], values.listen);
+    const metricsAt = values.metrics === undefined ? undefined : parseMetricsAddress(values.metrics);
     // A worker has no --emulator: its messages must not suggest one.
     const connection = { ...connectionFlags(values), offerEmulator: false };
     const client = openClient(connection, io);
     let webhook: WebhookReceiver | undefined;
+    let metricsServer: MetricsServer | undefined;
     try {
       // Ctrl-C or SIGTERM while it waits on Redis: interrupted (exit 130), nothing started.
       await checkRedis(target, undefined, io.signal);
@@ -99,6 +108,9 @@ answering for 10 s once started, 130 a signal while it still waited on Redis at 
       const name = values.name ?? defaultWorkerName();
       const queue = values.queue ?? DEFAULT_QUEUE;
       const log = workerLog(io, name, values['json-logs'] === true);
+      const metrics = metricsAt
+        ? (await import('../../metrics/metrics.js')).createMetrics({ runDirs: [], redis: { target, queue } })
+        : undefined;
       const worker = await startFleetWorker({
         redis: target,
         queue,
@@ -108,11 +120,27 @@ answering for 10 s once started, 130 a signal while it still waited on Redis at 
         say: (line) => log.say(line),
         webhook,
         onJob: (job) => log.job(job),
+        observer: metrics?.observer,
       });
-      const runs = values.runs ? await startRuns(connection, target, queue, name, io) : undefined;
+      const runs = values.runs ? await startRuns(connection, target, queue, name, io, metrics?.observer) : undefined;
+      if (metrics && metricsAt) {
+        const { serveMetrics, reachableFromOutside } = await import('../../metrics/serve.js');
+        metricsServer = await serveMetrics(metrics, metricsAt);
+        if (reachableFromOutside(metricsAt.host))
+          log.say(
+            `worker ${name}: metrics at ${metricsServer.url} can be read by anyone who reaches this host on port ${metricsServer.port}.`,
+          );
+      }
       log.ready(
-        `ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once${webhook ? `, webhooks on ${listen?.host}:${webhook.port}` : ''}${runs ? ', taking scheduled runs' : ''}`,
-        { queue, redis: target.shown, concurrency, ...(webhook ? { webhookPort: webhook.port } : {}), runs: runs !== undefined },
+        `ready: worker ${name} on queue ${queue} at ${target.shown}, ${concurrency} at once${webhook ? `, webhooks on ${listen?.host}:${webhook.port}` : ''}${runs ? ', taking scheduled runs' : ''}${metricsServer ? `, metrics at ${metricsServer.url}` : ''}`,
+        {
+          queue,
+          redis: target.shown,
+          concurrency,
+          ...(webhook ? { webhookPort: webhook.port } : {}),
+          runs: runs !== undefined,
+          ...(metricsServer ? { metricsUrl: metricsServer.url } : {}),
+        },
       );
       // A Redis that stops answering mid-way ends the worker (exit 5) instead of a silent hang.
       const { watchRedis, redisStallMs } = await import('../../fleet/redis-watch.js');
@@ -136,6 +164,7 @@ answering for 10 s once started, 130 a signal while it still waited on Redis at 
       log.say(`worker ${name}: stopped.`);
       return EXIT.ok;
     } finally {
+      await metricsServer?.close();
       await webhook?.close();
       await client.close();
     }
@@ -146,7 +175,14 @@ answering for 10 s once started, 130 a signal while it still waited on Redis at 
  * `--runs`: scheduled runs, coordinated in this process as `genpipe run --redis` (or, taking over
  * a run whose worker died, `genpipe resume`) would, with their lines on stderr tagged by schedule.
  */
-async function startRuns(connection: ConfigFlags, target: RedisTarget, queue: string, name: string, io: CliIO): Promise<RunTaker> {
+async function startRuns(
+  connection: ConfigFlags,
+  target: RedisTarget,
+  queue: string,
+  name: string,
+  io: CliIO,
+  observer: RunObserver | undefined,
+): Promise<RunTaker> {
   const { startRunTaker } = await import('../../fleet/run-taker.js');
   return startRunTaker({
     redis: target,
@@ -174,6 +210,7 @@ async function startRuns(connection: ConfigFlags, target: RedisTarget, queue: st
         env: io.env,
         signal: AbortSignal.any([io.signal, stop]),
         onRunDir: remember,
+        observer,
       };
       const tagged: CliIO = { out: say, err: say, write: async (t) => say(t), env: io.env, signal: options.signal as AbortSignal };
       try {

@@ -13,12 +13,11 @@ import { GenpipeError } from '../../api/errors.js';
 import type { ModelAdapter, Submission } from '../../models/adapter.js';
 import { adapterFor } from '../../models/registry.js';
 import { sessionOf } from '../../models/submission.js';
-import { stepOfInstanceId } from '../../plan/instance.js';
 import type { PlannedInstance, StepPlan } from '../../plan/plan.js';
 import { attemptPriceUsd } from '../../plan/price.js';
 import { formatUsd } from '../../util/format-usd.js';
 import type { OutputsCsv } from '../files/outputs-csv.js';
-import { outputRows, type OutputRow } from '../files/output-rows.js';
+import { InstanceRows } from '../files/instance-rows.js';
 import type { TerminalStatus } from '../journal/journal-records.js';
 import { resumeAction, type InstanceState } from '../journal/run-state.js';
 import type { AsyncQueue } from '../limits/slots.js';
@@ -35,11 +34,11 @@ import { isFate, type AttemptFate, type Counted } from './fate.js';
 import { FirstAnswerGate } from './first-answer-gate.js';
 import { localExecutor } from './executor.js';
 import { followAttempt } from './follow-phase.js';
-import { mayRemake, nextStep, retryOf, type NextStep } from './next-step.js';
+import { nextStep, type NextStep } from './next-step.js';
 import { workOf, type AttemptWork } from './executor.js';
 import type { DriverHooks, PhaseDeps } from './phase-deps.js';
 import { holdsIntent, reclaimAttempt } from './reclaim-phase.js';
-import { rejectsCurrent, remakeRejected } from './remake.js';
+import { RetryRounds } from './retry-round.js';
 import { instanceNow, RerollSeeds, withSeed } from './reroll-seeds.js';
 import { reuseEarlier } from './reuse-phase.js';
 import { settle } from './settle.js';
@@ -61,33 +60,22 @@ type AttemptEnd = Final | { reroll: PlannedInstance } | undefined;
 
 const MAX_REROLLS = 3;
 
-const NOT_IN_PLAN = 'rejected in review, but this run has no such instance, so nothing was made for it';
-
-interface InstanceRecord {
-  step: StepPlan;
-  values: Record<string, unknown>;
-  upstreamValues?: Record<string, unknown> | undefined;
-}
-
 export class InstanceDriver {
   readonly #fx: RunEffects;
   readonly #d: PhaseDeps;
-  readonly #outputs: OutputsCsv;
+  readonly #rows: InstanceRows;
+  readonly #rounds: RetryRounds;
   readonly #delivery: Delivery;
   readonly #seeds: RerollSeeds;
   readonly #conversations: ConversationLocks;
-  readonly #records = new Map<string, InstanceRecord>();
   readonly #gate = new FirstAnswerGate();
   /** Steps closed this start: the account may not use their model. */
   readonly #closed = new Set<string>();
-  #rejected: Promise<ReadonlyMap<string, string | undefined>> | undefined;
-  /** Rejected ids an instance of the plan has (the rest are said at the end: no such instance). */
-  readonly #rejectedMet = new Set<string>();
 
   /** `outputs`: outputs.csv; a finished instance's rows go there at once (spilled to disk), and the run forgets it. */
   constructor(fx: RunEffects, outputs: OutputsCsv, hooks: DriverHooks = {}) {
     this.#fx = fx;
-    this.#outputs = outputs;
+    this.#rows = new InstanceRows(outputs, (stepId) => fx.options.sinks?.forStep(stepId));
     const random = fx.options.random ?? Math.random;
     const polling = fx.plan.loaded.manifest.defaults?.polling;
     const polls = new PollScheduler(
@@ -104,18 +92,22 @@ export class InstanceDriver {
     this.#delivery = new Delivery(this.#d);
     this.#seeds = new RerollSeeds(fx.plan, fx.options.catalog, fx.state.instances.values());
     this.#conversations = new ConversationLocks(fx.plan);
+    this.#rounds = new RetryRounds(this.#d, this.#seeds);
   }
+
+  /** The walk is over: what `--retry rejected` could not find in the plan is said. */
+  readonly walked = (): Promise<void> => this.#rounds.walked();
 
   /** Runs one instance of `step` to its end; a completed one is pushed to `completions` for its for_each step. */
   async process(step: StepPlan, planned: PlannedInstance, completions: AsyncQueue<Upstream> | undefined): Promise<void> {
     const adapter = adapterFor(step.model);
-    this.#records.set(planned.id, { step, values: planned.values, upstreamValues: planned.upstreamValues });
+    this.#rows.taken(step, planned);
     if (!adapter) {
       this.#fx.fail(step, planned.id, 'invalid_input', `raw model path ${step.model} can be planned but not run yet`);
       return;
     }
     try {
-      await this.#startRound(step, adapter, planned);
+      await this.#rounds.start(step, adapter, planned);
       const entry = this.#fx.state.instances.get(planned.id);
       const final = await this.#drive(step, adapter, instanceNow(step, planned, entry));
       if (final?.status === 'completed' && completions) completions.push({ instance: planned, outputs: final.outputs });
@@ -126,55 +118,6 @@ export class InstanceDriver {
       await settle({ fx: this.#fx, step, instance: planned.id }, { kind: 'interrupted' });
     }
   }
-
-  /**
-   * A `--retry` round's new attempt (journaled as a `retry`; the attempt left behind keeps its
-   * money) or a rejected result's remake, when this start makes one. A rejected result that cannot
-   * be made again is kept, said, and then finished as it stands.
-   */
-  async #startRound(step: StepPlan, adapter: ModelAdapter, planned: PlannedInstance): Promise<void> {
-    const fx = this.#fx;
-    const entry = fx.state.instances.get(planned.id);
-    const round = fx.recorded.retryRound;
-    const action = resumeAction(entry, adapter.idempotentSubmit, fx.state.suspectAll);
-    const retrying = retryOf(action, entry, fx.retry, round);
-    const rejected = fx.retry.has('rejected') ? await this.#rejections() : undefined;
-    if (rejected?.has(planned.id)) this.#rejectedMet.add(planned.id);
-    // An unknown whose job an earlier coordinator left in Redis is not unknown: #drive learns it.
-    if (retrying !== undefined && !(retrying === 'unknown' && (await holdsIntent(this.#d, step, adapter, planned.id)))) {
-      await fx.log({ type: 'retry', instance: planned.id, attempt: (entry?.retries ?? 0) + 1, previous: retrying, round }, true);
-      return;
-    }
-    if (!rejected || !mayRemake(entry, fx.retry) || !rejectsCurrent(rejected, planned.id, entry, round)) return;
-    // Remade, or kept as it was (then finished as it stands). A kept one is said by the start that
-    // asked for the remakes, not again by each plain resume that inherits the round.
-    const fate = await remakeRejected(fx, this.#seeds, step, planned, entry, adapter.conversational === true);
-    if (fate.kind === 'remade' || this.#askedRemakes()) await settle({ fx, step, instance: planned.id }, fate);
-  }
-
-  /** This very start was given `--retry rejected` (not only inheriting it from the run's last start). */
-  #askedRemakes(): boolean {
-    return this.#fx.options.retry?.has('rejected') === true;
-  }
-
-  #rejections(): Promise<ReadonlyMap<string, string | undefined>> {
-    this.#rejected ??= this.#fx.options.review?.rejected() ?? Promise.resolve(new Map<string, string | undefined>());
-    return this.#rejected;
-  }
-
-  /**
-   * The walk is over. `--retry rejected`: a rejected id in review.json that no instance of this
-   * start's plan has cannot be made again; each is said in one line, and the run ends failed.
-   */
-  readonly walked = async (): Promise<void> => {
-    const fx = this.#fx;
-    if (!this.#askedRemakes() || fx.stopping) return;
-    for (const id of (await this.#rejections()).keys()) {
-      if (this.#rejectedMet.has(id)) continue;
-      fx.notRemade++;
-      fx.emit({ type: 'instance_skipped', step: stepOfInstanceId(id), instance: id, reason: NOT_IN_PLAN });
-    }
-  };
 
   /** Runs an instance to a final status (or gives up on it), an attempt at a time; returns the final result, if any. */
   async #drive(step: StepPlan, adapter: ModelAdapter, first: PlannedInstance): Promise<Final | undefined> {
@@ -337,7 +280,7 @@ export class InstanceDriver {
     const fx = this.#fx;
     // Priced from the input it sends; an attempt an earlier process sent with this key keeps the
     // price its intent journaled, which is what the journal committed.
-    const priced = attemptPriceUsd(step, instance.body) ?? null;
+    const priced = attemptPriceUsd(step, instance) ?? null;
     const price = next.key !== undefined ? attemptPrice(fx.state.instances.get(instance.id), priced) : priced;
     const reservation = next.key !== undefined ? fx.spend.adopt(price ?? 0) : fx.spend.reserve(price ?? 0);
     if (!reservation) {
@@ -429,30 +372,14 @@ export class InstanceDriver {
   #compact(id: string): void {
     const entry = this.#fx.state.instances.get(id);
     if (!entry?.final) return;
-    this.#outputs.add(id, this.#csvRows(id, entry));
+    this.#rows.setAside(id, entry);
     this.#d.hooks.onFinished?.(id, entry);
     this.#fx.state.instances.delete(id);
-    this.#records.delete(id);
   }
 
   /** outputs.csv, with the rows of the instances that did not finish (they are still in the state). */
   async writeOutputsCsv(): Promise<void> {
-    await this.#outputs.write([...this.#fx.state.instances].map(([id, entry]): [string, OutputRow[]] => [id, this.#csvRows(id, entry)]));
-  }
-
-  /** An instance's outputs.csv rows: one per downloaded file, or one without a file. */
-  #csvRows(id: string, entry: InstanceState): OutputRow[] {
-    const record = this.#records.get(id);
-    return outputRows(
-      id,
-      entry,
-      record && {
-        step: record.step,
-        values: record.values,
-        upstreamValues: record.upstreamValues,
-        sink: this.#fx.options.sinks?.forStep(record.step.id),
-      },
-    );
+    await this.#rows.write(this.#fx.state.instances);
   }
 }
 

@@ -10,6 +10,7 @@ import { copyFile, link, mkdir, readdir, stat } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import type { JournalRecordOf, OutputRef } from '../journal/journal-records.js';
 import { replayFile } from '../journal/run-state.js';
+import { runFile } from '../files/run-layout.js';
 
 export interface ReusableResult {
   runId: string;
@@ -39,7 +40,7 @@ export class ReuseIndex {
     for (const name of runs) {
       const runDir = join(pipelineDir, name);
       if (resolve(runDir) === resolve(exceptRunDir)) continue;
-      const state = await replayFile(join(runDir, 'journal.jsonl')).catch(() => undefined);
+      const state = await replayFile(runFile(runDir, 'journal')).catch(() => undefined);
       if (!state) continue;
       for (const entry of state.instances.values()) {
         const final = entry.final;

@@ -21,6 +21,7 @@ import { naturalCompare } from '../../util/natural-compare.js';
 import { streamLinesOfFile } from '../../util/read-lines.js';
 import { LEADING_COLUMNS, SINK_COLUMNS, TRAILING_COLUMNS, type OutputRow } from './output-rows.js';
 import { redactingReplacer } from '../../util/redact.js';
+import { runFile } from './run-layout.js';
 
 /** The header of outputs.csv for these axis columns; `sink`: the run has a storage sink (sink_uri, sink_url, sink_status). */
 export const outputsCsvHeader = (axisColumns: readonly string[], sink = false): string =>
@@ -163,8 +164,8 @@ async function* concat<T>(...sources: (AsyncIterable<T> | Iterable<T>)[]): Async
  * in one pass, each to a temp file renamed into place.
  */
 async function writeBoth(runDir: string, head: string, lines: AsyncIterable<string>, csv: (row: OutputRow) => string): Promise<void> {
-  const csvPath = join(runDir, 'outputs.csv');
-  const jsonlPath = join(runDir, 'outputs.jsonl');
+  const csvPath = runFile(runDir, 'outputsCsv');
+  const jsonlPath = runFile(runDir, 'outputsJsonl');
   // This writer's own temporary names: a holder displaced as it finished and the one that took over
   // never rename each other's files (on a crash they are left; the next write replaces the outputs).
   const tmp = `${process.pid}-${randomBytes(4).toString('hex')}.tmp`;

@@ -11,6 +11,7 @@ import { saveHeadlines } from './run-headlines.js';
 import { saveRunInputs, type RunInputsRecord } from './run-inputs.js';
 import { clip, formatPath } from '../../util/zod-issues.js';
 import type { SkippedRow } from '../../plan/skipped-rows.js';
+import { RUN_FILES, runFile } from './run-layout.js';
 
 /** A timestamp-based run id that sorts in time order: `20261122T051300Z-3fa2`. */
 export function newRunId(now: Date = new Date()): string {
@@ -129,7 +130,7 @@ function axisOrder(step: Plan['steps'][number]): Record<string, string[]> | unde
 }
 
 /** The copy of its manifest a run directory keeps. */
-export const MANIFEST_COPY = 'manifest.yaml';
+export const MANIFEST_COPY = RUN_FILES.manifest;
 
 export async function createRunDir(
   root: string,
@@ -142,7 +143,7 @@ export async function createRunDir(
   sinks?: ReadonlyMap<string, StepSinkRecord>,
 ): Promise<{ runId: string; dir: string }> {
   const dir = join(root, plan.name, runId);
-  await mkdir(join(dir, 'outputs'), { recursive: true });
+  await mkdir(runFile(dir, 'outputs'), { recursive: true });
   const estimate = plan.estimate();
   // Before plan.json, which holds its hash: the CSV rows and presets this run was given.
   const inputs = await saveRunInputs(dir, plan);
@@ -169,7 +170,7 @@ export async function createRunDir(
     inputs,
     ...(plan.skippedRows.length > 0 ? { skipped_rows: plan.skippedRows } : {}),
   };
-  await writeFile(join(dir, 'plan.json'), `${JSON.stringify(file, null, 2)}\n`, { flag: 'wx' });
+  await writeFile(runFile(dir, 'plan'), `${JSON.stringify(file, null, 2)}\n`, { flag: 'wx' });
   // The manifest as this run read it: `genpipe diff` re-plans it to show the inputs the run sent,
   // even after the file was edited for the next run. Redacted: a webhook URL written in it stays out.
   await writeFile(join(dir, MANIFEST_COPY), redact(plan.loaded.text), { flag: 'wx' });
@@ -230,7 +231,7 @@ const PlanFileSchema = z.looseObject({
 });
 
 export async function readPlanFile(dir: string): Promise<PlanFile> {
-  const path = join(dir, 'plan.json');
+  const path = runFile(dir, 'plan');
   let text: string;
   try {
     text = await readFile(path, 'utf8');

@@ -9,8 +9,9 @@ import { join } from 'node:path';
 import { headlineOf } from '../../models/headline-fields.js';
 import { PlannedInstance, type Plan } from '../../plan/plan.js';
 import { redact } from '../../util/redact.js';
+import { RUN_FILES } from './run-layout.js';
 
-export const HEADLINES_FILE = 'headlines.json';
+export const HEADLINES_FILE = RUN_FILES.headlines;
 
 /** Largest plan whose headlines are written (the gallery's own cap on cells). */
 export const MAX_HEADLINE_INSTANCES = 100_000;

@@ -12,9 +12,10 @@ import type { Preset } from '../../api/wire.js';
 import { csvRowOrigin, type RecordedAxis } from '../../manifest/axes.js';
 import type { CsvRow } from '../../manifest/csv.js';
 import type { Plan } from '../../plan/plan.js';
+import { RUN_FILES } from './run-layout.js';
 
 /** The file in a run directory. */
-export const RUN_INPUTS_FILE = 'inputs.json';
+export const RUN_INPUTS_FILE = RUN_FILES.inputs;
 
 /** plan.json's record of it. */
 export interface RunInputsRecord {

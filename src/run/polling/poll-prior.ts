@@ -23,6 +23,7 @@ import { JOURNAL_RECORD_TYPES } from '../journal/journal-records.js';
 import { streamJournal } from '../journal/journal.js';
 import { requestIdOf } from '../../models/submission.js';
 import type { SeenDuration } from './poll-schedule.js';
+import { runFile } from '../files/run-layout.js';
 
 /** Earlier runs read, newest first. */
 export const MAX_RUNS = 3;
@@ -55,7 +56,7 @@ export async function readPollPrior(
   const prior = new Map<string, SeenDuration[]>();
   for (const name of names.slice(0, options.maxRuns ?? MAX_RUNS)) {
     try {
-      await readRun(join(pipelineDir, name, 'journal.jsonl'), prior, perModel);
+      await readRun(runFile(join(pipelineDir, name), 'journal'), prior, perModel);
     } catch {
       // An unreadable earlier run teaches nothing; the run goes on without it.
     }

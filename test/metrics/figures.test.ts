@@ -1,0 +1,91 @@
+// The rules that keep the figures' labels bounded and the worker's server on loopback by default,
+// each on its own.
+import { mkdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Registry } from 'prom-client';
+import { LiveFigures, MAX_ROUTES, RunFigures, RunReader, readRuns, statusWord } from '../../src/metrics/metrics.js';
+import { startEmulator } from '../../src/emulator/index.js';
+import { parseMetricsAddress } from '../../src/metrics/serve.js';
+import { cleanTemps, findRunDir, runCli, sheetsManifest, tempDir } from '../run/runner-helpers.js';
+import { FAST_POLLING } from '../fleet/fleet-helpers.js';
+
+afterEach(() => cleanTemps());
+
+describe('metrics labels', () => {
+  it('a route is a method and a path with ids as {id}, and at most MAX_ROUTES of them are named', async () => {
+    const registry = new Registry();
+    const live = new LiveFigures(registry);
+    live.exchange('GET', '/requests/3f2a9c1e-0000-4000-8000-000000000001/status', 200);
+    live.exchange('GET', '/requests/77aa0c1e-0000-4000-8000-000000000002/status', 429);
+    // Paths with ids that have no digit: each would be a route of its own, so past the cap they are `other`.
+    for (let i = 0; i < MAX_ROUTES + 20; i++)
+      live.exchange('PUT', `/uploads/${'abcdefghij'[i % 10]}${'klmnopqrst'[Math.floor(i / 10) % 10]}x`, 200);
+    const text = await registry.metrics();
+    expect(text).toContain('genpipe_requests_total{route="GET /requests/{id}/status",status="200"} 1');
+    expect(text).toContain('genpipe_throttled_requests_total{route="GET /requests/{id}/status"} 1');
+    const routes = new Set([...text.matchAll(/genpipe_requests_total\{route="([^"]+)"/g)].map((m) => m[1]));
+    expect(routes.size).toBe(MAX_ROUTES + 1);
+    expect(routes.has('other')).toBe(true);
+  });
+
+  it('a tick that did not start is counted by its first word, never by the run it names', async () => {
+    const root = tempDir('genpipe-metrics-runs-');
+    mkdirSync(join(root, 'nightly'), { recursive: true });
+    const lines = ['a', 'b'].map((id) =>
+      JSON.stringify({
+        id,
+        status: 'skipped',
+        reason: 'overlap',
+        overlap_with: `20261203T0${id === 'a' ? 1 : 2}0000Z-aaaa`,
+        at: '2026-12-03T01:00:00Z',
+      }),
+    );
+    writeFileSync(join(root, 'nightly', 'not-started.jsonl'), `${lines.join('\n')}\n`);
+    const runs = await readRuns([root]);
+    const registry = new Registry();
+    new RunFigures(registry).set(runs);
+    const text = await registry.metrics();
+    expect(runs).toHaveLength(2);
+    expect(text).toContain('genpipe_runs{pipeline="nightly",status="skipped"} 2');
+    expect(statusWord('refused: no service address is set')).toBe('refused');
+  });
+
+  it('--metrics PORT listens on loopback; another host is taken only when named', () => {
+    expect(parseMetricsAddress('9464')).toEqual({ host: '127.0.0.1', port: 9464 });
+    expect(parseMetricsAddress('0.0.0.0:9464')).toEqual({ host: '0.0.0.0', port: 9464 });
+    expect(parseMetricsAddress('[::1]:0')).toEqual({ host: '::1', port: 0 });
+    expect(() => parseMetricsAddress('localhost')).toThrow(/PORT or HOST:PORT/);
+    expect(() => parseMetricsAddress('1.2.3.4:70000')).toThrow(/PORT or HOST:PORT/);
+  });
+
+  it('a scrape reads a run again only when its journal or plan changed', async () => {
+    const emu = await startEmulator({ port: 0, timeScale: 0.001, log: () => {} });
+    try {
+      const dir = tempDir('genpipe-metrics-reader-');
+      const out = join(dir, 'runs');
+      const run = await runCli(['run', sheetsManifest(dir, 2, { name: 'cached', extra: FAST_POLLING }), '--out', out, '--quiet'], {
+        env: { GENPIPE_BASE_URL: emu.url },
+      });
+      expect(run.code, run.stderr).toBe(0);
+      const plan = join(findRunDir(out, 'cached'), 'plan.json');
+      const { atime, mtime, size } = statSync(plan);
+      // Whole milliseconds, as utimes sets them.
+      utimesSync(plan, atime, mtime);
+      const reader = new RunReader();
+      const netOf = async (): Promise<number | undefined> => (await reader.read([out]))[0]?.summary?.total.netUsd;
+      const net = await netOf();
+      expect(net).toBeGreaterThan(0);
+      // plan.json's bytes changed, but not its size or time: the reading before stands (nothing is read).
+      writeFileSync(plan, 'x'.repeat(size));
+      utimesSync(plan, atime, mtime);
+      expect(await netOf()).toBe(net);
+      // Its time changed: read again, and a plan.json that is not one makes the run unreadable, not the scrape.
+      utimesSync(plan, atime, new Date(mtime.getTime() + 1_000));
+      const again = await reader.read([out]);
+      expect(again.map((r) => [r.listing.status, r.summary])).toEqual([['unreadable', undefined]]);
+    } finally {
+      await emu.close();
+    }
+  }, 60_000);
+});
