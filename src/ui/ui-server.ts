@@ -11,7 +11,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
-import { pageHeaders } from '../review/page-policy.js';
+import { FRAMING_REFUSED, pageHeaders } from '../review/page-policy.js';
 import { send } from '../review/review-server.js';
 import { accessRules, TOKEN_COOKIE } from './access.js';
 import { runsPage } from './runs-page.js';
@@ -85,6 +85,8 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
   let origin = '';
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Framing refused on every answer, a mounted route's too (a page's own policy replaces the second).
+    for (const [name, value] of Object.entries(FRAMING_REFUSED)) res.setHeader(name, value);
     const url = new URL(req.url ?? '/', origin);
     const refused = access.check(req, url);
     if (refused) return send(res, refused.status, TEXT, refused.message);

@@ -48,6 +48,11 @@ describe('genpipe ui', () => {
     const runs = (await (await fetch(`${address}/api/runs`)).json()) as { runId: string; status: string }[];
     expect(runs.map((r) => r.runId)).toEqual(['20261202T020000Z-0002', '20261201T020000Z-0001']);
     expect(runs[0]!.status).toBe('refused: no service address is set');
+    // /metrics is mounted, under the same rules: the refused tick is counted by its first word.
+    const metrics = await fetch(`${address}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(metrics.headers.get('x-frame-options')).toBe('DENY');
+    expect(await metrics.text()).toMatch(/^genpipe_runs\{[^}]*status="refused"[^}]*\} 2$/m);
     // On loopback no token is printed.
     expect(lines.some((l) => l.includes('token'))).toBe(false);
     stop.abort();

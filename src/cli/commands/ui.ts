@@ -47,7 +47,7 @@ config file; else runs/): each run and each tick that did not start, newest firs
 counts, money against the budget, duration and host, filtered by pipeline, status and date, and
 updated as runs start and end; a page per run (progress, spend chart, report tables, gallery
 with review, remake); two runs side by side; and with --redis, the fleet's workers, jobs and
-caps. The first line printed is "listening on http://HOST:PORT"; Ctrl-C
+caps; and /metrics for Prometheus (see the monitoring guide). The first line printed is "listening on http://HOST:PORT"; Ctrl-C
 stops it.
 
 It listens on loopback unless --host says otherwise. Then it makes a token, prints it once on
@@ -71,7 +71,11 @@ stderr, and answers no request without it. Changes are taken only from its own p
       const value = (values as Record<string, unknown>)[name];
       return value === true ? [`--${name}`] : typeof value === 'string' ? [`--${name}`, value] : [];
     });
+    // /metrics, in the Prometheus text format, behind the same access rules as the pages.
+    const { createMetrics } = await import('../../metrics/metrics.js');
+    const metrics = createMetrics({ runDirs, ...(redis ? { redis: { target: redis.target, queue: redis.queue } } : {}) });
     const server = await startUiServer({
+      extraRoutes: [(req, res) => metrics.handle(req, res)],
       runDirs,
       host,
       port,
