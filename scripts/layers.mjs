@@ -9,4 +9,6 @@ export const ABOVE = {
   sink: ['gallery', 'review', 'report', 'session', 'cli'],
   // The session is the library under every entry point: the CLI calls it, never the other way.
   session: ['cli'],
+  // genpipe ui shows runs and starts remakes as child processes: the CLI calls it, never the other way.
+  ui: ['cli'],
 };

@@ -104,6 +104,8 @@ export const ConfigFile = z.strictObject({
     .string()
     .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
     .optional(),
+  /** The folders of run directories `genpipe ui` shows when no --out names one. */
+  runs_dirs: z.array(z.string().min(1)).min(1).optional(),
 });
 export type ConfigFile = z.infer<typeof ConfigFile>;
 

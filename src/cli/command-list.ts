@@ -44,6 +44,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import('./commands/review.js')).reviewCommand,
   },
   {
+    name: 'ui',
+    summary: 'a live web page over every run: status, counts and money, updated as runs start and end',
+    load: async () => (await import('./commands/ui.js')).uiCommand,
+  },
+  {
     name: 'diff',
     summary: 'compare two runs side by side: inputs that differ, status, cost and both images, as a page',
     load: async () => (await import('./commands/diff.js')).diffCommand,

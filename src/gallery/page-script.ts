@@ -492,7 +492,10 @@ export const PAGE_SCRIPT = String.raw`
   }
 
   async function decide(id, change) {
-    const response = await fetch('api/decisions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(Object.assign({ instance: id }, change)) });
+    // Served by genpipe ui, the page carries that server's token for its writes.
+    const token = document.querySelector('meta[name=genpipe-token]');
+    const headers = token ? { 'content-type': 'application/json', 'x-genpipe-token': token.getAttribute('content') } : { 'content-type': 'application/json' };
+    const response = await fetch('api/decisions', { method: 'POST', headers, body: JSON.stringify(Object.assign({ instance: id }, change)) });
     if (!response.ok) {
       document.getElementById('notice').textContent = 'Could not save the decision: ' + (await response.text());
       return;

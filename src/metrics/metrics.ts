@@ -181,7 +181,22 @@ export class RunFigures {
 export const statusWord = (status: string): string => (status.split(':')[0] ?? status).trim();
 
 /** The listing of a run whose files could not be read: counted among the runs, with no figures. */
-const UNREADABLE = { status: 'unreadable', completed: 0, made: 0, reused: 0, instances: 0, netUsd: 0, unknownUsd: 0, unpricedInstances: 0 };
+const UNREADABLE = {
+  status: 'unreadable',
+  completed: 0,
+  made: 0,
+  reused: 0,
+  instances: 0,
+  netUsd: 0,
+  unknownUsd: 0,
+  unpricedInstances: 0,
+  failed: 0,
+  unknown: 0,
+  estimatedUsd: 0,
+  budgetUsd: null,
+  startedAt: null,
+  finishedAt: null,
+};
 
 /** A run as it was read, and the sizes and times of its files then. */
 interface ReadRun {

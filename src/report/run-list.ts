@@ -5,7 +5,7 @@ import { JOURNAL_RECORD_TYPES } from '../run/journal/journal-records.js';
 import { streamJournal } from '../run/journal/journal.js';
 import { summarizeCostReport, type CostSummary } from './cost-report.js';
 import { outcomeWord } from '../run/events.js';
-import { notStartedStatus, readNotStarted } from './not-started-list.js';
+import { notStartedStatus, readNotStarted, type NotStartedRecord } from './not-started-list.js';
 import { runFile } from '../run/files/run-layout.js';
 
 export interface RunListing {
@@ -26,6 +26,17 @@ export interface RunListing {
   unknownUsd: number;
   /** Instances whose price is unknown: their cost is not in netUsd. */
   unpricedInstances: number;
+  /** Instances that ended failed, nsfw or canceled. */
+  failed: number;
+  /** Instances whose end is unknown. */
+  unknown: number;
+  /** Charged: every attempt submitted at its price, which is also what the budget counts as committed (cost-report.ts). */
+  estimatedUsd: number;
+  /** The budget of the last start, when it had one. */
+  budgetUsd: number | null;
+  /** When the run first started and last finished, in ms since 1970 (journal times); null when it did not, or the journal has no time. */
+  startedAt: number | null;
+  finishedAt: number | null;
 }
 
 async function folders(path: string): Promise<string[]> {
@@ -48,11 +59,22 @@ export async function runListing(root: string, pipeline: string, runId: string, 
   const dir = join(root, pipeline, runId);
   if (!(await stat(runFile(dir, 'plan')).catch(() => undefined))) return undefined;
   let status = 'not started';
+  let startedAt: number | null = null;
+  let finishedAt: number | null = null;
+  let budgetUsd: number | null = null;
   // Streamed: a journal of a large run is never read into memory whole.
   try {
     for await (const record of streamJournal(runFile(dir, 'journal'), { skipTypes: NOT_RUN_RECORDS })) {
-      if (record.type === 'run_started') status = 'interrupted';
-      if (record.type === 'run_finished') status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
+      if (record.type === 'run_started') {
+        status = 'interrupted';
+        startedAt ??= record.at ?? null;
+        finishedAt = null;
+        budgetUsd = record.options?.budgetUsd ?? null;
+      }
+      if (record.type === 'run_finished') {
+        status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
+        finishedAt = record.at ?? null;
+      }
     }
   } catch {
     status = 'unreadable';
@@ -71,10 +93,42 @@ export async function runListing(root: string, pipeline: string, runId: string, 
     netUsd: report.total.netUsd,
     unknownUsd: report.total.unknownUsd,
     unpricedInstances: report.total.unpricedInstances,
+    failed: report.total.counts.failed + report.total.counts.nsfw + report.total.counts.canceled,
+    unknown: report.total.counts.unknown,
+    estimatedUsd: report.total.estimatedUsd,
+    budgetUsd,
+    startedAt,
+    finishedAt,
   };
   onSummary?.(listing, report);
   return listing;
 }
+
+/** A tick that did not start, listed among the runs, with why. */
+export function notStartedListing(root: string, pipeline: string, record: NotStartedRecord): RunListing {
+  return {
+    pipeline,
+    runId: record.id,
+    dir: join(root, pipeline),
+    status: notStartedStatus(record),
+    completed: 0,
+    made: 0,
+    reused: 0,
+    instances: 0,
+    netUsd: 0,
+    unknownUsd: 0,
+    unpricedInstances: 0,
+    failed: 0,
+    unknown: 0,
+    estimatedUsd: 0,
+    budgetUsd: null,
+    startedAt: Date.parse(record.at) || null,
+    finishedAt: Date.parse(record.at) || null,
+  };
+}
+
+/** The pipeline folders under a runs folder (dot-names, such as `.lock`, left out). */
+export const pipelineFolders = folders;
 
 export interface ListRunsOptions {
   onSummary?: OnRunSummary | undefined;
@@ -93,19 +147,6 @@ export async function listRuns(root: string, pipeline?: string, options: ListRun
   }
   // Ticks that did not start are nights too: listed among the runs, with why.
   for (const name of pipeline === undefined ? await folders(root) : [pipeline])
-    for (const record of await readNotStarted(join(root, name)))
-      out.push({
-        pipeline: name,
-        runId: record.id,
-        dir: join(root, name),
-        status: notStartedStatus(record),
-        completed: 0,
-        made: 0,
-        reused: 0,
-        instances: 0,
-        netUsd: 0,
-        unknownUsd: 0,
-        unpricedInstances: 0,
-      });
+    for (const record of await readNotStarted(join(root, name))) out.push(notStartedListing(root, name, record));
   return out.sort((a, b) => b.runId.localeCompare(a.runId));
 }

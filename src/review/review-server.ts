@@ -53,21 +53,88 @@ export interface ReviewServer {
   close(): Promise<void>;
 }
 
-export async function startReviewServer(runDir: string, options: { host: string; port: number }): Promise<ReviewServer> {
+/** The gallery routes of one run with review controls: what `genpipe review` serves, and `genpipe ui` mounts under a run's page. */
+export interface ReviewHandler {
+  /**
+   * Answers `pathname` (relative to where the page is served: `/`, `/review.json`, ...) and returns
+   * true, or returns false for a path it does not know. A POST is taken only when `writeAllowed`
+   * said yes (the caller's rules: the review server's Origin, the ui's Origin and token).
+   */
+  handle(req: IncomingMessage, res: ServerResponse, pathname: string): Promise<boolean>;
+}
+
+export async function reviewHandler(
+  runDir: string,
+  options: { writeAllowed: (req: IncomingMessage) => boolean; pageHead?: string },
+): Promise<ReviewHandler> {
   const root = await realpath(resolve(runDir));
   const store = new ReviewStore(root);
   await readReview(root);
   const built = await galleryPageOf(root, { review: true });
   if (built === undefined) throw new GenpipeError('invalid_input', `${runDir} is a run of too many instances to review on one page.`);
   // Already redacted as built; again here, as the page always was (a secret registered since).
-  const page: string = redactEveryForm(built.get(GALLERY_FILE) ?? '');
+  let page: string = redactEveryForm(built.get(GALLERY_FILE) ?? '');
+  if (options.pageHead !== undefined) page = page.replace('<head>', `<head>${options.pageHead}`);
   const dataFiles = new Map(
     [...built].filter(([path]) => path.startsWith(`${GALLERY_DATA_DIR}/`)).map(([path, text]) => [`/${path}`, text]),
   );
   // Images of the page are its own, or from a sink's public prefix.
   const plan = await readPlanFile(root);
   const headers = pageHeaders(page, originsOf(plan.steps.flatMap((s) => (s.sink?.public_url === undefined ? [] : [s.sink.public_url]))));
+  return {
+    async handle(req, res, pathname) {
+      if (req.method === 'GET' && (pathname === '/' || pathname === `/${GALLERY_FILE}`)) {
+        send(res, 200, 'text/html; charset=utf-8', page, headers);
+        return true;
+      }
+      const data = req.method === 'GET' ? dataFiles.get(pathname) : undefined;
+      if (data !== undefined) {
+        send(res, 200, 'text/javascript; charset=utf-8', redactEveryForm(data));
+        return true;
+      }
+      if (req.method === 'GET' && pathname === '/review.json') {
+        send(res, 200, 'application/json', JSON.stringify(await readReview(root)));
+        return true;
+      }
+      if (req.method === 'POST' && pathname === '/api/decisions') {
+        await decide(req, res);
+        return true;
+      }
+      if (req.method === 'GET' && (pathname.startsWith('/outputs/') || pathname.startsWith('/thumbs/'))) {
+        await serveFile(root, pathname, res);
+        return true;
+      }
+      return false;
+    },
+  };
+
+  async function decide(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!options.writeAllowed(req)) return send(res, 403, 'text/plain; charset=utf-8', 'decisions are taken from the review page only');
+    const body = await readBody(req);
+    if (body === undefined) return send(res, 413, 'text/plain; charset=utf-8', 'the body is too large');
+    let json: unknown;
+    try {
+      json = JSON.parse(body);
+    } catch {
+      return send(res, 400, 'text/plain; charset=utf-8', 'the body is not JSON');
+    }
+    const change = DecisionChange.safeParse(json);
+    if (!change.success)
+      return send(
+        res,
+        400,
+        'text/plain; charset=utf-8',
+        'expected {instance, decision?: "approved" | "rejected" | null, starred?: boolean}',
+      );
+    return send(res, 200, 'application/json', JSON.stringify(await store.apply(change.data)));
+  }
+}
+
+export async function startReviewServer(runDir: string, options: { host: string; port: number }): Promise<ReviewServer> {
   let origin = '';
+  let hosts: ReadonlySet<string> = new Set();
+  let origins: ReadonlySet<string> = new Set();
+  const review = await reviewHandler(runDir, { writeAllowed: (req) => origins.has(req.headers.origin?.toLowerCase() ?? '') });
   const server: Server = createServer((req, res) => {
     handle(req, res).catch(() => {
       if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error');
@@ -75,41 +142,13 @@ export async function startReviewServer(runDir: string, options: { host: string;
     });
   });
 
-  let hosts: ReadonlySet<string> = new Set();
-  let origins: ReadonlySet<string> = new Set();
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const named = req.headers.host?.toLowerCase();
     if (named === undefined || !hosts.has(named))
       return send(res, 421, 'text/plain; charset=utf-8', `this server answers only to ${[...hosts].join(', ')}`);
     const url = new URL(req.url ?? '/', origin);
-    if (req.method === 'GET' && (url.pathname === '/' || url.pathname === `/${GALLERY_FILE}`))
-      return send(res, 200, 'text/html; charset=utf-8', page, headers);
-    const data = req.method === 'GET' ? dataFiles.get(url.pathname) : undefined;
-    if (data !== undefined) return send(res, 200, 'text/javascript; charset=utf-8', redactEveryForm(data));
-    if (req.method === 'GET' && url.pathname === '/review.json')
-      return send(res, 200, 'application/json', JSON.stringify(await readReview(root)));
-    if (req.method === 'POST' && url.pathname === '/api/decisions') {
-      if (!origins.has(req.headers.origin?.toLowerCase() ?? ''))
-        return send(res, 403, 'text/plain; charset=utf-8', 'decisions are taken from the review page only');
-      const body = await readBody(req);
-      if (body === undefined) return send(res, 413, 'text/plain; charset=utf-8', 'the body is too large');
-      let json: unknown;
-      try {
-        json = JSON.parse(body);
-      } catch {
-        return send(res, 400, 'text/plain; charset=utf-8', 'the body is not JSON');
-      }
-      const change = DecisionChange.safeParse(json);
-      if (!change.success)
-        return send(
-          res,
-          400,
-          'text/plain; charset=utf-8',
-          'expected {instance, decision?: "approved" | "rejected" | null, starred?: boolean}',
-        );
-      return send(res, 200, 'application/json', JSON.stringify(await store.apply(change.data)));
-    }
-    if (req.method === 'GET') return serveFile(root, url.pathname, res);
+    if (await review.handle(req, res, url.pathname)) return;
+    if (req.method === 'GET') return send(res, 404, 'text/plain; charset=utf-8', 'not found');
     return send(res, 405, 'text/plain; charset=utf-8', 'method not allowed');
   }
 
@@ -136,7 +175,7 @@ export async function startReviewServer(runDir: string, options: { host: string;
  * The Host headers that name this server: its address and port, and localhost on its port when it
  * listens on a loopback address of the family localhost resolves to (either, in practice).
  */
-function allowedHosts(address: AddressInfo, asked: string): ReadonlySet<string> {
+export function allowedHosts(address: AddressInfo, asked: string): ReadonlySet<string> {
   const port = address.port;
   const own = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const out = new Set([`${own}:${port}`.toLowerCase()]);
@@ -145,7 +184,7 @@ function allowedHosts(address: AddressInfo, asked: string): ReadonlySet<string> 
   return out;
 }
 
-async function serveFile(root: string, pathname: string, res: ServerResponse): Promise<void> {
+export async function serveFile(root: string, pathname: string, res: ServerResponse): Promise<void> {
   let relative: string;
   try {
     relative = decodeURIComponent(pathname).replace(/^\/+/, '');
@@ -170,12 +209,18 @@ async function serveFile(root: string, pathname: string, res: ServerResponse): P
     .pipe(res);
 }
 
-function send(res: ServerResponse, status: number, type: string, body: string, headers: Record<string, string> = FRAMING_REFUSED): void {
+export function send(
+  res: ServerResponse,
+  status: number,
+  type: string,
+  body: string,
+  headers: Record<string, string> = FRAMING_REFUSED,
+): void {
   res.writeHead(status, { ...headers, 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
   res.end(body);
 }
 
-async function readBody(req: IncomingMessage): Promise<string | undefined> {
+export async function readBody(req: IncomingMessage): Promise<string | undefined> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {

@@ -1,0 +1,127 @@
+/**
+ * A run's page of `genpipe ui`: progress by step, spend over time (uPlot), the cost report's
+ * tables, the CSV rows set aside, a link to the gallery with its review controls, and the remake
+ * of rejected or failed instances, which shows its estimate and starts only once confirmed. The
+ * state comes from the page's event stream (`api/events`), sent again as the run's journal
+ * changes. Money arrives formatted by the server; text from the run is only set as textContent.
+ */
+import { UI_STYLE } from './ui-style.js';
+
+const SCRIPT = String.raw`
+(() => {
+  'use strict';
+  const token = document.querySelector('meta[name=genpipe-token]').getAttribute('content');
+  const $ = (id) => document.getElementById(id);
+  const el = (tag, text, attrs) => {
+    const node = document.createElement(tag);
+    if (text !== undefined) node.textContent = text;
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    return node;
+  };
+  const STATUSES = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
+  let chart;
+  function table(target, heads, rows) {
+    const t = el('table');
+    const head = el('tr');
+    for (const h of heads) head.appendChild(el('th', h));
+    t.appendChild(head);
+    for (const r of rows) {
+      const tr = el('tr');
+      for (const v of r) tr.appendChild(el('td', String(v)));
+      t.appendChild(tr);
+    }
+    $(target).replaceChildren(t);
+  }
+  const statusText = (counts) => STATUSES.filter((s) => counts[s] > 0).map((s) => counts[s] + ' ' + s.replace('_', ' ')).join(', ');
+  function drawChart(state) {
+    const s = state.series;
+    const budget = state.budgetUsd;
+    const data = [s.t, s.committed, s.charged, s.net];
+    if (budget !== null) data.push(s.t.map(() => budget));
+    $('chart').dataset.points = String(s.t.length);
+    $('chart').dataset.last = String(s.committed[s.committed.length - 1] || 0);
+    if (typeof uPlot === 'undefined' || s.t.length === 0) return;
+    if (!chart) {
+      const series = [{}, { label: 'committed', stroke: '#c60' }, { label: 'charged', stroke: '#06c' }, { label: 'net', stroke: '#393' }];
+      if (budget !== null) series.push({ label: 'budget', stroke: '#b00', dash: [6, 4] });
+      chart = new uPlot({ width: 720, height: 260, series, axes: [{}, { values: (u, ticks) => ticks.map((v) => 'US$' + v.toFixed(2)) }] }, data, $('chart'));
+    } else chart.setData(data);
+  }
+  function draw(state) {
+    const r = state.run;
+    document.documentElement.dataset.status = r.status;
+    $('title').textContent = r.pipeline + ' ' + r.runId;
+    $('status').textContent = r.status + (r.host ? ' on ' + r.host : '');
+    $('money').textContent = 'committed ' + r.text.committed + (state.budgetUsd === null ? '' : ' of ' + r.text.budget + ' budget') + '; charged ' + r.text.charged + ', net ' + r.text.net + ', unknown ' + r.text.unknown + ', unpriced ' + r.text.unpriced + (r.text.duration ? '; ' + r.text.duration : '');
+    $('source').textContent = 'figures from ' + state.source;
+    const progress = [];
+    for (const step of state.steps) {
+      const ended = step.count - (step.counts.in_flight || 0) - (step.counts.not_started || 0);
+      const done = (step.counts.completed || 0) + (step.counts.reused || 0);
+      const line = el('div', undefined, { 'data-step': step.id, 'data-done': String(done), 'data-ended': String(ended) });
+      line.appendChild(el('strong', step.id + ' (' + step.model + ') '));
+      const bar = el('span', undefined, { class: 'bar' });
+      const fill = el('span');
+      fill.style.width = (step.count === 0 ? 0 : Math.round((100 * done) / step.count)) + '%';
+      bar.appendChild(fill);
+      line.appendChild(bar);
+      line.appendChild(el('span', ' ' + done + '/' + step.count + ' done' + (statusText(step.counts) ? ': ' + statusText(step.counts) : '')));
+      progress.push(line);
+    }
+    $('progress').replaceChildren(...progress);
+    drawChart(state);
+    const money = (t) => [t.name, statusText(t.counts), t.charged, t.refunded, t.net, t.unknown, t.unpriced];
+    const heads = ['name', 'statuses', 'charged', 'refunded', 'net', 'unknown', 'unpriced'];
+    table('steps', heads, [...state.tables.steps.map(money), money(state.tables.total)]);
+    table('models', heads, state.tables.models.map(money));
+    if (state.skippedRows.length === 0) $('skipped').textContent = 'none';
+    else table('skipped', ['step', 'file', 'row', 'key', 'column', 'why'], state.skippedRows.map((s) => [s.step, s.file, s.row, s.key, s.column, s.reason]));
+    document.documentElement.dataset.ready = 'true';
+  }
+  let asked;
+  async function ask(selection) {
+    const answer = await fetch('api/estimate?selection=' + selection, { cache: 'no-store' });
+    const estimate = await answer.json();
+    asked = estimate;
+    $('estimate').textContent = 'Remake ' + estimate.selection.join(' and ') + ': ' + estimate.text + '. This spends credits.';
+    $('confirm').hidden = estimate.instances.length === 0;
+    $('cancel').hidden = false;
+  }
+  async function confirm() {
+    $('confirm').hidden = true;
+    const answer = await fetch('api/remake', { method: 'POST', headers: { 'content-type': 'application/json', 'x-genpipe-token': token }, body: JSON.stringify({ selection: asked.selection, confirm: true }) });
+    const result = await answer.json().catch(() => ({ why: 'the server said ' + answer.status }));
+    $('remake-result').textContent = result.started ? 'Started genpipe resume (pid ' + result.pid + '); its output goes to ' + result.log + '.' : 'Not started: ' + result.why + '.';
+    $('remake-result').dataset.started = String(result.started === true);
+  }
+  $('remake-rejected').addEventListener('click', () => ask('rejected'));
+  $('remake-failed').addEventListener('click', () => ask('failed'));
+  $('confirm').addEventListener('click', confirm);
+  $('cancel').addEventListener('click', () => {
+    $('estimate').textContent = '';
+    $('confirm').hidden = true;
+    $('cancel').hidden = true;
+  });
+  const events = new EventSource('api/events');
+  events.addEventListener('state', (e) => draw(JSON.parse(e.data)));
+})();
+`;
+
+export function runPage(token: string, uplotStyle: string): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="genpipe-token" content="${token.replace(/[&<>"]/g, '')}"><link rel="icon" href="data:,">
+<title>genpipe ui: a run</title><style>${UI_STYLE}${uplotStyle}</style><script src="assets/uplot.js"></script></head>
+<body><header><h1 id="title">run</h1><nav><a href="/">runs</a> <a href="gallery/">gallery and review</a> <a href="/compare">compare</a> <a href="/fleet">fleet</a></nav>
+<p><span id="status"></span>. <span id="money"></span> <span class="note" id="source"></span></p></header>
+<h2>Progress</h2><div id="progress"></div>
+<h2>Spend over time</h2><div id="chart"></div>
+<h2>Remake</h2>
+<p>Start rejected or failed instances again (genpipe resume --retry), after you see what it costs.</p>
+<button id="remake-rejected">Remake rejected…</button> <button id="remake-failed">Remake failed…</button>
+<p id="estimate"></p><button id="confirm" hidden>Confirm: spend it</button> <button id="cancel" hidden>Cancel</button><p id="remake-result"></p>
+<h2>Cost by step</h2><div id="steps"></div>
+<h2>Cost by model</h2><div id="models"></div>
+<h2>CSV rows set aside</h2><div id="skipped"></div>
+<p class="note">The figures are genpipe's own, from the run's journal and report: the service keeps no ledger to read.</p>
+<script>${SCRIPT}</script></body></html>`;
+}

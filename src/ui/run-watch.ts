@@ -1,0 +1,204 @@
+/**
+ * The runs `genpipe ui` lists, kept current by watching the run folders.
+ *
+ * Each run's figures are `genpipe runs`'s own (report/run-list.ts: runListing), worked out again only
+ * when its journal changes (size or mtime), so a page open on a thousand finished runs costs a stat
+ * per run per tick. A run is `running` while its pipeline's lock is held for it; the lock's owner
+ * names its host. The watch ticks only while someone listens (a page's event stream), and keeps
+ * one entry per run directory: nothing grows while a page is open.
+ */
+import { runFile } from '../run/files/run-layout.js';
+import { stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { notStartedListing, pipelineFolders, runListing, type RunListing } from '../report/run-list.js';
+import { NOT_STARTED_FILE, readNotStarted } from '../report/not-started-list.js';
+import { readPipelineLock } from '../run/lock/lock.js';
+import { formatDuration } from '../report/progress.js';
+import { formatCount, formatSpend, formatUsd } from '../util/format-usd.js';
+
+/** A run as the page shows it: `genpipe runs`'s figures, its key, and the money already formatted (one formatter). */
+export interface UiRun extends RunListing {
+  /** `<root index>/<pipeline>/<run id>`: the run's address in the ui. */
+  key: string;
+  running: boolean;
+  /** The machine that holds the run's lock, when it does; null when not known. */
+  host: string | null;
+  /** What the page prints, made by util/format-usd.ts and report/progress.ts. */
+  text: {
+    committed: string;
+    charged: string;
+    net: string;
+    unknown: string;
+    unpriced: string;
+    budget: string;
+    duration: string;
+    done: string;
+  };
+}
+
+interface Entry {
+  signature: string;
+  listing: RunListing;
+}
+
+/** What changed since the last look: runs new or changed, and the keys of runs gone. */
+export interface RunChanges {
+  changed: UiRun[];
+  gone: string[];
+}
+
+export function uiRun(listing: RunListing, key: string, holder: { runId: string; host: string } | undefined, now = Date.now()): UiRun {
+  const running = holder?.runId === listing.runId && !listing.status.startsWith('skipped') && !listing.status.startsWith('refused');
+  const end = running ? now : listing.finishedAt;
+  return {
+    ...listing,
+    key,
+    running,
+    status: running ? 'running' : listing.status,
+    host: running ? (holder?.host ?? null) : null,
+    text: {
+      committed: formatUsd(listing.estimatedUsd),
+      charged: formatUsd(listing.estimatedUsd),
+      net: formatSpend({ netUsd: listing.netUsd, unpricedInstances: listing.unpricedInstances }),
+      unknown: formatUsd(listing.unknownUsd),
+      unpriced: formatCount(listing.unpricedInstances),
+      budget: listing.budgetUsd === null ? 'none' : formatUsd(listing.budgetUsd),
+      duration: listing.startedAt === null || end === null ? '' : formatDuration(Math.max(0, end - listing.startedAt)),
+      done: `${formatCount(listing.completed)}/${formatCount(listing.instances)}`,
+    },
+  };
+}
+
+async function signatureOf(path: string): Promise<string> {
+  const s = await stat(path).catch(() => undefined);
+  return s === undefined ? '-' : `${s.size}:${s.mtimeMs}`;
+}
+
+export class RunWatch {
+  readonly #roots: readonly string[];
+  readonly #entries = new Map<string, Entry>();
+  readonly #notStarted = new Map<string, { signature: string; keys: string[] }>();
+  /** The last runs sent, by key, as the page has them. */
+  readonly #shown = new Map<string, UiRun>();
+  readonly #listeners = new Set<(changes: RunChanges) => void>();
+  readonly #intervalMs: number;
+  #timer: NodeJS.Timeout | undefined;
+  #looking: Promise<RunChanges> | undefined;
+
+  constructor(roots: readonly string[], options: { intervalMs?: number } = {}) {
+    this.#roots = roots;
+    this.#intervalMs = options.intervalMs ?? 1_000;
+  }
+
+  /** Every run, newest first (by run id, as `genpipe runs`). */
+  async runs(): Promise<UiRun[]> {
+    await this.look();
+    return [...this.#shown.values()].sort((a, b) => b.runId.localeCompare(a.runId) || a.key.localeCompare(b.key));
+  }
+
+  /** The run of a key, as last seen. */
+  async run(key: string): Promise<UiRun | undefined> {
+    if (!this.#shown.has(key)) await this.look();
+    return this.#shown.get(key);
+  }
+
+  /** Calls `listener` with each change until the returned function is called. */
+  subscribe(listener: (changes: RunChanges) => void): () => void {
+    this.#listeners.add(listener);
+    this.#schedule();
+    return () => {
+      this.#listeners.delete(listener);
+      if (this.#listeners.size === 0 && this.#timer !== undefined) {
+        clearTimeout(this.#timer);
+        this.#timer = undefined;
+      }
+    };
+  }
+
+  close(): void {
+    this.#listeners.clear();
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #schedule(): void {
+    if (this.#timer !== undefined || this.#listeners.size === 0) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.look()
+        .then((changes) => {
+          if (changes.changed.length > 0 || changes.gone.length > 0) for (const listener of this.#listeners) listener(changes);
+        })
+        .catch(() => undefined)
+        .finally(() => this.#schedule());
+    }, this.#intervalMs);
+    this.#timer.unref();
+  }
+
+  /** One look at every root; one at a time (a second caller shares the first's). */
+  look(): Promise<RunChanges> {
+    this.#looking ??= this.#lookOnce().finally(() => (this.#looking = undefined));
+    return this.#looking;
+  }
+
+  async #lookOnce(): Promise<RunChanges> {
+    const seen = new Set<string>();
+    const changed: UiRun[] = [];
+    for (const [index, root] of this.#roots.entries())
+      for (const pipeline of await pipelineFolders(root)) {
+        const pipelineDir = join(root, pipeline);
+        const lock = await readPipelineLock(join(pipelineDir, '.lock')).catch(() => undefined);
+        const holder = lock?.state === 'held' && lock.owner ? lock.owner : undefined;
+        for (const listing of await this.#pipelineRuns(pipelineDir, pipeline)) {
+          const run = uiRun(listing, `${index}/${pipeline}/${listing.runId}`, holder);
+          seen.add(run.key);
+          const before = this.#shown.get(run.key);
+          if (before !== undefined && sameFigures(before, run)) continue;
+          this.#shown.set(run.key, run);
+          changed.push(run);
+        }
+      }
+    const gone = [...this.#shown.keys()].filter((key) => !seen.has(key));
+    for (const key of gone) this.#shown.delete(key);
+    return { changed, gone };
+  }
+
+  async #pipelineRuns(pipelineDir: string, pipeline: string): Promise<RunListing[]> {
+    const out: RunListing[] = [];
+    const live = new Set<string>();
+    for (const runId of await pipelineFolders(pipelineDir)) {
+      const dir = join(pipelineDir, runId);
+      live.add(dir);
+      const signature = `${await signatureOf(runFile(dir, 'plan'))}|${await signatureOf(runFile(dir, 'journal'))}`;
+      let entry = this.#entries.get(dir);
+      if (entry?.signature !== signature) {
+        const listing = await runListing(dirname(pipelineDir), pipeline, runId).catch(() => undefined);
+        if (listing === undefined) {
+          this.#entries.delete(dir);
+          continue;
+        }
+        entry = { signature, listing };
+        this.#entries.set(dir, entry);
+      }
+      out.push(entry.listing);
+    }
+    for (const dir of this.#entries.keys()) if (dir.startsWith(`${pipelineDir}/`) && !live.has(dir)) this.#entries.delete(dir);
+    const signature = await signatureOf(join(pipelineDir, NOT_STARTED_FILE));
+    const known = this.#notStarted.get(pipelineDir);
+    if (known?.signature !== signature) {
+      const records = await readNotStarted(pipelineDir);
+      for (const key of [...this.#entries.keys()]) if (key.startsWith(`${pipelineDir}#`)) this.#entries.delete(key);
+      this.#notStarted.set(pipelineDir, { signature, keys: records.map((r) => r.id) });
+      for (const record of records)
+        this.#entries.set(`${pipelineDir}#${record.id}`, { signature, listing: notStartedListing(dirname(pipelineDir), pipeline, record) });
+    }
+    for (const [key, entry] of this.#entries) if (key.startsWith(`${pipelineDir}#`)) out.push(entry.listing);
+    return out;
+  }
+}
+
+/** Equal but for a running run's duration, which moves at every look: sent again when something else does. */
+function sameFigures(a: UiRun, b: UiRun): boolean {
+  const plain = (run: UiRun): string => JSON.stringify({ ...run, text: { ...run.text, duration: run.running ? '' : run.text.duration } });
+  return plain(a) === plain(b);
+}
