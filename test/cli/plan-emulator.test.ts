@@ -41,11 +41,7 @@ describe('plans that read the live catalogs', () => {
       steps: { id: string; count: number }[];
       instances: { id: string; body: { preset_id?: string } }[];
     };
-    expect(doc.steps).toEqual([
-      expect.objectContaining({ id: 'enhanced', count: 4 }),
-      expect.objectContaining({ id: 'direct', count: 2 }),
-      expect.objectContaining({ id: 'direct-4k', count: 2 }),
-    ]);
+    expect(doc.steps).toEqual([expect.objectContaining({ id: 'enhanced', count: 4 }), expect.objectContaining({ id: 'direct', count: 4 })]);
     const visible = emulator.presets.presets.filter((p) => p.visible && /market/i.test(p.name)).map((p) => p.id);
     const used = new Set(doc.instances.filter((i) => i.id.startsWith('enhanced[')).map((i) => i.body.preset_id));
     expect([...used].sort()).toEqual([...visible].sort());
@@ -55,7 +51,7 @@ describe('plans that read the live catalogs', () => {
   it('--emulator plans the campaign with no configuration at all', async () => {
     const io = capture({});
     expect(await main(['validate', join(pipelines, 'campaign.yaml'), '--emulator'], io)).toBe(0);
-    expect(io.stdout[0]).toMatch(/campaign\.yaml: valid; 3 step\(s\), 8 instance\(s\)/);
+    expect(io.stdout[0]).toMatch(/campaign\.yaml: valid; 2 step\(s\), 8 instance\(s\)/);
   });
 
   it('checks a selection against the live options catalog: a stale key is refused with its location', async () => {

@@ -63,7 +63,7 @@ export function fencedBlocks(file: string, markdown: string): DocBlock[] {
  * test/docs/doc-examples.test.ts. Two kinds run elsewhere: `library` (the library guide's script,
  * run through the built package by test/session/readme-example.test.ts), `fleet` and `registry`.
  */
-export const KINDS = ['test', 'manifest', 'config', 'faults', 'accounts', 'review', 'ci', 'hosts'] as const;
+export const KINDS = ['test', 'manifest', 'config', 'faults', 'accounts', 'prometheus', 'review', 'ci', 'hosts'] as const;
 // `registry`: commands that fetch packages from the npm registry, which no test may reach (a test
 // talks to 127.0.0.1 only); test/docs/docs-package.test.ts packs what they install.
 // `fleet`: the README's local fleet, run by test/docs/fleet-recipe.test.ts.

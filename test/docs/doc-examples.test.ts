@@ -57,6 +57,7 @@ async function sandbox(page: readonly DocBlock[]): Promise<Sandbox> {
   writeFileSync(join(srv, 'credentials'), `${HF_KEY}\n`, { mode: 0o600 });
   writeFileSync(join(srv, 'genpipe.yaml'), `base_url: ${emu.url}\n`);
   mkdirSync(join(dir, 'var', 'log'), { recursive: true });
+  mkdirSync(join(dir, 'var', 'lib', 'node_exporter', 'textfile'), { recursive: true });
   const bin = join(dir, 'usr', 'local', 'bin');
   mkdirSync(bin, { recursive: true });
   const shim = (name: string, script: string): void => {
@@ -66,13 +67,16 @@ async function sandbox(page: readonly DocBlock[]): Promise<Sandbox> {
   shim('genpipe', BIN);
   const box: Sandbox = { dir, home, env: { GENPIPE_DOC_ROOT: ROOT }, rewrite: (text) => text, serving: [], close: async () => {} };
   if (page.some((b) => b.tags[0] === 'hosts')) {
-    // The hosts' Redis, `redis.internal:6379`, is a redis-server of the page's own on a free loopback port.
+    // The hosts' Redis, `redis.internal:6379`, is a redis-server of the page's own on a free loopback port,
+    // and a worker's `--metrics PORT` is a free port too.
     const port = await freePort();
+    const metrics = await freePort();
     const data = join(dir, 'redis');
     mkdirSync(data);
     box.rewrite = (text) =>
       text
         .replaceAll('redis://redis.internal:6379', `redis://127.0.0.1:${port}`)
+        .replace(/ --metrics \d+\b/g, ` --metrics ${metrics}`)
         .replace(/^redis-server\b(.*)$/m, `redis-server$1 --port ${port} --bind 127.0.0.1 --dir ${data} --save ''`);
     box.close = () => stopAll(box.serving);
     return box;
@@ -97,7 +101,10 @@ async function sandbox(page: readonly DocBlock[]): Promise<Sandbox> {
 
 /** The host paths of the nightly examples, inside the sandbox. */
 function hostPaths(text: string, box: Sandbox): string {
-  return text.replace(/(^|[\s="'])\/(srv|usr\/local\/bin|var\/log)\//g, (_m, before: string, top: string) => `${before}${box.dir}/${top}/`);
+  return text.replace(
+    /(^|[\s="'])\/(srv|usr\/local\/bin|var\/log|var\/lib)\//g,
+    (_m, before: string, top: string) => `${before}${box.dir}/${top}/`,
+  );
 }
 
 /**
@@ -216,6 +223,18 @@ const config: Runner = async (block, text, box, env) => {
   writeFileSync(file, text);
   const ran = await bash(`genpipe config --config ${file}`, box.dir, env);
   expect(ran.code, `${where(block)}: genpipe config\n${ran.stdout}${ran.stderr}`).toBe(0);
+};
+
+/**
+ * `yaml prometheus`: a Prometheus file, checked by promtool as Prometheus would load it: a rule
+ * file (`groups:`) with `promtool check rules`, else a configuration with `promtool check config`.
+ */
+const prometheus: Runner = async (block, text, box) => {
+  const file = join(box.dir, `prometheus-${block.line}.yml`);
+  writeFileSync(file, text);
+  const what = /^groups:/m.test(text) ? 'rules' : 'config';
+  const ran = await bash(`promtool check ${what} ${file}`, box.dir, { PATH: process.env.PATH ?? '' });
+  expect(ran.code, `${where(block)}: promtool check ${what}\n${ran.stdout}${ran.stderr}`).toBe(0);
 };
 
 /** `yaml faults` and `yaml accounts`: an emulator's fault or accounts file, which it must start with. */
@@ -345,6 +364,7 @@ const RUNNERS: Record<string, Runner> = {
   'yaml config': config,
   'yaml faults': emulatorFile,
   'yaml accounts': emulatorFile,
+  'yaml prometheus': prometheus,
   'json review': review,
   'ts test': typescript,
   'sh test': sh,
