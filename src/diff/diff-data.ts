@@ -8,7 +8,7 @@ import type { Cell } from '../gallery/gallery-data.js';
 import type { PlanFile } from '../run/files/run-dir.js';
 import type { RunState } from '../run/journal/run-state.js';
 import { formatCount } from '../util/format-usd.js';
-import { naturalCompare } from '../util/natural-compare.js';
+import { InstanceOrder } from '../plan/instance-order.js';
 import { inputChanges, type InputChange, type RunInputs } from './run-inputs.js';
 
 /** Rows the page lists (every shared instance is counted in the summary). */
@@ -67,19 +67,13 @@ const stepOfId = (id: string): string => id.replace(/\[.*$/s, '');
 const sameAs = (status: string): string => (status === 'reused' ? 'completed' : status);
 
 /**
- * Steps in the manifest's order (plan.json's, B's first: the run being looked at), and a step's
- * instances in plan order (CSV rows as in the file, list values as written) where a run's inputs
- * were planned again, else in natural order.
+ * In the one order every view lists instances in (InstanceOrder: steps and axes in the manifest's
+ * order, list values as written, numbers by value), over B's steps (the run being looked at) and
+ * then those only A has.
  */
-function inManifestOrder(ids: string[], a: DiffRun, b: DiffRun): string[] {
-  const stepOrder = new Map<string, number>();
-  for (const s of [...b.plan.steps, ...a.plan.steps]) if (!stepOrder.has(s.id)) stepOrder.set(s.id, stepOrder.size);
-  const planOrder = new Map<string, number>();
-  for (const inputs of [b.inputs.inputs, a.inputs.inputs])
-    for (const id of inputs?.keys() ?? []) if (!planOrder.has(id)) planOrder.set(id, planOrder.size);
-  const stepRank = (id: string): number => stepOrder.get(stepOfId(id)) ?? stepOrder.size;
-  const planRank = (id: string): number => planOrder.get(id) ?? Number.MAX_SAFE_INTEGER;
-  return ids.sort((x, y) => stepRank(x) - stepRank(y) || planRank(x) - planRank(y) || naturalCompare(x, y));
+function inViewOrder(ids: string[], a: DiffRun, b: DiffRun): string[] {
+  const named = new Set(b.plan.steps.map((s) => s.id));
+  return new InstanceOrder([...b.plan.steps, ...a.plan.steps.filter((s) => !named.has(s.id))]).sort(ids);
 }
 
 export function diffData(a: DiffRun, b: DiffRun): DiffData {
@@ -87,7 +81,7 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
   const cellsB = cellsById(b);
   const idsA = idsOf(a, cellsA);
   const idsB = idsOf(b, cellsB);
-  const shared = inManifestOrder(
+  const shared = inViewOrder(
     [...idsA].filter((id) => idsB.has(id)),
     a,
     b,
