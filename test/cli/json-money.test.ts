@@ -93,8 +93,8 @@ describe('JSON amounts are rounded to a millionth', () => {
       .map((l) => JSON.parse(l) as unknown);
     const finished = events.find((e) => (e as { type?: string }).type === 'run_finished') as { summary: { estimatedUsd: number } };
     expect(finished.summary.estimatedUsd).toBe(0.5595);
-    expect(events.flatMap(amounts).length).toBeGreaterThan(6);
-    expect(events.flatMap(unrounded)).toEqual([]);
+    expect(events.flatMap((e) => amounts(e)).length).toBeGreaterThan(6);
+    expect(events.flatMap((e) => unrounded(e))).toEqual([]);
   });
 
   it('genpipe runs --json', async () => {
