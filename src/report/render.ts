@@ -282,7 +282,9 @@ function markdownHead(report: CostSummary): string {
     ...provisionalLines(report),
     ...(report.sink ? ['', sinkSentence(report.sink)] : []),
     ...(report.throttledMs !== undefined ? ['', throttledSentence(report.throttledMs)] : []),
-    ...(t.counts.reused > 0 ? ['', `${t.counts.reused} instance(s) reused an earlier run's result: nothing was sent for them, US$0.`] : []),
+    ...(t.counts.reused > 0
+      ? ['', `${t.counts.reused} instance(s) reused an earlier run's result: nothing was sent for them, ${usd(0)}.`]
+      : []),
     ...(t.rerolls > 0
       ? [
           '',
