@@ -1,11 +1,12 @@
-// Every JSON genpipe writes rounds its amounts of money to a millionth of a US$: report.json, a
-// notification's body, --json-logs events, `genpipe runs --json` and `genpipe plan --json`. Prices
+// Every JSON genpipe writes rounds its amounts of money to a millionth of a US$: report.json, the
+// gallery's index, a notification's body, --json-logs events, `genpipe runs --json` and `genpipe plan --json`. Prices
 // are chosen so that their sums in floating point carry dust (0.1 x 3 = 0.30000000000000004,
 // 0.0865 x 3 = 0.25949999999999995): an amount written unrounded would show it.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { pageIndex } from '../gallery/read-gallery.js';
 import { receiver } from '../notify/receiver.js';
 import { cleanTemps, findRunDir, HF_KEY, tempDir } from '../run/runner-helpers.js';
 import { runInProcess, type InProcessRun } from './in-process.js';
@@ -77,6 +78,12 @@ describe('JSON amounts are rounded to a millionth', () => {
     expect(json.total.estimatedUsd).toBe(0.5595);
     expect(amounts(json).length).toBeGreaterThan(20);
     expect(unrounded(json)).toEqual([]);
+  });
+
+  it("the gallery's index (JSON in gallery.html)", () => {
+    const page = pageIndex(readFileSync(join(runDir, 'gallery.html'), 'utf8'));
+    expect(page.steps.map((s) => s.spendUsd)).toEqual([0.2595, 0.3]);
+    expect(unrounded(page)).toEqual([]);
   });
 
   it("a notification's body", () => {

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../../src/emulator/index.js';
 import { runInProcess } from '../../cli/in-process.js';
+import { pageIndex } from '../../gallery/read-gallery.js';
 import { cleanTemps, findRunDir, HF_KEY, tempDir } from '../runner-helpers.js';
 
 let emulator: Emulator;
@@ -72,6 +73,19 @@ describe("plan.json's prices for a step priced per instance", () => {
     });
     // Two prices: no one figure for the step, the range instead.
     expect(banners).toMatchObject({ id: 'banners', price_usd: null, price_source: 'table', price_range_usd: { min: 0.0438, max: 0.0865 } });
+  });
+
+  it("the gallery and outputs.csv price each instance at its journaled price, not the step's null", () => {
+    const page = pageIndex(readFileSync(join(runDir, 'gallery.html'), 'utf8'));
+    expect(page.steps.map((s) => [s.id, s.spendUsd, s.unpriced])).toEqual([
+      ['heroes', 0.2595, 0],
+      ['banners', 0.1303, 0],
+    ]);
+    const rows = readFileSync(join(runDir, 'outputs.csv'), 'utf8').trim().split(/\r?\n/);
+    const header = (rows[0] as string).split(',');
+    const costOf = (id: string): string => (rows.find((r) => r.startsWith(`${id},`)) ?? '').split(',')[header.indexOf('cost_usd')] ?? '';
+    expect(costOf('banners[quality=high]')).toBe('0.0865');
+    expect(costOf('banners[quality=medium]')).toBe('0.0438');
   });
 
   it("a journal without journaled prices is counted at the instances' shared price, and unpriced (never zero) where they differ", async () => {
