@@ -34,9 +34,18 @@ export interface DiffRow {
   costDiffers: boolean;
 }
 
+/** One run's side of the comparison: the shared instances' cost, and how many of them are unpriced (not in it). */
+export interface DiffSide {
+  pipeline: string;
+  runId: string;
+  runDir: string;
+  costUsd: number;
+  unpricedInstances: number;
+}
+
 export interface DiffData {
-  a: { pipeline: string; runId: string; runDir: string; costUsd: number };
-  b: { pipeline: string; runId: string; runDir: string; costUsd: number };
+  a: DiffSide;
+  b: DiffSide;
   shared: number;
   onlyA: number;
   onlyB: number;
@@ -91,6 +100,8 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
   let statusDiffers = 0;
   let costA = 0;
   let costB = 0;
+  let unpricedA = 0;
+  let unpricedB = 0;
   for (const id of shared) {
     const ca = cellsA.get(id);
     const cb = cellsB.get(id);
@@ -112,6 +123,8 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
     };
     costA += ca?.cell.costUsd ?? 0;
     costB += cb?.cell.costUsd ?? 0;
+    if (ca?.cell.unpriced) unpricedA++;
+    if (cb?.cell.unpriced) unpricedB++;
     if (changes && changes.length > 0) inputsDiffer++;
     if (row.statusDiffers) statusDiffers++;
     if (rows.length < MAX_DIFF_ROWS) rows.push(row);
@@ -123,15 +136,16 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
     notes.push(
       `the page lists the first ${formatCount(MAX_DIFF_ROWS)} of ${formatCount(shared.length)} shared instances; the counts above cover all of them`,
     );
-  const side = (run: DiffRun, cost: number) => ({
+  const side = (run: DiffRun, cost: number, unpricedInstances: number): DiffSide => ({
     pipeline: run.plan.pipeline,
     runId: run.plan.runId,
     runDir: run.runDir,
     costUsd: Math.round(cost * 1e6) / 1e6,
+    unpricedInstances,
   });
   return {
-    a: side(a, costA),
-    b: side(b, costB),
+    a: side(a, costA, unpricedA),
+    b: side(b, costB, unpricedB),
     shared: shared.length,
     onlyA: idsA.size - shared.length,
     onlyB: idsB.size - shared.length,
