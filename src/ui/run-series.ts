@@ -89,6 +89,7 @@ export class JournalSeries {
   #before = 0;
   #startedAt: number | undefined;
   #waitingFirstIntent = false;
+  #reading: Promise<void> = Promise.resolve();
 
   constructor(journal: string, steps: readonly PlannedStep[], options: { maxPoints?: number } = {}) {
     this.#journal = journal;
@@ -96,8 +97,14 @@ export class JournalSeries {
     this.#maxPoints = Math.max(4, options.maxPoints ?? MAX_POINTS);
   }
 
-  /** Reads the records written since the last read. */
-  async update(): Promise<void> {
+  /** Reads the records written since the last read; one read at a time (a second waits for the first). */
+  update(): Promise<void> {
+    const read = this.#reading.then(() => this.#read());
+    this.#reading = read.catch(() => undefined);
+    return read;
+  }
+
+  async #read(): Promise<void> {
     const handle = await open(this.#journal, 'r').catch(() => undefined);
     if (handle === undefined) return;
     try {

@@ -115,8 +115,9 @@ export class RunFollower {
   async state(run: UiRun): Promise<RunPageState> {
     if (this.#state !== undefined && this.#state.run === run) return this.#state;
     const plan = await readPlanFile(this.dir);
-    const read = await readReport(this.dir);
-    const fromReport = run.running ? undefined : await currentReport(this.dir, read);
+    // A running run's report.json is an earlier start's: neither its figures nor its wait are read.
+    const read = run.running ? undefined : await readReport(this.dir);
+    const fromReport = await currentReport(this.dir, read);
     const summary = fromReport ?? (await summarizeCostReport(this.dir));
     const series = (this.#series ??= new JournalSeries(
       runFile(this.dir, 'journal'),

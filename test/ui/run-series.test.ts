@@ -1,6 +1,6 @@
 // Spend over time on a run's page comes from the journal's own record times: a hand-written
 // journal gives the points it should, the last one equal to the report's committed, charged and net;
-// a journal read in two parts (and a line still being written) gives what one read gives; and a
+// a journal read in parts (a line still being written, two reads at once) gives what one read gives; and a
 // large run keeps no more than its points' cap, from its first record to its last.
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -130,7 +130,9 @@ describe("a run page's spend over time", () => {
       .join('');
     const cut = rest.length - 20;
     appendFileSync(journal, rest.slice(0, cut));
-    await series.update();
+    // Two pages asking at once: one read after the other, each record folded once.
+    await Promise.all([series.update(), series.update()]);
+    expect(series.retries).toEqual({ retried: 1, resubmitted: 0, rounds: 1 });
     // run_finished is not whole yet: not read.
     expect(series.points.t.at(-1)).toBe(at(8) / 1000);
     appendFileSync(journal, rest.slice(cut));
@@ -138,6 +140,7 @@ describe("a run page's spend over time", () => {
     const whole = new JournalSeries(journal, [{ id: 'a', count: 3, priceUsd: 0.05 }]);
     await whole.update();
     expect(series.points).toEqual(whole.points);
+    expect(series.retries).toEqual({ retried: 1, resubmitted: 0, rounds: 1 });
     expect(series.points.t.at(-1)).toBe(at(9) / 1000);
     // Let go once the run ended: the points stay, and nothing is read again while the journal stands.
     series.release();
