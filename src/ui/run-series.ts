@@ -45,7 +45,7 @@ export interface JournalRetries {
 
 /** Where the last start stands: what the ETA goes by (report/progress.ts etaText). */
 export interface StartPace {
-  /** Instances ended (done, failed or unknown), over the run's life. */
+  /** Instances ended (done, failed or unknown, but for the ones being sent), over the run's life. */
   ended: number;
   /** Ended when the last start began: not part of its pace. */
   before: number;
@@ -90,6 +90,8 @@ export class JournalSeries {
   #startedAt: number | undefined;
   #waitingFirstIntent = false;
   #reading: Promise<void> = Promise.resolve();
+  /** Instances whose intent the last start journaled and no record has answered since: bounded by its concurrency, and its unknowns. */
+  readonly #sending = new Set<string>();
 
   constructor(journal: string, steps: readonly PlannedStep[], options: { maxPoints?: number } = {}) {
     this.#journal = journal;
@@ -151,10 +153,17 @@ export class JournalSeries {
     return { retried: this.#retried, resubmitted: this.#resubmitted, rounds: this.#rounds.size };
   }
 
-  /** The last start's pace; undefined when the fold was let go. */
+  /**
+   * The last start's pace; undefined when the fold was let go. An intent this start journaled with
+   * no answer yet is being sent, as progress counts it: in flight, not ended, though the journal
+   * alone (and so the report) calls it unknown.
+   */
   get pace(): StartPace | undefined {
-    if (this.#fold === undefined) return undefined;
-    return { ...endedOf(this.#fold), before: this.#before, startedAt: this.#startedAt };
+    const fold = this.#fold;
+    if (fold === undefined) return undefined;
+    const { ended, total } = endedOf(fold);
+    const sending = [...this.#sending].filter((id) => fold.status(id) === 'unknown').length;
+    return { ended: ended - sending, total, before: this.#before, startedAt: this.#startedAt };
   }
 
   #reset(): void {
@@ -170,12 +179,16 @@ export class JournalSeries {
     this.#before = 0;
     this.#startedAt = undefined;
     this.#waitingFirstIntent = false;
+    this.#sending.clear();
   }
 
   #apply(fold: RunFold, record: JournalRecord): void {
     fold.apply(record);
+    // Any answer or new start of an instance: no longer being sent.
+    if (record.type !== 'intent' && 'instance' in record && typeof record.instance === 'string') this.#sending.delete(record.instance);
     switch (record.type) {
       case 'run_started':
+        this.#sending.clear();
         this.#before = endedOf(fold).ended;
         this.#startedAt = undefined;
         this.#waitingFirstIntent = true;
@@ -183,6 +196,7 @@ export class JournalSeries {
       case 'intent':
         if (this.#waitingFirstIntent && record.at !== undefined) this.#startedAt = record.at;
         this.#waitingFirstIntent = false;
+        this.#sending.add(record.instance);
         break;
       case 'retry':
         if (record.sameKey === true) this.#resubmitted++;
