@@ -194,6 +194,15 @@ describe("genpipe ui: a run's page", () => {
       expect(money).toContain(`committed ${formatUsd(committedUsd(report.total))};`);
       expect(money).toContain(`charged ${formatUsd(report.total.estimatedUsd)},`);
       expect(committedUsd(report.total)).toBeLessThan(report.total.estimatedUsd);
+      // The runs list says the same committed figure, apart from charged.
+      const listed = (await (await fetch(`${late.url}/api/runs`)).json()) as {
+        runId: string;
+        text: { committed: string; charged: string };
+      }[];
+      expect(listed.find((r) => r.runId === runId)?.text).toMatchObject({
+        committed: formatUsd(committedUsd(report.total)),
+        charged: formatUsd(report.total.estimatedUsd),
+      });
       // The chart: a point per change of the money since the run started, from the journal's times.
       const chart = await page.evaluate(() => ({ ...document.getElementById('chart')!.dataset }));
       const started = readFileSync(join(dir, 'journal.jsonl'), 'utf8')
