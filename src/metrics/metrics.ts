@@ -193,6 +193,7 @@ const UNREADABLE = {
   failed: 0,
   unknown: 0,
   estimatedUsd: 0,
+  committedUsd: 0,
   budgetUsd: null,
   startedAt: null,
   finishedAt: null,
