@@ -193,6 +193,7 @@ const UNREADABLE = {
   failed: 0,
   unknown: 0,
   estimatedUsd: 0,
+  committedUsd: 0,
   budgetUsd: null,
   startedAt: null,
   finishedAt: null,
@@ -379,7 +380,8 @@ export function createMetrics(options: MetricsOptions): Metrics {
     observer,
     render,
     async handle(req, res) {
-      if (new URL(req.url ?? '/', 'http://localhost').pathname !== '/metrics') return false;
+      // The path alone, split off by hand: a request-target that is no URL (`//[`) is simply not /metrics.
+      if ((req.url ?? '/').split('?')[0] !== '/metrics') return false;
       if (req.method !== 'GET' && req.method !== 'HEAD') {
         res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' }).end('Only GET and HEAD read /metrics.\n');
         return true;

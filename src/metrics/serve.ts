@@ -36,9 +36,13 @@ export interface MetricsServer {
 
 export async function serveMetrics(metrics: Metrics, address: MetricsAddress): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
-    void metrics.handle(req, res).then((handled) => {
-      if (!handled) res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('Only /metrics is served here.\n');
-    });
+    // Whatever one request does, the worker it serves beside goes on: a failure ends that answer only.
+    metrics.handle(req, res).then(
+      (handled) => {
+        if (!handled) res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('Only /metrics is served here.\n');
+      },
+      () => res.destroy(),
+    );
   });
   // A scraper keeps its connection; closing the server must not wait for it.
   server.keepAliveTimeout = 5_000;

@@ -3,7 +3,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { JOURNAL_RECORD_TYPES } from '../run/journal/journal-records.js';
 import { streamJournal } from '../run/journal/journal.js';
-import { summarizeCostReport, type CostSummary } from './cost-report.js';
+import { committedUsd, summarizeCostReport, type CostSummary } from './cost-report.js';
 import { outcomeWord } from '../run/events.js';
 import { notStartedStatus, readNotStarted, type NotStartedRecord } from './not-started-list.js';
 import { runFile } from '../run/files/run-layout.js';
@@ -30,8 +30,10 @@ export interface RunListing {
   failed: number;
   /** Instances whose end is unknown. */
   unknown: number;
-  /** Charged: every attempt submitted at its price, which is also what the budget counts as committed (cost-report.ts). */
+  /** Charged: every attempt submitted at its price, refunded ones too (cost-report.ts). */
   estimatedUsd: number;
+  /** Committed, the budget's measure: net (charged, in flight) plus unknown (cost-report.ts committedUsd). */
+  committedUsd: number;
   /** The budget of the last start, when it had one. */
   budgetUsd: number | null;
   /** When the run first started and last finished, in ms since 1970 (journal times); null when it did not, or the journal has no time. */
@@ -108,6 +110,7 @@ export async function runListing(root: string, pipeline: string, runId: string, 
     failed: report.total.counts.failed + report.total.counts.nsfw + report.total.counts.canceled,
     unknown: report.total.counts.unknown,
     estimatedUsd: report.total.estimatedUsd,
+    committedUsd: committedUsd(report.total),
     budgetUsd,
     startedAt,
     finishedAt,
@@ -133,6 +136,7 @@ export function notStartedListing(root: string, pipeline: string, record: NotSta
     failed: 0,
     unknown: 0,
     estimatedUsd: 0,
+    committedUsd: 0,
     budgetUsd: null,
     startedAt: Date.parse(record.at) || null,
     finishedAt: Date.parse(record.at) || null,

@@ -1,7 +1,8 @@
 /**
- * A run's page of `genpipe ui`: progress by step, spend over time (uPlot), the cost report's
- * tables, the CSV rows set aside, a link to the gallery with its review controls, and the remake
- * of rejected or failed instances, which shows its estimate and starts only once confirmed. The
+ * A run's page of `genpipe ui`: progress by step with the ETA, the retries and the time waited on
+ * throttling, spend over time (uPlot, from the journal's record times), the cost report's tables,
+ * the CSV rows set aside, a link to the gallery with its review controls, and the remake of
+ * rejected or failed instances, which shows its estimate and starts only once confirmed. The
  * state comes from the page's event stream (`api/events`), sent again as the run's journal
  * changes. Money arrives formatted by the server; text from the run is only set as textContent.
  */
@@ -33,26 +34,44 @@ const SCRIPT = String.raw`
     $(target).replaceChildren(t);
   }
   const statusText = (counts) => STATUSES.filter((s) => counts[s] > 0).map((s) => counts[s] + ' ' + s.replace('_', ' ')).join(', ');
+  const lastOf = (list) => (list.length === 0 ? 0 : list[list.length - 1]);
   function drawChart(state) {
     const s = state.series;
     const budget = state.budgetUsd;
     const data = [s.t, s.committed, s.charged, s.net];
     if (budget !== null) data.push(s.t.map(() => budget));
-    $('chart').dataset.points = String(s.t.length);
-    $('chart').dataset.last = String(s.committed[s.committed.length - 1] || 0);
+    const box = $('chart');
+    box.dataset.points = String(s.t.length);
+    box.dataset.first = String(s.t.length === 0 ? 0 : s.t[0]);
+    box.dataset.last = String(lastOf(s.committed));
+    box.dataset.lastCharged = String(lastOf(s.charged));
+    box.dataset.lastNet = String(lastOf(s.net));
     if (typeof uPlot === 'undefined' || s.t.length === 0) return;
     if (!chart) {
-      const series = [{}, { label: 'committed', stroke: '#c60' }, { label: 'charged', stroke: '#06c' }, { label: 'net', stroke: '#393' }];
+      // Spend moves by steps, at the records' times: each line holds its value until the next.
+      const paths = uPlot.paths.stepped({ align: 1 });
+      const series = [{}, { label: 'committed', stroke: '#c60', paths }, { label: 'charged', stroke: '#06c', paths }, { label: 'net', stroke: '#393', paths }];
       if (budget !== null) series.push({ label: 'budget', stroke: '#b00', dash: [6, 4] });
-      chart = new uPlot({ width: 720, height: 260, series, axes: [{}, { values: (u, ticks) => ticks.map((v) => 'US$' + v.toFixed(2)) }] }, data, $('chart'));
+      chart = new uPlot({ width: 720, height: 260, series, axes: [{}, { values: (u, ticks) => ticks.map((v) => 'US$' + v.toFixed(2)) }] }, data, box);
     } else chart.setData(data);
+  }
+  function drawActivity(state) {
+    const eta = state.eta;
+    $('eta').textContent = eta === null ? '' : 'ETA ' + eta.text + ': ' + eta.ended + '/' + eta.total + ' ended' + (eta.perMinute === null ? '' : ', ' + eta.perMinute + ' a minute') + '.';
+    $('eta').dataset.eta = eta === null ? '' : eta.text;
+    $('throttling').textContent = state.throttling === null ? (state.run.running ? 'Time waited on throttling: in the report, once this start ends.' : '') : state.throttling.text;
+    $('throttling').dataset.ms = state.throttling === null ? '' : String(state.throttling.ms);
+    $('retries').textContent = 'Retries: ' + state.retries.text + '.';
+    for (const k of ['rerolls', 'retried', 'resubmitted', 'rounds']) $('retries').dataset[k] = String(state.retries[k]);
   }
   function draw(state) {
     const r = state.run;
     document.documentElement.dataset.status = r.status;
     $('title').textContent = r.pipeline + ' ' + r.runId;
     $('status').textContent = r.status + (r.host ? ' on ' + r.host : '');
-    $('money').textContent = 'committed ' + r.text.committed + (state.budgetUsd === null ? '' : ' of ' + r.text.budget + ' budget') + '; charged ' + r.text.charged + ', net ' + r.text.net + ', unknown ' + r.text.unknown + ', unpriced ' + r.text.unpriced + (r.text.duration ? '; ' + r.text.duration : '');
+    // The money of the same summary as the tables below, so the header and the tables agree.
+    const t = state.tables.total;
+    $('money').textContent = 'committed ' + t.committed + (state.budgetUsd === null ? '' : ' of ' + r.text.budget + ' budget') + '; charged ' + t.charged + ', net ' + t.net + ', unknown ' + t.unknown + ', unpriced ' + t.unpriced + (r.text.duration ? '; ' + r.text.duration : '');
     $('source').textContent = 'figures from ' + state.source;
     const progress = [];
     for (const step of state.steps) {
@@ -70,6 +89,7 @@ const SCRIPT = String.raw`
     }
     $('progress').replaceChildren(...progress);
     drawChart(state);
+    drawActivity(state);
     const money = (t) => [t.name, statusText(t.counts), t.charged, t.refunded, t.net, t.unknown, t.unpriced];
     const heads = ['name', 'statuses', 'charged', 'refunded', 'net', 'unknown', 'unpriced'];
     table('steps', heads, [...state.tables.steps.map(money), money(state.tables.total)]);
@@ -114,6 +134,7 @@ export function runPage(token: string, uplotStyle: string): string {
 <body><header><h1 id="title">run</h1><nav><a href="/">runs</a> <a href="gallery/">gallery and review</a> <a href="/compare">compare</a> <a href="/fleet">fleet</a></nav>
 <p><span id="status"></span>. <span id="money"></span> <span class="note" id="source"></span></p></header>
 <h2>Progress</h2><div id="progress"></div>
+<div id="eta"></div><div id="throttling"></div><div id="retries"></div>
 <h2>Spend over time</h2><div id="chart"></div>
 <h2>Remake</h2>
 <p>Start rejected or failed instances again (genpipe resume --retry), after you see what it costs.</p>

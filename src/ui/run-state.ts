@@ -1,28 +1,33 @@
 /**
  * What a run's page of `genpipe ui` shows: progress by step, the money with its budget, the cost
- * report's tables, the CSV rows set aside, and spend over time.
+ * report's tables, the CSV rows set aside, spend over time, the retries, the time waited on
+ * throttling, and the ETA while the run runs.
  *
  * The first screen of a run that is not running reads its report.json (written at its end): the
  * journal is not replayed for it. A running run, or one with no report, is summed by the report's
  * own function (summarizeCostReport), again each time its journal changes while a page follows it.
- * Spend over time is what the ui saw while it followed the run (a point per change, at most
- * MAX_POINTS, thinned by half when full): a run that ended before shows its start and its end.
+ * Spend over time, the retries and the pace come from the journal's own records (run-series.ts),
+ * read from where the last read stopped. The time waited on throttling is the report's: a run's
+ * process keeps it, and report.json says it once the start ends.
  */
 import { runFile } from '../run/files/run-layout.js';
 import { readFile, stat } from 'node:fs/promises';
-import { summarizeCostReport, type CostSummary, type GroupLine, type InstanceLine } from '../report/cost-report.js';
+import { committedUsd, summarizeCostReport, type CostSummary, type GroupLine, type InstanceLine } from '../report/cost-report.js';
 import { readPlanFile } from '../run/files/run-dir.js';
 import { readReview } from '../review/review-store.js';
 import type { SkippedRow } from '../plan/skipped-rows.js';
 import { formatCount, formatSpend, formatUsd } from '../util/format-usd.js';
+import { etaText } from '../report/progress.js';
+import { throttledSentence } from '../report/render.js';
+import { JournalSeries, type JournalRetries, type SpendPoints } from './run-series.js';
 import type { UiRun } from './run-watch.js';
-
-export const MAX_POINTS = 2_000;
 
 /** A row of the report's step or model table, formatted by the one formatter. */
 export interface MoneyRow {
   name: string;
   counts: GroupLine['counts'];
+  /** The budget's measure (cost-report.ts committedUsd): the page's header says it, the report's tables do not. */
+  committed: string;
   charged: string;
   refunded: string;
   net: string;
@@ -35,17 +40,24 @@ export interface RunPageState {
   steps: { id: string; model: string; count: number; counts: GroupLine['counts'] }[];
   tables: { steps: MoneyRow[]; models: MoneyRow[]; total: MoneyRow };
   skippedRows: SkippedRow[];
-  /** Spend over time: seconds since 1970, and the committed, charged and net US$ at each. */
-  series: { t: number[]; committed: number[]; charged: number[]; net: number[] };
+  /** Spend over time, from the journal's record times: seconds since 1970, and the committed, charged and net US$ at each. */
+  series: SpendPoints;
   budgetUsd: number | null;
   /** Where the figures came from: `report.json`, or the journal. */
   source: 'report.json' | 'journal';
+  /** While the run runs: its ETA (progress's etaText), and the pace of its last start. */
+  eta: { text: string; ended: number; total: number; perMinute: number | null } | null;
+  /** The time the last start waited on throttling, as report.json and report.md say it; null until its report is written. */
+  throttling: { ms: number; text: string } | null;
+  /** nsfw re-rolls (the report's figure), and the attempts the journal records as sent again. */
+  retries: JournalRetries & { rerolls: number; text: string };
 }
 
 function row(group: GroupLine): MoneyRow {
   return {
     name: group.name,
     counts: group.counts,
+    committed: formatUsd(committedUsd(group)),
     charged: formatUsd(group.estimatedUsd),
     refunded: formatUsd(group.refundedUsd),
     net: formatSpend({ netUsd: group.netUsd, unpricedInstances: group.unpricedInstances }),
@@ -54,25 +66,47 @@ function row(group: GroupLine): MoneyRow {
   };
 }
 
-/** report.json without its instance lines, when it is there and newer than the journal. */
-async function readReport(dir: string): Promise<CostSummary | undefined> {
-  const [report, journal] = await Promise.all([
-    stat(runFile(dir, 'reportJson')).catch(() => undefined),
-    stat(runFile(dir, 'journal')).catch(() => undefined),
-  ]);
-  if (report === undefined || (journal !== undefined && journal.mtimeMs > report.mtimeMs)) return undefined;
+type ReportFile = CostSummary & { instances?: unknown };
+
+/** report.json without its instance lines, with its file's time; undefined when there is none. */
+async function readReport(dir: string): Promise<{ report: ReportFile; mtimeMs: number } | undefined> {
+  const file = await stat(runFile(dir, 'reportJson')).catch(() => undefined);
+  if (file === undefined) return undefined;
   try {
-    const parsed = JSON.parse(await readFile(runFile(dir, 'reportJson'), 'utf8')) as CostSummary & { instances?: unknown };
+    const parsed = JSON.parse(await readFile(runFile(dir, 'reportJson'), 'utf8')) as ReportFile;
     delete parsed.instances;
-    return parsed.total === undefined ? undefined : parsed;
+    return parsed.total === undefined ? undefined : { report: parsed, mtimeMs: file.mtimeMs };
   } catch {
     return undefined;
   }
 }
 
+/** The report's figures, when report.json is newer than the journal. */
+async function currentReport(dir: string, read: { report: ReportFile; mtimeMs: number } | undefined): Promise<CostSummary | undefined> {
+  if (read === undefined) return undefined;
+  const journal = await stat(runFile(dir, 'journal')).catch(() => undefined);
+  return journal !== undefined && journal.mtimeMs > read.mtimeMs ? undefined : read.report;
+}
+
+/**
+ * The time waited on throttling as the report of the last start says it: read from a report.json
+ * written at or after the run's last finish (the start's end writes it then; a notification's
+ * record may follow it in the journal). Null while the run runs, and when no report says it.
+ */
+function throttlingOf(run: UiRun, read: { report: ReportFile; mtimeMs: number } | undefined): RunPageState['throttling'] {
+  if (run.running || read === undefined || run.finishedAt === null || read.mtimeMs < run.finishedAt) return null;
+  const ms = read.report.throttledMs ?? 0;
+  return { ms, text: ms > 0 ? throttledSentence(ms) : 'No request waited on throttling.' };
+}
+
+function retriesText(r: JournalRetries & { rerolls: number }): string {
+  const rounds = r.rounds === 1 ? '1 --retry round' : `${formatCount(r.rounds)} --retry rounds`;
+  return `${formatCount(r.rerolls)} re-rolled, ${formatCount(r.retried)} retried (${rounds}), ${formatCount(r.resubmitted)} unknown resubmitted`;
+}
+
 /** One run's page state, kept while pages follow it. */
 export class RunFollower {
-  readonly #series: RunPageState['series'] = { t: [], committed: [], charged: [], net: [] };
+  #series: JournalSeries | undefined;
   #state: RunPageState | undefined;
 
   constructor(readonly dir: string) {}
@@ -81,44 +115,48 @@ export class RunFollower {
   async state(run: UiRun): Promise<RunPageState> {
     if (this.#state !== undefined && this.#state.run === run) return this.#state;
     const plan = await readPlanFile(this.dir);
-    const fromReport = run.running ? undefined : await readReport(this.dir);
+    // A running run's report.json is an earlier start's: neither its figures nor its wait are read.
+    const read = run.running ? undefined : await readReport(this.dir);
+    const fromReport = await currentReport(this.dir, read);
     const summary = fromReport ?? (await summarizeCostReport(this.dir));
-    const now = Date.now() / 1000;
-    if (this.#series.t.length === 0 && run.startedAt !== null) this.#push(run.startedAt / 1000, 0, 0, 0);
-    const at = run.running || run.finishedAt === null ? now : run.finishedAt / 1000;
-    this.#push(Math.max(at, this.#series.t.at(-1) ?? at), summary.total.estimatedUsd, summary.total.estimatedUsd, summary.total.netUsd);
+    const series = (this.#series ??= new JournalSeries(
+      runFile(this.dir, 'journal'),
+      plan.steps.map((s) => ({ id: s.id, count: s.count, priceUsd: s.price_usd })),
+    ));
+    await series.update();
+    const eta = run.running ? etaOf(series, Date.now()) : null;
+    // A run that ended needs no fold: its points stay, and a resume reads the journal again.
+    if (!run.running) series.release();
     const byStep = new Map(summary.steps.map((s) => [s.name, s]));
+    const retries = { ...series.retries, rerolls: summary.total.rerolls };
     this.#state = {
       run,
       steps: plan.steps.map((s) => ({ id: s.id, model: s.model, count: s.count, counts: (byStep.get(s.id) ?? summary.total).counts })),
       tables: { steps: summary.steps.map(row), models: summary.models.map(row), total: row(summary.total) },
       skippedRows: summary.skippedRows ?? plan.skipped_rows ?? [],
-      series: {
-        t: [...this.#series.t],
-        committed: [...this.#series.committed],
-        charged: [...this.#series.charged],
-        net: [...this.#series.net],
-      },
+      series: series.points,
       budgetUsd: run.budgetUsd,
       source: fromReport === undefined ? 'journal' : 'report.json',
+      eta,
+      throttling: throttlingOf(run, read),
+      retries: { ...retries, text: retriesText(retries) },
     };
     return this.#state;
   }
+}
 
-  #push(t: number, committed: number, charged: number, net: number): void {
-    const s = this.#series;
-    if (s.t.length > 0 && s.committed.at(-1) === committed && s.net.at(-1) === net && s.charged.at(-1) === charged && s.t.length > 1) {
-      s.t[s.t.length - 1] = t;
-      return;
-    }
-    s.t.push(t);
-    s.committed.push(committed);
-    s.charged.push(charged);
-    s.net.push(net);
-    if (s.t.length > MAX_POINTS)
-      for (const list of [s.t, s.committed, s.charged, s.net])
-        list.splice(0, list.length, ...list.filter((_, i) => i % 2 === 0 || i === list.length - 1));
-  }
+/** The ETA of a running run, as progress says it (etaText), from the pace of its last start. */
+function etaOf(series: JournalSeries, now: number): RunPageState['eta'] {
+  const pace = series.pace;
+  if (pace === undefined) return null;
+  const finished = pace.ended - pace.before;
+  const minutes = pace.startedAt === undefined ? 0 : (now - pace.startedAt) / 60_000;
+  return {
+    text: etaText(finished, pace.total - pace.before, pace.startedAt, now),
+    ended: pace.ended,
+    total: pace.total,
+    perMinute: minutes > 0 && finished > 0 ? Math.round((finished / minutes) * 10) / 10 : null,
+  };
 }
 
 /** What a remake of `selection` would start again: the instances, and their estimate at their steps' prices. */

@@ -57,7 +57,7 @@ export function uiRun(listing: RunListing, key: string, holder: { runId: string;
     status: running ? 'running' : listing.status,
     host: running ? (holder?.host ?? null) : null,
     text: {
-      committed: formatUsd(listing.estimatedUsd),
+      committed: formatUsd(listing.committedUsd),
       charged: formatUsd(listing.estimatedUsd),
       net: formatSpend({ netUsd: listing.netUsd, unpricedInstances: listing.unpricedInstances }),
       unknown: formatUsd(listing.unknownUsd),

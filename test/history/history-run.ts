@@ -211,7 +211,12 @@ export async function runHistory(h: History, options: RunHistoryOptions): Promis
         env: op.crashAt ? { ...env, GENPIPE_CRASH_AT: op.crashAt } : env,
         boundMs,
         onSpawn: (send) => {
-          if (op.during) during = fleetEvent(label, op.during);
+          // Awaited once the command ends; marked handled now, so a failure while the command runs
+          // is the history's failure (below), not an unhandled rejection that ends the soak.
+          if (op.during) {
+            during = fleetEvent(label, op.during);
+            during.catch(() => {});
+          }
           // A kill -9 or a Ctrl-C at a random moment of the spending: counted from the command's first new request.
           const afterMs = op.killAfterMs ?? op.interruptAfterMs;
           if (afterMs !== undefined) {

@@ -70,7 +70,10 @@ export interface WorkerHandle {
   output(): string;
 }
 
-/** `genpipe worker` on the queue; resolves once it printed `ready` (bounded: 15 s). */
+/**
+ * `genpipe worker` on the queue; resolves once it printed `ready`. Bounded: 30 s, since a soak
+ * starts many processes at once on two cores; a worker not ready by then is killed, not left behind.
+ */
 export async function startWorker(bin: string, redisUrl: string, queue: string, serviceUrl: string, name: string): Promise<WorkerHandle> {
   const child = spawn(process.execPath, [bin, 'worker', '--redis', redisUrl, '--queue', queue, '--name', name, '--concurrency', '4'], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', HF_KEY, GENPIPE_BASE_URL: serviceUrl },
@@ -79,7 +82,10 @@ export async function startWorker(bin: string, redisUrl: string, queue: string, 
   let out = '';
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`worker ${name} was not ready within 15 s:\n${out}`)), 15_000);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`worker ${name} was not ready within 30 s:\n${out}`));
+    }, 30_000);
     child.stdout?.on('data', (chunk: Buffer) => {
       out += chunk.toString();
       if (/^ready\b/m.test(out)) {

@@ -6,7 +6,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
 import { LiveFigures, MAX_ROUTES, RunFigures, RunReader, readRuns, statusWord } from '../../src/metrics/metrics.js';
 import { startEmulator } from '../../src/emulator/index.js';
-import { parseMetricsAddress } from '../../src/metrics/serve.js';
+import { parseMetricsAddress, serveMetrics } from '../../src/metrics/serve.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
+import { connect } from 'node:net';
 import { cleanTemps, findRunDir, runCli, sheetsManifest, tempDir } from '../run/runner-helpers.js';
 import { FAST_POLLING } from '../fleet/fleet-helpers.js';
 
@@ -57,6 +59,29 @@ describe('metrics labels', () => {
     expect(parseMetricsAddress('[::1]:0')).toEqual({ host: '::1', port: 0 });
     expect(() => parseMetricsAddress('localhost')).toThrow(/PORT or HOST:PORT/);
     expect(() => parseMetricsAddress('1.2.3.4:70000')).toThrow(/PORT or HOST:PORT/);
+  });
+
+  it('a request whose target is no URL gets 404, and the server goes on answering /metrics', async () => {
+    const metrics = createMetrics({ runDirs: [tempDir()], processMetrics: false });
+    const server = await serveMetrics(metrics, { host: '127.0.0.1', port: 0 });
+    try {
+      const raw = (target: string): Promise<string> =>
+        new Promise((resolve, reject) => {
+          const socket = connect(server.port, '127.0.0.1', () => socket.end(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`));
+          let text = '';
+          socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          socket.on('end', () => resolve(text));
+          socket.on('error', reject);
+          socket.setTimeout(5_000, () => socket.destroy(new Error('no answer within 5 s')));
+        });
+      expect(await raw('//[')).toMatch(/^HTTP\/1\.1 404 /);
+      expect(await raw('/other')).toMatch(/^HTTP\/1\.1 404 /);
+      const scrape = await fetch(server.url);
+      expect(scrape.status).toBe(200);
+      expect(await scrape.text()).toMatch(/^# HELP genpipe_/m);
+    } finally {
+      await server.close();
+    }
   });
 
   it('a scrape reads a run again only when its journal or plan changed', async () => {
