@@ -8,7 +8,7 @@ import type { Cell } from '../gallery/gallery-data.js';
 import type { PlanFile } from '../run/files/run-dir.js';
 import type { RunState } from '../run/journal/run-state.js';
 import { formatCount } from '../util/format-usd.js';
-import { naturalCompare } from '../util/natural-compare.js';
+import { InstanceOrder } from '../plan/instance-order.js';
 import { inputChanges, type InputChange, type RunInputs } from './run-inputs.js';
 
 /** Rows the page lists (every shared instance is counted in the summary). */
@@ -34,9 +34,18 @@ export interface DiffRow {
   costDiffers: boolean;
 }
 
+/** One run's side of the comparison: the shared instances' cost, and how many of them are unpriced (not in it). */
+export interface DiffSide {
+  pipeline: string;
+  runId: string;
+  runDir: string;
+  costUsd: number;
+  unpricedInstances: number;
+}
+
 export interface DiffData {
-  a: { pipeline: string; runId: string; runDir: string; costUsd: number };
-  b: { pipeline: string; runId: string; runDir: string; costUsd: number };
+  a: DiffSide;
+  b: DiffSide;
   shared: number;
   onlyA: number;
   onlyB: number;
@@ -67,19 +76,13 @@ const stepOfId = (id: string): string => id.replace(/\[.*$/s, '');
 const sameAs = (status: string): string => (status === 'reused' ? 'completed' : status);
 
 /**
- * Steps in the manifest's order (plan.json's, B's first: the run being looked at), and a step's
- * instances in plan order (CSV rows as in the file, list values as written) where a run's inputs
- * were planned again, else in natural order.
+ * In the one order every view lists instances in (InstanceOrder: steps and axes in the manifest's
+ * order, list values as written, numbers by value), over B's steps (the run being looked at) and
+ * then those only A has.
  */
-function inManifestOrder(ids: string[], a: DiffRun, b: DiffRun): string[] {
-  const stepOrder = new Map<string, number>();
-  for (const s of [...b.plan.steps, ...a.plan.steps]) if (!stepOrder.has(s.id)) stepOrder.set(s.id, stepOrder.size);
-  const planOrder = new Map<string, number>();
-  for (const inputs of [b.inputs.inputs, a.inputs.inputs])
-    for (const id of inputs?.keys() ?? []) if (!planOrder.has(id)) planOrder.set(id, planOrder.size);
-  const stepRank = (id: string): number => stepOrder.get(stepOfId(id)) ?? stepOrder.size;
-  const planRank = (id: string): number => planOrder.get(id) ?? Number.MAX_SAFE_INTEGER;
-  return ids.sort((x, y) => stepRank(x) - stepRank(y) || planRank(x) - planRank(y) || naturalCompare(x, y));
+function inViewOrder(ids: string[], a: DiffRun, b: DiffRun): string[] {
+  const named = new Set(b.plan.steps.map((s) => s.id));
+  return new InstanceOrder([...b.plan.steps, ...a.plan.steps.filter((s) => !named.has(s.id))]).sort(ids);
 }
 
 export function diffData(a: DiffRun, b: DiffRun): DiffData {
@@ -87,7 +90,7 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
   const cellsB = cellsById(b);
   const idsA = idsOf(a, cellsA);
   const idsB = idsOf(b, cellsB);
-  const shared = inManifestOrder(
+  const shared = inViewOrder(
     [...idsA].filter((id) => idsB.has(id)),
     a,
     b,
@@ -97,6 +100,8 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
   let statusDiffers = 0;
   let costA = 0;
   let costB = 0;
+  let unpricedA = 0;
+  let unpricedB = 0;
   for (const id of shared) {
     const ca = cellsA.get(id);
     const cb = cellsB.get(id);
@@ -118,6 +123,8 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
     };
     costA += ca?.cell.costUsd ?? 0;
     costB += cb?.cell.costUsd ?? 0;
+    if (ca?.cell.unpriced) unpricedA++;
+    if (cb?.cell.unpriced) unpricedB++;
     if (changes && changes.length > 0) inputsDiffer++;
     if (row.statusDiffers) statusDiffers++;
     if (rows.length < MAX_DIFF_ROWS) rows.push(row);
@@ -129,15 +136,16 @@ export function diffData(a: DiffRun, b: DiffRun): DiffData {
     notes.push(
       `the page lists the first ${formatCount(MAX_DIFF_ROWS)} of ${formatCount(shared.length)} shared instances; the counts above cover all of them`,
     );
-  const side = (run: DiffRun, cost: number) => ({
+  const side = (run: DiffRun, cost: number, unpricedInstances: number): DiffSide => ({
     pipeline: run.plan.pipeline,
     runId: run.plan.runId,
     runDir: run.runDir,
     costUsd: Math.round(cost * 1e6) / 1e6,
+    unpricedInstances,
   });
   return {
-    a: side(a, costA),
-    b: side(b, costB),
+    a: side(a, costA, unpricedA),
+    b: side(b, costB, unpricedB),
     shared: shared.length,
     onlyA: idsA.size - shared.length,
     onlyB: idsB.size - shared.length,

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import type { Cell } from '../gallery/gallery-data.js';
 import { escapeHtml } from '../gallery/gallery-page.js';
-import { formatCount, formatUsd, type MoneyKind } from '../util/format-usd.js';
+import { formatCount, formatSpend, formatUsd, type MoneyKind } from '../util/format-usd.js';
 import type { DiffData, DiffRow } from './diff-data.js';
 
 /** The page says it is genpipe's diff: `genpipe diff --out` overwrites only such a file. */
@@ -55,7 +55,7 @@ function side(cell: Cell | undefined, runDir: string, pageDir: string, differs: 
     })
     .join('');
   return `<td class="side${differs ? ' differs' : ''}">${media}${cell.answer === undefined ? '' : `<pre class="answer">${escapeHtml(cell.answer)}</pre>`}
-<span class="badge" data-status="${escapeHtml(cell.status)}">${escapeHtml(cell.status.replace('_', ' '))}</span> ${escapeHtml(usd(cell.costUsd, 'each'))}${cell.rerollSeed === undefined ? '' : ` <span class="badge">re-rolled: seed ${cell.rerollSeed}</span>`}
+<span class="badge" data-status="${escapeHtml(cell.status)}">${escapeHtml(cell.status.replace('_', ' '))}</span> ${escapeHtml(cell.unpriced ? 'unpriced' : usd(cell.costUsd, 'each'))}${cell.rerollSeed === undefined ? '' : ` <span class="badge">re-rolled: seed ${cell.rerollSeed}</span>`}
 ${cell.error ? `<p class="error">${escapeHtml(cell.error)}</p>` : ''}${cell.requestId ? `<p class="id">${escapeHtml(cell.requestId)}</p>` : ''}</td>`;
 }
 
@@ -98,7 +98,7 @@ ${side(row.b, data.b.runDir, pageDir, row.statusDiffers)}
 </head>
 <body>
 <h1>${escapeHtml(data.a.pipeline)} ${escapeHtml(data.a.runId)} (A) and ${escapeHtml(data.b.pipeline)} ${escapeHtml(data.b.runId)} (B)</h1>
-<p id="summary">${formatCount(data.shared)} shared instances (${formatCount(data.onlyA)} only in A, ${formatCount(data.onlyB)} only in B); inputs differ in ${formatCount(data.inputsDiffer)}, status in ${formatCount(data.statusDiffers)}. Cost of the shared instances: A ${usd(data.a.costUsd)}, B ${usd(data.b.costUsd)}.</p>
+<p id="summary">${formatCount(data.shared)} shared instances (${formatCount(data.onlyA)} only in A, ${formatCount(data.onlyB)} only in B); inputs differ in ${formatCount(data.inputsDiffer)}, status in ${formatCount(data.statusDiffers)}. Cost of the shared instances: A ${formatSpend({ netUsd: data.a.costUsd, unpricedInstances: data.a.unpricedInstances })}, B ${formatSpend({ netUsd: data.b.costUsd, unpricedInstances: data.b.unpricedInstances })}.</p>
 ${notes ? `<ul class="muted" id="notes">${notes}</ul>` : ''}
 <label><input type="checkbox" id="only-diff"> only instances that differ</label>
 <table>

@@ -11,6 +11,7 @@
  * browser does. `genpipe review` serves the same files from memory. Their JSON is escaped as an
  * inline <script>'s is (no `<`, no U+2028/U+2029), so no cell text can end or change the script.
  */
+import { jsonUsd } from '../util/format-usd.js';
 import { createHash } from 'node:crypto';
 import type { Cell, GalleryData, GalleryStep } from './gallery-data.js';
 import { modelFor } from '../models/registry.js';
@@ -129,7 +130,8 @@ export function galleryPageHtml(data: PageData, options: { review?: boolean } = 
     steps: data.steps.map((s) => ({
       ...s.fields,
       count: s.count,
-      spendUsd: s.spendUsd,
+      // Money in JSON to a millionth, as everywhere (the sum of cells' costs carries float dust).
+      spendUsd: jsonUsd(s.spendUsd),
       unpriced: s.unpriced,
       // A token-priced model's cost is its charge at submit, which the service reconciles later.
       provisional: modelFor(s.fields.model).tokenPriced === true && s.spendUsd > 0,
@@ -173,7 +175,7 @@ export function galleryFiles(data: GalleryData, options: { review?: boolean } = 
     let unpriced = 0;
     for (const cell of cells) {
       builder.add(Object.entries(cell.values), cell.status);
-      spendUsd += cell.costUsd ?? 0;
+      spendUsd = jsonUsd(spendUsd + (cell.costUsd ?? 0));
       if (cell.unpriced) unpriced++;
     }
     const pages: PageRef[] = [];

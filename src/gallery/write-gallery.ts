@@ -10,6 +10,7 @@
  * has a signature of its cells' packed text): cells mostly come in id order, so a rewrite writes
  * the page and the last data file or two, not every cell.
  */
+import { jsonUsd } from '../util/format-usd.js';
 import { mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readPlanFile, type PlanFile } from '../run/files/run-dir.js';
@@ -158,12 +159,12 @@ async function buildGallery(
           const [status, , costUsd, , , , , cellUnpriced] = JSON.parse(packed[i] as string) as PackedCell;
           for (const n of index.rowOf(instanceAxes(id).values)) known.rows.push(n);
           known.statuses.push(status);
-          known.spendUsd += costUsd ?? 0;
+          known.spendUsd = jsonUsd(known.spendUsd + (costUsd ?? 0));
           if (cellUnpriced === 1) known.unpriced++;
         }
       }
       for (const [i, status] of known.statuses.entries()) index.push(known.rows, status, i * axes.length);
-      spendUsd += known.spendUsd;
+      spendUsd = jsonUsd(spendUsd + known.spendUsd);
       unpriced += known.unpriced;
       files.add(file);
       pages.push({ file, count: ids.length, sig });

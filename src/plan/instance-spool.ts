@@ -44,5 +44,7 @@ export class InstanceSpool {
 export function instanceJson(i: PlannedInstance): string {
   // A key is `gp1-` and hex digits: its JSON is the key in quotes.
   const key = i.key;
-  return `{"id":${JSON.stringify(i.id)},"step":${JSON.stringify(i.step)},"values":${JSON.stringify(i.values)},"upstream":${i.upstream === undefined ? 'null' : JSON.stringify(i.upstream)},"key":${key === undefined ? 'null' : `"${key}"`},"body":${i.canonical}}`;
+  // An instance of a step priced per instance (a table, a formula) gives its own price, to the micro-dollar.
+  const price = i.priceUsd === undefined ? '' : `,"price_usd":${String(i.priceUsd)}`;
+  return `{"id":${JSON.stringify(i.id)},"step":${JSON.stringify(i.step)},"values":${JSON.stringify(i.values)},"upstream":${i.upstream === undefined ? 'null' : JSON.stringify(i.upstream)},"key":${key === undefined ? 'null' : `"${key}"`}${price},"body":${i.canonical}}`;
 }

@@ -80,6 +80,8 @@ export interface CostReport {
   skippedRows?: SkippedRow[];
   /** How long the start that wrote the report waited on throttling in all, in ms (RunSummary.throttledMs); present when it did. */
   throttledMs?: number;
+  /** The run's status, in the words `genpipe runs` uses (`completed`, `interrupted`...); present in a report written to the run's files. */
+  status?: string;
 }
 
 const STATUSES: readonly ReportStatus[] = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];

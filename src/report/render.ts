@@ -60,7 +60,7 @@ export const JSON_FORMAT: ReportFormat = {
     )},\n${field(
       'models',
       r.models.map((g) => withCredits(g, r.creditsPerUsd)),
-    )},\n${field('total', withCredits(r.total, r.creditsPerUsd))}${r.sink ? `,\n${field('sink', r.sink)}` : ''}${r.skippedRows ? `,\n${field('skippedRows', r.skippedRows)}` : ''}${r.throttledMs !== undefined ? `,\n${field('throttledMs', r.throttledMs)}` : ''}\n}\n`,
+    )},\n${field('total', withCredits(r.total, r.creditsPerUsd))}${r.sink ? `,\n${field('sink', r.sink)}` : ''}${r.skippedRows ? `,\n${field('skippedRows', r.skippedRows)}` : ''}${r.throttledMs !== undefined ? `,\n${field('throttledMs', r.throttledMs)}` : ''}${r.status !== undefined ? `,\n${field('status', r.status)}` : ''}\n}\n`,
 };
 
 function* partsOf(format: ReportFormat, report: CostReport): Generator<string> {
@@ -240,6 +240,13 @@ function provisionalLines(report: CostSummary): string[] {
   ];
 }
 
+/** The run's status as `genpipe runs` and the summary line say it; an interrupted run says how to go on. */
+export function statusSentence(status: string): string {
+  if (status === 'interrupted')
+    return 'Status: **interrupted**: stopped by a signal (Ctrl-C, SIGTERM) or ended before it finished; `genpipe resume` continues it without paying twice.';
+  return `Status: ${cell(status)}.`;
+}
+
 function markdownHead(report: CostSummary): string {
   const rate = report.creditsPerUsd;
   const table = (title: string, groups: readonly GroupLine[]): string[] => [
@@ -257,6 +264,7 @@ function markdownHead(report: CostSummary): string {
   const head = [
     `# Cost report: ${cell(report.pipeline)} ${cell(report.runId)}`,
     '',
+    ...(report.status === undefined ? [] : [statusSentence(report.status), '']),
     `Net **${priced(t.netUsd, t)}** (${formatSpend({ netUsd: t.netUsd, unpricedInstances: t.unpricedInstances }, 'credits', rate)} at ${rate} credits per US$): charged ${priced(t.estimatedUsd, t)}, refunded ${usd(t.refundedUsd)}` +
       (t.actualUsd === null ? '.' : `, actual costs reported by the service ${usd(t.actualUsd)}.`),
     ...(t.unknownUsd > 0
@@ -274,7 +282,9 @@ function markdownHead(report: CostSummary): string {
     ...provisionalLines(report),
     ...(report.sink ? ['', sinkSentence(report.sink)] : []),
     ...(report.throttledMs !== undefined ? ['', throttledSentence(report.throttledMs)] : []),
-    ...(t.counts.reused > 0 ? ['', `${t.counts.reused} instance(s) reused an earlier run's result: nothing was sent for them, US$0.`] : []),
+    ...(t.counts.reused > 0
+      ? ['', `${t.counts.reused} instance(s) reused an earlier run's result: nothing was sent for them, ${usd(0)}.`]
+      : []),
     ...(t.rerolls > 0
       ? [
           '',

@@ -56,31 +56,43 @@ const NOT_RUN_RECORDS = [...JOURNAL_RECORD_TYPES].filter((type) => type !== 'run
 /** Told each run's cost summary as the list reads it (metrics/metrics.ts sums them by model). */
 export type OnRunSummary = (listing: RunListing, summary: CostSummary) => void;
 
-/** The listing of one run directory (`root/<pipeline>/<run-id>/`), or undefined when it has no plan.json. */
-export async function runListing(root: string, pipeline: string, runId: string, onSummary?: OnRunSummary): Promise<RunListing | undefined> {
-  const dir = join(root, pipeline, runId);
-  if (!(await stat(runFile(dir, 'plan')).catch(() => undefined))) return undefined;
-  let status = 'not started';
-  let startedAt: number | null = null;
-  let finishedAt: number | null = null;
-  let budgetUsd: number | null = null;
+/** What a run's own records say of it: its status, when it first started and last finished, its last start's budget. */
+export interface RunHistory {
+  /** The last run_finished outcome (a signal's stop reads `interrupted`), `interrupted` when the last start has no finish, `not started`, or `unreadable`. */
+  status: string;
+  startedAt: number | null;
+  finishedAt: number | null;
+  budgetUsd: number | null;
+}
+
+/** Reads a run's run_started and run_finished records (every other line passed over unparsed). */
+export async function runHistory(dir: string): Promise<RunHistory> {
+  const history: RunHistory = { status: 'not started', startedAt: null, finishedAt: null, budgetUsd: null };
   // Streamed: a journal of a large run is never read into memory whole.
   try {
     for await (const record of streamJournal(runFile(dir, 'journal'), { skipTypes: NOT_RUN_RECORDS })) {
       if (record.type === 'run_started') {
-        status = 'interrupted';
-        startedAt ??= record.at ?? null;
-        finishedAt = null;
-        budgetUsd = record.options?.budgetUsd ?? null;
+        history.status = 'interrupted';
+        history.startedAt ??= record.at ?? null;
+        history.finishedAt = null;
+        history.budgetUsd = record.options?.budgetUsd ?? null;
       }
       if (record.type === 'run_finished') {
-        status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
-        finishedAt = record.at ?? null;
+        history.status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
+        history.finishedAt = record.at ?? null;
       }
     }
   } catch {
-    status = 'unreadable';
+    history.status = 'unreadable';
   }
+  return history;
+}
+
+/** The listing of one run directory (`root/<pipeline>/<run-id>/`), or undefined when it has no plan.json. */
+export async function runListing(root: string, pipeline: string, runId: string, onSummary?: OnRunSummary): Promise<RunListing | undefined> {
+  const dir = join(root, pipeline, runId);
+  if (!(await stat(runFile(dir, 'plan')).catch(() => undefined))) return undefined;
+  const { status, startedAt, finishedAt, budgetUsd } = await runHistory(dir);
   const report = await summarizeCostReport(dir);
   const instances = Object.values(report.total.counts).reduce((a, b) => a + b, 0);
   const listing: RunListing = {

@@ -9,6 +9,7 @@ import { CostTally, emptyGroup, type CostSummary, type TallyGroups } from './cos
 import { gatherInstanceRuns, middleKey, outcomesOf, PlainOutcome, type StatesOptions } from './instance-lines.js';
 import { CSV_FORMAT, JSON_FORMAT, MARKDOWN_FORMAT, type ReportFormat } from './render.js';
 import { RUN_FILES, runFile } from '../run/files/run-layout.js';
+import { runHistory } from './run-list.js';
 
 const FILES: readonly (readonly [string, ReportFormat])[] = [
   [RUN_FILES.reportJson, JSON_FORMAT],
@@ -45,6 +46,8 @@ export async function writeCostReport(
     creditsPerUsd?: number;
     /** The writing start's time waited on throttling (RunSummary.throttledMs): said when above 0. */
     throttledMs?: number | undefined;
+    /** The run's status as the writing start ended it (`genpipe runs`'s words); else read from the journal's run records. */
+    status?: string | undefined;
     threads?: Pick<StatesOptions, 'worker' | 'parallelMinBytes' | 'evenSplit'>;
   } = {},
 ): Promise<WrittenReport> {
@@ -92,6 +95,7 @@ export async function writeCostReport(
     const summary: CostSummary = {
       ...tally.summary(options.creditsPerUsd),
       ...(throttled !== undefined && throttled > 0 ? { throttledMs: Math.round(throttled) } : {}),
+      status: options.status ?? (await runHistory(runDir)).status,
     };
     // Each file is finished on its own, all at once: the copies of the worker's parts (hundreds of
     // megabytes for a million instances) then run on several threads of the pool. A format whose

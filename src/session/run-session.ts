@@ -43,7 +43,7 @@ import { writeCostReport } from '../report/write-report.js';
 import { reviewWaitSentence } from '../review/review-wait.js';
 import { decidedIds, decisions } from '../review/review-store.js';
 import { galleryView } from '../gallery/run-view.js';
-import { emptyCounts, type RunEvent, type RunListener, type RunSummary } from '../run/events.js';
+import { emptyCounts, outcomeWord, type RunEvent, type RunListener, type RunSummary } from '../run/events.js';
 import { acquirePipelineLock, lostToThisRun, type LockOptions, type PipelineLock } from '../run/lock/lock.js';
 import { sleep } from '../api/sleep.js';
 import { onHardExit } from '../util/exit-hooks.js';
@@ -680,7 +680,8 @@ async function concludeRun(x: Execution, held: Held, ended: Ended): Promise<Conc
   let report: CostSummary | undefined;
   try {
     const throttledMs = 'summary' in ended ? ended.summary.throttledMs : 0;
-    if (ending.writeReport) report = await writeCostReport(x.runDir, { creditsPerUsd: x.config.creditsPerUsd, throttledMs });
+    if (ending.writeReport)
+      report = await writeCostReport(x.runDir, { creditsPerUsd: x.config.creditsPerUsd, throttledMs, status: outcomeWord(ending.outcome) });
     sayEnd(x, held, report);
     if (ending.waiting) x.err(ending.waiting);
   } catch (error) {

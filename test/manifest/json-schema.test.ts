@@ -53,4 +53,31 @@ describe('schemas/manifest.schema.json', () => {
     );
     expect(schema.required).toEqual(expect.arrayContaining(['version', 'name', 'steps']));
   });
+
+  it("covers prices per configuration: a table's rows and a step's price_usd formula, and refuses what the manifest refuses", () => {
+    interface Row {
+      type: string;
+      required: string[];
+      additionalProperties: boolean;
+      properties: Record<string, { type?: string | string[]; minimum?: number }>;
+    }
+    const schema = JSON.parse(manifestJsonSchema()) as {
+      properties: { prices: { additionalProperties: { anyOf: [{ type: string }, { type: string; minItems: number; items: Row }] } } };
+    } & { properties: { steps: { additionalProperties: { properties: { price_usd: { anyOf: { type: string; pattern?: string }[] } } } } } };
+    const [flat, table] = schema.properties.prices.additionalProperties.anyOf;
+    expect(flat.type).toBe('number');
+    // A table: rows, at least one, each with its usd and nothing but when and usd.
+    expect(table).toMatchObject({ type: 'array', minItems: 1 });
+    expect(table.items.required).toEqual(['usd']);
+    expect(table.items.additionalProperties).toBe(false);
+    expect(Object.keys(table.items.properties).sort()).toEqual(['usd', 'when']);
+    expect(table.items.properties.usd).toMatchObject({ type: 'number', minimum: 0 });
+    // A step's price_usd: a number, or a formula in braces; other text is refused, as the manifest refuses it.
+    const price = schema.properties.steps.additionalProperties.properties.price_usd.anyOf;
+    expect(price.map((p) => p.type)).toEqual(['number', 'string']);
+    const formula = new RegExp(price[1]?.pattern ?? '$^');
+    expect(formula.test('{{ 0.04 + len(input.image_urls) * 0.01 }}')).toBe(true);
+    expect(formula.test('0.04')).toBe(false);
+    expect(formula.test('US$0.04')).toBe(false);
+  });
 });

@@ -220,6 +220,18 @@ describe('notify: a run that ends posts its summary', () => {
       const runs = await run(['runs', '--out', out]);
       expect(runs.out).toMatch(/ interrupted /);
       expect(runs.out).not.toContain('aborted');
+      // The report the run wrote as it stopped says it too, and `genpipe report` written again later.
+      const runDir = findRunDir(out, 'team');
+      for (const written of ['at the stop', 'by genpipe report']) {
+        if (written === 'by genpipe report') expect((await run(['report', runDir])).code).toBe(0);
+        const md = readFileSync(join(runDir, 'report.md'), 'utf8');
+        expect(md, written).toContain('Status: **interrupted**: stopped by a signal');
+        expect(md, written).toContain('`genpipe resume` continues it');
+        const json = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { status?: string };
+        expect(json.status, written).toBe('interrupted');
+        for (const text of [md, JSON.stringify(json), JSON.stringify(hook.received[0]?.body), result.out, result.err])
+          expect(text, written).not.toMatch(/\baborted\b/);
+      }
     },
   );
 

@@ -2,7 +2,7 @@
 // (in the same output folder) already completed says so in one line, with the count, the run id
 // and the --reuse flag, before it spends; nothing is said when nothing matches, or with --reuse.
 // `genpipe runs` then counts the reused instances as done (`2/2: 0 made, 2 reused`).
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
@@ -65,9 +65,15 @@ describe('a repeat offers reuse', () => {
       expect(emu.requests.byId.size - before).toBe(4);
 
       // With --reuse the run takes them: no hint.
+      const runsBefore = readdirSync(join(out, 'repeat'));
       const reused = await run(['run', sheets(dir, [1, 2]), '--out', out, '--reuse', '--quiet']);
       expect(reused.code).toBe(0);
       expect(reused.err.filter((l) => HINT.test(l))).toEqual([]);
+      // Its report says what the reused cost, in the formatter's words (US$0.00, as every total).
+      const reusedId = readdirSync(join(out, 'repeat')).find((n) => !n.startsWith('.') && !runsBefore.includes(n)) as string;
+      expect(readFileSync(join(out, 'repeat', reusedId, 'report.md'), 'utf8')).toContain(
+        "2 instance(s) reused an earlier run's result: nothing was sent for them, US$0.00.",
+      );
       // genpipe runs counts the reused ones as done, beside the ones made.
       const listed: string[] = [];
       const io: CliIO = { out: (t) => listed.push(t), write: async () => {}, err: () => {}, env: {}, signal: new AbortController().signal };

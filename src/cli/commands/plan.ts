@@ -17,7 +17,7 @@ import { EXIT } from '../../session/exit-codes.js';
 import { writeBytes, type CliIO } from '../io.js';
 import { startEmbeddedEmulator } from '../../session/embedded-emulator.js';
 import { planSources } from '../../session/plan-sources.js';
-import { formatUsd } from '../../util/format-usd.js';
+import { formatUsd, jsonUsd } from '../../util/format-usd.js';
 import { assertPricedUnderBudget, budgetOf, overBudgetWarning } from '../../plan/guards.js';
 import { sinkPrefixWarnings } from '../../sink/sink-config.js';
 import { oneLine } from '../../util/terminal-text.js';
@@ -172,6 +172,9 @@ async function streamJson(plan: Plan, io: CliIO, parts: readonly string[]): Prom
     price_usd: s.priceUsd ?? null,
     price_source: s.price.source,
     token_priced: s.price.tokenPriced,
+    ...(s.price.of && s.price.instances && s.price.instances.count > 0
+      ? { price_range_usd: { min: jsonUsd(s.price.instances.minUsd), max: jsonUsd(s.price.instances.maxUsd) } }
+      : {}),
     cost_usd: cost(s),
   }));
   const estimate = plan.estimate();

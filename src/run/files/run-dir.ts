@@ -12,6 +12,8 @@ import { saveRunInputs, type RunInputsRecord } from './run-inputs.js';
 import { clip, formatPath } from '../../util/zod-issues.js';
 import type { SkippedRow } from '../../plan/skipped-rows.js';
 import { RUN_FILES, runFile } from './run-layout.js';
+import type { PriceSource } from '../../plan/price.js';
+import { jsonUsd } from '../../util/format-usd.js';
 
 /** A timestamp-based run id that sorts in time order: `20261122T051300Z-3fa2`. */
 export function newRunId(now: Date = new Date()): string {
@@ -35,7 +37,18 @@ export interface PlanFile {
     needs: readonly string[];
     for_each: string | null;
     for_each_only?: 'approved';
+    /**
+     * US$ per instance: the step's flat price, or, for a step priced per instance (a table, a
+     * formula), the price every one of its instances was checked at when they all cost the same;
+     * null when unpriced, or when its instances' prices differ (`price_range_usd` gives them).
+     */
     price_usd: number | null;
+    /** Where the price comes from (price.ts PriceSource); absent in plan.json files written before it was recorded. */
+    price_source?: PriceSource;
+    /** The model is token-priced: its price is the charge at submit, which the service reconciles later. */
+    token_priced?: boolean;
+    /** A step priced per instance: the cheapest and dearest of its instances' prices, as the plan checked them. */
+    price_range_usd?: { min: number; max: number };
     axes?: Record<string, string[]>;
     gallery?: { rows?: string | undefined; cols?: string | undefined; pages?: string[] | undefined };
     /** Where the step's outputs are copied: the report counts uploaded and pending files, notifications link to them. */
@@ -104,12 +117,31 @@ export function planFileSteps(plan: Plan, sinks?: ReadonlyMap<string, StepSinkRe
       needs: s.needs,
       for_each: s.forEach ?? null,
       ...(s.forEachOnly ? { for_each_only: s.forEachOnly } : {}),
-      price_usd: s.priceUsd ?? null,
+      ...priceRecord(s),
       ...(axes ? { axes } : {}),
       ...(s.step.gallery ? { gallery: s.step.gallery } : {}),
       ...(sink ? { sink } : {}),
     };
   });
+}
+
+/**
+ * What plan.json says of a step's price. A step priced per instance records the price its
+ * instances share when they all cost the same, so that a reader with no price journaled for an
+ * attempt (a journal written before prices were) counts it at that price rather than unpriced.
+ */
+function priceRecord(
+  s: Plan['steps'][number],
+): Pick<PlanFile['steps'][number], 'price_usd' | 'price_source' | 'token_priced' | 'price_range_usd'> {
+  const seen = s.price.of ? s.price.instances : undefined;
+  const range = seen && seen.count > 0 ? { min: jsonUsd(seen.minUsd), max: jsonUsd(seen.maxUsd) } : undefined;
+  const shared = seen && seen.count === s.count && range && range.min === range.max ? range.min : undefined;
+  return {
+    price_usd: s.priceUsd ?? shared ?? null,
+    price_source: s.price.source,
+    token_priced: s.price.tokenPriced,
+    ...(range ? { price_range_usd: range } : {}),
+  };
 }
 
 /** Axes with at most this many values have their labels recorded in plan.json, in the manifest's order. */
@@ -204,6 +236,9 @@ const PlanFileSchema = z.looseObject({
       needs: z.array(z.string()),
       for_each: z.string().nullable(),
       price_usd: usd.nullable(),
+      price_source: z.enum(['step', 'template', 'manifest', 'table', 'list', 'none']).optional(),
+      token_priced: z.boolean().optional(),
+      price_range_usd: z.looseObject({ min: usd, max: usd }).optional(),
       for_each_only: z.literal('approved').optional(),
       /** Each axis's labels in the manifest's order (the gallery and diff sort by them). */
       axes: z.record(z.string(), z.array(z.string())).optional(),

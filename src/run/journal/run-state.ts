@@ -322,7 +322,7 @@ export function resumeAction(entry: InstanceState | undefined, idempotentSubmit:
 /**
  * Replays a journal file without holding its records: each is applied as it is read. With `lean`,
  * only what a reader of outcomes (the cost report, `genpipe runs`) needs is kept: an intent is
- * reduced to its model, a final status to the status and the service's cost, downloads are skipped,
+ * reduced to its model and price, a final status to the status and the service's cost, downloads are skipped,
  * and the reduced records are shared (frozen) between instances, so a lean state holds little more
  * than each instance's id and request id. A resume needs the whole records: it replays without `lean`.
  */
@@ -349,12 +349,14 @@ export async function replayFile(path: string, options: { lean?: boolean } = {})
     } else if (record.type === 'intent') {
       const entry = state.instances.get(record.instance);
       if (entry?.intent === record)
-        entry.intent = shared(intents, record.model, (): JournalRecordOf<'intent'> => ({
+        // The price stays: every money fold reads an attempt's price from its intent.
+        entry.intent = shared(intents, `${record.model}\n${String(record.priceUsd)}`, (): JournalRecordOf<'intent'> => ({
           type: 'intent',
           instance: '',
           model: record.model,
           idempotencyKey: null,
           bodyHash: '',
+          ...(record.priceUsd === undefined ? {} : { priceUsd: record.priceUsd }),
         }));
     }
   }

@@ -1,7 +1,12 @@
 /** The run state a resume rebuilds from journal records, and what it decides per instance. */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { moneyOf } from '../../../src/run/attempt/attempt-money.js';
+import { encodeLine } from '../../../src/run/journal/journal.js';
 import type { JournalRecord } from '../../../src/run/journal/journal-records.js';
-import { applyRecord, emptyRunState, resumeAction } from '../../../src/run/journal/run-state.js';
+import { applyRecord, emptyRunState, replayFile, resumeAction } from '../../../src/run/journal/run-state.js';
+import { cleanTemps, tempDir } from '../runner-helpers.js';
 
 const HASH = 'a'.repeat(64);
 const ID = 'ads[n=1]';
@@ -45,5 +50,36 @@ describe('resume decisions', () => {
       kind: 'done',
       status: 'completed',
     });
+  });
+});
+
+describe('a lean replay (the readers of outcomes)', () => {
+  it("keeps each intent's journaled price, so its money equals a whole replay's", async () => {
+    const prices: [string, number | null][] = [
+      ['ads[n=1]', 0.0865],
+      ['ads[n=2]', 0.0438],
+      ['ads[n=3]', null],
+    ];
+    const records: JournalRecord[] = prices.map(([instance, priceUsd]) => ({
+      type: 'intent',
+      instance,
+      model: 'marketing-image',
+      idempotencyKey: null,
+      bodyHash: HASH,
+      priceUsd,
+    }));
+    const path = join(tempDir(), 'journal.jsonl');
+    writeFileSync(path, Buffer.concat(records.map((r) => encodeLine(JSON.stringify(r)))));
+    const whole = await replayFile(path);
+    const lean = await replayFile(path, { lean: true });
+    for (const [id] of prices) {
+      const entry = lean.instances.get(id);
+      expect(entry, id).toBeDefined();
+      // The step's price (null: a step priced per instance) never stands in for the journaled one.
+      expect(moneyOf(entry!, null), id).toEqual(moneyOf(whole.instances.get(id)!, null));
+    }
+    expect(moneyOf(lean.instances.get('ads[n=1]')!, null).unknownUsd).toBe(0.0865);
+    expect(moneyOf(lean.instances.get('ads[n=3]')!, null).unpricedAttempts).toBe(1);
+    cleanTemps();
   });
 });
