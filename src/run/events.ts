@@ -96,7 +96,7 @@ export interface RunCounts {
   unknown: number;
   /** Not started because the run stopped (budget, fail-fast, abort): a resume does them. */
   pending: number;
-  /** nsfw attempts re-rolled with a new seed (each one refunded). */
+  /** nsfw attempts re-rolled with a new seed over the run's life (each one refunded): the report's rerolls. */
   rerolled: number;
   /** Completed results reused from an earlier run (`--reuse`): nothing sent, US$0. */
   reused: number;
@@ -114,9 +114,12 @@ export interface RunSummary {
   /** Why the run stopped early, when it did. */
   stopReason?: StopReason | undefined;
   counts: RunCounts;
-  /** US$ committed over the run's whole life: charged, in flight, or unknown (spend.ts). */
+  /** US$ committed over the run's whole life: charged, in flight, or unknown (the fold's committedUsd, the budget's measure). */
   estimatedUsd: number;
-  /** The report's net, unknown and unpriced, once the report is written (the session adds them): what the summary line says. */
+  /**
+   * The net, unknown and unpriced of the run's fold of its journal (run-fold.ts, as the report sums
+   * them): what the summary line says once the report is written (the session adds `provisional`).
+   */
   money?: SpendFigures | undefined;
   durationMs: number;
   /**

@@ -7,30 +7,31 @@
  * interface instead of rewriting them.
  */
 import { GenpipeError } from '../api/errors.js';
-import { sleep } from '../api/sleep.js';
 import type { Plan, StepPlan } from '../plan/plan.js';
-import { emptyCounts, type RunCounts, type RunEvent, type StopReason } from './events.js';
+import type { RunEvent, StopReason } from './events.js';
 import type { JournalRecord, RecordedOptions } from './journal/journal-records.js';
-import type { RateLimiter, RetryStatus, RunOptions } from './run-options.js';
+import type { RateLimiter, RetryStatus } from './run-options.js';
 import type { ResolvedRunOptions } from './resolved-options.js';
 import type { ReuseIndex } from './attempt/reuse.js';
 import { Spend } from './attempt/spend.js';
 import { lostToThisRun } from './lock/lock.js';
+import { RunFold, type PlannedStep } from './journal/run-fold.js';
 import type { RunStore } from './journal/run-store.js';
 import type { RunState } from './journal/run-state.js';
-import { TokenBucket } from './limits/token-bucket.js';
 import { RouteLimiter } from './limits/route-limiter.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 
 export interface RunEffects {
-  readonly options: RunOptions;
-  /** The options of this start, every default applied once (resolved-options.ts). */
+  /** The options of this start and what it is wired to, every default applied once (resolved-options.ts). */
   readonly settings: ResolvedRunOptions;
   readonly plan: Plan;
   /** The replayed state, kept in step with every record written. */
   readonly state: RunState;
-  /** How instances ended so far, told through `tally`. */
-  readonly counts: Readonly<RunCounts>;
+  /**
+   * The run's journal folded as the report folds it (run-fold.ts): what it held at this start, and
+   * every record this start wrote since. The summary's counts and money are read here.
+   */
+  readonly fold: RunFold;
   /** What every wait and request of the run listens to: Ctrl-C, or the watchdog's halt. */
   readonly signal: AbortSignal;
   readonly limiter: RateLimiter;
@@ -74,8 +75,6 @@ export interface RunEffects {
   serviceAnswered(): void;
   /** A 401: the run stops, resumable, and ends with this sentence; true when it handled the error. */
   credentialsRefused(error: GenpipeError): boolean;
-  /** Counts `n` instances (default one) as having ended so, or one nsfw attempt as re-rolled: the one place counts change. */
-  tally(outcome: keyof RunCounts, n?: number): void;
   /** A final status other than completed, for the failure policies. */
   noteFailure(step: StepPlan, id: string): void;
   /** An instance failed here (not at the service): counted, journaled, told. */
@@ -104,7 +103,7 @@ export const PROTOCOL_ANSWERS_TO_STOP = 3;
 
 /** The local backend's effects: a journal on disk, in-process limits and counters. */
 export class RunContext implements RunEffects {
-  readonly counts: RunCounts = emptyCounts();
+  readonly fold: RunFold;
   readonly limiter: RateLimiter;
   readonly routes = new RouteLimiter();
   readonly signal: AbortSignal;
@@ -147,20 +146,21 @@ export class RunContext implements RunEffects {
   #fenceChain: Promise<unknown> = Promise.resolve();
 
   constructor(
-    readonly options: RunOptions,
     readonly store: RunStore,
-    /** The options of this start, every default applied once (resolved-options.ts). */
+    /** The options of this start and what it is wired to, every default applied once (resolved-options.ts). */
     readonly settings: ResolvedRunOptions,
     readonly reuse: ReuseIndex | undefined,
     committedUsd: number,
   ) {
-    this.limiter = options.limiter ?? watchedBucket(this.settings.ratePerSecond);
-    this.signal = AbortSignal.any([options.signal, this.halt.signal]);
-    this.#retriesLeft = this.settings.retryBudget;
-    this.spend = new Spend(this.settings.budgetUsd, committedUsd);
+    this.limiter = settings.limiter;
+    this.signal = AbortSignal.any([settings.signal, this.halt.signal]);
+    this.#retriesLeft = settings.retryBudget;
+    this.spend = new Spend(settings.budgetUsd, committedUsd);
     this.recorded = settings.recorded;
     this.retry = settings.retry;
-    const fence = options.fence;
+    // The journal as this start found it: the records this start writes are folded in as they are written.
+    this.fold = RunFold.of(store.state, plannedSteps(settings.plan));
+    const fence = settings.fence;
     if (fence) {
       if (fence.signal.aborted) this.#lostLock(fence.signal.reason);
       else fence.signal.addEventListener('abort', () => this.#lostLock(fence.signal.reason), { once: true });
@@ -178,18 +178,18 @@ export class RunContext implements RunEffects {
    */
   #lostLock(reason: unknown): void {
     this.#fencedOut = true;
-    if (lostToThisRun(reason, this.options.runId)) this.#displaced = true;
+    if (lostToThisRun(reason, this.settings.runId)) this.#displaced = true;
   }
 
   async fenced(): Promise<boolean> {
     if (this.#fencedOut) return false;
-    const fence = this.options.fence;
+    const fence = this.settings.fence;
     if (fence && !(await fence.check())) this.#lostLock(fence.signal.reason);
     return !this.#fencedOut;
   }
 
   get plan(): Plan {
-    return this.options.plan;
+    return this.settings.plan;
   }
 
   get state(): RunState {
@@ -199,7 +199,7 @@ export class RunContext implements RunEffects {
   log(record: JournalRecord, durable = false): Promise<void> {
     // One writer per run: a displaced holder appends nothing more (the new holder owns the journal).
     if (this.#displaced) return Promise.resolve();
-    if (!this.options.fence) return this.#append(record, durable);
+    if (!this.settings.fence) return this.#append(record, durable);
     // Fenced before every append, not only before a spend: a holder paused past the stale period
     // and taken over (its heartbeat has not seen it yet) writes nothing once it wakes. The checks
     // are chained, so records keep the order they were logged in; within the lock's lease a check
@@ -216,14 +216,15 @@ export class RunContext implements RunEffects {
     const instance = (record as { instance?: unknown }).instance;
     if (typeof instance !== 'string') return this.store.append(record, durable);
     this.instanceRecords++;
-    // Once written, the record is told: the views fold what the journal holds, never more.
+    // Once written, the record is folded and told: the summary and the views fold what the journal holds, never more.
     return this.store.append(record, durable).then(() => {
+      this.fold.apply(record);
       this.emit({ type: 'instance_journaled', step: stepOfInstanceId(instance), instance, record });
     });
   }
 
   emit(event: RunEvent): void {
-    this.options.onEvent?.(event);
+    this.settings.onEvent(event);
   }
 
   stopRun(reason: StopReason, message: string): void {
@@ -289,16 +290,11 @@ export class RunContext implements RunEffects {
 
   credentialsRefused(error: GenpipeError): boolean {
     if (error.code !== 'unauthorized') return false;
-    this.tally('pending');
     this.refused ??= new GenpipeError(
       'unauthorized',
       `${error.message.replace(/[.]$/, '')}; the run stopped, and \`genpipe resume\` continues it once the credentials are fixed.`,
     );
     return true;
-  }
-
-  tally(outcome: keyof RunCounts, n = 1): void {
-    this.counts[outcome] += n;
   }
 
   noteFailure(step: StepPlan, id: string): void {
@@ -350,30 +346,13 @@ export class RunContext implements RunEffects {
   }
 
   fail(step: StepPlan, id: string, code: string, message: string): void {
-    this.tally('failed');
     this.emit({ type: 'instance_failed', step: step.id, instance: id, code, message });
     void this.log({ type: 'failed', instance: id, code, message }).catch(() => {});
     this.noteFailure(step, id);
   }
 }
 
-/** The run's TokenBucket, with the watchdog told whether its pump has a timer pending. */
-function watchedBucket(ratePerSecond: number): RateLimiter {
-  let sleeps = 0;
-  const bucket = new TokenBucket({
-    ratePerSecond,
-    sleep: (ms, signal) => {
-      sleeps++;
-      return sleep(ms, signal).finally(() => sleeps--);
-    },
-  });
-  return {
-    take: (signal) => bucket.take(signal),
-    get sleeping() {
-      return sleeps > 0;
-    },
-    get waiting() {
-      return bucket.waiting;
-    },
-  };
+/** The plan's steps as a fold counts them: how many instances each has, and its price. */
+export function plannedSteps(plan: Plan): PlannedStep[] {
+  return plan.steps.map((s) => ({ id: s.id, count: s.count, priceUsd: s.priceUsd }));
 }

@@ -10,12 +10,12 @@ import { dirname, join } from 'node:path';
 import { readdir, unlink } from 'node:fs/promises';
 import { setMaxListeners } from 'node:events';
 import { GenpipeError } from '../api/errors.js';
-import type { RunEvent, RunOutcome, RunSummary } from './events.js';
+import type { RunCounts, RunEvent, RunOutcome, RunSummary } from './events.js';
 import { CANCEL_TIMEOUT_MS, InstanceDriver } from './attempt/instance-driver.js';
 import { OutputsCsv } from './files/outputs-csv.js';
 import { axisColumns } from './files/output-rows.js';
 import { planFileSteps } from './files/run-dir.js';
-import { RunContext } from './run-context.js';
+import { plannedSteps, RunContext } from './run-context.js';
 import { releaseUnsent } from './lock/unsent-notes.js';
 import type { RunOptions } from './run-options.js';
 import { resolveRunOptions } from './resolved-options.js';
@@ -100,7 +100,7 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     const forgotten = sentNotFinal(store.state);
     for (const [i, instance] of forgotten.entries()) await fx.log({ type: 'forgotten', instance }, i === forgotten.length - 1);
   }
-  fx.emit(startedEvent(fx, store));
+  fx.emit(startedEvent(fx, store.created));
   if (changes.length > 0) fx.emit({ type: 'options_changed', changes });
   const onAbort = (): void =>
     fx.stopRun('aborted', 'Interrupted: stopped submitting; the journal is flushed and `genpipe resume` continues the run.');
@@ -145,19 +145,19 @@ function storeOptions(options: RunOptions): OpenRunStoreOptions {
 }
 
 /** What the run tells its views at the start: the plan's steps, and for a resume its journal folded as it stands now (they go on from there). */
-function startedEvent(fx: RunContext, store: RunStore): RunEvent {
-  const options = fx.options;
-  const steps = options.plan.steps.map((s) => ({ id: s.id, count: s.count, priceUsd: s.priceUsd }));
+function startedEvent(fx: RunContext, created: boolean): RunEvent {
+  const { plan, runId, runDir, budgetUsd } = fx.settings;
   return {
     type: 'run_started',
-    runId: options.runId,
-    runDir: options.runDir,
-    pipeline: options.plan.name,
-    instances: options.plan.totalInstances,
-    resumed: !store.created,
-    budgetUsd: fx.settings.budgetUsd,
-    steps,
-    ...(store.created ? {} : { already: RunFold.of(store.state, steps) }),
+    runId,
+    runDir,
+    pipeline: plan.name,
+    instances: plan.totalInstances,
+    resumed: !created,
+    budgetUsd,
+    steps: plannedSteps(plan),
+    // The run's own fold as it stands: a view copies it, as the summary reads it at the end.
+    ...(created ? {} : { already: fx.fold.copy() }),
   };
 }
 
@@ -191,19 +191,25 @@ function wireTransport(fx: RunContext, options: RunOptions): () => void {
   };
 }
 
-/** How the start ended, for its caller and the `run_finished` event. */
+/**
+ * How the start ended, for its caller and the `run_finished` event. Its counts and money are the
+ * run's fold of its journal (fx.fold, run-fold.ts), the very functions the report and progress
+ * read: the summary says what the report of the journal says.
+ */
 function summaryOf(fx: RunContext, started: number, endedBefore: RunState['lastOutcome']): RunSummary {
-  const options = fx.options;
+  const { runId, runDir, plan } = fx.settings;
+  const money = fx.fold.money();
   return {
-    runId: options.runId,
-    runDir: options.runDir,
-    pipeline: options.plan.name,
+    runId,
+    runDir,
+    pipeline: plan.name,
     outcome: outcomeOf(fx),
     message:
       fx.stopMessage ?? missingFilesSentence(fx) ?? uploadConflictsSentence(fx) ?? uploadsPendingSentence(fx) ?? notRemadeSentence(fx),
     stopReason: fx.stopReason,
-    counts: { ...fx.counts },
-    estimatedUsd: fx.spend.committedUsd,
+    counts: countsOf(fx.fold),
+    estimatedUsd: money.committedUsd,
+    money: { netUsd: money.netUsd, unknownUsd: money.unknownUsd, unpricedInstances: money.unpricedInstances },
     durationMs: Date.now() - started,
     throttledMs: fx.routes.waitedMs,
     unchanged: fx.instanceRecords === 0 && endedBefore === outcomeOf(fx),
@@ -222,12 +228,7 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
       `${runFile(options.runDir, 'journal')} holds no run_started record: it is empty or not this run's journal, so genpipe cannot tell what the run already paid for. Nothing was sent; restore the journal, or start a new run.`,
     );
   }
-  const { options: settings, changes } = resolveRunOptions(
-    options,
-    options.plan,
-    { executor: options.executor?.name, serviceForgotten: options.serviceForgotten === true },
-    store.state.options,
-  );
+  const { options: settings, changes } = resolveRunOptions(options, store.state.options);
   const budget = settings.budgetUsd;
   const unpriced = options.plan.steps.filter((s) => !isPriced(s.price)).map((s) => s.id);
   if (budget !== undefined && unpriced.length > 0) {
@@ -241,7 +242,7 @@ async function startContext(options: RunOptions, store: RunStore): Promise<{ fx:
   const reuse = settings.reuse ? await ReuseIndex.build(dirname(options.runDir), options.runDir) : undefined;
   const prices = new Map(options.plan.steps.map((s) => [s.id, s.priceUsd]));
   const committed = committedByJournal(store.state, (step) => prices.get(step));
-  return { fx: new RunContext(options, store, settings, reuse, committed), changes };
+  return { fx: new RunContext(store, settings, reuse, committed), changes };
 }
 
 /** What a run whose completed instances lack files says at its end: how many, why, and what to do. */
@@ -273,14 +274,31 @@ function notRemadeSentence(fx: RunContext): string | undefined {
 }
 
 function outcomeOf(fx: RunContext): RunOutcome {
-  if (fx.options.signal.aborted) return 'aborted';
+  if (fx.settings.signal.aborted) return 'aborted';
   if (fx.stopReason === 'budget') return 'budget';
   if (fx.stopReason !== undefined || fx.refused !== undefined) return 'stopped';
-  const c = fx.counts;
-  // Files missing, waiting for a sink or kept out by an object at their key fail it too, as do
-  // rejected instances that could not be made again.
+  const c = fx.fold.counts();
+  // An attempt left in flight for a resume (its status could not be read) is not done; files
+  // missing, waiting for a sink or kept out by an object at their key fail it too, as do rejected
+  // instances that could not be made again.
   const left = fx.missingFiles + fx.uploadsPending + fx.uploadConflicts + fx.notRemade;
-  return c.failed + c.nsfw + c.canceled + c.unknown + c.pending + left === 0 ? 'completed' : 'failed';
+  return c.failed + c.nsfw + c.canceled + c.unknown + c.in_flight + c.not_started + left === 0 ? 'completed' : 'failed';
+}
+
+/** The summary's counts, in its words, of the run's fold: the report's counts, and its re-rolls. */
+function countsOf(fold: RunFold): RunCounts {
+  const c = fold.counts();
+  return {
+    completed: c.completed,
+    failed: c.failed,
+    nsfw: c.nsfw,
+    canceled: c.canceled,
+    unknown: c.unknown,
+    pending: c.not_started,
+    rerolled: fold.rerolls(),
+    reused: c.reused,
+    inFlight: c.in_flight,
+  };
 }
 
 /**

@@ -3,16 +3,14 @@
  * `needs` is done, and a `for_each` step makes its instances as each upstream instance completes,
  * with no barrier between steps. Each instance holds its step's, its model's and the run's
  * concurrency slots while the instance driver runs it. Stop policies end the feeding: once the run
- * stops, the rest of a step is counted, not rendered, except the attempts an earlier process sent
+ * stops, the rest of a step is not rendered, except the attempts an earlier process sent
  * and never saw end, which are still followed (unless the run was interrupted).
  */
 import { GenpipeError } from '../api/errors.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import { InstanceError, type PlannedInstance, type StepPlan } from '../plan/plan.js';
-import type { RunCounts } from './events.js';
 import type { InstanceDriver, Upstream } from './attempt/instance-driver.js';
 import type { RunEffects } from './run-context.js';
-import { instanceStatus, type InstanceStatus } from './journal/run-state.js';
 import { AsyncQueue, Slots } from './limits/slots.js';
 
 export class Scheduler {
@@ -26,28 +24,6 @@ export class Scheduler {
     this.#fx = fx;
     this.#driver = driver;
     this.#global = new Slots(fx.settings.concurrency);
-  }
-
-  /** Counts an instance this run will not drive as the journal left it: done earlier, unknown, sent, or not started. */
-  #tallyAsJournaled(id: string): void {
-    const entry = this.#fx.state.instances.get(id);
-    this.#fx.tally(entry ? COUNT_OF[instanceStatus(entry)] : 'pending');
-  }
-
-  /**
-   * The instances of a step the journal holds that this walk did not reach (`counted` are those
-   * it did, still in the state), counted as the journal left them; returns how many. A resume
-   * stopped early (its budget, Ctrl-C) still says that what earlier starts finished is finished.
-   */
-  #tallyUnreached(stepId: string, counted: ReadonlySet<string>): number {
-    let n = 0;
-    for (const id of this.#fx.state.instances.keys()) {
-      if (stepOfInstanceId(id) === stepId && !counted.has(id)) {
-        this.#tallyAsJournaled(id);
-        n++;
-      }
-    }
-    return n;
   }
 
   /** The step's instances whose current attempt was sent by an earlier process and has not ended. */
@@ -80,7 +56,7 @@ export class Scheduler {
   ): Promise<void> {
     for (const need of step.needs) await done.get(need);
     this.#fx.emit({ type: 'step_started', step: step.id });
-    const walk = new StepWalk(this.#fx, step, this.#inFlight(step.id), (id) => this.#tallyAsJournaled(id));
+    const walk = new StepWalk(this.#fx, step, this.#inFlight(step.id));
     const launch = (instance: PlannedInstance): Promise<void> => this.#launch(walk, instance, completions.get(step.id));
     try {
       if (step.forEach === undefined) await this.#feedPlanned(walk, launch);
@@ -91,9 +67,9 @@ export class Scheduler {
     }
   }
 
-  /** Takes the instance's slots and hands it to the driver; an instance the run no longer sends is counted as journaled. */
+  /** Takes the instance's slots and hands it to the driver; an instance the run no longer sends is left as the journal has it. */
   async #launch(walk: StepWalk, instance: PlannedInstance, completions: AsyncQueue<Upstream> | undefined): Promise<void> {
-    if (this.#fx.stopping && !walk.stillFollowed(instance.id)) return walk.notRun(instance.id);
+    if (this.#fx.stopping && !walk.stillFollowed(instance.id)) return;
     const held: Slots[] = [];
     try {
       for (const slots of this.#limitsFor(walk.step)) {
@@ -102,12 +78,11 @@ export class Scheduler {
       }
     } catch {
       for (const slots of held) slots.release();
-      return walk.notRun(instance.id);
+      return;
     }
     walk.started(instance.id);
     const processed = this.#driver.process(walk.step, instance, completions).finally(() => {
       for (const slots of held) slots.release();
-      walk.ended(instance.id);
     });
     walk.track(processed);
   }
@@ -115,22 +90,15 @@ export class Scheduler {
   /** A step of its own (no for_each): its planned instances, rendered one at a time as slots free up. */
   async #feedPlanned(walk: StepWalk, launch: (instance: PlannedInstance) => Promise<void>): Promise<void> {
     const { step } = walk;
-    let seen = 0;
-    for (const entry of this.#fx.plan.entries(step.id, this.#fx.options.catalog)) {
+    for (const entry of this.#fx.plan.entries(step.id, this.#fx.settings.catalog)) {
       // Once the run stops, the rest of the step is not even rendered: Ctrl-C on a plan of
-      // millions ends in moments, and what never started is counted, not walked. It is walked on
-      // only as far as the last attempt in flight to follow.
-      if (this.#fx.stopping && (this.#fx.signal.aborted || walk.inFlight.size === 0)) {
-        const journaled = this.#tallyUnreached(step.id, walk.counted);
-        this.#fx.tally('pending', Math.max(0, step.count - seen - journaled));
-        return;
-      }
-      seen++;
+      // millions ends in moments, and what never started is left as the journal has it (the
+      // summary folds the journal), not walked. It is walked on only as far as the last attempt in
+      // flight to follow.
+      if (this.#fx.stopping && (this.#fx.signal.aborted || walk.inFlight.size === 0)) return;
       if (entry instanceof InstanceError) {
         if (!this.#fx.stopping) throw new GenpipeError('invalid_input', `The plan changed while running: ${entry.message}`);
-        this.#fx.tally('pending');
-      } else if (this.#fx.stopping && !walk.inFlight.has(entry.id)) walk.notRun(entry.id);
-      else await launch(entry);
+      } else if (!this.#fx.stopping || walk.inFlight.has(entry.id)) await launch(entry);
     }
   }
 
@@ -141,10 +109,10 @@ export class Scheduler {
     launch: (instance: PlannedInstance) => Promise<void>,
   ): Promise<void> {
     // The upstream instances approved in review, read when the step starts.
-    const approved = step.forEachOnly === 'approved' ? await (this.#fx.options.review?.approved() ?? new Set<string>()) : undefined;
+    const approved = step.forEachOnly === 'approved' ? await this.#fx.settings.review.approved() : undefined;
     for await (const up of upstream) {
       if (approved && !approved.has(up.instance.id)) continue;
-      for (const entry of this.#fx.plan.downstreamOf(step.id, up.instance, up.outputs, this.#fx.options.catalog)) {
+      for (const entry of this.#fx.plan.downstreamOf(step.id, up.instance, up.outputs, this.#fx.settings.catalog)) {
         if (entry instanceof InstanceError) this.#fx.fail(step, entry.instance, 'invalid_input', entry.message);
         else await launch(entry);
       }
@@ -182,8 +150,6 @@ export class Scheduler {
 class StepWalk {
   readonly #running = new Set<Promise<void>>();
   #firstError: { error: unknown } | undefined;
-  /** The walked instances still in the run's state (a finished one leaves it): counted already, so a stop does not count them again among those the walk did not reach. */
-  readonly counted = new Set<string>();
 
   constructor(
     private readonly fx: RunEffects,
@@ -194,25 +160,14 @@ class StepWalk {
      * refunded. Only an interruption (Ctrl-C) leaves them to the next resume.
      */
     readonly inFlight: Set<string>,
-    private readonly tallyAsJournaled: (id: string) => void,
   ) {}
 
   stillFollowed(id: string): boolean {
     return !this.fx.signal.aborted && this.inFlight.has(id);
   }
 
-  notRun(id: string): void {
-    if (this.fx.state.instances.has(id)) this.counted.add(id);
-    this.tallyAsJournaled(id);
-  }
-
   started(id: string): void {
     this.inFlight.delete(id);
-    this.counted.add(id);
-  }
-
-  ended(id: string): void {
-    if (!this.fx.state.instances.has(id)) this.counted.delete(id);
   }
 
   track(processed: Promise<void>): void {
@@ -230,15 +185,3 @@ class StepWalk {
     if (this.#firstError) throw this.#firstError.error;
   }
 }
-
-/** The summary's count an instance the run does not drive falls under, by its journaled status. */
-const COUNT_OF: Record<InstanceStatus, keyof RunCounts> = {
-  completed: 'completed',
-  failed: 'failed',
-  nsfw: 'nsfw',
-  canceled: 'canceled',
-  reused: 'reused',
-  unknown: 'unknown',
-  in_flight: 'inFlight',
-  pending: 'pending',
-};

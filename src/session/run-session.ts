@@ -761,13 +761,17 @@ function endingOfError(error: unknown, journaled: boolean, x: Execution): RunEnd
   };
 }
 
-/** Prints the summary line, with the report's net when there is a report, and the notes under it. */
+/**
+ * Prints the summary line and the notes under it. Its net is the runner's fold of the journal (the
+ * report's own functions), said once the report is written, with whether the report calls some of
+ * it provisional; without a report (another process holds the run now) the line says what the run
+ * committed instead.
+ */
 function sayEnd(x: Execution, held: Held, report: CostSummary | undefined): void {
   const finished = held.finished;
   if (!finished || !held.progress) return;
-  const t = report?.total;
-  const provisional = report !== undefined && provisionalModels(report).length > 0;
-  const money = t ? { netUsd: t.netUsd, unknownUsd: t.unknownUsd, unpricedInstances: t.unpricedInstances, provisional } : undefined;
+  const folded = finished.summary.money;
+  const money = report && folded ? { ...folded, provisional: provisionalModels(report).length > 0 } : undefined;
   held.progress.listener({ type: 'run_finished', summary: { ...finished.summary, money } });
   // The rows set aside, under the summary (beside it with --json-logs, whose stdout is events).
   const say = x.o.jsonLogs ? x.err : x.out;

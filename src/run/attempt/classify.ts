@@ -9,7 +9,7 @@ import { agentPollInterval, type TurnPollOptions } from '../../api/agent.js';
 import { GenpipeError, IndeterminateSubmissionError } from '../../api/errors.js';
 import { backoffDelay, type BackoffOptions } from '../../api/retry.js';
 import { DownloadError } from '../files/download.js';
-import type { AttemptFate, Counted } from './fate.js';
+import type { AttemptFate } from './fate.js';
 
 /** Codes that a later attempt may not meet again: the network, the service's own trouble. */
 export const TRANSIENT: ReadonlySet<string> = new Set([
@@ -55,8 +55,6 @@ export interface PhaseContext {
   maxTries?: number | undefined;
   /** Submit: waits for a busy agent session so far. */
   busyWaits?: number | undefined;
-  /** Download: how the instance is counted when its files are missing. */
-  counted?: Counted | undefined;
   random?: (() => number) | undefined;
 }
 
@@ -157,14 +155,14 @@ function classifyLook(error: GenpipeError, ctx: PhaseContext): Decision {
     kind: 'retry',
     delayMs: backoffDelay(ctx.tries, RETRY_POLICIES.look, ctx.random),
     counts: true,
-    orElse: { kind: 'in_flight', counted: 'pending' },
+    orElse: { kind: 'in_flight' },
   };
 }
 
 /** A follow that ended without a final status: what the attempt, already sent, comes to. */
 function classifyFollow(error: GenpipeError): Decision {
   if (error.code === 'aborted') return fate({ kind: 'interrupted' });
-  if (error.code === 'unauthorized') return fate({ kind: 'in_flight', counted: 'pending', credentials: error });
+  if (error.code === 'unauthorized') return fate({ kind: 'in_flight', credentials: error });
   // The service answered about another request: its output is never taken for this one. The
   // attempt is unknown (its money stays counted, up to its price), journaled so a resume does not
   // follow it again and `--retry unknown` sends it anew.
@@ -174,20 +172,17 @@ function classifyFollow(error: GenpipeError): Decision {
       forgotten: error.message,
       message: `${error.message} The attempt is left unknown; \`genpipe resume --retry unknown\` sends it again.`,
     });
-  if (TRANSIENT.has(error.code))
-    return fate({ kind: 'in_flight', counted: 'pending', failure: { code: error.code, message: error.message } });
+  if (TRANSIENT.has(error.code)) return fate({ kind: 'in_flight', failure: { code: error.code, message: error.message } });
   return fate({ kind: 'failed_here', code: error.code, message: error.message });
 }
 
 function classifyDownload(error: GenpipeError, ctx: PhaseContext): Decision {
   if (error.code === 'aborted') return { kind: 'throw' };
-  const counted = ctx.counted ?? 'completed';
   // A refusal (content type, size, unsafe path, a different existing file) would only repeat.
   const transient = TRANSIENT.has(error.code) && !(error instanceof DownloadError);
-  if (!transient) return fate({ kind: 'files_missing', counted, code: error.code, message: error.message, permanent: true });
+  if (!transient) return fate({ kind: 'files_missing', code: error.code, message: error.message, permanent: true });
   const left: AttemptFate = {
     kind: 'files_missing',
-    counted,
     code: error.code,
     message: `${error.message} (the download is left for a resume)`,
     permanent: false,

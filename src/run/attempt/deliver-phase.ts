@@ -10,7 +10,7 @@
  * returns the attempt's fate (completed, upload pending, upload conflict); settle() does the rest.
  */
 import type { StepPlan } from '../../plan/plan.js';
-import type { Counted, FateOf } from './fate.js';
+import type { FateOf } from './fate.js';
 import type { PhaseDeps } from './phase-deps.js';
 
 /** Uploads of one instance at most this many times before they are left pending (backoff 0.2 s doubling: about 6 s in all). */
@@ -30,23 +30,22 @@ export class Delivery {
     step: StepPlan,
     id: string,
     checkExisting: boolean,
-    counted: Counted,
   ): Promise<FateOf<'completed'> | FateOf<'upload_pending'> | FateOf<'upload_conflict'>> {
     const { fx } = this.d;
-    const completed = { kind: 'completed', counted } as const;
-    const sink = fx.options.sinks?.forStep(step.id);
+    const completed = { kind: 'completed' } as const;
+    const sink = fx.settings.sinks?.forStep(step.id);
     const entry = fx.state.instances.get(id);
     if (!sink || !entry) return completed;
     // A store that kept failing once this run is not tried again by every later instance: their
     // files wait on disk too, and generation goes on. Only that store: another step's sink is tried.
     const down = this.#storesDown.get(sink.store);
-    if (down !== undefined) return { kind: 'upload_pending', counted, message: down };
+    if (down !== undefined) return { kind: 'upload_pending', message: down };
     // A few retries per instance, each drawn from the run's budget: a store that is down fails fast.
     let retries = 0;
     const consumeRetry = (): boolean => retries++ < SINK_RETRIES && fx.consumeRetry();
     const result = await fx.op(() =>
       sink.uploadPending(
-        fx.options.runDir,
+        fx.settings.runDir,
         id,
         entry,
         { consumeRetry, creditRetry: () => fx.creditRetry(), signal: fx.signal, checkExisting },
@@ -58,8 +57,8 @@ export class Delivery {
     if (result.failed && result.failed.transient !== false) this.#storesDown.set(sink.store, result.failed.message);
     // `on_conflict: skip` left the other object there on purpose: delivered as the user chose.
     const keys = result.conflicts.filter((c) => c.action === 'failed').map((c) => sink.uriOfKey(c.key));
-    if (keys.length > 0) return { kind: 'upload_conflict', counted, keys, pending: result.failed?.message };
+    if (keys.length > 0) return { kind: 'upload_conflict', keys, pending: result.failed?.message };
     if (!result.failed) return completed;
-    return { kind: 'upload_pending', counted, message: result.failed.message };
+    return { kind: 'upload_pending', message: result.failed.message };
   }
 }

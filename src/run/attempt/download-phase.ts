@@ -11,7 +11,7 @@ import { answerPath, outputPath } from '../files/output-names.js';
 import type { InstanceState } from '../journal/run-state.js';
 import { classify } from './classify.js';
 import { crashPoint } from './crash-points.js';
-import type { AttemptFate, Counted } from './fate.js';
+import type { AttemptFate } from './fate.js';
 import type { PhaseDeps } from './phase-deps.js';
 
 /** An output to fetch: where it is, and the content types it may have. */
@@ -29,8 +29,6 @@ export interface DownloadRequest {
   entry: InstanceState | undefined;
   /** A conversation turn's answer, written as a file beside the media. */
   answer?: string | undefined;
-  /** How the instance is counted when a file is missing. */
-  counted: Counted;
 }
 
 export async function downloadOutputs(d: PhaseDeps, r: DownloadRequest): Promise<true | AttemptFate> {
@@ -56,7 +54,7 @@ export async function downloadOutputs(d: PhaseDeps, r: DownloadRequest): Promise
   const text = r.answer.endsWith('\n') ? r.answer : `${r.answer}\n`;
   try {
     const written = await fx.op(() =>
-      writeTextOutput({ runDir: fx.options.runDir, relativePath: answerPath(r.step.id, r.instance), text }),
+      writeTextOutput({ runDir: fx.settings.runDir, relativePath: answerPath(r.step.id, r.instance), text }),
     );
     await fx.log({
       type: 'downloaded',
@@ -68,7 +66,7 @@ export async function downloadOutputs(d: PhaseDeps, r: DownloadRequest): Promise
     });
   } catch (error) {
     if (!(error instanceof DownloadError)) throw error;
-    return { kind: 'files_missing', counted: r.counted, code: error.code, message: error.message, permanent: true };
+    return { kind: 'files_missing', code: error.code, message: error.message, permanent: true };
   }
   return true;
 }
@@ -87,18 +85,18 @@ async function downloadOne(
       const result = await fx.op(() =>
         downloadToFile({
           url: file.url,
-          runDir: fx.options.runDir,
+          runDir: fx.settings.runDir,
           relativePath,
           maxBytes: fx.settings.maxDownloadBytes,
           allowedContentTypes: accept.length > 0 ? [...accept] : ['*/*'],
-          dispatcher: fx.options.client.transport.dispatcher,
+          dispatcher: fx.settings.client.transport.dispatcher,
           signal: fx.signal,
         }),
       );
       fx.creditRetry();
       return result;
     } catch (error) {
-      const decision = classify('download', error, { tries, counted: r.counted, random: d.random });
+      const decision = classify('download', error, { tries, random: d.random });
       if (decision.kind === 'throw') throw error;
       if (decision.kind === 'fate') return decision.fate;
       if (!fx.consumeRetry()) return decision.orElse;

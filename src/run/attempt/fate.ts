@@ -12,12 +12,9 @@ import type { StopReason } from '../events.js';
 import type { GenpipeError } from '../../api/errors.js';
 import type { Submission } from '../../models/adapter.js';
 
-/** How a finished instance is counted: made by this run, or reused from an earlier one. */
-export type Counted = 'completed' | 'reused';
-
 export type AttemptFate =
   /** Generated, every file fetched (and delivered, or pending at its sink: `upload_pending`). */
-  | { kind: 'completed'; counted: Counted }
+  | { kind: 'completed' }
   /** The service ended it failed, nsfw or canceled, and refunds it; an nsfw one may be re-rolled instead. */
   | { kind: 'refunded'; status: 'failed' | 'nsfw' | 'canceled' }
   /** An nsfw result (refunded) goes on as a new attempt with a seed no other instance has. */
@@ -45,7 +42,7 @@ export type AttemptFate =
   /** The submit kept failing in transit and may have arrived: its intent stays journaled, and a resume resends it with its key. */
   | { kind: 'left_for_resume'; code: string; message: string }
   /** Sent and not final, and this process stops following it: a resume follows it. */
-  | { kind: 'in_flight'; counted: 'pending' | 'inFlight'; failure?: { code: string; message: string }; credentials?: GenpipeError }
+  | { kind: 'in_flight'; failure?: { code: string; message: string }; credentials?: GenpipeError }
   /**
    * A 2xx answer whose body is not the API's shape (likely another server at the base URL). A keyed
    * submit can be resent safely: nothing is counted, and a resume sends it again with its key. A
@@ -62,15 +59,15 @@ export type AttemptFate =
   /** Sent, then failed here (its status could not be read for good): its price stays counted. */
   | { kind: 'failed_here'; code: string; message: string }
   /** Completed at the service, but a file could not be fetched (`permanent`: refused, not left for a resume). */
-  | { kind: 'files_missing'; counted: Counted; code: string; message: string; permanent: boolean }
+  | { kind: 'files_missing'; code: string; message: string; permanent: boolean }
   /** Completed, every file fetched, and its sink did not take them all: they wait on disk for a resume. `reusedFrom`: an earlier run's result. */
-  | { kind: 'upload_pending'; counted: Counted; message: string; reusedFrom?: string | undefined }
+  | { kind: 'upload_pending'; message: string; reusedFrom?: string | undefined }
   /**
    * Completed, every file fetched, and another object with other bytes at a key of its sink
    * (`on_conflict: fail`): nothing overwritten, the file stays on disk, the run exits 1. `keys`:
    * those objects (`s3://BUCKET/KEY`); `pending`: why another of its files waits for a resume too.
    */
-  | { kind: 'upload_conflict'; counted: Counted; keys: string[]; pending?: string | undefined; reusedFrom?: string | undefined }
+  | { kind: 'upload_conflict'; keys: string[]; pending?: string | undefined; reusedFrom?: string | undefined }
   /**
    * `resume --adopt INSTANCE=ID`: a submit the service took (and charged) whose answer the journal
    * could not record. Its submission is journaled (`submitted`, `adopted: true`) and followed; its
@@ -79,14 +76,14 @@ export type AttemptFate =
   | { kind: 'adopted'; submission: Submission }
   /** An earlier run's result, linked in (`--reuse`): nothing sent, US$0. */
   | { kind: 'reused'; fromRunId: string }
-  /** An earlier start failed it for good: counted again as failed. */
+  /** An earlier start failed it for good: a failure again, for the failure policies. */
   | { kind: 'failed_before' }
-  /** An earlier start saw it end failed, nsfw or canceled at the service: counted as that again. */
+  /** An earlier start saw it end failed, nsfw or canceled at the service: it stays so. */
   | { kind: 'ended_before'; status: 'failed' | 'nsfw' | 'canceled' }
   /** A rejected result that cannot be made again (an agent turn): kept as it was, said, and the run ends failed. */
   | { kind: 'kept'; reason: string }
   /**
-   * Stopped on its way (Ctrl-C, a lost lock): counted as where the journal leaves it. `neverSent`:
+   * Stopped on its way (Ctrl-C, a lost lock): left as the journal has it. `neverSent`:
    * withdrawn before any worker began to send it; `canceled`: a cancel on abort the service took.
    */
   | { kind: 'interrupted'; neverSent?: boolean | undefined; canceled?: string | undefined };

@@ -27,7 +27,6 @@ export interface FollowRequest {
 
 export async function followAttempt(d: PhaseDeps, r: FollowRequest): Promise<FinalTrack | AttemptFate> {
   const { fx } = d;
-  const o = fx.options;
   // The submission being followed now: an agent turn moves on with each reply sent.
   let current = r.submission;
   let followed;
@@ -43,8 +42,8 @@ export async function followAttempt(d: PhaseDeps, r: FollowRequest): Promise<Fin
         {
           signal: fx.signal,
           timer: d.polls.start(r.step.model, r.submittedAt),
-          webhook: o.webhook,
-          turnPoll: o.agentPoll,
+          webhook: fx.settings.webhook,
+          turnPoll: fx.settings.agentPoll,
           random: d.random,
           // A look that may pass is retried while the run's retry budget lasts.
           mayRetry: () => fx.consumeRetry(),
@@ -88,7 +87,7 @@ export async function followAttempt(d: PhaseDeps, r: FollowRequest): Promise<Fin
 async function stopOnAbort(d: PhaseDeps, r: FollowRequest, submission: Submission): Promise<AttemptFate> {
   const { fx } = d;
   const stop = r.work.adapter.stop;
-  const cancelOnAbort = fx.options.cancelOnAbort === true;
+  const cancelOnAbort = fx.settings.cancelOnAbort;
   if (!stop || !(cancelOnAbort || r.work.adapter.conversational)) return { kind: 'interrupted' };
   const accepted = await fx.op(() =>
     stop(submission, { ...adapterContext(fx), signal: AbortSignal.timeout(CANCEL_TIMEOUT_MS) }).catch(() => false),

@@ -30,9 +30,8 @@ import { crashPoint } from './crash-points.js';
 import { ConversationLocks } from './conversation-lock.js';
 import { Delivery } from './deliver-phase.js';
 import { downloadOutputs } from './download-phase.js';
-import { isFate, type AttemptFate, type Counted } from './fate.js';
+import { isFate, type AttemptFate } from './fate.js';
 import { FirstAnswerGate } from './first-answer-gate.js';
-import { localExecutor } from './executor.js';
 import { followAttempt } from './follow-phase.js';
 import { nextStep, type NextStep } from './next-step.js';
 import { workOf, type AttemptWork } from './executor.js';
@@ -75,22 +74,13 @@ export class InstanceDriver {
   /** `outputs`: outputs.csv; a finished instance's rows go there at once (spilled to disk), and the run forgets it. */
   constructor(fx: RunEffects, outputs: OutputsCsv, hooks: DriverHooks = {}) {
     this.#fx = fx;
-    this.#rows = new InstanceRows(outputs, (stepId) => fx.options.sinks?.forStep(stepId));
-    const random = fx.options.random ?? Math.random;
-    const polling = fx.plan.loaded.manifest.defaults?.polling;
-    const polls = new PollScheduler(
-      {
-        ...(polling?.initial_ms ? { baseMs: polling.initial_ms } : {}),
-        ...(polling?.max_ms ? { capMs: polling.max_ms } : {}),
-        ...(polling?.min_ms ? { floorMs: polling.min_ms } : {}),
-        ...fx.options.poll,
-      },
-      random,
-    );
-    for (const [model, durations] of fx.options.pollPrior ?? []) polls.seed(model, durations);
-    this.#d = { fx, executor: fx.options.executor ?? localExecutor, polls, random, hooks };
+    const { settings } = fx;
+    this.#rows = new InstanceRows(outputs, (stepId) => settings.sinks?.forStep(stepId));
+    const polls = new PollScheduler(settings.pollSchedule, settings.random);
+    for (const [model, durations] of settings.pollPrior) polls.seed(model, durations);
+    this.#d = { fx, executor: settings.executor, polls, random: settings.random, hooks };
     this.#delivery = new Delivery(this.#d);
-    this.#seeds = new RerollSeeds(fx.plan, fx.options.catalog, fx.state.instances.values());
+    this.#seeds = new RerollSeeds(fx.plan, settings.catalog, fx.state.instances.values());
     this.#conversations = new ConversationLocks(fx.plan);
     this.#rounds = new RetryRounds(this.#d, this.#seeds);
   }
@@ -114,7 +104,7 @@ export class InstanceDriver {
       if (final) this.#compact(planned.id);
     } catch (error) {
       if (!(error instanceof GenpipeError) || error.code !== 'aborted') throw error;
-      // Stopped on its way: counted as where the journal leaves it.
+      // Stopped on its way: left as the journal has it (the summary folds the journal).
       await settle({ fx: this.#fx, step, instance: planned.id }, { kind: 'interrupted' });
     }
   }
@@ -126,7 +116,7 @@ export class InstanceDriver {
       const entry = fx.state.instances.get(instance.id);
       const action = resumeAction(entry, adapter.idempotentSubmit, fx.state.suspectAll);
       const holds = action.kind === 'unknown' && (await holdsIntent(this.#d, step, adapter, instance.id));
-      const next = nextStep(action, entry, { holds, resubmitUnknown: fx.options.resubmitUnknown === true, reuse: fx.reuse !== undefined });
+      const next = nextStep(action, entry, { holds, resubmitUnknown: fx.settings.resubmitUnknown, reuse: fx.reuse !== undefined });
       const end = await this.#take(step, adapter, instance, next);
       if (end && 'reroll' in end) instance = end.reroll;
       else return end;
@@ -181,7 +171,7 @@ export class InstanceDriver {
     const conversation = adapter.conversational ? this.#conversations.conversationOf(step, instance) : undefined;
     const unlock = conversation === undefined ? undefined : await this.#conversations.lock(fx, conversation);
     try {
-      const attempt = attemptOf(fx.options.runId, instance.id, fx.state.instances.get(instance.id));
+      const attempt = attemptOf(fx.settings.runId, instance.id, fx.state.instances.get(instance.id));
       const work = workOf(step, adapter);
       const sent: { fate: Sending | AttemptFate; reservation?: Reservation | undefined; done?: (answered: boolean) => void } =
         next.kind === 'follow'
@@ -214,14 +204,13 @@ export class InstanceDriver {
         files: result.files,
         entry,
         answer: answerOf(adapter, result.outputs),
-        counted: 'completed',
       });
       if (isFate(fetched)) {
         await settle(settling, fetched);
         return undefined;
       }
       // Downloaded by this process just now: new to the sink unless a run before put them there.
-      await settle(settling, await this.#delivery.deliver(step, instance.id, entry?.retries !== 0 || fx.resumed, 'completed'));
+      await settle(settling, await this.#delivery.deliver(step, instance.id, entry?.retries !== 0 || fx.resumed));
       return { status: 'completed', outputs: result.outputs };
     } finally {
       unlock?.();
@@ -347,20 +336,16 @@ export class InstanceDriver {
     const entry = this.#fx.state.instances.get(instance.id);
     const outputs = final.result ?? {};
     if (final.status !== 'completed') {
-      await settle(
-        settling,
-        entry?.reusedFrom !== undefined ? { kind: 'completed', counted: 'reused' } : { kind: 'ended_before', status: final.status },
-      );
+      await settle(settling, entry?.reusedFrom !== undefined ? { kind: 'completed' } : { kind: 'ended_before', status: final.status });
       return { status: final.status, outputs };
     }
-    const counted: Counted = entry?.reusedFrom !== undefined ? 'reused' : 'completed';
     const answer = answerOf(adapterFor(step.model), final.result);
-    const fetched = await downloadOutputs(this.#d, { step, instance, files: final.outputs, entry, answer, counted });
+    const fetched = await downloadOutputs(this.#d, { step, instance, files: final.outputs, entry, answer });
     if (isFate(fetched)) {
       await settle(settling, fetched);
       return undefined;
     }
-    await settle(settling, await this.#delivery.deliver(step, instance.id, true, counted));
+    await settle(settling, await this.#delivery.deliver(step, instance.id, true));
     return { status: final.status, outputs };
   }
 

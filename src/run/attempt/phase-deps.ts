@@ -29,5 +29,5 @@ export interface PhaseDeps {
 
 /** The adapter's view of the run: its client, stop signal and webhook address. */
 export function adapterContext(fx: RunEffects): AdapterContext {
-  return { client: fx.options.client, signal: fx.signal, webhookUrl: fx.options.webhook?.url };
+  return { client: fx.settings.client, signal: fx.signal, webhookUrl: fx.settings.webhook?.url };
 }

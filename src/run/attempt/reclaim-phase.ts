@@ -18,7 +18,7 @@ export async function holdsIntent(d: PhaseDeps, step: StepPlan, adapter: ModelAd
   const { fx } = d;
   const entry = fx.state.instances.get(id);
   if (entry?.intent === undefined || entry.submission !== undefined || entry.final !== undefined) return false;
-  return fx.op(() => d.executor.holds(attemptOf(fx.options.runId, id, entry), workOf(step, adapter)));
+  return fx.op(() => d.executor.holds(attemptOf(fx.settings.runId, id, entry), workOf(step, adapter)));
 }
 
 /**
@@ -27,8 +27,8 @@ export async function holdsIntent(d: PhaseDeps, step: StepPlan, adapter: ModelAd
  */
 export async function reclaimAttempt(d: PhaseDeps, step: StepPlan, adapter: ModelAdapter, id: string): Promise<Submission | AttemptFate> {
   const { fx } = d;
-  if (!(await fx.fenced())) return { kind: 'in_flight', counted: 'inFlight' };
-  const attempt = attemptOf(fx.options.runId, id, fx.state.instances.get(id));
+  if (!(await fx.fenced())) return { kind: 'in_flight' };
+  const attempt = attemptOf(fx.settings.runId, id, fx.state.instances.get(id));
   let answer: Submission | AttemptFate;
   try {
     answer = await fx.op(() => d.executor.reclaim(attempt, workOf(step, adapter), adapterContext(fx)));

@@ -53,7 +53,7 @@ export async function remakeRejected(
   const attempt = entry.rerolls + entry.retries + 1;
   const seed = seeds.next(step, planned, entry.rerolls + 1);
   // Set aside under the attempt being replaced, so a second remake never meets the first one's files.
-  for (const download of entry.downloads?.values() ?? []) await setAside(fx.options.runDir, download.path, attempt - 1);
+  for (const download of entry.downloads?.values() ?? []) await setAside(fx.settings.runDir, download.path, attempt - 1);
   const round = fx.recorded.retryRound;
   if (seed !== undefined) return { kind: 'remade', attempt: entry.rerolls + 1, seed, round };
   return { kind: 'remade', attempt, retry: entry.retries + 1, round, judged: outputsDigest(entry) };

@@ -66,12 +66,12 @@ export class RetryRounds {
   }
 
   #rejections(): Promise<ReadonlyMap<string, string | undefined>> {
-    this.#rejected ??= this.#d.fx.options.review?.rejected() ?? Promise.resolve(new Map<string, string | undefined>());
+    this.#rejected ??= this.#d.fx.settings.review.rejected();
     return this.#rejected;
   }
 }
 
 /** This very start was given `--retry rejected` (not only inheriting it from the run's last start). */
 function askedRemakes(fx: RunEffects): boolean {
-  return fx.options.retry?.has('rejected') === true;
+  return fx.settings.remakeRejected;
 }

@@ -29,7 +29,7 @@ export async function reuseEarlier(
   const paths = found.outputs.map((file, index) => outputPath(step.id, instance, file, found.outputs.length, index));
   for (const [index, file] of found.files.entries()) {
     const path = paths[index] as string;
-    if (!(await fx.op(() => linkEarlierFile(found, file, fx.options.runDir, path)))) return undefined;
+    if (!(await fx.op(() => linkEarlierFile(found, file, fx.settings.runDir, path)))) return undefined;
   }
   await fx.log(
     {
@@ -53,7 +53,7 @@ export async function reuseEarlier(
       size: file.size,
     });
   }
-  const delivered = await delivery.deliver(step, instance.id, true, 'reused');
+  const delivered = await delivery.deliver(step, instance.id, true);
   const fate =
     delivered.kind === 'completed' ? ({ kind: 'reused', fromRunId: found.runId } as const) : { ...delivered, reusedFrom: found.runId };
   return { fate, outputs: found.result ?? {} };

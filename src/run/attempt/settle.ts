@@ -1,9 +1,10 @@
 /**
  * The ledger of attempts: the one place where what became of an attempt (fate.ts) is settled. For
  * each kind of fate one row says what happens to the attempt's reserved price (kept or refunded),
- * which count moves, which record is journaled and which event is told; a few rows also apply a
- * failure policy or stop the run. Nothing else in the run refunds a reservation (a lint rule holds
- * that), so "where is an attempt's money decided" has one answer: this table.
+ * which record is journaled and which event is told; a few rows also apply a failure policy or
+ * stop the run. Nothing else in the run refunds a reservation (a lint rule holds that), so "where
+ * is an attempt's money decided" has one answer: this table. Nothing here counts instances: the
+ * summary's counts are the run's fold of the journal (run-fold.ts), as the report's are.
  *
  * Money rules (service spec §8): a submit is charged when it is accepted and refunded when the
  * generation fails. genpipe also reads nsfw and canceled results as refunded: the spec states
@@ -13,9 +14,8 @@
  * keeps its price: it may have been charged.
  */
 import type { StepPlan } from '../../plan/plan.js';
-import type { RunCounts, RunEvent } from '../events.js';
+import type { RunEvent } from '../events.js';
 import type { JournalRecord } from '../journal/journal-records.js';
-import type { InstanceState } from '../journal/run-state.js';
 import type { RunEffects } from '../run-context.js';
 import type { AttemptFate, FateKind, FateOf } from './fate.js';
 import { toldPrice } from './attempt-money.js';
@@ -33,8 +33,6 @@ export interface Settling {
 interface Row<K extends FateKind> {
   /** What becomes of the attempt's reserved price. */
   money: 'keep' | 'refund' | ((fate: FateOf<K>) => 'keep' | 'refund');
-  /** The count that moves (once per instance per start, re-rolls apart); undefined: none. */
-  count?: keyof RunCounts | ((fate: FateOf<K>, entry: InstanceState | undefined) => keyof RunCounts | undefined);
   /** The record journaled, and whether it is synced before the run goes on. */
   record?: (fate: FateOf<K>, s: Settling) => { record: JournalRecord; durable: boolean; bestEffort?: boolean } | undefined;
   event?: (fate: FateOf<K>, s: Settling) => RunEvent | undefined;
@@ -53,23 +51,15 @@ const reusedEvent = (fate: { reusedFrom?: string | undefined }, s: Settling): Ru
 
 const leftForResume = (message: string): string => `${message} (left for a resume)`;
 
-/** Where the journal leaves an instance that stopped on its way: so the summary's counts add up, and agree with the report's. */
-function countLeft(entry: InstanceState | undefined): keyof RunCounts {
-  if (entry?.final) return entry.reusedFrom !== undefined ? 'reused' : entry.final.status;
-  return entry?.submission || entry?.intent ? 'inFlight' : 'pending';
-}
-
 export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
-  completed: { money: 'keep', count: (fate) => fate.counted },
+  completed: { money: 'keep' },
   // Failed, nsfw and canceled requests are refunded (see the file comment on nsfw and canceled).
   refunded: {
     money: 'refund',
-    count: (fate) => fate.status,
     then: (_fate, s) => s.fx.noteFailure(s.step, s.instance),
   },
   rerolled: {
     money: 'refund',
-    count: 'rerolled',
     record: (fate, s) => ({
       record: { type: 'reroll', instance: s.instance, attempt: fate.attempt, seed: fate.seed },
       durable: true,
@@ -86,7 +76,6 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
   // The completed attempt stays paid for: the remake is a new attempt with its own price.
   remade: {
     money: 'keep',
-    count: 'rerolled',
     record: (fate, s) => ({
       record:
         fate.seed === undefined
@@ -104,7 +93,6 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
   },
   unknown: {
     money: 'keep',
-    count: 'unknown',
     // A status answer about another request: journaled, so a resume does not follow it again.
     record: (fate, s) =>
       fate.forgotten === undefined
@@ -115,7 +103,6 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
   not_sent: {
     money: 'refund',
     // Refused by the credentials: counted where the run's stop is recorded (RunEffects.credentialsRefused).
-    count: (fate) => (fate.credentials ? undefined : 'pending'),
     record: (fate, s) =>
       fate.refused === undefined ? undefined : { record: { type: 'refused', instance: s.instance, code: fate.refused }, durable: false },
     then: (fate, s) => {
@@ -127,7 +114,6 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
   // as a resume counts its unanswered intent, so the budget never forgets a possible charge.
   left_for_resume: {
     money: 'keep',
-    count: 'pending',
     event: (fate, s) => ({
       type: 'instance_failed',
       step: s.step.id,
@@ -138,7 +124,6 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
   },
   in_flight: {
     money: 'keep',
-    count: (fate) => (fate.credentials ? undefined : fate.counted),
     event: (fate, s) =>
       fate.failure && {
         type: 'instance_failed',
@@ -156,7 +141,6 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
   // run's stop after three such answers in a row.
   protocol: {
     money: (fate) => (fate.keyed ? 'refund' : 'keep'),
-    count: (fate) => (fate.keyed ? 'pending' : 'unknown'),
     record: (fate, s) => (fate.keyed ? { record: { type: 'refused', instance: s.instance, code: 'protocol' }, durable: true } : undefined),
     event: (fate, s) =>
       fate.keyed
@@ -167,7 +151,6 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
   // Never charged; pending, so a resume sends the step once the account has the model. Said once.
   no_model_access: {
     money: 'refund',
-    count: 'pending',
     record: (fate, s) =>
       fate.sent ? { record: { type: 'refused', instance: s.instance, code: 'model_access' }, durable: true } : undefined,
     event: (fate, s) =>
@@ -187,19 +170,16 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
   // Counted as its status, as the report counts it; the files it lacks are said apart.
   files_missing: {
     money: 'keep',
-    count: (fate) => fate.counted,
     then: (fate, s) => s.fx.filesMissing(s.step, s.instance, fate.code, fate.message, fate.permanent),
   },
   upload_pending: {
     money: 'keep',
-    count: (fate) => fate.counted,
     event: reusedEvent,
     then: (fate, s) => s.fx.uploadPending(s.step, s.instance, fate.message),
   },
   // Completed and paid for: the object another run left at the key is kept, counted apart (exit 1).
   upload_conflict: {
     money: 'keep',
-    count: (fate) => fate.counted,
     event: reusedEvent,
     then: (fate, s) => {
       s.fx.uploadConflict(s.step, s.instance, fate.keys);
@@ -216,17 +196,15 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
   },
   reused: {
     money: 'keep',
-    count: 'reused',
     event: (fate, s) => ({ type: 'instance_reused', step: s.step.id, instance: s.instance, fromRunId: fate.fromRunId }),
   },
   failed_before: {
     money: 'keep',
-    count: 'failed',
     then: (_fate, s) => {
       s.fx.failures++;
     },
   },
-  ended_before: { money: 'keep', count: (fate) => fate.status },
+  ended_before: { money: 'keep' },
   // Counted where it stands (the driver finishes it as it was); the run ends failed, one line each.
   kept: {
     money: 'keep',
@@ -237,7 +215,6 @@ export const SETTLEMENT: { readonly [K in FateKind]: Row<K> } = {
   },
   interrupted: {
     money: (fate) => (fate.neverSent || fate.canceled !== undefined ? 'refund' : 'keep'),
-    count: (_fate, entry) => countLeft(entry),
     record: (fate, s) => {
       // Withdrawn from the queue before any worker began to send it: never sent, and journaled so,
       // so a resume sends it as new, never as unknown. Best effort: the run is stopping.
@@ -266,7 +243,7 @@ export function moneyOfFate(fate: AttemptFate): 'keep' | 'refund' {
   return typeof row.money === 'function' ? row.money(fate as never) : row.money;
 }
 
-/** Settles an attempt's fate by its row: money, record, count, event and policy, in that order. */
+/** Settles an attempt's fate by its row: money, record, event and policy, in that order. */
 export async function settle(s: Settling, fate: AttemptFate): Promise<void> {
   const row = SETTLEMENT[fate.kind] as Row<FateKind>;
   const f = fate as never;
@@ -276,8 +253,6 @@ export async function settle(s: Settling, fate: AttemptFate): Promise<void> {
     const logged = s.fx.log(written.record, written.durable);
     await (written.bestEffort ? logged.catch(() => undefined) : logged);
   }
-  const count = typeof row.count === 'function' ? row.count(f, s.fx.state.instances.get(s.instance)) : row.count;
-  if (count !== undefined) s.fx.tally(count);
   const event = row.event?.(f, s);
   if (event) s.fx.emit(event);
   row.then?.(f, s);

@@ -80,7 +80,7 @@ async function sendOnce(d: PhaseDeps, r: SubmitRequest, body: unknown, bodyHash:
   if (!(await fx.fenced())) {
     // Journaled, never sent: the note tells the new holder so (unsent-notes.ts), and it sends the
     // instance as new instead of leaving it unknown.
-    await noteUnsent(fx.options.runDir, { instance: id, bodyHash, retries: r.attempt.retry, rerolls: r.attempt.reroll }).catch(
+    await noteUnsent(fx.settings.runDir, { instance: id, bodyHash, retries: r.attempt.retry, rerolls: r.attempt.reroll }).catch(
       () => undefined,
     );
     return { kind: 'not_sent' };
@@ -119,7 +119,7 @@ async function prepareBody(fx: RunEffects, step: StepPlan, body: unknown): Promi
   });
   for (const path of locals) {
     if (fx.state.uploads.has(path)) continue;
-    const url = await fx.op(() => fx.options.client.media.uploadLocalImage(path, { signal: fx.signal }));
+    const url = await fx.op(() => fx.settings.client.media.uploadLocalImage(path, { signal: fx.signal }));
     await fx.log({ type: 'uploaded', path, url }, true);
   }
   return locals.length === 0 ? body : mapImageFields(body, step.spec.imageFields, (v) => fx.state.uploads.get(v) ?? v);

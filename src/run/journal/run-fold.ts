@@ -64,6 +64,8 @@ interface Line {
   netUsd: number;
   unknownUsd: number;
   unpriced: 0 | 1;
+  /** nsfw attempts re-rolled with a new seed (the report's rerolls). */
+  rerolls: number;
 }
 
 /** The records that can change an instance's status or money; the others (files, uploads, sinks) are not folded. */
@@ -100,6 +102,7 @@ interface StepSums {
   counts: Record<ReportStatus, number>;
   seen: number;
   money: FoldMoney;
+  rerolls: number;
 }
 
 export class RunFold {
@@ -108,6 +111,7 @@ export class RunFold {
   readonly #steps = new Map<string, StepSums>();
   readonly #prices = new Map<string, number | null | undefined>();
   readonly #total = emptyMoney();
+  #rerolls = 0;
 
   /** `steps`: the plan's (tellStarted), so that instances never started are counted. */
   constructor(steps: readonly PlannedStep[] = []) {
@@ -177,6 +181,11 @@ export class RunFold {
     return [...this.#steps.keys()];
   }
 
+  /** nsfw attempts re-rolled with a new seed, of a step or of the run: the report's rerolls. */
+  rerolls(step?: string): number {
+    return step === undefined ? this.#rerolls : (this.#steps.get(step)?.rerolls ?? 0);
+  }
+
   /** The money of a step, or of the run. */
   money(step?: string): FoldMoney {
     const money = step === undefined ? this.#total : this.#steps.get(step)?.money;
@@ -190,7 +199,7 @@ export class RunFold {
 
   #sums(step: string): StepSums {
     let sums = this.#steps.get(step);
-    if (!sums) this.#steps.set(step, (sums = { planned: 0, counts: emptyCounts(), seen: 0, money: emptyMoney() }));
+    if (!sums) this.#steps.set(step, (sums = { planned: 0, counts: emptyCounts(), seen: 0, money: emptyMoney(), rerolls: 0 }));
     return sums;
   }
 
@@ -205,10 +214,14 @@ export class RunFold {
     const sums = this.#sums(stepOfInstanceId(id));
     if (before) {
       sums.counts[before.status]--;
+      sums.rerolls -= before.rerolls;
+      this.#rerolls -= before.rerolls;
       addLine(sums.money, before, -1);
       addLine(this.#total, before, -1);
     } else sums.seen++;
     sums.counts[line.status]++;
+    sums.rerolls += line.rerolls;
+    this.#rerolls += line.rerolls;
     addLine(sums.money, line, 1);
     addLine(this.#total, line, 1);
   }
@@ -224,6 +237,7 @@ function lineOf(entry: InstanceState, priceUsd: number | null | undefined): Line
     netUsd: jsonUsd(money.chargedUsd),
     unknownUsd: jsonUsd(money.unknownUsd),
     unpriced: money.unpricedAttempts > 0 ? 1 : 0,
+    rerolls: entry.rerolls,
   };
 }
 

@@ -210,3 +210,33 @@ export class TokenBucket {
     }
   }
 }
+
+/** A TokenBucket as the run holds it: the watchdog is told whether its pump has a timer pending. */
+export interface WatchedBucket {
+  take(signal?: AbortSignal): Promise<void>;
+  /** True while the bucket has a timer pending that will serve its waiters. */
+  readonly sleeping: boolean;
+  /** Callers waiting for a token. */
+  readonly waiting: number;
+}
+
+/** The run's TokenBucket at `ratePerSecond`, with the watchdog told whether its pump has a timer pending. */
+export function watchedBucket(ratePerSecond: number): WatchedBucket {
+  let sleeps = 0;
+  const bucket = new TokenBucket({
+    ratePerSecond,
+    sleep: (ms, signal) => {
+      sleeps++;
+      return realSleep(ms, signal).finally(() => sleeps--);
+    },
+  });
+  return {
+    take: (signal) => bucket.take(signal),
+    get sleeping() {
+      return sleeps > 0;
+    },
+    get waiting() {
+      return bucket.waiting;
+    },
+  };
+}

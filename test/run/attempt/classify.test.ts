@@ -109,7 +109,7 @@ describe('classify', () => {
     it('says what a sent attempt comes to when its follow ends without a final status', () => {
       expect(fateKind(classify('follow', err('aborted'), { tries: 0 }))).toBe('interrupted');
       const auth = classify('follow', err('unauthorized'), { tries: 0 });
-      expect(auth.kind === 'fate' && auth.fate).toMatchObject({ kind: 'in_flight', counted: 'pending' });
+      expect(auth.kind === 'fate' && auth.fate).toMatchObject({ kind: 'in_flight', credentials: { code: 'unauthorized' } });
       const mismatch = classify('follow', err('mismatch'), { tries: 0 });
       expect(mismatch.kind === 'fate' && mismatch.fate).toMatchObject({ kind: 'unknown', forgotten: 'mismatch.' });
       const transient = classify('follow', err('timeout'), { tries: 0 });
@@ -120,9 +120,9 @@ describe('classify', () => {
 
   describe('download', () => {
     it('retries a transient failure within the download policy, then leaves the files for a resume; a refusal is permanent', () => {
-      expect(classify('download', err('network'), { tries: 0, counted: 'reused' })).toMatchObject({
+      expect(classify('download', err('network'), { tries: 0 })).toMatchObject({
         kind: 'retry',
-        orElse: { kind: 'files_missing', counted: 'reused', permanent: false },
+        orElse: { kind: 'files_missing', permanent: false },
       });
       const over = classify('download', err('network'), { tries: RETRY_POLICIES.download.maxTries });
       expect(over.kind === 'fate' && over.fate).toMatchObject({ kind: 'files_missing', permanent: false });

@@ -4,7 +4,7 @@
 // service); it is kept for a charge, and for an attempt that may have reached the service.
 import { describe, expect, it } from 'vitest';
 import { GenpipeError } from '../../../src/api/errors.js';
-import type { RunCounts, RunEvent } from '../../../src/run/events.js';
+import type { RunEvent } from '../../../src/run/events.js';
 import type { AttemptFate, FateKind } from '../../../src/run/attempt/fate.js';
 import { isFate } from '../../../src/run/attempt/fate.js';
 import { moneyOfFate, SETTLEMENT, settle } from '../../../src/run/attempt/settle.js';
@@ -16,7 +16,7 @@ import type { StepPlan } from '../../../src/plan/plan.js';
 
 /** One fate of each kind, and what the money rules say becomes of its price, with the reason. */
 const CASES: Record<FateKind, { fate: AttemptFate; money: 'keep' | 'refund'; why: string }[]> = {
-  completed: [{ fate: { kind: 'completed', counted: 'completed' }, money: 'keep', why: 'charged when accepted' }],
+  completed: [{ fate: { kind: 'completed' }, money: 'keep', why: 'charged when accepted' }],
   refunded: [
     { fate: { kind: 'refunded', status: 'failed' }, money: 'refund', why: 'a failed generation is refunded' },
     { fate: { kind: 'refunded', status: 'nsfw' }, money: 'refund', why: 'nsfw read as refunded' },
@@ -33,7 +33,7 @@ const CASES: Record<FateKind, { fate: AttemptFate; money: 'keep' | 'refund'; why
     { fate: { kind: 'not_sent', refused: 'insufficient_credits' }, money: 'refund', why: 'refused before anything was created' },
   ],
   left_for_resume: [{ fate: { kind: 'left_for_resume', code: 'network', message: 'm' }, money: 'keep', why: 'it may have arrived' }],
-  in_flight: [{ fate: { kind: 'in_flight', counted: 'pending' }, money: 'keep', why: 'sent, not final' }],
+  in_flight: [{ fate: { kind: 'in_flight' }, money: 'keep', why: 'sent, not final' }],
   protocol: [
     { fate: { kind: 'protocol', keyed: true, message: 'm' }, money: 'refund', why: 'a keyed submit is resent with its key, paying once' },
     { fate: { kind: 'protocol', keyed: false, message: 'm' }, money: 'keep', why: 'a keyless submit may have been charged' },
@@ -46,15 +46,15 @@ const CASES: Record<FateKind, { fate: AttemptFate; money: 'keep' | 'refund'; why
   failed_here: [{ fate: { kind: 'failed_here', code: 'not_found', message: 'm' }, money: 'keep', why: 'sent, and charged' }],
   files_missing: [
     {
-      fate: { kind: 'files_missing', counted: 'completed', code: 'network', message: 'm', permanent: false },
+      fate: { kind: 'files_missing', code: 'network', message: 'm', permanent: false },
       money: 'keep',
       why: 'completed',
     },
   ],
-  upload_pending: [{ fate: { kind: 'upload_pending', counted: 'completed', message: 'm' }, money: 'keep', why: 'completed' }],
+  upload_pending: [{ fate: { kind: 'upload_pending', message: 'm' }, money: 'keep', why: 'completed' }],
   upload_conflict: [
     {
-      fate: { kind: 'upload_conflict', counted: 'completed', keys: ['s3://b/k'] },
+      fate: { kind: 'upload_conflict', keys: ['s3://b/k'] },
       money: 'keep',
       why: 'completed: the file was made and paid for, only its delivery to that key was refused',
     },
@@ -83,7 +83,6 @@ const STEP = { id: 'sheets', model: 'character-sheet', priceUsd: 0.05 } as unkno
 function recorder(entry: InstanceState | undefined = undefined) {
   const seen = {
     records: [] as { record: JournalRecord; durable: boolean }[],
-    counts: [] as (keyof RunCounts)[],
     events: [] as RunEvent[],
     calls: [] as string[],
   };
@@ -94,7 +93,6 @@ function recorder(entry: InstanceState | undefined = undefined) {
       seen.records.push({ record, durable });
       return Promise.resolve();
     },
-    tally: (outcome: keyof RunCounts) => seen.counts.push(outcome),
     emit: (event: RunEvent) => seen.events.push(event),
     noteFailure: () => seen.calls.push('noteFailure'),
     fail: () => seen.calls.push('fail'),
@@ -133,51 +131,6 @@ describe('the settlement table', () => {
     }
   }
 
-  it('counts each fate once, where the summary and the report count it', async () => {
-    const expected: [AttemptFate, (keyof RunCounts)[]][] = [
-      [{ kind: 'completed', counted: 'reused' }, ['reused']],
-      // Completed: counted as its status; the conflict is counted apart (RunEffects.uploadConflict).
-      [{ kind: 'upload_conflict', counted: 'completed', keys: ['s3://b/k'] }, ['completed']],
-      [{ kind: 'refunded', status: 'nsfw' }, ['nsfw']],
-      [{ kind: 'rerolled', attempt: 1, seed: 9 }, ['rerolled']],
-      [{ kind: 'unknown', message: 'm' }, ['unknown']],
-      [{ kind: 'not_sent' }, ['pending']],
-      // The credentials' refusal is counted where the run records its stop.
-      [{ kind: 'not_sent', credentials: new GenpipeError('unauthorized', 'no') }, []],
-      [{ kind: 'in_flight', counted: 'inFlight' }, ['inFlight']],
-      [{ kind: 'refused', code: 'bad_request', message: 'm' }, []],
-      [{ kind: 'failed_before' }, ['failed']],
-      [{ kind: 'kept', reason: 'r' }, []],
-      // A keyed protocol error is left for a resume (sent again with its key); a keyless one is unknown.
-      [{ kind: 'protocol', keyed: true, message: 'm' }, ['pending']],
-      [{ kind: 'protocol', keyed: false, message: 'm' }, ['unknown']],
-      // Never charged, and sent by a resume once the account has the model.
-      [{ kind: 'no_model_access', sent: true }, ['pending']],
-      [{ kind: 'no_model_access', sent: false }, ['pending']],
-      // Counted once, when the adopted request ends.
-      [{ kind: 'adopted', submission: { kind: 'request', requestId: 'req-1' } }, []],
-    ];
-    for (const [fate, counts] of expected) {
-      const { fx, seen } = recorder();
-      await settle({ fx, step: STEP, instance: 'sheets[n=1]' }, fate);
-      expect(seen.counts, fate.kind).toEqual(counts);
-    }
-  });
-
-  it('an interrupted instance is counted where its journal leaves it', async () => {
-    const cases: [InstanceState | undefined, keyof RunCounts][] = [
-      [undefined, 'pending'],
-      [{ rerolls: 0, retries: 0, intent: { type: 'intent', instance: 'i', model: 'm', idempotencyKey: null, bodyHash: 'h' } }, 'inFlight'],
-      [{ rerolls: 0, retries: 0, final: { type: 'status', instance: 'i', status: 'canceled', outputs: [] } }, 'canceled'],
-      [{ rerolls: 0, retries: 0, reusedFrom: 'r', final: { type: 'status', instance: 'i', status: 'completed', outputs: [] } }, 'reused'],
-    ];
-    for (const [entry, count] of cases) {
-      const { fx, seen } = recorder(entry);
-      await settle({ fx, step: STEP, instance: 'sheets[n=1]' }, { kind: 'interrupted' });
-      expect(seen.counts).toEqual([count]);
-    }
-  });
-
   it('journals what a resume must know, synced where losing it would cost', async () => {
     const cases: [AttemptFate, JournalRecord['type'] | undefined, boolean][] = [
       [{ kind: 'rerolled', attempt: 2, seed: 9 }, 'reroll', true],
@@ -194,7 +147,7 @@ describe('the settlement table', () => {
       [{ kind: 'protocol', keyed: false, message: 'm' }, undefined, false],
       [{ kind: 'no_model_access', sent: true }, 'refused', true],
       [{ kind: 'no_model_access', sent: false }, undefined, false],
-      [{ kind: 'completed', counted: 'completed' }, undefined, false],
+      [{ kind: 'completed' }, undefined, false],
     ];
     for (const [fate, type, durable] of cases) {
       const { fx, seen } = recorder();
@@ -212,16 +165,16 @@ describe('the settlement table', () => {
       [{ kind: 'refunded', status: 'failed' }, ['noteFailure']],
       [{ kind: 'refused', code: 'bad_request', message: 'm' }, ['fail']],
       [{ kind: 'failed_here', code: 'not_found', message: 'm' }, ['fail']],
-      [{ kind: 'files_missing', counted: 'completed', code: 'c', message: 'm', permanent: true }, ['filesMissing']],
-      [{ kind: 'upload_pending', counted: 'completed', message: 'm' }, ['uploadPending']],
-      [{ kind: 'upload_conflict', counted: 'completed', keys: ['s3://b/k1', 's3://b/k2'] }, ['uploadConflict:s3://b/k1,s3://b/k2']],
+      [{ kind: 'files_missing', code: 'c', message: 'm', permanent: true }, ['filesMissing']],
+      [{ kind: 'upload_pending', message: 'm' }, ['uploadPending']],
+      [{ kind: 'upload_conflict', keys: ['s3://b/k1', 's3://b/k2'] }, ['uploadConflict:s3://b/k1,s3://b/k2']],
       // A conflict and another file left pending: both told, each counted apart.
-      [{ kind: 'upload_conflict', counted: 'reused', keys: ['s3://b/k'], pending: 'm' }, ['uploadConflict:s3://b/k', 'uploadPending']],
+      [{ kind: 'upload_conflict', keys: ['s3://b/k'], pending: 'm' }, ['uploadConflict:s3://b/k', 'uploadPending']],
       [{ kind: 'not_sent', stop: { reason: 'budget', message: 'm' } }, ['stop:budget']],
-      [{ kind: 'in_flight', counted: 'pending', credentials: new GenpipeError('unauthorized', 'no') }, ['credentials']],
+      [{ kind: 'in_flight', credentials: new GenpipeError('unauthorized', 'no') }, ['credentials']],
       [{ kind: 'protocol', keyed: true, message: 'm' }, ['protocolAnswer']],
       [{ kind: 'protocol', keyed: false, message: 'm' }, ['protocolAnswer']],
-      [{ kind: 'completed', counted: 'completed' }, []],
+      [{ kind: 'completed' }, []],
     ];
     for (const [fate, calls] of cases) {
       const { fx, seen } = recorder();
