@@ -2,15 +2,20 @@
  * What a run's page of `genpipe ui` shows: progress by step, the money with its budget, the cost
  * report's tables, the CSV rows set aside, and spend over time.
  *
- * The first screen of a run that is not running reads its report.json (written at its end): the
- * journal is not replayed for it. A running run, or one with no report, is summed by the report's
- * own function (summarizeCostReport), again each time its journal changes while a page follows it.
+ * The first screen never replays the journal of a run that keeps a summary: a run that is not
+ * running reads its report.json (written at its end) when it is newer than the journal, else its
+ * summary.json (run/files/run-summary.ts: the run's own fold, kept current at most once a second
+ * while it goes and at its end), read again each time it changes while a page follows the run.
+ * Only a run with neither (one from before summary.json) is summed from its journal by the
+ * report's own function (summarizeCostReport).
  * Spend over time is what the ui saw while it followed the run (a point per change, at most
  * MAX_POINTS, thinned by half when full): a run that ended before shows its start and its end.
  */
 import { runFile } from '../run/files/run-layout.js';
 import { readFile, stat } from 'node:fs/promises';
 import { summarizeCostReport, type CostSummary, type GroupLine, type InstanceLine } from '../report/cost-report.js';
+import { sumsOfSummary, type RunSums, type SumsGroup } from '../report/run-list.js';
+import { readRunSummary } from '../run/files/run-summary.js';
 import { readPlanFile } from '../run/files/run-dir.js';
 import { readReview } from '../review/review-store.js';
 import type { SkippedRow } from '../plan/skipped-rows.js';
@@ -38,11 +43,11 @@ export interface RunPageState {
   /** Spend over time: seconds since 1970, and the committed, charged and net US$ at each. */
   series: { t: number[]; committed: number[]; charged: number[]; net: number[] };
   budgetUsd: number | null;
-  /** Where the figures came from: `report.json`, or the journal. */
-  source: 'report.json' | 'journal';
+  /** Where the figures came from: `report.json`, `summary.json`, or the journal. */
+  source: 'report.json' | 'summary.json' | 'journal';
 }
 
-function row(group: GroupLine): MoneyRow {
+function row(group: SumsGroup): MoneyRow {
   return {
     name: group.name,
     counts: group.counts,
@@ -82,7 +87,10 @@ export class RunFollower {
     if (this.#state !== undefined && this.#state.run === run) return this.#state;
     const plan = await readPlanFile(this.dir);
     const fromReport = run.running ? undefined : await readReport(this.dir);
-    const summary = fromReport ?? (await summarizeCostReport(this.dir));
+    // A running run's summary is trusted because the watch saw its lock held for it (readRunSummary).
+    const fromSummary = fromReport ? undefined : await readRunSummary(this.dir, () => Promise.resolve(run.running));
+    const summary: RunSums & { skippedRows?: CostSummary['skippedRows'] } =
+      fromReport ?? (fromSummary ? sumsOfSummary(fromSummary) : await summarizeCostReport(this.dir));
     const now = Date.now() / 1000;
     if (this.#series.t.length === 0 && run.startedAt !== null) this.#push(run.startedAt / 1000, 0, 0, 0);
     const at = run.running || run.finishedAt === null ? now : run.finishedAt / 1000;
@@ -100,7 +108,7 @@ export class RunFollower {
         net: [...this.#series.net],
       },
       budgetUsd: run.budgetUsd,
-      source: fromReport === undefined ? 'journal' : 'report.json',
+      source: fromReport ? 'report.json' : fromSummary ? 'summary.json' : 'journal',
     };
     return this.#state;
   }

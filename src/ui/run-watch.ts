@@ -1,9 +1,10 @@
 /**
  * The runs `genpipe ui` lists, kept current by watching the run folders.
  *
- * Each run's figures are `genpipe runs`'s own (report/run-list.ts: runListing), worked out again only
- * when its journal changes (size or mtime), so a page open on a thousand finished runs costs a stat
- * per run per tick. A run is `running` while its pipeline's lock is held for it; the lock's owner
+ * Each run's figures are `genpipe runs`'s own (report/run-list.ts: runListing, which reads the
+ * summary.json each run keeps current, and replays the journal only for a run without one), worked
+ * out again only when its journal or its summary changes (size or mtime), or its lock is taken or
+ * let go, so a page open on a thousand finished runs costs a few stats per run per tick. A run is `running` while its pipeline's lock is held for it; the lock's owner
  * names its host. The watch ticks only while someone listens (a page's event stream), and keeps
  * one entry per run directory: nothing grows while a page is open.
  */
@@ -149,7 +150,7 @@ export class RunWatch {
         const pipelineDir = join(root, pipeline);
         const lock = await readPipelineLock(join(pipelineDir, '.lock')).catch(() => undefined);
         const holder = lock?.state === 'held' && lock.owner ? lock.owner : undefined;
-        for (const listing of await this.#pipelineRuns(pipelineDir, pipeline)) {
+        for (const listing of await this.#pipelineRuns(pipelineDir, pipeline, holder?.runId)) {
           const run = uiRun(listing, `${index}/${pipeline}/${listing.runId}`, holder);
           seen.add(run.key);
           const before = this.#shown.get(run.key);
@@ -163,13 +164,15 @@ export class RunWatch {
     return { changed, gone };
   }
 
-  async #pipelineRuns(pipelineDir: string, pipeline: string): Promise<RunListing[]> {
+  async #pipelineRuns(pipelineDir: string, pipeline: string, heldFor: string | undefined): Promise<RunListing[]> {
     const out: RunListing[] = [];
     const live = new Set<string>();
     for (const runId of await pipelineFolders(pipelineDir)) {
       const dir = join(pipelineDir, runId);
       live.add(dir);
-      const signature = `${await signatureOf(runFile(dir, 'plan'))}|${await signatureOf(runFile(dir, 'journal'))}`;
+      // A running run's summary is read only while its lock is held: taking or letting go of it is a change too.
+      const files = await Promise.all((['plan', 'journal', 'summary'] as const).map((file) => signatureOf(runFile(dir, file))));
+      const signature = `${files.join('|')}|${heldFor === runId ? 'held' : ''}`;
       let entry = this.#entries.get(dir);
       if (entry?.signature !== signature) {
         const listing = await runListing(dirname(pipelineDir), pipeline, runId).catch(() => undefined);
