@@ -6,7 +6,7 @@ import { streamJournal } from '../run/journal/journal.js';
 import { summarizeCostReport, type GroupLine } from './cost-report.js';
 import { readRunSummary, type RunSummaryFile, type SummaryGroup } from '../run/files/run-summary.js';
 import { readPipelineLock } from '../run/lock/lock.js';
-import { readPlanFile } from '../run/files/run-dir.js';
+import { readPlanFileSync } from '../run/files/run-dir.js';
 import { outcomeWord } from '../run/events.js';
 import { notStartedStatus, readNotStarted, type NotStartedRecord } from './not-started-list.js';
 import { runFile } from '../run/files/run-layout.js';
@@ -115,20 +115,34 @@ function listingOf(
   };
 }
 
+/** What a caller that has just looked at a run's files knows of them (the ui's watch), so they are not looked at again. */
+export interface KnownFiles {
+  /** plan.json is there. */
+  plan: boolean;
+  /** The journal's size; undefined when there is none. */
+  journalBytes: number | undefined;
+}
+
 /**
  * The listing of one run directory (`root/<pipeline>/<run-id>/`), or undefined when it has no
  * plan.json. It reads the summary.json the run keeps current (run/files/run-summary.ts), a small
  * file, so a list of a thousand runs reads no journal.
  */
-export async function runListing(root: string, pipeline: string, runId: string, onSummary?: OnRunSummary): Promise<RunListing | undefined> {
+export async function runListing(
+  root: string,
+  pipeline: string,
+  runId: string,
+  onSummary?: OnRunSummary,
+  known?: KnownFiles,
+): Promise<RunListing | undefined> {
   const dir = join(root, pipeline, runId);
-  if (!(await stat(runFile(dir, 'plan')).catch(() => undefined))) return undefined;
-  const summary = await readRunSummary(dir, () => heldFor(root, pipeline, runId));
+  if (known ? !known.plan : !(await stat(runFile(dir, 'plan')).catch(() => undefined))) return undefined;
+  const summary = await readRunSummary(dir, () => heldFor(root, pipeline, runId), known?.journalBytes);
   // Runs written before summary.json existed, or whose summary the journal has outgrown (a
   // process killed as it ran, a start by an older genpipe), are replayed from the journal.
   if (summary === undefined) return runListingFromJournal(root, pipeline, runId, onSummary);
   // plan.json is read as the replay reads it: a run whose plan is not one is unreadable either way.
-  await readPlanFile(dir);
+  readPlanFileSync(dir);
   const sums = sumsOfSummary(summary);
   const listing = listingOf(
     {

@@ -2,12 +2,13 @@
  * What a run's page of `genpipe ui` shows: progress by step, the money with its budget, the cost
  * report's tables, the CSV rows set aside, and spend over time.
  *
- * The first screen never replays the journal of a run that keeps a summary: a run that is not
- * running reads its report.json (written at its end) when it is newer than the journal, else its
+ * The first screen never replays the journal of a run that keeps a summary: it reads the run's
  * summary.json (run/files/run-summary.ts: the run's own fold, kept current at most once a second
- * while it goes and at its end), read again each time it changes while a page follows the run.
- * Only a run with neither (one from before summary.json) is summed from its journal by the
- * report's own function (summarizeCostReport).
+ * while it goes and at its end, a few KB whatever the run's size), read again each time it changes
+ * while a page follows the run. A run without a summary to trust that is not running reads its
+ * report.json (written at its end) when it is newer than the journal. Only a run with neither (one
+ * from before summary.json) is summed from its journal by the report's own function
+ * (summarizeCostReport).
  * Spend over time is what the ui saw while it followed the run (a point per change, at most
  * MAX_POINTS, thinned by half when full): a run that ended before shows its start and its end.
  */
@@ -86,11 +87,13 @@ export class RunFollower {
   async state(run: UiRun): Promise<RunPageState> {
     if (this.#state !== undefined && this.#state.run === run) return this.#state;
     const plan = await readPlanFile(this.dir);
-    const fromReport = run.running ? undefined : await readReport(this.dir);
     // A running run's summary is trusted because the watch saw its lock held for it (readRunSummary).
-    const fromSummary = fromReport ? undefined : await readRunSummary(this.dir, () => Promise.resolve(run.running));
-    const summary: RunSums & { skippedRows?: CostSummary['skippedRows'] } =
-      fromReport ?? (fromSummary ? sumsOfSummary(fromSummary) : await summarizeCostReport(this.dir));
+    const fromSummary = await readRunSummary(this.dir, () => Promise.resolve(run.running));
+    // report.json holds every instance's line: read only for a run without a summary.
+    const fromReport = fromSummary || run.running ? undefined : await readReport(this.dir);
+    const summary: RunSums & { skippedRows?: CostSummary['skippedRows'] } = fromSummary
+      ? sumsOfSummary(fromSummary)
+      : (fromReport ?? (await summarizeCostReport(this.dir)));
     const now = Date.now() / 1000;
     if (this.#series.t.length === 0 && run.startedAt !== null) this.#push(run.startedAt / 1000, 0, 0, 0);
     const at = run.running || run.finishedAt === null ? now : run.finishedAt / 1000;
@@ -108,7 +111,7 @@ export class RunFollower {
         net: [...this.#series.net],
       },
       budgetUsd: run.budgetUsd,
-      source: fromReport ? 'report.json' : fromSummary ? 'summary.json' : 'journal',
+      source: fromSummary ? 'summary.json' : fromReport ? 'report.json' : 'journal',
     };
     return this.#state;
   }

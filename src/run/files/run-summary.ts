@@ -9,7 +9,8 @@
  * record: nothing waits for it) and once at its end, each time to a temp file renamed into place,
  * never synced. A write that fails is let go: the run neither stops nor slows for a view.
  */
-import { readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { rename, stat, unlink, writeFile } from 'node:fs/promises';
 import type { JournalRecord } from '../journal/journal-records.js';
 import { REPORT_STATUSES, type FoldMoney, type ReportStatus, type RunFold } from '../journal/run-fold.js';
 import { outcomeWord } from '../events.js';
@@ -250,15 +251,21 @@ function isSummary(value: unknown): value is RunSummaryFile {
  * summary is trusted only when `live` says the run is going (its pipeline's lock is held for it):
  * a process killed while it ran left a summary up to a second behind its journal.
  */
-export async function readRunSummary(runDir: string, live: () => Promise<boolean>): Promise<RunSummaryFile | undefined> {
+export async function readRunSummary(
+  runDir: string,
+  live: () => Promise<boolean>,
+  /** The journal's size when the caller has just read it (undefined: read it here). */
+  journalBytes?: number,
+): Promise<RunSummaryFile | undefined> {
   let summary: unknown;
   try {
-    summary = JSON.parse(await readFile(runFile(runDir, 'summary'), 'utf8'));
+    // At once: a few KB, read faster than the thread pool's round trips take, and a list reads a thousand.
+    summary = JSON.parse(readFileSync(runFile(runDir, 'summary'), 'utf8'));
   } catch {
     return undefined;
   }
   if (!isSummary(summary)) return undefined;
   if (summary.status === 'running') return (await live()) ? summary : undefined;
-  const journal = await stat(runFile(runDir, 'journal')).catch(() => undefined);
-  return journal !== undefined && journal.size === summary.journalBytes ? summary : undefined;
+  const size = journalBytes ?? (await stat(runFile(runDir, 'journal')).catch(() => undefined))?.size;
+  return size !== undefined && size === summary.journalBytes ? summary : undefined;
 }
