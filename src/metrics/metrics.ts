@@ -18,8 +18,8 @@ import { stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { committedUsd, type CostSummary, type GroupLine, type ReportStatus } from '../report/cost-report.js';
-import { listRuns, runListing, type OnRunSummary, type RunListing } from '../report/run-list.js';
+import { committedUsd, type ReportStatus } from '../report/cost-report.js';
+import { listRuns, runListing, type OnRunSummary, type RunListing, type RunSums, type SumsGroup } from '../report/run-list.js';
 import type { RunObserver } from '../run/observer.js';
 import { routeOf } from '../run/limits/route-limiter.js';
 import { jsonUsd } from '../util/format-usd.js';
@@ -34,7 +34,7 @@ export const MAX_ROUTES = 64;
 const FSYNC_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 
 /** The kinds of money, in the one vocabulary (util/format-usd.ts), and the report's figure for each. */
-const MONEY_KINDS: readonly [string, (g: GroupLine) => number][] = [
+const MONEY_KINDS: readonly [string, (g: SumsGroup) => number][] = [
   ['committed', (g) => committedUsd(g)],
   ['charged', (g) => g.estimatedUsd],
   ['net', (g) => g.netUsd],
@@ -145,7 +145,7 @@ export class RunFigures {
   }
 
   /** Replaces every figure with those of `runs` (each with its cost summary, when it started). */
-  set(runs: readonly { listing: RunListing; summary?: CostSummary | undefined }[]): void {
+  set(runs: readonly { listing: RunListing; summary?: RunSums | undefined }[]): void {
     this.#runs.reset();
     this.#instances.reset();
     this.#money.reset();
@@ -203,7 +203,7 @@ const UNREADABLE = {
 interface ReadRun {
   stamp: string;
   listing: RunListing;
-  summary: CostSummary;
+  summary: RunSums;
 }
 
 /**
@@ -213,9 +213,9 @@ interface ReadRun {
 export class RunReader {
   #seen = new Map<string, ReadRun>();
 
-  async read(runDirs: readonly string[]): Promise<{ listing: RunListing; summary?: CostSummary | undefined }[]> {
+  async read(runDirs: readonly string[]): Promise<{ listing: RunListing; summary?: RunSums | undefined }[]> {
     const seen = new Map<string, ReadRun>();
-    const out: { listing: RunListing; summary?: CostSummary | undefined }[] = [];
+    const out: { listing: RunListing; summary?: RunSums | undefined }[] = [];
     const listOne = async (root: string, pipeline: string, runId: string, onSummary?: OnRunSummary): Promise<RunListing | undefined> => {
       const dir = join(root, pipeline, runId);
       const stamp = await stampOf(dir);
@@ -236,7 +236,7 @@ export class RunReader {
       }
     };
     for (const root of runDirs) {
-      const summaries = new Map<string, CostSummary>();
+      const summaries = new Map<string, RunSums>();
       const listings = await listRuns(root, undefined, { listOne, onSummary: (listing, summary) => summaries.set(listing.dir, summary) });
       for (const listing of listings) out.push({ listing, summary: summaries.get(listing.dir) });
     }
@@ -250,14 +250,16 @@ export class RunReader {
 async function stampOf(dir: string): Promise<string | undefined> {
   try {
     const files = await Promise.all((['journal', 'plan'] as const).map((file) => stat(runFile(dir, file))));
-    return files.map((f) => `${f.size}:${f.mtimeMs}`).join(',');
+    // summary.json, which the listing reads first, changes after the journal's last record: its stamp too (absent in older runs).
+    const summary = await stat(runFile(dir, 'summary')).catch(() => undefined);
+    return [...files, summary].map((f) => (f === undefined ? '-' : `${f.size}:${f.mtimeMs}`)).join(',');
   } catch {
     return undefined;
   }
 }
 
 /** The runs under each folder, each with its cost summary: what `genpipe runs` lists. */
-export function readRuns(runDirs: readonly string[]): Promise<{ listing: RunListing; summary?: CostSummary | undefined }[]> {
+export function readRuns(runDirs: readonly string[]): Promise<{ listing: RunListing; summary?: RunSums | undefined }[]> {
   return new RunReader().read(runDirs);
 }
 

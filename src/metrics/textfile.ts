@@ -9,8 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { Gauge, Registry } from 'prom-client';
-import type { CostSummary } from '../report/cost-report.js';
-import { runListing } from '../report/run-list.js';
+import { runListing, type RunSums } from '../report/run-list.js';
 import type { RunObserver } from '../run/observer.js';
 import { LiveFigures, RunFigures } from './metrics.js';
 
@@ -57,7 +56,7 @@ export class RunMetrics {
     let pipeline: string | undefined;
     if (end.runDir !== undefined) {
       const runDir = end.runDir;
-      let summary: CostSummary | undefined;
+      let summary: RunSums | undefined;
       // The same listing `genpipe runs` prints for this run, and the same cost summary as its report.
       const listing = await runListing(dirname(dirname(runDir)), basename(dirname(runDir)), basename(runDir), (_, s) => {
         summary = s;

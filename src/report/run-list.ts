@@ -3,7 +3,10 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { JOURNAL_RECORD_TYPES } from '../run/journal/journal-records.js';
 import { streamJournal } from '../run/journal/journal.js';
-import { committedUsd, summarizeCostReport, type CostSummary } from './cost-report.js';
+import { committedUsd, summarizeCostReport, type GroupLine } from './cost-report.js';
+import { readRunSummary, type RunSummaryFile, type SummaryGroup } from '../run/files/run-summary.js';
+import { readPipelineLock } from '../run/lock/lock.js';
+import { readPlanFileSync } from '../run/files/run-dir.js';
 import { outcomeWord } from '../run/events.js';
 import { notStartedStatus, readNotStarted, type NotStartedRecord } from './not-started-list.js';
 import { runFile } from '../run/files/run-layout.js';
@@ -53,8 +56,113 @@ async function folders(path: string): Promise<string[]> {
 /** The status needs only run_started and run_finished: every other line is passed over unparsed. */
 const NOT_RUN_RECORDS = [...JOURNAL_RECORD_TYPES].filter((type) => type !== 'run_started' && type !== 'run_finished');
 
-/** Told each run's cost summary as the list reads it (metrics/metrics.ts sums them by model). */
-export type OnRunSummary = (listing: RunListing, summary: CostSummary) => void;
+/** A group of the report's sums as a list needs them: counts and money, by step, by model or in total. */
+export type SumsGroup = Pick<GroupLine, 'name' | 'counts' | 'estimatedUsd' | 'refundedUsd' | 'netUsd' | 'unknownUsd' | 'unpricedInstances'>;
+
+/** A run's sums: what the report's summary (CostSummary) and summary.json both give. */
+export interface RunSums {
+  pipeline: string;
+  steps: SumsGroup[];
+  models: SumsGroup[];
+  total: SumsGroup;
+}
+
+/** Told each run's sums as the list reads them (metrics/metrics.ts sums them by model). */
+export type OnRunSummary = (listing: RunListing, summary: RunSums) => void;
+
+const groupOf = (g: SummaryGroup): SumsGroup => ({
+  name: g.name,
+  counts: g.counts,
+  estimatedUsd: g.money.chargedUsd,
+  refundedUsd: g.money.refundedUsd,
+  netUsd: g.money.netUsd,
+  unknownUsd: g.money.unknownUsd,
+  unpricedInstances: g.money.unpricedInstances,
+});
+
+/** summary.json's sums in the report's words. */
+export function sumsOfSummary(summary: RunSummaryFile): RunSums {
+  return {
+    pipeline: summary.pipeline,
+    steps: summary.steps.map(groupOf),
+    models: summary.models.map(groupOf),
+    total: groupOf({ name: 'total', counts: summary.counts, money: summary.money }),
+  };
+}
+
+/** True when the pipeline's lock is held for this run: it is going, and its summary is at most a second behind. */
+async function heldFor(root: string, pipeline: string, runId: string): Promise<boolean> {
+  const lock = await readPipelineLock(join(root, pipeline, '.lock')).catch(() => undefined);
+  return lock?.state === 'held' && lock.owner?.runId === runId;
+}
+
+/** The listing of a run from its sums, and how its starts went. */
+function listingOf(
+  head: Pick<RunListing, 'pipeline' | 'runId' | 'dir' | 'status' | 'budgetUsd' | 'startedAt' | 'finishedAt'>,
+  total: SumsGroup,
+): RunListing {
+  const counts = total.counts;
+  return {
+    ...head,
+    completed: counts.completed + counts.reused,
+    made: counts.completed,
+    reused: counts.reused,
+    instances: Object.values(counts).reduce((a, b) => a + b, 0),
+    netUsd: total.netUsd,
+    unknownUsd: total.unknownUsd,
+    unpricedInstances: total.unpricedInstances,
+    failed: counts.failed + counts.nsfw + counts.canceled,
+    unknown: counts.unknown,
+    estimatedUsd: total.estimatedUsd,
+    committedUsd: committedUsd(total),
+  };
+}
+
+/** What a caller that has just looked at a run's files knows of them (the ui's watch), so they are not looked at again. */
+export interface KnownFiles {
+  /** plan.json is there. */
+  plan: boolean;
+  /** The journal's size; undefined when there is none. */
+  journalBytes: number | undefined;
+}
+
+/**
+ * The listing of one run directory (`root/<pipeline>/<run-id>/`), or undefined when it has no
+ * plan.json. It reads the summary.json the run keeps current (run/files/run-summary.ts), a small
+ * file, so a list of a thousand runs reads no journal.
+ */
+export async function runListing(
+  root: string,
+  pipeline: string,
+  runId: string,
+  onSummary?: OnRunSummary,
+  known?: KnownFiles,
+): Promise<RunListing | undefined> {
+  const dir = join(root, pipeline, runId);
+  if (known ? !known.plan : !(await stat(runFile(dir, 'plan')).catch(() => undefined))) return undefined;
+  const summary = await readRunSummary(dir, () => heldFor(root, pipeline, runId), known?.journalBytes);
+  // Runs written before summary.json existed, or whose summary the journal has outgrown (a
+  // process killed as it ran, a start by an older genpipe), are replayed from the journal.
+  if (summary === undefined) return runListingFromJournal(root, pipeline, runId, onSummary);
+  // plan.json is read as the replay reads it: a run whose plan is not one is unreadable either way.
+  readPlanFileSync(dir);
+  const sums = sumsOfSummary(summary);
+  const listing = listingOf(
+    {
+      pipeline,
+      runId,
+      dir,
+      // A start that has not ended reads `interrupted`, as its journal does (the ui says `running` while the lock is held).
+      status: summary.status === 'running' ? 'interrupted' : summary.status,
+      budgetUsd: summary.budgetUsd,
+      startedAt: summary.startedAt,
+      finishedAt: summary.finishedAt,
+    },
+    sums.total,
+  );
+  onSummary?.(listing, sums);
+  return listing;
+}
 
 /** What a run's own records say of it: its status, when it first started and last finished, its last start's budget. */
 export interface RunHistory {
@@ -88,33 +196,18 @@ export async function runHistory(dir: string): Promise<RunHistory> {
   return history;
 }
 
-/** The listing of one run directory (`root/<pipeline>/<run-id>/`), or undefined when it has no plan.json. */
-export async function runListing(root: string, pipeline: string, runId: string, onSummary?: OnRunSummary): Promise<RunListing | undefined> {
+/** The listing of one run replayed from its whole journal: for runs without a summary to trust. */
+export async function runListingFromJournal(
+  root: string,
+  pipeline: string,
+  runId: string,
+  onSummary?: OnRunSummary,
+): Promise<RunListing | undefined> {
   const dir = join(root, pipeline, runId);
   if (!(await stat(runFile(dir, 'plan')).catch(() => undefined))) return undefined;
   const { status, startedAt, finishedAt, budgetUsd } = await runHistory(dir);
   const report = await summarizeCostReport(dir);
-  const instances = Object.values(report.total.counts).reduce((a, b) => a + b, 0);
-  const listing: RunListing = {
-    pipeline,
-    runId,
-    dir,
-    status,
-    completed: report.total.counts.completed + report.total.counts.reused,
-    made: report.total.counts.completed,
-    reused: report.total.counts.reused,
-    instances,
-    netUsd: report.total.netUsd,
-    unknownUsd: report.total.unknownUsd,
-    unpricedInstances: report.total.unpricedInstances,
-    failed: report.total.counts.failed + report.total.counts.nsfw + report.total.counts.canceled,
-    unknown: report.total.counts.unknown,
-    estimatedUsd: report.total.estimatedUsd,
-    committedUsd: committedUsd(report.total),
-    budgetUsd,
-    startedAt,
-    finishedAt,
-  };
+  const listing = listingOf({ pipeline, runId, dir, status, budgetUsd, startedAt, finishedAt }, report.total);
   onSummary?.(listing, report);
   return listing;
 }

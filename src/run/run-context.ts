@@ -20,6 +20,7 @@ import type { RunStore } from './journal/run-store.js';
 import type { RunState } from './journal/run-state.js';
 import { RouteLimiter } from './limits/route-limiter.js';
 import { stepOfInstanceId } from '../plan/instance.js';
+import type { RunSummaryWriter } from './files/run-summary.js';
 
 export interface RunEffects {
   /** The options of this start and what it is wired to, every default applied once (resolved-options.ts). */
@@ -144,6 +145,8 @@ export class RunContext implements RunEffects {
   #displaced = false;
   /** The fencing check of the latest append: each append's check waits for the one before. */
   #fenceChain: Promise<unknown> = Promise.resolve();
+  /** summary.json's writer (a view), told each record once the journal holds it. */
+  #summary: RunSummaryWriter | undefined;
 
   constructor(
     readonly store: RunStore,
@@ -171,6 +174,12 @@ export class RunContext implements RunEffects {
     return this.#displaced;
   }
 
+  /** Tells `writer` every record from now on, once written (runner.ts sets it before the run's first record). */
+  set summary(writer: RunSummaryWriter | undefined) {
+    this.#summary = writer;
+    if (this.#displaced) writer?.stop();
+  }
+
   /**
    * The lock is another run's now: this run spends nothing more. When that is this very run (a
    * resume that took it over) or nobody can tell, it also writes nothing more to its directory; a
@@ -178,7 +187,10 @@ export class RunContext implements RunEffects {
    */
   #lostLock(reason: unknown): void {
     this.#fencedOut = true;
-    if (lostToThisRun(reason, this.settings.runId)) this.#displaced = true;
+    if (lostToThisRun(reason, this.settings.runId)) {
+      this.#displaced = true;
+      this.#summary?.stop();
+    }
   }
 
   async fenced(): Promise<boolean> {
@@ -212,13 +224,18 @@ export class RunContext implements RunEffects {
     });
   }
 
-  #append(record: JournalRecord, durable: boolean): Promise<void> {
+  #append(given: JournalRecord, durable: boolean): Promise<void> {
+    // A start's and an end's time are stamped here rather than by the journal, so that the
+    // summary says the very times the journal holds.
+    const record =
+      (given.type === 'run_started' || given.type === 'run_finished') && given.at === undefined ? { ...given, at: Date.now() } : given;
     const instance = (record as { instance?: unknown }).instance;
-    if (typeof instance !== 'string') return this.store.append(record, durable);
+    if (typeof instance !== 'string') return this.store.append(record, durable).then(() => this.#summary?.journaled(record));
     this.instanceRecords++;
     // Once written, the record is folded and told: the summary and the views fold what the journal holds, never more.
     return this.store.append(record, durable).then(() => {
       this.fold.apply(record);
+      this.#summary?.journaled(record);
       this.emit({ type: 'instance_journaled', step: stepOfInstanceId(instance), instance, record });
     });
   }
@@ -352,7 +369,7 @@ export class RunContext implements RunEffects {
   }
 }
 
-/** The plan's steps as a fold counts them: how many instances each has, and its price. */
+/** The plan's steps as a fold counts them: how many instances each has, its price and its model. */
 export function plannedSteps(plan: Plan): PlannedStep[] {
-  return plan.steps.map((s) => ({ id: s.id, count: s.count, priceUsd: s.priceUsd }));
+  return plan.steps.map((s) => ({ id: s.id, count: s.count, priceUsd: s.priceUsd, model: s.model }));
 }

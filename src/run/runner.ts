@@ -25,12 +25,13 @@ import { checkAdoptions } from './attempt/adopt.js';
 import { settle } from './attempt/settle.js';
 import type { Submission } from '../models/adapter.js';
 import { sentNotFinal, type RunState } from './journal/run-state.js';
-import { RunFold } from './journal/run-fold.js';
+import { RunFold, type PlannedStep } from './journal/run-fold.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import { isPriced } from '../plan/price.js';
 import { openJournalStore, type OpenRunStoreOptions, type RunStore } from './journal/run-store.js';
 import { Scheduler } from './scheduler.js';
 import { runFile } from './files/run-layout.js';
+import { RunSummaryWriter } from './files/run-summary.js';
 
 export { RETRY_STATUSES, type RateLimiter, type RetryStatus, type RunOptions } from './run-options.js';
 
@@ -75,6 +76,9 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     throw error;
   }
   setMaxListeners(0, fx.signal);
+  // summary.json: where the run stands, for lists and first screens (a view: it never holds the run up).
+  const summaryFile = summaryWriter(fx, store);
+  fx.summary = summaryFile;
   // The views (the gallery) subscribe to the run: run/ knows none of them.
   const view = options.view?.({ state: store.state, failed: (message) => fx.emit({ type: 'gallery_failed', message }) });
   const driver = new InstanceDriver(fx, outputs, {
@@ -118,7 +122,9 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
     try {
       await fx.log({ type: 'run_finished', outcome: outcomeOf(fx) });
       await store.close();
+      if (!fx.displaced) await summaryFile.close(fx.routes.waitedMs);
     } finally {
+      summaryFile.stop();
       clearInterval(galleryTimer);
       // A displaced holder leaves the run's files to the process that holds it now.
       if (fx.displaced) await outputs.abandon();
@@ -142,6 +148,14 @@ function storeOptions(options: RunOptions): OpenRunStoreOptions {
     onCorrupt: (corrupt) => options.onEvent?.({ type: 'journal_corrupt_accepted', line: corrupt.line, instance: corrupt.instance }),
     onSync: options.observer?.journalSync?.bind(options.observer),
   };
+}
+
+/** summary.json's writer, its fold starting where the journal stands (a resume's records folded). */
+function summaryWriter(fx: RunContext, store: RunStore): RunSummaryWriter {
+  const steps = plannedSteps(fx.settings.plan);
+  const fold = store.created ? new RunFold(steps) : RunFold.of(store.state, steps);
+  const head = { pipeline: fx.settings.plan.name, runId: fx.settings.runId, startedAt: store.state.firstStartedAt };
+  return new RunSummaryWriter(fx.settings.runDir, head, fold);
 }
 
 /** What the run tells its views at the start: the plan's steps, and for a resume its journal folded as it stands now (they go on from there). */

@@ -156,7 +156,8 @@ async function followRun(res: ServerResponse, key: string, follower: RunFollower
   const sendState = (run: UiRun): void => {
     sending = sending
       .then(async () => {
-        const text = `event: state\ndata: ${JSON.stringify(await follower.state(run))}\n\n`;
+        // A large journal's chart follows the first screen: its state is sent again once read.
+        const text = `event: state\ndata: ${JSON.stringify(await follower.state(run, () => sendState(run)))}\n\n`;
         if (res.writableLength > MAX_UNSENT_BYTES) res.destroy();
         else res.write(text);
       })

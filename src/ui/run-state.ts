@@ -3,16 +3,24 @@
  * report's tables, the CSV rows set aside, spend over time, the retries, the time waited on
  * throttling, and the ETA while the run runs.
  *
- * The first screen of a run that is not running reads its report.json (written at its end): the
- * journal is not replayed for it. A running run, or one with no report, is summed by the report's
- * own function (summarizeCostReport), again each time its journal changes while a page follows it.
+ * The first screen never replays the journal of a run that keeps a summary: it reads the run's
+ * summary.json (run/files/run-summary.ts: the run's own fold, kept current at most once a second
+ * while it goes and at its end, a few KB whatever the run's size), read again each time it changes
+ * while a page follows the run. A run without a summary to trust that is not running reads its
+ * report.json (written at its end) when it is newer than the journal. Only a run with neither (one
+ * from before summary.json) is summed from its journal by the report's own function
+ * (summarizeCostReport).
  * Spend over time, the retries and the pace come from the journal's own records (run-series.ts),
- * read from where the last read stopped. The time waited on throttling is the report's: a run's
- * process keeps it, and report.json says it once the start ends.
+ * read from where the last read stopped. A journal too large to read before the first screen
+ * (SERIES_INLINE_BYTES) is read after it: the page gets the figures first, then the chart. The
+ * time waited on throttling is the report's: a run's process keeps it, and report.json says it
+ * once the start ends.
  */
 import { runFile } from '../run/files/run-layout.js';
 import { readFile, stat } from 'node:fs/promises';
 import { committedUsd, summarizeCostReport, type CostSummary, type GroupLine, type InstanceLine } from '../report/cost-report.js';
+import { sumsOfSummary, type RunSums, type SumsGroup } from '../report/run-list.js';
+import { readRunSummary } from '../run/files/run-summary.js';
 import { readPlanFile } from '../run/files/run-dir.js';
 import { readReview } from '../review/review-store.js';
 import type { SkippedRow } from '../plan/skipped-rows.js';
@@ -43,8 +51,10 @@ export interface RunPageState {
   /** Spend over time, from the journal's record times: seconds since 1970, and the committed, charged and net US$ at each. */
   series: SpendPoints;
   budgetUsd: number | null;
-  /** Where the figures came from: `report.json`, or the journal. */
-  source: 'report.json' | 'journal';
+  /** Where the figures came from: `report.json`, `summary.json`, or the journal. */
+  source: 'report.json' | 'summary.json' | 'journal';
+  /** True while the chart, the retries and the pace are still being read from a large journal (they follow in a later state). */
+  seriesPending: boolean;
   /** While the run runs: its ETA (progress's etaText), and the pace of its last start. */
   eta: { text: string; ended: number; total: number; perMinute: number | null } | null;
   /** The time the last start waited on throttling, as report.json and report.md say it; null until its report is written. */
@@ -53,7 +63,7 @@ export interface RunPageState {
   retries: JournalRetries & { rerolls: number; text: string };
 }
 
-function row(group: GroupLine): MoneyRow {
+function row(group: SumsGroup): MoneyRow {
   return {
     name: group.name,
     counts: group.counts,
@@ -95,9 +105,16 @@ async function currentReport(dir: string, read: { report: ReportFile; mtimeMs: n
  */
 function throttlingOf(run: UiRun, read: { report: ReportFile; mtimeMs: number } | undefined): RunPageState['throttling'] {
   if (run.running || read === undefined || run.finishedAt === null || read.mtimeMs < run.finishedAt) return null;
-  const ms = read.report.throttledMs ?? 0;
-  return { ms, text: ms > 0 ? throttledSentence(ms) : 'No request waited on throttling.' };
+  return throttlingText(read.report.throttledMs ?? 0);
 }
+
+const throttlingText = (ms: number): RunPageState['throttling'] => ({
+  ms,
+  text: ms > 0 ? throttledSentence(ms) : 'No request waited on throttling.',
+});
+
+/** A journal up to this size is read for the chart before the first screen; a larger one after it. */
+export const SERIES_INLINE_BYTES = 4 << 20;
 
 function retriesText(r: JournalRetries & { rerolls: number }): string {
   const rounds = r.rounds === 1 ? '1 --retry round' : `${formatCount(r.rounds)} --retry rounds`;
@@ -108,27 +125,66 @@ function retriesText(r: JournalRetries & { rerolls: number }): string {
 export class RunFollower {
   #series: JournalSeries | undefined;
   #state: RunPageState | undefined;
+  /** The chart's first read of a large journal, under way after the first screen. */
+  #reading: Promise<void> | undefined;
+  #seriesDone = false;
 
   constructor(readonly dir: string) {}
 
-  /** The state for `run` (the watch's latest listing of it): summed again only when the listing changed. */
-  async state(run: UiRun): Promise<RunPageState> {
+  /**
+   * True when the series is read up to the journal's end now. A journal larger than
+   * SERIES_INLINE_BYTES is read the first time in the background: `onLater` is called once it is,
+   * and the next state has the chart.
+   */
+  async #seriesRead(series: JournalSeries, run: UiRun, onLater: (() => void) | undefined): Promise<boolean> {
+    if (!this.#seriesDone) {
+      const size = (await stat(runFile(this.dir, 'journal')).catch(() => undefined))?.size ?? 0;
+      if (size > SERIES_INLINE_BYTES) {
+        this.#reading ??= series.update().then(
+          () => {
+            this.#seriesDone = true;
+            this.#state = undefined;
+            onLater?.();
+          },
+          () => {
+            this.#reading = undefined;
+          },
+        );
+        return false;
+      }
+    }
+    await series.update();
+    this.#seriesDone = true;
+    // A run that ended needs no fold: its points stay, and a resume reads the journal again.
+    if (!run.running) series.release();
+    return true;
+  }
+
+  /**
+   * The state for `run` (the watch's latest listing of it): summed again only when the listing
+   * changed, or once the chart of a large journal is read (then `onLater` is called).
+   */
+  async state(run: UiRun, onLater?: () => void): Promise<RunPageState> {
     if (this.#state !== undefined && this.#state.run === run) return this.#state;
     const plan = await readPlanFile(this.dir);
-    // A running run's report.json is an earlier start's: neither its figures nor its wait are read.
-    const read = run.running ? undefined : await readReport(this.dir);
-    const fromReport = await currentReport(this.dir, read);
-    const summary = fromReport ?? (await summarizeCostReport(this.dir));
+    // A running run's summary is trusted because the watch saw its lock held for it (readRunSummary).
+    const fromSummary = await readRunSummary(this.dir, () => Promise.resolve(run.running));
+    // report.json holds every instance's line: read only for a run without a summary. A running
+    // run's report.json is an earlier start's: neither its figures nor its wait are read.
+    const read = run.running || fromSummary ? undefined : await readReport(this.dir);
+    const fromReport = fromSummary ? undefined : await currentReport(this.dir, read);
+    const summary: RunSums & { skippedRows?: CostSummary['skippedRows'] } = fromSummary
+      ? sumsOfSummary(fromSummary)
+      : (fromReport ?? (await summarizeCostReport(this.dir)));
+    const rerolls = fromSummary ? fromSummary.rerolls : ((summary.total as Partial<GroupLine>).rerolls ?? 0);
     const series = (this.#series ??= new JournalSeries(
       runFile(this.dir, 'journal'),
       plan.steps.map((s) => ({ id: s.id, count: s.count, priceUsd: s.price_usd })),
     ));
-    await series.update();
-    const eta = run.running ? etaOf(series, Date.now()) : null;
-    // A run that ended needs no fold: its points stay, and a resume reads the journal again.
-    if (!run.running) series.release();
+    const seriesPending = !(await this.#seriesRead(series, run, onLater));
+    const eta = run.running && !seriesPending ? etaOf(series, Date.now()) : null;
     const byStep = new Map(summary.steps.map((s) => [s.name, s]));
-    const retries = { ...series.retries, rerolls: summary.total.rerolls };
+    const retries = { ...series.retries, rerolls };
     this.#state = {
       run,
       steps: plan.steps.map((s) => ({ id: s.id, model: s.model, count: s.count, counts: (byStep.get(s.id) ?? summary.total).counts })),
@@ -136,10 +192,12 @@ export class RunFollower {
       skippedRows: summary.skippedRows ?? plan.skipped_rows ?? [],
       series: series.points,
       budgetUsd: run.budgetUsd,
-      source: fromReport === undefined ? 'journal' : 'report.json',
+      source: fromSummary ? 'summary.json' : fromReport ? 'report.json' : 'journal',
+      seriesPending,
       eta,
-      throttling: throttlingOf(run, read),
-      retries: { ...retries, text: retriesText(retries) },
+      throttling:
+        fromSummary && !run.running && fromSummary.throttledMs !== null ? throttlingText(fromSummary.throttledMs) : throttlingOf(run, read),
+      retries: { ...retries, text: seriesPending ? 'counted once the journal is read' : retriesText(retries) },
     };
     return this.#state;
   }

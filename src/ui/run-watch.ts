@@ -1,14 +1,15 @@
 /**
  * The runs `genpipe ui` lists, kept current by watching the run folders.
  *
- * Each run's figures are `genpipe runs`'s own (report/run-list.ts: runListing), worked out again only
- * when its journal changes (size or mtime), so a page open on a thousand finished runs costs a stat
- * per run per tick. A run is `running` while its pipeline's lock is held for it; the lock's owner
+ * Each run's figures are `genpipe runs`'s own (report/run-list.ts: runListing, which reads the
+ * summary.json each run keeps current, and replays the journal only for a run without one), worked
+ * out again only when its journal or its summary changes (size or mtime), or its lock is taken or
+ * let go, so a page open on a thousand finished runs costs a few stats per run per tick. A run is `running` while its pipeline's lock is held for it; the lock's owner
  * names its host. The watch ticks only while someone listens (a page's event stream), and keeps
  * one entry per run directory: nothing grows while a page is open.
  */
 import { runFile } from '../run/files/run-layout.js';
-import { stat } from 'node:fs/promises';
+import { statSync, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { notStartedListing, pipelineFolders, runListing, type RunListing } from '../report/run-list.js';
 import { NOT_STARTED_FILE, readNotStarted } from '../report/not-started-list.js';
@@ -69,9 +70,31 @@ export function uiRun(listing: RunListing, key: string, holder: { runId: string;
   };
 }
 
+/** Runs listed at once in a look. */
+const LISTING_CONCURRENCY = 16;
+
+/** Who holds a pipeline's lock, when someone does. */
+async function holderOf(pipelineDir: string): Promise<{ runId: string; host: string } | undefined> {
+  const lock = await readPipelineLock(join(pipelineDir, '.lock')).catch(() => undefined);
+  return lock?.state === 'held' && lock.owner ? lock.owner : undefined;
+}
+
+/**
+ * A file's stat, or undefined when it is not there. At once: a stat takes microseconds, far less
+ * than a round trip through the thread pool, and a look at a thousand runs makes three thousand.
+ */
+function statOf(path: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
+}
+
+const signatureOfStat = (s: Stats | undefined): string => (s === undefined ? '-' : `${s.size}:${s.mtimeMs}`);
+
 async function signatureOf(path: string): Promise<string> {
-  const s = await stat(path).catch(() => undefined);
-  return s === undefined ? '-' : `${s.size}:${s.mtimeMs}`;
+  return Promise.resolve(signatureOfStat(statOf(path)));
 }
 
 export class RunWatch {
@@ -96,10 +119,29 @@ export class RunWatch {
     return [...this.#shown.values()].sort((a, b) => b.runId.localeCompare(a.runId) || a.key.localeCompare(b.key));
   }
 
-  /** The run of a key, as last seen. */
+  /** The run of a key, as last seen; a run not seen yet is looked at alone, not with every run of every folder. */
   async run(key: string): Promise<UiRun | undefined> {
-    if (!this.#shown.has(key)) await this.look();
+    if (!this.#shown.has(key)) {
+      const alone = await this.#lookOne(key).catch(() => undefined);
+      if (alone === undefined) await this.look();
+      else this.#shown.set(key, alone);
+    }
     return this.#shown.get(key);
+  }
+
+  /** One run directory's run, by its key (`<root index>/<pipeline>/<run id>`); undefined when it is no run directory. */
+  async #lookOne(key: string): Promise<UiRun | undefined> {
+    const [index, pipeline, runId, ...rest] = key.split('/');
+    const root = this.#roots[Number(index)];
+    if (root === undefined || pipeline === undefined || runId === undefined || rest.length > 0 || !/^\d+$/.test(index ?? ''))
+      return undefined;
+    // Only names the folders list (no dot-names, as a look skips them): the request's text never becomes a path of its own.
+    if (!(await pipelineFolders(root)).includes(pipeline)) return undefined;
+    const pipelineDir = join(root, pipeline);
+    if (!(await pipelineFolders(pipelineDir)).includes(runId)) return undefined;
+    const holder = await holderOf(pipelineDir);
+    const listing = await this.#listing(pipelineDir, pipeline, runId, holder?.runId);
+    return listing && uiRun(listing, key, holder);
   }
 
   /** Calls `listener` with each change until the returned function is called. */
@@ -147,9 +189,8 @@ export class RunWatch {
     for (const [index, root] of this.#roots.entries())
       for (const pipeline of await pipelineFolders(root)) {
         const pipelineDir = join(root, pipeline);
-        const lock = await readPipelineLock(join(pipelineDir, '.lock')).catch(() => undefined);
-        const holder = lock?.state === 'held' && lock.owner ? lock.owner : undefined;
-        for (const listing of await this.#pipelineRuns(pipelineDir, pipeline)) {
+        const holder = await holderOf(pipelineDir);
+        for (const listing of await this.#pipelineRuns(pipelineDir, pipeline, holder?.runId)) {
           const run = uiRun(listing, `${index}/${pipeline}/${listing.runId}`, holder);
           seen.add(run.key);
           const before = this.#shown.get(run.key);
@@ -163,25 +204,33 @@ export class RunWatch {
     return { changed, gone };
   }
 
-  async #pipelineRuns(pipelineDir: string, pipeline: string): Promise<RunListing[]> {
-    const out: RunListing[] = [];
-    const live = new Set<string>();
-    for (const runId of await pipelineFolders(pipelineDir)) {
-      const dir = join(pipelineDir, runId);
-      live.add(dir);
-      const signature = `${await signatureOf(runFile(dir, 'plan'))}|${await signatureOf(runFile(dir, 'journal'))}`;
-      let entry = this.#entries.get(dir);
-      if (entry?.signature !== signature) {
-        const listing = await runListing(dirname(pipelineDir), pipeline, runId).catch(() => undefined);
-        if (listing === undefined) {
-          this.#entries.delete(dir);
-          continue;
-        }
-        entry = { signature, listing };
-        this.#entries.set(dir, entry);
-      }
-      out.push(entry.listing);
-    }
+  /** A run's listing: the one seen before while its files and its lock are as they were, else read again. */
+  async #listing(pipelineDir: string, pipeline: string, runId: string, heldFor: string | undefined): Promise<RunListing | undefined> {
+    const dir = join(pipelineDir, runId);
+    // A running run's summary is read only while its lock is held: taking or letting go of it is a change too.
+    const [plan, journal, summary] = (['plan', 'journal', 'summary'] as const).map((file) => statOf(runFile(dir, file)));
+    const signature = `${[plan, journal, summary].map(signatureOfStat).join('|')}|${heldFor === runId ? 'held' : ''}`;
+    const entry = this.#entries.get(dir);
+    if (entry?.signature === signature) return entry.listing;
+    const known = { plan: plan !== undefined, journalBytes: journal?.size };
+    const listing = await runListing(dirname(pipelineDir), pipeline, runId, undefined, known).catch(() => undefined);
+    if (listing === undefined) this.#entries.delete(dir);
+    else this.#entries.set(dir, { signature, listing });
+    return listing;
+  }
+
+  async #pipelineRuns(pipelineDir: string, pipeline: string, heldFor: string | undefined): Promise<RunListing[]> {
+    const runIds = await pipelineFolders(pipelineDir);
+    const live = new Set(runIds.map((runId) => join(pipelineDir, runId)));
+    // A few runs at a time: each is a handful of small reads, which wait on the disk, not the CPU.
+    const listings: (RunListing | undefined)[] = new Array<RunListing | undefined>(runIds.length);
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      for (let i = next++; i < runIds.length; i = next++)
+        listings[i] = await this.#listing(pipelineDir, pipeline, runIds[i] as string, heldFor);
+    };
+    await Promise.all(Array.from({ length: Math.min(LISTING_CONCURRENCY, runIds.length) }, worker));
+    const out = listings.filter((listing): listing is RunListing => listing !== undefined);
     for (const dir of this.#entries.keys()) if (dir.startsWith(`${pipelineDir}/`) && !live.has(dir)) this.#entries.delete(dir);
     const signature = await signatureOf(join(pipelineDir, NOT_STARTED_FILE));
     const known = this.#notStarted.get(pipelineDir);

@@ -1,6 +1,7 @@
 /** Run directories: `runs/<pipeline>/<run-id>/` with plan.json, journal.jsonl, outputs/ and outputs.csv. */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { redact } from '../../util/redact.js';
 import { join } from 'node:path';
 import * as z from 'zod';
@@ -273,6 +274,25 @@ export async function readPlanFile(dir: string): Promise<PlanFile> {
   } catch (error) {
     throw new GenpipeError('invalid_input', `${dir} is not a run directory (no readable plan.json).`, { cause: error });
   }
+  return parsePlanFile(path, text);
+}
+
+/**
+ * readPlanFile at once, for a list that reads a thousand of them: a file of a few KB is read
+ * faster than the thread pool's round trips (four per file) take.
+ */
+export function readPlanFileSync(dir: string): PlanFile {
+  const path = runFile(dir, 'plan');
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new GenpipeError('invalid_input', `${dir} is not a run directory (no readable plan.json).`, { cause: error });
+  }
+  return parsePlanFile(path, text);
+}
+
+function parsePlanFile(path: string, text: string): PlanFile {
   let json: unknown;
   try {
     json = JSON.parse(text);

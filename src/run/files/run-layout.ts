@@ -10,6 +10,11 @@ export const RUN_FILES = {
   plan: 'plan.json',
   /** The append-only record of every attempt: the source of every figure. */
   journal: 'journal.jsonl',
+  /**
+   * Where the run stands (counts, money, status, times, budget), kept current by the run at most
+   * once a second and at its end: what lists and first screens read instead of the journal (run-summary.ts).
+   */
+  summary: 'summary.json',
   /** A copy of the manifest the run was planned from. */
   manifest: 'manifest.yaml',
   /** The CSV rows and files the run read, with their hashes. */

@@ -42,6 +42,8 @@ export interface PlannedStep {
   id: string;
   count: number;
   priceUsd?: number | null | undefined;
+  /** The step's model: an instance whose intent names none is counted under it, as the report counts it. */
+  model?: string | undefined;
 }
 
 /** The money of a set of instances, in the report's words (cost-report.ts Money). */
@@ -59,6 +61,8 @@ export interface FoldMoney {
 /** One instance's part of the sums, as a record leaves it. */
 interface Line {
   status: ReportStatus;
+  /** The model the report groups the instance under: its intent's, else its step's. */
+  model: string;
   estimatedUsd: number;
   refundedUsd: number;
   netUsd: number;
@@ -105,11 +109,19 @@ interface StepSums {
   rerolls: number;
 }
 
+/** The sums of a model: the report's table by model. */
+interface ModelSums {
+  counts: Record<ReportStatus, number>;
+  money: FoldMoney;
+}
+
 export class RunFold {
   /** The replayed state of the instances, kept lean: only what status and money read. */
   readonly #state: RunState = emptyRunState();
   readonly #steps = new Map<string, StepSums>();
   readonly #prices = new Map<string, number | null | undefined>();
+  readonly #stepModels = new Map<string, string>();
+  readonly #models = new Map<string, ModelSums>();
   readonly #total = emptyMoney();
   #rerolls = 0;
 
@@ -123,6 +135,10 @@ export class RunFold {
     for (const step of steps) {
       this.#sums(step.id).planned = step.count;
       this.#prices.set(step.id, step.priceUsd);
+      if (step.model !== undefined) {
+        this.#stepModels.set(step.id, step.model);
+        this.#modelSums(step.model);
+      }
     }
   }
 
@@ -136,6 +152,8 @@ export class RunFold {
     const fold = new RunFold();
     for (const [id, sums] of this.#steps) fold.#sums(id).planned = sums.planned;
     for (const [id, price] of this.#prices) fold.#prices.set(id, price);
+    for (const [id, model] of this.#stepModels) fold.#stepModels.set(id, model);
+    for (const model of this.#models.keys()) fold.#modelSums(model);
     return RunFold.#into(fold, this.#state);
   }
 
@@ -192,6 +210,29 @@ export class RunFold {
     return { ...(money ?? emptyMoney()) };
   }
 
+  /**
+   * The sums by model, as the report's table by model has them: each instance under its intent's
+   * model (else its step's), and the plan's instances no record names counted not started under
+   * their step's model. The plan's models first, in the plan's order, then any other as first met.
+   */
+  models(): { name: string; counts: Record<ReportStatus, number>; money: FoldMoney }[] {
+    const missing = new Map<string, number>();
+    for (const [id, sums] of this.#steps) {
+      const model = this.#stepModels.get(id) ?? 'unknown';
+      const left = Math.max(0, sums.planned - sums.seen);
+      if (left > 0 || this.#stepModels.has(id)) missing.set(model, (missing.get(model) ?? 0) + left);
+    }
+    const out: { name: string; counts: Record<ReportStatus, number>; money: FoldMoney }[] = [];
+    for (const [name, sums] of this.#models) {
+      const counts = { ...sums.counts };
+      counts.not_started += missing.get(name) ?? 0;
+      missing.delete(name);
+      out.push({ name, counts, money: { ...sums.money } });
+    }
+    for (const [name, left] of missing) out.push({ name, counts: { ...emptyCounts(), not_started: left }, money: emptyMoney() });
+    return out;
+  }
+
   /** In JSON (a `--json-logs` line): where each step stands, and the money, never the instances. */
   toJSON(): { steps: Record<string, Record<ReportStatus, number>>; money: FoldMoney } {
     return { steps: Object.fromEntries(this.steps().map((id) => [id, this.counts(id)])), money: this.money() };
@@ -203,8 +244,15 @@ export class RunFold {
     return sums;
   }
 
+  #modelSums(model: string): ModelSums {
+    let sums = this.#models.get(model);
+    if (!sums) this.#models.set(model, (sums = { counts: emptyCounts(), money: emptyMoney() }));
+    return sums;
+  }
+
   #lineOf(id: string, entry: InstanceState): Line {
-    return lineOf(entry, this.#prices.get(stepOfInstanceId(id)));
+    const step = stepOfInstanceId(id);
+    return lineOf(entry, this.#prices.get(step), this.#stepModels.get(step));
   }
 
   /** Puts an instance's status and money in the sums in place of what it added `before` (nothing: new to the fold). */
@@ -218,20 +266,27 @@ export class RunFold {
       this.#rerolls -= before.rerolls;
       addLine(sums.money, before, -1);
       addLine(this.#total, before, -1);
+      const was = this.#modelSums(before.model);
+      was.counts[before.status]--;
+      addLine(was.money, before, -1);
     } else sums.seen++;
     sums.counts[line.status]++;
     sums.rerolls += line.rerolls;
     this.#rerolls += line.rerolls;
     addLine(sums.money, line, 1);
     addLine(this.#total, line, 1);
+    const model = this.#modelSums(line.model);
+    model.counts[line.status]++;
+    addLine(model.money, line, 1);
   }
 }
 
 /** An instance's part of the sums: the figures of its report line (cost-report.ts lineOf). */
-function lineOf(entry: InstanceState, priceUsd: number | null | undefined): Line {
+function lineOf(entry: InstanceState, priceUsd: number | null | undefined, stepModel: string | undefined): Line {
   const money = moneyOf(entry, priceUsd);
   return {
     status: statusOf(entry),
+    model: entry.intent?.model ?? stepModel ?? 'unknown',
     estimatedUsd: jsonUsd(money.estimatedUsd),
     refundedUsd: jsonUsd(money.refundedUsd),
     netUsd: jsonUsd(money.chargedUsd),

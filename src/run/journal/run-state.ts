@@ -71,6 +71,8 @@ export interface RunState {
   started: boolean;
   /** How the run's last start ended, when it ended (a start killed before its `run_finished` leaves this undefined). */
   lastOutcome: JournalRecordOf<'run_finished'>['outcome'];
+  /** When the run first started (its first `run_started` record's time), when the journal says. */
+  firstStartedAt: number | undefined;
 }
 
 export function emptyRunState(): RunState {
@@ -84,6 +86,7 @@ export function emptyRunState(): RunState {
     options: undefined,
     started: false,
     lastOutcome: undefined,
+    firstStartedAt: undefined,
   };
 }
 
@@ -110,6 +113,7 @@ export function applyRecord(state: RunState, record: JournalRecord): void {
       state.runId ??= record.runId;
       state.planHash ??= record.planHash;
       state.started = true;
+      state.firstStartedAt ??= record.at;
       state.lastOutcome = undefined;
       if (record.options) state.options = record.options;
       return;
