@@ -25,7 +25,7 @@ import { checkAdoptions } from './attempt/adopt.js';
 import { settle } from './attempt/settle.js';
 import type { Submission } from '../models/adapter.js';
 import { sentNotFinal, type RunState } from './journal/run-state.js';
-import { RunFold, type PlannedStep } from './journal/run-fold.js';
+import { RunFold } from './journal/run-fold.js';
 import { stepOfInstanceId } from '../plan/instance.js';
 import { isPriced } from '../plan/price.js';
 import { openJournalStore, type OpenRunStoreOptions, type RunStore } from './journal/run-store.js';

@@ -129,7 +129,11 @@ export class RunFollower {
   #reading: Promise<void> | undefined;
   #seriesDone = false;
 
-  constructor(readonly dir: string) {}
+  constructor(
+    readonly dir: string,
+    /** The largest journal read for the chart before the first screen. */
+    readonly inlineBytes = SERIES_INLINE_BYTES,
+  ) {}
 
   /**
    * True when the series is read up to the journal's end now. A journal larger than
@@ -139,17 +143,18 @@ export class RunFollower {
   async #seriesRead(series: JournalSeries, run: UiRun, onLater: (() => void) | undefined): Promise<boolean> {
     if (!this.#seriesDone) {
       const size = (await stat(runFile(this.dir, 'journal')).catch(() => undefined))?.size ?? 0;
-      if (size > SERIES_INLINE_BYTES) {
-        this.#reading ??= series.update().then(
-          () => {
-            this.#seriesDone = true;
-            this.#state = undefined;
-            onLater?.();
-          },
-          () => {
-            this.#reading = undefined;
-          },
-        );
+      if (size > this.inlineBytes) {
+        if (this.#reading === undefined)
+          this.#reading = series.update().then(
+            () => {
+              this.#seriesDone = true;
+              this.#state = undefined;
+              onLater?.();
+            },
+            () => {
+              this.#reading = undefined;
+            },
+          );
         return false;
       }
     }

@@ -9,6 +9,9 @@ import { committedUsd, summarizeCostReport } from '../../src/report/cost-report.
 import { encodeJournalRecord, Journal } from '../../src/run/journal/journal.js';
 import type { JournalRecord } from '../../src/run/journal/journal-records.js';
 import { JournalSeries } from '../../src/ui/run-series.js';
+import { RunFollower } from '../../src/ui/run-state.js';
+import { uiRun } from '../../src/ui/run-watch.js';
+import { runListing } from '../../src/report/run-list.js';
 import { cleanTemps, tempDir } from '../run/runner-helpers.js';
 
 afterAll(() => cleanTemps());
@@ -26,8 +29,7 @@ const OPTIONS = {
   executor: 'local',
 };
 
-function runDir(count: number): string {
-  const dir = join(tempDir('genpipe-series-'), 'run');
+function runDir(count: number, dir = join(tempDir('genpipe-series-'), 'run')): string {
   mkdirSync(dir, { recursive: true });
   writeFileSync(
     join(dir, 'plan.json'),
@@ -96,6 +98,34 @@ const RECORDS: JournalRecord[] = [
 ];
 
 describe("a run page's spend over time", () => {
+  it('of a journal over the inline size comes after the first screen: figures first, then the chart, and onLater is told', async () => {
+    const root = tempDir('genpipe-follow-');
+    const dir = runDir(3, join(root, 'p', 'r1'));
+    await write(dir, RECORDS);
+    const listing = await runListing(root, 'p', 'r1');
+    expect(listing).toBeDefined();
+    const run = uiRun(listing!, '0/p/r1', undefined);
+    const follower = new RunFollower(dir, 0);
+    let told: () => void = () => {};
+    const later = new Promise<void>((resolve) => (told = resolve));
+    const first = await follower.state(run, () => told());
+    expect(first.seriesPending).toBe(true);
+    expect(first.series.t).toEqual([]);
+    expect(first.eta).toBeNull();
+    // The figures are there at once, from the report's own sums.
+    const report = await summarizeCostReport(dir);
+    expect(first.tables.total.counts).toEqual(report.total.counts);
+    await later;
+    const second = await follower.state(run);
+    expect(second.seriesPending).toBe(false);
+    expect(second.series.t).toHaveLength(9);
+    expect(second.retries).toMatchObject({ retried: 1, rounds: 1 });
+    // Under the inline size, the first state has the chart: the same points.
+    const inline = await new RunFollower(dir).state(run);
+    expect(inline.seriesPending).toBe(false);
+    expect(inline.series).toEqual(second.series);
+  });
+
   it('is the fold of the records at their own times, ending at the report', async () => {
     const dir = runDir(3);
     await write(dir, RECORDS);
