@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { appendFileSync, closeSync, openSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readPipelineLock } from '../run/lock/lock.js';
 
@@ -25,7 +25,35 @@ export interface RemakeOptions {
   execPath?: string | undefined;
 }
 
+/**
+ * The remakes this process started, by run directory, until their process exits: a second
+ * confirmation (another tab) inside the child's start-up, before it holds the lock, is refused
+ * here, not left to lose the lock and leave a "skipped: overlap" row. `starting`: not spawned yet.
+ */
+const remakes = new Map<string, number | 'starting'>();
+
 export async function startRemake(dir: string, selection: readonly string[], options: RemakeOptions): Promise<RemakeStart> {
+  const key = resolve(dir);
+  const earlier = remakes.get(key);
+  if (earlier !== undefined)
+    return {
+      started: false,
+      why:
+        earlier === 'starting'
+          ? 'a remake of this run is starting already; wait for it to end before asking for another'
+          : `a remake of this run started already (pid ${earlier}) and has not ended; wait for it to end before asking for another`,
+    };
+  remakes.set(key, 'starting');
+  let started: RemakeStart | undefined;
+  try {
+    started = await spawnRemake(dir, selection, options, key);
+    return started;
+  } finally {
+    if (!started?.started) remakes.delete(key);
+  }
+}
+
+async function spawnRemake(dir: string, selection: readonly string[], options: RemakeOptions, key: string): Promise<RemakeStart> {
   const lock = await readPipelineLock(join(dirname(dir), '.lock'));
   if (lock.state === 'held')
     return {
@@ -62,6 +90,8 @@ export async function startRemake(dir: string, selection: readonly string[], opt
     });
     if (failed !== undefined || child.pid === undefined)
       return { started: false, why: `the resume process did not start: ${failed?.message ?? 'no pid'}` };
+    remakes.set(key, child.pid);
+    child.once('exit', () => remakes.delete(key));
     return { started: true, pid: child.pid, log };
   } finally {
     closeSync(fd);

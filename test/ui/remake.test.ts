@@ -1,6 +1,8 @@
 // A remake from a run's page, against the real ui server on loopback: a resume process that cannot
-// start is answered as not started (its reason in ui-remake.log) and the ui goes on answering.
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+// start is answered as not started (its reason in ui-remake.log) and the ui goes on answering; a
+// remake confirmed twice at once (two tabs) starts one process, the second is refused in one
+// sentence until that process exits, and then a remake starts again.
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,6 +77,15 @@ async function theRun(server: UiServer): Promise<UiRun> {
 const remake = (server: UiServer, run: UiRun): Promise<{ status: number; body: string }> =>
   ask(server, 'POST', `/run/${run.key}/api/remake`, JSON.stringify({ selection: ['failed'], confirm: true }));
 
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
 describe('a remake from the ui', () => {
   it('that cannot start is answered as not started, its reason in ui-remake.log, and the ui goes on answering', async () => {
     // A file that is not executable: the spawn fails with EACCES, as an 'error' event after spawn() returns.
@@ -90,5 +101,33 @@ describe('a remake from the ui', () => {
     // The ui is still up, and a later remake is not refused as one already started.
     expect((await ask(server, 'GET', '/api/runs')).status).toBe(200);
     expect((await remake(server, run)).body).toContain('did not start');
+  });
+
+  it('confirmed twice at once starts one process; the second is refused until it exits, then one starts again', async () => {
+    // A program that runs for a moment (its arguments unread), standing for the resume.
+    const sleeper = join(tempDir(), 'sleeper.sh');
+    writeFileSync(sleeper, '#!/bin/sh\nsleep 1\n');
+    chmodSync(sleeper, 0o700);
+    const server = await ui(sleeper);
+    const run = await theRun(server);
+    const answers = await Promise.all([remake(server, run), remake(server, run)]);
+    expect(answers.map((a) => a.status).sort()).toEqual([202, 409]);
+    const started = JSON.parse(answers.find((a) => a.status === 202)!.body) as { started: true; pid: number };
+    const refused = JSON.parse(answers.find((a) => a.status === 409)!.body) as { started: false; why: string };
+    expect(refused.why).toMatch(
+      /^a remake of this run (is starting already|started already \(pid \d+\) and has not ended); wait for it to end before asking for another$/,
+    );
+    // While it runs, a third is refused too, naming its pid.
+    expect(alive(started.pid)).toBe(true);
+    const third = await remake(server, run);
+    expect(third.status).toBe(409);
+    expect(JSON.parse(third.body)).toEqual({
+      started: false,
+      why: `a remake of this run started already (pid ${started.pid}) and has not ended; wait for it to end before asking for another`,
+    });
+    await expect.poll(() => alive(started.pid), { timeout: 10_000, interval: 50 }).toBe(false);
+    // Its exit is seen by the ui a moment after the process is gone.
+    await expect.poll(async () => (await remake(server, run)).status, { timeout: 10_000, interval: 100 }).toBe(202);
+    expect(existsSync(join(run.dir, REMAKE_LOG))).toBe(true);
   });
 });
