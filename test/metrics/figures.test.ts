@@ -9,7 +9,8 @@ import { startEmulator } from '../../src/emulator/index.js';
 import { parseMetricsAddress, serveMetrics } from '../../src/metrics/serve.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { connect } from 'node:net';
-import { cleanTemps, findRunDir, runCli, sheetsManifest, tempDir } from '../run/runner-helpers.js';
+import { cleanTemps, findRunDir, HF_KEY, runCli, sheetsManifest, tempDir } from '../run/runner-helpers.js';
+import { startRun } from '../../src/session/run-session.js';
 import { FAST_POLLING } from '../fleet/fleet-helpers.js';
 
 afterEach(() => cleanTemps());
@@ -109,6 +110,43 @@ describe('metrics labels', () => {
       utimesSync(plan, atime, new Date(mtime.getTime() + 1_000));
       const again = await reader.read([out]);
       expect(again.map((r) => [r.listing.status, r.summary])).toEqual([['unreadable', undefined]]);
+    } finally {
+      await emu.close();
+    }
+  }, 60_000);
+  it('a run that ended leaves no limiter behind: its wait on throttling is folded into the sum, unchanged', async () => {
+    const emu = await startEmulator({ port: 0, timeScale: 0.001, log: () => {} });
+    try {
+      const registry = new Registry();
+      const live = new LiveFigures(registry);
+      const dir = tempDir('genpipe-metrics-limiters-');
+      const throttledSeconds = async (): Promise<number> =>
+        Number(/^genpipe_throttled_seconds_total (\S+)$/m.exec(await registry.metrics())?.[1] ?? 0);
+      let waitedMs = 0;
+      for (let i = 0; i < 3; i++) {
+        // The first run's first submit is answered 429 (Retry-After 1 s) and waits it out.
+        if (i === 0) emu.faults.force('submit', 'rate_429');
+        const result = await startRun(sheetsManifest(dir, 2, { name: `limited-${i}`, extra: FAST_POLLING }), {
+          env: { GENPIPE_BASE_URL: emu.url, HF_KEY },
+          outDir: join(dir, 'runs'),
+          quiet: true,
+          observer: live,
+        });
+        expect(result.exitCode).toBe(0);
+        waitedMs += result.summary.throttledMs ?? 0;
+        expect(live.followedLimiters, `after run ${i + 1}`).toBe(0);
+        expect(await throttledSeconds()).toBeCloseTo(waitedMs / 1000, 6);
+      }
+      expect(waitedMs).toBeGreaterThan(500);
+      // A run going on is followed until it ends.
+      const limiter = { waitedMs: 250 };
+      const ended = live.throttling(limiter);
+      expect(live.followedLimiters).toBe(1);
+      expect(await throttledSeconds()).toBeCloseTo((waitedMs + 250) / 1000, 6);
+      ended();
+      ended();
+      expect(live.followedLimiters).toBe(0);
+      expect(await throttledSeconds()).toBeCloseTo((waitedMs + 250) / 1000, 6);
     } finally {
       await emu.close();
     }
