@@ -68,7 +68,9 @@ describe('metrics labels', () => {
     try {
       const raw = (target: string): Promise<string> =>
         new Promise((resolve, reject) => {
-          const socket = connect(server.port, '127.0.0.1', () => socket.end(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`));
+          const socket = connect(server.port, '127.0.0.1', () =>
+            socket.end(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`),
+          );
           let text = '';
           socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
           socket.on('end', () => resolve(text));
@@ -80,6 +82,42 @@ describe('metrics labels', () => {
       const scrape = await fetch(server.url);
       expect(scrape.status).toBe(200);
       expect(await scrape.text()).toMatch(/^# HELP genpipe_/m);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('on loopback, answers 421 with no figure to a Host that is not its own (DNS rebinding), and its own names', async () => {
+    const metrics = createMetrics({ runDirs: [tempDir()], processMetrics: false });
+    metrics.observer.exchange?.('GET', '/requests/3f2a9c1e-0000-4000-8000-000000000001/status', 200);
+    const server = await serveMetrics(metrics, { host: '127.0.0.1', port: 0 });
+    try {
+      const raw = (host: string | undefined): Promise<string> =>
+        new Promise((resolve, reject) => {
+          const head = host === undefined ? '' : `Host: ${host}\r\n`;
+          const socket = connect(server.port, '127.0.0.1', () => socket.write(`GET /metrics HTTP/1.1\r\n${head}Connection: close\r\n\r\n`));
+          let text = '';
+          socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          socket.on('end', () => resolve(text));
+          socket.on('error', reject);
+          socket.setTimeout(5_000, () => socket.destroy(new Error('no answer within 5 s')));
+        });
+      const port = server.port;
+      for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST:${port}`]) {
+        const answer = await raw(host);
+        expect(answer, host).toMatch(/^HTTP\/1\.1 200 /);
+        expect(answer).toContain('genpipe_requests_total{route="GET /requests/{id}/status",status="200"} 1');
+      }
+      for (const host of [`evil.test:${port}`, 'evil.test', `127.0.0.1:${port + 1}`, `127.0.0.1.evil.test:${port}`, '127.0.0.1']) {
+        const answer = await raw(host);
+        expect(answer, host).toMatch(/^HTTP\/1\.1 421 /);
+        expect(answer).toContain(`This server answers only to 127.0.0.1:${port}, localhost:${port}.`);
+        expect(answer).not.toContain('genpipe_');
+      }
+      // HTTP/1.1 needs a Host: Node answers 400 to none, before the server sees it.
+      expect(await raw(undefined)).toMatch(/^HTTP\/1\.1 (400|421) /);
+      // The server goes on answering its own name.
+      expect((await fetch(server.url)).status).toBe(200);
     } finally {
       await server.close();
     }
