@@ -305,7 +305,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
   const routes = new RouteLimiter();
   const unpace = o.client.transport.pace(routes);
   const observer = o.observer;
-  observer?.throttling?.(routes);
+  const unthrottle = observer?.throttling?.(routes);
   const unobserve = observer
     ? o.client.transport.onExchange((e) => observer.exchange?.(e.method, new URL(e.url).pathname, e.status))
     : () => {};
@@ -313,6 +313,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<FleetWork
     unpace();
     unobserve();
     routes.close();
+    unthrottle?.();
   };
   await heartbeat.connect();
   await beat();

@@ -50,8 +50,10 @@ export class LiveFigures implements RunObserver {
   readonly #throttled: Counter<'route'>;
   readonly #fsync: Histogram;
   readonly #routes = new Set<string>();
-  /** The per-route limiters told so far: their waits, summed at each scrape. */
-  readonly #limiters: { readonly waitedMs: number }[] = [];
+  /** The per-route limiters of the runs going on: their waits, summed at each scrape. */
+  readonly #limiters = new Set<{ readonly waitedMs: number }>();
+  /** What the limiters of the ended runs waited, in ms: folded in when each ends, so a worker keeps no limiter per run. */
+  #endedMs = 0;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -67,14 +69,14 @@ export class LiveFigures implements RunObserver {
       labelNames: ['route'],
       registers,
     });
-    const limiters = this.#limiters;
+    const waitedMs = (): number => this.waitedMs;
     new Counter({
       name: 'genpipe_throttled_seconds_total',
       help: 'Wall-clock seconds spent waiting out throttling (a 429 Retry-After), while at least one request waited.',
       registers,
       collect() {
         this.reset();
-        const ms = limiters.reduce((sum, limiter) => sum + limiter.waitedMs, 0);
+        const ms = waitedMs();
         if (ms > 0) this.inc(ms / 1000);
       },
     });
@@ -96,9 +98,26 @@ export class LiveFigures implements RunObserver {
     this.#fsync.observe(ms / 1000);
   }
 
-  throttling(limiter: { readonly waitedMs: number }): void {
-    // A limiter's waits only grow, and it stays counted once its run ends: the counter never goes down.
-    this.#limiters.push(limiter);
+  /** Follows a run's limiter until its run ends; its waits then stay counted, in the ended runs' sum. */
+  throttling(limiter: { readonly waitedMs: number }): () => void {
+    this.#limiters.add(limiter);
+    // A limiter's waits only grow, and they stay counted once its run ends: the counter never goes down.
+    return () => {
+      if (!this.#limiters.delete(limiter)) return;
+      this.#endedMs += limiter.waitedMs;
+    };
+  }
+
+  /** How long this process's runs waited on throttling, in ms: the ended ones' and those going on. */
+  get waitedMs(): number {
+    let ms = this.#endedMs;
+    for (const limiter of this.#limiters) ms += limiter.waitedMs;
+    return ms;
+  }
+
+  /** The limiters followed now: one per run going on (and the worker's own). */
+  get followedLimiters(): number {
+    return this.#limiters.size;
   }
 
   #route(route: string): string {

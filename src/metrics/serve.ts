@@ -3,9 +3,16 @@
  * loopback unless another host is named: `--metrics 9464` is 127.0.0.1:9464, and a host that
  * reaches other machines (0.0.0.0, a LAN address) must be written out. It serves figures only,
  * never takes a write, and answers 404 to any other path.
+ *
+ * On loopback a request must name the server in its Host header (`127.0.0.1:PORT`,
+ * `localhost:PORT`, `[::1]:PORT`), else 421: a page of another site whose name its DNS points at
+ * 127.0.0.1 (DNS rebinding) could otherwise read the worker's names and counts. Its requests carry
+ * that name as Host (the review server's and the ui's rule).
  */
 import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { GenpipeError } from '../api/errors.js';
+import { allowedHosts } from '../review/review-server.js';
 import { isLoopbackHost } from '../util/loopback-host.js';
 import type { Metrics } from './metrics.js';
 
@@ -35,7 +42,14 @@ export interface MetricsServer {
 }
 
 export async function serveMetrics(metrics: Metrics, address: MetricsAddress): Promise<MetricsServer> {
+  // Set once the server listens: the Host headers that name it, on loopback; undefined elsewhere.
+  let hosts: ReadonlySet<string> | undefined;
   const server: Server = createServer((req, res) => {
+    const named = req.headers.host?.toLowerCase();
+    if (hosts !== undefined && (named === undefined || !hosts.has(named))) {
+      res.writeHead(421, { 'content-type': 'text/plain; charset=utf-8' }).end(`This server answers only to ${[...hosts].join(', ')}.\n`);
+      return;
+    }
     // Whatever one request does, the worker it serves beside goes on: a failure ends that answer only.
     metrics.handle(req, res).then(
       (handled) => {
@@ -58,6 +72,7 @@ export async function serveMetrics(metrics: Metrics, address: MetricsAddress): P
   });
   const bound = server.address();
   const port = typeof bound === 'object' && bound ? bound.port : address.port;
+  if (isLoopbackHost(address.host)) hosts = allowedHosts(bound as AddressInfo, address.host);
   const shown = address.host.includes(':') ? `[${address.host}]` : address.host;
   return {
     host: address.host,

@@ -8,6 +8,10 @@ export interface RunObserver {
   exchange?(method: string, path: string, status: number | undefined): void;
   /** One fsync of the journal took `ms`. */
   journalSync?(ms: number): void;
-  /** The run's per-route limiter, once the run is wired to it: `waitedMs` grows as the run waits on throttling. */
-  throttling?(limiter: { readonly waitedMs: number }): void;
+  /**
+   * The run's per-route limiter, once the run is wired to it: `waitedMs` grows as the run waits on
+   * throttling. Returns what the run calls once it ends and its limiter waits no more (an observer
+   * that outlives many runs keeps their sum, not each limiter).
+   */
+  throttling?(limiter: { readonly waitedMs: number }): (() => void) | void;
 }

@@ -184,7 +184,7 @@ function wireTransport(fx: RunContext, options: RunOptions): () => void {
   const unpace = options.client.transport.pace(fx.routes);
   // Metrics: each answer and the run's throttling, told to the observer (observer.ts).
   const observer = options.observer;
-  observer?.throttling?.(fx.routes);
+  const unthrottle = observer?.throttling?.(fx.routes);
   const unobserve = observer
     ? options.client.transport.onExchange((e) => observer.exchange?.(e.method, new URL(e.url).pathname, e.status))
     : () => {};
@@ -202,6 +202,7 @@ function wireTransport(fx: RunContext, options: RunOptions): () => void {
     unobserve();
     ungate();
     fx.routes.close();
+    unthrottle?.();
   };
 }
 

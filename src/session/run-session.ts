@@ -404,6 +404,16 @@ async function planOf(
   // A resume plans from the inputs its run saved (CSV rows, presets), never from today's files.
   const recordedInputs = previous && resumeDir ? await readRunInputs(resolve(resumeDir), previous.inputs) : undefined;
   const only = o.only?.map(parseSelector);
+  const agreed = previous !== undefined || service.embedded !== undefined;
+  const hint = async (counted: Plan): Promise<string | undefined> => {
+    // A new run's question says what an earlier run already made, and the flag that reuses it.
+    if (previous || o.reuse) return undefined;
+    const said = await reuseHint(join(outputRoot(start, o), counted.name), counted, catalog.value);
+    if (said) start.reuseHintSaid = true;
+    return said;
+  };
+  /** The estimate the person said yes to, when the counts alone asked. */
+  let agreedUsd: number | undefined;
   const plan = await buildPlan(start.loaded, {
     ...sources.options,
     run,
@@ -417,15 +427,14 @@ async function planOf(
     // Money guards (plan/guards.ts) need only the counts: they run before the instances are
     // checked, so a plan of millions is refused at once, and before the lock, the run directory
     // and any request that spends.
-    beforeInstances: (counted) =>
-      guardSpend(counted, o, previous !== undefined || service.embedded !== undefined, async () => {
-        // A new run's question says what an earlier run already made, and the flag that reuses it.
-        if (previous || o.reuse) return undefined;
-        const hint = await reuseHint(join(outputRoot(start, o), counted.name), counted, catalog.value);
-        if (hint) start.reuseHintSaid = true;
-        return hint;
-      }),
+    beforeInstances: async (counted) => {
+      agreedUsd = await guardSpend(counted, o, agreed, hint);
+    },
   });
+  // A step priced per instance (a price_usd formula, a prices table keyed by input fields) has no
+  // figure until its instances are checked: the guard looks again at the priced plan, still before
+  // the lock, the run directory and any request, and asks unless that spend was agreed to already.
+  await guardSpend(plan, o, agreed, hint, agreedUsd);
   await sayRows(plan, start, o, recordedInputs);
   // A raw model path is planned (instances, ids, prices) but cannot be run yet: refused before the
   // run directory and any spending, not after the steps before it were paid for.
@@ -454,21 +463,26 @@ async function sayRows(plan: Plan, start: Start, o: SessionOptions, recorded: Re
 
 /**
  * The budget needs every step priced, and a big spend without one is confirmed. `agreed`: the
- * embedded emulator bills nothing, and a resume was agreed to when its run started.
+ * embedded emulator bills nothing, and a resume was agreed to when its run started. `agreedUsd`:
+ * an estimate confirmed already, asked again only if the plan now costs more. Returns the
+ * estimate confirmed, if one was.
  */
 async function guardSpend(
-  counted: Parameters<typeof budgetOf>[0],
+  counted: Plan,
   o: SessionOptions,
   agreed: boolean,
-  hint: () => Promise<string | undefined>,
-): Promise<void> {
+  hint: (counted: Plan) => Promise<string | undefined>,
+  agreedUsd?: number,
+): Promise<number | undefined> {
   const budgetGuard = budgetOf(counted, o.budgetUsd);
   assertPricedUnderBudget(counted, budgetGuard);
-  if (agreed || o.yes) return;
+  if (agreed || o.yes) return undefined;
   const spend = spendToConfirm(counted, { budget: budgetGuard, confirmOverUsd: o.confirmOverUsd ?? DEFAULT_CONFIRM_OVER_USD });
-  if (!spend) return;
-  const reuse = await hint();
+  if (!spend) return agreedUsd;
+  if (agreedUsd !== undefined && spend.estimateUsd <= agreedUsd + 1e-9) return agreedUsd;
+  const reuse = await hint(counted);
   await (o.confirmSpend ?? ((big) => confirmSpend(big, {})))(reuse ? { ...spend, reuseHint: reuse } : spend);
+  return spend.estimateUsd;
 }
 
 /** The folder a new run's pipeline folder is made in: --out, the manifest's output dir, or ./runs. */

@@ -6,8 +6,8 @@
  * this is called (`--yes` says so to resume).
  */
 import { spawn } from 'node:child_process';
-import { openSync, closeSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { appendFileSync, closeSync, openSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readPipelineLock } from '../run/lock/lock.js';
 
@@ -18,11 +18,42 @@ const BIN = fileURLToPath(new URL('../../bin/genpipe.js', import.meta.url));
 
 export type RemakeStart = { started: true; pid: number; log: string } | { started: false; why: string };
 
-export async function startRemake(
-  dir: string,
-  selection: readonly string[],
-  options: { env: NodeJS.ProcessEnv; connectionArgs: readonly string[] },
-): Promise<RemakeStart> {
+export interface RemakeOptions {
+  env: NodeJS.ProcessEnv;
+  connectionArgs: readonly string[];
+  /** The program that runs bin/genpipe.js. Default: this Node. Tests name one that cannot run. */
+  execPath?: string | undefined;
+}
+
+/**
+ * The remakes this process started, by run directory, until their process exits: a second
+ * confirmation (another tab) inside the child's start-up, before it holds the lock, is refused
+ * here, not left to lose the lock and leave a "skipped: overlap" row. `starting`: not spawned yet.
+ */
+const remakes = new Map<string, number | 'starting'>();
+
+export async function startRemake(dir: string, selection: readonly string[], options: RemakeOptions): Promise<RemakeStart> {
+  const key = resolve(dir);
+  const earlier = remakes.get(key);
+  if (earlier !== undefined)
+    return {
+      started: false,
+      why:
+        earlier === 'starting'
+          ? 'a remake of this run is starting already; wait for it to end before asking for another'
+          : `a remake of this run started already (pid ${earlier}) and has not ended; wait for it to end before asking for another`,
+    };
+  remakes.set(key, 'starting');
+  let started: RemakeStart | undefined;
+  try {
+    started = await spawnRemake(dir, selection, options, key);
+    return started;
+  } finally {
+    if (!started?.started) remakes.delete(key);
+  }
+}
+
+async function spawnRemake(dir: string, selection: readonly string[], options: RemakeOptions, key: string): Promise<RemakeStart> {
   const lock = await readPipelineLock(join(dirname(dir), '.lock'));
   if (lock.state === 'held')
     return {
@@ -35,7 +66,7 @@ export async function startRemake(
   const fd = openSync(log, 'a', 0o600);
   try {
     const child = spawn(
-      process.execPath,
+      options.execPath ?? process.execPath,
       [BIN, 'resume', dir, '--retry', selection.join(','), '--yes', '--quiet', ...options.connectionArgs],
       {
         detached: true,
@@ -44,10 +75,34 @@ export async function startRemake(
       },
     );
     child.unref();
-    const pid = child.pid;
-    if (pid === undefined) return { started: false, why: 'the resume process did not start' };
-    return { started: true, pid, log };
+    // A spawn that fails (EAGAIN, EMFILE, EACCES, ENOENT) says so as an 'error' event, later: with no
+    // listener it would end the ui. It is written to the log, and the route answers that it did not start.
+    const failed = await new Promise<Error | undefined>((settle) => {
+      let spawned = false;
+      child.once('spawn', () => {
+        spawned = true;
+        settle(undefined);
+      });
+      child.on('error', (error) => {
+        appendRemakeLog(log, spawned ? `the remake's process: ${error.message}` : `the remake did not start: ${error.message}`);
+        settle(error);
+      });
+    });
+    if (failed !== undefined || child.pid === undefined)
+      return { started: false, why: `the resume process did not start: ${failed?.message ?? 'no pid'}` };
+    remakes.set(key, child.pid);
+    child.once('exit', () => remakes.delete(key));
+    return { started: true, pid: child.pid, log };
   } finally {
     closeSync(fd);
+  }
+}
+
+/** One line in the remake's log; a log that cannot be written leaves the answer to say it. */
+function appendRemakeLog(log: string, line: string): void {
+  try {
+    appendFileSync(log, `${new Date().toISOString()} ${line}\n`);
+  } catch {
+    // The route's answer says the remake did not start.
   }
 }

@@ -16,6 +16,7 @@ import { send } from '../review/review-server.js';
 import { accessRules, TOKEN_COOKIE } from './access.js';
 import { runsPage } from './runs-page.js';
 import { RunWatch, type RunChanges } from './run-watch.js';
+import type { RemakeOptions } from './remake.js';
 import { runRoutes, type RunRoutesOptions } from './run-routes.js';
 import type { ExtraRoute, UiContext, UiRoute } from './ui-types.js';
 import { compareRoutes } from './compare-routes.js';
@@ -35,8 +36,11 @@ export interface UiServerOptions {
   extraRoutes?: readonly ExtraRoute[];
   /** More pages of the ui (compare, fleet), asked after a run's pages. */
   routes?: readonly UiRoute[];
-  /** What a remake's `genpipe resume` is given: its environment and connection flags. Default: this process's environment. */
-  remake?: RunRoutesOptions;
+  /**
+   * What a remake's `genpipe resume` is given: its environment and connection flags (and, in tests,
+   * a program that cannot run). Default: this process's environment. The run routes pass it on whole.
+   */
+  remake?: RunRoutesOptions & RemakeOptions;
   /** The fleet's Redis and queue, for the fleet page. */
   redis?: { target: RedisTarget; shown: string; queue: string };
   /** How often the fleet page's figures are read while a page follows them, in ms. Default 2,000. */

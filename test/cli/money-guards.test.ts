@@ -248,6 +248,46 @@ describe('genpipe run of a big plan with no budget', () => {
     }
   });
 
+  it('a step priced per instance by a formula is confirmed at its priced estimate, before any lock, run directory or request', async () => {
+    // Before its instances are checked a formula has no figure; the question comes once they are.
+    const formula = (count: number, name: string): string =>
+      manifest(
+        `version: 1\nname: ${name}\nsteps:\n  s:\n    model: character-sheet\n    price_usd: "{{ 0.05 + input.seed * 0.001 }}"\n` +
+          `    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+      );
+    // 3,000 instances at US$0.051 to US$3.05: US$4,651.50 in all.
+    const big = formula(3000, 'formula-big');
+    const out = join(dir, 'out-formula-big');
+    const refused = capture(env);
+    expect(await main(['run', big, '--out', out], refused)).toBe(2);
+    expect(refused.stderr.at(-1)).toBe(
+      'genpipe: This run is estimated at US$4,651.50 (3,000 instances), over the --confirm-over limit of US$100.00, and there is no terminal to confirm it on: ' +
+        'pass --yes to run it anyway, or set a budget (budget_usd in the manifest, or --budget USD) to cap what it spends.',
+    );
+    expect(existsSync(out)).toBe(false);
+    expectNothingSent();
+
+    const no = capture(env, 'n');
+    expect(await main(['run', big, '--out', out], no)).toBe(2);
+    expect(no.questions).toEqual(['This run is estimated at US$4,651.50 (3,000 instances). Continue? [y/N]']);
+    expect(existsSync(out)).toBe(false);
+    expectNothingSent();
+
+    // Asked once, and y runs it: 3 instances at US$0.051, US$0.052 and US$0.053.
+    const yes = capture(env, 'y');
+    const small = join(dir, 'out-formula-small');
+    expect(await main(['run', formula(3, 'formula-small'), '--out', small, '--confirm-over', '0.1'], yes)).toBe(0);
+    expect(yes.questions).toEqual(['This run is estimated at US$0.16 (3 instances). Continue? [y/N]']);
+    expect(emulator.requests.inspect({}).length - requestsBefore).toBe(3);
+
+    // Under the limit once priced: no question.
+    const under = capture(env, 'n');
+    expect(await main(['run', formula(3, 'formula-under'), '--out', join(dir, 'out-formula-under'), '--confirm-over', '0.2'], under)).toBe(
+      0,
+    );
+    expect(under.questions).toEqual([]);
+  });
+
   it('a resume never asks again', async () => {
     const path = sheets(3, 'resumed');
     const out = join(dir, 'out-resumed');

@@ -9,7 +9,8 @@ import { startEmulator } from '../../src/emulator/index.js';
 import { parseMetricsAddress, serveMetrics } from '../../src/metrics/serve.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { connect } from 'node:net';
-import { cleanTemps, findRunDir, runCli, sheetsManifest, tempDir } from '../run/runner-helpers.js';
+import { cleanTemps, findRunDir, HF_KEY, runCli, sheetsManifest, tempDir } from '../run/runner-helpers.js';
+import { startRun } from '../../src/session/run-session.js';
 import { FAST_POLLING } from '../fleet/fleet-helpers.js';
 
 afterEach(() => cleanTemps());
@@ -67,7 +68,9 @@ describe('metrics labels', () => {
     try {
       const raw = (target: string): Promise<string> =>
         new Promise((resolve, reject) => {
-          const socket = connect(server.port, '127.0.0.1', () => socket.end(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`));
+          const socket = connect(server.port, '127.0.0.1', () =>
+            socket.end(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`),
+          );
           let text = '';
           socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
           socket.on('end', () => resolve(text));
@@ -79,6 +82,42 @@ describe('metrics labels', () => {
       const scrape = await fetch(server.url);
       expect(scrape.status).toBe(200);
       expect(await scrape.text()).toMatch(/^# HELP genpipe_/m);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('on loopback, answers 421 with no figure to a Host that is not its own (DNS rebinding), and its own names', async () => {
+    const metrics = createMetrics({ runDirs: [tempDir()], processMetrics: false });
+    metrics.observer.exchange?.('GET', '/requests/3f2a9c1e-0000-4000-8000-000000000001/status', 200);
+    const server = await serveMetrics(metrics, { host: '127.0.0.1', port: 0 });
+    try {
+      const raw = (host: string | undefined): Promise<string> =>
+        new Promise((resolve, reject) => {
+          const head = host === undefined ? '' : `Host: ${host}\r\n`;
+          const socket = connect(server.port, '127.0.0.1', () => socket.write(`GET /metrics HTTP/1.1\r\n${head}Connection: close\r\n\r\n`));
+          let text = '';
+          socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          socket.on('end', () => resolve(text));
+          socket.on('error', reject);
+          socket.setTimeout(5_000, () => socket.destroy(new Error('no answer within 5 s')));
+        });
+      const port = server.port;
+      for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST:${port}`]) {
+        const answer = await raw(host);
+        expect(answer, host).toMatch(/^HTTP\/1\.1 200 /);
+        expect(answer).toContain('genpipe_requests_total{route="GET /requests/{id}/status",status="200"} 1');
+      }
+      for (const host of [`evil.test:${port}`, 'evil.test', `127.0.0.1:${port + 1}`, `127.0.0.1.evil.test:${port}`, '127.0.0.1']) {
+        const answer = await raw(host);
+        expect(answer, host).toMatch(/^HTTP\/1\.1 421 /);
+        expect(answer).toContain(`This server answers only to 127.0.0.1:${port}, localhost:${port}.`);
+        expect(answer).not.toContain('genpipe_');
+      }
+      // HTTP/1.1 needs a Host: Node answers 400 to none, before the server sees it.
+      expect(await raw(undefined)).toMatch(/^HTTP\/1\.1 (400|421) /);
+      // The server goes on answering its own name.
+      expect((await fetch(server.url)).status).toBe(200);
     } finally {
       await server.close();
     }
@@ -109,6 +148,43 @@ describe('metrics labels', () => {
       utimesSync(plan, atime, new Date(mtime.getTime() + 1_000));
       const again = await reader.read([out]);
       expect(again.map((r) => [r.listing.status, r.summary])).toEqual([['unreadable', undefined]]);
+    } finally {
+      await emu.close();
+    }
+  }, 60_000);
+  it('a run that ended leaves no limiter behind: its wait on throttling is folded into the sum, unchanged', async () => {
+    const emu = await startEmulator({ port: 0, timeScale: 0.001, log: () => {} });
+    try {
+      const registry = new Registry();
+      const live = new LiveFigures(registry);
+      const dir = tempDir('genpipe-metrics-limiters-');
+      const throttledSeconds = async (): Promise<number> =>
+        Number(/^genpipe_throttled_seconds_total (\S+)$/m.exec(await registry.metrics())?.[1] ?? 0);
+      let waitedMs = 0;
+      for (let i = 0; i < 3; i++) {
+        // The first run's first submit is answered 429 (Retry-After 1 s) and waits it out.
+        if (i === 0) emu.faults.force('submit', 'rate_429');
+        const result = await startRun(sheetsManifest(dir, 2, { name: `limited-${i}`, extra: FAST_POLLING }), {
+          env: { GENPIPE_BASE_URL: emu.url, HF_KEY },
+          outDir: join(dir, 'runs'),
+          quiet: true,
+          observer: live,
+        });
+        expect(result.exitCode).toBe(0);
+        waitedMs += result.summary.throttledMs ?? 0;
+        expect(live.followedLimiters, `after run ${i + 1}`).toBe(0);
+        expect(await throttledSeconds()).toBeCloseTo(waitedMs / 1000, 6);
+      }
+      expect(waitedMs).toBeGreaterThan(500);
+      // A run going on is followed until it ends.
+      const limiter = { waitedMs: 250 };
+      const ended = live.throttling(limiter);
+      expect(live.followedLimiters).toBe(1);
+      expect(await throttledSeconds()).toBeCloseTo((waitedMs + 250) / 1000, 6);
+      ended();
+      ended();
+      expect(live.followedLimiters).toBe(0);
+      expect(await throttledSeconds()).toBeCloseTo((waitedMs + 250) / 1000, 6);
     } finally {
       await emu.close();
     }

@@ -54,7 +54,10 @@ export type AttemptFate =
    * the step sends no more. `sent`: the submit the service refused; the others were not sent.
    */
   | { kind: 'no_model_access'; sent: boolean }
-  /** The service refused the submit for good (a 400, a 422): nothing was charged, the instance failed. */
+  /**
+   * The service refused the submit for good (a 400, a 422), or genpipe would not send it (`unpriced`:
+   * its step's price rule gives no price for a re-roll's body): nothing was charged, the instance failed.
+   */
   | { kind: 'refused'; code: string; message: string }
   /** Sent, then failed here (its status could not be read for good): its price stays counted. */
   | { kind: 'failed_here'; code: string; message: string }

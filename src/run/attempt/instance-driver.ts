@@ -271,6 +271,8 @@ export class InstanceDriver {
     // price its intent journaled, which is what the journal committed.
     const priced = attemptPriceUsd(step, instance) ?? null;
     const price = next.key !== undefined ? attemptPrice(fx.state.instances.get(instance.id), priced) : priced;
+    const unpriced = next.key === undefined && price === null ? unpricedAttempt(step, instance) : undefined;
+    if (unpriced) return { fate: unpriced };
     const reservation = next.key !== undefined ? fx.spend.adopt(price ?? 0) : fx.spend.reserve(price ?? 0);
     if (!reservation) {
       const message = `Stopped before going over the budget of ${formatUsd(fx.spend.budgetUsd ?? 0)} (${formatUsd(fx.spend.committedUsd)} committed over the run's life).`;
@@ -380,4 +382,19 @@ interface Sending {
 function answerOf(adapter: ModelAdapter | undefined, outputs: Record<string, unknown> | undefined): string | undefined {
   const answer = outputs?.answer;
   return adapter?.conversational === true && typeof answer === 'string' ? answer : undefined;
+}
+
+/**
+ * A step priced per instance whose rule finds no price for this body (a re-roll's new seed, which a
+ * table row or a formula may read) is not sent: counted at US$0 it could pass a budget unseen, as
+ * the plan refuses an instance its rule cannot price. Undefined when the step has no such rule.
+ */
+function unpricedAttempt(step: StepPlan, instance: PlannedInstance): AttemptFate | undefined {
+  const priced = step.price.of?.(instance.body);
+  if (!priced || 'usd' in priced) return undefined;
+  return {
+    kind: 'refused',
+    code: 'unpriced',
+    message: `Not sent: step ${step.id} prices each request, and ${priced.miss}. genpipe sends nothing it cannot price, so a budget holds.`,
+  };
 }
