@@ -1,3 +1,5 @@
+import { PAGE_MONEY } from '../util/page-money.js';
+
 /**
  * The contact sheet's script, inlined into gallery.html: it renders each step as a grid (rows x
  * columns, a page per combination of the other axes, rows and columns paged), with status and
@@ -47,30 +49,7 @@ export const PAGE_SCRIPT = String.raw`
     for (const child of children || []) if (child) node.appendChild(child);
     return node;
   };
-  // money:begin. A copy of util/format-usd.ts formatMoney, the one formatter of money (the
-  // page runs in a browser, with no import): page-money.test.ts holds the two to the same output.
-  const groupDigits = (text) => text.replace(/^(-?)(\d+)/, (m, sign, digits) => sign + digits.replace(/\B(?=(\d{3})+(?!\d))/g, ','));
-  const formatMoney = (value, kind, unit) => {
-    const digits = kind === 'total' ? 2 : 4;
-    const scale = Math.pow(10, digits);
-    let rounded = Math.round(value * scale) / scale;
-    if (rounded === 0) rounded = 0;
-    let text = rounded.toFixed(digits);
-    if (kind === 'each') text = text.replace(/(\.\d\d\d*?)0+$/, '$1');
-    const grouped = /^-?\d+(\.\d+)?$/.test(text) ? groupDigits(text) : text;
-    return unit === 'credits' ? grouped + ' credits' : 'US$' + grouped;
-  };
-  // A copy of util/format-usd.ts formatSpend, in US$: a sum with unpriced instances is never US$0.00.
-  const formatSpend = (money) => {
-    const unpriced = money.unpricedInstances || 0;
-    const unknown = money.unknownUsd || 0;
-    const count = (n) => groupDigits(String(Math.round(n)));
-    const parts = [unpriced > 0 && money.netUsd === 0 ? 'unpriced (' + count(unpriced) + ' instance' + (unpriced === 1 ? '' : 's') + ')' : formatMoney(money.netUsd, 'total', 'usd')];
-    if (unpriced > 0 && money.netUsd !== 0) parts.push(count(unpriced) + ' unpriced');
-    if (unknown > 0) parts.push('up to ' + formatMoney(unknown, 'total', 'usd') + ' unknown');
-    return parts.join(' + ') + (money.provisional ? ' (provisional)' : '');
-  };
-  // money:end
+${PAGE_MONEY}
   const usd = (n, kind) => (n === undefined ? '' : formatMoney(n, kind || 'total', 'usd'));
   const round6 = (n) => Math.round(n * 1e6) / 1e6;
   /** A video's poster when it has no first frame (no ffmpeg, or a file it could not read): a light 16:9 card that says "video" in its upper half, above where the browser draws its controls. */

@@ -18,9 +18,9 @@ import { mkdtemp, open, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TERMINAL_STATUSES, type JournalRecord, type JournalRecordOf } from '../run/journal/journal-records.js';
-import { streamJournalBatches, type ReadBound } from '../run/journal/journal.js';
+import { streamJournalBatches, type CorruptLine, type ReadBound } from '../run/journal/journal.js';
 import { keyOfLine, mergeRuns, narrowRuns, sampleRun, writeLinesFile } from '../util/external-sort.js';
-import { applyRecord, emptyRunState, type InstanceState } from '../run/journal/run-state.js';
+import { applyRecord, emptyRunState, markCorrupt, type InstanceState } from '../run/journal/run-state.js';
 import { canStartWorker, startTaskWorker, type TaskWorker } from '../util/worker-task.js';
 import { bytesAt } from '../util/bytes-at.js';
 import { byCodeUnits, idOfSortKey, InstanceOrder, type OrderStep } from '../plan/instance-order.js';
@@ -259,6 +259,17 @@ export function projectFact(json: Buffer): ProjectedFact | undefined {
   }
 }
 
+/**
+ * A damaged line that names its instance (`--accept-corrupt` went past it): the fact `["D"]`, which
+ * marks the instance as a resume does (markCorrupt), so every view calls it unknown, never not started.
+ * A damaged line that names none yields nothing: it changes no instance's status.
+ */
+function damagedFact(corrupt: CorruptLine): ProjectedFact | undefined {
+  return corrupt.instance === undefined ? undefined : new ProjectedFact(corrupt.instance, DAMAGED_FACT);
+}
+
+const DAMAGED_FACT = '["D"]';
+
 function recordOf(id: string, fact: Fact): JournalRecord {
   switch (fact[0]) {
     case 'i':
@@ -306,7 +317,10 @@ const scratch = emptyRunState();
 
 /** The state of one instance after its facts, in journal order. */
 function stateOf(id: string, facts: readonly Fact[]): InstanceState {
-  for (const fact of facts) applyRecord(scratch, recordOf(id, fact));
+  for (const fact of facts) {
+    if (fact[0] === 'D') markCorrupt(scratch, id);
+    else applyRecord(scratch, recordOf(id, fact));
+  }
   const entry = scratch.instances.get(id) as InstanceState;
   scratch.instances.clear();
   return entry;
@@ -640,8 +654,8 @@ export async function gatherRuns(
   // A gallery reads more of each status than projectFact gives: its lines are read in full.
   const batches =
     options.gallery || options.fullParse
-      ? streamJournalBatches(journalPath, { skipTypes, ...range })
-      : streamJournalBatches(journalPath, { skipTypes, project: projectFact, ...range });
+      ? streamJournalBatches(journalPath, { skipTypes, damaged: damagedFact, ...range })
+      : streamJournalBatches(journalPath, { skipTypes, project: projectFact, damaged: damagedFact, ...range });
   for await (const batch of batches) {
     for (const item of batch) {
       const projected = item instanceof ProjectedFact ? item : undefined;

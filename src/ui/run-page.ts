@@ -4,9 +4,12 @@
  * the CSV rows set aside, a link to the gallery with its review controls, and the remake of
  * rejected or failed instances, which shows its estimate and starts only once confirmed. The
  * state comes from the page's event stream (`api/events`), sent again as the run's journal
- * changes. Money arrives formatted by the server; text from the run is only set as textContent.
+ * changes. Money arrives formatted by the server; the chart's axis, which uPlot labels in the
+ * browser, uses the browser copy of the same formatter (util/page-money.ts). Text from the run is
+ * only set as textContent.
  */
 import { UI_STYLE } from './ui-style.js';
+import { PAGE_MONEY } from '../util/page-money.js';
 
 const SCRIPT = String.raw`
 (() => {
@@ -21,6 +24,10 @@ const SCRIPT = String.raw`
   };
   const STATUSES = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
   let chart;
+${PAGE_MONEY}
+  // axis:begin. The chart's money axis, in the words of every other figure of money: US$, 2 decimals, grouped.
+  const axisUsd = (u, ticks) => ticks.map((v) => formatMoney(v, 'total', 'usd'));
+  // axis:end
   function table(target, heads, rows) {
     const t = el('table');
     const head = el('tr');
@@ -52,7 +59,7 @@ const SCRIPT = String.raw`
       const paths = uPlot.paths.stepped({ align: 1 });
       const series = [{}, { label: 'committed', stroke: '#c60', paths }, { label: 'charged', stroke: '#06c', paths }, { label: 'net', stroke: '#393', paths }];
       if (budget !== null) series.push({ label: 'budget', stroke: '#b00', dash: [6, 4] });
-      chart = new uPlot({ width: 720, height: 260, series, axes: [{}, { values: (u, ticks) => ticks.map((v) => 'US$' + v.toFixed(2)) }] }, data, box);
+      chart = new uPlot({ width: 720, height: 260, series, axes: [{}, { values: axisUsd }] }, data, box);
     } else chart.setData(data);
   }
   function drawActivity(state) {

@@ -2,7 +2,8 @@
 // write every amount the same, or the page's header and the report disagree on a figure.
 import { describe, expect, it } from 'vitest';
 import { PAGE_SCRIPT } from '../../src/gallery/page-script.js';
-import { formatMoney, formatSpend, type MoneyKind, type MoneyUnit, type SpendFigures } from '../../src/util/format-usd.js';
+import { formatMoney, formatSpend, formatUsd, type MoneyKind, type MoneyUnit, type SpendFigures } from '../../src/util/format-usd.js';
+import { runPage } from '../../src/ui/run-page.js';
 
 type Formatter = (value: number, kind: MoneyKind, unit: MoneyUnit) => string;
 type Spend = (money: SpendFigures) => string;
@@ -47,5 +48,40 @@ describe("the gallery's money", () => {
     expect(page({ netUsd: 0, unpricedInstances: 2 })).toBe('unpriced (2 instances)');
     // A figure resting on a token-priced charge at submit is marked with the word the docs define.
     expect(page({ netUsd: 0.56, provisional: true })).toBe('US$0.56 (provisional)');
+  });
+});
+
+/** The run page's inlined script, as `genpipe ui` serves it. */
+function runPageScript(): string {
+  const html = runPage('token', '');
+  const scripts = [...html.matchAll(/<script>([\s\S]*?)<\/script>/g)].map((m) => m[1] as string);
+  expect(scripts).toHaveLength(1);
+  return scripts[0] as string;
+}
+
+/** A part of `script` between `// NAME:begin` and `// NAME:end`. */
+function part(script: string, name: string): string {
+  const begin = script.indexOf(`// ${name}:begin`);
+  const end = script.indexOf(`// ${name}:end`);
+  expect(begin).toBeGreaterThan(0);
+  expect(end).toBeGreaterThan(begin);
+  return script.slice(begin, end);
+}
+
+describe("the run page's money", () => {
+  it("labels the spend chart's axis as the server writes a total: the gallery's copy of the formatter, not a format of its own", () => {
+    const script = runPageScript();
+    const axisUsd = new Function(`${part(script, 'money')}\n${part(script, 'axis')}\nreturn axisUsd;`)() as (
+      u: unknown,
+      ticks: number[],
+    ) => string[];
+    // uPlot's ticks: round steps, the rounding edges, and sums past a thousand (grouped: US$1,234.50).
+    const ticks = [0, -0, 0.005, 0.05, 0.1, 0.25, 1.5, 2.005, 99.995, 1000, 1234.5, 250_000, -1234.5];
+    expect(axisUsd(undefined, ticks)).toEqual(ticks.map((v) => formatUsd(v)));
+    expect(axisUsd(undefined, [1234.5])).toEqual(['US$1,234.50']);
+    // The page's copy is the gallery's, byte for byte.
+    expect(part(script, 'money')).toBe(part(PAGE_SCRIPT, 'money'));
+    // No money of its own anywhere else in the script.
+    expect(script.replace(part(script, 'money'), '')).not.toMatch(/toFixed|'US\$'/);
   });
 });

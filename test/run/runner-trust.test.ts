@@ -357,12 +357,69 @@ describe('nothing is paid twice or for nothing', () => {
         const rows = emuRequests(emu);
         expect(rows).toHaveLength(3);
         expect(new Set(rows.map((r) => r.body_hash)).size).toBe(3);
-        // The summary says what report.json says of it: its only line is damaged, so the journal
-        // names no attempt of it, and it counts as not started there (it is never sent again).
-        expect(accepted.stdout).toContain('1 not started');
-        const total = (JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as { total: { counts: Record<string, number> } })
-          .total;
-        expect(total.counts).toMatchObject({ completed: 2, not_started: 1, unknown: 0 });
+        // Its only line is damaged and may have been an intent whose POST spent money (it did):
+        // every view says unknown, its money unknown, never "not started" (nothing spent).
+        const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as {
+          total: { counts: Record<string, number>; unpricedInstances: number };
+          instances: { instance: string; status: string; unpricedInstances: number }[];
+        };
+        expect(report.total.counts).toMatchObject({ completed: 2, not_started: 0, unknown: 1 });
+        const damagedLine = report.instances.find((l) => l.instance === 'ads[n=2]');
+        expect(damagedLine).toMatchObject({ status: 'unknown' });
+        // Its money is unknown too: the model has no price here, so it counts as an unpriced
+        // attempt (never US$0 spent), as the two sent and paid do.
+        expect(damagedLine?.unpricedInstances).toBe(1);
+        expect(report.total.unpricedInstances).toBe(3);
+        expect(spentUsd(emu)).toBeGreaterThan(0);
+        // The summary's count is the report's.
+        expect(accepted.stdout).not.toContain('not started');
+        expect(Number(/(\d+) unknown/.exec(accepted.stdout)?.[1])).toBe(report.total.counts.unknown);
+        const md = readFileSync(join(runDir, 'report.md'), 'utf8');
+        expect(md).toMatch(/\| ads\[n=2\] \| unknown \|/);
+        const csv = parseCsv(readFileSync(join(runDir, 'outputs.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
+        expect(csv.find((r) => r.instance === 'ads[n=2]')).toMatchObject({ status: 'unknown' });
+        // `genpipe report`, reading the journal anew, says the same.
+        const again = await runCli(['report', runDir, '--json']);
+        expect(again.code, again.stderr).toBe(0);
+        expect((JSON.parse(again.stdout) as typeof report).total.counts).toEqual(report.total.counts);
+      });
+    },
+  );
+
+  it(
+    "a damaged line that names no instance (the run_finished record) changes no instance's status: --accept-corrupt resumes, every instance still completed",
+    { timeout: 90_000 },
+    async () => {
+      await withEmulator({ timeScale: 0 }, async (emu) => {
+        const dir = tempDir();
+        const out = tempDir();
+        const manifest = marketingManifest(dir, 3, 'nameless');
+        expect((await runCli(['run', manifest, '--base-url', emu.url, '--out', out])).code).toBe(0);
+        const runDir = findRunDir(out, 'nameless');
+        const path = join(runDir, 'journal.jsonl');
+        const lines = readFileSync(path, 'utf8').split('\n');
+        const at = lines.findIndex((l) => l.includes('"type":"run_finished"'));
+        expect(at).toBeGreaterThan(0);
+        // One byte of the outcome flips on disk: a line of the run, no instance's.
+        const line = lines[at]!;
+        const outcomeAt = line.indexOf('"outcome":"') + 11;
+        lines[at] = line.slice(0, outcomeAt) + (line[outcomeAt] === 'x' ? 'y' : 'x') + line.slice(outcomeAt + 1);
+        writeFileSync(path, lines.join('\n'));
+
+        const accepted = await runCli(['resume', runDir, '--base-url', emu.url, '--accept-corrupt']);
+        expect(accepted.code, accepted.stderr).toBe(0);
+        expect(accepted.stderr).toContain(
+          `journal line ${at + 1} is damaged: every instance not yet submitted or final is treated as unknown`,
+        );
+        expect(emuRequests(emu)).toHaveLength(3);
+        const report = JSON.parse(readFileSync(join(runDir, 'report.json'), 'utf8')) as {
+          total: { counts: Record<string, number>; unknownUsd: number };
+        };
+        expect(report.total.counts).toMatchObject({ completed: 3, unknown: 0, not_started: 0 });
+        expect(report.total.unknownUsd).toBe(0);
+        expect(accepted.stdout).not.toContain('unknown');
+        const csv = parseCsv(readFileSync(join(runDir, 'outputs.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
+        expect(csv.map((r) => r.status)).toEqual(['completed', 'completed', 'completed']);
       });
     },
   );

@@ -21,6 +21,8 @@ export interface AttemptState {
   failed?: unknown;
   reusedFrom?: string | undefined;
   earlier?: EarlierAttempts | undefined;
+  /** A damaged journal line, accepted, named the instance (run-state.ts markCorrupt): it may have been a spent intent. */
+  suspect?: boolean | undefined;
 }
 
 /**
@@ -61,7 +63,9 @@ export function fateOf(entry: AttemptState): AttemptFate {
   // An intent with no answer: the submit may or may not have arrived, unless the run recorded a
   // refusal of it (failed before anything was created: a 4xx the service answered).
   if (entry.intent) return entry.failed ? { fate: 'none' } : { fate: 'unknown' };
-  return { fate: 'none' };
+  // Its only trace may be a damaged line (`--accept-corrupt`): perhaps an intent whose submit was
+  // paid, never resent, so unknown up to the step's price, as the runner treats it.
+  return entry.suspect === true && !entry.failed ? { fate: 'unknown' } : { fate: 'none' };
 }
 
 /**

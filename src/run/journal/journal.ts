@@ -502,6 +502,13 @@ export interface StreamOptions {
 }
 
 /**
+ * What a reader makes of a damaged line (bad checksum or shape) that streamJournalBatches would
+ * otherwise pass over: a value yielded in its place, or undefined for none. Only a journal whose
+ * damage was accepted (`--accept-corrupt`) has such lines: any other was refused on resume.
+ */
+export type DamagedLine<T> = (corrupt: CorruptLine) => T | undefined;
+
+/**
  * streamJournal a read chunk (READ_CHUNK) at a time: one await per chunk rather than per record, which
  * a journal of millions of records notices. With `project`, the lines it projects come as its
  * values, in file order with the records.
@@ -509,11 +516,11 @@ export interface StreamOptions {
 export function streamJournalBatches(path: string, options?: StreamOptions): AsyncGenerator<JournalRecord[]>;
 export function streamJournalBatches<T>(
   path: string,
-  options: StreamOptions & { project: ProjectLine<T> },
+  options: StreamOptions & { project?: ProjectLine<T> | undefined; damaged?: DamagedLine<T> | undefined },
 ): AsyncGenerator<(JournalRecord | T)[]>;
 export async function* streamJournalBatches<T>(
   path: string,
-  options: StreamOptions & { project?: ProjectLine<T> | undefined } = {},
+  options: StreamOptions & { project?: ProjectLine<T> | undefined; damaged?: DamagedLine<T> | undefined } = {},
 ): AsyncGenerator<(JournalRecord | T)[]> {
   const handle = await openForReading(path);
   if (handle === undefined) return;
@@ -523,9 +530,17 @@ export async function* streamJournalBatches<T>(
     const size = (await handle.stat()).size;
     const start = options.start ?? 0;
     if (start >= size) return;
+    const damaged = options.damaged;
     const scanner = new JournalScanner(size, (record) => batch.push(record), {
       skip,
       project: options.project,
+      // In the batch, in file order with the records: a reader replays them in that order.
+      onCorrupt:
+        damaged &&
+        ((corrupt) => {
+          const value = damaged(corrupt);
+          if (value !== undefined) batch.push(value);
+        }),
       offset: start,
       bound: options.bound,
     });

@@ -4,7 +4,7 @@
  * from here, never from what the service might say.
  */
 import type { JournalRecord, JournalRecordOf, RecordedOptions, TerminalStatus } from './journal-records.js';
-import { streamJournal } from './journal.js';
+import { streamJournalBatches, type CorruptLine } from './journal.js';
 import { createHash } from 'node:crypto';
 import type { Submission } from '../../models/adapter.js';
 import { moneyOf, settleAttempt, type EarlierAttempts } from '../attempt/attempt-money.js';
@@ -335,7 +335,14 @@ export async function replayFile(path: string, options: { lean?: boolean } = {})
   const intents = new Map<string, JournalRecordOf<'intent'>>();
   const finals = new Map<string, JournalRecordOf<'status'>>();
   // A lean reader never looks at downloads: those lines are not even parsed.
-  for await (const record of streamJournal(path, options.lean ? { skipTypes: ['downloaded'] } : {})) {
+  // A damaged line naming its instance (accepted by `--accept-corrupt`) marks it as a resume does.
+  const damaged = (corrupt: CorruptLine): string | undefined => corrupt.instance;
+  for await (const item of streamRecordsAndDamage(path, options.lean ? { skipTypes: ['downloaded'], damaged } : { damaged })) {
+    if (typeof item === 'string') {
+      markCorrupt(state, item);
+      continue;
+    }
+    const record = item;
     applyRecord(state, record);
     if (!options.lean) continue;
     if (record.type === 'status') {
@@ -367,6 +374,14 @@ export async function replayFile(path: string, options: { lean?: boolean } = {})
   return state;
 }
 
+/** The journal's records, and the ids of its damaged lines that name one, in file order. */
+async function* streamRecordsAndDamage(
+  path: string,
+  options: { skipTypes?: string[]; damaged: (corrupt: CorruptLine) => string | undefined },
+): AsyncGenerator<JournalRecord | string> {
+  for await (const batch of streamJournalBatches<string>(path, options)) yield* batch;
+}
+
 function shared<T extends object>(cache: Map<string, T>, key: string, make: () => T): T {
   let value = cache.get(key);
   if (!value) {
@@ -391,7 +406,9 @@ export function instanceStatus(entry: InstanceState): InstanceStatus {
   if (entry.final) return entry.final.status;
   if (entry.failed) return 'failed';
   if (entry.submission) return 'in_flight';
-  return entry.intent ? 'unknown' : 'pending';
+  // A damaged line of its own (`--accept-corrupt`) may have been an intent whose submit spent
+  // money: a resume never sends it again, so it is unknown here too, never "not started".
+  return entry.intent || entry.suspect === true ? 'unknown' : 'pending';
 }
 
 /**
