@@ -293,11 +293,15 @@ function outcomeOf(fx: RunContext): RunOutcome {
   if (fx.stopReason === 'budget') return 'budget';
   if (fx.stopReason !== undefined || fx.refused !== undefined) return 'stopped';
   const c = fx.fold.counts();
+  // A for_each step's instance never made is waiting for its upstream instance (one that failed
+  // fails the run itself) or for its approval (`only: approved`, a review still to come): neither
+  // fails the run. A step of its own that left instances unstarted does.
+  const notStarted = fx.settings.plan.steps.reduce((n, s) => n + (s.forEach === undefined ? fx.fold.counts(s.id).not_started : 0), 0);
   // An attempt left in flight for a resume (its status could not be read) is not done; files
   // missing, waiting for a sink or kept out by an object at their key fail it too, as do rejected
   // instances that could not be made again.
   const left = fx.missingFiles + fx.uploadsPending + fx.uploadConflicts + fx.notRemade;
-  return c.failed + c.nsfw + c.canceled + c.unknown + c.in_flight + c.not_started + left === 0 ? 'completed' : 'failed';
+  return c.failed + c.nsfw + c.canceled + c.unknown + c.in_flight + notStarted + left === 0 ? 'completed' : 'failed';
 }
 
 /** The summary's counts, in its words, of the run's fold: the report's counts, and its re-rolls. */
