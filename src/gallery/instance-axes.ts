@@ -5,6 +5,7 @@
  * `sheets.tier` when its own axes use the same name), so it sits next to its upstream.
  */
 import { splitLabel, unquote } from '../plan/selection.js';
+import { upstreamIdEnd } from '../plan/instance-order.js';
 
 export interface InstanceAxes {
   step: string;
@@ -32,23 +33,4 @@ export function instanceAxes(id: string): InstanceAxes {
     if (eq > 0) values.push([part.slice(0, eq), unquote(part.slice(eq + 1))]);
   }
   return { step, values };
-}
-
-/** Where the leading upstream id of a for_each id's brackets ends, or -1 when it has none. */
-function upstreamIdEnd(inner: string): number {
-  const match = /^[a-z][a-z0-9_-]{0,62}(\[|$|,)/.exec(inner);
-  if (!match) return -1;
-  if (match[1] !== '[') return match[0].length - (match[1] === ',' ? 1 : 0);
-  let depth = 0;
-  let quoted = false;
-  for (let i = match[0].length - 1; i < inner.length; i++) {
-    const c = inner[i];
-    if (quoted) {
-      if (c === '\\') i++;
-      else if (c === '"') quoted = false;
-    } else if (c === '"') quoted = true;
-    else if (c === '[') depth++;
-    else if (c === ']' && --depth === 0) return i + 1;
-  }
-  return -1;
 }

@@ -19,7 +19,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { committedUsd, type ReportStatus } from '../report/cost-report.js';
-import { listRuns, runListing, type OnRunSummary, type RunListing, type RunSums, type SumsGroup } from '../report/run-list.js';
+import { listRuns, NO_FIGURES, runListing, type OnRunSummary, type RunListing, type RunSums, type SumsGroup } from '../report/run-list.js';
 import type { RunObserver } from '../run/observer.js';
 import { routeOf } from '../run/limits/route-limiter.js';
 import { jsonUsd } from '../util/format-usd.js';
@@ -200,23 +200,7 @@ export class RunFigures {
 export const statusWord = (status: string): string => (status.split(':')[0] ?? status).trim();
 
 /** The listing of a run whose files could not be read: counted among the runs, with no figures. */
-const UNREADABLE = {
-  status: 'unreadable',
-  completed: 0,
-  made: 0,
-  reused: 0,
-  instances: 0,
-  netUsd: 0,
-  unknownUsd: 0,
-  unpricedInstances: 0,
-  failed: 0,
-  unknown: 0,
-  estimatedUsd: 0,
-  committedUsd: 0,
-  budgetUsd: null,
-  startedAt: null,
-  finishedAt: null,
-};
+const UNREADABLE = { status: 'unreadable', ...NO_FIGURES };
 
 /** A run as it was read, and the sizes and times of its files then. */
 interface ReadRun {

@@ -187,7 +187,7 @@ export const compareValues = (a: string, b: string): number => byCodeUnits(value
  * Where the leading upstream id of a for_each id's brackets ends (`sheets[tier=cats],motion=2`:
  * after `]`; `sheets,motion=2`: after `sheets`), or -1 when it has none.
  */
-function upstreamIdEnd(inner: string): number {
+export function upstreamIdEnd(inner: string): number {
   const match = /^[a-z][a-z0-9_-]{0,62}(\[|$|,)/.exec(inner);
   if (!match) return -1;
   if (match[1] !== '[') return match[0].length - (match[1] === ',' ? 1 : 0);

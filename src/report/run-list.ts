@@ -212,6 +212,24 @@ export async function runListingFromJournal(
   return listing;
 }
 
+/** The figures of a listing that has none: a tick that did not start, a run whose files cannot be read. */
+export const NO_FIGURES = {
+  completed: 0,
+  made: 0,
+  reused: 0,
+  instances: 0,
+  netUsd: 0,
+  unknownUsd: 0,
+  unpricedInstances: 0,
+  failed: 0,
+  unknown: 0,
+  estimatedUsd: 0,
+  committedUsd: 0,
+  budgetUsd: null,
+  startedAt: null,
+  finishedAt: null,
+} satisfies Omit<RunListing, 'pipeline' | 'runId' | 'dir' | 'status'>;
+
 /** A tick that did not start, listed among the runs, with why. */
 export function notStartedListing(root: string, pipeline: string, record: NotStartedRecord): RunListing {
   return {
@@ -219,18 +237,7 @@ export function notStartedListing(root: string, pipeline: string, record: NotSta
     runId: record.id,
     dir: join(root, pipeline),
     status: notStartedStatus(record),
-    completed: 0,
-    made: 0,
-    reused: 0,
-    instances: 0,
-    netUsd: 0,
-    unknownUsd: 0,
-    unpricedInstances: 0,
-    failed: 0,
-    unknown: 0,
-    estimatedUsd: 0,
-    committedUsd: 0,
-    budgetUsd: null,
+    ...NO_FIGURES,
     startedAt: Date.parse(record.at) || null,
     finishedAt: Date.parse(record.at) || null,
   };
