@@ -1,7 +1,7 @@
 /** The runs under a folder (`runs/<pipeline>/<run-id>/`), newest first, with status and spend. */
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { JOURNAL_RECORD_TYPES } from '../run/journal/journal-records.js';
+import { JOURNAL_RECORD_TYPES, startedBudget } from '../run/journal/journal-records.js';
 import { streamJournal } from '../run/journal/journal.js';
 import { committedUsd, summarizeCostReport, type GroupLine } from './cost-report.js';
 import { readRunSummary, type RunSummaryFile, type SummaryGroup } from '../run/files/run-summary.js';
@@ -183,7 +183,7 @@ export async function runHistory(dir: string): Promise<RunHistory> {
         history.status = 'interrupted';
         history.startedAt ??= record.at ?? null;
         history.finishedAt = null;
-        history.budgetUsd = record.options?.budgetUsd ?? null;
+        history.budgetUsd = startedBudget(record);
       }
       if (record.type === 'run_finished') {
         history.status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);

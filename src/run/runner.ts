@@ -92,7 +92,14 @@ export async function runPlan(options: RunOptions): Promise<RunSummary> {
   // How the last start ended, read before this one's record: a finished run resumed with nothing to do tells no one again.
   const endedBefore = store.state.lastOutcome;
   await fx.log(
-    { type: 'run_started', runId: options.runId, pipeline: options.plan.name, planHash: options.planHash, options: fx.recorded },
+    {
+      type: 'run_started',
+      runId: options.runId,
+      pipeline: options.plan.name,
+      planHash: options.planHash,
+      options: fx.recorded,
+      budgetUsd: fx.settings.budgetUsd ?? null,
+    },
     true,
   );
   // Adopted requests are journaled as submitted (settle's `adopted` row), then followed as such.

@@ -65,6 +65,25 @@ async function expectSameBothWays(runDir: string): Promise<RunListing> {
 const readSummary = (runDir: string): RunSummaryFile => JSON.parse(readFileSync(runFile(runDir, 'summary'), 'utf8')) as RunSummaryFile;
 
 describe('summary.json against the journal', () => {
+  it("a budget set in the manifest is the listing's budget, from the summary and from the journal", { timeout: 60_000 }, async () => {
+    const emu = await startEmulator({ port: 0, timeScale: 0.01, seed: 7, log: () => {} });
+    try {
+      const out = tempDir();
+      const manifest = sheetsManifest(tempDir(), 2, { name: 'capped', extra: 'defaults:\n  budget_usd: 1.5' });
+      expect(await main(['run', manifest, '--out', out, '--quiet'], io(emu.url))).toBe(0);
+      const listing = await expectSameBothWays(findRunDir(out, 'capped'));
+      expect(listing.budgetUsd).toBe(1.5);
+      expect(readSummary(findRunDir(out, 'capped')).budgetUsd).toBe(1.5);
+      // A flag given wins over the manifest's, and a resume given none keeps it.
+      expect(await main(['resume', findRunDir(out, 'capped'), '--quiet', '--budget', '2'], io(emu.url))).toBe(0);
+      expect((await expectSameBothWays(findRunDir(out, 'capped'))).budgetUsd).toBe(2);
+      expect(await main(['resume', findRunDir(out, 'capped'), '--quiet'], io(emu.url))).toBe(0);
+      expect((await expectSameBothWays(findRunDir(out, 'capped'))).budgetUsd).toBe(2);
+    } finally {
+      await emu.close();
+    }
+  });
+
   it('a completed run, a budget stop and a failed run list the same from either', { timeout: 120_000 }, async () => {
     const emu = await startEmulator({ port: 0, timeScale: 0.01, seed: 7, log: () => {} });
     const failing = await startEmulator({ port: 0, timeScale: 0.01, seed: 11, failureRate: 0.5, log: () => {} });

@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { rename, stat, unlink, writeFile } from 'node:fs/promises';
-import type { JournalRecord } from '../journal/journal-records.js';
+import { startedBudget, type JournalRecord } from '../journal/journal-records.js';
 import { REPORT_STATUSES, type FoldMoney, type ReportStatus, type RunFold } from '../journal/run-fold.js';
 import { outcomeWord } from '../events.js';
 import { runFile } from './run-layout.js';
@@ -148,7 +148,7 @@ export class RunSummaryWriter {
         this.#startedAt ??= record.at ?? null;
         this.#finishedAt = null;
         this.#throttledMs = null;
-        this.#budgetUsd = record.options?.budgetUsd ?? null;
+        this.#budgetUsd = startedBudget(record);
       } else if (record.type === 'run_finished') {
         this.#status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
         this.#finishedAt = record.at ?? null;

@@ -48,7 +48,18 @@ export const RunStartedRecord = z.looseObject({
   planHash: z.string().min(1),
   /** Absent in journals written by older versions of genpipe. */
   options: RecordedOptions.optional(),
+  /**
+   * The budget this start enforced: its `--budget`, the last start's, or the manifest's
+   * `defaults.budget_usd`; null for none. `options.budgetUsd` records only a flag given, which a
+   * resume inherits. Absent in journals written by older versions of genpipe.
+   */
+  budgetUsd: z.number().nonnegative().nullable().optional(),
 });
+
+/** The budget a start enforced, as its run_started record says it (an older journal's: the flag it recorded). */
+export function startedBudget(record: z.infer<typeof RunStartedRecord>): number | null {
+  return record.budgetUsd !== undefined ? record.budgetUsd : (record.options?.budgetUsd ?? null);
+}
 
 /**
  * Written and synced before a credit-spending POST: after a crash, an intent without a
