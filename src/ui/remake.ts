@@ -1,6 +1,6 @@
 /**
- * A remake started from a run's page: `genpipe resume RUN_DIR --retry rejected,failed --yes` as a
- * detached child process, so it outlives a restart of the ui, with its output in
+ * A remake started from a run's page: `genpipe resume RUN_DIR --retry rejected,failed,canceled,nsfw --yes`
+ * as a detached child process, so it outlives a restart of the ui, with its output in
  * RUN_DIR/ui-remake.log. Refused while another process holds the pipeline's lock: the run is
  * running, or being resumed already. The page asked for confirmation with the estimate before
  * this is called (`--yes` says so to resume).
@@ -10,11 +10,28 @@ import { appendFileSync, closeSync, openSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readPipelineLock } from '../run/lock/lock.js';
+import type { RetryStatus } from '../run/run-options.js';
 
 export const REMAKE_LOG = 'ui-remake.log';
 
 /** bin/genpipe.js of this installation: two folders up from src/ui, dist/ui and dist/bundle alike. */
 const BIN = fileURLToPath(new URL('../../bin/genpipe.js', import.meta.url));
+
+/** What the page's buttons select: the rejected results, or the instances that ended without one. */
+export type RemakeSelection = 'rejected' | 'failed';
+
+/**
+ * The `--retry` statuses a selection asks for. "failed" is every instance that ended without a
+ * result and can be sent again safely: failed, canceled and nsfw, as the run's page counts them.
+ * Unknown is left out: a keyless submit of unknown fate may have been paid, and resending it may pay
+ * twice, so that stays a deliberate `genpipe resume --retry unknown`.
+ */
+export function retryStatusesOf(selection: readonly RemakeSelection[]): RetryStatus[] {
+  const statuses: RetryStatus[] = [];
+  if (selection.includes('rejected')) statuses.push('rejected');
+  if (selection.includes('failed')) statuses.push('failed', 'canceled', 'nsfw');
+  return statuses;
+}
 
 export type RemakeStart = { started: true; pid: number; log: string } | { started: false; why: string };
 
@@ -32,7 +49,7 @@ export interface RemakeOptions {
  */
 const remakes = new Map<string, number | 'starting'>();
 
-export async function startRemake(dir: string, selection: readonly string[], options: RemakeOptions): Promise<RemakeStart> {
+export async function startRemake(dir: string, selection: readonly RemakeSelection[], options: RemakeOptions): Promise<RemakeStart> {
   const key = resolve(dir);
   const earlier = remakes.get(key);
   if (earlier !== undefined)
@@ -53,7 +70,7 @@ export async function startRemake(dir: string, selection: readonly string[], opt
   }
 }
 
-async function spawnRemake(dir: string, selection: readonly string[], options: RemakeOptions, key: string): Promise<RemakeStart> {
+async function spawnRemake(dir: string, selection: readonly RemakeSelection[], options: RemakeOptions, key: string): Promise<RemakeStart> {
   const lock = await readPipelineLock(join(dirname(dir), '.lock'));
   if (lock.state === 'held')
     return {
@@ -67,7 +84,7 @@ async function spawnRemake(dir: string, selection: readonly string[], options: R
   try {
     const child = spawn(
       options.execPath ?? process.execPath,
-      [BIN, 'resume', dir, '--retry', selection.join(','), '--yes', '--quiet', ...options.connectionArgs],
+      [BIN, 'resume', dir, '--retry', retryStatusesOf(selection).join(','), '--yes', '--quiet', ...options.connectionArgs],
       {
         detached: true,
         stdio: ['ignore', fd, fd],

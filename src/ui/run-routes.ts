@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pageHeaders } from '../review/page-policy.js';
 import { readBody, reviewHandler, send, type ReviewHandler } from '../review/review-server.js';
-import { startRemake } from './remake.js';
+import { startRemake, type RemakeSelection } from './remake.js';
 import { runPage } from './run-page.js';
 import { remakeEstimate, RunFollower } from './run-state.js';
 import type { UiRun } from './run-watch.js';
@@ -138,10 +138,10 @@ export function runRoutes(options: RunRoutesOptions): UiRoute {
   }
 }
 
-function selectionOf(text: string): ('rejected' | 'failed')[] | undefined {
+function selectionOf(text: string): RemakeSelection[] | undefined {
   const parts = text.split(',').filter((p) => p !== '');
   if (parts.length === 0 || parts.some((p) => p !== 'rejected' && p !== 'failed')) return undefined;
-  return [...new Set(parts)] as ('rejected' | 'failed')[];
+  return [...new Set(parts)] as RemakeSelection[];
 }
 
 async function followRun(res: ServerResponse, key: string, follower: RunFollower, context: UiContext): Promise<void> {

@@ -18,11 +18,17 @@
  */
 import { runFile } from '../run/files/run-layout.js';
 import { readFile, stat } from 'node:fs/promises';
-import { committedUsd, summarizeCostReport, type CostSummary, type GroupLine, type InstanceLine } from '../report/cost-report.js';
+import { committedUsd, summarizeCostReport, type CostSummary, type GroupLine } from '../report/cost-report.js';
 import { sumsOfSummary, type RunSums, type SumsGroup } from '../report/run-list.js';
 import { readRunSummary } from '../run/files/run-summary.js';
 import { readPlanFile } from '../run/files/run-dir.js';
-import { readReview } from '../review/review-store.js';
+import { decisions } from '../review/review-store.js';
+import { replayFile, resumeAction } from '../run/journal/run-state.js';
+import { mayRemake, retryOf } from '../run/attempt/next-step.js';
+import { rejectsCurrent } from '../run/attempt/remake.js';
+import { attemptPrice } from '../run/attempt/attempt-money.js';
+import { stepOfInstanceId } from '../plan/instance.js';
+import { retryStatusesOf, type RemakeSelection } from './remake.js';
 import type { SkippedRow } from '../plan/skipped-rows.js';
 import { formatCount, formatSpend, formatUsd } from '../util/format-usd.js';
 import { etaText } from '../report/progress.js';
@@ -222,35 +228,47 @@ function etaOf(series: JournalSeries, now: number): RunPageState['eta'] {
   };
 }
 
-/** What a remake of `selection` would start again: the instances, and their estimate at their steps' prices. */
+/**
+ * What a remake of `selection` would start again, by the runner's own rules: a `--retry` round's
+ * new attempt (retryOf, for the statuses the remake passes), and a rejected result that was not
+ * remade since its rejection (mayRemake and rejectsCurrent). Each is priced as its last attempt
+ * was journaled (a table or formula price is the instance's own), else at its step's price.
+ */
 export interface RemakeEstimate {
-  selection: ('rejected' | 'failed')[];
+  selection: RemakeSelection[];
   instances: string[];
   estimateUsd: number;
   unpriced: number;
   text: string;
 }
 
-const FAILED = new Set(['failed', 'nsfw', 'canceled']);
 const MAX_LISTED = 50;
 
-export async function remakeEstimate(dir: string, selection: readonly ('rejected' | 'failed')[]): Promise<RemakeEstimate> {
+export async function remakeEstimate(dir: string, selection: readonly RemakeSelection[]): Promise<RemakeEstimate> {
   const plan = await readPlanFile(dir);
-  const prices = new Map(plan.steps.map((s) => [s.id, s.price_usd]));
-  const review = await readReview(dir);
-  const picked: InstanceLine[] = [];
-  await summarizeCostReport(dir, {}, (line) => {
-    const rejected = selection.includes('rejected') && review[line.instance]?.decision === 'rejected' && line.status === 'completed';
-    const failed = selection.includes('failed') && FAILED.has(line.status);
-    if (rejected || failed) picked.push(line);
-  });
+  const stepIndex = new Map(plan.steps.map((s, i) => [s.id, i]));
+  const retry = new Set(retryStatusesOf(selection));
+  const state = await replayFile(runFile(dir, 'journal'));
+  // The round the remake's start records: each `--retry` given is a new one (resolved-options.ts).
+  const round = (state.options?.retryRound ?? 0) + 1;
+  const rejected = retry.has('rejected') ? await decisions(dir, 'rejected') : new Map<string, string | undefined>();
+  const picked: { id: string; step: number; price: number | null }[] = [];
+  for (const [id, entry] of state.instances) {
+    const step = stepIndex.get(stepOfInstanceId(id));
+    if (step === undefined) continue;
+    // Whether the model resends an unanswered intent with its key decides only resend-or-unknown,
+    // and the remake retries neither: false here counts the same instances.
+    const retried = retryOf(resumeAction(entry, false, state.suspectAll), entry, retry, round) !== undefined;
+    const remade = !retried && mayRemake(entry, retry) && rejectsCurrent(rejected, id, entry, round);
+    if (retried || remade) picked.push({ id, step, price: attemptPrice(entry, plan.steps[step]?.price_usd) });
+  }
+  picked.sort((a, b) => a.step - b.step);
   let estimateUsd = 0;
   let unpriced = 0;
-  for (const line of picked) {
-    const price = prices.get(line.step);
-    if (price === null || price === undefined) unpriced++;
+  for (const { price } of picked) {
+    if (price === null) unpriced++;
     else estimateUsd += price;
   }
   const text = `${formatCount(picked.length)} instance${picked.length === 1 ? '' : 's'}: ${formatSpend({ netUsd: estimateUsd, unpricedInstances: unpriced })}`;
-  return { selection: [...selection], instances: picked.slice(0, MAX_LISTED).map((l) => l.instance), estimateUsd, unpriced, text };
+  return { selection: [...selection], instances: picked.slice(0, MAX_LISTED).map((p) => p.id), estimateUsd, unpriced, text };
 }
