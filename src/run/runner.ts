@@ -157,12 +157,10 @@ function storeOptions(options: RunOptions): OpenRunStoreOptions {
   };
 }
 
-/** summary.json's writer, its fold starting where the journal stands (a resume's records folded). */
+/** summary.json's writer, reading the run's own fold (a resume's journal folded, then each record written). */
 function summaryWriter(fx: RunContext, store: RunStore): RunSummaryWriter {
-  const steps = plannedSteps(fx.settings.plan);
-  const fold = store.created ? new RunFold(steps) : RunFold.of(store.state, steps);
   const head = { pipeline: fx.settings.plan.name, runId: fx.settings.runId, startedAt: store.state.firstStartedAt };
-  return new RunSummaryWriter(fx.settings.runDir, head, fold);
+  return new RunSummaryWriter(fx.settings.runDir, head, fx.fold);
 }
 
 /** What the run tells its views at the start: the plan's steps, and for a resume its journal folded as it stands now (they go on from there). */

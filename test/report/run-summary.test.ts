@@ -177,20 +177,18 @@ describe('the summary writer', () => {
     const writes: RunSummaryFile[] = [];
     const dir = tempDir();
     writeFileSync(runFile(dir, 'journal'), 'x'.repeat(42));
-    const writer = new RunSummaryWriter(
-      dir,
-      { pipeline: 'p', runId: 'r' },
-      new RunFold([{ id: 's', count: 500, priceUsd: 0.05, model: 'character-sheet' }]),
-      {
-        write: async (_path, text) => {
-          writes.push(JSON.parse(text) as RunSummaryFile);
-        },
+    // The run's fold, which the run feeds each record before it tells the writer.
+    const fold = new RunFold([{ id: 's', count: 500, priceUsd: 0.05, model: 'character-sheet' }]);
+    const writer = new RunSummaryWriter(dir, { pipeline: 'p', runId: 'r' }, fold, {
+      write: async (_path, text) => {
+        writes.push(JSON.parse(text) as RunSummaryFile);
       },
-    );
+    });
     writer.journaled(started);
     const until = Date.now() + 1_500;
     // Bounded: 500 records over 1.5 s.
     for (let i = 0; i < 500 && Date.now() < until; i++) {
+      fold.apply(intent(i));
       writer.journaled(intent(i));
       await new Promise((r) => setTimeout(r, 3));
     }

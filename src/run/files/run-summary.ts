@@ -105,8 +105,10 @@ async function writeAtomically(path: string, text: string): Promise<void> {
 }
 
 /**
- * Keeps a run's summary.json current. `journaled` is told every record once the journal holds it
- * (run-context.ts): it folds it and at most marks the file out of date; a timer writes it.
+ * Keeps a run's summary.json current from `fold`, the run's own fold of its journal (run-context.ts
+ * feeds it each record once written, as the end-of-run summary reads it). `journaled` is told
+ * every record after that: it reads a start's and an end's, and marks the file out of date; a
+ * timer writes it.
  */
 export class RunSummaryWriter {
   readonly #path: string;
@@ -139,25 +141,18 @@ export class RunSummaryWriter {
     this.#startedAt = head.startedAt ?? null;
   }
 
-  /** A record the journal now holds: folded, and the file marked out of date. O(1); never waits. */
+  /** A record the journal now holds (and the fold has folded): the file marked out of date. O(1); never waits. */
   journaled(record: JournalRecord): void {
     if (this.#stopped) return;
-    try {
-      if (record.type === 'run_started') {
-        this.#status = 'running';
-        this.#startedAt ??= record.at ?? null;
-        this.#finishedAt = null;
-        this.#throttledMs = null;
-        this.#budgetUsd = startedBudget(record);
-      } else if (record.type === 'run_finished') {
-        this.#status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
-        this.#finishedAt = record.at ?? null;
-      } else this.fold.apply(record);
-    } catch {
-      // A view that cannot follow the run goes, rather than say what the journal does not: readers replay the journal.
-      this.stop();
-      void unlink(this.#path).catch(() => {});
-      return;
+    if (record.type === 'run_started') {
+      this.#status = 'running';
+      this.#startedAt ??= record.at ?? null;
+      this.#finishedAt = null;
+      this.#throttledMs = null;
+      this.#budgetUsd = startedBudget(record);
+    } else if (record.type === 'run_finished') {
+      this.#status = record.outcome === undefined ? 'finished' : outcomeWord(record.outcome);
+      this.#finishedAt = record.at ?? null;
     }
     this.#dirty = true;
     this.#schedule();
