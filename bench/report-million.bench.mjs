@@ -7,11 +7,11 @@
 // <= 1.2x a bare streaming reader of the same journal (lib/bare-journal-reader.mjs, a
 // process of its own timed from spawn to exit, as genpipe is). The report printed (--json) goes to
 // /dev/null, as to a file a user redirects it to.
-import { createWriteStream, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { spawn, spawnSync } from 'node:child_process';
-import { encodeJournalRecord } from '../dist/run/journal/journal.js';
+import { writeSheetRun } from './lib/sheet-run.mjs';
 import { here, measuredIn, median, runGenpipe, scratchDir, writeResults } from './lib/harness.mjs';
 
 /** The bare reader of a journal, timed from spawn to exit: wall ms and peak RSS. */
@@ -36,73 +36,18 @@ const runs = Number(process.env.BENCH_RUNS ?? 3);
 const settle = () => spawnSync('sync');
 const dir = scratchDir('report');
 
-/** A run directory whose journal holds `instances` completed character sheets. */
+/** A run directory whose journal holds `instances` completed character sheets, two output URLs each. */
 async function runDir(instances) {
   const run = join(dir, `r${instances}`, 'million', '20261101T000000Z-0000');
-  mkdirSync(join(run, 'outputs'), { recursive: true });
-  writeFileSync(
-    join(run, 'plan.json'),
-    JSON.stringify({
-      pipeline: 'million',
-      runId: '20261101T000000Z-0000',
-      manifest: join(dir, 'million.yaml'),
-      planHash: 'x',
-      createdAt: '2026-11-01T00:00:00.000Z',
-      steps: [{ id: 'sheets', model: 'character-sheet', count: instances, needs: [], for_each: null, price_usd: 0.05 }],
-      estimate: { known_usd: instances * 0.05, unknown_instances: 0 },
-    }),
-  );
-  const out = createWriteStream(join(run, 'journal.jsonl'));
-  const t0 = 1_793_000_000_000;
-  const write = async (record) => {
-    if (!out.write(encodeJournalRecord(record))) await once(out, 'drain');
-  };
-  await write({ type: 'run_started', runId: '20261101T000000Z-0000', pipeline: 'million', planHash: 'x', at: t0 });
-  const hex = (n, width) => n.toString(16).padStart(width, '0');
-  for (let i = 0; i < instances; i++) {
-    const seed = Math.floor(i / 1000) + 1;
-    const id = `sheets[seed=${seed},variation_index=${i % 1000}]`;
-    const requestId = `${hex(i, 8)}-0000-4000-8000-${hex(i, 12)}`;
-    const at = t0 + i;
-    await write({
-      type: 'intent',
-      instance: id,
-      model: 'character-sheet',
-      idempotencyKey: `${hex(i, 16)}${hex(i, 16)}`,
-      bodyHash: hex(i, 64),
-      at,
-    });
-    await write({ type: 'submitted', instance: id, handle: { kind: 'request', requestId }, at });
-    const outputs = [
-      { url: `https://cdn.example.com/results/${requestId}/min.png`, name: 'min', accept: ['image/png', 'image/jpeg', 'image/webp'] },
-      { url: `https://cdn.example.com/results/${requestId}/raw.png`, name: 'raw', accept: ['image/png', 'image/jpeg', 'image/webp'] },
-    ];
-    await write({
-      type: 'status',
-      instance: id,
-      status: 'completed',
-      outputs,
-      result: { request_id: requestId, status: 'completed', images: [{ url: outputs[0].url }] },
-      durationMs: 3000,
-      at: at + 3000,
-    });
-    await write({
-      type: 'downloaded',
-      instance: id,
-      output: 0,
-      path: `outputs/sheets/${id}.min.png`,
-      sha256: hex(i, 64),
-      size: 120_000,
-      // As a run journals an image since it records sizes at download: the emulator's sheets are 160x90.
-      width: 160,
-      height: 90,
-      at: at + 3100,
-    });
-  }
-  await write({ type: 'run_finished', outcome: 'completed', at: t0 + instances + 5000 });
-  out.end();
-  await once(out, 'finish');
-  return { run, journalMb: statSync(join(run, 'journal.jsonl')).size / 2 ** 20 };
+  const journalMb = await writeSheetRun(run, {
+    pipeline: 'million',
+    runId: '20261101T000000Z-0000',
+    manifest: join(dir, 'million.yaml'),
+    instances,
+    t0: 1_793_000_000_000,
+    outputs: ['min', 'raw'],
+  });
+  return { run, journalMb };
 }
 
 const results = [];

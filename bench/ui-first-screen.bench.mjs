@@ -11,15 +11,14 @@
 // is written with genpipe's own journal writer (as report-million's is) and its summary.json with
 // the run's own summary writer, then `genpipe report` writes its report, as a run's end does.
 /* global document, requestAnimationFrame, window -- the page functions below run in Chromium */
-import { copyFileSync, createWriteStream, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { once } from 'node:events';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { chromium } from 'playwright-core';
-import { encodeJournalRecord } from '../dist/run/journal/journal.js';
 import { RunFold } from '../dist/run/journal/run-fold.js';
 import { RunSummaryWriter } from '../dist/run/files/run-summary.js';
+import { writeSheetRun, sheetSteps } from './lib/sheet-run.mjs';
 import { bin, median, runGenpipe, scratchDir, startEmulatorProcess, writeResults } from './lib/harness.mjs';
 
 const CHROMIUM = process.env.GENPIPE_CHROMIUM ?? '/usr/bin/chromium';
@@ -114,76 +113,17 @@ async function bigRun(instances, budgetRun) {
   const recorded = JSON.parse(firstLine.slice(firstLine.indexOf('{'))).options;
   const runId = '20261201T000000Z-b1g0';
   const run = join(root, 'big', runId);
-  mkdirSync(join(run, 'outputs'), { recursive: true });
-  const steps = [{ id: 'sheets', model: 'character-sheet', count: instances, needs: [], for_each: null, price_usd: 0.05 }];
-  writeFileSync(
-    join(run, 'plan.json'),
-    JSON.stringify({
-      pipeline: 'big',
-      runId,
-      manifest: join(dir, 'big.yaml'),
-      planHash: 'x',
-      createdAt: '2026-12-01T00:00:00.000Z',
-      steps,
-      estimate: { known_usd: instances * 0.05, unknown_instances: 0 },
-    }),
-  );
-  const fold = new RunFold([{ id: 'sheets', count: instances, priceUsd: 0.05, model: 'character-sheet' }]);
+  const fold = new RunFold(sheetSteps(instances));
   const summary = new RunSummaryWriter(run, { pipeline: 'big', runId }, fold);
-  const out = createWriteStream(join(run, 'journal.jsonl'));
-  const write = async (record) => {
-    if (!out.write(encodeJournalRecord(record))) await once(out, 'drain');
-    summary.journaled(record);
-  };
-  const t0 = Date.UTC(2026, 11, 1);
-  await write({
-    type: 'run_started',
-    runId,
+  const journalMb = await writeSheetRun(run, {
     pipeline: 'big',
-    planHash: 'x',
+    runId,
+    manifest: join(dir, 'big.yaml'),
+    instances,
+    t0: Date.UTC(2026, 11, 1),
     options: { ...recorded, budgetUsd: instances * 0.06 },
-    at: t0,
+    journaled: (record) => summary.journaled(record),
   });
-  const hex = (n, width) => n.toString(16).padStart(width, '0');
-  for (let i = 0; i < instances; i++) {
-    const seed = Math.floor(i / 1000) + 1;
-    const id = `sheets[seed=${seed},variation_index=${i % 1000}]`;
-    const requestId = `${hex(i, 8)}-0000-4000-8000-${hex(i, 12)}`;
-    const at = t0 + i;
-    await write({
-      type: 'intent',
-      instance: id,
-      model: 'character-sheet',
-      idempotencyKey: `${hex(i, 16)}${hex(i, 16)}`,
-      bodyHash: hex(i, 64),
-      at,
-    });
-    await write({ type: 'submitted', instance: id, handle: { kind: 'request', requestId }, at });
-    const outputs = [{ url: `https://cdn.example.com/results/${requestId}/min.png`, name: 'min', accept: ['image/png'] }];
-    await write({
-      type: 'status',
-      instance: id,
-      status: 'completed',
-      outputs,
-      result: { request_id: requestId, status: 'completed', images: [{ url: outputs[0].url }] },
-      durationMs: 3000,
-      at: at + 3000,
-    });
-    await write({
-      type: 'downloaded',
-      instance: id,
-      output: 0,
-      path: `outputs/sheets/${id}.min.png`,
-      sha256: hex(i, 64),
-      size: 120_000,
-      width: 160,
-      height: 90,
-      at: at + 3100,
-    });
-  }
-  await write({ type: 'run_finished', outcome: 'completed', at: t0 + instances + 5000 });
-  out.end();
-  await once(out, 'finish');
   await summary.close();
   // The report a run writes at its end (and the gallery with it).
   const report = await runGenpipe(['report', run, '--json'], {}, { discardStdout: true });
@@ -191,7 +131,7 @@ async function bigRun(instances, budgetRun) {
   return {
     run,
     key: `0/big/${runId}`,
-    journalMb: statSync(join(run, 'journal.jsonl')).size / 2 ** 20,
+    journalMb,
     summaryBytes: statSync(join(run, 'summary.json')).size,
     reportMb: statSync(join(run, 'report.json')).size / 2 ** 20,
   };
