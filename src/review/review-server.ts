@@ -65,10 +65,18 @@ export interface ReviewHandler {
 
 export async function reviewHandler(
   runDir: string,
-  options: { writeAllowed: (req: IncomingMessage) => boolean; pageHead?: string },
+  options: {
+    writeAllowed: (req: IncomingMessage) => boolean;
+    pageHead?: string;
+    /**
+     * The run's decision store, when the caller keeps one across handlers (the ui builds a running
+     * run's gallery again): one store writes review.json one decision at a time.
+     */
+    store?: ReviewStore;
+  },
 ): Promise<ReviewHandler> {
   const root = await realpath(resolve(runDir));
-  const store = new ReviewStore(root);
+  const store = options.store ?? new ReviewStore(root);
   await readReview(root);
   const built = await galleryPageOf(root, { review: true });
   if (built === undefined) throw new GenpipeError('invalid_input', `${runDir} is a run of too many instances to review on one page.`);

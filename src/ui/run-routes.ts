@@ -5,7 +5,8 @@
  *   each time the run's journal changes); `assets/uplot.js` the chart library;
  * - `api/estimate?selection=rejected|failed` what a remake would start and its estimate (a read);
  *   `POST api/remake {selection, confirm: true}` starts it (remake.ts);
- * - `gallery/...` the run's gallery with its review controls (review/review-server.ts's handler).
+ * - `gallery/...` the run's gallery with its review controls (review/review-server.ts's handler),
+ *   built again when its page is asked and the run's journal changed since (run-gallery.ts).
  *
  * A run is found only by a key the watch lists: no path of the request reaches the disk.
  */
@@ -13,8 +14,9 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pageHeaders } from '../review/page-policy.js';
-import { readBody, reviewHandler, send, type ReviewHandler } from '../review/review-server.js';
+import { readBody, send } from '../review/review-server.js';
 import { startRemake, type RemakeSelection } from './remake.js';
+import { RunGalleries } from './run-gallery.js';
 import { runPage } from './run-page.js';
 import { remakeEstimate, RunFollower } from './run-state.js';
 import type { UiRun } from './run-watch.js';
@@ -55,7 +57,7 @@ export interface RunRoutesOptions {
 
 export function runRoutes(options: RunRoutesOptions): UiRoute {
   const followers = new Map<string, RunFollower>();
-  const galleries = new Map<string, Promise<ReviewHandler>>();
+  let galleries: RunGalleries | undefined;
   let page: { html: string; headers: Record<string, string> } | undefined;
 
   return async (req, res, url, context) => {
@@ -107,14 +109,8 @@ export function runRoutes(options: RunRoutesOptions): UiRoute {
       return true;
     }
     if (rest.startsWith('/gallery/')) {
-      const gallery = kept(galleries, key, () =>
-        reviewHandler(run.dir, {
-          // The ui's access rules checked Origin and token before this route was asked.
-          writeAllowed: () => true,
-          pageHead: `<meta name="genpipe-token" content="${context.access.token}">`,
-        }),
-      );
-      const handled = await (await gallery).handle(req, res, rest.slice('/gallery'.length));
+      galleries ??= new RunGalleries(MAX_KEPT, `<meta name="genpipe-token" content="${context.access.token}">`);
+      const handled = await galleries.handle(run, req, res, rest.slice('/gallery'.length));
       if (!handled) send(res, 404, TEXT, 'not found');
       return true;
     }

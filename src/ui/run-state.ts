@@ -28,6 +28,7 @@ import { mayRemake, retryOf } from '../run/attempt/next-step.js';
 import { rejectsCurrent } from '../run/attempt/remake.js';
 import { attemptPrice } from '../run/attempt/attempt-money.js';
 import { stepOfInstanceId } from '../plan/instance.js';
+import { adapterFor } from '../models/registry.js';
 import { retryStatusesOf, type RemakeSelection } from './remake.js';
 import type { SkippedRow } from '../plan/skipped-rows.js';
 import { formatCount, formatSpend, formatUsd } from '../util/format-usd.js';
@@ -231,7 +232,8 @@ function etaOf(series: JournalSeries, now: number): RunPageState['eta'] {
 /**
  * What a remake of `selection` would start again, by the runner's own rules: a `--retry` round's
  * new attempt (retryOf, for the statuses the remake passes), and a rejected result that was not
- * remade since its rejection (mayRemake and rejectsCurrent). Each is priced as its last attempt
+ * remade since its rejection (mayRemake and rejectsCurrent), but for a conversational model's (an
+ * agent turn), which the remake keeps as it was. Each is priced as its last attempt
  * was journaled (a table or formula price is the instance's own), else at its step's price.
  */
 export interface RemakeEstimate {
@@ -252,6 +254,9 @@ export async function remakeEstimate(dir: string, selection: readonly RemakeSele
   // The round the remake's start records: each `--retry` given is a new one (resolved-options.ts).
   const round = (state.options?.retryRound ?? 0) + 1;
   const rejected = retry.has('rejected') ? await decisions(dir, 'rejected') : new Map<string, string | undefined>();
+  // A conversational model's rejected turn is kept as it was, and nothing is sent for it: a turn
+  // cannot be made again without its whole conversation (run/attempt/remake.ts).
+  const remakable = plan.steps.map((s) => adapterFor(s.model)?.conversational !== true);
   const picked: { id: string; step: number; price: number | null }[] = [];
   for (const [id, entry] of state.instances) {
     const step = stepIndex.get(stepOfInstanceId(id));
@@ -259,7 +264,7 @@ export async function remakeEstimate(dir: string, selection: readonly RemakeSele
     // Whether the model resends an unanswered intent with its key decides only resend-or-unknown,
     // and the remake retries neither: false here counts the same instances.
     const retried = retryOf(resumeAction(entry, false, state.suspectAll), entry, retry, round) !== undefined;
-    const remade = !retried && mayRemake(entry, retry) && rejectsCurrent(rejected, id, entry, round);
+    const remade = !retried && remakable[step] === true && mayRemake(entry, retry) && rejectsCurrent(rejected, id, entry, round);
     if (retried || remade) picked.push({ id, step, price: attemptPrice(entry, plan.steps[step]?.price_usd) });
   }
   picked.sort((a, b) => a.step - b.step);

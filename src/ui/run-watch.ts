@@ -97,6 +97,13 @@ async function signatureOf(path: string): Promise<string> {
   return Promise.resolve(signatureOfStat(statOf(path)));
 }
 
+/**
+ * A run's journal as the watch tells its changes: size and time. Every cell of the run's gallery
+ * comes from a journal record, so a cell that changed has changed it. Read at once, not from the
+ * last look: the watch looks only while a page follows it, and a gallery alone in its tab does not.
+ */
+export const journalSignature = (dir: string): string => signatureOfStat(statOf(runFile(dir, 'journal')));
+
 export class RunWatch {
   readonly #roots: readonly string[];
   readonly #entries = new Map<string, Entry>();

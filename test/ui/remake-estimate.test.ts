@@ -3,20 +3,25 @@
 // (`genpipe resume --retry ...` from bin/genpipe.js, needing `npm run build`) submits, and its US$
 // is what the emulator charged for them. The run's step is priced by a prices table, a price for each
 // prompt (plan.json's step price is null); one instance failed and one was flagged nsfw, and a rejected instance was
-// remade already since its rejection, which a remake does not send again.
+// remade already since its rejection, which a remake does not send again. A rejected agent turn is
+// kept as it was by the remake, and sends nothing (a turn cannot be made again without its whole
+// conversation): the estimate of a run with an agent step and an image step, both rejected, counts
+// only the images, at what the remake (`genpipe resume --retry rejected`, in-process) is charged.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
+import { ReviewStore } from '../../src/review/review-store.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { marketingUsage } from '../../src/emulator/token-model.js';
 import { outputsDigest, replayFile, type InstanceState } from '../../src/run/journal/run-state.js';
 import type { RemakeEstimate } from '../../src/ui/run-state.js';
 import type { UiRun } from '../../src/ui/run-watch.js';
+import { formatUsd } from '../../src/util/format-usd.js';
 import { startUiServer, type UiServer } from '../../src/ui/ui-server.js';
-import { cleanTemps, findRunDir, HF_KEY, journalOf, tempDir } from '../run/runner-helpers.js';
+import { cleanTemps, findRunDir, HF_KEY, journalOf, sheetsManifest, tempDir } from '../run/runner-helpers.js';
 
 const TOKEN = 'e'.repeat(43);
 let emu: Emulator;
@@ -165,5 +170,59 @@ steps:
     const chargedUsd = charges.reduce((sum, e) => sum + e.usd, 0);
     expect(estimate.estimateUsd).toBeCloseTo(chargedUsd, 6);
     expect(chargedUsd).toBeGreaterThan(0);
+  }, 120_000);
+});
+
+describe('the remake estimate of a run with an agent step', () => {
+  it('leaves out the rejected agent turns, which the remake keeps: its US$ is what the remake is charged', async () => {
+    const dir = tempDir();
+    const out = join(dir, 'out');
+    // Two agent turns and two character sheets, every one of them rejected in review.
+    const manifest = sheetsManifest(dir, 2, { name: 'talked' });
+    writeFileSync(
+      manifest,
+      readFileSync(manifest, 'utf8') +
+        `  chat:
+    model: agent
+    matrix:
+      topic: [frogs, toads]
+    input:
+      content: "Say a word about {{ topic }}"
+`,
+    );
+    expect(await main(['run', manifest, '--out', out, '--quiet'], io())).toBe(0);
+    const runDir = findRunDir(out, 'talked');
+    const ids = [...(await instances(runDir)).keys()].sort();
+    expect(ids).toEqual(['chat[topic=frogs]', 'chat[topic=toads]', 'sheets[seed=1]', 'sheets[seed=2]']);
+    const store = new ReviewStore(runDir);
+    for (const id of ids) await store.apply({ instance: id, decision: 'rejected' });
+
+    await server?.close();
+    server = await startUiServer({ runDirs: [out], host: '127.0.0.1', port: 0, token: TOKEN });
+    const runs = JSON.parse((await ask('GET', '/api/runs')).body) as UiRun[];
+    const run = runs.find((r) => r.dir === runDir)!;
+    const estimate = JSON.parse((await ask('GET', `/run/${run.key}/api/estimate?selection=rejected`)).body) as RemakeEstimate;
+    expect(estimate.instances).toEqual(['sheets[seed=1]', 'sheets[seed=2]']);
+    expect(estimate.unpriced).toBe(0);
+    expect(estimate.text).toBe(`2 instances: ${formatUsd(estimate.estimateUsd)}`);
+
+    // The remake itself: the sheets are re-rolled, the turns are kept (so it ends failed), and the
+    // emulator is charged for the sheets alone.
+    const agentPosts = (): number =>
+      [...emu.stats.byRoute].filter(([route]) => route.startsWith('POST /v1/agent')).reduce((n, [, c]) => n + c, 0);
+    const postsBefore = agentPosts();
+    expect(postsBefore).toBeGreaterThan(0);
+    const ledgerBefore = emu.ledger.entries.length;
+    const journalBefore = journalOf(runDir).records.length;
+    expect(await main(['resume', runDir, '--retry', 'rejected', '--yes', '--quiet'], io())).toBe(1);
+    expect(agentPosts()).toBe(postsBefore);
+    const instanceOf = new Map<string, string>();
+    for (const record of journalOf(runDir).records.slice(journalBefore))
+      if (record.type === 'submitted' && record.handle.kind === 'request') instanceOf.set(record.handle.requestId, record.instance);
+    const charges = emu.ledger.entries.slice(ledgerBefore).filter((e) => e.kind === 'charge');
+    expect(charges.map((e) => instanceOf.get(e.request_id ?? '')).sort()).toEqual(estimate.instances);
+    const chargedUsd = charges.reduce((sum, e) => sum + e.usd, 0);
+    expect(chargedUsd).toBeGreaterThan(0);
+    expect(estimate.estimateUsd).toBeCloseTo(chargedUsd, 6);
   }, 120_000);
 });

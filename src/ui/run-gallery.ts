@@ -1,0 +1,64 @@
+/**
+ * The galleries of the runs a ui shows, one handler per run (review/review-server.ts), built again
+ * when the gallery's page is asked and the run's journal has changed since its build: a reload of a
+ * running run's gallery shows the cells finished since. A run whose journal stays as it was, a
+ * finished one, is built once. The page's data files, the run's files and the decisions are
+ * answered by the handler of the last build, the one the page was built with; a page opened before
+ * a later build finds its data files of another build by their signatures, and says to reload.
+ * Requests at once share one build. All of a run's handlers write decisions through one store.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { reviewHandler, type ReviewHandler } from '../review/review-server.js';
+import { ReviewStore } from '../review/review-store.js';
+import { GALLERY_FILE } from '../gallery/write-gallery.js';
+import { journalSignature, type UiRun } from './run-watch.js';
+
+interface Gallery {
+  /** The journal's signature when the build started. */
+  signature: string;
+  handler: Promise<ReviewHandler>;
+  store: ReviewStore;
+}
+
+export class RunGalleries {
+  readonly #galleries = new Map<string, Gallery>();
+
+  constructor(
+    /** Galleries kept at once; the oldest is let go past it. */
+    readonly max: number,
+    /** What the ui adds to the page's head (its token). */
+    readonly pageHead: string,
+  ) {}
+
+  /** Answers `pathname` of the gallery of `run` (relative to the gallery: `/`, `/gallery-data/...`); false when it knows no such path. */
+  async handle(run: UiRun, req: IncomingMessage, res: ServerResponse, pathname: string): Promise<boolean> {
+    const page = req.method === 'GET' && (pathname === '/' || pathname === `/${GALLERY_FILE}`);
+    return (await this.#handler(run, page)).handle(req, res, pathname);
+  }
+
+  #handler(run: UiRun, page: boolean): Promise<ReviewHandler> {
+    const kept = this.#galleries.get(run.key);
+    if (kept !== undefined && !page) return kept.handler;
+    const signature = journalSignature(run.dir);
+    if (kept !== undefined && kept.signature === signature) return kept.handler;
+    const store = kept?.store ?? new ReviewStore(run.dir);
+    const gallery: Gallery = {
+      signature,
+      store,
+      handler: reviewHandler(run.dir, {
+        // The ui's access rules checked Origin and token before this route was asked.
+        writeAllowed: () => true,
+        pageHead: this.pageHead,
+        store,
+      }),
+    };
+    // A build that failed is not kept: the next request tries again.
+    gallery.handler.catch(() => {
+      if (this.#galleries.get(run.key) === gallery) this.#galleries.delete(run.key);
+    });
+    this.#galleries.delete(run.key);
+    this.#galleries.set(run.key, gallery);
+    if (this.#galleries.size > this.max) this.#galleries.delete(this.#galleries.keys().next().value as string);
+    return gallery.handler;
+  }
+}
