@@ -12,7 +12,7 @@ import { pageHeaders } from '../review/page-policy.js';
 import { send } from '../review/review-server.js';
 import { formatCount } from '../util/format-usd.js';
 import { UI_STYLE } from './ui-style.js';
-import type { UiRoute } from './ui-types.js';
+import type { UiContext, UiRoute } from './ui-types.js';
 
 export const FLEET_INTERVAL_MS = 2_000;
 
@@ -168,7 +168,7 @@ export function fleetRoutes(options: {
       : new FleetPoll(options.redis.target, options.redis.queue, options.intervalMs ?? FLEET_INTERVAL_MS);
   const html = fleetPage(options.redis?.shown);
   const headers = pageHeaders(html);
-  const route = async (req: { method?: string | undefined }, res: ServerResponse, url: URL): Promise<boolean> => {
+  const route = async (req: { method?: string | undefined }, res: ServerResponse, url: URL, context: UiContext): Promise<boolean> => {
     if (req.method !== 'GET') return false;
     if (url.pathname === '/fleet') {
       send(res, 200, 'text/html; charset=utf-8', html, headers);
@@ -180,17 +180,7 @@ export function fleetRoutes(options: {
       return true;
     }
     if (url.pathname === '/api/fleet/events' && poll !== undefined) {
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-store',
-        'x-frame-options': 'DENY',
-        'content-security-policy': "frame-ancestors 'none'",
-      });
-      const unsubscribe = poll.subscribe((view) => {
-        if (res.writableLength > 1 << 20) res.destroy();
-        else res.write(`event: fleet\ndata: ${JSON.stringify(view)}\n\n`);
-      });
-      res.on('close', unsubscribe);
+      context.streams.open(res, (stream) => poll.subscribe((view) => stream.send('fleet', view)));
       return true;
     }
     return false;
