@@ -11,6 +11,7 @@ import type { RedisTarget } from '../fleet/redis.js';
 import { pageHeaders } from '../review/page-policy.js';
 import { send } from '../review/review-server.js';
 import { formatCount } from '../util/format-usd.js';
+import { LIVE_LINE, PAGE_LIVE } from './page-live.js';
 import { UI_STYLE } from './ui-style.js';
 import type { UiContext, UiRoute } from './ui-types.js';
 
@@ -65,6 +66,7 @@ export function fleetView(status: QueueStatus): FleetView {
 const SCRIPT = String.raw`
 (() => {
   'use strict';
+${PAGE_LIVE}
   const $ = (id) => document.getElementById(id);
   const row = (cells, attrs) => {
     const tr = document.createElement('tr');
@@ -84,7 +86,7 @@ const SCRIPT = String.raw`
     $('runs').replaceChildren(...view.runs.map((r) => row([r.runId, r.counts.waiting, r.counts.active, r.counts.delayed, r.counts.completed, r.counts.failed], { 'data-run': r.runId })));
     document.documentElement.dataset.ready = 'true';
   }
-  const events = new EventSource('/api/fleet/events');
+  const events = followLive('/api/fleet/events');
   events.addEventListener('fleet', (e) => draw(JSON.parse(e.data)));
 })();
 `;
@@ -94,6 +96,7 @@ function fleetPage(redisShown: string | undefined): string {
     redisShown === undefined
       ? '<p>No Redis: start <code>genpipe ui --redis redis://HOST:6379</code> (or set <code>redis_url</code> in the config file) to see a fleet.</p>'
       : `<p class="note">Queue <strong id="queue"></strong> on ${redisShown.replace(/[&<>"]/g, '')}. <span id="error" class="error"></span></p>
+${LIVE_LINE}
 <p id="caps"></p>
 <h2>Workers</h2><table><thead><tr><th>name</th><th>host</th><th>pid</th><th>state</th><th>active</th><th>done</th><th>last seen</th></tr></thead><tbody id="workers"></tbody></table>
 <h2>Jobs by run</h2><table><thead><tr><th>run</th><th>waiting</th><th>active</th><th>delayed</th><th>completed</th><th>failed</th></tr></thead><tbody id="runs"></tbody></table>
