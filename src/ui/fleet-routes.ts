@@ -11,8 +11,9 @@ import type { RedisTarget } from '../fleet/redis.js';
 import { pageHeaders } from '../review/page-policy.js';
 import { send } from '../review/review-server.js';
 import { formatCount } from '../util/format-usd.js';
+import { LIVE_LINE, PAGE_LIVE } from './page-live.js';
 import { UI_STYLE } from './ui-style.js';
-import type { UiRoute } from './ui-types.js';
+import type { UiContext, UiRoute } from './ui-types.js';
 
 export const FLEET_INTERVAL_MS = 2_000;
 
@@ -65,6 +66,7 @@ export function fleetView(status: QueueStatus): FleetView {
 const SCRIPT = String.raw`
 (() => {
   'use strict';
+${PAGE_LIVE}
   const $ = (id) => document.getElementById(id);
   const row = (cells, attrs) => {
     const tr = document.createElement('tr');
@@ -84,7 +86,7 @@ const SCRIPT = String.raw`
     $('runs').replaceChildren(...view.runs.map((r) => row([r.runId, r.counts.waiting, r.counts.active, r.counts.delayed, r.counts.completed, r.counts.failed], { 'data-run': r.runId })));
     document.documentElement.dataset.ready = 'true';
   }
-  const events = new EventSource('/api/fleet/events');
+  const events = followLive('/api/fleet/events');
   events.addEventListener('fleet', (e) => draw(JSON.parse(e.data)));
 })();
 `;
@@ -94,6 +96,7 @@ function fleetPage(redisShown: string | undefined): string {
     redisShown === undefined
       ? '<p>No Redis: start <code>genpipe ui --redis redis://HOST:6379</code> (or set <code>redis_url</code> in the config file) to see a fleet.</p>'
       : `<p class="note">Queue <strong id="queue"></strong> on ${redisShown.replace(/[&<>"]/g, '')}. <span id="error" class="error"></span></p>
+${LIVE_LINE}
 <p id="caps"></p>
 <h2>Workers</h2><table><thead><tr><th>name</th><th>host</th><th>pid</th><th>state</th><th>active</th><th>done</th><th>last seen</th></tr></thead><tbody id="workers"></tbody></table>
 <h2>Jobs by run</h2><table><thead><tr><th>run</th><th>waiting</th><th>active</th><th>delayed</th><th>completed</th><th>failed</th></tr></thead><tbody id="runs"></tbody></table>
@@ -168,7 +171,7 @@ export function fleetRoutes(options: {
       : new FleetPoll(options.redis.target, options.redis.queue, options.intervalMs ?? FLEET_INTERVAL_MS);
   const html = fleetPage(options.redis?.shown);
   const headers = pageHeaders(html);
-  const route = async (req: { method?: string | undefined }, res: ServerResponse, url: URL): Promise<boolean> => {
+  const route = async (req: { method?: string | undefined }, res: ServerResponse, url: URL, context: UiContext): Promise<boolean> => {
     if (req.method !== 'GET') return false;
     if (url.pathname === '/fleet') {
       send(res, 200, 'text/html; charset=utf-8', html, headers);
@@ -180,17 +183,7 @@ export function fleetRoutes(options: {
       return true;
     }
     if (url.pathname === '/api/fleet/events' && poll !== undefined) {
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-store',
-        'x-frame-options': 'DENY',
-        'content-security-policy': "frame-ancestors 'none'",
-      });
-      const unsubscribe = poll.subscribe((view) => {
-        if (res.writableLength > 1 << 20) res.destroy();
-        else res.write(`event: fleet\ndata: ${JSON.stringify(view)}\n\n`);
-      });
-      res.on('close', unsubscribe);
+      context.streams.open(res, (stream) => poll.subscribe((view) => stream.send('fleet', view)));
       return true;
     }
     return false;

@@ -10,6 +10,7 @@
  */
 import { UI_STYLE } from './ui-style.js';
 import { PAGE_MONEY } from '../util/page-money.js';
+import { LIVE_LINE, PAGE_LIVE } from './page-live.js';
 
 const SCRIPT = String.raw`
 (() => {
@@ -25,6 +26,7 @@ const SCRIPT = String.raw`
   const STATUSES = ['completed', 'reused', 'failed', 'nsfw', 'canceled', 'unknown', 'in_flight', 'not_started'];
   let chart;
 ${PAGE_MONEY}
+${PAGE_LIVE}
   // axis:begin. The chart's money axis, in the words of every other figure of money: US$, 2 decimals, grouped.
   const axisUsd = (u, ticks) => ticks.map((v) => formatMoney(v, 'total', 'usd'));
   // axis:end
@@ -129,7 +131,7 @@ ${PAGE_MONEY}
     $('confirm').hidden = true;
     $('cancel').hidden = true;
   });
-  const events = new EventSource('api/events');
+  const events = followLive('api/events');
   events.addEventListener('state', (e) => draw(JSON.parse(e.data)));
 })();
 `;
@@ -139,7 +141,7 @@ export function runPage(token: string, uplotStyle: string): string {
 <html lang="en"><head><meta charset="utf-8"><meta name="genpipe-token" content="${token.replace(/[&<>"]/g, '')}"><link rel="icon" href="data:,">
 <title>genpipe ui: a run</title><style>${UI_STYLE}${uplotStyle}</style><script src="assets/uplot.js"></script></head>
 <body><header><h1 id="title">run</h1><nav><a href="/">runs</a> <a href="gallery/">gallery and review</a> <a href="/compare">compare</a> <a href="/fleet">fleet</a></nav>
-<p><span id="status"></span>. <span id="money"></span> <span class="note" id="source"></span></p></header>
+<p><span id="status"></span>. <span id="money"></span> <span class="note" id="source"></span></p>${LIVE_LINE}</header>
 <h2>Progress</h2><div id="progress"></div>
 <div id="eta"></div><div id="throttling"></div><div id="retries"></div>
 <h2>Spend over time</h2><div id="chart"></div>

@@ -15,6 +15,7 @@ import { createRequire } from 'node:module';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pageHeaders } from '../review/page-policy.js';
 import { readBody, send } from '../review/review-server.js';
+import type { EventStream } from './event-stream.js';
 import { startRemake, type RemakeSelection } from './remake.js';
 import { RunGalleries } from './run-gallery.js';
 import { runPage } from './run-page.js';
@@ -26,7 +27,6 @@ const TEXT = 'text/plain; charset=utf-8';
 const RUN_PATH = /^\/run\/(\d+)\/([^/]+)\/([^/]+)(\/.*)?$/;
 /** Followers and galleries kept at once; the oldest is let go past it. */
 const MAX_KEPT = 16;
-const MAX_UNSENT_BYTES = 1 << 20;
 
 const requireHere = createRequire(import.meta.url);
 
@@ -141,36 +141,20 @@ function selectionOf(text: string): RemakeSelection[] | undefined {
 }
 
 async function followRun(res: ServerResponse, key: string, follower: RunFollower, context: UiContext): Promise<void> {
-  res.writeHead(200, {
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-store',
-    'x-frame-options': 'DENY',
-    'content-security-policy': "frame-ancestors 'none'",
-    'x-content-type-options': 'nosniff',
-  });
   let sending = Promise.resolve();
-  const sendState = (run: UiRun): void => {
+  const sendState = (stream: EventStream, run: UiRun): void => {
     sending = sending
-      .then(async () => {
-        // A large journal's chart follows the first screen: its state is sent again once read.
-        const text = `event: state\ndata: ${JSON.stringify(await follower.state(run, () => sendState(run)))}\n\n`;
-        if (res.writableLength > MAX_UNSENT_BYTES) res.destroy();
-        else res.write(text);
-      })
-      .catch(() => {
-        res.destroy();
-      });
+      // A large journal's chart follows the first screen: its state is sent again once read.
+      .then(async () => stream.send('state', await follower.state(run, () => sendState(stream, run))))
+      .catch(() => stream.close());
   };
-  const unsubscribe = context.watch.subscribe((changes) => {
-    const run = changes.changed.find((r) => r.key === key);
-    if (run !== undefined) sendState(run);
-  });
-  const keepalive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
-  keepalive.unref();
-  res.on('close', () => {
-    clearInterval(keepalive);
-    unsubscribe();
-  });
+  const stream = context.streams.open(res, (opened) =>
+    context.watch.subscribe((changes) => {
+      const run = changes.changed.find((r) => r.key === key);
+      if (run !== undefined) sendState(opened, run);
+    }),
+  );
+  if (stream === undefined) return;
   const run = await context.watch.run(key);
-  if (run !== undefined) sendState(run);
+  if (run !== undefined) sendState(stream, run);
 }

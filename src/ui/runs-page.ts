@@ -8,11 +8,13 @@
  * its first screen without laying out every row first. Plain ES2020, inline, run under the page's
  * policy by its hash.
  */
+import { LIVE_LINE, PAGE_LIVE } from './page-live.js';
 import { UI_STYLE } from './ui-style.js';
 
 const SCRIPT = String.raw`
 (() => {
   'use strict';
+${PAGE_LIVE}
   const runs = new Map();
   const body = document.getElementById('runs');
   const filters = { pipeline: document.getElementById('f-pipeline'), status: document.getElementById('f-status'), from: document.getElementById('f-from'), to: document.getElementById('f-to') };
@@ -99,7 +101,7 @@ const SCRIPT = String.raw`
     if (at < picked.length) requestAnimationFrame(() => setTimeout(more, 0));
   }
   for (const f of Object.values(filters)) f.addEventListener('input', draw);
-  const events = new EventSource('/api/events');
+  const events = followLive('/api/events');
   events.addEventListener('runs', (e) => {
     runs.clear();
     for (const r of JSON.parse(e.data)) runs.set(r.key, r);
@@ -139,7 +141,7 @@ export function runsPage(token: string, dirs: readonly string[]): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="genpipe-token" content="${esc(token)}"><link rel="icon" href="data:,">
 <title>genpipe ui: runs</title><style>${UI_STYLE}</style></head>
-<body><header><h1>Runs</h1><nav><a href="/">runs</a> <a href="/compare">compare</a> <a href="/fleet">fleet</a></nav><p class="note">Under ${dirs.map(esc).join(', ')}. The figures are genpipe's own, from each run's journal: the service keeps no ledger to read.</p></header>
+<body><header><h1>Runs</h1><nav><a href="/">runs</a> <a href="/compare">compare</a> <a href="/fleet">fleet</a></nav><p class="note">Under ${dirs.map(esc).join(', ')}. The figures are genpipe's own, from each run's journal: the service keeps no ledger to read.</p>${LIVE_LINE}</header>
 <div class="filters">
 <label>pipeline <select id="f-pipeline"><option value="">all</option></select></label>
 <label>status <select id="f-status"><option value="">all</option></select></label>

@@ -20,6 +20,7 @@ import type { RemakeOptions } from './remake.js';
 import { runRoutes, type RunRoutesOptions } from './run-routes.js';
 import type { ExtraRoute, UiContext, UiRoute } from './ui-types.js';
 import { compareRoutes } from './compare-routes.js';
+import { EventStreams } from './event-stream.js';
 import { fleetRoutes } from './fleet-routes.js';
 import type { RedisTarget } from '../fleet/redis.js';
 import type { ConfigFlags } from '../api/config.js';
@@ -49,7 +50,7 @@ export interface UiServerOptions {
   flags?: ConfigFlags;
   /** How often the run folders are looked at while a page listens, in ms. Default 1,000. */
   watchIntervalMs?: number;
-  /** Event streams open at once; one more is refused with 503. Default 32. */
+  /** Event streams open at once, the runs list's, run pages' and the fleet page's together; one more is refused with 503. Default 32. */
   maxStreams?: number;
 }
 
@@ -61,9 +62,6 @@ export interface UiServer {
   close(): Promise<void>;
 }
 
-/** A stream that has this much unsent is a page that stopped reading: it is closed, not buffered for. */
-const MAX_UNSENT_BYTES = 1 << 20;
-const KEEPALIVE_MS = 15_000;
 const TEXT = 'text/plain; charset=utf-8';
 
 export async function startUiServer(options: UiServerOptions): Promise<UiServer> {
@@ -72,9 +70,8 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
   const watch = new RunWatch(roots, { intervalMs: options.watchIntervalMs ?? 1_000 });
   const page = runsPage(access.token, options.runDirs);
   const headers = pageHeaders(page);
-  const streams = new Set<ServerResponse>();
-  const maxStreams = options.maxStreams ?? 32;
-  const context: UiContext = { watch, roots, access };
+  const streams = new EventStreams(options.maxStreams);
+  const context: UiContext = { watch, roots, access, streams };
   const remake = options.remake ?? { env: process.env, connectionArgs: [] };
   const fleet = fleetRoutes({
     ...(options.redis ? { redis: options.redis } : {}),
@@ -115,28 +112,8 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
   }
 
   async function openStream(res: ServerResponse): Promise<void> {
-    if (streams.size >= maxStreams) return send(res, 503, TEXT, `at most ${maxStreams} pages may follow the runs at once`);
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store',
-      'x-frame-options': 'DENY',
-      'content-security-policy': "frame-ancestors 'none'",
-      'x-content-type-options': 'nosniff',
-    });
-    streams.add(res);
-    const write = (text: string): void => {
-      if (res.writableLength > MAX_UNSENT_BYTES) res.destroy();
-      else res.write(text);
-    };
-    const keepalive = setInterval(() => write(': keep-alive\n\n'), KEEPALIVE_MS);
-    keepalive.unref();
-    const unsubscribe = watch.subscribe((changes: RunChanges) => write(`event: change\ndata: ${JSON.stringify(changes)}\n\n`));
-    res.on('close', () => {
-      clearInterval(keepalive);
-      unsubscribe();
-      streams.delete(res);
-    });
-    write(`event: runs\ndata: ${JSON.stringify(await watch.runs())}\n\n`);
+    const stream = streams.open(res, (opened) => watch.subscribe((changes: RunChanges) => opened.send('change', changes)));
+    stream?.send('runs', await watch.runs());
   }
 
   const server: Server = createServer((req, res) => {
@@ -161,7 +138,7 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
       new Promise<void>((resolveClose) => {
         watch.close();
         fleet.close();
-        for (const stream of streams) stream.destroy();
+        streams.closeAll();
         server.close(() => resolveClose());
         server.closeAllConnections();
       }),

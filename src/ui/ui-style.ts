@@ -15,4 +15,5 @@ tr[data-status=skipped] td, tr[data-status=refused] td { color: #777; }
 .bar span { background: #3a7; height: 10px; display: block; }
 button { margin: .2rem; }
 .error { color: #b00; }
+#live:empty { display: none; }
 `;

@@ -1,6 +1,7 @@
 /** The shapes routes of `genpipe ui` share (ui-server.ts mounts them). */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessRules } from './access.js';
+import type { EventStreams } from './event-stream.js';
 import type { RunWatch } from './run-watch.js';
 
 /** A handler mounted beside the ui's routes: true when it answered the request. */
@@ -13,4 +14,6 @@ export interface UiContext {
   readonly watch: RunWatch;
   readonly roots: readonly string[];
   readonly access: AccessRules;
+  /** The server's event streams, one cap over every page's (event-stream.ts). */
+  readonly streams: EventStreams;
 }
