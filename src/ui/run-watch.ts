@@ -131,7 +131,11 @@ export class RunWatch {
     if (!this.#shown.has(key)) {
       const alone = await this.#lookOne(key).catch(() => undefined);
       if (alone === undefined) await this.look();
-      else this.#shown.set(key, alone);
+      else {
+        // Shown from now on, so the pages that follow the list hear of it now: a later look finds it unchanged.
+        this.#shown.set(key, alone);
+        this.#tell({ changed: [alone], gone: [] });
+      }
     }
     return this.#shown.get(key);
   }
@@ -175,16 +179,17 @@ export class RunWatch {
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.look()
-        .then((changes) => {
-          if (changes.changed.length > 0 || changes.gone.length > 0) for (const listener of this.#listeners) listener(changes);
-        })
         .catch(() => undefined)
         .finally(() => this.#schedule());
     }, this.#intervalMs);
     this.#timer.unref();
   }
 
-  /** One look at every root; one at a time (a second caller shares the first's). */
+  /**
+   * One look at every root; one at a time (a second caller shares the first's). What it finds
+   * changed is told to every listener, whoever asked: a look for the runs list moves what the next
+   * look compares with, so a change it found and kept to itself would never reach a page.
+   */
   look(): Promise<RunChanges> {
     this.#looking ??= this.#lookOnce().finally(() => (this.#looking = undefined));
     return this.#looking;
@@ -208,7 +213,13 @@ export class RunWatch {
       }
     const gone = [...this.#shown.keys()].filter((key) => !seen.has(key));
     for (const key of gone) this.#shown.delete(key);
+    this.#tell({ changed, gone });
     return { changed, gone };
+  }
+
+  #tell(changes: RunChanges): void {
+    if (changes.changed.length === 0 && changes.gone.length === 0) return;
+    for (const listener of this.#listeners) listener(changes);
   }
 
   /** A run's listing: the one seen before while its files and its lock are as they were, else read again. */
