@@ -21,7 +21,7 @@ import type { OptionsCatalog } from '../api/wire.js';
 import { EXIT, exitCodeFor } from './exit-codes.js';
 import { embeddedConfig, startEmbeddedEmulator, type EmbeddedEmulator } from './embedded-emulator.js';
 import { planSources } from './plan-sources.js';
-import { confirmSpend } from './confirm-spend.js';
+import { guardSpend } from './spend-guard.js';
 import { reuseHint } from './reuse-hint.js';
 import type { QueueExecutor, QueueExecutorOptions } from '../fleet/queue-executor.js';
 import type { RunSinks } from '../sink/run-sinks.js';
@@ -33,7 +33,7 @@ import type { RunEnd } from '../notify/notify-message.js';
 import { notifyRunEnd } from '../notify/notify-run.js';
 import { tellNotStarted } from './not-started.js';
 import { resolveNotifyTargets } from '../notify/notify-targets.js';
-import { assertPricedUnderBudget, budgetOf, DEFAULT_CONFIRM_OVER_USD, spendToConfirm, type BigSpend } from '../plan/guards.js';
+import type { BigSpend } from '../plan/guards.js';
 import { buildPlan, type Plan } from '../plan/plan.js';
 import { parseSelector, type Selector } from '../plan/selection.js';
 import type { CostSummary } from '../report/cost-report.js';
@@ -459,30 +459,6 @@ async function sayRows(plan: Plan, start: Start, o: SessionOptions, recorded: Re
   if (!recorded) return;
   const added = await countNewRows(plan, recorded, plan.skippedRows);
   if (added > 0) start.err(newRowsSentence(added));
-}
-
-/**
- * The budget needs every step priced, and a big spend without one is confirmed. `agreed`: the
- * embedded emulator bills nothing, and a resume was agreed to when its run started. `agreedUsd`:
- * an estimate confirmed already, asked again only if the plan now costs more. Returns the
- * estimate confirmed, if one was.
- */
-async function guardSpend(
-  counted: Plan,
-  o: SessionOptions,
-  agreed: boolean,
-  hint: (counted: Plan) => Promise<string | undefined>,
-  agreedUsd?: number,
-): Promise<number | undefined> {
-  const budgetGuard = budgetOf(counted, o.budgetUsd);
-  assertPricedUnderBudget(counted, budgetGuard);
-  if (agreed || o.yes) return undefined;
-  const spend = spendToConfirm(counted, { budget: budgetGuard, confirmOverUsd: o.confirmOverUsd ?? DEFAULT_CONFIRM_OVER_USD });
-  if (!spend) return agreedUsd;
-  if (agreedUsd !== undefined && spend.estimateUsd <= agreedUsd + 1e-9) return agreedUsd;
-  const reuse = await hint(counted);
-  await (o.confirmSpend ?? ((big) => confirmSpend(big, {})))(reuse ? { ...spend, reuseHint: reuse } : spend);
-  return spend.estimateUsd;
 }
 
 /** The folder a new run's pipeline folder is made in: --out, the manifest's output dir, or ./runs. */

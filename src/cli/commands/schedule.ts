@@ -110,7 +110,8 @@ shares, and the manifest path must be the same on each of them.`,
         out: resolve(values.out),
         budgetUsd,
         confirmOverUsd,
-        approvedUsd: estimate.big ? estimate.estimateUsd : undefined,
+        // The largest spend the run's guard asks about: a table's dearest rows may put it above the priced estimate.
+        approvedUsd: estimate.big?.estimateUsd,
       });
       io.out(
         `schedule ${listed.name}: ${listed.cron}${listed.tz ? ` (${listed.tz})` : ''}, runs ${listed.manifest} into ${listed.out}; next ${listed.next ?? 'unknown'}`,
