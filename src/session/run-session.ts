@@ -21,7 +21,7 @@ import type { OptionsCatalog } from '../api/wire.js';
 import { EXIT, exitCodeFor } from './exit-codes.js';
 import { embeddedConfig, startEmbeddedEmulator, type EmbeddedEmulator } from './embedded-emulator.js';
 import { planSources } from './plan-sources.js';
-import { guardSpend } from './spend-guard.js';
+import { guardCounts, guardSpend } from './spend-guard.js';
 import { reuseHint } from './reuse-hint.js';
 import type { QueueExecutor, QueueExecutorOptions } from '../fleet/queue-executor.js';
 import type { RunSinks } from '../sink/run-sinks.js';
@@ -428,12 +428,14 @@ async function planOf(
     // checked, so a plan of millions is refused at once, and before the lock, the run directory
     // and any request that spends.
     beforeInstances: async (counted) => {
-      agreedUsd = await guardSpend(counted, o, agreed, hint);
+      agreedUsd = await guardCounts(counted, o, agreed, hint);
     },
   });
   // A step priced per instance (a price_usd formula, a prices table keyed by input fields) has no
-  // figure until its instances are checked: the guard looks again at the priced plan, still before
-  // the lock, the run directory and any request, and asks unless that spend was agreed to already.
+  // true figure until its instances are checked, so the counts did not ask about it: the guard
+  // looks again at the priced plan, still before the lock, the run directory and any request, and
+  // asks unless that spend was agreed to already. A plan priced per step is asked here only if it
+  // now costs more than it was agreed at.
   await guardSpend(plan, o, agreed, hint, agreedUsd);
   await sayRows(plan, start, o, recordedInputs);
   // A raw model path is planned (instances, ids, prices) but cannot be run yet: refused before the

@@ -29,12 +29,34 @@ export interface SpendGuardOptions {
   confirmSpend?: ((spend: BigSpend) => Promise<void>) | undefined;
 }
 
+/** True when a step's price is known only per instance (a price_usd formula, a prices table keyed by input fields). */
+export const pricedPerInstance = (plan: Plan): boolean => plan.steps.some((step) => step.price.of !== undefined);
+
+/**
+ * The spend guard of a run at its counts, before any instance is checked: `guardSpend`, so a plan
+ * of millions priced per step is asked about at once. A plan with a step priced per instance has
+ * no true figure yet (a table counts each instance at its dearest row, a formula as unpriced): its
+ * budget rules are checked here, and the question waits for the priced plan (`guardSpend` again),
+ * so it is asked once, at the figure its estimate prints. Returns the estimate confirmed, if one was.
+ */
+export async function guardCounts(
+  counted: Plan,
+  o: SpendGuardOptions,
+  agreed: boolean,
+  hint: (counted: Plan) => Promise<string | undefined>,
+): Promise<number | undefined> {
+  if (!pricedPerInstance(counted)) return guardSpend(counted, o, agreed, hint);
+  assertPricedUnderBudget(counted, budgetOf(counted, o.budgetUsd));
+  return undefined;
+}
+
 /**
  * The spend guard of a run, before the lock, the run directory and any request. It runs twice:
- * on the counts, then on the plan whose instances are priced. The budget needs every step priced,
- * and a big spend without one is confirmed. `agreed`: the embedded emulator bills nothing, and a
- * resume was agreed to when its run started. `agreedUsd`: an estimate confirmed already, asked
- * again only if the plan now costs more. Returns the estimate confirmed, if one was.
+ * on the counts (through `guardCounts`), then on the plan whose instances are priced. The budget
+ * needs every step priced, and a big spend without one is confirmed. `agreed`: the embedded
+ * emulator bills nothing, and a resume was agreed to when its run started. `agreedUsd`: an
+ * estimate confirmed already, asked again only if the plan now costs more. Returns the estimate
+ * confirmed, if one was.
  */
 export async function guardSpend(
   counted: Plan,
@@ -61,14 +83,12 @@ export interface RunEstimate {
   /** The budget each run would have (the flag's, else the manifest's). */
   budgetUsd: number | undefined;
   /**
-   * Set when the estimate needs confirming: no budget, and over `confirmOverUsd`. The last spend
-   * the run's guard would ask about, the largest: what a tick must be allowed.
+   * Set when the estimate needs confirming: no budget, and over `confirmOverUsd`. The spend the
+   * run's guard would ask about (at the priced plan, for a step priced per instance): what a tick
+   * must be allowed.
    */
   big: BigSpend | undefined;
 }
-
-/** True when a step's price is known only per instance (a price_usd formula, a prices table keyed by input fields). */
-const pricedPerInstance = (plan: Plan): boolean => plan.steps.some((step) => step.price.of !== undefined);
 
 /**
  * Says what a run of the manifest would spend, through the run's own spend guard (`guardSpend`),
@@ -88,7 +108,7 @@ export async function estimateRun(
   const loaded = loadManifestFile(manifestPath);
   const signal = options.signal ?? new AbortController().signal;
   const sources = planSources(options.connection ?? {}, { env: options.env, signal });
-  // Every spend the guard would ask about is approved here and kept: the caller decides.
+  // The spend the guard would ask about is approved here and kept: the caller decides.
   let big: BigSpend | undefined;
   const guard: SpendGuardOptions = {
     budgetUsd: options.budgetUsd,
@@ -112,7 +132,7 @@ export async function estimateRun(
       ...sources.options,
       signal,
       beforeInstances: async (plan) => {
-        agreedUsd = await guardSpend(plan, guard, false, noHint);
+        agreedUsd = await guardCounts(plan, guard, false, noHint);
         if (pricedPerInstance(plan)) return;
         // Priced per step, the counts are all the guard needs: the instances are checked when a run starts.
         estimate = estimateOf(plan);

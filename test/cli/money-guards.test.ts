@@ -74,6 +74,14 @@ const sheets = (count: number, name: string, extra = ''): string =>
     `version: 1\nname: ${name}\n${extra}steps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
   );
 
+// Priced per instance by a prices table: US$0.01 each once priced; before the instances are
+// checked, each counts at the table's dearest row (US$50).
+const table = (count: number, name: string): string =>
+  manifest(
+    `version: 1\nname: ${name}\nprices:\n  character-sheet:\n    - { when: { tier: dogs }, usd: 50 }\n    - { usd: 0.01 }\n` +
+      `steps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+  );
+
 // The ads step sits at line 9, col 3; the budget's value at line 3, col 25.
 const unpricedText = `version: 1
 name: unpriced
@@ -125,6 +133,21 @@ describe('a budget with a step of unknown price', () => {
     expect(await main(['run', noBudget, '--out', out, '--budget', '3', '--yes'], flagged)).toBe(2);
     expect(flagged.stderr).toEqual([refusal(noBudget, '--budget 3')]);
     // Not even the pipeline's folder (where the lock lives).
+    expect(existsSync(out)).toBe(false);
+    expectNothingSent();
+  });
+
+  it('run refuses it too when another step is priced per instance by a table, nothing created or sent', async () => {
+    const path = manifest(
+      unpricedText.replace(
+        'steps:\n',
+        'prices:\n  character-sheet:\n    - { when: { tier: dogs }, usd: 50 }\n    - { usd: 0.01 }\nsteps:\n',
+      ),
+    );
+    const out = join(dir, 'out-unpriced-table');
+    const io = capture(env);
+    expect(await main(['run', path, '--out', out, '--confirm-over', '0'], io)).toBe(2);
+    expect(io.stderr).toEqual([refusal(path, `budget_usd 5 at ${path}:3:25`).replace(':9:3:', ':13:3:')]);
     expect(existsSync(out)).toBe(false);
     expectNothingSent();
   });
@@ -292,6 +315,36 @@ describe('genpipe run of a big plan with no budget', () => {
     expect(under.questions).toEqual([]);
   });
 
+  it('a step priced by a table is asked about once, at its priced estimate, never at its dearest rows', async () => {
+    // 4 instances: US$200 at the dearest row (the counts), US$0.04 once priced: under the default limit, no question.
+    const cheap = capture(env, 'n');
+    expect(await main(['run', table(4, 'table-cheap'), '--out', join(dir, 'out-table-cheap')], cheap)).toBe(0);
+    expect(cheap.questions).toEqual([]);
+    expect(emulator.requests.inspect({}).length - requestsBefore).toBe(4);
+
+    // Over a limit of US$0.03 once priced: refused at US$0.04, before any lock, run directory or request.
+    emulator.stats.reset();
+    requestsBefore = emulator.requests.inspect({}).length;
+    const out = join(dir, 'out-table-over');
+    const refused = capture(env);
+    expect(await main(['run', table(4, 'table-over'), '--out', out, '--confirm-over', '0.03'], refused)).toBe(2);
+    expect(refused.stderr).toEqual([
+      'genpipe: This run is estimated at US$0.04 (4 instances), over the --confirm-over limit of US$0.03, and there is no terminal to confirm it on: ' +
+        'pass --yes to run it anyway, or set a budget (budget_usd in the manifest, or --budget USD) to cap what it spends.',
+    ]);
+    const no = capture(env, 'n');
+    expect(await main(['run', table(4, 'table-over'), '--out', out, '--confirm-over', '0.03'], no)).toBe(2);
+    expect(no.questions).toEqual(['This run is estimated at US$0.04 (4 instances). Continue? [y/N]']);
+    expect(existsSync(out)).toBe(false);
+    expectNothingSent();
+
+    // Asked once, and y runs it.
+    const yes = capture(env, 'y');
+    expect(await main(['run', table(4, 'table-over'), '--out', out, '--confirm-over', '0.03'], yes)).toBe(0);
+    expect(yes.questions).toEqual(['This run is estimated at US$0.04 (4 instances). Continue? [y/N]']);
+    expect(emulator.requests.inspect({}).length - requestsBefore).toBe(4);
+  });
+
   it('a resume never asks again', async () => {
     const path = sheets(3, 'resumed');
     const out = join(dir, 'out-resumed');
@@ -329,12 +382,6 @@ describe('genpipe schedule add checks the spend as genpipe run does', () => {
     manifest(
       `version: 1\nname: ${name}\nsteps:\n  s:\n    model: character-sheet\n    price_usd: "{{ 0.05 + input.seed * 0.001 }}"\n` +
         `    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
-    );
-  // Priced per instance by a prices table: before the instances are checked, each counts at its dearest row (US$50).
-  const table = (count: number, name: string): string =>
-    manifest(
-      `version: 1\nname: ${name}\nprices:\n  character-sheet:\n    - { when: { tier: dogs }, usd: 50 }\n    - { usd: 0.01 }\n` +
-        `steps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
     );
   const add = async (path: string, queue: string, ...flags: string[]): Promise<{ code: number; io: Captured }> => {
     const io = capture(env);
@@ -408,19 +455,29 @@ describe('genpipe schedule add checks the spend as genpipe run does', () => {
     expectNothingSent();
   });
 
-  it('a table is refused at its dearest rows, as run refuses it, and --yes approves that figure for each tick', async () => {
-    // 4 instances: US$200 at the dearest row (the counts), US$0.04 once priced.
+  it('a table is checked at its priced estimate, not its dearest rows: added under the limit, refused over it as run refuses it', async () => {
+    // 4 instances: US$200 at the dearest row (the counts), US$0.04 once priced. Under the default limit.
+    const cheap = await add(table(4, 'sched-table-cheap'), 'sched-table');
+    expect(cheap.code, cheap.io.stderr.join('\n')).toBe(0);
+    expect(cheap.io.stdout[0]).toBe('each run is estimated at US$0.04 (4 instances), with no budget');
+    expect(cheap.io.stderr).toEqual([]);
+    const added = await stored('sched-table', 'sched-table-cheap');
+    expect(added?.manifest).toMatch(/\.yaml$/);
+    expect(added?.approvedUsd).toBeUndefined();
+
+    // Over a limit of US$0.03: refused at US$0.04, the estimate printed, as run refuses it.
     const path = table(4, 'sched-table');
     const run = capture(env);
-    expect(await main(['run', path, '--out', join(dir, 'out-sched-table-run')], run)).toBe(2);
-    expect(run.stderr).toEqual([refusedRun('This run is estimated at US$200.00 (4 instances)', 'US$100.00')]);
-    const refused = await add(path, 'sched-table');
+    expect(await main(['run', path, '--out', join(dir, 'out-sched-table-run'), '--confirm-over', '0.03'], run)).toBe(2);
+    expect(run.stderr).toEqual([refusedRun('This run is estimated at US$0.04 (4 instances)', 'US$0.03')]);
+    const refused = await add(path, 'sched-table', '--confirm-over', '0.03');
     expect(refused.code).toBe(2);
     expect(refused.io.stdout).toEqual(['each run is estimated at US$0.04 (4 instances), with no budget']);
-    expect(refused.io.stderr).toEqual([refusedAdd('This run is estimated at US$200.00 (4 instances)', 'US$100.00')]);
-    // A tick's guard asks at the counts first: approving only US$0.04 would refuse every tick.
-    expect((await add(path, 'sched-table', '--yes')).code).toBe(0);
-    expect((await stored('sched-table', 'sched-table'))?.approvedUsd).toBe(200);
+    expect(refused.io.stderr).toEqual([refusedAdd('This run is estimated at US$0.04 (4 instances)', 'US$0.03')]);
+    expect(await stored('sched-table', 'sched-table')).toBeUndefined();
+    // A tick's guard asks only at the priced plan: --yes approves the priced figure.
+    expect((await add(path, 'sched-table', '--confirm-over', '0.03', '--yes')).code).toBe(0);
+    expect((await stored('sched-table', 'sched-table'))?.approvedUsd).toBe(0.04);
     expectNothingSent();
   });
 

@@ -4,7 +4,10 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { commandOptions, parseRedisUrl } from '../../src/fleet/redis.js';
+import { runsQueueName, type ScheduledRunData } from '../../src/fleet/schedules.js';
 import type { JournalRecord } from '../../src/run/journal/journal-records.js';
 import { cleanTemps, expectOneRequestPerKey, journalOf, runCli, spentUsd, tempDir } from '../run/runner-helpers.js';
 import { FAST_POLLING, fastSheets, killAll, startWorkerProcess, useTestRedis, type WorkerProcess } from './fleet-helpers.js';
@@ -186,8 +189,8 @@ describe('genpipe schedule', () => {
       `steps:\n  s:\n    model: character-sheet\n${price}    matrix: { seed: { range: { from: 1, to: 3 } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`;
     // 3 instances at US$0.051, US$0.052 and US$0.053 once priced; nothing known from the counts.
     const formula = write('formula', step('    price_usd: "{{ 0.05 + input.seed * 0.001 }}"\n'));
-    // 3 instances at US$0.01 once priced; US$150 from the counts (each at the dearest row).
-    const table = write('table', `prices:\n  character-sheet:\n    - { when: { tier: dogs }, usd: 50 }\n    - { usd: 0.01 }\n${step('')}`);
+    // 3 instances at US$0.05 once priced (US$0.15); US$150 from the counts (each at the dearest row).
+    const table = write('table', `prices:\n  character-sheet:\n    - { when: { tier: dogs }, usd: 50 }\n    - { usd: 0.05 }\n${step('')}`);
     for (const path of [formula, table]) {
       const added = await runCli([
         'schedule',
@@ -206,6 +209,14 @@ describe('genpipe schedule', () => {
         '--yes',
       ]);
       expect(added.code, added.stderr).toBe(0);
+    }
+    // Both are over the limit of US$0.10 once priced: --yes approved the priced figure, the one each tick is checked against.
+    const q = new Queue<ScheduledRunData>(runsQueueName(queue), { connection: commandOptions(parseRedisUrl(redis.url)) });
+    try {
+      expect((await q.getJobScheduler('formula'))?.template?.data?.approvedUsd).toBeCloseTo(0.156, 9);
+      expect((await q.getJobScheduler('table'))?.template?.data?.approvedUsd).toBeCloseTo(0.15, 9);
+    } finally {
+      await q.close();
     }
     // An emulator of its own: what these runs spend is not counted in the other tests' totals.
     const own = await startEmulator({ port: 0, timeScale: 0.1, log: () => {} });

@@ -110,7 +110,7 @@ shares, and the manifest path must be the same on each of them.`,
         out: resolve(values.out),
         budgetUsd,
         confirmOverUsd,
-        // The largest spend the run's guard asks about: a table's dearest rows may put it above the priced estimate.
+        // The spend the run's guard asks about, the one a tick is checked against: the priced figure, for a step priced per instance.
         approvedUsd: estimate.big?.estimateUsd,
       });
       io.out(
