@@ -21,7 +21,7 @@ import type { OptionsCatalog } from '../api/wire.js';
 import { EXIT, exitCodeFor } from './exit-codes.js';
 import { embeddedConfig, startEmbeddedEmulator, type EmbeddedEmulator } from './embedded-emulator.js';
 import { planSources } from './plan-sources.js';
-import { confirmSpend } from './confirm-spend.js';
+import { guardCounts, guardSpend } from './spend-guard.js';
 import { reuseHint } from './reuse-hint.js';
 import type { QueueExecutor, QueueExecutorOptions } from '../fleet/queue-executor.js';
 import type { RunSinks } from '../sink/run-sinks.js';
@@ -33,7 +33,7 @@ import type { RunEnd } from '../notify/notify-message.js';
 import { notifyRunEnd } from '../notify/notify-run.js';
 import { tellNotStarted } from './not-started.js';
 import { resolveNotifyTargets } from '../notify/notify-targets.js';
-import { assertPricedUnderBudget, budgetOf, DEFAULT_CONFIRM_OVER_USD, spendToConfirm, type BigSpend } from '../plan/guards.js';
+import type { BigSpend } from '../plan/guards.js';
 import { buildPlan, type Plan } from '../plan/plan.js';
 import { parseSelector, type Selector } from '../plan/selection.js';
 import type { CostSummary } from '../report/cost-report.js';
@@ -428,12 +428,14 @@ async function planOf(
     // checked, so a plan of millions is refused at once, and before the lock, the run directory
     // and any request that spends.
     beforeInstances: async (counted) => {
-      agreedUsd = await guardSpend(counted, o, agreed, hint);
+      agreedUsd = await guardCounts(counted, o, agreed, hint);
     },
   });
   // A step priced per instance (a price_usd formula, a prices table keyed by input fields) has no
-  // figure until its instances are checked: the guard looks again at the priced plan, still before
-  // the lock, the run directory and any request, and asks unless that spend was agreed to already.
+  // true figure until its instances are checked, so the counts did not ask about it: the guard
+  // looks again at the priced plan, still before the lock, the run directory and any request, and
+  // asks unless that spend was agreed to already. A plan priced per step is asked here only if it
+  // now costs more than it was agreed at.
   await guardSpend(plan, o, agreed, hint, agreedUsd);
   await sayRows(plan, start, o, recordedInputs);
   // A raw model path is planned (instances, ids, prices) but cannot be run yet: refused before the
@@ -459,30 +461,6 @@ async function sayRows(plan: Plan, start: Start, o: SessionOptions, recorded: Re
   if (!recorded) return;
   const added = await countNewRows(plan, recorded, plan.skippedRows);
   if (added > 0) start.err(newRowsSentence(added));
-}
-
-/**
- * The budget needs every step priced, and a big spend without one is confirmed. `agreed`: the
- * embedded emulator bills nothing, and a resume was agreed to when its run started. `agreedUsd`:
- * an estimate confirmed already, asked again only if the plan now costs more. Returns the
- * estimate confirmed, if one was.
- */
-async function guardSpend(
-  counted: Plan,
-  o: SessionOptions,
-  agreed: boolean,
-  hint: (counted: Plan) => Promise<string | undefined>,
-  agreedUsd?: number,
-): Promise<number | undefined> {
-  const budgetGuard = budgetOf(counted, o.budgetUsd);
-  assertPricedUnderBudget(counted, budgetGuard);
-  if (agreed || o.yes) return undefined;
-  const spend = spendToConfirm(counted, { budget: budgetGuard, confirmOverUsd: o.confirmOverUsd ?? DEFAULT_CONFIRM_OVER_USD });
-  if (!spend) return agreedUsd;
-  if (agreedUsd !== undefined && spend.estimateUsd <= agreedUsd + 1e-9) return agreedUsd;
-  const reuse = await hint(counted);
-  await (o.confirmSpend ?? ((big) => confirmSpend(big, {})))(reuse ? { ...spend, reuseHint: reuse } : spend);
-  return spend.estimateUsd;
 }
 
 /** The folder a new run's pipeline folder is made in: --out, the manifest's output dir, or ./runs. */

@@ -8,6 +8,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { DEFAULT_KEY_ID, DEFAULT_SECRET, startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { Queue } from 'bullmq';
+import { commandOptions, parseRedisUrl } from '../../src/fleet/redis.js';
+import { runsQueueName, type ScheduledRunData } from '../../src/fleet/schedules.js';
+import { useTestRedis } from '../fleet/fleet-helpers.js';
 
 type Captured = CliIO & { stdout: string[]; stderr: string[]; questions: string[] };
 
@@ -70,6 +74,14 @@ const sheets = (count: number, name: string, extra = ''): string =>
     `version: 1\nname: ${name}\n${extra}steps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
   );
 
+// Priced per instance by a prices table: US$0.01 each once priced; before the instances are
+// checked, each counts at the table's dearest row (US$50).
+const table = (count: number, name: string): string =>
+  manifest(
+    `version: 1\nname: ${name}\nprices:\n  character-sheet:\n    - { when: { tier: dogs }, usd: 50 }\n    - { usd: 0.01 }\n` +
+      `steps:\n  s:\n    model: character-sheet\n    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+  );
+
 // The ads step sits at line 9, col 3; the budget's value at line 3, col 25.
 const unpricedText = `version: 1
 name: unpriced
@@ -121,6 +133,21 @@ describe('a budget with a step of unknown price', () => {
     expect(await main(['run', noBudget, '--out', out, '--budget', '3', '--yes'], flagged)).toBe(2);
     expect(flagged.stderr).toEqual([refusal(noBudget, '--budget 3')]);
     // Not even the pipeline's folder (where the lock lives).
+    expect(existsSync(out)).toBe(false);
+    expectNothingSent();
+  });
+
+  it('run refuses it too when another step is priced per instance by a table, nothing created or sent', async () => {
+    const path = manifest(
+      unpricedText.replace(
+        'steps:\n',
+        'prices:\n  character-sheet:\n    - { when: { tier: dogs }, usd: 50 }\n    - { usd: 0.01 }\nsteps:\n',
+      ),
+    );
+    const out = join(dir, 'out-unpriced-table');
+    const io = capture(env);
+    expect(await main(['run', path, '--out', out, '--confirm-over', '0'], io)).toBe(2);
+    expect(io.stderr).toEqual([refusal(path, `budget_usd 5 at ${path}:3:25`).replace(':9:3:', ':13:3:')]);
     expect(existsSync(out)).toBe(false);
     expectNothingSent();
   });
@@ -288,6 +315,36 @@ describe('genpipe run of a big plan with no budget', () => {
     expect(under.questions).toEqual([]);
   });
 
+  it('a step priced by a table is asked about once, at its priced estimate, never at its dearest rows', async () => {
+    // 4 instances: US$200 at the dearest row (the counts), US$0.04 once priced: under the default limit, no question.
+    const cheap = capture(env, 'n');
+    expect(await main(['run', table(4, 'table-cheap'), '--out', join(dir, 'out-table-cheap')], cheap)).toBe(0);
+    expect(cheap.questions).toEqual([]);
+    expect(emulator.requests.inspect({}).length - requestsBefore).toBe(4);
+
+    // Over a limit of US$0.03 once priced: refused at US$0.04, before any lock, run directory or request.
+    emulator.stats.reset();
+    requestsBefore = emulator.requests.inspect({}).length;
+    const out = join(dir, 'out-table-over');
+    const refused = capture(env);
+    expect(await main(['run', table(4, 'table-over'), '--out', out, '--confirm-over', '0.03'], refused)).toBe(2);
+    expect(refused.stderr).toEqual([
+      'genpipe: This run is estimated at US$0.04 (4 instances), over the --confirm-over limit of US$0.03, and there is no terminal to confirm it on: ' +
+        'pass --yes to run it anyway, or set a budget (budget_usd in the manifest, or --budget USD) to cap what it spends.',
+    ]);
+    const no = capture(env, 'n');
+    expect(await main(['run', table(4, 'table-over'), '--out', out, '--confirm-over', '0.03'], no)).toBe(2);
+    expect(no.questions).toEqual(['This run is estimated at US$0.04 (4 instances). Continue? [y/N]']);
+    expect(existsSync(out)).toBe(false);
+    expectNothingSent();
+
+    // Asked once, and y runs it.
+    const yes = capture(env, 'y');
+    expect(await main(['run', table(4, 'table-over'), '--out', out, '--confirm-over', '0.03'], yes)).toBe(0);
+    expect(yes.questions).toEqual(['This run is estimated at US$0.04 (4 instances). Continue? [y/N]']);
+    expect(emulator.requests.inspect({}).length - requestsBefore).toBe(4);
+  });
+
   it('a resume never asks again', async () => {
     const path = sheets(3, 'resumed');
     const out = join(dir, 'out-resumed');
@@ -314,6 +371,128 @@ describe('genpipe run of a big plan with no budget', () => {
     expect(await main(['run', sheets(3, 'bad-flag'), '--out', out, '--confirm-over', 'lots'], io)).toBe(2);
     expect(io.stderr).toEqual(['genpipe: --confirm-over takes a number of at least 0, not "lots".']);
     expect(existsSync(out)).toBe(false);
+    expectNothingSent();
+  });
+});
+
+describe('genpipe schedule add checks the spend as genpipe run does', () => {
+  const redis = useTestRedis();
+  // Priced per instance by a price_usd formula: no figure until the instances are checked.
+  const formula = (count: number, name: string): string =>
+    manifest(
+      `version: 1\nname: ${name}\nsteps:\n  s:\n    model: character-sheet\n    price_usd: "{{ 0.05 + input.seed * 0.001 }}"\n` +
+        `    matrix: { seed: { range: { from: 1, to: ${count} } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`,
+    );
+  const add = async (path: string, queue: string, ...flags: string[]): Promise<{ code: number; io: Captured }> => {
+    const io = capture(env);
+    const code = await main(
+      [
+        'schedule',
+        'add',
+        path,
+        '--cron',
+        '30 2 * * *',
+        '--out',
+        join(dir, `out-${queue}`),
+        '--redis',
+        redis.url,
+        '--queue',
+        queue,
+        ...flags,
+      ],
+      io,
+    );
+    return { code, io };
+  };
+  /** What the schedule stored, as a tick reads it. */
+  const stored = async (queue: string, name: string): Promise<ScheduledRunData | undefined> => {
+    const q = new Queue<ScheduledRunData>(runsQueueName(queue), { connection: commandOptions(parseRedisUrl(redis.url)) });
+    try {
+      return (await q.getJobScheduler(name))?.template?.data;
+    } finally {
+      await q.close();
+    }
+  };
+  const refusedRun = (what: string, limit: string): string =>
+    `genpipe: ${what}, over the --confirm-over limit of ${limit}, and there is no terminal to confirm it on: ` +
+    'pass --yes to run it anyway, or set a budget (budget_usd in the manifest, or --budget USD) to cap what it spends.';
+  const refusedAdd = (what: string, limit: string): string =>
+    `genpipe: ${what} each time it runs, over the --confirm-over limit of ${limit}, with no budget: ` +
+    'add --budget USD to cap each run, or --yes to approve this estimate (a tick whose estimate grows past it spends nothing).';
+
+  it('a formula over the limit is refused at its priced estimate, as run refuses it; under the limit it is added; nothing sent', async () => {
+    // 3,000 instances at US$0.051 to US$3.05: US$4,651.50 in all.
+    const big = formula(3000, 'sched-formula-big');
+    const run = capture(env);
+    expect(await main(['run', big, '--out', join(dir, 'out-sched-formula-run')], run)).toBe(2);
+    expect(run.stderr).toEqual([refusedRun('This run is estimated at US$4,651.50 (3,000 instances)', 'US$100.00')]);
+    const refused = await add(big, 'sched-formula');
+    expect(refused.code).toBe(2);
+    expect(refused.io.stdout).toEqual(['each run is estimated at US$4,651.50 (3,000 instances), with no budget']);
+    expect(refused.io.stderr).toEqual([refusedAdd('This run is estimated at US$4,651.50 (3,000 instances)', 'US$100.00')]);
+    expect(await stored('sched-formula', 'sched-formula-big')).toBeUndefined();
+
+    // 3 instances at US$0.051, US$0.052 and US$0.053: over a limit of US$0.10, under one of US$0.20.
+    const small = formula(3, 'sched-formula-small');
+    const smallRun = capture(env);
+    expect(await main(['run', small, '--out', join(dir, 'out-sched-formula-run'), '--confirm-over', '0.1'], smallRun)).toBe(2);
+    expect(smallRun.stderr).toEqual([refusedRun('This run is estimated at US$0.16 (3 instances)', 'US$0.10')]);
+    const over = await add(small, 'sched-formula', '--confirm-over', '0.1');
+    expect(over.code).toBe(2);
+    expect(over.io.stderr).toEqual([refusedAdd('This run is estimated at US$0.16 (3 instances)', 'US$0.10')]);
+
+    const under = await add(small, 'sched-formula', '--confirm-over', '0.2');
+    expect(under.code, under.io.stderr.join('\n')).toBe(0);
+    expect(under.io.stdout[0]).toBe('each run is estimated at US$0.16 (3 instances), with no budget');
+    const added = await stored('sched-formula', 'sched-formula-small');
+    expect(added?.confirmOverUsd).toBe(0.2);
+    expect(added?.approvedUsd).toBeUndefined();
+
+    // Approved: the tick may spend what the run's guard will find, US$0.156.
+    const approved = await add(small, 'sched-formula', '--confirm-over', '0.1', '--yes');
+    expect(approved.code, approved.io.stderr.join('\n')).toBe(0);
+    expect((await stored('sched-formula', 'sched-formula-small'))?.approvedUsd).toBe(0.156);
+    expectNothingSent();
+  });
+
+  it('a table is checked at its priced estimate, not its dearest rows: added under the limit, refused over it as run refuses it', async () => {
+    // 4 instances: US$200 at the dearest row (the counts), US$0.04 once priced. Under the default limit.
+    const cheap = await add(table(4, 'sched-table-cheap'), 'sched-table');
+    expect(cheap.code, cheap.io.stderr.join('\n')).toBe(0);
+    expect(cheap.io.stdout[0]).toBe('each run is estimated at US$0.04 (4 instances), with no budget');
+    expect(cheap.io.stderr).toEqual([]);
+    const added = await stored('sched-table', 'sched-table-cheap');
+    expect(added?.manifest).toMatch(/\.yaml$/);
+    expect(added?.approvedUsd).toBeUndefined();
+
+    // Over a limit of US$0.03: refused at US$0.04, the estimate printed, as run refuses it.
+    const path = table(4, 'sched-table');
+    const run = capture(env);
+    expect(await main(['run', path, '--out', join(dir, 'out-sched-table-run'), '--confirm-over', '0.03'], run)).toBe(2);
+    expect(run.stderr).toEqual([refusedRun('This run is estimated at US$0.04 (4 instances)', 'US$0.03')]);
+    const refused = await add(path, 'sched-table', '--confirm-over', '0.03');
+    expect(refused.code).toBe(2);
+    expect(refused.io.stdout).toEqual(['each run is estimated at US$0.04 (4 instances), with no budget']);
+    expect(refused.io.stderr).toEqual([refusedAdd('This run is estimated at US$0.04 (4 instances)', 'US$0.03')]);
+    expect(await stored('sched-table', 'sched-table')).toBeUndefined();
+    // A tick's guard asks only at the priced plan: --yes approves the priced figure.
+    expect((await add(path, 'sched-table', '--confirm-over', '0.03', '--yes')).code).toBe(0);
+    expect((await stored('sched-table', 'sched-table'))?.approvedUsd).toBe(0.04);
+    expectNothingSent();
+  });
+
+  it('a budget: the estimate printed is the priced one, and a step of unknown price is refused as run refuses it', async () => {
+    const budgeted = await add(formula(3000, 'sched-budgeted'), 'sched-budget', '--budget', '5');
+    expect(budgeted.code, budgeted.io.stderr.join('\n')).toBe(0);
+    expect(budgeted.io.stdout[0]).toBe('each run is estimated at US$4,651.50 (3,000 instances), with a budget of US$5.00');
+
+    const path = manifest(unpricedText);
+    const run = capture(env);
+    expect(await main(['run', path, '--out', join(dir, 'out-sched-unpriced')], run)).toBe(2);
+    const refused = await add(path, 'sched-budget');
+    expect(refused.code).toBe(2);
+    expect(refused.io.stderr).toEqual(run.stderr);
+    expect(await stored('sched-budget', 'unpriced')).toBeUndefined();
     expectNothingSent();
   });
 });

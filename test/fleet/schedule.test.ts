@@ -1,17 +1,22 @@
 // Schedules on a fleet: `genpipe schedule` keeps cron schedules in Redis (BullMQ job schedulers),
 // workers started with --runs take each tick's run and coordinate it, and a run whose worker died
 // is resumed by another. Against a redis-server of the test's own, worker processes and an emulator.
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { commandOptions, parseRedisUrl } from '../../src/fleet/redis.js';
+import { runsQueueName, type ScheduledRunData } from '../../src/fleet/schedules.js';
 import type { JournalRecord } from '../../src/run/journal/journal-records.js';
 import { cleanTemps, expectOneRequestPerKey, journalOf, runCli, spentUsd, tempDir } from '../run/runner-helpers.js';
-import { fastSheets, killAll, startWorkerProcess, useTestRedis, type WorkerProcess } from './fleet-helpers.js';
+import { FAST_POLLING, fastSheets, killAll, startWorkerProcess, useTestRedis, type WorkerProcess } from './fleet-helpers.js';
 
 const redis = useTestRedis();
 let emu: Emulator;
 const workers: WorkerProcess[] = [];
+/** Emulators a test started for itself, closed after it. */
+const closing: Emulator[] = [];
 
 beforeAll(async () => {
   emu = await startEmulator({ port: 0, timeScale: 0.1, log: () => {} });
@@ -19,6 +24,7 @@ beforeAll(async () => {
 
 afterEach(async () => {
   await killAll(workers.splice(0));
+  for (const e of closing.splice(0)) await e.close();
   cleanTemps();
 });
 
@@ -169,6 +175,72 @@ describe('genpipe schedule', () => {
     expect(emu.requests.inspect({}).length).toBe(requestsBefore);
     expect(existsSync(join(out, 'guarded'))).toBe(false);
   }, 60_000);
+
+  it("a schedule priced per instance (a formula, a table) approved with --yes runs on its tick: add approved what the run's guard finds", async () => {
+    const dir = tempDir();
+    const out = join(dir, 'runs');
+    const queue = 'per-instance';
+    const write = (name: string, text: string): string => {
+      const path = join(dir, `${name}.yaml`);
+      writeFileSync(path, `version: 1\nname: ${name}\n${FAST_POLLING}\n${text}`);
+      return path;
+    };
+    const step = (price: string): string =>
+      `steps:\n  s:\n    model: character-sheet\n${price}    matrix: { seed: { range: { from: 1, to: 3 } } }\n    input: { tier: cats, seed: "{{ seed }}" }\n`;
+    // 3 instances at US$0.051, US$0.052 and US$0.053 once priced; nothing known from the counts.
+    const formula = write('formula', step('    price_usd: "{{ 0.05 + input.seed * 0.001 }}"\n'));
+    // 3 instances at US$0.05 once priced (US$0.15); US$150 from the counts (each at the dearest row).
+    const table = write('table', `prices:\n  character-sheet:\n    - { when: { tier: dogs }, usd: 50 }\n    - { usd: 0.05 }\n${step('')}`);
+    for (const path of [formula, table]) {
+      const added = await runCli([
+        'schedule',
+        'add',
+        path,
+        '--cron',
+        '*/2 * * * * *',
+        '--out',
+        out,
+        '--redis',
+        redis.url,
+        '--queue',
+        queue,
+        '--confirm-over',
+        '0.1',
+        '--yes',
+      ]);
+      expect(added.code, added.stderr).toBe(0);
+    }
+    // Both are over the limit of US$0.10 once priced: --yes approved the priced figure, the one each tick is checked against.
+    const q = new Queue<ScheduledRunData>(runsQueueName(queue), { connection: commandOptions(parseRedisUrl(redis.url)) });
+    try {
+      expect((await q.getJobScheduler('formula'))?.template?.data?.approvedUsd).toBeCloseTo(0.156, 9);
+      expect((await q.getJobScheduler('table'))?.template?.data?.approvedUsd).toBeCloseTo(0.15, 9);
+    } finally {
+      await q.close();
+    }
+    // An emulator of its own: what these runs spend is not counted in the other tests' totals.
+    const own = await startEmulator({ port: 0, timeScale: 0.1, log: () => {} });
+    closing.push(own);
+    const worker = await startWorkerProcess(redis.url, own.url, 'p1', ['--queue', queue, '--runs']);
+    workers.push(worker);
+    const finished = (name: string): boolean => {
+      const root = join(out, name);
+      if (!existsSync(root)) return false;
+      return readdirSync(root)
+        .filter((n) => !n.startsWith('.') && n !== 'not-started.jsonl')
+        .some((n) => existsSync(join(root, n, 'journal.jsonl')) && journalOf(join(root, n)).records.at(-1)?.type === 'run_finished');
+    };
+    const deadline = Date.now() + 30_000;
+    // Bounded by the deadline.
+    while (Date.now() < deadline && !(finished('formula') && finished('table')) && !/was not started/.test(worker.output()))
+      await new Promise((r) => setTimeout(r, 100));
+    for (const name of ['formula', 'table'])
+      expect((await runCli(['schedule', 'remove', name, '--redis', redis.url, '--queue', queue])).code).toBe(0);
+    expect(worker.output()).not.toContain('was not started');
+    expect(finished('formula'), worker.output()).toBe(true);
+    expect(finished('table'), worker.output()).toBe(true);
+    expect(own.requests.inspect({}).length).toBeGreaterThan(0);
+  }, 90_000);
 
   it("3 workers with --runs and a schedule every 2 s for 20 s: one run per tick at most, never two at once, a killed coordinator's run taken over and finished", async () => {
     const dir = tempDir();

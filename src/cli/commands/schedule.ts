@@ -110,7 +110,8 @@ shares, and the manifest path must be the same on each of them.`,
         out: resolve(values.out),
         budgetUsd,
         confirmOverUsd,
-        approvedUsd: estimate.big ? estimate.estimateUsd : undefined,
+        // The spend the run's guard asks about, the one a tick is checked against: the priced figure, for a step priced per instance.
+        approvedUsd: estimate.big?.estimateUsd,
       });
       io.out(
         `schedule ${listed.name}: ${listed.cron}${listed.tz ? ` (${listed.tz})` : ''}, runs ${listed.manifest} into ${listed.out}; next ${listed.next ?? 'unknown'}`,
