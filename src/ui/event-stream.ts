@@ -47,6 +47,8 @@ export class EventStreams {
       send(res, 503, 'text/plain; charset=utf-8', `at most ${this.max} pages may follow live at once: close one and reload this one`);
       return undefined;
     }
+    // A page gone while its route was still reading (its close already told) takes no place.
+    if (res.destroyed || res.closed) return undefined;
     res.writeHead(200, STREAM_HEADERS);
     this.#open.add(res);
     const write = (text: string): void => {
@@ -60,12 +62,20 @@ export class EventStreams {
     };
     const keepalive = setInterval(() => write(': keep-alive\n\n'), KEEPALIVE_MS);
     keepalive.unref();
-    const unsubscribe = follow(stream);
-    res.on('close', () => {
+    let unsubscribe = (): void => {};
+    // Its place is freed on every way a stream ends: the page going, the server closing it, or a
+    // route whose `follow` threw (the stream is closed, and the error goes on to the route).
+    res.once('close', () => {
       clearInterval(keepalive);
       unsubscribe();
       this.#open.delete(res);
     });
+    try {
+      unsubscribe = follow(stream);
+    } catch (error) {
+      res.destroy();
+      throw error;
+    }
     return stream;
   }
 

@@ -109,6 +109,7 @@ ${LIVE_LINE}
 class FleetPoll {
   readonly #listeners = new Set<(view: FleetView) => void>();
   #timer: NodeJS.Timeout | undefined;
+  #reading = false;
   #last: FleetView | undefined;
 
   constructor(
@@ -144,10 +145,13 @@ class FleetPoll {
   }
 
   #schedule(delay: number): void {
-    if (this.#timer !== undefined || this.#listeners.size === 0) return;
+    // One poll at a time: a page that comes while a read is under way is told by that read.
+    if (this.#timer !== undefined || this.#reading || this.#listeners.size === 0) return;
     this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#reading = true;
       void this.read().then((view) => {
-        this.#timer = undefined;
+        this.#reading = false;
         for (const listener of this.#listeners) listener(view);
         this.#schedule(this.intervalMs);
       });

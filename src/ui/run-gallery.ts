@@ -5,7 +5,8 @@
  * finished one, is built once. The page's data files, the run's files and the decisions are
  * answered by the handler of the last build, the one the page was built with; a page opened before
  * a later build finds its data files of another build by their signatures, and says to reload.
- * Requests at once share one build. All of a run's handlers write decisions through one store.
+ * Requests at once share one build, and a build is not started while one is under way; a build
+ * that failed is kept until the journal changes. All of a run's handlers write decisions through one store.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { reviewHandler, type ReviewHandler } from '../review/review-server.js';
@@ -17,11 +18,18 @@ interface Gallery {
   /** The journal's signature when the build started. */
   signature: string;
   handler: Promise<ReviewHandler>;
-  store: ReviewStore;
+  /** Set once the build has ended, built or failed. */
+  settled: boolean;
 }
 
 export class RunGalleries {
   readonly #galleries = new Map<string, Gallery>();
+  /**
+   * One decision store per run, for as long as the ui runs: every build of the run's gallery
+   * writes review.json through it, so a decision under way when a build is let go or replaced
+   * never races one taken on the newer page.
+   */
+  readonly #stores = new Map<string, ReviewStore>();
 
   constructor(
     /** Galleries kept at once; the oldest is let go past it. */
@@ -38,13 +46,16 @@ export class RunGalleries {
 
   #handler(run: UiRun, page: boolean): Promise<ReviewHandler> {
     const kept = this.#galleries.get(run.key);
-    if (kept !== undefined && !page) return kept.handler;
+    // A build under way is shared, whatever the journal did since: the next page asked after it rebuilds.
+    if (kept !== undefined && (!page || !kept.settled)) return kept.handler;
     const signature = journalSignature(run.dir);
+    // Built, or failed, from this very journal: the same answer (a failed build is tried again once the journal changes).
     if (kept !== undefined && kept.signature === signature) return kept.handler;
-    const store = kept?.store ?? new ReviewStore(run.dir);
+    let store = this.#stores.get(run.key);
+    if (store === undefined) this.#stores.set(run.key, (store = new ReviewStore(run.dir)));
     const gallery: Gallery = {
       signature,
-      store,
+      settled: false,
       handler: reviewHandler(run.dir, {
         // The ui's access rules checked Origin and token before this route was asked.
         writeAllowed: () => true,
@@ -52,10 +63,10 @@ export class RunGalleries {
         store,
       }),
     };
-    // A build that failed is not kept: the next request tries again.
-    gallery.handler.catch(() => {
-      if (this.#galleries.get(run.key) === gallery) this.#galleries.delete(run.key);
-    });
+    gallery.handler.then(
+      () => (gallery.settled = true),
+      () => (gallery.settled = true),
+    );
     this.#galleries.delete(run.key);
     this.#galleries.set(run.key, gallery);
     if (this.#galleries.size > this.max) this.#galleries.delete(this.#galleries.keys().next().value as string);

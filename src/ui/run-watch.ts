@@ -123,6 +123,11 @@ export class RunWatch {
   /** Every run, newest first (by run id, as `genpipe runs`). */
   async runs(): Promise<UiRun[]> {
     await this.look();
+    return this.listed();
+  }
+
+  /** Every run as last seen, newest first: what the listeners have been told so far, no look. */
+  listed(): UiRun[] {
     return [...this.#shown.values()].sort((a, b) => b.runId.localeCompare(a.runId) || a.key.localeCompare(b.key));
   }
 
@@ -219,7 +224,12 @@ export class RunWatch {
 
   #tell(changes: RunChanges): void {
     if (changes.changed.length === 0 && changes.gone.length === 0) return;
-    for (const listener of this.#listeners) listener(changes);
+    for (const listener of this.#listeners)
+      try {
+        listener(changes);
+      } catch {
+        // One page's failure is its own: the others are still told, and the look stands.
+      }
   }
 
   /** A run's listing: the one seen before while its files and its lock are as they were, else read again. */

@@ -112,8 +112,18 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
   }
 
   async function openStream(res: ServerResponse): Promise<void> {
-    const stream = streams.open(res, (opened) => watch.subscribe((changes: RunChanges) => opened.send('change', changes)));
-    stream?.send('runs', await watch.runs());
+    // Changes a look tells before the page has its first list are in that list: not sent twice.
+    let listed = false;
+    const stream = streams.open(res, (opened) =>
+      watch.subscribe((changes: RunChanges) => {
+        if (listed) opened.send('change', changes);
+      }),
+    );
+    if (stream === undefined) return;
+    await watch.look();
+    // At once after the look: what any look found since is in the list, and what comes later is a change.
+    stream.send('runs', watch.listed());
+    listed = true;
   }
 
   const server: Server = createServer((req, res) => {

@@ -3,11 +3,13 @@
 // seen moves what the next look compares with: a change found there and kept to itself would never
 // reach a page that follows. Real runs against the in-process emulator; the watch's own timer is
 // set far off, so only the asked looks find anything.
+import { get } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { RunWatch, type RunChanges } from '../../src/ui/run-watch.js';
+import { startUiServer } from '../../src/ui/ui-server.js';
 import { cleanTemps, HF_KEY, sheetsManifest, tempDir } from '../run/runner-helpers.js';
 
 let emu: Emulator;
@@ -75,6 +77,28 @@ describe("the ui's watch", () => {
       expect(told).toHaveLength(1);
     } finally {
       stop();
+    }
+  }, 180_000);
+
+  it('gives a new runs page its list first, and not again as a change', async () => {
+    const out = tempDir();
+    await run(out, 'listed');
+    const ui = await startUiServer({ runDirs: [out], host: '127.0.0.1', port: 0 });
+    try {
+      // The ui's first look is this stream's: what it finds is the list, not a change before it.
+      const text = await new Promise<string>((resolve, reject) => {
+        let body = '';
+        const request = get(`${ui.url}/api/events`, (res) => {
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (body += chunk));
+        });
+        setTimeout(() => (request.destroy(), resolve(body)), 1_500);
+        request.on('error', reject);
+      });
+      expect(text.match(/^event: \w+/gm)).toEqual(['event: runs']);
+      expect(text).toContain('"pipeline":"listed"');
+    } finally {
+      await ui.close();
     }
   }, 180_000);
 });
