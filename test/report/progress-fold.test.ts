@@ -4,6 +4,8 @@
 // completed, refunded and never-started instances (a step whose model the account may not use).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GenerationClient } from '../../src/api/client.js';
@@ -181,6 +183,39 @@ describe('RunFold over a journal', () => {
     const again = RunFold.of(state, steps);
     expect(again.counts()).toEqual(seed.counts());
     expect(again.money()).toEqual(seed.money());
+  });
+
+  it('keeps none of the records it folds, in its copies neither: what a large run holds per instance stays small', async () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const fold = new RunFold(steps);
+    // Copies of the records, made in a function of their own so that nothing but the fold could keep them alive.
+    const refs: WeakRef<JournalRecord>[] = [];
+    const feed = (): void => {
+      for (const record of records) {
+        const copy = structuredClone(record);
+        refs.push(new WeakRef(copy));
+        fold.apply(copy);
+      }
+    };
+    feed();
+    // A resume's fold, made from a replayed state that is then let go.
+    const resumed = (): RunFold => {
+      const state = emptyRunState();
+      for (const record of records) {
+        const copy = structuredClone(record);
+        refs.push(new WeakRef(copy));
+        applyRecord(state, copy);
+      }
+      return RunFold.of(state, steps);
+    };
+    const copies = [fold.copy(), resumed()];
+    // A WeakRef holds its target until the job that made it ends.
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+    expect(refs.filter((ref) => ref.deref() !== undefined).map((ref) => ref.deref()!.type)).toEqual([]);
+    // What they keep still says what the report says.
+    for (const kept of [fold, ...copies]) expectSameAsReport(kept, report);
   });
 
   it('the report, outputs.csv and the gallery read one status: a completed instance is completed, whatever the run recorded around it', () => {

@@ -8,7 +8,8 @@
  * and its status and money are read again (statusOf, moneyOf) and put in the sums in place of
  * what they were.
  */
-import type { JournalRecord, JournalRecordType } from './journal-records.js';
+import type { JournalRecord, JournalRecordOf, JournalRecordType, TerminalStatus } from './journal-records.js';
+import type { Submission } from '../../models/adapter.js';
 import { applyRecord, emptyRunState, instanceStatus, type InstanceState, type RunState } from './run-state.js';
 import { moneyOf } from '../attempt/attempt-money.js';
 import { stepOfInstanceId } from '../../plan/instance.js';
@@ -174,7 +175,9 @@ export class RunFold {
     // What the instance added to the sums before the record, read before the record changes it.
     const before = entry && this.#lineOf(instance, entry);
     applyRecord(this.#state, record);
-    this.#count(instance, before, this.#state.instances.get(instance));
+    const after = this.#state.instances.get(instance);
+    if (after) slim(after);
+    this.#count(instance, before, after);
   }
 
   /** An instance's status as the report says it; not_started for one no record names. */
@@ -302,7 +305,7 @@ function lineOf(entry: InstanceState, priceUsd: number | null | undefined, stepM
  * replaces them, never changes them.
  */
 function leanCopy(entry: InstanceState): InstanceState {
-  return {
+  const copy: InstanceState = {
     intent: entry.intent,
     submission: entry.submission,
     final: entry.final,
@@ -313,4 +316,40 @@ function leanCopy(entry: InstanceState): InstanceState {
     suspect: entry.suspect,
     earlier: entry.earlier && { ...entry.earlier },
   };
+  slim(copy);
+  return copy;
+}
+
+/*
+ * A fold keeps of an attempt's records only the fields its status and money are read from
+ * (statusOf, moneyOf, settleAttempt): the intent's price and model, the final status and the cost
+ * the service reported, and whether there was a submission or a failure. A live run folds every
+ * record it journals, in its own fold and in each view's. Holding the whole records there (keys,
+ * body hashes, request ids, output URLs) for every instance made most of a large run's memory.
+ * These objects stand in for the records inside the fold only, which never hands them out.
+ */
+
+/** Kept of a submission: that there was one. */
+const SENT = Object.freeze({}) as Submission;
+/** Kept of a failure: that there was one. */
+const FAILED = Object.freeze({}) as JournalRecordOf<'failed'>;
+/** Kept of a final status the service reported no cost with: the status alone, one object for each. */
+const FINAL = new Map<TerminalStatus, JournalRecordOf<'status'>>();
+
+function leanFinal(final: JournalRecordOf<'status'>): JournalRecordOf<'status'> {
+  if (final.actualCostUsd !== undefined) return { status: final.status, actualCostUsd: final.actualCostUsd } as JournalRecordOf<'status'>;
+  let lean = FINAL.get(final.status);
+  if (!lean) FINAL.set(final.status, (lean = Object.freeze({ status: final.status }) as JournalRecordOf<'status'>));
+  return lean;
+}
+
+/** Puts the fold's lean stand-ins in place of the records an instance's state holds (a stand-in has no `type`). */
+function slim(entry: InstanceState): void {
+  const { intent, submission, final, failed } = entry;
+  if (intent && 'type' in intent) entry.intent = { priceUsd: intent.priceUsd, model: intent.model } as JournalRecordOf<'intent'>;
+  if (submission && submission !== SENT) entry.submission = SENT;
+  if (final && 'type' in final) entry.final = leanFinal(final);
+  if (failed && failed !== FAILED) entry.failed = FAILED;
+  entry.submittedAt = undefined;
+  entry.reusedInput = undefined;
 }
