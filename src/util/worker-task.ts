@@ -10,7 +10,7 @@
 import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { parentPort, Worker } from 'node:worker_threads';
+import { parentPort, Worker, type WorkerOptions } from 'node:worker_threads';
 
 /** A task's answer when it failed; any other answer is its result. */
 interface Failure {
@@ -30,7 +30,7 @@ export function canStartWorker(module: URL): boolean {
  * awaits it once its own part is done; `stop` ends the thread.
  */
 export function startTask<T>(module: URL, data: unknown, failed: (why: string) => Error): { answer: Promise<T>; stop: () => void } {
-  const worker = new Worker(module, { workerData: data, execArgv: workerExecArgv(process.execArgv) });
+  const worker = newWorker(module, { workerData: data });
   const answer = new Promise<T>((resolve, reject) => {
     worker.once('message', (message: unknown) => (isFailure(message) ? reject(failed(message.failed)) : resolve(message as T)));
     worker.once('error', (error) => reject(failed(error.message)));
@@ -62,6 +62,30 @@ export function workerExecArgv(execArgv: readonly string[]): string[] {
   return kept;
 }
 
+/**
+ * A worker on `module`, given this process's Node options (workerExecArgv) less any a worker
+ * refuses: V8's (`--max-old-space-size`, `--trace-gc`) and the process's own (`--stack-size`). Those
+ * already hold for every thread of the process. Given them, a worker would not start, and
+ * `node --max-old-space-size=4096 genpipe report` of a big run failed with exit 70. Node names the
+ * options it refuses; if it names them in words this does not read, the worker starts with none.
+ */
+function newWorker(module: URL, options: WorkerOptions): Worker {
+  const given = workerExecArgv(process.execArgv);
+  try {
+    return new Worker(module, { ...options, execArgv: given });
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw error;
+    const refused = new Set((error as Error).message.replace(/^[^:]*:\s*/, '').split(/,\s*/));
+    const kept = given.filter((arg) => !refused.has(arg));
+    try {
+      return new Worker(module, { ...options, execArgv: kept });
+    } catch (again) {
+      if ((again as { code?: unknown }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw again;
+      return new Worker(module, { ...options, execArgv: [] });
+    }
+  }
+}
+
 /** In the worker: runs the task and answers the thread that started it, with its result or why it failed. */
 export async function answerTask(work: () => Promise<unknown>): Promise<void> {
   let message: unknown;
@@ -91,7 +115,7 @@ export interface TaskWorker {
 
 /** Starts the serving worker `module` (see TaskWorker). */
 export function startTaskWorker(module: URL): TaskWorker {
-  const worker = new Worker(module, { execArgv: workerExecArgv(process.execArgv) });
+  const worker = newWorker(module, {});
   // Why the thread can no longer answer, once it cannot; each waiting answer hears it.
   let ended: string | undefined;
   const waiting: ((message: unknown) => void)[] = [];

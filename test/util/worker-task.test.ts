@@ -102,6 +102,21 @@ describe('startTaskWorker and serveTasks', () => {
   });
 });
 
+describe('a process started with Node options a worker refuses', () => {
+  // V8's options and the process's own hold for every thread; a worker given them would not start.
+  it.each([
+    ['V8 options', ['--max-old-space-size=512', '--trace-gc']],
+    ['an option of the process', ['--title=genpipe-report']],
+  ])('still starts its workers: %s', (_, options) => {
+    const module = workerModule('answers', 'await answerTask(async () => workerData.n + 1);');
+    const script = `import { startTask } from ${JSON.stringify(built)};\nconsole.log(await startTask(new URL(${JSON.stringify(module.href)}), { n: 41 }, (why) => new Error(why)).answer);\n`;
+    const child = spawnSync(process.execPath, [...options, '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    expect(child.stderr).not.toMatch(/invalid execArgv/);
+    expect(child.stdout.split('\n').filter((line) => /^\d+$/.test(line))).toEqual(['42']);
+    expect(child.status).toBe(0);
+  });
+});
+
 describe('workerExecArgv', () => {
   it('drops the options about the main script’s source, with their values, and keeps the rest', () => {
     expect(workerExecArgv(['--max-old-space-size=512', '--input-type=module', '-e', 'code', '--enable-source-maps'])).toEqual([
