@@ -125,6 +125,7 @@ export class RunFold {
   readonly #models = new Map<string, ModelSums>();
   readonly #total = emptyMoney();
   #rerolls = 0;
+  readonly #lean = new LeanRecords();
 
   /** `steps`: the plan's (tellStarted), so that instances never started are counted. */
   constructor(steps: readonly PlannedStep[] = []) {
@@ -160,7 +161,7 @@ export class RunFold {
 
   static #into(fold: RunFold, state: RunState): RunFold {
     for (const [id, entry] of state.instances) {
-      const copy = leanCopy(entry);
+      const copy = fold.#lean.copy(entry);
       fold.#state.instances.set(id, copy);
       fold.#count(id, undefined, copy);
     }
@@ -174,9 +175,10 @@ export class RunFold {
     const entry = this.#state.instances.get(instance);
     // What the instance added to the sums before the record, read before the record changes it.
     const before = entry && this.#lineOf(instance, entry);
+    if (!entry) this.#state.instances.set(instance, newEntry());
     applyRecord(this.#state, record);
-    const after = this.#state.instances.get(instance);
-    if (after) slim(after);
+    const after = this.#state.instances.get(instance)!;
+    this.#lean.slim(after);
     this.#count(instance, before, after);
   }
 
@@ -299,57 +301,88 @@ function lineOf(entry: InstanceState, priceUsd: number | null | undefined, stepM
   };
 }
 
-/**
- * What a fold keeps of a replayed instance: its own object (later records change it, never the
- * original), without the files and uploads status and money never read. Records are shared: a fold
- * replaces them, never changes them.
- */
-function leanCopy(entry: InstanceState): InstanceState {
-  const copy: InstanceState = {
-    intent: entry.intent,
-    submission: entry.submission,
-    final: entry.final,
-    failed: entry.failed,
-    rerolls: entry.rerolls,
-    retries: entry.retries,
-    reusedFrom: entry.reusedFrom,
-    suspect: entry.suspect,
-    earlier: entry.earlier && { ...entry.earlier },
-  };
-  slim(copy);
-  return copy;
-}
-
 /*
  * A fold keeps of an attempt's records only the fields its status and money are read from
  * (statusOf, moneyOf, settleAttempt): the intent's price and model, the final status and the cost
  * the service reported, and whether there was a submission or a failure. A live run folds every
  * record it journals, in its own fold and in each view's. Holding the whole records there (keys,
  * body hashes, request ids, output URLs) for every instance made most of a large run's memory.
- * These objects stand in for the records inside the fold only, which never hands them out.
+ * The stand-ins below take the records' place inside a fold only, which never hands them out; a
+ * stand-in has no `type`, which tells it from a record.
  */
 
 /** Kept of a submission: that there was one. */
 const SENT = Object.freeze({}) as Submission;
 /** Kept of a failure: that there was one. */
 const FAILED = Object.freeze({}) as JournalRecordOf<'failed'>;
-/** Kept of a final status the service reported no cost with: the status alone, one object for each. */
-const FINAL = new Map<TerminalStatus, JournalRecordOf<'status'>>();
 
-function leanFinal(final: JournalRecordOf<'status'>): JournalRecordOf<'status'> {
-  if (final.actualCostUsd !== undefined) return { status: final.status, actualCostUsd: final.actualCostUsd } as JournalRecordOf<'status'>;
-  let lean = FINAL.get(final.status);
-  if (!lean) FINAL.set(final.status, (lean = Object.freeze({ status: final.status }) as JournalRecordOf<'status'>));
-  return lean;
+/**
+ * A new instance's state in a fold, with every field a folded record sets on most instances
+ * already in its first shape: V8 keeps such fields in the object, and stores a field added later
+ * apart, in an array of its own.
+ */
+function newEntry(): InstanceState {
+  return {
+    intent: undefined,
+    submission: undefined,
+    submittedAt: undefined,
+    final: undefined,
+    failed: undefined,
+    rerolls: 0,
+    retries: 0,
+    reusedFrom: undefined,
+    reusedInput: undefined,
+    suspect: undefined,
+    earlier: undefined,
+  };
 }
 
-/** Puts the fold's lean stand-ins in place of the records an instance's state holds (a stand-in has no `type`). */
-function slim(entry: InstanceState): void {
-  const { intent, submission, final, failed } = entry;
-  if (intent && 'type' in intent) entry.intent = { priceUsd: intent.priceUsd, model: intent.model } as JournalRecordOf<'intent'>;
-  if (submission && submission !== SENT) entry.submission = SENT;
-  if (final && 'type' in final) entry.final = leanFinal(final);
-  if (failed && failed !== FAILED) entry.failed = FAILED;
-  entry.submittedAt = undefined;
-  entry.reusedInput = undefined;
+/** One fold's stand-ins, each shared by the instances it stands for (most of a run's have one price and model). */
+class LeanRecords {
+  readonly #intents = new Map<string, JournalRecordOf<'intent'>>();
+  readonly #finals = new Map<TerminalStatus, JournalRecordOf<'status'>>();
+
+  /**
+   * A fold's own copy of a replayed instance (later records change it, never the original),
+   * without the files and uploads that status and money never read.
+   */
+  copy(entry: InstanceState): InstanceState {
+    const copy = newEntry();
+    copy.intent = entry.intent;
+    copy.submission = entry.submission;
+    copy.final = entry.final;
+    copy.failed = entry.failed;
+    copy.rerolls = entry.rerolls;
+    copy.retries = entry.retries;
+    copy.reusedFrom = entry.reusedFrom;
+    copy.suspect = entry.suspect;
+    copy.earlier = entry.earlier && { ...entry.earlier };
+    this.slim(copy);
+    return copy;
+  }
+
+  /** Puts stand-ins in place of the records an instance's state holds, and drops what no fold reads. */
+  slim(entry: InstanceState): void {
+    const { intent, submission, final, failed } = entry;
+    if (intent && 'type' in intent) entry.intent = this.#intent(intent.priceUsd, intent.model);
+    if (submission && submission !== SENT) entry.submission = SENT;
+    if (final && 'type' in final) entry.final = this.#final(final);
+    if (failed && failed !== FAILED) entry.failed = FAILED;
+    if (entry.submittedAt !== undefined) entry.submittedAt = undefined;
+    if (entry.reusedInput !== undefined) entry.reusedInput = undefined;
+  }
+
+  #intent(priceUsd: number | null | undefined, model: string): JournalRecordOf<'intent'> {
+    const key = `${String(priceUsd)} ${model}`;
+    let lean = this.#intents.get(key);
+    if (!lean) this.#intents.set(key, (lean = Object.freeze({ priceUsd, model }) as JournalRecordOf<'intent'>));
+    return lean;
+  }
+
+  #final(final: JournalRecordOf<'status'>): JournalRecordOf<'status'> {
+    if (final.actualCostUsd !== undefined) return { status: final.status, actualCostUsd: final.actualCostUsd } as JournalRecordOf<'status'>;
+    let lean = this.#finals.get(final.status);
+    if (!lean) this.#finals.set(final.status, (lean = Object.freeze({ status: final.status }) as JournalRecordOf<'status'>));
+    return lean;
+  }
 }
