@@ -16,6 +16,8 @@ export interface DocBlock {
   /** The words after it: `['test']`, `['test', 'serve']`, `['test', 'exit=3']`, `['manifest']`. */
   tags: string[];
   text: string;
+  /** The paragraph right after the block: what the page says of it ("It prints ..."). */
+  after: string;
 }
 
 /** README.md and every Markdown page under docs/, in a stable order. */
@@ -52,10 +54,54 @@ export function fencedBlocks(file: string, markdown: string): DocBlock[] {
       if (line.trim().startsWith(fence) && line.trim().replace(/`/g, '') === '') break;
       body.push(line.slice(Math.min(indent, line.length - line.trimStart().length)));
     }
-    blocks.push({ file, line: i + 1, lang, tags, text: body.join('\n') + '\n' });
+    blocks.push({ file, line: i + 1, lang, tags, text: body.join('\n') + '\n', after: paragraphAfter(lines, j + 1) });
     i = j;
   }
   return blocks;
+}
+
+/** The lines from `start` to the next blank line or fence, blank lines before them passed over. */
+function paragraphAfter(lines: string[], start: number): string {
+  let i = start;
+  while (i < lines.length && (lines[i] as string).trim() === '') i++;
+  const paragraph: string[] = [];
+  for (; i < lines.length; i++) {
+    const line = (lines[i] as string).trim();
+    if (line === '' || line.startsWith('```')) break;
+    paragraph.push(line);
+  }
+  return paragraph.join(' ');
+}
+
+/**
+ * What the paragraph after a block says its command prints, as patterns its output must match:
+ * each quote of several words in a sentence that begins "It prints". In a quote, `<run-id>` (any
+ * `<word>`) stands for one word, `PORT` for a number, and `...` for anything.
+ */
+export function saidToPrint(block: Pick<DocBlock, 'after'>): RegExp[] {
+  const patterns: RegExp[] = [];
+  // A sentence ends at a full stop outside a quote.
+  for (const sentence of block.after.split(/(?<=^(?:[^`]*`[^`]*`)*[^`]*\.)\s+/)) {
+    if (!sentence.startsWith('It prints')) continue;
+    for (const [, quote] of sentence.matchAll(/`([^`]+)`/g)) {
+      if (!(quote as string).includes(' ')) continue;
+      patterns.push(outputPattern(quote as string));
+    }
+  }
+  return patterns;
+}
+
+/** A quote of a page as a pattern of a command's output (see saidToPrint). */
+export function outputPattern(quote: string): RegExp {
+  const parts = quote.split(/(<[^>]+>|\bPORT\b|\.\.\.)/);
+  const source = parts
+    .map((part, i) => {
+      if (i % 2 === 0) return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      if (part === '...') return '.*';
+      return part === 'PORT' ? '\\d+' : '\\S+';
+    })
+    .join('');
+  return new RegExp(source);
 }
 
 /**

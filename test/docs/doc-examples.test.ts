@@ -13,7 +13,7 @@ import { readReview } from '../../src/review/review-store.js';
 import { freePort } from '../free-port.js';
 import { startLoopbackS3 } from '../sink/s3-server.js';
 import { start, stopAll, until } from './processes.js';
-import { fencedBlocks, isShownOnly, ROOT, shownBlocks, testedBlocks, type DocBlock } from './doc-blocks.js';
+import { fencedBlocks, isShownOnly, ROOT, saidToPrint, shownBlocks, testedBlocks, type DocBlock } from './doc-blocks.js';
 
 const BIN = join(ROOT, 'bin', 'genpipe.js');
 const HF_KEY = '00000000-0000-4000-8000-000000000000:emulator-secret';
@@ -268,10 +268,14 @@ const sh: Runner = async (block, text, box, env) => {
     expect(served.first, where(block)).toMatch(/^listening on http:\/\/127\.0\.0\.1:\d+$/);
     expect(served.status, `${where(block)}: the page it serves`).toBe(200);
     expect([0, 130], `${where(block)}: exit code after Ctrl-C`).toContain(served.code);
+    for (const said of saidToPrint(block)) expect(served.first, `${where(block)}: the page says it prints ${said}`).toMatch(said);
     return;
   }
   const ran = await bash(PRELUDE + text, box.dir, env);
   expect(ran.code, `${where(block)}\n${ran.stdout}${ran.stderr}`).toBe(Number(tagValue(block, 'exit') ?? 0));
+  // What the page says the command prints, it prints.
+  for (const said of saidToPrint(block))
+    expect(`${ran.stdout}${ran.stderr}`, `${where(block)}: the page says it prints ${said}`).toMatch(said);
 };
 
 /** A command that serves, as a deployment runs it on its host: redis-server, or a `genpipe worker`. */
@@ -420,6 +424,28 @@ describe('the examples of README.md and docs/', () => {
     const page = '# A page\n\n```sh\ngenpipe run x.yaml\n```\n\n```sh test\ngenpipe --help\n```\n\n```text\nsynopsis\n```\n';
     const found = fencedBlocks('docs/x.md', page);
     expect(found.filter(isShownOnly).map((b) => b.line)).toEqual([3]);
+  });
+
+  it('hold a command to what its page says it prints: each quote of several words after "It prints"', () => {
+    const block = (after: string) => ({ after });
+    const said = saidToPrint(
+      block(
+        'It prints `running quickstart: 6 instance(s) in runs/quickstart/<run-id>`, then one last line: `net US$0.30; ...`. It writes `the journal`.',
+      ),
+    );
+    expect(said.map(String)).toHaveLength(2);
+    // Accepted: the output the tour shows.
+    expect('running quickstart: 6 instance(s) in runs/quickstart/20261207T000000Z-ab12\n').toMatch(said[0] as RegExp);
+    expect('quickstart x: completed; net US$0.30; 0 unknown\n').toMatch(said[1] as RegExp);
+    // Refused: an output in other words than the page's.
+    expect('quickstart x: completed; spent US$0.30; 0 unknown\n').not.toMatch(said[1] as RegExp);
+    expect(
+      saidToPrint(block('It prints `PORT`, then `listening on http://127.0.0.1:PORT`.'))[0]?.test('listening on http://127.0.0.1:8471'),
+    ).toBe(true);
+    // One word is a name (a file, a status), not output; a sentence not about printing says nothing of it.
+    expect(saidToPrint(block('It prints `ok` or `failed`. It writes `the report file`.'))).toEqual([]);
+    // The tour's commands are held to it.
+    expect(blocks.filter((b) => b.file === 'README.md').flatMap((b) => saidToPrint(b)).length).toBeGreaterThanOrEqual(5);
   });
 
   // Pages run side by side: their commands mostly wait (polls, the agent's 2 s turns), not compute.
