@@ -23,6 +23,13 @@ import { isLoopbackHost } from '../util/loopback-host.js';
 export const TOKEN_HEADER = 'x-genpipe-token';
 export const TOKEN_COOKIE = 'genpipe_ui_token';
 
+/**
+ * Why a change without this start's token is refused. Each start of `genpipe ui` has its own token,
+ * so a page opened before a restart carries one the server no longer knows: its reader is told to
+ * reload it, not only that a header is missing.
+ */
+export const STALE_TOKEN = `a change needs the token of this start of genpipe ui, which its pages carry in the ${TOKEN_HEADER} header: reload a page opened before genpipe ui restarted, then try again`;
+
 /** Why a request is refused: its status and one sentence. */
 export interface Refusal {
   status: 401 | 403 | 421;
@@ -92,8 +99,7 @@ export function accessRules(host: string, token: string = randomBytes(32).toStri
       const origin = req.headers.origin?.toLowerCase();
       if (origin === undefined || named === undefined || origin !== `http://${named}`)
         return { status: 403, message: 'changes are taken from the page of this server only' };
-      if (!sameToken(req.headers[TOKEN_HEADER] as string | undefined, token))
-        return { status: 403, message: `a change needs the page's token in the ${TOKEN_HEADER} header` };
+      if (!sameToken(req.headers[TOKEN_HEADER] as string | undefined, token)) return { status: 403, message: STALE_TOKEN };
       return undefined;
     },
     tokenInQuery(url) {

@@ -119,7 +119,14 @@ ${PAGE_LIVE}
   async function confirm() {
     $('confirm').hidden = true;
     const answer = await fetch('api/remake', { method: 'POST', headers: { 'content-type': 'application/json', 'x-genpipe-token': token }, body: JSON.stringify({ selection: asked.selection, confirm: true }) });
-    const result = await answer.json().catch(() => ({ why: 'the server said ' + answer.status }));
+    // A refusal before the remake's route (the access rules) is a sentence in plain text.
+    const body = await answer.text();
+    let result;
+    try {
+      result = JSON.parse(body);
+    } catch {
+      result = { why: body || 'the server said ' + answer.status };
+    }
     $('remake-result').textContent = result.started ? 'Started genpipe resume (pid ' + result.pid + '); its output goes to ' + result.log + '.' : 'Not started: ' + result.why + '.';
     $('remake-result').dataset.started = String(result.started === true);
   }

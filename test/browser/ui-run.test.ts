@@ -5,7 +5,7 @@
 // `genpipe resume --retry rejected` as a child process, and the report of the run then equals what
 // the emulator's ledger took. A run with nsfw re-rolls, opened by a ui started after it ended, shows
 // its whole spend curve from the journal, and committed (the budget's measure) below what was charged.
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +15,7 @@ import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { buildCostReport, committedUsd } from '../../src/report/cost-report.js';
 import { throttledSentence } from '../../src/report/render.js';
 import { formatUsd } from '../../src/util/format-usd.js';
+import { STALE_TOKEN } from '../../src/ui/access.js';
 import { startUiServer, type UiServer } from '../../src/ui/ui-server.js';
 import { cleanTemps, HF_KEY, sheetsManifest, spentUsd, tempDir } from '../run/runner-helpers.js';
 import { launchChromium, watchPage } from './chromium.js';
@@ -163,6 +164,71 @@ describe("genpipe ui: a run's page", () => {
     expect(problems).toEqual([]);
     await page.close();
   });
+
+  it(
+    'a page opened before genpipe ui restarted: its remake is refused with why, nothing is spent, and after a reload it starts',
+    { timeout: 120_000 },
+    async () => {
+      const runs = tempDir();
+      expect(await main(['run', sheetsManifest(tempDir(), 3, { name: 'restarted' }), '--out', runs, '--quiet'], io())).toBe(0);
+      const pipelineDir = join(runs, 'restarted');
+      const runId = readdirSync(pipelineDir).find((name) => !name.startsWith('.'))!;
+      const dir = join(pipelineDir, runId);
+      // The sheet of seed 2 is rejected in the gallery, below.
+      const options = {
+        runDirs: [runs],
+        host: '127.0.0.1',
+        watchIntervalMs: 200,
+        remake: { env: { ...process.env, GENPIPE_BASE_URL: emu.url, HF_KEY }, connectionArgs: [] },
+      };
+      const first = await startUiServer({ ...options, port: 0 });
+      const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+      const problems = watchPage(page, first.url);
+      let second: UiServer | undefined;
+      try {
+        const runUrl = `${first.url}/run/0/restarted/${runId}/`;
+        await page.goto(`${runUrl}gallery/`);
+        await page.waitForSelector('html[data-ready=true]');
+        await page.locator('[data-instance="sheets[seed=2]"] [data-action=reject]').click();
+        await page.waitForSelector('[data-instance="sheets[seed=2]"][data-decision=rejected]');
+        await page.goto(runUrl);
+        await page.waitForSelector('html[data-ready=true][data-status=completed]');
+        await page.click('#remake-rejected');
+        await expect.poll(() => page.locator('#estimate').textContent()).toContain('1 instance: US$0.05');
+        // genpipe ui restarts on the same address while the page stays open: a new start, a new token.
+        await first.close();
+        second = await startUiServer({ ...options, port: Number(new URL(first.url).port) });
+        const before = spentUsd(emu);
+        await page.click('#confirm');
+        await page.waitForSelector('#remake-result[data-started=false]', { timeout: 10_000 });
+        expect(await page.locator('#remake-result').textContent()).toBe(`Not started: ${STALE_TOKEN}.`);
+        expect(spentUsd(emu)).toBe(before);
+        expect(existsSync(join(dir, 'ui-remake.log'))).toBe(false);
+        // As the sentence says: after a reload, the same remake starts.
+        await page.goto(runUrl);
+        await page.waitForSelector('html[data-ready=true][data-status=completed]');
+        await page.click('#remake-rejected');
+        await expect.poll(() => page.locator('#estimate').textContent()).toContain('1 instance: US$0.05');
+        await page.click('#confirm');
+        await page.waitForSelector('#remake-result[data-started=true]', { timeout: 10_000 });
+        const finishes = (): number =>
+          readFileSync(join(dir, 'journal.jsonl'), 'utf8')
+            .split('\n')
+            .filter((l) => l.includes('"run_finished"')).length;
+        await expect.poll(finishes, { timeout: 60_000 }).toBe(2);
+        expect(spentUsd(emu)).toBe(before + 0.05);
+        expect((await buildCostReport(dir)).total.netUsd).toBe(0.2);
+        // The one refusal is the one error the page logged, besides its live stream cut by the restart.
+        expect(problems.filter((p) => !p.includes('ERR_') && !p.includes('api/events'))).toEqual([
+          'console: Failed to load resource: the server responded with a status of 403 (Forbidden)',
+        ]);
+      } finally {
+        await page.close();
+        await second?.close();
+        await first.close().catch(() => {});
+      }
+    },
+  );
 
   it('a run opened after it ended: its whole spend curve, its re-rolls, and committed below charged', { timeout: 120_000 }, async () => {
     // Its own manifest: one sheet's brief asks the emulator for nsfw, re-rolled with a new seed (3 times), then left nsfw.

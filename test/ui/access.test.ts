@@ -8,6 +8,7 @@ import type { CliIO } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { listRuns } from '../../src/report/run-list.js';
+import { STALE_TOKEN } from '../../src/ui/access.js';
 import { startUiServer, type UiServer } from '../../src/ui/ui-server.js';
 import type { UiRun } from '../../src/ui/run-watch.js';
 import { cleanTemps, HF_KEY, sheetsManifest, tempDir } from '../run/runner-helpers.js';
@@ -126,7 +127,10 @@ describe('genpipe ui on loopback', () => {
     expect((await post(host, [token])).status).toBe(403);
     expect((await post(host, ['Origin: http://evil.test', token])).status).toBe(403);
     expect((await post(host, [origin])).status).toBe(403);
-    expect((await post(host, [origin, `x-genpipe-token: ${'b'.repeat(43)}`])).status).toBe(403);
+    // Another start's token, as a page opened before a restart carries: the refusal says to reload it.
+    const stale = await post(host, [origin, `x-genpipe-token: ${'b'.repeat(43)}`]);
+    expect(stale.status).toBe(403);
+    expect(stale.body).toBe(STALE_TOKEN);
     expect((await post(host, [origin, token])).status).toBe(200);
     // The token is in the page, which only a page of this origin can read.
     expect((await get('/', host)).body).toContain(`content="${TOKEN}"`);
