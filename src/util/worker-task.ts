@@ -64,7 +64,7 @@ export function workerExecArgv(execArgv: readonly string[]): string[] {
 
 /**
  * A worker on `module`, given this process's Node options (workerExecArgv) less any a worker
- * refuses: V8's (`--max-old-space-size`, `--trace-gc`) and the process's own (`--stack-size`). Those
+ * refuses: V8's (`--max-old-space-size`, `--trace-gc`) and the process's own (`--title`). Those
  * already hold for every thread of the process. Given them, a worker would not start, and
  * `node --max-old-space-size=4096 genpipe report` of a big run failed with exit 70. Node names the
  * options it refuses; if it names them in words this does not read, the worker starts with none.
