@@ -216,7 +216,7 @@ describe("genpipe ui: a run's page", () => {
             .split('\n')
             .filter((l) => l.includes('"run_finished"')).length;
         await expect.poll(finishes, { timeout: 60_000 }).toBe(2);
-        expect(spentUsd(emu)).toBe(before + 0.05);
+        expect(spentUsd(emu)).toBeCloseTo(before + 0.05, 6);
         expect((await buildCostReport(dir)).total.netUsd).toBe(0.2);
         // The one refusal is the one error the page logged, besides its live stream cut by the restart.
         expect(problems.filter((p) => !p.includes('ERR_') && !p.includes('api/events'))).toEqual([
