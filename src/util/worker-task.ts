@@ -70,18 +70,16 @@ export function workerExecArgv(execArgv: readonly string[]): string[] {
  * options it refuses; if it names them in words this does not read, the worker starts with none.
  */
 function newWorker(module: URL, options: WorkerOptions): Worker {
-  const given = workerExecArgv(process.execArgv);
-  try {
-    return new Worker(module, { ...options, execArgv: given });
-  } catch (error) {
-    if ((error as { code?: unknown }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw error;
-    const refused = new Set((error as Error).message.replace(/^[^:]*:\s*/, '').split(/,\s*/));
-    const kept = given.filter((arg) => !refused.has(arg));
+  let execArgv = workerExecArgv(process.execArgv);
+  // Each refusal leaves fewer options, and none once Node names none of those given: the tries end.
+  for (;;) {
     try {
-      return new Worker(module, { ...options, execArgv: kept });
-    } catch (again) {
-      if ((again as { code?: unknown }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw again;
-      return new Worker(module, { ...options, execArgv: [] });
+      return new Worker(module, { ...options, execArgv });
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV' || execArgv.length === 0) throw error;
+      const refused = new Set((error as Error).message.replace(/^[^:]*:\s*/, '').split(/,\s*/));
+      const kept = execArgv.filter((arg) => !refused.has(arg));
+      execArgv = kept.length < execArgv.length ? kept : [];
     }
   }
 }

@@ -339,7 +339,8 @@ function newEntry(): InstanceState {
 
 /** One fold's stand-ins, each shared by the instances it stands for (most of a run's have one price and model). */
 class LeanRecords {
-  readonly #intents = new Map<string, JournalRecordOf<'intent'>>();
+  /** By model, then by price: found without building a key for each record. */
+  readonly #intents = new Map<string, Map<number | null | undefined, JournalRecordOf<'intent'>>>();
   readonly #finals = new Map<TerminalStatus, JournalRecordOf<'status'>>();
 
   /**
@@ -373,9 +374,10 @@ class LeanRecords {
   }
 
   #intent(priceUsd: number | null | undefined, model: string): JournalRecordOf<'intent'> {
-    const key = `${String(priceUsd)} ${model}`;
-    let lean = this.#intents.get(key);
-    if (!lean) this.#intents.set(key, (lean = Object.freeze({ priceUsd, model }) as JournalRecordOf<'intent'>));
+    let prices = this.#intents.get(model);
+    if (!prices) this.#intents.set(model, (prices = new Map()));
+    let lean = prices.get(priceUsd);
+    if (!lean) prices.set(priceUsd, (lean = Object.freeze({ priceUsd, model }) as JournalRecordOf<'intent'>));
     return lean;
   }
 
