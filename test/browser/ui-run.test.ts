@@ -62,6 +62,22 @@ const figures = (page: Page): Promise<{ points: number; done: number; committed:
     committed: Number(document.getElementById('chart')!.dataset.last ?? 0),
   }));
 
+/** Rejects `instance` in the run's gallery, then opens the run's page, completed. */
+async function rejectInGallery(page: Page, runUrl: string, instance: string): Promise<void> {
+  await page.goto(`${runUrl}gallery/`);
+  await page.waitForSelector('html[data-ready=true]');
+  await page.locator(`[data-instance="${instance}"] [data-action=reject]`).click();
+  await page.waitForSelector(`[data-instance="${instance}"][data-decision=rejected]`);
+  await page.goto(runUrl);
+  await page.waitForSelector('html[data-ready=true][data-status=completed]');
+}
+
+/** Asks the run's page for the remake of its rejected instances, and waits for the estimate to say `estimate`. */
+async function askRemake(page: Page, estimate: string): Promise<void> {
+  await page.click('#remake-rejected');
+  await expect.poll(() => page.locator('#estimate').textContent()).toContain(estimate);
+}
+
 let runPageUrl = '';
 
 describe("genpipe ui: a run's page", () => {
@@ -128,15 +144,9 @@ describe("genpipe ui: a run's page", () => {
     expect(runPageUrl).not.toBe('');
     const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     const problems = watchPage(page, server.url);
-    await page.goto(`${runPageUrl}gallery/`);
-    await page.waitForSelector('html[data-ready=true]');
-    await page.locator('[data-instance="sheets[seed=2]"] [data-action=reject]').click();
-    await page.waitForSelector('[data-instance="sheets[seed=2]"][data-decision=rejected]');
-    await page.goto(runPageUrl);
-    await page.waitForSelector('html[data-ready=true][data-status=completed]');
+    await rejectInGallery(page, runPageUrl, 'sheets[seed=2]');
     const before = spentUsd(emu);
-    await page.click('#remake-rejected');
-    await expect.poll(() => page.locator('#estimate').textContent()).toContain('1 instance: US$0.05');
+    await askRemake(page, '1 instance: US$0.05');
     // Nothing is spent until the confirmation.
     expect(spentUsd(emu)).toBe(before);
     await page.click('#confirm');
@@ -187,14 +197,8 @@ describe("genpipe ui: a run's page", () => {
       let second: UiServer | undefined;
       try {
         const runUrl = `${first.url}/run/0/restarted/${runId}/`;
-        await page.goto(`${runUrl}gallery/`);
-        await page.waitForSelector('html[data-ready=true]');
-        await page.locator('[data-instance="sheets[seed=2]"] [data-action=reject]').click();
-        await page.waitForSelector('[data-instance="sheets[seed=2]"][data-decision=rejected]');
-        await page.goto(runUrl);
-        await page.waitForSelector('html[data-ready=true][data-status=completed]');
-        await page.click('#remake-rejected');
-        await expect.poll(() => page.locator('#estimate').textContent()).toContain('1 instance: US$0.05');
+        await rejectInGallery(page, runUrl, 'sheets[seed=2]');
+        await askRemake(page, '1 instance: US$0.05');
         // genpipe ui restarts on the same address while the page stays open: a new start, a new token.
         await first.close();
         second = await startUiServer({ ...options, port: Number(new URL(first.url).port) });
@@ -207,8 +211,7 @@ describe("genpipe ui: a run's page", () => {
         // As the sentence says: after a reload, the same remake starts.
         await page.goto(runUrl);
         await page.waitForSelector('html[data-ready=true][data-status=completed]');
-        await page.click('#remake-rejected');
-        await expect.poll(() => page.locator('#estimate').textContent()).toContain('1 instance: US$0.05');
+        await askRemake(page, '1 instance: US$0.05');
         await page.click('#confirm');
         await page.waitForSelector('#remake-result[data-started=true]', { timeout: 10_000 });
         const finishes = (): number =>
